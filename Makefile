@@ -1,0 +1,134 @@
+# meld — plain Makefile. Variables you may override: CUDA_HOME, ARCH, PREFIX, CC, NVCC, CFLAGS.
+#   make            libmeld.so, libmeld.a, tools
+#   make test       CPU tests (+ sanitizers, device compile checks); GPU tests when GPUs exist
+#   make bench      benchmark programs (build/bench/)
+#   make install PREFIX=/usr/local
+
+CUDA_HOME ?= /usr/local/cuda
+ARCH      ?= -gencode=arch=compute_90a,code=sm_90a
+PREFIX    ?= /usr/local
+CC        ?= gcc
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+BUILD     ?= build
+
+INCLUDES  := -Iinclude -Isrc -Isrc/host -I$(CUDA_HOME)/include
+CFLAGS    ?= -O2 -g
+CFLAGS    += -std=c11 -D_GNU_SOURCE -fPIC -Wall -Wextra -Werror -pthread $(INCLUDES)
+NVCCFLAGS ?= -O3 -lineinfo
+NVCCFLAGS += -std=c++17 $(ARCH) -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings \
+             -Xptxas -warn-spills,-warn-lmem-usage -diag-suppress 177 $(INCLUDES)
+LDLIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread -ldl -lm -lstdc++
+
+HOST_SRCS := $(wildcard src/host/*.c)
+CU_SRCS   := $(wildcard src/ops/*.cu)
+HOST_OBJS := $(HOST_SRCS:%.c=$(BUILD)/obj/%.o)
+CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
+DEV_HDRS  := $(wildcard src/device/*.cuh src/common/*.h)
+LIB_SO    := $(BUILD)/lib/libmeld.so
+LIB_A     := $(BUILD)/lib/libmeld.a
+
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+MP_SRCS   := $(wildcard tests/mp/*.c)
+GPU_SRCS  := $(wildcard tests/gpu/*.cu)
+BENCH_SRCS:= $(wildcard bench/*.cu)
+TOOL_SRCS := $(wildcard tools/*.c)
+UNIT_BINS := $(UNIT_SRCS:tests/%.c=$(BUILD)/tests/%)
+MP_BINS   := $(MP_SRCS:tests/%.c=$(BUILD)/tests/%)
+GPU_BINS  := $(GPU_SRCS:tests/%.cu=$(BUILD)/tests/%)
+BENCH_BINS:= $(BENCH_SRCS:bench/%.cu=$(BUILD)/bench/%)
+TOOL_BINS := $(TOOL_SRCS:tools/%.c=$(BUILD)/bin/%)
+ASAN_OBJS := $(HOST_SRCS:%.c=$(BUILD)/asan/%.o)
+ASAN_BINS := $(UNIT_SRCS:tests/%.c=$(BUILD)/asan/tests/%) $(MP_SRCS:tests/%.c=$(BUILD)/asan/tests/%)
+ASAN_FLAGS:= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+TEST_COMMON := $(wildcard tests/common/*.c)
+TSAN_FLAGS:= -fsanitize=thread -fno-omit-frame-pointer
+
+.PHONY: all lib tools test test-cpu test-asan test-gpu test-header test-device bench install clean format
+all: lib tools
+lib: $(LIB_SO) $(LIB_A)
+tools: $(TOOL_BINS)
+
+$(BUILD)/obj/%.o: %.c $(wildcard src/host/*.h src/common/*.h) include/meld.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.o: %.cu $(DEV_HDRS) $(wildcard src/host/*.h) include/meld.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIB_SO): $(HOST_OBJS) $(CU_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -o $@ $^ $(LDLIBS)
+
+$(LIB_A): $(HOST_OBJS) $(CU_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/%: tools/%.c $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $< -o $@ $(LIB_A) $(LDLIBS)
+
+# CPU tests: cmocka (Debian libcmocka-dev).
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< $(TEST_COMMON) -o $@ $(LIB_A) -lcmocka $(LDLIBS)
+$(BUILD)/tests/mp/%: tests/mp/%.c $(LIB_A) $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< $(TEST_COMMON) -o $@ $(LIB_A) -lcmocka $(LDLIBS)
+
+# Same tests under AddressSanitizer + UndefinedBehaviorSanitizer (host code rebuilt).
+$(BUILD)/asan/%.o: %.c $(wildcard src/host/*.h src/common/*.h) include/meld.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -c $< -o $@
+$(BUILD)/asan/tests/unit/%: tests/unit/%.c $(ASAN_OBJS) $(CU_OBJS) $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $< $(TEST_COMMON) -o $@ $(ASAN_OBJS) $(CU_OBJS) -lcmocka $(LDLIBS)
+$(BUILD)/asan/tests/mp/%: tests/mp/%.c $(ASAN_OBJS) $(CU_OBJS) $(TEST_COMMON)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $< $(TEST_COMMON) -o $@ $(ASAN_OBJS) $(CU_OBJS) -lcmocka $(LDLIBS)
+
+# GPU tests and benchmarks: CUDA C programs.
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(LIB_A) $(DEV_HDRS) tests/gpu/gpu_test.h
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Itests $< -o $@ $(LIB_A) -lcublas -lcublasLt $(LDLIBS)
+$(BUILD)/bench/%: bench/%.cu $(LIB_A) $(DEV_HDRS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lcublas -lcublasLt $(LDLIBS)
+
+bench: lib $(BENCH_BINS)
+
+# The public header alone, as C11 and as C++.
+test-header:
+	@mkdir -p $(BUILD)/tests
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -I$(CUDA_HOME)/include -fsyntax-only tests/header/header_c.c
+	g++ -std=c++11 -Wall -Wextra -Werror -Iinclude -I$(CUDA_HOME)/include -fsyntax-only tests/header/header_cpp.cpp
+	@echo "[  PASSED  ] 2 test(s). (header compiles as C11 and C++)"
+
+# Device code compiles for sm_90a with no spills and no ptxas performance warnings.
+test-device: $(CU_OBJS)
+	@tests/check_device.sh "$(NVCC) $(NVCCFLAGS)" $(CU_SRCS)
+
+test-cpu: lib $(UNIT_BINS) $(MP_BINS)
+	@tests/run.sh cpu $(UNIT_BINS) $(MP_BINS)
+
+test-asan: $(ASAN_BINS)
+	@ASAN_OPTIONS=detect_leaks=1 tests/run.sh asan $(ASAN_BINS)
+
+test-gpu: lib $(GPU_BINS)
+	@tests/gpu/run.sh
+
+test: lib
+	@tests/run_all.sh
+
+install: lib tools
+	install -d $(PREFIX)/include $(PREFIX)/lib $(PREFIX)/bin
+	install -m 644 include/meld.h $(PREFIX)/include/
+	install -m 755 $(LIB_SO) $(PREFIX)/lib/
+	install -m 644 $(LIB_A) $(PREFIX)/lib/
+	$(if $(TOOL_BINS),install -m 755 $(TOOL_BINS) $(PREFIX)/bin/)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,200 @@
+/*
+ * meld.h — the one public header of meld: GPU-driven fused multi-GPU kernels for Hopper.
+ *
+ * Pure C (C11), usable from C++. Every function returns a meld_result_t; on failure a
+ * sentence describing the cause is available from meld_last_error() on the same thread.
+ * The library never calls exit() or abort().
+ *
+ * Collective calls (marked "collective") must be made by every rank of the communicator,
+ * in the same order, with matching arguments.
+ */
+#ifndef MELD_H
+#define MELD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MELD_VERSION_MAJOR 0
+#define MELD_VERSION_MINOR 1
+#define MELD_VERSION_PATCH 0
+/* One integer: major * 10000 + minor * 100 + patch. */
+#define MELD_VERSION_CODE (MELD_VERSION_MAJOR * 10000 + MELD_VERSION_MINOR * 100 + MELD_VERSION_PATCH)
+
+/* ---------------------------------------------------------------------------------------- */
+/* Results and errors                                                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef enum {
+  MELD_OK = 0,
+  MELD_ERR_INVALID_ARG = 1,   /* a bad argument: NULL pointer, bad size, misalignment, ...  */
+  MELD_ERR_CUDA = 2,          /* a CUDA runtime/driver call failed (or no usable GPU)       */
+  MELD_ERR_SYSTEM = 3,        /* an operating-system call failed (socket, thread, memory)   */
+  MELD_ERR_TIMEOUT = 4,       /* a wait passed its deadline (bootstrap or device protocol)  */
+  MELD_ERR_ABORTED = 5,       /* the communicator was aborted (by a peer, or the user)      */
+  MELD_ERR_UNSUPPORTED = 6,   /* valid, but not supported (yet) on this configuration       */
+  MELD_ERR_OUT_OF_MEMORY = 7, /* device or host allocation failed, or workspace too small   */
+  MELD_ERR_INTERNAL = 8,      /* a bug in meld: please report it with meld_last_error()     */
+  MELD_NUM_RESULTS
+} meld_result_t;
+
+/* The short name of a result code ("MELD_ERR_TIMEOUT: timed out"). Never NULL. */
+const char *meld_strerror(meld_result_t result);
+
+/* The calling thread's last detailed error message, e.g.
+ * "meld_comm_init: rank 5 >= nranks 4". Empty string if no error occurred on this thread.
+ * The pointer stays valid until the thread's next meld call. Never NULL. */
+const char *meld_last_error(void);
+
+/* The library's version as MELD_VERSION_CODE of the build it was compiled from. */
+int meld_version(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Configuration                                                                            */
+/* ---------------------------------------------------------------------------------------- */
+
+#define MELD_CONFIG_VERSION 1
+
+/* Configuration of a communicator. Initialize with MELD_CONFIG_INIT, then set fields.
+ * A field left at its "unset" value (0 or -1 as noted, NULL for strings) takes the value of
+ * its MELD_* environment variable if set, else the documented default. An explicitly set
+ * field wins over the environment. Unknown MELD_* variables are warned about at init. */
+typedef struct {
+  size_t size;              /* sizeof(meld_config_t): set by MELD_CONFIG_INIT              */
+  unsigned int version;     /* MELD_CONFIG_VERSION: set by MELD_CONFIG_INIT                */
+  size_t workspace_bytes;   /* MELD_WORKSPACE_BYTES: symmetric staging per rank; 0 = unset,
+                               default 64 MiB. Suffixes K, M, G accepted in the variable.   */
+  int64_t timeout_ms;       /* MELD_TIMEOUT_MS: deadline of every device-side wait;
+                               0 = unset, default 300000 (5 minutes)                       */
+  int64_t bootstrap_timeout_ms; /* MELD_BOOTSTRAP_TIMEOUT_MS: deadline of each bootstrap
+                               step; 0 = unset, default 120000                             */
+  int port;                 /* MELD_PORT: TCP port of the bootstrap root; 0 = unset:
+                               meld_get_unique_id picks a free one, meld_comm_init_env uses
+                               MASTER_PORT + 1 (MASTER_PORT itself is torch's store)       */
+  int node_id;              /* MELD_NODE_ID: override the node this rank belongs to (ranks
+                               with equal ids form a node; lets one host emulate several
+                               nodes); -1 = unset: ranks sharing a host form a node       */
+  const char *trace_path;   /* MELD_TRACE: write a Chrome/Perfetto trace here; NULL = off  */
+} meld_config_t;
+
+#define MELD_CONFIG_INIT \
+  { sizeof(meld_config_t), MELD_CONFIG_VERSION, 0, 0, 0, 0, -1, NULL }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Communicator                                                                             */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct meld_comm *meld_comm_t;
+
+#define MELD_UNIQUE_ID_BYTES 128
+/* Identifies one job's rendezvous: the root's address and port, and a random job key.
+ * Created by meld_get_unique_id on one rank and sent to the others by the application. */
+typedef struct {
+  char internal[MELD_UNIQUE_ID_BYTES];
+} meld_unique_id;
+
+/* Creates a unique id for a new communicator. Call on ONE process (normally the one that
+ * will be rank 0); it opens the listening socket of the rendezvous (port from config/env
+ * MELD_PORT, else a free one) on this host's address (MELD_SOCKET_ADDR overrides).
+ * Fails with MELD_ERR_SYSTEM if no socket can be opened, MELD_ERR_INVALID_ARG on NULL. */
+meld_result_t meld_get_unique_id(meld_unique_id *id);
+
+/* Creates a communicator of nranks ranks; this process is `rank`. Collective.
+ * Uses the calling thread's current CUDA device. Rendezvous over TCP with the root named
+ * in `id`, exchanges topology, allocates the symmetric workspace and maps same-node peers'.
+ * config may be NULL (all defaults / environment).
+ * Fails: MELD_ERR_INVALID_ARG (NULL comm, nranks <= 0, rank out of range, bad config),
+ * MELD_ERR_TIMEOUT (a rank did not arrive within bootstrap_timeout_ms), MELD_ERR_CUDA (no
+ * device, no peer access between GPUs of one node), MELD_ERR_OUT_OF_MEMORY, MELD_ERR_SYSTEM.
+ * On failure *comm is NULL and nothing stays allocated. */
+meld_result_t meld_comm_init(meld_comm_t *comm, int nranks, meld_unique_id id, int rank,
+                             const meld_config_t *config);
+
+/* Like meld_comm_init, with the rank layout read from the launcher's environment:
+ * torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE),
+ * Open MPI (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK/LOCAL_SIZE, with MELD_MASTER_ADDR and
+ * MELD_PORT) or Slurm (SLURM_PROCID/NTASKS/LOCALID, with MELD_MASTER_ADDR and MELD_PORT).
+ * meld's port defaults to MASTER_PORT + 1. The job key is derived from the job's variables
+ * (plus MELD_JOB_KEY if set), so processes of another job cannot join.
+ * Fails as meld_comm_init, and MELD_ERR_INVALID_ARG if the variables are missing or bad. */
+meld_result_t meld_comm_init_env(meld_comm_t *comm, const meld_config_t *config);
+
+/* Destroys a communicator: waits for its pending work on the device, unmaps peers, frees
+ * the workspace. Not collective, but every rank should destroy its comm. NULL is a no-op. */
+meld_result_t meld_comm_destroy(meld_comm_t comm);
+
+/* Aborts a communicator: raises its abort flag locally and at every peer, so that every
+ * device-side wait of every rank returns with MELD_ERR_ABORTED. Sticky: the comm must then
+ * be destroyed. Safe to call from any thread. */
+meld_result_t meld_comm_abort(meld_comm_t comm);
+
+/* Returns MELD_OK, or the asynchronous error of the comm (MELD_ERR_TIMEOUT /
+ * MELD_ERR_ABORTED from the device protocol), with the error record as meld_last_error(). */
+meld_result_t meld_comm_check(meld_comm_t comm);
+
+typedef struct {
+  int rank, nranks;          /* this rank and the communicator size                       */
+  int local_rank, local_size;/* rank within its node, and the number of ranks of that node  */
+  int node, nnodes;          /* the node index of this rank (0..nnodes-1), number of nodes  */
+  int device;                /* CUDA device ordinal used by this rank (in this process)     */
+  int sm_count;              /* multiprocessors of that device                              */
+  size_t workspace_bytes;    /* size of the symmetric workspace                              */
+} meld_comm_info_t;
+
+/* Fills *info. Fails with MELD_ERR_INVALID_ARG on NULL. */
+meld_result_t meld_comm_info(meld_comm_t comm, meld_comm_info_t *info);
+
+/* Allocates `bytes` of symmetric device memory: every rank allocates the same size and maps
+ * its same-node peers' buffers, so kernels may read/write them directly (zero-copy use by
+ * ops). Collective. *ptr is this rank's buffer, 256-byte aligned.
+ * Fails: MELD_ERR_INVALID_ARG (NULL, bytes == 0, sizes differ between ranks),
+ * MELD_ERR_OUT_OF_MEMORY, MELD_ERR_CUDA, MELD_ERR_TIMEOUT. */
+meld_result_t meld_mem_alloc(meld_comm_t comm, size_t bytes, void **ptr);
+
+/* Frees a buffer of meld_mem_alloc. Collective. NULL is a no-op.
+ * Fails with MELD_ERR_INVALID_ARG if ptr was not returned by meld_mem_alloc on this comm. */
+meld_result_t meld_mem_free(meld_comm_t comm, void *ptr);
+
+/* The address at which this rank can access peer `peer`'s buffer that corresponds to its
+ * own symmetric `ptr` (from meld_mem_alloc), or NULL in *peer_ptr if that peer is on another
+ * node. Fails with MELD_ERR_INVALID_ARG if ptr is not symmetric or peer is out of range. */
+meld_result_t meld_mem_peer_ptr(meld_comm_t comm, const void *ptr, int peer, void **peer_ptr);
+
+/* ---------------------------------------------------------------------------------------- */
+/* GEMM alone (single GPU)                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef enum {
+  MELD_B_NK = 0, /* B stored [N, K] row-major (nn.Linear weight layout): C = A * B^T */
+  MELD_B_KN = 1  /* B stored [K, N] row-major:                            C = A * B   */
+} meld_b_layout_t;
+
+/* C[M,N] = A[M,K] x B, all bf16 (fp32 accumulation), row-major with leading dimensions
+ * in elements. Needs: lda, ldb, ldc >= the row length; every row start 16-byte aligned
+ * (leading dimensions multiple of 8, base pointers 16-byte aligned); K >= 1. */
+typedef struct {
+  const void *a;
+  int64_t lda;
+  const void *b;
+  int64_t ldb;
+  meld_b_layout_t b_layout;
+  void *c;
+  int64_t ldc;
+  int64_t m, n, k;
+  int sm_count; /* multiprocessors to use; 0 = all of the device */
+} meld_gemm_args_t;
+
+/* Enqueues C = A x B on `stream` (meld's persistent Hopper GEMM engine; sm_90 only).
+ * Returns at once. Fails with MELD_ERR_INVALID_ARG (NULL, bad dims, misaligned pointers or
+ * leading dimensions), MELD_ERR_UNSUPPORTED (not a Hopper GPU), MELD_ERR_CUDA. */
+meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MELD_H */

@@ -1,0 +1,79 @@
+/* bootstrap.h — TCP rendezvous of the ranks of one job, and host collectives over it.
+ *
+ * The root (rank 0) listens; every other rank connects, presents the job key, its rank and
+ * nranks; the root admits only matching, not-yet-seen ranks (a stray or stale process with
+ * another key is refused and logged), then acknowledges everyone. Host collectives run as a
+ * star through the root. Every step is bounded by the bootstrap deadline: a rank that never
+ * arrives makes the others fail with MELD_ERR_TIMEOUT (and a sentence naming the missing
+ * ranks) within the timeout, never a hang. */
+#ifndef MELD_HOST_BOOTSTRAP_H
+#define MELD_HOST_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meld.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MELD_BOOT_MAGIC 0x6d656c64626f6f74ull /* "meldboot" */
+
+/* What a meld_unique_id holds (it fits in MELD_UNIQUE_ID_BYTES). */
+typedef struct {
+  uint64_t magic;    /* MELD_BOOT_MAGIC: a zeroed or foreign id is rejected */
+  uint64_t key;      /* random job key (or derived from the launcher's variables) */
+  uint16_t port;     /* root's TCP port */
+  char host[64];     /* root's address: IPv4 dotted quad or host name */
+} meld_boot_addr_t;
+
+typedef struct meld_bootstrap meld_bootstrap_t;
+
+/* Creates a root address with a fresh random key and opens its listening socket now, on
+ * `port` (0 = any free port) on all interfaces; `host` is advertised (NULL: MELD_SOCKET_ADDR,
+ * else this host's first non-loopback IPv4 address, else 127.0.0.1). The socket is kept in a
+ * process-wide table until a rank 0 of this process takes it in meld_bootstrap_init.
+ * Fails: MELD_ERR_SYSTEM (e.g. "port 29501 is already in use"). */
+meld_result_t meld_bootstrap_root_listen(int port, const char *host, meld_boot_addr_t *addr);
+
+/* Joins the job as `rank` of `nranks`. Rank 0 becomes the root: it takes the listening
+ * socket opened by meld_bootstrap_root_listen for addr->key in this process, or else binds
+ * addr->port itself. Other ranks connect (retrying until the deadline). Returns when all
+ * nranks have joined. Every step is bounded by timeout_ms.
+ * Fails: MELD_ERR_INVALID_ARG (bad arguments, bad magic), MELD_ERR_TIMEOUT (names missing
+ * ranks), MELD_ERR_SYSTEM. On failure *out is NULL and all sockets are closed. */
+meld_result_t meld_bootstrap_init(const meld_boot_addr_t *addr, int nranks, int rank,
+                                  int64_t timeout_ms, meld_bootstrap_t **out);
+
+/* In-place all-gather: on entry buf + rank * bytes holds this rank's part; on return
+ * buf holds every rank's part in rank order. Collective. */
+meld_result_t meld_bootstrap_allgather(meld_bootstrap_t *b, void *buf, size_t bytes);
+
+/* Broadcast `bytes` of buf from rank `root` to all. Collective. */
+meld_result_t meld_bootstrap_bcast(meld_bootstrap_t *b, void *buf, size_t bytes, int root);
+
+/* Returns when every rank has entered the barrier. Collective. */
+meld_result_t meld_bootstrap_barrier(meld_bootstrap_t *b);
+
+/* Like barrier, with its own (usually short) deadline; used on teardown, where a dead peer
+ * must not hold us up for the full bootstrap timeout. */
+meld_result_t meld_bootstrap_barrier_timeout(meld_bootstrap_t *b, int64_t timeout_ms);
+
+int meld_bootstrap_rank(const meld_bootstrap_t *b);
+int meld_bootstrap_nranks(const meld_bootstrap_t *b);
+
+/* Closes all sockets and frees b. NULL is a no-op. */
+void meld_bootstrap_destroy(meld_bootstrap_t *b);
+
+/* Rank layout from the launcher's environment (torchrun, Open MPI, Slurm): see meld.h's
+ * meld_comm_init_env. `port` is the configured port (0 = MASTER_PORT + 1).
+ * Fills the root address (key derived from the job's variables and MELD_JOB_KEY), rank and
+ * nranks. Fails with MELD_ERR_INVALID_ARG naming the missing/bad variable. */
+meld_result_t meld_bootstrap_from_env(int port, meld_boot_addr_t *addr, int *rank, int *nranks);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

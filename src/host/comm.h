@@ -1,0 +1,82 @@
+/* comm.h — the communicator's internals, shared by host modules and op launch code. */
+#ifndef MELD_HOST_COMM_H
+#define MELD_HOST_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap.h"
+#include "config.h"
+#include "meld.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MELD_MAX_RANKS 4096
+#define MELD_SIGNAL_PAD_BYTES ((size_t)4 << 20) /* per rank: signal slots, credits, abort word */
+
+/* One symmetric allocation: this rank's buffer and the mapped buffers of same-node peers. */
+typedef struct meld_symbuf {
+  void *local;             /* this rank's buffer (device memory)                        */
+  void **peer;             /* [nranks]: mapped address of rank r's buffer, or NULL if r is
+                              on another node; peer[rank] == local                       */
+  size_t bytes;
+  struct meld_symbuf *next;/* list of user allocations (meld_mem_alloc)                  */
+} meld_symbuf_t;
+
+/* What each rank tells the others at init (all-gathered over the bootstrap). */
+typedef struct {
+  uint64_t host_hash;      /* hostname + boot id: equal on one host                     */
+  int32_t node_override;   /* MELD_NODE_ID or -1                                        */
+  int32_t pid;
+  char bus_id[32];         /* PCI bus id of the GPU ("0000:19:00.0")                    */
+  unsigned char uuid[16];  /* GPU UUID                                                  */
+  int32_t sm_count;
+  int32_t pad_;
+} meld_rank_info_t;
+
+struct meld_proto_state; /* device protocol: src/host/proto.c */
+
+struct meld_comm {
+  int rank, nranks;
+  int local_rank, local_size;
+  int node, nnodes;
+  int device, sm_count;
+  int *rank_node;          /* [nranks] node of each rank                                */
+  int *rank_local;         /* [nranks] local rank of each rank within its node          */
+  meld_rank_info_t *ranks; /* [nranks]                                                  */
+  meld_resolved_config_t cfg;
+  meld_bootstrap_t *boot;
+  meld_symbuf_t workspace; /* cfg.workspace_bytes per rank: staging rings               */
+  meld_symbuf_t pad;       /* MELD_SIGNAL_PAD_BYTES per rank: signals, credits, abort   */
+  meld_symbuf_t *user_bufs;/* meld_mem_alloc list                                       */
+  struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
+};
+
+/* Node assignment from every rank's info (pure function, unit-tested on the CPU):
+ * fills rank_node, rank_local, and *nnodes; *local_size of `rank`'s node. Errors (sentence
+ * in meld_last_error): MELD_NODE_ID set on some ranks only; one node id on two hosts; two
+ * ranks of one node on the same GPU. */
+meld_result_t meld_topo_assign_nodes(const meld_rank_info_t *ranks, int nranks, int *rank_node,
+                                     int *rank_local, int *nnodes);
+
+/* This process's host identity hash (hostname and kernel boot id). */
+uint64_t meld_topo_host_hash(void);
+
+/* Symmetric memory (symmem.c). Collective over comm->boot. On failure nothing stays
+ * allocated or mapped. */
+meld_result_t meld_symbuf_create(struct meld_comm *comm, size_t bytes, meld_symbuf_t *buf);
+void meld_symbuf_destroy(struct meld_comm *comm, meld_symbuf_t *buf);
+
+/* Device protocol hooks (proto.c): created after the signal pad exists; destroyed first. */
+meld_result_t meld_proto_create(struct meld_comm *comm);
+void meld_proto_destroy(struct meld_comm *comm);
+meld_result_t meld_proto_abort(struct meld_comm *comm);
+meld_result_t meld_proto_check(struct meld_comm *comm);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,181 @@
+/* gpu_test.h — a small harness for GPU test programs (cmocka is not on the GPU machines).
+ *
+ * Each check prints one line; the program ends with the same summary lines as cmocka
+ * ("[  PASSED  ] N test(s)." / "[  FAILED  ] N test(s)") so tests/run.sh can sum them.
+ *
+ * Multi-rank tests: gt_spawn(nranks, fn) forks nranks processes BEFORE any CUDA call, each
+ * with torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+ * MASTER_PORT = a free port); the child selects GPU LOCAL_RANK % device count, runs fn(rank,
+ * nranks) and exits with the number of failed checks. The parent waits (GT_SPAWN_TIMEOUT_S,
+ * default 120 s; then kills) and returns the number of failed ranks. */
+#ifndef MELD_GPU_TEST_H
+#define MELD_GPU_TEST_H
+
+#include <arpa/inet.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "meld.h"
+
+static int gt_passed = 0, gt_failed = 0, gt_rank = -1;
+
+#define GT_CHECK(cond, ...)                                                         \
+  do {                                                                              \
+    if (cond) {                                                                     \
+      gt_passed++;                                                                  \
+    } else {                                                                        \
+      gt_failed++;                                                                  \
+      fprintf(stdout, "[rank %d] FAIL %s:%d: ", gt_rank, __FILE__, __LINE__);       \
+      fprintf(stdout, __VA_ARGS__);                                                 \
+      fprintf(stdout, "\n");                                                        \
+      fflush(stdout);                                                               \
+    }                                                                               \
+  } while (0)
+
+/* A meld call that must succeed; prints meld_last_error() otherwise. */
+#define GT_MELD(call)                                                                    \
+  do {                                                                                   \
+    meld_result_t gt_r_ = (call);                                                        \
+    GT_CHECK(gt_r_ == MELD_OK, "%s -> %s: %s", #call, meld_strerror(gt_r_), meld_last_error()); \
+  } while (0)
+
+#define GT_CUDA(call)                                                                    \
+  do {                                                                                   \
+    cudaError_t gt_e_ = (call);                                                          \
+    GT_CHECK(gt_e_ == cudaSuccess, "%s -> %s", #call, cudaGetErrorString(gt_e_));        \
+  } while (0)
+
+static inline void gt_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void gt_log(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  printf("[rank %d] ", gt_rank);
+  vprintf(fmt, ap);
+  printf("\n");
+  fflush(stdout);
+  va_end(ap);
+}
+
+static inline double gt_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Prints the summary lines; returns the process exit status. */
+static inline int gt_summary(const char *name) {
+  printf("%s: %d checks passed, %d failed\n", name, gt_passed, gt_failed);
+  if (gt_failed == 0) printf("[  PASSED  ] 1 test(s).\n");
+  else printf("[  FAILED  ] 1 test(s), listed below:\n[  FAILED  ] %s\n", name);
+  fflush(stdout);
+  return gt_failed ? 1 : 0;
+}
+
+static inline int gt_device_count(void) {
+  /* Fork a probe so the parent never initializes CUDA (children need a clean fork). */
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    if (write(fds[1], &n, sizeof n) != (ssize_t)sizeof n) _exit(1);
+    _exit(0);
+  }
+  int n = 0;
+  close(fds[1]);
+  if (read(fds[0], &n, sizeof n) != (ssize_t)sizeof n) n = 0;
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
+  return n;
+}
+
+static inline int gt_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 29500 + (getpid() % 1000) * 2;
+  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  /* meld uses MASTER_PORT + 1: keep both in range. */
+  return port < 65000 ? port : 29500;
+}
+
+typedef void (*gt_rank_fn)(int rank, int nranks);
+
+/* Runs fn on nranks forked processes. extra_env(rank) may set more variables (or NULL).
+ * Returns the number of ranks that failed (non-zero exit, signal, or timeout). */
+static inline int gt_spawn_env(int nranks, gt_rank_fn fn, void (*extra_env)(int rank)) {
+  int port = gt_free_port();
+  pid_t pids[64];
+  int ndev = gt_device_count();
+  for (int r = 0; r < nranks; r++) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      char buf[32];
+      snprintf(buf, sizeof buf, "%d", r); setenv("RANK", buf, 1); setenv("LOCAL_RANK", buf, 1);
+      snprintf(buf, sizeof buf, "%d", nranks); setenv("WORLD_SIZE", buf, 1); setenv("LOCAL_WORLD_SIZE", buf, 1);
+      snprintf(buf, sizeof buf, "%d", port); setenv("MASTER_PORT", buf, 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      if (extra_env) extra_env(r);
+      gt_rank = r;
+      if (ndev > 0) cudaSetDevice(r % ndev);
+      fn(r, nranks);
+      fflush(stdout);
+      _exit(gt_failed > 0 ? 1 : 0);
+    }
+    pids[r] = pid;
+  }
+  int failed = 0;
+  double deadline = gt_now_s() + (getenv("GT_SPAWN_TIMEOUT_S") ? atof(getenv("GT_SPAWN_TIMEOUT_S")) : 120.0);
+  for (int r = 0; r < nranks; r++) {
+    int status = 0;
+    for (;;) {
+      pid_t w = waitpid(pids[r], &status, WNOHANG);
+      if (w == pids[r]) break;
+      if (gt_now_s() > deadline) {
+        printf("[spawn] rank %d still running at the deadline: killing it\n", r);
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], &status, 0);
+        status = 1 << 8;
+        break;
+      }
+      usleep(10000);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failed++;
+      printf("[spawn] rank %d failed (%s %d)\n", r, WIFEXITED(status) ? "exit" : "signal",
+             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    }
+  }
+  return failed;
+}
+
+static inline int gt_spawn(int nranks, gt_rank_fn fn) { return gt_spawn_env(nranks, fn, NULL); }
+
+/* Deterministic pseudo-random generator for test data (xorshift64*). */
+static inline uint64_t gt_rand_u64(uint64_t *s) {
+  *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;
+  return *s * 0x2545F4914F6CDD1Dull;
+}
+static inline float gt_rand_f(uint64_t *s) { /* uniform in [-1, 1) */
+  return (float)((gt_rand_u64(s) >> 40) * (1.0 / (1ull << 23)) - 1.0);
+}
+
+#endif
