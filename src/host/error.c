@@ -48,7 +48,14 @@ void meld_error_prefix(const char *fmt, ...) {
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
   memcpy(old, g_last_error, sizeof old);
-  snprintf(g_last_error, sizeof g_last_error, "%s: %s", prefix, old);
+  size_t n = strlen(prefix);
+  if (n > sizeof g_last_error - 3) n = sizeof g_last_error - 3;
+  memcpy(g_last_error, prefix, n);
+  memcpy(g_last_error + n, ": ", 2);
+  size_t room = sizeof g_last_error - n - 3;
+  size_t m = strnlen(old, room);
+  memcpy(g_last_error + n + 2, old, m);
+  g_last_error[n + 2 + m] = '\0';
 }
 
 void meld_error_clear(void) { g_last_error[0] = '\0'; }

@@ -135,6 +135,7 @@ static inline int gt_spawn_env(int nranks, gt_rank_fn fn, void (*extra_env)(int 
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       if (extra_env) extra_env(r);
       gt_rank = r;
+      gt_passed = gt_failed = 0;
       if (ndev > 0) cudaSetDevice(r % ndev);
       fn(r, nranks);
       fflush(stdout);

@@ -1,0 +1,61 @@
+/* bench_common.h — what every meld benchmark shares: environment facts for the JSON lines
+ * (BENCH.md keys gpu, driver, cuda, date, commit), medians, and event timing. */
+#ifndef MELD_BENCH_COMMON_H
+#define MELD_BENCH_COMMON_H
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+  char gpu[128], driver[32], cuda[32], date[32], commit[64];
+} bench_env_t;
+
+static inline void bench_env(bench_env_t *e, int device) {
+  memset(e, 0, sizeof *e);
+  struct cudaDeviceProp p;
+  if (cudaGetDeviceProperties(&p, device) == cudaSuccess) snprintf(e->gpu, sizeof e->gpu, "%s", p.name);
+  int v = 0;
+  cudaDriverGetVersion(&v);
+  snprintf(e->driver, sizeof e->driver, "%d.%d", v / 1000, (v % 1000) / 10);
+  cudaRuntimeGetVersion(&v);
+  snprintf(e->cuda, sizeof e->cuda, "%d.%d", v / 1000, (v % 1000) / 10);
+  FILE *f = popen("nvidia-smi --query-gpu=driver_version --format=csv,noheader -i 0 2>/dev/null", "r");
+  if (f) {
+    char b[32] = "";
+    if (fgets(b, sizeof b, f) && b[0]) {
+      b[strcspn(b, "\n")] = 0;
+      snprintf(e->driver, sizeof e->driver, "%s", b);
+    }
+    pclose(f);
+  }
+  time_t t = time(NULL);
+  strftime(e->date, sizeof e->date, "%Y-%m-%d", gmtime(&t));
+  const char *c = getenv("MELD_COMMIT");
+  snprintf(e->commit, sizeof e->commit, "%s", c ? c : "unknown");
+  if (!c) {
+    f = popen("git rev-parse --short HEAD 2>/dev/null", "r");
+    if (f) {
+      char b[64] = "";
+      if (fgets(b, sizeof b, f) && b[0]) {
+        b[strcspn(b, "\n")] = 0;
+        snprintf(e->commit, sizeof e->commit, "%s", b);
+      }
+      pclose(f);
+    }
+  }
+}
+
+static inline int bench_cmp_float(const void *a, const void *b) {
+  float x = *(const float *)a, y = *(const float *)b;
+  return (x > y) - (x < y);
+}
+
+static inline float bench_median(float *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, bench_cmp_float);
+  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#endif

@@ -1,0 +1,326 @@
+/* comm.c — communicator life cycle: unique id, init (bootstrap, topology, symmetric memory,
+ * device protocol), info, abort/check, destroy; and the public symmetric allocations. */
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda_runtime.h>
+
+#include "error.h"
+#include "log.h"
+
+/* How long destroy waits for peers to unmap before freeing (a dead peer must not hold us). */
+#define MELD_DESTROY_BARRIER_MS 10000
+
+_Static_assert(sizeof(meld_boot_addr_t) <= MELD_UNIQUE_ID_BYTES, "unique id too small");
+
+meld_result_t meld_get_unique_id(meld_unique_id *id) {
+  meld_error_clear();
+  if (!id) return meld_error(MELD_ERR_INVALID_ARG, "meld_get_unique_id: id is NULL");
+  meld_resolved_config_t cfg;
+  MELD_CHECK(meld_config_resolve(NULL, &cfg));
+  meld_boot_addr_t addr;
+  memset(&addr, 0, sizeof addr);
+  MELD_CHECK(meld_bootstrap_root_listen(cfg.port, NULL, &addr));
+  memset(id, 0, sizeof *id);
+  memcpy(id->internal, &addr, sizeof addr);
+  return MELD_OK;
+}
+
+/* This rank's GPU: ordinal, SMs, bus id, UUID. */
+static meld_result_t query_device(struct meld_comm *c, meld_rank_info_t *me) {
+  int ndev = 0;
+  cudaError_t e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess || ndev == 0) {
+    cudaGetLastError();
+    return meld_error(MELD_ERR_CUDA, "meld_comm_init: no usable CUDA device (%s)",
+                      e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
+  }
+  MELD_CUDA_CHECK(cudaGetDevice(&c->device));
+  struct cudaDeviceProp prop;
+  MELD_CUDA_CHECK(cudaGetDeviceProperties(&prop, c->device));
+  c->sm_count = prop.multiProcessorCount;
+  me->sm_count = prop.multiProcessorCount;
+  memcpy(me->uuid, prop.uuid.bytes, sizeof me->uuid);
+  MELD_CUDA_CHECK(cudaDeviceGetPCIBusId(me->bus_id, sizeof me->bus_id, c->device));
+  if (prop.major != 9)
+    MELD_WARN(MELD_SUB_INIT, "GPU %s is compute capability %d.%d; meld's kernels need 9.0 (Hopper)",
+              me->bus_id, prop.major, prop.minor);
+  return MELD_OK;
+}
+
+/* Peers of this node whose GPU is visible here must be reachable by peer access. (Peers not
+ * visible, e.g. under per-rank CUDA_VISIBLE_DEVICES, are checked when their memory is mapped.) */
+static meld_result_t check_peer_access(struct meld_comm *c) {
+  for (int r = 0; r < c->nranks; r++) {
+    if (r == c->rank || c->rank_node[r] != c->node) continue;
+    int dev = -1, can = 0;
+    if (cudaDeviceGetByPCIBusId(&dev, c->ranks[r].bus_id) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    MELD_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, c->device, dev));
+    if (!can)
+      return meld_error(MELD_ERR_CUDA,
+                        "GPU %s (rank %d) cannot access GPU %s (rank %d) of the same node: no "
+                        "peer access (check nvidia-smi topo -m); set MELD_NODE_ID to treat them as "
+                        "different nodes",
+                        c->ranks[c->rank].bus_id, c->rank, c->ranks[r].bus_id, r);
+  }
+  return MELD_OK;
+}
+
+/* Everyone learns whether everyone succeeded, so that no rank goes on alone and hangs. */
+static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *what) {
+  int32_t *ok = calloc((size_t)c->nranks, sizeof *ok);
+  if (!ok) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
+  ok[c->rank] = (int32_t)mine;
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", meld_last_error());
+  meld_result_t res = meld_bootstrap_allgather(c->boot, ok, sizeof *ok);
+  if (res == MELD_OK && mine != MELD_OK) {
+    meld_error(mine, "%s", saved);
+    res = mine;
+  }
+  for (int r = 0; res == MELD_OK && r < c->nranks; r++)
+    if (ok[r] != MELD_OK)
+      res = meld_error((meld_result_t)ok[r], "meld_comm_init: rank %d failed during %s (%s); see its log",
+                       r, what, meld_strerror((meld_result_t)ok[r]));
+  free(ok);
+  return res;
+}
+
+/* Closes this rank's mappings of the peers' parts of b (its own part stays). */
+static void symbuf_unmap(struct meld_comm *c, meld_symbuf_t *b) {
+  for (int r = 0; b->peer && r < c->nranks; r++)
+    if (r != c->rank && b->peer[r]) {
+      cudaIpcCloseMemHandle(b->peer[r]);
+      b->peer[r] = NULL;
+    }
+}
+
+static void comm_free(struct meld_comm *c, int collective) {
+  if (!c) return;
+  if (c->proto) meld_proto_destroy(c);
+  /* Close our mappings of the peers' buffers, then wait (briefly: a dead peer must not hold
+   * us) until every peer closed its mappings of ours, then free ours. */
+  for (meld_symbuf_t *b = c->user_bufs; b; b = b->next) symbuf_unmap(c, b);
+  symbuf_unmap(c, &c->pad);
+  symbuf_unmap(c, &c->workspace);
+  if (collective && c->boot) meld_bootstrap_barrier_timeout(c->boot, MELD_DESTROY_BARRIER_MS);
+  while (c->user_bufs) {
+    meld_symbuf_t *b = c->user_bufs;
+    c->user_bufs = b->next;
+    meld_symbuf_destroy(c, b);
+    free(b);
+  }
+  meld_symbuf_destroy(c, &c->pad);
+  meld_symbuf_destroy(c, &c->workspace);
+  meld_bootstrap_destroy(c->boot);
+  free(c->rank_node);
+  free(c->rank_local);
+  free(c->ranks);
+  free(c);
+}
+
+static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_addr_t *addr, int rank,
+                               const meld_resolved_config_t *cfg) {
+  meld_result_t res = MELD_OK;
+  struct meld_comm *c = calloc(1, sizeof *c);
+  if (!c) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
+  c->rank = rank;
+  c->nranks = nranks;
+  c->cfg = *cfg;
+  c->device = -1;
+  c->ranks = calloc((size_t)nranks, sizeof *c->ranks);
+  c->rank_node = calloc((size_t)nranks, sizeof *c->rank_node);
+  c->rank_local = calloc((size_t)nranks, sizeof *c->rank_local);
+  if (!c->ranks || !c->rank_node || !c->rank_local) {
+    res = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
+    goto fail;
+  }
+  meld_log_set_rank(rank);
+
+  /* Device first (a local failure is still reported to the others after the rendezvous). */
+  meld_rank_info_t *me = &c->ranks[rank];
+  me->host_hash = meld_topo_host_hash();
+  me->node_override = cfg->node_id;
+  me->pid = (int32_t)getpid();
+  meld_result_t dev_res = query_device(c, me);
+  char dev_err[1024];
+  snprintf(dev_err, sizeof dev_err, "%s", meld_last_error());
+
+  MELD_CHECK_GOTO(meld_bootstrap_init(addr, nranks, rank, cfg->bootstrap_timeout_ms, &c->boot), res,
+                  fail);
+  if (dev_res != MELD_OK) meld_error(dev_res, "%s", dev_err);
+  MELD_CHECK_GOTO(agree(c, dev_res, "GPU discovery"), res, fail);
+  MELD_CHECK_GOTO(meld_bootstrap_allgather(c->boot, c->ranks, sizeof *c->ranks), res, fail);
+  MELD_CHECK_GOTO(meld_topo_assign_nodes(c->ranks, nranks, c->rank_node, c->rank_local, &c->nnodes),
+                  res, fail);
+  c->node = c->rank_node[rank];
+  c->local_rank = c->rank_local[rank];
+  for (int r = 0; r < nranks; r++) c->local_size += c->rank_node[r] == c->node;
+  MELD_CHECK_GOTO(agree(c, check_peer_access(c), "the peer-access check"), res, fail);
+
+  MELD_CHECK_GOTO(meld_symbuf_create(c, cfg->workspace_bytes, &c->workspace), res, fail);
+  MELD_CHECK_GOTO(meld_symbuf_create(c, MELD_SIGNAL_PAD_BYTES, &c->pad), res, fail);
+  MELD_CHECK_GOTO(agree(c, meld_proto_create(c), "device protocol setup"), res, fail);
+
+  MELD_INFO(MELD_SUB_INIT,
+            "rank %d/%d: GPU %s (%d SMs), node %d/%d, local rank %d/%d, workspace %zu bytes",
+            rank, nranks, me->bus_id, c->sm_count, c->node, c->nnodes, c->local_rank, c->local_size,
+            cfg->workspace_bytes);
+  *out = c;
+  return MELD_OK;
+fail:
+  comm_free(c, 0);
+  return res;
+}
+
+meld_result_t meld_comm_init(meld_comm_t *comm, int nranks, meld_unique_id id, int rank,
+                             const meld_config_t *config) {
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_init: comm is NULL");
+  *comm = NULL;
+  if (nranks <= 0 || nranks > MELD_MAX_RANKS)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_init: nranks %d is outside [1, %d]", nranks,
+                      MELD_MAX_RANKS);
+  if (rank < 0 || rank >= nranks)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_init: rank %d %s nranks %d", rank,
+                      rank < 0 ? "< 0 with" : ">=", nranks);
+  meld_boot_addr_t addr;
+  memcpy(&addr, id.internal, sizeof addr);
+  if (addr.magic != MELD_BOOT_MAGIC)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_comm_init: the unique id is not one made by meld_get_unique_id");
+  meld_resolved_config_t cfg;
+  MELD_CHECK(meld_config_resolve(config, &cfg));
+  meld_result_t res = comm_init(comm, nranks, &addr, rank, &cfg);
+  if (res != MELD_OK) meld_error_prefix("meld_comm_init (rank %d of %d)", rank, nranks);
+  return res;
+}
+
+meld_result_t meld_comm_init_env(meld_comm_t *comm, const meld_config_t *config) {
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_init_env: comm is NULL");
+  *comm = NULL;
+  meld_resolved_config_t cfg;
+  MELD_CHECK(meld_config_resolve(config, &cfg));
+  meld_boot_addr_t addr;
+  int rank = -1, nranks = 0;
+  MELD_CHECK(meld_bootstrap_from_env(cfg.port, &addr, &rank, &nranks));
+  if (nranks <= 0 || nranks > MELD_MAX_RANKS || rank < 0 || rank >= nranks)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_init_env: rank %d of %d is out of range",
+                      rank, nranks);
+  meld_result_t res = comm_init(comm, nranks, &addr, rank, &cfg);
+  if (res != MELD_OK) meld_error_prefix("meld_comm_init_env (rank %d of %d)", rank, nranks);
+  return res;
+}
+
+meld_result_t meld_comm_destroy(meld_comm_t comm) {
+  meld_error_clear();
+  if (!comm) return MELD_OK;
+  meld_result_t res = MELD_OK;
+  if (comm->device >= 0) {
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+      res = meld_error(MELD_ERR_CUDA, "meld_comm_destroy: pending work failed: %s",
+                       cudaGetErrorString(e));
+  }
+  comm_free(comm, 1);
+  return res;
+}
+
+meld_result_t meld_comm_abort(meld_comm_t comm) {
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_abort: comm is NULL");
+  return meld_proto_abort(comm);
+}
+
+meld_result_t meld_comm_check(meld_comm_t comm) {
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_check: comm is NULL");
+  return meld_proto_check(comm);
+}
+
+meld_result_t meld_comm_info(meld_comm_t comm, meld_comm_info_t *info) {
+  meld_error_clear();
+  if (!comm || !info)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_info: %s is NULL", comm ? "info" : "comm");
+  info->rank = comm->rank;
+  info->nranks = comm->nranks;
+  info->local_rank = comm->local_rank;
+  info->local_size = comm->local_size;
+  info->node = comm->node;
+  info->nnodes = comm->nnodes;
+  info->device = comm->device;
+  info->sm_count = comm->sm_count;
+  info->workspace_bytes = comm->workspace.bytes;
+  return MELD_OK;
+}
+
+static meld_symbuf_t *find_buf(meld_comm_t comm, const void *ptr, meld_symbuf_t ***link) {
+  meld_symbuf_t **l = &comm->user_bufs;
+  for (; *l; l = &(*l)->next)
+    if ((*l)->local == ptr) {
+      if (link) *link = l;
+      return *l;
+    }
+  return NULL;
+}
+
+meld_result_t meld_mem_alloc(meld_comm_t comm, size_t bytes, void **ptr) {
+  meld_error_clear();
+  if (!comm || !ptr)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_alloc: %s is NULL", comm ? "ptr" : "comm");
+  *ptr = NULL;
+  if (bytes == 0) return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_alloc: bytes is 0");
+  meld_symbuf_t *b = calloc(1, sizeof *b);
+  if (!b) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_mem_alloc: out of host memory");
+  meld_result_t res = meld_symbuf_create(comm, bytes, b);
+  if (res != MELD_OK) {
+    free(b);
+    meld_error_prefix("meld_mem_alloc(%zu bytes)", bytes);
+    return res;
+  }
+  b->next = comm->user_bufs;
+  comm->user_bufs = b;
+  *ptr = b->local;
+  return MELD_OK;
+}
+
+meld_result_t meld_mem_free(meld_comm_t comm, void *ptr) {
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_free: comm is NULL");
+  if (!ptr) return MELD_OK;
+  meld_symbuf_t **link = NULL;
+  meld_symbuf_t *b = find_buf(comm, ptr, &link);
+  if (!b)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_mem_free: %p was not returned by meld_mem_alloc on this comm", ptr);
+  *link = b->next;
+  /* Unmap the peers' buffers, wait until the peers unmapped ours, then free ours. */
+  symbuf_unmap(comm, b);
+  meld_result_t res = meld_bootstrap_barrier(comm->boot);
+  meld_symbuf_destroy(comm, b);
+  free(b);
+  return res;
+}
+
+meld_result_t meld_mem_peer_ptr(meld_comm_t comm, const void *ptr, int peer, void **peer_ptr) {
+  meld_error_clear();
+  if (!comm || !ptr || !peer_ptr)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_peer_ptr: NULL argument");
+  if (peer < 0 || peer >= comm->nranks)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_peer_ptr: peer %d is outside [0, %d)", peer,
+                      comm->nranks);
+  meld_symbuf_t *b = find_buf(comm, ptr, NULL);
+  if (!b)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_mem_peer_ptr: %p was not returned by meld_mem_alloc on this comm", ptr);
+  *peer_ptr = b->peer[peer];
+  return MELD_OK;
+}

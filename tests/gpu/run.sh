@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# run.sh — builds and runs every GPU test (tests/gpu/*.cu) with short deadlines, so that a hang
+# costs seconds. Multi-rank tests spawn their own ranks (one per GPU present).
+# Usage: tests/gpu/run.sh [name ...]   (default: all). Logs go to build/tests/gpu/*.log
+set -u
+cd "$(dirname "$0")/../.."
+export MELD_TIMEOUT_MS=${MELD_TIMEOUT_MS:-3000}
+export MELD_BOOTSTRAP_TIMEOUT_MS=${MELD_BOOTSTRAP_TIMEOUT_MS:-30000}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+names=("$@")
+if [ ${#names[@]} -eq 0 ]; then
+  for f in tests/gpu/*.cu; do names+=("$(basename "$f" .cu)"); done
+fi
+bins=()
+for n in "${names[@]}"; do bins+=("build/tests/gpu/$n"); done
+make --no-print-directory -j"$(nproc)" "${bins[@]}" || { echo "[  FAILED  ] 1 test(s): GPU tests did not build"; echo "0 1" > build/tests/summary-gpu; exit 1; }
+MELD_TEST_TIMEOUT_S=${MELD_TEST_TIMEOUT_S:-240} tests/run.sh gpu "${bins[@]}"
