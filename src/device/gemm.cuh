@@ -1,0 +1,461 @@
+/* gemm.cuh — meld's persistent, warp-specialized Hopper GEMM engine (bf16 in, fp32
+ * accumulate, bf16 out), reusable by fused kernels.
+ *
+ *   C[M,N] = A[M,K] * B^T   (B stored [N,K], "NK")   or   A[M,K] * B   (B stored [K,N], "KN")
+ *
+ * Shape of one CTA (384 threads, __launch_bounds__(384, 1), ~226 KB dynamic shared memory):
+ *   warpgroup 0  producer: setmaxnreg 40; ONE thread takes tiles from the scheduler, waits
+ *                the ready hook, and issues TMA loads into a 4-stage ring (full/empty
+ *                mbarriers). Warps 1..3 are idle (room for a comm warp, hook e).
+ *   warpgroups 1, 2  consumers: setmaxnreg 232; each owns 64 rows x 256 cols of the
+ *                128x256 tile in 128 fp32 registers/thread (4 x m64n256k16 wgmma per 64-wide
+ *                k-block), then the epilogue: registers -> swizzled smem staging (64x128 per
+ *                half) -> TMA store (or 16-byte generic stores for redirected output).
+ *   Optional 2x1 cluster: the two CTAs compute vertically adjacent tiles of one n-block and
+ *   each loads half of B, multicast to both (halves B's L2->SM traffic).
+ *
+ * Why 128x256x64: 256 is wgmma's widest N; a 64x256 fp32 accumulator is 128 registers, under
+ * the 232 cap; 4 stages x 48 KB = 192 KB leaves 32 KB for two 16 KB epilogue stagings.
+ *
+ * The first part of this file is plain C (the host planner in src/host/gemm_plan.c includes
+ * it); the device part is compiled only by nvcc. */
+#ifndef MELD_DEVICE_GEMM_CUH
+#define MELD_DEVICE_GEMM_CUH
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- compile-time shape ------------------------------------------------------------------ */
+#define GEMM_BM 128
+#define GEMM_BN 256
+#define GEMM_BK 64
+#define GEMM_STAGES 4
+#define GEMM_THREADS 384
+#define GEMM_A_BYTES (GEMM_BM * GEMM_BK * 2)         /* 16 KB */
+#define GEMM_B_BYTES (GEMM_BN * GEMM_BK * 2)         /* 32 KB */
+#define GEMM_STAGE_BYTES (GEMM_A_BYTES + GEMM_B_BYTES) /* 48 KB */
+#define GEMM_EPI_BYTES 16384                         /* per consumer warpgroup: 64 x 128 bf16 */
+#define GEMM_EPI_OFF (GEMM_STAGES * GEMM_STAGE_BYTES)
+#define GEMM_BAR_OFF (GEMM_EPI_OFF + 2 * GEMM_EPI_BYTES)
+#define GEMM_INFO_OFF (GEMM_BAR_OFF + 16 * GEMM_STAGES)
+#define GEMM_SMEM_USED (GEMM_INFO_OFF + 16 * GEMM_STAGES)
+#define GEMM_SMEM_BYTES (GEMM_SMEM_USED + 1024) /* + slack to align the base to 1024 B */
+/* Named barriers used by the engine's consumers (fused kernels must use other ids). */
+#define GEMM_BAR_WG0 1
+#define GEMM_BAR_WG1 2
+#define GEMM_BAR_CONSUMERS 3
+
+/* What the ready hook reports in *status (first giver-up wins). */
+enum { GEMM_STATUS_OK = 0, GEMM_STATUS_ABORTED = 1, GEMM_STATUS_TIMEOUT = 2 };
+
+/* Hook (a): before the producer loads A rows [r, r+128) it waits until
+ * flags[r / rows_per_flag] >= epoch (ld.acquire.sys, then fence.proxy.async.global so the
+ * TMA reads see the data). It gives up when *abort_word != 0 or after timeout_ns: the CTA
+ * then stops taking tiles, drains its pipeline and returns; *status records why. */
+typedef struct {
+  const uint64_t *flags;      /* NULL = hook off                                             */
+  int32_t rows_per_flag;      /* rows of A covered by one flag; a multiple of 128            */
+  uint64_t epoch;             /* wait until flag >= epoch                                    */
+  const uint32_t *abort_word; /* NULL or a word that becomes nonzero to stop                 */
+  uint64_t timeout_ns;        /* 0 = no deadline; else per wait, measured with %globaltimer  */
+  uint32_t *status;           /* NULL or receives GEMM_STATUS_* (atomicCAS from 0)           */
+} gemm_ready_hook_t;
+
+/* Hook (b): tile order. Logical m-block i (the scheduler's raster order) runs as
+ *   mb = (i + m_rotate) % tiles_m;  if (m_order) mb = m_order[mb];
+ * so rank r of an all-gather can start with its own shard and follow the arrival order.
+ * With `queue`, tiles are claimed from a device atomic counter instead of the static
+ * worker + i * workers sequence. queue[0] = next ticket, queue[1] = finished workers; both
+ * must be 0 before the first launch; the last worker to finish resets them (no memset). */
+typedef struct {
+  int32_t m_rotate;
+  const int32_t *m_order; /* NULL or a permutation of [0, tiles_m) in device memory */
+  uint32_t *queue;        /* NULL = static schedule                                  */
+} gemm_order_hook_t;
+
+/* Hook (c): epilogue redirect and signal. With `out`, tile rows [r, r+128) are written to
+ * out[r / rows_per_owner] + (r % rows_per_owner) * out_ld (e.g. the owner's buffer on a
+ * peer GPU) with 16-byte generic stores. With `signal`, after the tile's stores are complete
+ * and visible (all consumer threads stored, named barrier, fence.acq_rel.sys; TMA stores:
+ * wait_group 0 first) one thread st.release.sys's
+ *   signal[owner][(mb - owner * rows_per_owner / 128) * tiles_n + nb] = epoch.
+ * Without `out`, owner is 0 and rows_per_owner is ignored. */
+typedef struct {
+  void *const *out;        /* NULL = write C at params.c / ldc                       */
+  int64_t out_ld;          /* elements; multiple of 8                                 */
+  int32_t rows_per_owner;  /* a multiple of 128                                       */
+  uint64_t *const *signal; /* NULL = no signal; device array of per-owner flag arrays */
+  uint64_t epoch;
+} gemm_epilogue_hook_t;
+
+/* Everything one GEMM launch (or one fused kernel's GEMM part) needs. Filled by
+ * gemm_plan_make() (src/host/gemm_plan.h); hooks are then set by the fused op. Passed to the
+ * kernel as a __grid_constant__ parameter (the tensor maps must live in parameter space). */
+typedef struct {
+  CUtensorMap map_a; /* A [M,K]: dims {K, M}, box {64, 128}, SWIZZLE_128B                     */
+  CUtensorMap map_b; /* NK: {K, N}, box {64, 256 / cluster_m}; KN: {N, K}, box {64, 64}       */
+  CUtensorMap map_c; /* C [M,N]: dims {N, M}, box {64, 64}, SWIZZLE_128B (TMA-store epilogue) */
+  void *c;           /* C base (bf16) and leading dimension (elements)                        */
+  int64_t ldc;
+  int32_t m, n, k;
+  int32_t tiles_m, tiles_n, k_blocks; /* ceil(M/128), ceil(N/256), ceil(K/64)              */
+  int32_t b_kn;      /* 1: B stored [K,N] (kernel variant), 0: [N,K]                         */
+  int32_t cluster_m; /* 1, or 2: 2x1 cluster, B multicast                                    */
+  int32_t group_m;   /* raster group: this many m-blocks (m-pairs if cluster_m 2) per sweep  */
+  int32_t epi_tma;   /* 1: TMA-store epilogue from map_c; 0: 16-byte generic stores          */
+  int32_t workers;   /* CTAs that run the engine in the launch it was planned for            */
+  gemm_ready_hook_t ready;
+  gemm_order_hook_t order;
+  gemm_epilogue_hook_t epi;
+} gemm_params_t;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Writes every field of p (one line per group) into buf. */
+void gemm_params_format(const gemm_params_t *p, char *buf, size_t len);
+/* Returns 0 if p is legal for a launch of `workers` engine CTAs; else 1 and a sentence in
+ * why (e.g. "gemm: cluster_m 2 cannot be combined with the dynamic tile queue"). */
+int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len);
+#ifdef __cplusplus
+}
+#endif
+
+/* ========================================================================================= */
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+
+#include "device/ptx_async.cuh"
+
+/* One unit of work, passed from the producer to the consumers through smem next to the
+ * stage that holds its first k-block. m_blk < 0 means "no more tiles". */
+typedef struct {
+  int32_t m_blk, n_blk, k_blk0, k_nblk;
+} gemm_tile_t;
+
+/* The tile for scheduler ticket `ticket`; returns 0 when the ticket is past the last tile.
+ * Raster: groups of group_m m-units sweep all n-blocks, m fastest, so the ~#SM live tiles
+ * share A and B panels in L2. Grouped mode (hook f, not implemented) would map the ticket
+ * through a device-side prefix sum of per-group tile counts here. */
+__device__ __forceinline__ int gemm_tile_of(const gemm_params_t *p, int ticket, int rank,
+                                            gemm_tile_t *t) {
+  const int cl = p->cluster_m;
+  const int units_m = (p->tiles_m + cl - 1) / cl;
+  const int tiles_n = p->tiles_n;
+  if (ticket >= units_m * tiles_n) return 0;
+  const int per_group = p->group_m * tiles_n;
+  const int g = ticket / per_group;
+  const int first = g * p->group_m;
+  const int gm = min(p->group_m, units_m - first);
+  const int r = ticket - g * per_group;
+  int um = first + r % gm;
+  if (cl == 1) {
+    um = (um + p->order.m_rotate) % p->tiles_m;
+    if (p->order.m_order) um = p->order.m_order[um];
+    t->m_blk = um;
+  } else {
+    t->m_blk = um * 2 + rank;
+  }
+  t->n_blk = r / gm;
+  t->k_blk0 = 0;
+  t->k_nblk = p->k_blocks;
+  return 1;
+}
+
+/* Hook (a): wait for A rows of m-block mb. Returns 0 when ready, else the status code. */
+__device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb) {
+  const uint64_t *flag = p->ready.flags + (mb * GEMM_BM) / p->ready.rows_per_flag;
+  const uint64_t epoch = p->ready.epoch;
+  uint64_t start = 0;
+  for (uint32_t spin = 0;; ++spin) {
+    if (hook_ld_acquire_sys_u64(flag) >= epoch) {
+      /* The acquire made the data visible to this thread's generic proxy; TMA reads through
+       * the async proxy, which needs its own fence. */
+      fence_proxy_async_global();
+      return GEMM_STATUS_OK;
+    }
+    int why = GEMM_STATUS_OK;
+    if (p->ready.abort_word && hook_ld_relaxed_sys_u32(p->ready.abort_word) != 0)
+      why = GEMM_STATUS_ABORTED;
+    if ((spin & 63) == 0 && p->ready.timeout_ns) {
+      const uint64_t now = hook_globaltimer_ns();
+      if (spin == 0) start = now;
+      else if (now - start > p->ready.timeout_ns) why = GEMM_STATUS_TIMEOUT;
+    }
+    if (why != GEMM_STATUS_OK) {
+      if (p->ready.status) atomicCAS(p->ready.status, 0u, (uint32_t)why);
+      return why;
+    }
+    __nanosleep(64);
+  }
+}
+
+/* The producer: one thread. Takes tiles, waits the ready hook, streams k-blocks into the
+ * ring, then publishes the end marker. */
+template <bool BKN>
+__device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *smem,
+                                              uint32_t sbase, int worker, int nworkers) {
+  const int cl = p->cluster_m;
+  const uint32_t rank = cl == 2 ? cluster_ctarank() : 0;
+  const int uw = cl == 2 ? worker / 2 : worker;
+  const int unw = cl == 2 ? nworkers / 2 : nworkers;
+  const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
+  volatile gemm_tile_t *info = (volatile gemm_tile_t *)(smem + GEMM_INFO_OFF);
+  const void *map_a = &p->map_a, *map_b = &p->map_b;
+  uint32_t *queue = p->order.queue;
+  const int last_m = p->tiles_m - 1;
+  const int has_ready = p->ready.flags != 0;
+  int ready_ok = -1; /* last flag index found ready */
+  uint32_t stage = 0, phase = 0;
+  for (int i = 0;; ++i) {
+    const int ticket = queue ? (int)atomicAdd(queue, 1u) : uw + i * unw;
+    gemm_tile_t t;
+    if (!gemm_tile_of(p, ticket, (int)rank, &t)) break;
+    if (has_ready) {
+      const int fi = (t.m_blk * GEMM_BM) / p->ready.rows_per_flag;
+      if (fi != ready_ok) {
+        if (gemm_ready_wait(p, t.m_blk) != GEMM_STATUS_OK) break;
+        ready_ok = fi;
+      }
+    }
+    const int a_row = min(t.m_blk, last_m) * GEMM_BM; /* cluster pad tile: a valid box */
+    const int n0 = t.n_blk * GEMM_BN;
+    for (int kb = 0; kb < t.k_nblk; ++kb) {
+      mbar_wait(empty0 + 8 * stage, phase ^ 1);
+      if (kb == 0) {
+        info[stage].m_blk = t.m_blk;
+        info[stage].n_blk = t.n_blk;
+        info[stage].k_blk0 = t.k_blk0;
+        info[stage].k_nblk = t.k_nblk;
+      }
+      const uint32_t full = full0 + 8 * stage;
+      const uint32_t a_dst = sbase + stage * GEMM_STAGE_BYTES, b_dst = a_dst + GEMM_A_BYTES;
+      const int k0 = (t.k_blk0 + kb) * GEMM_BK;
+      /* Every CTA expects its full stage: A (own) + both B halves (own + multicast). */
+      mbar_arrive_expect_tx(full, GEMM_STAGE_BYTES);
+      tma_load_2d(a_dst, map_a, full, k0, a_row);
+      if (cl == 1) {
+        if (!BKN) {
+          tma_load_2d(b_dst, map_b, full, k0, n0);
+        } else {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) tma_load_2d(b_dst + 8192 * q, map_b, full, n0 + 64 * q, k0);
+        }
+      } else {
+        if (!BKN) {
+          tma_load_2d_multicast(b_dst + 16384 * rank, map_b, full, k0, n0 + 128 * (int)rank, 0x3);
+        } else {
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            const int qq = 2 * (int)rank + q;
+            tma_load_2d_multicast(b_dst + 8192 * qq, map_b, full, n0 + 64 * qq, k0, 0x3);
+          }
+        }
+      }
+      if (++stage == GEMM_STAGES) { stage = 0; phase ^= 1; }
+    }
+  }
+  if (queue) {
+    /* Reset by the last worker: every worker's final claim precedes its "done" add. */
+    __threadfence();
+    if (atomicAdd(queue + 1, 1u) == (uint32_t)nworkers - 1) {
+      atomicExch(queue, 0u);
+      atomicExch(queue + 1, 0u);
+    }
+  }
+  mbar_wait(empty0 + 8 * stage, phase ^ 1);
+  info[stage].m_blk = -1;
+  mbar_arrive(full0 + 8 * stage);
+}
+
+/* Releases a stage: one arrival per consumer warp, to this CTA and (cluster) to the peer
+ * whose producer multicasts into our copy of the stage. */
+__device__ __forceinline__ void gemm_release(uint32_t empty, int lane, int cl, uint32_t peer) {
+  if (lane == 0) {
+    mbar_arrive(empty);
+    if (cl == 2) mbar_arrive_cluster(empty, peer);
+  }
+}
+
+__device__ __forceinline__ uint32_t gemm_pack_bf16x2(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *(uint32_t *)&v;
+}
+
+/* Epilogue of one consumer warpgroup g (rows m0 + 64g .. +64 of the tile). */
+__device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const float *acc,
+                                              gemm_tile_t t, uint32_t stg, int g, int tid) {
+  const int w = tid >> 5, l = tid & 31;
+  const int M = p->m, N = p->n;
+  const int row0 = t.m_blk * GEMM_BM; /* tile's first row */
+  const int row_base = row0 + 64 * g;
+  const int col_base = t.n_blk * GEMM_BN;
+  const gemm_epilogue_hook_t *eh = &p->epi;
+  int owner = 0;
+  uint16_t *dst = (uint16_t *)p->c;
+  int64_t ld = p->ldc;
+  int64_t dst_row0 = row_base;
+  if (eh->out) {
+    owner = row0 / eh->rows_per_owner;
+    dst = (uint16_t *)eh->out[owner];
+    ld = eh->out_ld;
+    dst_row0 = row_base - (int64_t)owner * eh->rows_per_owner;
+  }
+  const int use_tma = p->epi_tma && !eh->out;
+  const int r0 = 16 * w + (l >> 2); /* this thread's first row in the warpgroup's 64 */
+  const uint32_t bar = GEMM_BAR_WG0 + g;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (row_base >= M || col_base + 128 * h >= N) continue; /* warpgroup-uniform */
+    if (use_tma && tid == 0) bulk_wait_group_read0();      /* staging free again */
+    named_bar_sync(bar, 128);
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = 16 * h + jj;
+      /* 128B swizzle: 16-byte chunk c of row r sits at chunk c ^ (r % 8): conflict-free. */
+      const uint32_t a0 = stg + (jj >> 3) * 8192 + r0 * 128 + (((jj & 7) ^ (r0 & 7)) << 4) +
+                          4 * (l & 3);
+      st_shared_u32(a0, gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]));
+      st_shared_u32(a0 + 8 * 128, gemm_pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]));
+    }
+    if (use_tma) fence_proxy_async_shared(); /* generic smem writes -> TMA reads */
+    named_bar_sync(bar, 128);
+    if (use_tma) {
+      if (tid == 0) {
+#pragma unroll
+        for (int b = 0; b < 2; ++b) {
+          const int c0 = col_base + 128 * h + 64 * b;
+          if (c0 < N) tma_store_2d(&p->map_c, stg + 8192 * b, c0, row_base);
+        }
+        bulk_commit_group();
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int q = tid + 128 * i;
+        const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
+        const uint4 v = ld_shared_v4(stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4));
+        const int grow = row_base + row;
+        const int gcol = col_base + 128 * h + 64 * b + 8 * c;
+        if (grow < M && gcol < N) {
+          uint16_t *o = dst + (dst_row0 + row) * ld + gcol;
+          if (gcol + 8 <= N) {
+            *(uint4 *)o = v;
+          } else {
+            const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int x = 0; x < 8; ++x) /* compile-time indices: stays in registers */
+              if (x < N - gcol) o[x] = (uint16_t)(wv[x >> 1] >> (16 * (x & 1)));
+          }
+        }
+      }
+    }
+  }
+  if (eh->signal) {
+    if (use_tma && tid == 0) bulk_wait_group0(); /* the TMA writes themselves are done */
+    named_bar_sync(GEMM_BAR_CONSUMERS, 256);     /* every consumer thread's stores precede */
+    if (g == 0 && tid == 0) {
+      const int local_mb = eh->out ? t.m_blk - owner * (eh->rows_per_owner / GEMM_BM) : t.m_blk;
+      uint64_t *flag = eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk;
+      /* Cumulativity: the barrier ordered all threads' stores before this thread's fence. */
+      hook_fence_acq_rel_sys();
+      hook_st_release_sys_u64(flag, eh->epoch);
+    }
+  }
+}
+
+/* A consumer warpgroup g (0/1): waits stages, issues wgmma, releases stages, epilogue. */
+template <bool BKN>
+__device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
+                                              uint32_t sbase, int g, int tid) {
+  float acc[128];
+  const int cl = p->cluster_m;
+  const uint32_t peer = cl == 2 ? (cluster_ctarank() ^ 1) : 0;
+  const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
+  const volatile gemm_tile_t *info = (const volatile gemm_tile_t *)(smem + GEMM_INFO_OFF);
+  const uint32_t stg = sbase + GEMM_EPI_OFF + g * GEMM_EPI_BYTES;
+  const int lane = tid & 31;
+  uint32_t stage = 0, phase = 0;
+  for (;;) {
+    mbar_wait(full0 + 8 * stage, phase);
+    gemm_tile_t t;
+    t.m_blk = info[stage].m_blk;
+    if (t.m_blk < 0) break;
+    t.n_blk = info[stage].n_blk;
+    t.k_blk0 = info[stage].k_blk0;
+    t.k_nblk = info[stage].k_nblk;
+    uint32_t prev = 0;
+    for (int kb = 0; kb < t.k_nblk; ++kb) {
+      if (kb) mbar_wait(full0 + 8 * stage, phase);
+      const uint32_t a = sbase + stage * GEMM_STAGE_BYTES + g * 8192;
+      const uint32_t b = sbase + stage * GEMM_STAGE_BYTES + GEMM_A_BYTES;
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint64_t da = wgmma_desc_sw128(a + 32 * j, 16, 1024);
+        if (BKN) {
+          /* N-major B: 64-wide N blocks 8 KB apart (LBO), 8 K-rows 1 KB apart (SBO). */
+          wgmma_m64n256k16_ss_tb(acc, da, wgmma_desc_sw128(b + 2048 * j, 8192, 1024), kb | j);
+        } else {
+          wgmma_m64n256k16_ss(acc, da, wgmma_desc_sw128(b + 32 * j, 16, 1024), kb | j);
+        }
+      }
+      wgmma_commit();
+      if (kb) {
+        wgmma_wait1(); /* the previous k-block's wgmmas are done reading their stage */
+        gemm_release(empty0 + 8 * prev, lane, cl, peer);
+      }
+      prev = stage;
+      if (++stage == GEMM_STAGES) { stage = 0; phase ^= 1; }
+    }
+    wgmma_wait0();
+    wgmma_fence_acc128(acc);
+    gemm_release(empty0 + 8 * prev, lane, cl, peer);
+    gemm_epilogue(p, acc, t, stg, g, tid);
+  }
+  if (p->epi_tma && tid == 0) bulk_wait_group0(); /* before the CTA may exit */
+}
+
+/* The engine entry for one CTA of 384 threads (all must call it; it starts with
+ * __syncthreads). `worker` / `nworkers` replace blockIdx.x / gridDim.x so a fused kernel can
+ * give other CTAs other roles (hook d); with cluster_m 2, worker % 2 must equal the CTA's
+ * cluster rank and all engine CTAs' clusters must be whole. `smem_raw` is the dynamic shared
+ * memory (>= GEMM_SMEM_BYTES). The kernel must be __launch_bounds__(384, 1) (setmaxnreg).
+ * On return (cluster_m 1), warps 1..3 of warpgroup 0 return at once, with 40 registers:
+ * a fused kernel may use them (comm warp, hook e) with named barriers other than 1..3. */
+template <bool BKN>
+__device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
+                                             int worker, int nworkers) {
+  const uint32_t raw = smem_u32(smem_raw);
+  uint8_t *smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
+  const uint32_t sbase = smem_u32(smem);
+  const int cl = p->cluster_m;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < GEMM_STAGES; ++s) {
+      mbar_init(sbase + GEMM_BAR_OFF + 8 * s, 1);
+      mbar_init(sbase + GEMM_BAR_OFF + 8 * (GEMM_STAGES + s), 8 * cl);
+    }
+    fence_mbar_init();         /* peers may arrive / multicast on them */
+    fence_proxy_async_shared(); /* the TMA unit sees initialized barriers */
+    prefetch_tensormap(&p->map_a);
+    prefetch_tensormap(&p->map_b);
+    if (p->epi_tma) prefetch_tensormap(&p->map_c);
+  }
+  if (cl == 2) cluster_sync();
+  else __syncthreads();
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    setmaxnreg_dec_40();
+    if (threadIdx.x == 0) gemm_producer<BKN>(p, smem, sbase, worker, nworkers);
+    __syncwarp();
+  } else {
+    setmaxnreg_inc_232();
+    gemm_consumer<BKN>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+  }
+  /* No CTA of a pair may exit while its peer can still multicast into it or arrive on it. */
+  if (cl == 2) cluster_sync();
+}
+
+#endif /* __CUDACC__ */
+#endif /* MELD_DEVICE_GEMM_CUH */

@@ -1,0 +1,248 @@
+/* gemm_plan.c — validation, tensor maps, variant choice and printing for the GEMM engine. */
+#include "gemm_plan.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+
+/* ---- validation --------------------------------------------------------------------------- */
+
+meld_result_t gemm_args_validate(const meld_gemm_args_t *a) {
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, "meld_gemm: args is NULL");
+  if (a->m < 0 || a->n < 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_gemm: m %lld and n %lld must be >= 0",
+                      (long long)a->m, (long long)a->n);
+  if (a->k < 1)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_gemm: k %lld < 1 (the inner dimension must be positive)",
+                      (long long)a->k);
+  if (a->m > INT32_MAX || a->n > INT32_MAX || a->k > INT32_MAX)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_gemm: m %lld, n %lld, k %lld: each must be < 2^31",
+                      (long long)a->m, (long long)a->n, (long long)a->k);
+  if (a->b_layout != MELD_B_NK && a->b_layout != MELD_B_KN)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_gemm: b_layout %d is neither MELD_B_NK (0) nor MELD_B_KN (1)",
+                      (int)a->b_layout);
+  if (a->sm_count < 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_gemm: sm_count %d < 0 (0 means all)",
+                      a->sm_count);
+  if (a->m == 0 || a->n == 0) return MELD_OK; /* nothing to compute: pointers unused */
+  const struct {
+    const char *name;
+    const void *ptr;
+  } ptrs[3] = {{"a", a->a}, {"b", a->b}, {"c", a->c}};
+  for (int i = 0; i < 3; i++) {
+    if (!ptrs[i].ptr) return meld_error(MELD_ERR_INVALID_ARG, "meld_gemm: %s is NULL", ptrs[i].name);
+    if ((uintptr_t)ptrs[i].ptr % 16)
+      return meld_error(MELD_ERR_INVALID_ARG,
+                        "meld_gemm: %s %p is not 16-byte aligned (TMA needs 16-byte aligned "
+                        "base addresses)",
+                        ptrs[i].name, ptrs[i].ptr);
+  }
+  const int kn = a->b_layout == MELD_B_KN;
+  const struct {
+    const char *name;
+    int64_t ld, row;
+    const char *row_name;
+  } lds[3] = {{"lda", a->lda, a->k, "k"},
+              {"ldb", a->ldb, kn ? a->n : a->k, kn ? "n (B is [K,N])" : "k (B is [N,K])"},
+              {"ldc", a->ldc, a->n, "n"}};
+  for (int i = 0; i < 3; i++) {
+    if (lds[i].ld < lds[i].row)
+      return meld_error(MELD_ERR_INVALID_ARG, "meld_gemm: %s %lld is smaller than %s %lld",
+                        lds[i].name, (long long)lds[i].ld, lds[i].row_name, (long long)lds[i].row);
+    if (lds[i].ld % 8)
+      return meld_error(MELD_ERR_INVALID_ARG,
+                        "meld_gemm: %s %lld is not a multiple of 8 (rows must start on 16-byte "
+                        "boundaries for TMA)",
+                        lds[i].name, (long long)lds[i].ld);
+    if (lds[i].ld >= (INT64_C(1) << 39))
+      return meld_error(MELD_ERR_INVALID_ARG,
+                        "meld_gemm: %s %lld is too large (TMA strides must be < 2^40 bytes)",
+                        lds[i].name, (long long)lds[i].ld);
+  }
+  return MELD_OK;
+}
+
+/* ---- tensor maps through the driver entry point -------------------------------------------- */
+
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                    const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                    const cuuint32_t *, CUtensorMapInterleave,
+                                    CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                    CUtensorMapFloatOOBfill);
+
+static pthread_once_t g_encode_once = PTHREAD_ONCE_INIT;
+static encode_tiled_fn g_encode;
+static cudaError_t g_encode_err;
+
+static void encode_lookup(void) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  g_encode_err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                  cudaEnableDefault, &q);
+  if (g_encode_err == cudaSuccess && q == cudaDriverEntryPointSuccess) g_encode = (encode_tiled_fn)fn;
+}
+
+/* A 2-D bf16 map: inner dimension `inner` (contiguous), `outer` rows `ld` elements apart. */
+static meld_result_t encode_2d(CUtensorMap *map, const void *base, int64_t inner, int64_t outer,
+                               int64_t ld, uint32_t box_inner, uint32_t box_outer,
+                               CUtensorMapL2promotion l2, const char *what) {
+  cuuint64_t dims[2] = {(cuuint64_t)inner, (cuuint64_t)outer};
+  cuuint64_t strides[1] = {(cuuint64_t)ld * 2};
+  cuuint32_t box[2] = {box_inner, box_outer};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box,
+                        estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, l2,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return meld_error(MELD_ERR_CUDA,
+                      "meld_gemm: cuTensorMapEncodeTiled rejected the %s map (error %d; dims %lld x "
+                      "%lld, ld %lld, box %u x %u)",
+                      what, (int)r, (long long)inner, (long long)outer, (long long)ld, box_inner,
+                      box_outer);
+  return MELD_OK;
+}
+
+/* ---- plan -------------------------------------------------------------------------------- */
+
+meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
+                             gemm_params_t *p, int *workers) {
+  MELD_CHECK(gemm_args_validate(a));
+  if (!o || !p || !workers)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: NULL options, params or workers");
+  if (o->sm_count < 1)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: sm_count %d < 1", o->sm_count);
+  if (a->m == 0 || a->n == 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: empty problem (m or n is 0)");
+  pthread_once(&g_encode_once, encode_lookup);
+  if (!g_encode)
+    return meld_error(MELD_ERR_CUDA,
+                      "meld_gemm: the driver entry point cuTensorMapEncodeTiled is unavailable "
+                      "(%s); is an NVIDIA driver >= 12.0 installed?",
+                      g_encode_err == cudaSuccess ? "symbol not found" : cudaGetErrorString(g_encode_err));
+  memset(p, 0, sizeof *p);
+  p->m = (int32_t)a->m;
+  p->n = (int32_t)a->n;
+  p->k = (int32_t)a->k;
+  p->tiles_m = (int32_t)((a->m + GEMM_BM - 1) / GEMM_BM);
+  p->tiles_n = (int32_t)((a->n + GEMM_BN - 1) / GEMM_BN);
+  p->k_blocks = (int32_t)((a->k + GEMM_BK - 1) / GEMM_BK);
+  p->b_kn = a->b_layout == MELD_B_KN;
+  p->c = a->c;
+  p->ldc = a->ldc;
+
+  /* Cluster 2x1 (B multicast) when there are vertically adjacent tiles to pair and the
+   * device can co-schedule the pairs. */
+  int cl = o->cluster_m;
+  if (cl == 0) cl = (p->tiles_m >= 2 && o->sm_count >= 2 && o->max_clusters >= 1) ? 2 : 1;
+  if (cl != 1 && cl != 2)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: cluster_m %d is not 1 or 2", cl);
+  if (cl == 2 && (o->sm_count < 2 || o->max_clusters < 1))
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "gemm_plan_make: cluster_m 2 needs >= 2 SMs and co-resident clusters "
+                      "(sm_count %d, max_clusters %d)",
+                      o->sm_count, o->max_clusters);
+  p->cluster_m = cl;
+  const int64_t units = (int64_t)((p->tiles_m + cl - 1) / cl) * p->tiles_n;
+  int64_t w;
+  if (cl == 1) {
+    w = o->sm_count < units ? o->sm_count : units;
+  } else {
+    int64_t pairs = o->sm_count / 2;
+    if (pairs > o->max_clusters) pairs = o->max_clusters;
+    if (pairs > units) pairs = units;
+    w = 2 * pairs;
+  }
+  p->workers = (int32_t)w;
+  /* Raster group: ~2K x 2K outputs per sweep (16 m-blocks x 8 n-blocks) keep the live A and
+   * B panels of ~132 CTAs small in L2. */
+  p->group_m = o->group_m > 0 ? o->group_m : (cl == 2 ? 8 : 16);
+  p->epi_tma = o->epi_tma < 0 ? 1 : (o->epi_tma != 0);
+
+  MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, GEMM_BM,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "A"));
+  if (!p->b_kn)
+    MELD_CHECK(encode_2d(&p->map_b, a->b, a->k, a->n, a->ldb, GEMM_BK, (uint32_t)(GEMM_BN / cl),
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "B"));
+  else
+    MELD_CHECK(encode_2d(&p->map_b, a->b, a->n, a->k, a->ldb, 64, GEMM_BK,
+                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "B"));
+  MELD_CHECK(encode_2d(&p->map_c, a->c, a->n, a->m, a->ldc, 64, 64,
+                       CU_TENSOR_MAP_L2_PROMOTION_NONE, "C"));
+  *workers = (int)w;
+  return MELD_OK;
+}
+
+/* ---- legality and printing (declared in device/gemm.cuh) --------------------------------- */
+
+#define WHY(...)                            \
+  do {                                      \
+    if (why && len) snprintf(why, len, __VA_ARGS__); \
+    return 1;                               \
+  } while (0)
+
+int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len) {
+  if (!p) WHY("gemm: params is NULL");
+  if (p->m < 1 || p->n < 1 || p->k < 1) WHY("gemm: empty problem %d x %d x %d", p->m, p->n, p->k);
+  if (p->tiles_m != (p->m + GEMM_BM - 1) / GEMM_BM || p->tiles_n != (p->n + GEMM_BN - 1) / GEMM_BN ||
+      p->k_blocks != (p->k + GEMM_BK - 1) / GEMM_BK)
+    WHY("gemm: tile counts %d x %d x %d do not match the problem %d x %d x %d", p->tiles_m,
+        p->tiles_n, p->k_blocks, p->m, p->n, p->k);
+  if (p->cluster_m != 1 && p->cluster_m != 2) WHY("gemm: cluster_m %d is not 1 or 2", p->cluster_m);
+  if (workers < 1) WHY("gemm: %d workers; at least 1 CTA must run the engine", workers);
+  if (p->cluster_m == 2 && workers % 2)
+    WHY("gemm: cluster_m 2 needs an even number of workers, not %d", workers);
+  if (p->group_m < 1) WHY("gemm: group_m %d < 1", p->group_m);
+  if (p->cluster_m == 2 && (p->order.queue || p->order.m_order || p->order.m_rotate))
+    WHY("gemm: cluster_m 2 cannot be combined with the tile-order hook (queue, m_order, "
+        "m_rotate): both CTAs of a pair must see the same tile sequence");
+  if (p->cluster_m == 2 && p->ready.flags)
+    WHY("gemm: cluster_m 2 cannot be combined with the ready hook (an aborting CTA would "
+        "leave its peer waiting for multicast data)");
+  if (p->order.m_rotate < 0 || p->order.m_rotate >= p->tiles_m)
+    WHY("gemm: m_rotate %d is outside [0, tiles_m %d)", p->order.m_rotate, p->tiles_m);
+  if (p->ready.flags && (p->ready.rows_per_flag < GEMM_BM || p->ready.rows_per_flag % GEMM_BM))
+    WHY("gemm: ready.rows_per_flag %d is not a positive multiple of %d (one flag must cover "
+        "whole m-blocks)",
+        p->ready.rows_per_flag, GEMM_BM);
+  if (p->epi.out) {
+    if (p->epi.rows_per_owner < GEMM_BM || p->epi.rows_per_owner % GEMM_BM)
+      WHY("gemm: epi.rows_per_owner %d is not a positive multiple of %d", p->epi.rows_per_owner,
+          GEMM_BM);
+    if (p->epi.out_ld < p->n || p->epi.out_ld % 8)
+      WHY("gemm: epi.out_ld %lld must be >= n %d and a multiple of 8", (long long)p->epi.out_ld,
+          p->n);
+  } else if (!p->c) {
+    WHY("gemm: no output (c is NULL and no epilogue redirect)");
+  }
+  return 0;
+}
+
+void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
+  if (!buf || !len) return;
+  if (!p) {
+    snprintf(buf, len, "gemm params: NULL");
+    return;
+  }
+  snprintf(buf, len,
+           "gemm %d x %d x %d (B %s), tiles %d x %d x %d of %dx%dx%d, %d stages, smem %d B\n"
+           "  c %p ldc %lld, cluster_m %d, group_m %d, epilogue %s, workers %d\n"
+           "  ready: flags %p rows_per_flag %d epoch %llu abort %p timeout_ns %llu status %p\n"
+           "  order: m_rotate %d m_order %p queue %p\n"
+           "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
+           p->m, p->n, p->k, p->b_kn ? "[K,N]" : "[N,K]", p->tiles_m, p->tiles_n, p->k_blocks,
+           GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
+           p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->workers,
+           (const void *)p->ready.flags, p->ready.rows_per_flag,
+           (unsigned long long)p->ready.epoch, (const void *)p->ready.abort_word,
+           (unsigned long long)p->ready.timeout_ns, (void *)p->ready.status, p->order.m_rotate,
+           (const void *)p->order.m_order, (void *)p->order.queue, (const void *)p->epi.out,
+           (long long)p->epi.out_ld, p->epi.rows_per_owner, (const void *)p->epi.signal,
+           (unsigned long long)p->epi.epoch);
+}

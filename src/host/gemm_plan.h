@@ -1,0 +1,52 @@
+/* gemm_plan.h — host side of the GEMM engine: argument validation, tensor-map encoding,
+ * variant choice (cluster, raster group, epilogue), printable plan. Internal (not public).
+ *
+ * The kernel parameters (gemm_params_t, with its hooks) are defined at the top of
+ * src/device/gemm.cuh, in plain C, so that this planner and fused ops share them. */
+#ifndef MELD_HOST_GEMM_PLAN_H
+#define MELD_HOST_GEMM_PLAN_H
+
+#include "device/gemm.cuh"
+#include "meld.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Choices a caller (meld_gemm, a fused op, the benchmark) may force; 0 / -1 = let the
+ * heuristic choose. */
+typedef struct {
+  int sm_count;     /* CTAs available to the engine (required, >= 1)                      */
+  int max_clusters; /* co-resident 2-CTA clusters on the device; 0 = unknown (no clusters) */
+  int cluster_m;    /* 0 = choose, 1 or 2                                                  */
+  int group_m;      /* 0 = choose; raster group in m-units                                 */
+  int epi_tma;      /* -1 = choose (TMA store), 0 = generic 16-byte stores, 1 = TMA store  */
+} gemm_plan_opts_t;
+
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1}
+
+/* Checks meld_gemm arguments. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence
+ * ("meld_gemm: lda 4100 is not a multiple of 8 ..."). Touches no CUDA state. */
+meld_result_t gemm_args_validate(const meld_gemm_args_t *a);
+
+/* Fills *p for valid args a (validated first) and sets *workers, the number of engine CTAs
+ * to launch (a multiple of p->cluster_m). Encodes the three tensor maps through the driver
+ * entry point cuTensorMapEncodeTiled (fetched with cudaGetDriverEntryPointByVersion; meld
+ * does not link libcuda). Hooks are left off (zero). Fails: MELD_ERR_INVALID_ARG,
+ * MELD_ERR_CUDA (no driver entry point, or the encoder rejected a map). */
+meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
+                             gemm_params_t *p, int *workers);
+
+/* Launches the stand-alone engine kernel for a finished plan (src/ops/gemm.cu); checks the
+ * plan with gemm_params_check first. */
+meld_result_t gemm_launch_params(const gemm_params_t *p, int workers, cudaStream_t stream);
+
+/* Plans with options o and launches (what meld_gemm does with defaults). */
+meld_result_t gemm_launch(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
+                          cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

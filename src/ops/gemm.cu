@@ -1,0 +1,102 @@
+/* gemm.cu — the stand-alone GEMM: the engine's kernel (one per B layout) and meld_gemm(). */
+#include <cuda_runtime.h>
+#include <stdio.h>
+
+#include "device/gemm.cuh"
+#include "error.h"
+#include "gemm_plan.h"
+
+/* One persistent CTA per SM (or per cluster slot); all CTAs run the engine. */
+template <bool BKN>
+__global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ gemm_params_t p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t gemm_smem[];
+  gemm_cta_run<BKN>(&p, gemm_smem, (int)blockIdx.x, (int)gridDim.x);
+#endif
+}
+
+#define GEMM_MAX_DEVICES 64
+
+/* Per device: shared-memory attribute set, and how many 2-CTA clusters fit at once. */
+static int g_dev_ready[GEMM_MAX_DEVICES];
+static int g_dev_clusters[GEMM_MAX_DEVICES];
+
+static meld_result_t gemm_device_setup(int dev) {
+  if (dev < GEMM_MAX_DEVICES && g_dev_ready[dev]) return MELD_OK;
+  MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<false>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+  MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<true>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 2;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3(2, 1, 1);
+  cfg.blockDim = dim3(GEMM_THREADS, 1, 1);
+  cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, gemm_kernel<false>, &cfg) != cudaSuccess) {
+    (void)cudaGetLastError(); /* no clusters: plans fall back to cluster_m 1 */
+    clusters = 0;
+  }
+  if (dev < GEMM_MAX_DEVICES) {
+    g_dev_clusters[dev] = clusters;
+    g_dev_ready[dev] = 1;
+  }
+  return MELD_OK;
+}
+
+extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
+                                            cudaStream_t stream) {
+  char why[256];
+  if (gemm_params_check(p, workers, why, sizeof why))
+    return meld_error(MELD_ERR_INVALID_ARG, "%s", why);
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = (unsigned)p->cluster_m;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.gridDim = dim3((unsigned)workers, 1, 1);
+  cfg.blockDim = dim3(GEMM_THREADS, 1, 1);
+  cfg.dynamicSmemBytes = GEMM_SMEM_BYTES;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = p->cluster_m > 1 ? 1 : 0;
+  if (p->b_kn) MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_kernel<true>, *p));
+  else MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_kernel<false>, *p));
+  return MELD_OK;
+}
+
+extern "C" meld_result_t gemm_launch(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
+                                     cudaStream_t stream) {
+  MELD_CHECK(gemm_args_validate(a));
+  if (a->m == 0 || a->n == 0) return MELD_OK;
+  int dev = 0, major = 0, sms = 0;
+  MELD_CUDA_CHECK(cudaGetDevice(&dev));
+  MELD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major != 9)
+    return meld_error(MELD_ERR_UNSUPPORTED,
+                      "meld_gemm: device %d has compute capability %d.x; the engine needs Hopper "
+                      "(sm_90a)",
+                      dev, major);
+  MELD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  MELD_CHECK(gemm_device_setup(dev));
+  gemm_plan_opts_t opts = GEMM_PLAN_OPTS_INIT;
+  if (o) opts = *o;
+  if (opts.sm_count <= 0 || opts.sm_count > sms) opts.sm_count = a->sm_count > 0 && a->sm_count < sms ? a->sm_count : sms;
+  opts.max_clusters = dev < GEMM_MAX_DEVICES ? g_dev_clusters[dev] : 0;
+  gemm_params_t p;
+  int workers = 0;
+  MELD_CHECK(gemm_plan_make(a, &opts, &p, &workers));
+  return gemm_launch_params(&p, workers, stream);
+}
+
+extern "C" meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream) {
+  meld_error_clear();
+  return gemm_launch(args, NULL, stream);
+}

@@ -1,0 +1,146 @@
+/* test_gemm_args.c — meld_gemm argument validation (CPU only: bad arguments are rejected
+ * before any CUDA call, with a sentence naming the problem). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+
+#include "meld.h"
+
+/* Fake, 16-byte aligned device addresses: validation must never dereference them. */
+#define FAKE_A ((const void *)(uintptr_t)0x100000)
+#define FAKE_B ((const void *)(uintptr_t)0x200000)
+#define FAKE_C ((void *)(uintptr_t)0x300000)
+
+static meld_gemm_args_t good_args(void) {
+  meld_gemm_args_t a;
+  memset(&a, 0, sizeof a);
+  a.a = FAKE_A;
+  a.b = FAKE_B;
+  a.c = FAKE_C;
+  a.m = 1000;
+  a.n = 2000;
+  a.k = 4104;
+  a.lda = 4104;
+  a.ldb = 4104;
+  a.ldc = 2000;
+  a.b_layout = MELD_B_NK;
+  return a;
+}
+
+/* Expects MELD_ERR_INVALID_ARG and a message containing `needle`. */
+static void expect_invalid(const meld_gemm_args_t *a, const char *needle) {
+  meld_result_t r = meld_gemm(a, 0);
+  assert_int_equal(r, MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), needle)) fail_msg("message \"%s\" lacks \"%s\"", meld_last_error(), needle);
+}
+
+static void test_null_args(void **state) {
+  (void)state;
+  expect_invalid(NULL, "args is NULL");
+}
+
+static void test_null_pointers(void **state) {
+  (void)state;
+  meld_gemm_args_t a = good_args();
+  a.a = NULL;
+  expect_invalid(&a, "meld_gemm: a is NULL");
+  a = good_args();
+  a.b = NULL;
+  expect_invalid(&a, "meld_gemm: b is NULL");
+  a = good_args();
+  a.c = NULL;
+  expect_invalid(&a, "meld_gemm: c is NULL");
+}
+
+static void test_dims(void **state) {
+  (void)state;
+  meld_gemm_args_t a = good_args();
+  a.k = 0;
+  expect_invalid(&a, "k 0 < 1");
+  a = good_args();
+  a.m = -1;
+  expect_invalid(&a, "must be >= 0");
+  a = good_args();
+  a.n = -5;
+  expect_invalid(&a, "must be >= 0");
+  a = good_args();
+  a.m = (int64_t)1 << 31;
+  expect_invalid(&a, "< 2^31");
+  a = good_args();
+  a.b_layout = (meld_b_layout_t)7;
+  expect_invalid(&a, "b_layout 7");
+  a = good_args();
+  a.sm_count = -1;
+  expect_invalid(&a, "sm_count -1");
+}
+
+static void test_alignment(void **state) {
+  (void)state;
+  meld_gemm_args_t a = good_args();
+  a.a = (const char *)FAKE_A + 2;
+  expect_invalid(&a, "is not 16-byte aligned");
+  a = good_args();
+  a.c = (char *)FAKE_C + 8;
+  expect_invalid(&a, "c 0x300008 is not 16-byte aligned");
+  a = good_args();
+  a.lda = 4108;
+  expect_invalid(&a, "lda 4108 is not a multiple of 8 (rows must start on 16-byte boundaries for TMA)");
+  a = good_args();
+  a.ldc = 2004;
+  expect_invalid(&a, "ldc 2004 is not a multiple of 8");
+}
+
+static void test_leading_dims(void **state) {
+  (void)state;
+  meld_gemm_args_t a = good_args();
+  a.lda = 4096;
+  expect_invalid(&a, "lda 4096 is smaller than k 4104");
+  a = good_args();
+  a.ldc = 1992;
+  expect_invalid(&a, "ldc 1992 is smaller than n 2000");
+  a = good_args();
+  a.b_layout = MELD_B_KN; /* B [K,N]: ldb must cover n */
+  a.ldb = 1000;
+  expect_invalid(&a, "ldb 1000 is smaller than n (B is [K,N]) 2000");
+  a = good_args();
+  a.ldb = 4096;
+  expect_invalid(&a, "ldb 4096 is smaller than k (B is [N,K]) 4104");
+}
+
+static void test_empty_is_noop(void **state) {
+  (void)state;
+  meld_gemm_args_t a = good_args();
+  a.m = 0;
+  a.a = NULL; /* unused when there is nothing to compute */
+  assert_int_equal(meld_gemm(&a, 0), MELD_OK);
+  a = good_args();
+  a.n = 0;
+  assert_int_equal(meld_gemm(&a, 0), MELD_OK);
+}
+
+/* Valid arguments on a machine without a GPU: a CUDA or "unsupported" error, never a crash.
+ * (Skipped where a GPU exists: the fake pointers must not reach a kernel.) */
+static void test_no_device(void **state) {
+  (void)state;
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) skip();
+  meld_gemm_args_t a = good_args();
+  meld_result_t r = meld_gemm(&a, 0);
+  assert_true(r == MELD_ERR_CUDA || r == MELD_ERR_UNSUPPORTED);
+  assert_true(strlen(meld_last_error()) > 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_null_args),    cmocka_unit_test(test_null_pointers),
+      cmocka_unit_test(test_dims),         cmocka_unit_test(test_alignment),
+      cmocka_unit_test(test_leading_dims), cmocka_unit_test(test_empty_is_noop),
+      cmocka_unit_test(test_no_device),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
