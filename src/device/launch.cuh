@@ -1,0 +1,200 @@
+/* launch.cuh — a fused kernel's call frame: entry (sticky abort, epoch, role ticket, argument
+ * handshake), the dynamic work queue, and the exit that advances the comm's call counter.
+ *
+ * Usage (every thread of every CTA; 1-D blocks; launched cooperatively, one CTA per SM, by
+ * meld_launch_coop in src/host/proto.h):
+ *
+ *   __global__ void my_op_kernel(const __grid_constant__ meld_proto_dev_t proto, my_args_t a) {
+ *     meld_ctx_t ctx;
+ *     if (meld_call_begin(&ctx, &proto, MELD_OP_X, a.arg_hash, a.comm_ctas)) {
+ *       if (ctx.role == MELD_ROLE_COMM) {
+ *         ... send chunks: write, __syncthreads, meld_signal_put (signal.cuh) ...
+ *       }
+ *       for (uint32_t t; !ctx.failed && (t = meld_cta_queue_next(&ctx, 0)) < a.ntiles;) {
+ *         if (!meld_cta_wait_signal(&ctx, ...)) break;  // aborted: stop at a tile boundary
+ *         ... compute tile t ...
+ *       }
+ *     }
+ *     meld_call_end(&ctx);  // ALWAYS (also when begin failed): the last CTA advances the epoch
+ *   }
+ *
+ * Epochs: the comm's call counter (pad) counts completed calls; every CTA reads it at entry
+ * (epoch = counter + 1). Only the last CTA of a call advances it, after every CTA of the call
+ * has passed meld_call_end; the next call (stream order: a later kernel) sees the new value.
+ * So all CTAs of a call agree on the epoch, CUDA-graph replays get fresh epochs, and no host
+ * synchronization is needed between calls. Calls of one comm must be stream-ordered (one
+ * stream at a time), like NCCL's: they share the counter and the per-call scratch.
+ */
+#ifndef MELD_DEVICE_LAUNCH_CUH
+#define MELD_DEVICE_LAUNCH_CUH
+
+#include "common/proto.h"
+#include "device/ptx.cuh"
+#include "device/signal.cuh"
+#include "device/trace.cuh"
+
+/* CTA-wide broadcast cells (one instance per kernel). */
+typedef struct {
+  uint64_t epoch;
+  uint32_t ticket;
+  uint32_t ok;
+  uint32_t item;
+  uint32_t last;
+} meld_cta_shared_t;
+
+MELD_DEV meld_cta_shared_t *meld_cta_shared(void) {
+  __shared__ meld_cta_shared_t s;
+  return &s;
+}
+
+MELD_DEV uint32_t *meld_pad_u32(uint8_t *pad, uint32_t offset) { return (uint32_t *)(pad + offset); }
+
+/* Posts (epoch, arg hash) into every same-node peer's handshake slot for this rank. One
+ * thread. A plain release store: the slot has one writer (this rank) per parity. */
+MELD_DEV void meld_args_post(const meld_ctx_t *c) {
+  const meld_proto_dev_t *p = c->p;
+  const uint64_t v = meld_args_pack(c->epoch, c->arg_hash);
+  for (int r = 0; r < p->nranks; r++) {
+    uint8_t *peer = r == p->rank ? (uint8_t *)0 : p->peer_pads[r];
+    if (peer) st_release_sys_u64(meld_pad_u64(peer, meld_pad_args_offset(p->rank, c->epoch)), v);
+  }
+}
+
+/* Waits for every same-node peer's post of this epoch and compares hashes. One thread.
+ * On a mismatch: re-posts our own hash (so that the peer, seeing our abort, also finds our
+ * post and reports the mismatch itself), then fails with MELD_FAIL_ARGS (claims the record,
+ * raises the abort everywhere). Ranks of other nodes are not checked here (the proxy path
+ * carries no handshake yet). */
+MELD_DEV bool meld_args_verify(meld_ctx_t *c) {
+  const meld_proto_dev_t *p = c->p;
+  for (int r = 0; r < p->nranks; r++) {
+    if (r == p->rank || !p->peer_pads[r]) continue;
+    const uint64_t *slot = meld_pad_u64(p->pad, meld_pad_args_offset(r, c->epoch));
+    uint64_t v = 0;
+    if (!meld_wait_impl(c, slot, c->epoch, MELD_CMP_ARGS,
+                        meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"), &v))
+      return false;
+    if (meld_args_hash(v) != c->arg_hash) {
+      meld_args_post(c); /* ordered before the abort raised by meld_fail (same thread, acq_rel) */
+      meld_fail(c, MELD_FAIL_ARGS, meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"),
+                c->arg_hash, meld_args_hash(v), 0, 0);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Kernel-entry check of the sticky abort word (device word only: a host-memory read here
+ * would add a PCIe round trip to every call; meld_comm_abort writes the device words too).
+ * Aborted: fills the record once (kind ABORTED, region NONE) and returns false. */
+MELD_DEV bool meld_entry_check(meld_ctx_t *c) {
+  const uint32_t ab = ld_relaxed_sys_u32(meld_abort_word(c->p));
+  if (!ab) return true;
+  fence_acq_rel_sys();
+  meld_fail(c, MELD_FAIL_ABORTED, meld_wait_info(MELD_REGION_NONE, 0, -1, "kernel entry"), 0, 0, 0, ab);
+  return false;
+}
+
+/* Entry of a call. Every thread of the CTA calls it (it contains __syncthreads). Takes the
+ * role ticket (the first ncomm CTAs to START are communication CTAs), reads the epoch,
+ * checks the sticky abort word, posts this rank's argument hash (first CTA only) and
+ * verifies every peer's (every CTA: none uses peer data before it knows shapes agree).
+ * Returns false (same in all threads) if the call must not proceed; then go straight to
+ * meld_call_end. */
+MELD_DEV bool meld_call_begin(meld_ctx_t *c, const meld_proto_dev_t *p, uint32_t op, uint32_t arg_hash,
+                              uint32_t ncomm) {
+  meld_cta_shared_t *s = meld_cta_shared();
+  c->p = p;
+  c->op = op;
+  c->arg_hash = arg_hash;
+  c->cta = blockIdx.x;
+  c->failed = 0;
+  if (threadIdx.x == 0) {
+    /* Tickets and the counter are this GPU's words: relaxed GPU scope. The counter was last
+     * written by the previous call's last CTA, which finished before this kernel started. */
+    c->ticket = atom_add_relaxed_gpu_u32(meld_pad_u32(p->pad, MELD_PAD_OFF_TICKET), 1u);
+    c->epoch = meld_epoch_of_counter(ld_relaxed_gpu_u64(meld_pad_u64(p->pad, MELD_PAD_OFF_COUNTER)));
+    c->role = meld_role_of_ticket(c->ticket, ncomm);
+    bool ok = meld_entry_check(c);
+    if (ok && c->ticket == 0) meld_args_post(c);
+    if (ok) ok = meld_args_verify(c);
+    s->epoch = c->epoch;
+    s->ticket = c->ticket;
+    s->ok = ok ? 1u : 0u;
+  }
+  __syncthreads();
+  c->epoch = s->epoch;
+  c->ticket = s->ticket;
+  c->role = meld_role_of_ticket(c->ticket, ncomm);
+  c->failed = s->ok ? 0u : 1u;
+  return s->ok != 0;
+}
+
+/* Next work item of queue q (< MELD_NUM_QUEUES), for one thread. Items are claimed in
+ * order by whichever CTA asks first; callers stop at the first item >= their count. */
+MELD_DEV uint32_t meld_queue_next(const meld_ctx_t *c, uint32_t q) {
+  return atom_add_relaxed_gpu_u32(meld_pad_u32(c->p->pad, MELD_PAD_OFF_QUEUES + 4u * q), 1u);
+}
+/* Same, for the whole CTA (contains __syncthreads; same value in all threads). */
+MELD_DEV uint32_t meld_cta_queue_next(const meld_ctx_t *c, uint32_t q) {
+  meld_cta_shared_t *s = meld_cta_shared();
+  __syncthreads(); /* everyone has read the previous item */
+  if (threadIdx.x == 0) s->item = meld_queue_next(c, q);
+  __syncthreads();
+  return s->item;
+}
+/* Per-call scratch word i (< MELD_SCRATCH_WORDS) of this rank, zero at call entry: for
+ * counts among this rank's CTAs (use GPU-scope atomics). Not for peers. */
+MELD_DEV uint32_t *meld_scratch(const meld_ctx_t *c, uint32_t i) {
+  return meld_pad_u32(c->p->pad, MELD_PAD_OFF_SCRATCH + 4u * i);
+}
+
+/* The last CTA's duty, by one thread, after every CTA has counted itself done: reset the
+ * per-call scratch (ticket, queues, scratch words, the done count) and advance the call
+ * counter. Plain stores: nobody of this call reads them any more, and the next call is a
+ * later kernel (kernel boundaries order them). */
+MELD_DEV void meld_call_advance(const meld_proto_dev_t *p, uint32_t first, uint32_t stride) {
+  for (uint32_t off = MELD_PAD_OFF_QUEUES + 4u * first; off < MELD_PAD_OFF_SCRATCH + 4u * MELD_SCRATCH_WORDS;
+       off += 4u * stride)
+    *meld_pad_u32(p->pad, off) = 0u;
+  if (first == 0) {
+    *meld_pad_u32(p->pad, MELD_PAD_OFF_TICKET) = 0u;
+    *meld_pad_u32(p->pad, MELD_PAD_OFF_DONE) = 0u;
+    uint64_t *counter = meld_pad_u64(p->pad, MELD_PAD_OFF_COUNTER);
+    *counter = ld_relaxed_gpu_u64(counter) + 1u;
+  }
+}
+
+/* Exit of a call, every thread of the CTA (contains __syncthreads). Always reached, also
+ * after a failed begin or an abort: the done count must reach gridDim for the counter to
+ * advance. The CTA must not touch the call's scratch after this. */
+MELD_DEV void meld_call_end(meld_ctx_t *c) {
+  meld_cta_shared_t *s = meld_cta_shared();
+  /* bar.sync: every thread's use of the scratch is ordered before thread 0's release. */
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint32_t nctas = gridDim.x * gridDim.y * gridDim.z;
+    /* acq_rel: releases this CTA's scratch updates; the last CTA acquires all of them
+     * before resetting (otherwise a late atomic could land after the reset). */
+    const uint32_t before = atom_add_acq_rel_gpu_u32(meld_pad_u32(c->p->pad, MELD_PAD_OFF_DONE), 1u);
+    s->last = meld_is_last_cta(before, nctas) ? 1u : 0u;
+  }
+  __syncthreads();
+  if (s->last) meld_call_advance(c->p, threadIdx.x, blockDim.x);
+}
+
+/* Exit for warp-specialized kernels: ONE thread calls it after the CTA's own barrier has
+ * ordered every thread's work before it. Same effect as meld_call_end. */
+MELD_DEV void meld_call_end_thread(meld_ctx_t *c) {
+  const uint32_t nctas = gridDim.x * gridDim.y * gridDim.z;
+  const uint32_t before = atom_add_acq_rel_gpu_u32(meld_pad_u32(c->p->pad, MELD_PAD_OFF_DONE), 1u);
+  if (meld_is_last_cta(before, nctas)) meld_call_advance(c->p, 0, 1);
+}
+
+/* Trace helpers bound to a ctx (one thread records). */
+MELD_DEV uint64_t meld_trace_begin(const meld_ctx_t *c) { return meld_trace_now(&c->p->trace); }
+MELD_DEV void meld_trace_end(const meld_ctx_t *c, int role, uint32_t item, uint64_t start_ns) {
+  meld_trace_record(&c->p->trace, role, item, c->epoch, start_ns);
+}
+
+#endif /* MELD_DEVICE_LAUNCH_CUH */
