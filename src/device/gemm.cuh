@@ -352,7 +352,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
       }
     }
   }
-  if (eh->signal) {
+  if (eh->signal && t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag) */
     if (use_tma && tid == 0) bulk_wait_group0(); /* the TMA writes themselves are done */
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);     /* every consumer thread's stores precede */
     if (g == 0 && tid == 0) {

@@ -22,15 +22,21 @@ uint16_t ref_f32_to_bf16(float f) {
 void ref_gemm_bf16(const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int b_kn,
                    float *c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
   for (int64_t i = 0; i < m; i++) {
+    const uint16_t *arow = a + i * lda;
     float *crow = c + i * ldc;
-    for (int64_t j = 0; j < n; j++) crow[j] = 0.0f;
-    for (int64_t p = 0; p < k; p++) {
-      const float av = ref_bf16_to_f32(a[i * lda + p]);
-      if (b_kn) { /* B[p, :] is contiguous: stream it */
+    if (b_kn) { /* C[i,:] = sum_p A[i,p] * B[p,:]: streams rows of B */
+      for (int64_t j = 0; j < n; j++) crow[j] = 0.0f;
+      for (int64_t p = 0; p < k; p++) {
+        const float av = ref_bf16_to_f32(arow[p]);
         const uint16_t *brow = b + p * ldb;
         for (int64_t j = 0; j < n; j++) crow[j] += av * ref_bf16_to_f32(brow[j]);
-      } else {
-        for (int64_t j = 0; j < n; j++) crow[j] += av * ref_bf16_to_f32(b[j * ldb + p]);
+      }
+    } else { /* C[i,j] = dot(A[i,:], B[j,:]): both rows contiguous */
+      for (int64_t j = 0; j < n; j++) {
+        const uint16_t *brow = b + j * ldb;
+        float s = 0.0f;
+        for (int64_t p = 0; p < k; p++) s += ref_bf16_to_f32(arow[p]) * ref_bf16_to_f32(brow[p]);
+        crow[j] = s;
       }
     }
   }

@@ -1,0 +1,548 @@
+/* test_gemm.cu — the GEMM engine on one GPU: meld_gemm against the C reference (small shapes)
+ * and cuBLAS (large shapes), both B layouts, tails, 1 SM and all SMs, cluster on/off, both
+ * epilogues; then each fused-op hook inside custom kernels that call gemm_cta_run():
+ *   (a) ready-wait on flags set later by other CTAs of the same kernel; abort; timeout
+ *   (b) m-block order + dynamic queue (twice: the queue resets itself)
+ *   (c) epilogue redirect to per-owner buffers + per-tile signal, read by checker CTAs
+ *   (d) the engine on a subset of the kernel's CTAs (all of the above).
+ * Inputs are random bf16 (never 0); outputs are poisoned with 0xFFFF (NaN) before each run;
+ * a result passes when the relative Frobenius error is <= 1e-2 overall AND in every 128x256
+ * tile; NaN never passes; rows past m and columns past n must stay poisoned. */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include "common/ref_gemm.c"
+#include "device/gemm.cuh"
+#include "gemm_plan.h"
+#include "gpu/gpu_test.h"
+
+#define TOL 1e-2
+#define POISON 0xFFFFu
+
+static int g_sms;
+static cublasHandle_t g_cublas;
+
+/* ---- data -------------------------------------------------------------------------------- */
+
+__global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    float f = (float)((h >> 40) * (1.0 / (1 << 23))) - 1.0f; /* [-1, 1) */
+    if (fabsf(f) < 1.0f / 64) f = 0.5f;                        /* never zero */
+    __nv_bfloat16 b = __float2bfloat16(f);
+    p[i] = *(uint16_t *)&b;
+  }
+}
+
+static uint16_t *dev_random(size_t n, uint64_t seed) {
+  uint16_t *p = NULL;
+  GT_CUDA(cudaMalloc(&p, n * 2 + 16));
+  fill_kernel<<<1024, 256>>>(p, n, seed);
+  return p;
+}
+
+/* fp32 reference on the GPU: C[m,n] (ld n) = A x B via cuBLAS (row-major via C^T = B^T A^T). */
+static void ref_cublas(const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int b_kn,
+                       float *c, int64_t m, int64_t n, int64_t k) {
+  const float one = 1.0f, zero = 0.0f;
+  cublasStatus_t s = cublasGemmEx(g_cublas, b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, (int)n,
+                                  (int)m, (int)k, &one, b, CUDA_R_16BF, (int)ldb, a, CUDA_R_16BF,
+                                  (int)lda, &zero, c, CUDA_R_32F, (int)n, CUBLAS_COMPUTE_32F,
+                                  CUBLAS_GEMM_DEFAULT);
+  GT_CHECK(s == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: %d", (int)s);
+}
+
+/* Compares bf16 C (m + extra rows, ldc) with fp32 want (m x n, ld n): overall, per tile, and
+ * the poison past m and n. Returns the overall error. */
+static double check_c(const char *name, const uint16_t *c_host, int64_t ldc, int64_t extra_rows,
+                      const float *want, int64_t m, int64_t n) {
+  double err = ref_rel_err_bf16(c_host, ldc, want, n, m, n);
+  GT_CHECK(err <= TOL, "%s: relative error %.3e > %.0e", name, err, TOL);
+  int bad_tiles = 0;
+  for (int64_t i0 = 0; i0 < m; i0 += 128)
+    for (int64_t j0 = 0; j0 < n; j0 += 256) {
+      int64_t tm = m - i0 < 128 ? m - i0 : 128, tn = n - j0 < 256 ? n - j0 : 256;
+      double e = ref_rel_err_bf16(c_host + i0 * ldc + j0, ldc, want + i0 * n + j0, n, tm, tn);
+      if (!(e <= TOL)) {
+        if (bad_tiles < 4) gt_log("%s: tile (%lld, %lld) error %.3e", name, (long long)i0 / 128, (long long)j0 / 256, e);
+        bad_tiles++;
+      }
+    }
+  GT_CHECK(bad_tiles == 0, "%s: %d tiles of 128x256 exceed %.0e", name, bad_tiles, TOL);
+  int64_t clobbered = 0;
+  for (int64_t i = 0; i < m + extra_rows; i++)
+    for (int64_t j = (i < m ? n : 0); j < ldc; j++) clobbered += c_host[i * ldc + j] != POISON;
+  GT_CHECK(clobbered == 0, "%s: %lld elements outside C (rows >= m or cols >= n) were written", name,
+           (long long)clobbered);
+  return err;
+}
+
+/* ---- meld_gemm cases ----------------------------------------------------------------------- */
+
+typedef struct {
+  int64_t m, n, k;
+  int b_kn;
+  int pad;       /* extra elements on every leading dimension (multiple of 8) */
+  int sm_count;  /* 0 = all */
+  int cluster_m; /* 0 = plan's choice */
+  int epi_tma;   /* -1 = plan's choice */
+  int cpu_ref;   /* 1: C reference; 0: cuBLAS */
+} gemm_case_t;
+
+static void run_case(const gemm_case_t *tc) {
+  const int64_t m = tc->m, n = tc->n, k = tc->k;
+  const int64_t lda = k + tc->pad + (8 - k % 8) % 8;
+  const int64_t brow = tc->b_kn ? n : k, bn = tc->b_kn ? k : n;
+  const int64_t ldb = brow + tc->pad + (8 - brow % 8) % 8;
+  const int64_t ldc = n + tc->pad + (8 - n % 8) % 8;
+  const int64_t extra = 8;
+  char name[160];
+  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cluster %d epi %d", (long long)m,
+           (long long)n, (long long)k, tc->b_kn ? "kn" : "nk", tc->pad, tc->sm_count, tc->cluster_m,
+           tc->epi_tma);
+  uint16_t *a = dev_random((size_t)m * lda, 1 + m * 3 + k);
+  uint16_t *b = dev_random((size_t)bn * ldb, 2 + n * 5 + k);
+  uint16_t *c = NULL;
+  GT_CUDA(cudaMalloc(&c, (size_t)(m + extra) * ldc * 2));
+  GT_CUDA(cudaMemset(c, 0xFF, (size_t)(m + extra) * ldc * 2));
+  meld_gemm_args_t args;
+  memset(&args, 0, sizeof args);
+  args.a = a; args.lda = lda; args.b = b; args.ldb = ldb;
+  args.b_layout = tc->b_kn ? MELD_B_KN : MELD_B_NK;
+  args.c = c; args.ldc = ldc; args.m = m; args.n = n; args.k = k;
+  args.sm_count = tc->sm_count;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.cluster_m = tc->cluster_m;
+  o.epi_tma = tc->epi_tma;
+  if (tc->cluster_m == 0 && tc->epi_tma < 0) GT_MELD(meld_gemm(&args, 0));
+  else GT_MELD(gemm_launch(&args, &o, 0));
+  GT_CUDA(cudaDeviceSynchronize());
+  uint16_t *c_host = (uint16_t *)malloc((size_t)(m + extra) * ldc * 2);
+  float *want = (float *)malloc((size_t)m * n * 4);
+  GT_CUDA(cudaMemcpy(c_host, c, (size_t)(m + extra) * ldc * 2, cudaMemcpyDeviceToHost));
+  if (tc->cpu_ref) {
+    uint16_t *ah = (uint16_t *)malloc((size_t)m * lda * 2), *bh = (uint16_t *)malloc((size_t)bn * ldb * 2);
+    GT_CUDA(cudaMemcpy(ah, a, (size_t)m * lda * 2, cudaMemcpyDeviceToHost));
+    GT_CUDA(cudaMemcpy(bh, b, (size_t)bn * ldb * 2, cudaMemcpyDeviceToHost));
+    ref_gemm_bf16(ah, lda, bh, ldb, tc->b_kn, want, n, m, n, k);
+    free(ah);
+    free(bh);
+  } else {
+    float *wd = NULL;
+    GT_CUDA(cudaMalloc(&wd, (size_t)m * n * 4));
+    ref_cublas(a, lda, b, ldb, tc->b_kn, wd, m, n, k);
+    GT_CUDA(cudaMemcpy(want, wd, (size_t)m * n * 4, cudaMemcpyDeviceToHost));
+    cudaFree(wd);
+  }
+  double err = check_c(name, c_host, ldc, extra, want, m, n);
+  gt_log("%-58s %s ref  rel err %.2e", name, tc->cpu_ref ? "C     " : "cuBLAS", err);
+  free(c_host);
+  free(want);
+  cudaFree(a);
+  cudaFree(b);
+  cudaFree(c);
+}
+
+/* The cuBLAS reference itself agrees with the C reference (both layouts). */
+static void check_cublas_ref(void) {
+  for (int kn = 0; kn < 2; kn++) {
+    const int64_t m = 100, n = 72, k = 136;
+    uint16_t *a = dev_random(m * k, 11), *b = dev_random(n * k, 12);
+    float *wd = NULL;
+    GT_CUDA(cudaMalloc(&wd, m * n * 4));
+    ref_cublas(a, k, b, kn ? n : k, kn, wd, m, n, k);
+    uint16_t ah[100 * 136], bh[72 * 136];
+    static float w1[100 * 72], w2[100 * 72];
+    GT_CUDA(cudaMemcpy(ah, a, sizeof ah, cudaMemcpyDeviceToHost));
+    GT_CUDA(cudaMemcpy(bh, b, sizeof bh, cudaMemcpyDeviceToHost));
+    GT_CUDA(cudaMemcpy(w1, wd, sizeof w1, cudaMemcpyDeviceToHost));
+    ref_gemm_bf16(ah, k, bh, kn ? n : k, kn, w2, n, m, n, k);
+    double num = 0, den = 0;
+    for (int i = 0; i < m * n; i++) { num += (w1[i] - w2[i]) * (double)(w1[i] - w2[i]); den += (double)w2[i] * w2[i]; }
+    GT_CHECK(sqrt(num / den) < 1e-4, "cuBLAS reference (%s) differs from the C reference: %.2e", kn ? "kn" : "nk", sqrt(num / den));
+    cudaFree(a); cudaFree(b); cudaFree(wd);
+  }
+}
+
+/* ---- hook kernels -------------------------------------------------------------------------- */
+
+/* Hooks (a), (b), (d): CTAs [0, writers) publish A one row block at a time (in the order
+ * `order`, with a delay) from a_src into a_dst and release flags[blk] = epoch; the other CTAs
+ * run the engine, waiting on those flags. A writer with abort_after_ns > 0 instead raises
+ * *abort_word after that long and publishes nothing. */
+__global__ void __launch_bounds__(GEMM_THREADS, 1)
+    hook_ready_kernel(const __grid_constant__ gemm_params_t p, const uint16_t *a_src, uint16_t *a_dst,
+                      int64_t lda, int64_t m, uint64_t *flags, int nflags, int rows_per_flag,
+                      const int32_t *order, int writers, uint64_t epoch, uint32_t *abort_word,
+                      uint64_t abort_after_ns) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t smem[];
+  if ((int)blockIdx.x >= writers) {
+    gemm_cta_run<false>(&p, smem, (int)blockIdx.x - writers, (int)gridDim.x - writers);
+    return;
+  }
+  if (abort_after_ns) {
+    if (threadIdx.x == 0) {
+      const uint64_t t0 = hook_globaltimer_ns();
+      while (hook_globaltimer_ns() - t0 < abort_after_ns) __nanosleep(1000);
+      *(volatile uint32_t *)abort_word = 1;
+      __threadfence_system();
+    }
+    return;
+  }
+  for (int i = blockIdx.x; i < nflags; i += writers) {
+    const int blk = order[i];
+    if (threadIdx.x == 0) { /* arrive late: make the engine really wait */
+      const uint64_t t0 = hook_globaltimer_ns();
+      while (hook_globaltimer_ns() - t0 < 20000ull * (i + 1)) __nanosleep(500);
+    }
+    __syncthreads();
+    const int64_t r0 = (int64_t)blk * rows_per_flag;
+    const int64_t r1 = min(r0 + rows_per_flag, m);
+    const int64_t chunks = (r1 - r0) * lda / 8; /* 16-byte chunks (lda % 8 == 0) */
+    const uint4 *s = (const uint4 *)(a_src + r0 * lda);
+    uint4 *d = (uint4 *)(a_dst + r0 * lda);
+    for (int64_t q = threadIdx.x; q < chunks; q += blockDim.x) d[q] = s[q];
+    __syncthreads(); /* every thread's stores precede thread 0's release (cumulativity) */
+    if (threadIdx.x == 0) {
+      hook_fence_acq_rel_sys();
+      hook_st_release_sys_u64(flags + blk, epoch);
+    }
+  }
+#endif
+}
+
+/* Hooks (c), (d): CTAs [0, checkers) wait for each tile's signal (deadline 5 s) and then
+ * snapshot the tile from its owner's buffer; the other CTAs run the engine. */
+__global__ void __launch_bounds__(GEMM_THREADS, 1)
+    hook_epi_kernel(const __grid_constant__ gemm_params_t p, int checkers, uint16_t *const *bufs,
+                    int64_t ld, int rows_per_owner, uint64_t *const *sig, uint64_t epoch,
+                    uint16_t *snap, int64_t ld_snap, uint32_t *timeouts) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t smem[];
+  if ((int)blockIdx.x >= checkers) {
+    gemm_cta_run<false>(&p, smem, (int)blockIdx.x - checkers, (int)gridDim.x - checkers);
+    return;
+  }
+  __shared__ int ok;
+  const int ntiles = p.tiles_m * p.tiles_n;
+  for (int t = blockIdx.x; t < ntiles; t += checkers) {
+    const int mb = t / p.tiles_n, nb = t % p.tiles_n;
+    const int owner = (mb * GEMM_BM) / rows_per_owner;
+    const int local_mb = mb - owner * (rows_per_owner / GEMM_BM);
+    if (threadIdx.x == 0) {
+      const uint64_t *f = sig[owner] + (int64_t)local_mb * p.tiles_n + nb;
+      const uint64_t t0 = hook_globaltimer_ns();
+      ok = 1;
+      while (hook_ld_acquire_sys_u64(f) < epoch) {
+        if (hook_globaltimer_ns() - t0 > 5000000000ull) { ok = 0; atomicAdd(timeouts, 1u); break; }
+      }
+    }
+    __syncthreads(); /* thread 0's acquire + bar.sync: the tile's data is visible to all */
+    if (ok) {
+      for (int e = threadIdx.x; e < GEMM_BM * GEMM_BN; e += blockDim.x) {
+        const int r = mb * GEMM_BM + e / GEMM_BN, c = nb * GEMM_BN + e % GEMM_BN;
+        if (r < p.m && c < p.n)
+          snap[(int64_t)r * ld_snap + c] =
+              ((volatile uint16_t *)bufs[owner])[(int64_t)(r - owner * rows_per_owner) * ld + c];
+      }
+    }
+    __syncthreads();
+  }
+#endif
+}
+
+/* ---- hook tests --------------------------------------------------------------------------- */
+
+static void launch_ready(const gemm_params_t *p, int writers, int workers, const uint16_t *a_src,
+                         uint16_t *a_dst, int64_t lda, int64_t m, uint64_t *flags, int nflags,
+                         int rpf, const int32_t *order, uint64_t epoch, uint32_t *abort_word,
+                         uint64_t abort_after_ns) {
+  char why[256];
+  GT_CHECK(gemm_params_check(p, workers, why, sizeof why) == 0, "params rejected: %s", why);
+  hook_ready_kernel<<<writers + workers, GEMM_THREADS, GEMM_SMEM_BYTES>>>(
+      *p, a_src, a_dst, lda, m, flags, nflags, rpf, order, writers, epoch, abort_word, abort_after_ns);
+  GT_CUDA(cudaGetLastError());
+}
+
+static void test_hook_ready(void) {
+  const int64_t m = 2000, n = 1000, k = 1024, lda = k;
+  const int rpf = 256, nflags = (int)((m + rpf - 1) / rpf);
+  const int writers = 4, workers = g_sms - writers - 2;
+  uint16_t *a_src = dev_random(m * lda, 21), *b = dev_random(n * k, 22);
+  uint16_t *a_dst = NULL, *c = NULL;
+  uint64_t *flags = NULL;
+  int32_t *order_d = NULL, *morder_d = NULL;
+  uint32_t *status = NULL, *queue = NULL, *abort_word = NULL;
+  float *want_d = NULL;
+  GT_CUDA(cudaMalloc(&a_dst, m * lda * 2));
+  GT_CUDA(cudaMalloc(&c, m * n * 2));
+  GT_CUDA(cudaMalloc(&flags, nflags * 8));
+  GT_CUDA(cudaMalloc(&order_d, 64 * 4));
+  GT_CUDA(cudaMalloc(&morder_d, 64 * 4));
+  GT_CUDA(cudaMalloc(&status, 4));
+  GT_CUDA(cudaMalloc(&queue, 8));
+  GT_CUDA(cudaMalloc(&abort_word, 4));
+  GT_CUDA(cudaMalloc(&want_d, m * n * 4));
+  GT_CUDA(cudaMemset(a_dst, 0xFF, m * lda * 2)); /* NaN until published */
+  GT_CUDA(cudaMemset(flags, 0, nflags * 8));
+  GT_CUDA(cudaMemset(status, 0, 4));
+  GT_CUDA(cudaMemset(queue, 0, 8));
+  GT_CUDA(cudaMemset(abort_word, 0, 4));
+  /* Arrival order: a rotation (this rank's own shard first) then reversed. */
+  int32_t order[64], morder[64];
+  for (int i = 0; i < nflags; i++) order[i] = (nflags - 1 - i + 3) % nflags;
+  const int tiles_m = (int)((m + 127) / 128);
+  for (int i = 0; i < tiles_m; i++) { /* the engine follows the arrival order, block by block */
+    const int f = order[i * 128 / rpf];
+    morder[i] = f * (rpf / 128) + i % (rpf / 128);
+  }
+  GT_CUDA(cudaMemcpy(order_d, order, sizeof order, cudaMemcpyHostToDevice));
+  GT_CUDA(cudaMemcpy(morder_d, morder, sizeof morder, cudaMemcpyHostToDevice));
+  ref_cublas(a_src, lda, b, k, 0, want_d, m, n, k);
+  float *want = (float *)malloc(m * n * 4);
+  uint16_t *c_host = (uint16_t *)malloc(m * n * 2);
+  GT_CUDA(cudaMemcpy(want, want_d, m * n * 4, cudaMemcpyDeviceToHost));
+
+  meld_gemm_args_t args;
+  memset(&args, 0, sizeof args);
+  args.a = a_dst; args.lda = lda; args.b = b; args.ldb = k; args.b_layout = MELD_B_NK;
+  args.c = c; args.ldc = n; args.m = m; args.n = n; args.k = k;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.sm_count = workers;
+  o.cluster_m = 1;
+  gemm_params_t p;
+  int w = 0;
+  GT_MELD(gemm_plan_make(&args, &o, &p, &w));
+  p.ready.flags = flags;
+  p.ready.rows_per_flag = rpf;
+  p.ready.abort_word = abort_word;
+  p.ready.timeout_ns = 5000000000ull;
+  p.ready.status = status;
+  p.order.m_order = morder_d;
+  p.order.queue = queue;
+  char buf[1024];
+  gemm_params_format(&p, buf, sizeof buf);
+  printf("%s\n", buf);
+  for (uint64_t epoch = 1; epoch <= 2; epoch++) { /* run 2: flags still hold 1 -> must wait */
+    GT_CUDA(cudaMemset(c, 0xFF, m * n * 2));
+    GT_CUDA(cudaMemset(a_dst, 0xFF, m * lda * 2));
+    p.ready.epoch = epoch;
+    const double t0 = gt_now_s();
+    launch_ready(&p, writers, w, a_src, a_dst, lda, m, flags, nflags, rpf, order_d, epoch, abort_word, 0);
+    GT_CUDA(cudaDeviceSynchronize());
+    uint32_t st = 9, q[2] = {9, 9};
+    GT_CUDA(cudaMemcpy(&st, status, 4, cudaMemcpyDeviceToHost));
+    GT_CUDA(cudaMemcpy(q, queue, 8, cudaMemcpyDeviceToHost));
+    GT_CHECK(st == GEMM_STATUS_OK, "ready hook epoch %llu: status %u", (unsigned long long)epoch, st);
+    GT_CHECK(q[0] == 0 && q[1] == 0, "dynamic queue not reset by the last worker: %u %u", q[0], q[1]);
+    GT_CUDA(cudaMemcpy(c_host, c, m * n * 2, cudaMemcpyDeviceToHost));
+    char name[96];
+    snprintf(name, sizeof name, "hook ready+order+queue epoch %llu", (unsigned long long)epoch);
+    double err = check_c(name, c_host, n, 0, want, m, n);
+    gt_log("%s: rel err %.2e (%.1f ms)", name, err, (gt_now_s() - t0) * 1e3);
+  }
+
+  /* Abort while waiting: nobody publishes epoch 3; one CTA raises the abort word after 2 ms. */
+  {
+    p.ready.epoch = 3;
+    const double t0 = gt_now_s();
+    launch_ready(&p, 1, w, a_src, a_dst, lda, m, flags, nflags, rpf, order_d, 3, abort_word, 2000000);
+    GT_CUDA(cudaDeviceSynchronize());
+    uint32_t st = 9, q[2] = {9, 9};
+    GT_CUDA(cudaMemcpy(&st, status, 4, cudaMemcpyDeviceToHost));
+    GT_CUDA(cudaMemcpy(q, queue, 8, cudaMemcpyDeviceToHost));
+    GT_CHECK(st == GEMM_STATUS_ABORTED, "abort: status %u, expected %d", st, GEMM_STATUS_ABORTED);
+    GT_CHECK(q[0] == 0 && q[1] == 0, "queue not reset after an abort: %u %u", q[0], q[1]);
+    gt_log("hook ready abort: status %u after %.1f ms, kernel drained", st, (gt_now_s() - t0) * 1e3);
+  }
+  /* Timeout: nobody publishes, nobody aborts; 20 ms deadline. */
+  {
+    GT_CUDA(cudaMemset(status, 0, 4));
+    GT_CUDA(cudaMemset(abort_word, 0, 4));
+    p.ready.timeout_ns = 20000000ull;
+    const double t0 = gt_now_s();
+    launch_ready(&p, 0, w, a_src, a_dst, lda, m, flags, nflags, rpf, order_d, 3, abort_word, 0);
+    GT_CUDA(cudaDeviceSynchronize());
+    uint32_t st = 9;
+    GT_CUDA(cudaMemcpy(&st, status, 4, cudaMemcpyDeviceToHost));
+    GT_CHECK(st == GEMM_STATUS_TIMEOUT, "timeout: status %u, expected %d", st, GEMM_STATUS_TIMEOUT);
+    gt_log("hook ready timeout: status %u after %.1f ms, kernel drained", st, (gt_now_s() - t0) * 1e3);
+  }
+  /* After the aborted runs the engine still works (a plain launch on the same context). */
+  {
+    GT_CUDA(cudaMemcpy(a_dst, a_src, m * lda * 2, cudaMemcpyDeviceToDevice));
+    GT_CUDA(cudaMemset(c, 0xFF, m * n * 2));
+    GT_MELD(meld_gemm(&args, 0));
+    GT_CUDA(cudaDeviceSynchronize());
+    GT_CUDA(cudaMemcpy(c_host, c, m * n * 2, cudaMemcpyDeviceToHost));
+    check_c("meld_gemm after aborted runs", c_host, n, 0, want, m, n);
+  }
+  free(want); free(c_host);
+  cudaFree(a_src); cudaFree(b); cudaFree(a_dst); cudaFree(c); cudaFree(flags); cudaFree(order_d);
+  cudaFree(morder_d); cudaFree(status); cudaFree(queue); cudaFree(abort_word); cudaFree(want_d);
+}
+
+static void test_hook_epilogue(int redirect) {
+  const int64_t m = 1000, n = 1000, k = 1024;
+  const int rows_per_owner = 512, owners = 2, checkers = 8, workers = g_sms - checkers - 2;
+  const int64_t ld_out = 1008;
+  uint16_t *a = dev_random(m * k, 31), *b = dev_random(n * k, 32);
+  uint16_t *c = NULL, *bufs_h[2] = {NULL, NULL}, *snap = NULL, **bufs_d = NULL;
+  uint64_t *sig_h[2] = {NULL, NULL}, **sig_d = NULL;
+  uint32_t *timeouts = NULL;
+  float *want_d = NULL;
+  const int tiles_m = (int)((m + 127) / 128), tiles_n = (int)((n + 255) / 256);
+  GT_CUDA(cudaMalloc(&c, m * n * 2));
+  GT_CUDA(cudaMemset(c, 0xFF, m * n * 2));
+  for (int o = 0; o < owners; o++) {
+    GT_CUDA(cudaMalloc(&bufs_h[o], rows_per_owner * ld_out * 2));
+    GT_CUDA(cudaMemset(bufs_h[o], 0xFF, rows_per_owner * ld_out * 2));
+    GT_CUDA(cudaMalloc(&sig_h[o], tiles_m * tiles_n * 8));
+    GT_CUDA(cudaMemset(sig_h[o], 0, tiles_m * tiles_n * 8));
+  }
+  GT_CUDA(cudaMalloc(&bufs_d, sizeof bufs_h));
+  GT_CUDA(cudaMalloc(&sig_d, sizeof sig_h));
+  GT_CUDA(cudaMemcpy(bufs_d, bufs_h, sizeof bufs_h, cudaMemcpyHostToDevice));
+  GT_CUDA(cudaMemcpy(sig_d, sig_h, sizeof sig_h, cudaMemcpyHostToDevice));
+  GT_CUDA(cudaMalloc(&snap, m * n * 2));
+  GT_CUDA(cudaMalloc(&timeouts, 4));
+  GT_CUDA(cudaMalloc(&want_d, m * n * 4));
+  ref_cublas(a, k, b, k, 0, want_d, m, n, k);
+  float *want = (float *)malloc(m * n * 4);
+  uint16_t *h = (uint16_t *)malloc(m * n * 2);
+  GT_CUDA(cudaMemcpy(want, want_d, m * n * 4, cudaMemcpyDeviceToHost));
+
+  meld_gemm_args_t args;
+  memset(&args, 0, sizeof args);
+  args.a = a; args.lda = k; args.b = b; args.ldb = k; args.b_layout = MELD_B_NK;
+  args.c = c; args.ldc = n; args.m = m; args.n = n; args.k = k;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.sm_count = workers;
+  o.cluster_m = 1;
+  gemm_params_t p;
+  int w = 0;
+  GT_MELD(gemm_plan_make(&args, &o, &p, &w));
+  uint16_t *const *read_bufs = bufs_d;
+  int64_t read_ld = ld_out;
+  int read_rpo = rows_per_owner;
+  if (redirect) {
+    p.epi.out = (void *const *)bufs_d;
+    p.epi.out_ld = ld_out;
+    p.epi.rows_per_owner = rows_per_owner;
+  } else { /* local C through the TMA-store epilogue, signal only (owner 0) */
+    uint16_t *cc[1] = {c};
+    GT_CUDA(cudaMemcpy(bufs_d, cc, sizeof cc, cudaMemcpyHostToDevice));
+    read_ld = n;
+    read_rpo = 1 << 30;
+  }
+  p.epi.signal = (uint64_t *const *)sig_d;
+  for (uint64_t epoch = 1; epoch <= 2; epoch++) {
+    p.epi.epoch = epoch;
+    GT_CUDA(cudaMemset(snap, 0xFF, m * n * 2));
+    GT_CUDA(cudaMemset(timeouts, 0, 4));
+    char why[256];
+    GT_CHECK(gemm_params_check(&p, w, why, sizeof why) == 0, "params rejected: %s", why);
+    hook_epi_kernel<<<checkers + w, GEMM_THREADS, GEMM_SMEM_BYTES>>>(
+        p, checkers, read_bufs, read_ld, read_rpo, (uint64_t *const *)sig_d, epoch, snap, n, timeouts);
+    GT_CUDA(cudaGetLastError());
+    GT_CUDA(cudaDeviceSynchronize());
+    uint32_t to = 9;
+    GT_CUDA(cudaMemcpy(&to, timeouts, 4, cudaMemcpyDeviceToHost));
+    GT_CHECK(to == 0, "epilogue hook: %u tiles never signalled", to);
+    char name[96];
+    snprintf(name, sizeof name, "hook epilogue %s+signal epoch %llu: snapshot", redirect ? "redirect" : "TMA",
+             (unsigned long long)epoch);
+    GT_CUDA(cudaMemcpy(h, snap, m * n * 2, cudaMemcpyDeviceToHost));
+    double err = check_c(name, h, n, 0, want, m, n);
+    gt_log("%s after each tile's signal: rel err %.2e", name, err);
+  }
+  if (redirect) { /* the owners' buffers hold the result; local C untouched */
+    uint16_t *oh = (uint16_t *)malloc(rows_per_owner * ld_out * 2);
+    for (int ow = 0; ow < owners; ow++) {
+      GT_CUDA(cudaMemcpy(oh, bufs_h[ow], rows_per_owner * ld_out * 2, cudaMemcpyDeviceToHost));
+      const int64_t rows = m - ow * rows_per_owner < rows_per_owner ? m - ow * rows_per_owner : rows_per_owner;
+      char name[64];
+      snprintf(name, sizeof name, "hook redirect owner %d buffer", ow);
+      check_c(name, oh, ld_out, rows_per_owner - rows, want + ow * rows_per_owner * n, rows, n);
+    }
+    free(oh);
+    GT_CUDA(cudaMemcpy(h, c, m * n * 2, cudaMemcpyDeviceToHost));
+    int64_t touched = 0;
+    for (int64_t i = 0; i < m * n; i++) touched += h[i] != POISON;
+    GT_CHECK(touched == 0, "redirect: %lld elements of the local C were written", (long long)touched);
+  }
+  free(want); free(h);
+  cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(snap); cudaFree(bufs_d); cudaFree(sig_d);
+  cudaFree(timeouts); cudaFree(want_d);
+  for (int ow = 0; ow < owners; ow++) { cudaFree(bufs_h[ow]); cudaFree(sig_h[ow]); }
+}
+
+/* Legality checks say why. */
+static void test_params_check(void) {
+  gemm_params_t p;
+  memset(&p, 0, sizeof p);
+  p.m = 1000; p.n = 1000; p.k = 64; p.tiles_m = 8; p.tiles_n = 4; p.k_blocks = 1;
+  p.cluster_m = 2; p.group_m = 8; p.c = (void *)16;
+  char why[256] = "";
+  uint32_t q[2];
+  p.order.queue = q;
+  GT_CHECK(gemm_params_check(&p, 4, why, sizeof why) == 1 && strstr(why, "queue"), "cluster+queue accepted: %s", why);
+  p.order.queue = NULL;
+  GT_CHECK(gemm_params_check(&p, 3, why, sizeof why) == 1 && strstr(why, "even"), "odd workers accepted: %s", why);
+  p.cluster_m = 1;
+  p.ready.flags = (const uint64_t *)q;
+  p.ready.rows_per_flag = 100;
+  GT_CHECK(gemm_params_check(&p, 3, why, sizeof why) == 1 && strstr(why, "rows_per_flag 100"), "rows_per_flag 100 accepted: %s", why);
+  p.ready.rows_per_flag = 256;
+  GT_CHECK(gemm_params_check(&p, 3, why, sizeof why) == 0, "legal params rejected: %s", why);
+}
+
+int main(void) {
+  gt_rank = 0;
+  int dev = 0;
+  cudaDeviceProp prop;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess || prop.major != 9) {
+    printf("test_gemm: no Hopper GPU: skipped\n[  PASSED  ] 0 test(s).\n");
+    return 0;
+  }
+  g_sms = prop.multiProcessorCount;
+  gt_log("%s, %d SMs", prop.name, g_sms);
+  GT_CHECK(cublasCreate(&g_cublas) == CUBLAS_STATUS_SUCCESS, "cublasCreate");
+  GT_CUDA(cudaFuncSetAttribute(hook_ready_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+  GT_CUDA(cudaFuncSetAttribute(hook_epi_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+  check_cublas_ref();
+  test_params_check();
+  const gemm_case_t cases[] = {
+      /* m, n, k, b_kn, pad, sms, cluster, epi, cpu */
+      {128, 256, 64, 0, 0, 1, 1, -1, 1},     /* one tile, one k-block: the layout itself */
+      {128, 256, 64, 1, 0, 1, 1, -1, 1},
+      {256, 512, 640, 0, 0, 0, 0, -1, 1},
+      {256, 512, 640, 1, 0, 0, 0, -1, 1},
+      {1, 8, 8, 0, 0, 0, 0, -1, 1},          /* tiny tails */
+      {1, 8, 8, 1, 0, 0, 0, -1, 1},
+      {300, 200, 72, 0, 8, 0, 0, -1, 1},     /* every dimension a tail, padded leading dims */
+      {300, 200, 72, 1, 8, 0, 0, 0, 1},      /* ... generic-store epilogue */
+      {520, 1000, 1000, 1, 16, 0, 2, 1, 1},  /* cluster pairs with an odd tile count */
+      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0}, /* the issue's tail shapes vs cuBLAS */
+      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0},
+      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0}, /* 1 SM: the persistent loop over 32 tiles */
+      {1000, 1000, 4104, 1, 8, 16, 2, 0, 0}, /* 16 SMs, cluster, generic stores */
+      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0},
+      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0}, /* no cluster */
+      {4096, 4096, 4096, 0, 0, 0, 2, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    run_case(&cases[i]);
+    if (cudaGetLastError() != cudaSuccess) break;
+  }
+  test_hook_ready();
+  test_hook_epilogue(1);
+  test_hook_epilogue(0);
+  cublasDestroy(g_cublas);
+  return gt_summary("test_gemm");
+}
