@@ -193,6 +193,70 @@ typedef struct {
  * leading dimensions), MELD_ERR_UNSUPPORTED (not a Hopper GPU), MELD_ERR_CUDA. */
 meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Collectives alone (intra-node, GPU-driven over NVLink)                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Element types of the collectives. Sums accumulate in fp32 registers (bf16 partials travel
+ * as bf16 and are rounded once, when the sum is written). */
+typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
+
+/* Common to the collectives below:
+ * - Collective and stream-ordered like NCCL: every rank calls the same collectives in the
+ *   same order with matching counts; each enqueues one kernel on `stream` and returns at
+ *   once. Calls of one comm must be ordered (one stream, or streams ordered by events):
+ *   they share the comm's workspace. CUDA-graph capture is supported (replays are correct:
+ *   the call counter lives on the device).
+ * - send/recv are ordinary device memory of this rank (cudaMalloc), aligned to the element
+ *   size; 16-byte alignment is the fast path (other alignments take a narrower copy path).
+ *   Data are staged through the comm's symmetric workspace in rings of slots with device-
+ *   side credits, so any size works with a bounded workspace (see MELD_CHUNK_BYTES,
+ *   MELD_COMM_CTAS). The kernel is launched cooperatively with a few CTAs.
+ * - Counts are in elements. A count of 0 is a no-op success (nothing is launched); it must
+ *   then be 0 on every rank.
+ * - send and recv must not overlap, except where an op says so.
+ * - Fails (before launching anything): MELD_ERR_INVALID_ARG (NULL comm, NULL buffer with a
+ *   non-zero count, unknown dtype, pointer not aligned to the element size, sizes that
+ *   overflow), MELD_ERR_UNSUPPORTED (ranks on different nodes: "inter-node collectives are
+ *   not supported yet"; returned identically on every rank, so none is left waiting),
+ *   MELD_ERR_OUT_OF_MEMORY (the workspace cannot hold the plan's slots; the message names
+ *   the workspace size to configure), MELD_ERR_CUDA (the launch failed). Errors on the device
+ *   (a peer that never arrives: MELD_ERR_TIMEOUT after timeout_ms; an abort:
+ *   MELD_ERR_ABORTED) are reported by meld_comm_check() and by later calls. */
+
+/* AllGather: recv[r * count + i] = send_of_rank_r[i]. send holds `count` elements, recv
+ * count * nranks. In place allowed when send == recv + rank * count (NCCL convention). */
+meld_result_t meld_all_gather(meld_comm_t comm, const void *send, void *recv, size_t count,
+                              meld_dtype_t dtype, cudaStream_t stream);
+
+/* ReduceScatter (sum): recv[i] = sum over ranks r of send_of_rank_r[rank * count + i].
+ * send holds count * nranks elements, recv `count`. In place allowed when
+ * recv == send + rank * count. */
+meld_result_t meld_reduce_scatter(meld_comm_t comm, const void *send, void *recv, size_t count,
+                                  meld_dtype_t dtype, cudaStream_t stream);
+
+/* AllReduce (sum): recv[i] = sum over ranks of send[i], `count` elements each. In place
+ * (send == recv) allowed. Small buffers take a one-shot schedule (every rank sums all
+ * contributions), large ones reduce-scatter + all-gather (threshold in the plan). */
+meld_result_t meld_all_reduce(meld_comm_t comm, const void *send, void *recv, size_t count,
+                              meld_dtype_t dtype, cudaStream_t stream);
+
+/* All-to-all: block q of send (elements [q * count, (q+1) * count)) goes to rank q, and lands
+ * in block r of q's recv when r is the sender. send and recv hold count * nranks elements. */
+meld_result_t meld_all_to_all(meld_comm_t comm, const void *send, void *recv,
+                              size_t count_per_peer, meld_dtype_t dtype, cudaStream_t stream);
+
+/* All-to-all with variable splits: send_counts[q] elements from send + send_offsets[q] go to
+ * rank q, and recv_counts[r] elements from rank r land at recv + recv_offsets[r]. The four
+ * arrays are HOST arrays of nranks entries, in elements, read before the call returns.
+ * send_counts[q] on rank r must equal recv_counts[r] on rank q (a mismatch is not detected
+ * on the host: the device waits end in MELD_ERR_TIMEOUT). Always launches (even when every
+ * count of this rank is 0), since peers may exchange data in the same call. */
+meld_result_t meld_all_to_allv(meld_comm_t comm, const void *send, const size_t *send_counts,
+                               const size_t *send_offsets, void *recv, const size_t *recv_counts,
+                               const size_t *recv_offsets, meld_dtype_t dtype,
+                               cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,311 @@
+/* coll_plan.c — validation and planning of the collectives (pure host C, unit-tested). */
+#include "coll_plan.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "error.h"
+
+/* Heuristic constants. The per-CTA copy rate over NVLink with 16-byte accesses is ~25 GB/s
+ * for 512 threads (TESTBED.md: 46 GB/s with 1024), so ~16-24 CTAs saturate a link; small
+ * messages want several CTAs too (each CTA moves its share in parallel, latency ~ a chunk). */
+#define PLAN_THREADS 512
+#define PLAN_MAX_CTAS 32
+#define PLAN_TARGET_CHUNK ((size_t)32 << 10) /* below this per CTA, use fewer CTAs         */
+#define PLAN_MAX_CHUNK ((size_t)512 << 10)    /* above, more rounds (keeps slots in L2)    */
+#define PLAN_SLOTS 2
+/* All-reduce: one-shot moves (P-1) x bytes per rank, two-shot 2 (P-1)/P x bytes but pays a
+ * second hop; at P = 2 both move the same bytes, so one-shot wins at every size. */
+#define PLAN_ONESHOT_MAX_BYTES_P3 ((size_t)1 << 20)
+#define PLAN_ONESHOT_MAX_BYTES ((size_t)256 << 10)
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+static size_t ceil_div(size_t x, size_t a) { return (x + a - 1) / a; }
+
+size_t meld_coll_dtype_bytes(meld_dtype_t dtype) {
+  switch (dtype) {
+    case MELD_BF16: return 2;
+    case MELD_FP32: return 4;
+  }
+  return 0;
+}
+
+const char *meld_coll_dtype_name(meld_dtype_t dtype) {
+  switch (dtype) {
+    case MELD_BF16: return "bf16";
+    case MELD_FP32: return "fp32";
+  }
+  return "?";
+}
+
+const char *meld_coll_op_name(meld_coll_op_t op) {
+  switch (op) {
+    case MELD_COLL_ALL_GATHER: return "all_gather";
+    case MELD_COLL_REDUCE_SCATTER: return "reduce_scatter";
+    case MELD_COLL_ALL_REDUCE: return "all_reduce";
+    case MELD_COLL_ALL_TO_ALL: return "all_to_all";
+    case MELD_COLL_NUM_OPS: break;
+  }
+  return "?";
+}
+
+/* a * b, or SIZE_MAX on overflow. */
+static size_t mul_sat(size_t a, size_t b) {
+  if (a && b > SIZE_MAX / a) return SIZE_MAX;
+  return a * b;
+}
+
+static meld_result_t check_ptr(const char *fn, const char *name, const void *p, size_t bytes,
+                               size_t es) {
+  if (bytes == 0) return MELD_OK;
+  if (!p) return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL with %zu bytes to move", fn, name, bytes);
+  if ((uintptr_t)p % es)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s: %s %p is not aligned to the element size (%zu bytes)", fn, name, p, es);
+  return MELD_OK;
+}
+
+meld_result_t meld_coll_validate(const char *fn, int nranks, const meld_coll_args_t *a) {
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, "%s: NULL arguments", fn);
+  if (nranks < 1 || nranks > MELD_COLL_MAX_RANKS)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: %d ranks; the collectives handle 1..%d ranks",
+                      fn, nranks, MELD_COLL_MAX_RANKS);
+  if ((unsigned)a->op >= MELD_COLL_NUM_OPS)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: unknown op %d", fn, (int)a->op);
+  size_t es = meld_coll_dtype_bytes(a->dtype);
+  if (!es)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: unknown dtype %d (MELD_BF16 or MELD_FP32)", fn,
+                      (int)a->dtype);
+  size_t P = (size_t)nranks;
+  if (a->op != MELD_COLL_ALL_TO_ALL) {
+    /* AG: send count, recv count * P. RS: send count * P, recv count. AR: count both. */
+    size_t mult = a->op == MELD_COLL_ALL_REDUCE ? 1 : P;
+    size_t big = mul_sat(mul_sat(a->count, mult), es);
+    if (big > MELD_COLL_MAX_BYTES)
+      return meld_error(MELD_ERR_INVALID_ARG,
+                        "%s: count %zu x %zu ranks x %zu bytes overflows (limit %zu bytes per buffer)",
+                        fn, a->count, mult, es, (size_t)MELD_COLL_MAX_BYTES);
+    size_t sb = a->count * es, rb = a->count * es;
+    if (a->op == MELD_COLL_ALL_GATHER) rb = big;
+    if (a->op == MELD_COLL_REDUCE_SCATTER) sb = big;
+    MELD_CHECK(check_ptr(fn, "send", a->send, sb, es));
+    MELD_CHECK(check_ptr(fn, "recv", a->recv, rb, es));
+    return MELD_OK;
+  }
+  size_t send_end = 0, recv_end = 0;
+  for (int q = 0; q < nranks; q++) {
+    const size_t c[2] = {a->send_counts[q], a->recv_counts[q]};
+    const size_t o[2] = {a->send_offsets[q], a->recv_offsets[q]};
+    for (int k = 0; k < 2; k++) {
+      const char *what = k ? "recv" : "send";
+      if (mul_sat(c[k], es) > MELD_COLL_MAX_BYTES || mul_sat(o[k], es) > MELD_COLL_MAX_BYTES)
+        return meld_error(MELD_ERR_INVALID_ARG,
+                          "%s: %s_counts[%d] = %zu or %s_offsets[%d] = %zu overflows (limit %zu "
+                          "bytes per buffer)",
+                          fn, what, q, c[k], what, q, o[k], (size_t)MELD_COLL_MAX_BYTES);
+      size_t end = c[k] ? o[k] + c[k] : 0;
+      if (end * es > MELD_COLL_MAX_BYTES)
+        return meld_error(MELD_ERR_INVALID_ARG, "%s: %s block %d ends at element %zu: overflows",
+                          fn, what, q, end);
+      if (k) recv_end = end > recv_end ? end : recv_end;
+      else send_end = end > send_end ? end : send_end;
+    }
+  }
+  if (!a->vector && a->send_counts[0] && a->send_counts[0] * es * P > MELD_COLL_MAX_BYTES)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: count %zu x %zu ranks overflows", fn,
+                      a->send_counts[0], P);
+  MELD_CHECK(check_ptr(fn, "send", a->send, send_end * es, es));
+  MELD_CHECK(check_ptr(fn, "recv", a->recv, recv_end * es, es));
+  return MELD_OK;
+}
+
+int meld_coll_is_empty(const meld_coll_args_t *a) {
+  if (a->op == MELD_COLL_ALL_TO_ALL) return !a->vector && a->send_counts[0] == 0;
+  return a->count == 0;
+}
+
+void meld_coll_plan_derive(meld_coll_plan_t *p) {
+  size_t per_round = mul_sat((size_t)(p->ctas > 0 ? p->ctas : 1), p->chunk_bytes ? p->chunk_bytes : 1);
+  p->rounds = (int64_t)ceil_div(p->pair_bytes, per_round);
+  size_t peers = p->nranks > 1 ? (size_t)(p->nranks - 1) : 0;
+  size_t rings = (size_t)p->stages * (size_t)p->ctas * (size_t)p->slots;
+  p->signal_words = p->nranks > 1 ? (size_t)p->nranks * rings : 0;
+  p->ws_bytes = mul_sat(peers * rings, p->chunk_bytes);
+}
+
+meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size_t ws_bytes,
+                                   size_t signal_words_max) {
+  const char *op = meld_coll_op_name(p->op);
+  int max_ctas = sm_count < MELD_COLL_MAX_CTAS ? sm_count : MELD_COLL_MAX_CTAS;
+  if (p->nranks < 1 || p->nranks > MELD_COLL_MAX_RANKS)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: nranks %d outside [1, %d]", op, p->nranks,
+                      MELD_COLL_MAX_RANKS);
+  if (p->ctas < 1 || p->ctas > max_ctas)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s plan: %d CTAs outside [1, %d] (the GPU has %d SMs; MELD_COMM_CTAS?)", op,
+                      p->ctas, max_ctas, sm_count);
+  if (p->threads < 64 || p->threads > 1024 || p->threads % 32)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s plan: %d threads per CTA: needs a multiple of 32 in [64, 1024]", op,
+                      p->threads);
+  if (p->chunk_bytes < MELD_COLL_MIN_CHUNK || p->chunk_bytes > MELD_COLL_MAX_CHUNK ||
+      p->chunk_bytes % 16)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s plan: chunk of %zu bytes: needs a multiple of 16 in [%d, %zu] "
+                      "(MELD_CHUNK_BYTES?)",
+                      op, p->chunk_bytes, MELD_COLL_MIN_CHUNK, (size_t)MELD_COLL_MAX_CHUNK);
+  if (p->slots < 2 || p->slots > MELD_COLL_MAX_SLOTS)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d slots per ring outside [2, %d]", op,
+                      p->slots, MELD_COLL_MAX_SLOTS);
+  if (p->stages != (p->op == MELD_COLL_ALL_REDUCE && p->ar_algo == MELD_AR_TWO_SHOT ? 2 : 1))
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d stages does not match the algorithm",
+                      op, p->stages);
+  if (p->elem_bytes != 2 && p->elem_bytes != 4)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: element size %zu", op, p->elem_bytes);
+  if (p->rounds >= MELD_COLL_MAX_ROUNDS)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s plan: %lld rounds per CTA (limit %lld): raise the chunk or CTA count",
+                      op, (long long)p->rounds, (long long)MELD_COLL_MAX_ROUNDS);
+  if (p->signal_words > signal_words_max)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s plan: %zu signal slots per rank exceed the %zu of the signal pad: "
+                      "lower MELD_COMM_CTAS",
+                      op, p->signal_words, signal_words_max);
+  if (p->ws_bytes > ws_bytes)
+    return meld_error(MELD_ERR_OUT_OF_MEMORY,
+                      "%s plan (%d ranks, %d CTAs x %d slots x %zu-byte chunks x %d stage(s)) "
+                      "needs %zu bytes of workspace, the comm has %zu: set workspace_bytes / "
+                      "MELD_WORKSPACE_BYTES >= %zu, or lower MELD_COMM_CTAS / MELD_CHUNK_BYTES",
+                      op, p->nranks, p->ctas, p->slots, p->chunk_bytes, p->stages, p->ws_bytes,
+                      ws_bytes, p->ws_bytes);
+  return MELD_OK;
+}
+
+meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_count,
+                                  size_t ws_bytes, size_t signal_words_max,
+                                  const meld_coll_plan_hint_t *hint, meld_coll_plan_t *p) {
+  memset(p, 0, sizeof *p);
+  p->op = a->op;
+  p->nranks = nranks;
+  p->elem_bytes = meld_coll_dtype_bytes(a->dtype);
+  p->stages = 1;
+  p->ar_algo = MELD_AR_AUTO;
+  size_t es = p->elem_bytes;
+  size_t P = (size_t)nranks;
+  size_t peers = P > 1 ? P - 1 : 0;
+
+  /* Bytes each rank pushes to one peer (per stage). */
+  switch (a->op) {
+    case MELD_COLL_ALL_GATHER:
+    case MELD_COLL_REDUCE_SCATTER: p->pair_bytes = a->count * es; break;
+    case MELD_COLL_ALL_REDUCE: {
+      p->oneshot_max_bytes = hint && hint->oneshot_max_bytes ? hint->oneshot_max_bytes
+                             : P <= 2                        ? SIZE_MAX
+                             : P == 3                        ? PLAN_ONESHOT_MAX_BYTES_P3
+                                                             : PLAN_ONESHOT_MAX_BYTES;
+      size_t bytes = a->count * es;
+      p->ar_algo = hint && hint->ar_algo != MELD_AR_AUTO ? hint->ar_algo
+                   : (bytes <= p->oneshot_max_bytes || P == 1) ? MELD_AR_ONE_SHOT
+                                                               : MELD_AR_TWO_SHOT;
+      if (P == 1) p->ar_algo = MELD_AR_ONE_SHOT; /* a copy */
+      if (p->ar_algo == MELD_AR_TWO_SHOT) {
+        size_t per = ceil_div(a->count, P);
+        p->part_elems = round_up(per ? per : 1, 16 / es);
+        p->pair_bytes = p->part_elems * es;
+        p->stages = 2;
+      } else {
+        p->pair_bytes = bytes;
+      }
+      break;
+    }
+    case MELD_COLL_ALL_TO_ALL:
+      if (a->vector) {
+        /* The plan must be equal on every rank, but the splits differ between ranks: plan
+         * for large blocks (the geometry does not depend on this rank's counts). */
+        p->pair_bytes = (size_t)256 << 20;
+      } else {
+        p->pair_bytes = a->send_counts[0] * es;
+      }
+      break;
+    case MELD_COLL_NUM_OPS: break;
+  }
+
+  /* Heuristic. */
+  int max_ctas = sm_count < PLAN_MAX_CTAS ? sm_count : PLAN_MAX_CTAS;
+  if (max_ctas < 1) max_ctas = 1;
+  size_t moved = P > 1 ? p->pair_bytes * peers * (size_t)p->stages : p->pair_bytes;
+  size_t want = ceil_div(moved, PLAN_TARGET_CHUNK);
+  p->ctas = want < 1 ? 1 : want > (size_t)max_ctas ? max_ctas : (int)want;
+  p->threads = PLAN_THREADS;
+  p->slots = PLAN_SLOTS;
+  size_t per_cta = ceil_div(p->pair_bytes, (size_t)p->ctas);
+  p->chunk_bytes = round_up(per_cta ? per_cta : 1, 4096);
+  if (p->chunk_bytes > PLAN_MAX_CHUNK) p->chunk_bytes = PLAN_MAX_CHUNK;
+  if (p->chunk_bytes < MELD_COLL_MIN_CHUNK) p->chunk_bytes = MELD_COLL_MIN_CHUNK;
+
+  /* Environment, then the caller's hint. */
+  int set_ctas = 0, set_chunk = 0;
+  int64_t v = 0;
+  MELD_CHECK(meld_env_int64("MELD_COMM_CTAS", 1, MELD_COLL_MAX_CTAS, &v));
+  if (v) p->ctas = (int)v, set_ctas = 1;
+  const char *s = getenv("MELD_CHUNK_BYTES");
+  if (s && *s) {
+    size_t c = 0;
+    if (meld_parse_size(s, &c) != 0)
+      return meld_error(MELD_ERR_INVALID_ARG, "MELD_CHUNK_BYTES=%s: not a size (e.g. 262144, 256K)", s);
+    p->chunk_bytes = c;
+    set_chunk = 1;
+  }
+  if (hint) {
+    if (hint->ctas) p->ctas = hint->ctas, set_ctas = 1;
+    if (hint->chunk_bytes) p->chunk_bytes = hint->chunk_bytes, set_chunk = 1;
+    if (hint->threads) p->threads = hint->threads;
+    if (hint->slots) p->slots = hint->slots;
+  }
+  if (set_ctas && !set_chunk) { /* re-derive the chunk for the chosen CTA count */
+    per_cta = ceil_div(p->pair_bytes, (size_t)(p->ctas > 0 ? p->ctas : 1));
+    p->chunk_bytes = round_up(per_cta ? per_cta : 1, 4096);
+    if (p->chunk_bytes > PLAN_MAX_CHUNK) p->chunk_bytes = PLAN_MAX_CHUNK;
+  }
+
+  /* Fit the workspace and the signal pad: halve what was not set explicitly. */
+  meld_coll_plan_derive(p);
+  while (p->ws_bytes > ws_bytes || p->signal_words > signal_words_max) {
+    if (!set_chunk && p->chunk_bytes / 2 >= MELD_COLL_MIN_CHUNK && p->ws_bytes > ws_bytes) {
+      p->chunk_bytes = round_up(p->chunk_bytes / 2, 16);
+    } else if (!set_ctas && p->ctas > 1) {
+      p->ctas = (p->ctas + 1) / 2;
+    } else {
+      break;
+    }
+    meld_coll_plan_derive(p);
+  }
+  /* Rounds within the signal encoding: grow the chunk if it was not set. */
+  while (!set_chunk && p->rounds >= MELD_COLL_MAX_ROUNDS && p->chunk_bytes * 2 <= MELD_COLL_MAX_CHUNK) {
+    p->chunk_bytes *= 2;
+    meld_coll_plan_derive(p);
+  }
+  return meld_coll_plan_check(p, sm_count, ws_bytes, signal_words_max);
+}
+
+int meld_coll_plan_format(const meld_coll_plan_t *p, char *buf, size_t len) {
+  return snprintf(buf, len,
+                  "%s P=%d elem=%zuB pair_bytes=%zu ctas=%d threads=%d chunk=%zu slots=%d "
+                  "stages=%d ar_algo=%s oneshot_max=%zu part_elems=%zu rounds=%lld ws=%zu "
+                  "signals=%zu",
+                  meld_coll_op_name(p->op), p->nranks, p->elem_bytes, p->pair_bytes, p->ctas,
+                  p->threads, p->chunk_bytes, p->slots, p->stages,
+                  p->ar_algo == MELD_AR_ONE_SHOT   ? "one-shot"
+                  : p->ar_algo == MELD_AR_TWO_SHOT ? "two-shot"
+                                                   : "-",
+                  p->oneshot_max_bytes, p->part_elems, (long long)p->rounds, p->ws_bytes,
+                  p->signal_words);
+}
+
+void meld_coll_plan_print(const meld_coll_plan_t *p, FILE *f) {
+  char buf[512];
+  meld_coll_plan_format(p, buf, sizeof buf);
+  fprintf(f, "%s\n", buf);
+}

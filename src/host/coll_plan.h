@@ -1,0 +1,153 @@
+/* coll_plan.h — the collectives' arguments, their validation, and the plan: how many CTAs of
+ * how many threads, the chunk (slot) size, the ring depth, one-shot vs two-shot all-reduce.
+ *
+ * Pure host C (no CUDA calls), so that validation and planning are unit-tested on the CPU.
+ * The plan is a deterministic function of (op, nranks, sizes, dtype, min SM count of the
+ * node, workspace size, MELD_COMM_CTAS / MELD_CHUNK_BYTES): every rank computes the same
+ * plan, which the device protocol relies on (slot and signal indices must agree).
+ *
+ * Staging geometry (what the plan sizes): at every consumer rank, for each "stage" (1, or 2
+ * for the two-shot all-reduce), for each of the P-1 peers that push to it, for each CTA, a
+ * ring of `slots` slots of `chunk_bytes`:
+ *   offset(stage, src_idx, cta, slot) = (((stage * (P-1) + src_idx) * ctas + cta) * slots + slot)
+ *                                       * chunk_bytes
+ * where src_idx = (src - me - 1 + P) % P ranges 0..P-2. Signals (one per slot, at the consumer)
+ * and credits (one per slot, at the producer) use the protocol's layout (src/common/proto.h):
+ * channel = stage * ctas + cta, ring slot = chunk % slots, so nranks * stages * ctas * slots
+ * u64 words of the pad's signal and credit regions. */
+#ifndef MELD_HOST_COLL_PLAN_H
+#define MELD_HOST_COLL_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "meld.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most ranks of one node the collectives handle (kernel parameters carry per-rank arrays;
+ * 72 covers an NVL72 domain). */
+#define MELD_COLL_MAX_RANKS 72
+/* Largest plan values (the legality check's bounds). */
+#define MELD_COLL_MAX_CTAS 132
+#define MELD_COLL_MAX_SLOTS 8
+#define MELD_COLL_MIN_CHUNK 4096
+#define MELD_COLL_MAX_CHUNK ((size_t)16 << 20)
+/* Chunks per (peer, CTA) stream in one call: the ring round (chunk / slots + 1) must fit the
+ * sequence bits of a stamp (MELD_STAMP_SEQ_BITS = 20, src/common/proto.h). */
+#define MELD_COLL_MAX_ROUNDS ((int64_t)1 << 20)
+/* Bytes per rank any single buffer may have (keeps every offset far from overflow). */
+#define MELD_COLL_MAX_BYTES ((size_t)1 << 46)
+
+typedef enum {
+  MELD_COLL_ALL_GATHER = 0,
+  MELD_COLL_REDUCE_SCATTER = 1,
+  MELD_COLL_ALL_REDUCE = 2,
+  MELD_COLL_ALL_TO_ALL = 3, /* uniform and variable splits alike (counts per peer)      */
+  MELD_COLL_NUM_OPS
+} meld_coll_op_t;
+
+typedef enum { MELD_AR_AUTO = 0, MELD_AR_ONE_SHOT = 1, MELD_AR_TWO_SHOT = 2 } meld_ar_algo_t;
+
+/* One call's arguments, in elements. For all-to-all, the four per-rank arrays are filled for
+ * the uniform case too (counts = count, offsets = q * count). */
+typedef struct {
+  meld_coll_op_t op;
+  meld_dtype_t dtype;
+  const void *send;
+  void *recv;
+  size_t count;   /* AG: per rank; RS: per rank (recv); AR: whole buffer; A2A: unused       */
+  int vector;     /* all-to-allv (the public name in messages)                             */
+  size_t send_counts[MELD_COLL_MAX_RANKS], send_offsets[MELD_COLL_MAX_RANKS];
+  size_t recv_counts[MELD_COLL_MAX_RANKS], recv_offsets[MELD_COLL_MAX_RANKS];
+} meld_coll_args_t;
+
+/* The plan of one call. Printable; checked by meld_coll_plan_check. */
+typedef struct {
+  meld_coll_op_t op;
+  int nranks;
+  size_t elem_bytes;      /* 2 (bf16) or 4 (fp32)                                           */
+  size_t pair_bytes;      /* most bytes one rank pushes to one peer per stage               */
+  int ctas;               /* CTAs of the kernel (all of them move data)                     */
+  int threads;            /* threads per CTA (multiple of 32)                               */
+  size_t chunk_bytes;     /* bytes per slot, multiple of 16                                 */
+  int slots;              /* ring depth per (peer, CTA)                                      */
+  int stages;             /* 1, or 2 for the two-shot all-reduce (RS ring + AG ring)          */
+  meld_ar_algo_t ar_algo; /* all-reduce: one-shot or two-shot (other ops: AUTO)              */
+  size_t oneshot_max_bytes; /* all-reduce threshold: buffers up to this take one-shot       */
+  size_t part_elems;      /* two-shot all-reduce: elements per rank's part (16-byte multiple)*/
+  int64_t rounds;         /* rounds per CTA: ceil(pair_bytes / (ctas * chunk_bytes))        */
+  size_t ws_bytes;        /* workspace bytes the staging needs                              */
+  size_t signal_words;    /* u64 signal slots (and as many credits) the layout spans:
+                             nranks * stages * ctas * slots                                 */
+} meld_coll_plan_t;
+
+/* Caller-chosen plan fields (bench and tests); 0 / AUTO = heuristic. Environment variables
+ * MELD_COMM_CTAS and MELD_CHUNK_BYTES override the heuristic but not these. */
+typedef struct {
+  int ctas, threads, slots;
+  size_t chunk_bytes;
+  meld_ar_algo_t ar_algo;
+  size_t oneshot_max_bytes;
+} meld_coll_plan_hint_t;
+
+/* Size of one element of dtype, or 0 for an unknown dtype. */
+size_t meld_coll_dtype_bytes(meld_dtype_t dtype);
+/* "bf16", "fp32" or "?" ; "all_gather", ... */
+const char *meld_coll_dtype_name(meld_dtype_t dtype);
+const char *meld_coll_op_name(meld_coll_op_t op);
+
+/* Checks one call's arguments for a communicator of nranks ranks (fn = public name, used in
+ * messages). Never touches CUDA. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence:
+ * unknown dtype or op, NULL buffer with data to move, pointer not aligned to the element
+ * size, sizes overflowing (count * nranks * element size, offset + count), nranks outside
+ * [1, MELD_COLL_MAX_RANKS]. */
+meld_result_t meld_coll_validate(const char *fn, int nranks, const meld_coll_args_t *args);
+
+/* 1 if the call moves no data anywhere (uniform count 0): no launch needed. A2A with
+ * variable splits never counts as empty (peers may still exchange among themselves). */
+int meld_coll_is_empty(const meld_coll_args_t *args);
+
+/* Fills *plan for a validated call: heuristic, then MELD_COMM_CTAS / MELD_CHUNK_BYTES from
+ * the environment (malformed values: MELD_ERR_INVALID_ARG naming the variable), then `hint`
+ * (may be NULL); then shrinks the chunk (and CTAs) to fit workspace_bytes, unless they were
+ * set explicitly; then checks the plan (meld_coll_plan_check). sm_count: the smallest SM
+ * count of the node's GPUs (equal on every rank). signal_words_max: the pad's credit slots
+ * (MELD_PAD_CREDIT_SLOTS; the signal region is larger). */
+meld_result_t meld_coll_plan_make(const meld_coll_args_t *args, int nranks, int sm_count,
+                                  size_t workspace_bytes, size_t signal_words_max,
+                                  const meld_coll_plan_hint_t *hint, meld_coll_plan_t *plan);
+
+/* Legality: CTAs in [1, min(sm_count, MELD_COLL_MAX_CTAS)], threads a multiple of 32 in
+ * [64, 1024], chunk a multiple of 16 in [MELD_COLL_MIN_CHUNK, MELD_COLL_MAX_CHUNK], slots in
+ * [2, MELD_COLL_MAX_SLOTS], rounds < MELD_COLL_MAX_ROUNDS, signals within the pad's share;
+ * the staging fits the workspace (else MELD_ERR_OUT_OF_MEMORY: "needs N bytes of workspace:
+ * set workspace_bytes / MELD_WORKSPACE_BYTES >= N, or lower MELD_COMM_CTAS /
+ * MELD_CHUNK_BYTES"). */
+meld_result_t meld_coll_plan_check(const meld_coll_plan_t *plan, int sm_count,
+                                   size_t workspace_bytes, size_t signal_words_max);
+
+/* Recomputes plan->rounds, ws_bytes and signal_words from the other fields (after a field
+ * was changed by hand). */
+void meld_coll_plan_derive(meld_coll_plan_t *plan);
+
+struct meld_comm;
+/* Plans and launches one validated, non-empty intra-node call (src/ops/collectives.cu): the
+ * engine behind the public functions, with `hint` (may be NULL) forcing plan fields (bench,
+ * tests). *plan_out (may be NULL) receives the plan used. Fails as the public functions. */
+meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, const meld_coll_args_t *args,
+                            const meld_coll_plan_hint_t *hint, cudaStream_t stream,
+                            meld_coll_plan_t *plan_out);
+
+/* One line describing every field ("all_reduce P=2 ctas=16 threads=512 chunk=262144 ..."). */
+int meld_coll_plan_format(const meld_coll_plan_t *plan, char *buf, size_t len);
+void meld_coll_plan_print(const meld_coll_plan_t *plan, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
