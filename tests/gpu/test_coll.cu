@@ -1,0 +1,456 @@
+/* GPU tests of the collectives (meld_all_gather, meld_reduce_scatter, meld_all_reduce,
+ * meld_all_to_all(v)) on every GPU present, and on 1 rank:
+ *   1. each op vs the C reference (tests/common/ref_coll.c) on fresh random data, bf16 and
+ *      fp32, sizes 1, 7, 1000, 1000003, outputs poisoned before each call: gathers and
+ *      all-to-all exact (whole buffer, so stray writes show), sums bitwise equal to the fp32
+ *      rank-order reference and within 1e-2 (bf16) / 1e-5 (fp32) of fp64; variants: default
+ *      plan, a tiny ring (3 CTAs x 4 KiB chunks: hundreds of credit round trips), misaligned
+ *      pointers, one-shot and two-shot all-reduce forced, in-place forms;
+ *   2. 1000 back-to-back calls with no host sync, sizes/ops/plans changing every call, inputs
+ *      written on the stream by a kernel before each call and every output checked by a
+ *      device compare kernel (mismatch and coverage counters read once at the end);
+ *   3. CUDA-graph capture of (fill, op, check) and 100 replays;
+ *   4. (2+ GPUs) a rank that never joins: the others get MELD_ERR_TIMEOUT from
+ *      meld_comm_check and from the next call, not a hang.
+ * MELD_TIMEOUT_MS defaults to 2000 here. */
+#include <cuda_bf16.h>
+
+#include "coll_plan.h"
+#include "comm.h"
+#include "common/ref_coll.c" /* the GPU rule links no tests/common objects */
+#include "common/ref_gemm.c"
+#include "gpu/gpu_test.h"
+
+static int g_ndev = 0;
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+enum { V_DEFAULT = 0, V_RING = 1, V_MISALIGNED = 2, V_ONESHOT = 3, V_TWOSHOT = 4, V_INPLACE = 5 };
+static const char *const g_vname[] = {"default", "tiny-ring", "misaligned", "one-shot", "two-shot", "in-place"};
+static const char *const g_opname[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "all_to_allv"};
+enum { OP_AG = 0, OP_RS = 1, OP_AR = 2, OP_A2A = 3, OP_A2AV = 4 };
+
+/* Runs one op through the public API, or through meld_coll_run with a plan hint. */
+static meld_result_t run_op(meld_comm_t comm, int op, const void *send, void *recv, size_t count,
+                            meld_dtype_t dt, const meld_coll_plan_hint_t *hint, cudaStream_t s) {
+  if (!hint) {
+    switch (op) {
+      case OP_AG: return meld_all_gather(comm, send, recv, count, dt, s);
+      case OP_RS: return meld_reduce_scatter(comm, send, recv, count, dt, s);
+      case OP_AR: return meld_all_reduce(comm, send, recv, count, dt, s);
+      default: return meld_all_to_all(comm, send, recv, count, dt, s);
+    }
+  }
+  static meld_coll_args_t a;
+  memset(&a, 0, sizeof a);
+  a.op = op == OP_AG ? MELD_COLL_ALL_GATHER : op == OP_RS ? MELD_COLL_REDUCE_SCATTER
+         : op == OP_AR ? MELD_COLL_ALL_REDUCE : MELD_COLL_ALL_TO_ALL;
+  a.dtype = dt;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  for (int q = 0; q < comm->nranks; q++) {
+    a.send_counts[q] = a.recv_counts[q] = count;
+    a.send_offsets[q] = a.recv_offsets[q] = (size_t)q * count;
+  }
+  meld_result_t r = meld_coll_validate("test", comm->nranks, &a);
+  if (r != MELD_OK || meld_coll_is_empty(&a)) return r;
+  return meld_coll_run(comm, "test", &a, hint, s, NULL);
+}
+
+static void rand_fill(void *buf, size_t n, meld_dtype_t dt, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 12345;
+  for (size_t i = 0; i < n; i++) {
+    float v = gt_rand_f(&s);
+    if (v == 0.0f) v = 0.5f; /* never zeros */
+    ref_store(buf, dt, i, v);
+  }
+}
+
+/* all-to-allv splits: elements rank r sends to rank q (some pairs 0). */
+static size_t a2av_count(int r, int q, size_t scale) {
+  if ((r + 2 * q) % 5 == 3) return 0;
+  return (size_t)((r * 7 + q * 13 + 5) % 11 + 1) * scale / 4 + (size_t)(r + q) % 3;
+}
+
+/* ---- 1. correctness vs the C reference ------------------------------------------------------- */
+
+typedef struct {
+  meld_comm_t comm;
+  cudaStream_t s;
+  uint8_t *d_send, *d_recv; /* device, g_cap bytes each */
+  size_t cap;
+  int rank, P;
+} ctx_t;
+
+static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int variant, int case_id) {
+  const int P = c->P, me = c->rank;
+  const size_t es = ref_elem_bytes(dt);
+  char name[128];
+  snprintf(name, sizeof name, "%s %s count=%zu %s", g_opname[op], dt == MELD_BF16 ? "bf16" : "fp32", count,
+           g_vname[variant]);
+  /* Per-rank element counts of send and recv. */
+  size_t scnt[64 * 64], soff[64 * 64], roff[64];
+  size_t send_n = 0, recv_n = 0;
+  switch (op) {
+    case OP_AG: send_n = count, recv_n = count * P; break;
+    case OP_RS: send_n = count * P, recv_n = count; break;
+    case OP_AR: send_n = recv_n = count; break;
+    case OP_A2A: send_n = recv_n = count * P; break;
+    case OP_A2AV:
+      for (int r = 0; r < P; r++) {
+        size_t o = 0;
+        for (int q = 0; q < P; q++) {
+          scnt[r * P + q] = a2av_count(r, q, count);
+          soff[r * P + q] = o;
+          o += scnt[r * P + q] + 1; /* gaps: block starts at every alignment */
+        }
+        if (r == me) send_n = o;
+      }
+      for (int p = 0; p < P; p++) roff[p] = recv_n, recv_n += scnt[p * P + me] + 2;
+      break;
+  }
+  /* Every rank's input (so each rank can compute its own expected output). */
+  size_t max_send = send_n;
+  if (op == OP_A2AV)
+    for (int r = 0; r < P; r++) {
+      size_t o = soff[r * P + P - 1] + scnt[r * P + P - 1] + 1;
+      max_send = o > max_send ? o : max_send;
+    }
+  void **in = (void **)calloc((size_t)P, sizeof *in);
+  for (int r = 0; r < P; r++) {
+    in[r] = malloc(max_send * es + 16);
+    rand_fill(in[r], max_send, dt, (uint64_t)case_id * 1000 + (uint64_t)r + 1);
+  }
+  /* Device buffers: misaligned by one element, or in place. */
+  size_t shift = variant == V_MISALIGNED ? es : 0;
+  uint8_t *d_send = c->d_send + shift, *d_recv = c->d_recv + shift * 3;
+  if (send_n * es + 64 > c->cap || recv_n * es + 64 > c->cap) {
+    GT_CHECK(0, "%s: buffers too small", name);
+    return;
+  }
+  GT_CUDA(cudaMemsetAsync(c->d_recv, 0xff, c->cap, c->s)); /* poison: NaN in both dtypes */
+  if (variant == V_INPLACE) {
+    if (op == OP_AR) d_send = d_recv;
+    if (op == OP_AG) d_send = d_recv + (size_t)me * count * es;
+    if (op == OP_RS) d_recv = d_send + (size_t)me * count * es;
+  }
+  GT_CUDA(cudaMemcpyAsync(d_send, in[me], send_n * es, cudaMemcpyHostToDevice, c->s));
+  meld_coll_plan_hint_t hint;
+  memset(&hint, 0, sizeof hint);
+  const meld_coll_plan_hint_t *hp = NULL;
+  if (variant == V_RING) hint.ctas = 3, hint.chunk_bytes = 4096, hint.threads = 384, hp = &hint;
+  if (variant == V_ONESHOT) hint.ar_algo = MELD_AR_ONE_SHOT, hp = &hint;
+  if (variant == V_TWOSHOT) hint.ar_algo = MELD_AR_TWO_SHOT, hint.ctas = 5, hp = &hint;
+  meld_result_t r;
+  if (op == OP_A2AV) {
+    size_t rc[64]; /* recv_counts[p] = what p sends me */
+    for (int p = 0; p < P; p++) rc[p] = scnt[p * P + me];
+    r = meld_all_to_allv(c->comm, d_send, scnt + (size_t)me * P, soff + (size_t)me * P, d_recv, rc, roff, dt, c->s);
+  } else {
+    r = run_op(c->comm, op, d_send, d_recv, count, dt, hp, c->s);
+  }
+  GT_CHECK(r == MELD_OK, "%s: %s: %s", name, meld_strerror(r), meld_last_error());
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  GT_MELD(meld_comm_check(c->comm));
+  /* Expected output. */
+  uint8_t *got = (uint8_t *)malloc(recv_n * es + 16);
+  GT_CUDA(cudaMemcpy(got, d_recv, recv_n * es, cudaMemcpyDeviceToHost));
+  if (op == OP_AG || op == OP_A2A || op == OP_A2AV) {
+    uint8_t *want = (uint8_t *)malloc(recv_n * es + 16);
+    memset(want, 0xff, recv_n * es);
+    if (op == OP_AG) {
+      ref_all_gather(P, (const void *const *)in, want, count, dt);
+    } else {
+      size_t sc[64 * 64], so[64 * 64], ro[64];
+      for (int a = 0; a < P; a++)
+        for (int b = 0; b < P; b++) {
+          sc[a * P + b] = op == OP_A2A ? count : scnt[a * P + b];
+          so[a * P + b] = op == OP_A2A ? (size_t)b * count : soff[a * P + b];
+        }
+      for (int p = 0; p < P; p++) ro[p] = op == OP_A2A ? (size_t)p * count : roff[p];
+      ref_all_to_allv(P, me, (const void *const *)in, sc, so, want, ro, dt);
+    }
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < recv_n * es; i++)
+      if (got[i] != want[i] && !bad++) first = i;
+    GT_CHECK(bad == 0, "%s: %zu of %zu bytes differ, first at byte %zu", name, bad, recv_n * es, first);
+    free(want);
+  } else {
+    /* Sums: reference from this rank's slice of every input. */
+    const void **sl = (const void **)calloc((size_t)P, sizeof *sl);
+    for (int q = 0; q < P; q++) sl[q] = (const uint8_t *)in[q] + (op == OP_RS ? (size_t)me * count * es : 0);
+    double *ref = (double *)malloc(recv_n * sizeof(double) + 8);
+    uint8_t *ref32 = (uint8_t *)malloc(recv_n * es + 16);
+    ref_all_reduce_f64(P, sl, ref, recv_n, dt);
+    ref_all_reduce_f32(P, sl, ref32, recv_n, dt);
+    double err = ref_rel_err(got, dt, ref, recv_n);
+    double tol = dt == MELD_BF16 ? 1e-2 : 1e-5;
+    GT_CHECK(err <= tol, "%s: relative error %.3g > %.0e", name, err, tol);
+    size_t diff = 0, first = 0;
+    for (size_t i = 0; i < recv_n * es; i++)
+      if (got[i] != ref32[i] && !diff++) first = i / es;
+    GT_CHECK(diff == 0, "%s: %zu bytes differ from the fp32 rank-order sum (first element %zu: got %g want %g)",
+             name, diff, first, ref_load(got, dt, first), ref_load(ref32, dt, first));
+    free(ref);
+    free(ref32);
+    free(sl);
+  }
+  free(got);
+  for (int q = 0; q < P; q++) free(in[q]);
+  free(in);
+}
+
+static void test_reference(ctx_t *c) {
+  const size_t counts[] = {1, 7, 1000, 1000003};
+  int id = 0, n = 0;
+  double t0 = gt_now_s();
+  for (int d = 0; d < 2; d++) {
+    meld_dtype_t dt = d ? MELD_FP32 : MELD_BF16;
+    for (int op = 0; op <= OP_A2AV; op++)
+      for (size_t ci = 0; ci < 4; ci++) {
+        size_t count = counts[ci];
+        if (op == OP_A2AV && count == 1000003) count = 200001;
+        for (int v = 0; v <= V_INPLACE; v++) {
+          if (v == V_MISALIGNED && ci != 2) continue;
+          if ((v == V_ONESHOT || v == V_TWOSHOT) && op != OP_AR) continue;
+          if (v == V_INPLACE && (op == OP_A2A || op == OP_A2AV || ci != 2)) continue;
+          if (v == V_RING && op == OP_A2AV) continue;
+          check_case(c, op, dt, count, v, ++id);
+          n++;
+        }
+      }
+  }
+  gt_log("reference checks: %d cases in %.1f s", n, gt_now_s() - t0);
+}
+
+/* ---- 2 and 3. back-to-back calls and graphs, checked on the device ------------------------------ */
+
+__host__ __device__ static inline float tc_val(uint32_t it, uint32_t r, uint64_t j) {
+  uint32_t h = it * 0x9E3779B1u ^ r * 0x85EBCA77u ^ (uint32_t)j * 0xC2B2AE3Du ^ (uint32_t)(j >> 32);
+  h ^= h >> 15, h *= 0x2C1B3C6Du, h ^= h >> 12, h *= 0x297A2D39u, h ^= h >> 15;
+  int v = (int)(h & 0xffu) - 128;
+  return (float)(v == 0 ? 1 : v) / 64.0f; /* exact in bf16; never zero */
+}
+
+/* Iteration number: *itp (graphs) + add. */
+__device__ static inline uint32_t tc_iter(const uint32_t *itp, uint32_t add) { return (itp ? *itp : 0u) + add; }
+
+__global__ void tc_fill(void *buf, size_t n, int dt, uint32_t rank, const uint32_t *itp, uint32_t add) {
+  uint32_t it = tc_iter(itp, add);
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) {
+    float v = tc_val(it, rank, j);
+    if (dt == MELD_BF16) ((__nv_bfloat16 *)buf)[j] = __float2bfloat16_rn(v);
+    else ((float *)buf)[j] = v;
+  }
+}
+
+/* Compares every output element with what the op must produce (sums: fp32 in rank order,
+ * rounded once: bitwise). counters[0] += mismatches, counters[1] += elements checked. */
+__global__ void tc_check(const void *recv, int op, size_t count, int dt, int P, int me, const uint32_t *itp,
+                         uint32_t add, unsigned long long *counters) {
+  uint32_t it = tc_iter(itp, add);
+  size_t n = op == OP_AG ? count * (size_t)P : count;
+  unsigned long long bad = 0, seen = 0;
+  for (size_t j = blockIdx.x * (size_t)blockDim.x + threadIdx.x; j < n; j += (size_t)gridDim.x * blockDim.x) {
+    float want;
+    if (op == OP_AG) {
+      want = tc_val(it, (uint32_t)(j / count), j % count);
+    } else {
+      size_t src = op == OP_RS ? (size_t)me * count + j : j;
+      want = 0.0f;
+      for (int r = 0; r < P; r++) {
+        float v = tc_val(it, (uint32_t)r, src);
+        if (dt == MELD_BF16) v = __bfloat162float(__float2bfloat16_rn(v));
+        want += v;
+      }
+    }
+    uint32_t gb, wb;
+    if (dt == MELD_BF16) {
+      __nv_bfloat16 w = __float2bfloat16_rn(want);
+      gb = ((const uint16_t *)recv)[j];
+      wb = *(const uint16_t *)&w;
+    } else {
+      gb = ((const uint32_t *)recv)[j];
+      wb = __float_as_uint(want);
+    }
+    bad += gb != wb;
+    seen++;
+  }
+  if (bad) atomicAdd(&counters[0], bad);
+  if (seen) atomicAdd(&counters[1], seen);
+}
+
+__global__ void tc_bump(uint32_t *itp) { (*itp)++; }
+
+static void test_back_to_back(ctx_t *c, int iters) {
+  const int P = c->P, me = c->rank;
+  const size_t sizes[] = {1, 777, 65539, 250000, 8, 4096};
+  unsigned long long *d_cnt = NULL;
+  GT_CUDA(cudaMalloc(&d_cnt, 2 * sizeof *d_cnt));
+  GT_CUDA(cudaMemset(d_cnt, 0, 2 * sizeof *d_cnt));
+  meld_coll_plan_hint_t ring, two;
+  memset(&ring, 0, sizeof ring);
+  memset(&two, 0, sizeof two);
+  ring.ctas = 2, ring.chunk_bytes = 4096, ring.threads = 384;
+  two.ar_algo = MELD_AR_TWO_SHOT;
+  unsigned long long expect_seen = 0;
+  double t0 = gt_now_s();
+  int fails = 0;
+  for (int i = 0; i < iters; i++) {
+    int op = i % 3; /* AG, RS, AR */
+    meld_dtype_t dt = (i / 3) % 2 ? MELD_FP32 : MELD_BF16;
+    size_t count = sizes[(i / 6) % 6];
+    const meld_coll_plan_hint_t *hp = i % 4 == 1 ? &ring : (op == OP_AR && i % 4 == 3) ? &two : NULL;
+    size_t send_n = op == OP_RS ? count * P : count;
+    tc_fill<<<64, 256, 0, c->s>>>(c->d_send, send_n, dt, (uint32_t)me, NULL, (uint32_t)i);
+    meld_result_t r = run_op(c->comm, op, c->d_send, c->d_recv, count, dt, hp, c->s);
+    if (r != MELD_OK && ++fails <= 3) gt_log("call %d: %s: %s", i, meld_strerror(r), meld_last_error());
+    tc_check<<<64, 256, 0, c->s>>>(c->d_recv, op, count, dt, P, me, NULL, (uint32_t)i, d_cnt);
+    expect_seen += op == OP_AG ? count * P : count;
+  }
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  GT_CUDA(cudaGetLastError());
+  GT_CHECK(fails == 0, "%d of %d back-to-back calls failed to enqueue", fails, iters);
+  GT_MELD(meld_comm_check(c->comm));
+  unsigned long long h[2] = {0, 0};
+  GT_CUDA(cudaMemcpy(h, d_cnt, sizeof h, cudaMemcpyDeviceToHost));
+  GT_CHECK(h[0] == 0 && h[1] == expect_seen, "%d back-to-back calls: %llu mismatches, %llu of %llu elements checked",
+           iters, h[0], h[1], expect_seen);
+  gt_log("%d back-to-back calls (no host sync): %llu mismatches in %llu elements, %.2f s", iters, h[0], h[1],
+         gt_now_s() - t0);
+  cudaFree(d_cnt);
+}
+
+static void test_graph(ctx_t *c, int replays) {
+  const int P = c->P, me = c->rank;
+  uint32_t *d_it = NULL;
+  unsigned long long *d_cnt = NULL;
+  GT_CUDA(cudaMalloc(&d_it, sizeof *d_it));
+  GT_CUDA(cudaMemset(d_it, 0, sizeof *d_it));
+  GT_CUDA(cudaMalloc(&d_cnt, 2 * sizeof *d_cnt));
+  GT_CUDA(cudaMemset(d_cnt, 0, 2 * sizeof *d_cnt));
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  GT_CUDA(cudaDeviceSynchronize());
+  /* One graph: AR bf16 (4099 elements, one-shot), AG fp32 (100001), RS bf16 (3333), each
+   * with its fill and check; then the iteration counter. */
+  const int ops[3] = {OP_AR, OP_AG, OP_RS};
+  const size_t cnts[3] = {4099, 100001, 3333};
+  const meld_dtype_t dts[3] = {MELD_BF16, MELD_FP32, MELD_BF16};
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  GT_CUDA(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+  for (int k = 0; k < 3; k++) {
+    size_t send_n = ops[k] == OP_RS ? cnts[k] * P : cnts[k];
+    tc_fill<<<64, 256, 0, c->s>>>(c->d_send, send_n, dts[k], (uint32_t)me, d_it, (uint32_t)k * 7919u);
+    meld_result_t r = run_op(c->comm, ops[k], c->d_send, c->d_recv, cnts[k], dts[k], NULL, c->s);
+    GT_CHECK(r == MELD_OK, "capture %s: %s: %s", g_opname[ops[k]], meld_strerror(r), meld_last_error());
+    tc_check<<<64, 256, 0, c->s>>>(c->d_recv, ops[k], cnts[k], dts[k], P, me, d_it, (uint32_t)k * 7919u, d_cnt);
+  }
+  tc_bump<<<1, 1, 0, c->s>>>(d_it);
+  GT_CUDA(cudaStreamEndCapture(c->s, &g));
+  GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
+  double t0 = gt_now_s();
+  for (int i = 0; i < replays; i++) GT_CUDA(cudaGraphLaunch(ge, c->s));
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  GT_MELD(meld_comm_check(c->comm));
+  unsigned long long h[2] = {0, 0};
+  uint32_t it = 0;
+  GT_CUDA(cudaMemcpy(h, d_cnt, sizeof h, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(&it, d_it, sizeof it, cudaMemcpyDeviceToHost));
+  unsigned long long want = (unsigned long long)replays * (cnts[0] + cnts[1] * P + cnts[2]);
+  GT_CHECK(h[0] == 0 && h[1] == want && it == (uint32_t)replays,
+           "graph: %llu mismatches, %llu of %llu elements checked, %u of %d replays", h[0], h[1], want, it, replays);
+  gt_log("graph: %d replays x 3 collectives, %llu mismatches, %.3f s", replays, h[0], gt_now_s() - t0);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  cudaFree(d_it);
+  cudaFree(d_cnt);
+}
+
+/* ---- main per rank --------------------------------------------------------------------------------- */
+
+static void rank_main(int rank, int nranks) {
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 30000;
+  ctx_t c;
+  memset(&c, 0, sizeof c);
+  c.rank = rank;
+  c.P = nranks;
+  GT_MELD(meld_comm_init_env(&c.comm, &cfg));
+  if (!c.comm) return;
+  c.cap = (size_t)1000003 * nranks * 4 + 4096;
+  GT_CUDA(cudaMalloc(&c.d_send, c.cap));
+  GT_CUDA(cudaMalloc(&c.d_recv, c.cap));
+  GT_CUDA(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+  test_reference(&c);
+  test_back_to_back(&c, 1000);
+  test_graph(&c, 100);
+  meld_bootstrap_barrier(c.comm->boot);
+  cudaStreamDestroy(c.s);
+  cudaFree(c.d_send);
+  cudaFree(c.d_recv);
+  GT_MELD(meld_comm_destroy(c.comm));
+}
+
+/* The last rank never calls the op: the others must time out (MELD_TIMEOUT_MS), not hang. */
+static void rank_missing_peer(int rank, int nranks) {
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 30000;
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  if (!comm) return;
+  void *buf = NULL;
+  GT_CUDA(cudaMalloc(&buf, (size_t)4096 * nranks * 2));
+  cudaStream_t s;
+  GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (rank != nranks - 1) {
+    double t0 = gt_now_s();
+    GT_MELD(meld_all_gather(comm, buf, (char *)buf + 8192, 1024, MELD_BF16, s));
+    GT_CUDA(cudaStreamSynchronize(s));
+    double dt = gt_now_s() - t0;
+    meld_result_t r = meld_comm_check(comm);
+    GT_CHECK(r == MELD_ERR_TIMEOUT || (nranks > 2 && r == MELD_ERR_ABORTED),
+             "missing peer: meld_comm_check -> %s (%s), want MELD_ERR_TIMEOUT", meld_strerror(r), meld_last_error());
+    gt_log("missing peer: kernel returned after %.2f s; check: %s", dt, meld_last_error());
+    r = meld_all_reduce(comm, buf, buf, 1024, MELD_BF16, s);
+    GT_CHECK(r == MELD_ERR_TIMEOUT || r == MELD_ERR_ABORTED, "the next call -> %s, want the sticky error",
+             meld_strerror(r));
+    GT_CUDA(cudaStreamSynchronize(s));
+  }
+  meld_bootstrap_barrier(comm->boot); /* the absent rank keeps its memory mapped until then */
+  if (rank == nranks - 1) {
+    meld_result_t r = meld_comm_check(comm);
+    gt_log("absent rank: meld_comm_check -> %s", meld_strerror(r));
+  }
+  cudaStreamDestroy(s);
+  cudaFree(buf);
+  GT_MELD(meld_comm_destroy(comm));
+}
+
+static int run(const char *name, int nranks, gt_rank_fn fn) {
+  printf("--- %s (%d ranks)\n", name, nranks);
+  fflush(stdout);
+  int failed = gt_spawn(nranks, fn);
+  GT_CHECK(failed == 0, "%s: %d rank(s) failed", name, failed);
+  return failed;
+}
+
+int main(void) {
+  setenv("MELD_TIMEOUT_MS", "2000", 0);
+  g_ndev = gt_device_count();
+  printf("test_coll: %d GPU(s)\n", g_ndev);
+  if (g_ndev < 1) {
+    printf("skipped: no GPU\n");
+    return gt_summary("test_coll");
+  }
+  double t0 = gt_now_s();
+  int n = g_ndev > 8 ? 8 : g_ndev;
+  run("collectives vs reference, back-to-back, graphs", n, rank_main);
+  if (n > 1) {
+    run("collectives, 1 rank", 1, rank_main);
+    run("a peer that never joins", n, rank_missing_peer);
+  }
+  printf("test_coll: %.1f s\n", gt_now_s() - t0);
+  return gt_summary("test_coll");
+}
