@@ -95,6 +95,12 @@ $(BUILD)/bench/%: bench/%.cu $(LIB_A) $(DEV_HDRS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lcublas -lcublasLt $(LDLIBS)
 
+# bench_coll also times NCCL from C (the like-for-like baseline): -lnccl (headers and library
+# in the default paths, or CUDA_HOME/lib64).
+$(BUILD)/bench/bench_coll: bench/bench_coll.cu bench/nccl_baseline.h $(LIB_A) $(DEV_HDRS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lnccl $(LDLIBS)
+
 bench: lib $(BENCH_BINS)
 
 # The public header alone, as C11 and as C++.
