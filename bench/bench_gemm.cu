@@ -265,7 +265,7 @@ int main(int argc, char **argv) {
   printf("# %s, %d SMs, driver %d, runtime %d; median of %d calls after %d warm-ups, %d input sets\n",
          prop.name, sms, drv, rt, TIMED, WARMUP, NSETS);
   printf("# floor = FLOPs / %.0f TFLOP/s; ratio = cuBLASLt ms / meld ms (> 1: meld faster)\n", PEAK_TFLOPS);
-  printf("%-20s %6s %6s %6s %-12s %9s %7s %9s %7s %6s %8s %9s\n", "shape", "m", "n", "k", "variant",
+  printf("%-20s %6s %6s %6s %-30s %9s %7s %9s %7s %6s %8s %9s\n", "shape", "m", "n", "k", "variant",
          "meld ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio", "floor ms", "rel err");
   lt_t lt;
   CKL(cublasLtCreate(&lt.lt));
@@ -292,26 +292,40 @@ int main(int argc, char **argv) {
     lt_ctx_t lx = {&lt, &lp, &bf, c_lt};
     const float lt_ms = time_median(lt_call, &lx);
     /* Variants: the plan's default, then forced ones. */
-    const char *vnames[4] = {"default", "cluster1", "cluster2", "cl2 st.global"};
-    const int nv = variants ? 4 : 1;
+    const char *vnames[5] = {"default", "cluster2", "no split", "group 8", "group 32"};
+    const int nv = variants ? 5 : 1;
+    int default_split = 1;
     for (int v = 0; v < nv; v++) {
       meld_ctx_t mx;
       memset(&mx, 0, sizeof mx);
       mx.s = s; mx.bf = &bf; mx.out = c_meld; mx.sm_count = sm_use;
       gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
-      if (v == 1) o.cluster_m = 1;
-      if (v == 2) o.cluster_m = 2;
-      if (v == 3) { o.cluster_m = 2; o.epi_tma = 0; }
-      if (v == 2 || v == 3) {
-        const int64_t tiles_m = (s->m + 127) / 128;
-        if (tiles_m < 2) continue;
-      }
+      if (v == 1) { o.cluster_m = 2; if ((s->m + 127) / 128 < 2) continue; }
+      if (v == 2) { o.split_k = 1; if (default_split == 1) continue; }
+      if (v == 3) o.group_m = 8;
+      if (v == 4) o.group_m = 32;
       mx.opts = o;
       mx.use_opts = v != 0;
       CK(cudaMemset(c_meld, 0xFF, s->m * s->n * 2));
+      /* The plan this variant runs (printed in the row). */
+      gemm_params_t plan;
+      int plan_workers = 0;
+      {
+        meld_gemm_args_t a;
+        memset(&a, 0, sizeof a);
+        a.a = bf.a[0]; a.lda = s->k; a.b = bf.b[0]; a.ldb = s->b_kn ? s->n : s->k;
+        a.b_layout = s->b_kn ? MELD_B_KN : MELD_B_NK; a.c = c_meld; a.ldc = s->n;
+        a.m = s->m; a.n = s->n; a.k = s->k; a.sm_count = sm_use;
+        if (gemm_plan_for(&a, mx.use_opts ? &o : NULL, 0, &plan, &plan_workers) != MELD_OK) {
+          printf("%-20s %6lld %6lld %6lld %-30s skipped: %s\n", s->label, (long long)s->m, (long long)s->n,
+                 (long long)s->k, vnames[v], meld_last_error());
+          continue;
+        }
+        if (v == 0) default_split = plan.split_k;
+      }
       meld_call(&mx, 0); /* a variant the plan refuses is skipped, with the reason */
       if (mx.failed) {
-        printf("%-20s %6lld %6lld %6lld %-12s skipped: %s\n", s->label, (long long)s->m, (long long)s->n,
+        printf("%-20s %6lld %6lld %6lld %-30s skipped: %s\n", s->label, (long long)s->m, (long long)s->n,
                (long long)s->k, vnames[v], meld_last_error());
         continue;
       }
@@ -330,9 +344,10 @@ int main(int argc, char **argv) {
       const double flop = 2.0 * s->m * s->n * s->k;
       const double ratio = lt_ms / meld_ms;
       if (v == 0) { log_sum += log(ratio); nratio++; }
-      char vname[48];
-      snprintf(vname, sizeof vname, "%s%s", vnames[v], s->b_kn ? " kn" : "");
-      printf("%-20s %6lld %6lld %6lld %-12s %9.4f %7.1f %9.4f %7.1f %6.3f %8.4f %9.2e%s\n", s->label,
+      char vname[64];
+      snprintf(vname, sizeof vname, "%s%s w%d c%d s%d g%d", vnames[v], s->b_kn ? " kn" : "", plan_workers,
+               plan.cluster_m, plan.split_k, plan.group_m);
+      printf("%-20s %6lld %6lld %6lld %-30s %9.4f %7.1f %9.4f %7.1f %6.3f %8.4f %9.2e%s\n", s->label,
              (long long)s->m, (long long)s->n, (long long)s->k, vname, meld_ms, flop / meld_ms * 1e-9,
              lt_ms, flop / lt_ms * 1e-9, ratio, flop / (PEAK_TFLOPS * 1e9), rel_err,
              rel_err > 1e-2 ? "  ERROR" : "");
@@ -340,14 +355,14 @@ int main(int argc, char **argv) {
       if (jf) {
         fprintf(jf,
                 "{\"op\": \"gemm\", \"shape\": {\"m\": %lld, \"n\": %lld, \"k\": %lld}, \"label\": \"%s\", "
-                "\"b_layout\": \"%s\", \"variant\": \"%s\", \"sm_count\": %d, \"nranks\": 1, \"nnodes\": 1, "
+                "\"b_layout\": \"%s\", \"variant\": \"%s\", \"plan\": \"%s\", \"sm_count\": %d, \"nranks\": 1, \"nnodes\": 1, "
                 "\"dtype\": \"bf16\", \"meld_ms\": %.5f, \"seq_ms\": null, \"peer_ms\": null, \"peer\": null, "
                 "\"compute_ms\": %.5f, \"meld_compute_ms\": %.5f, \"comm_ms\": null, \"bound_ms\": %.5f, "
                 "\"meld_tflops\": %.1f, \"cublas_tflops\": %.1f, \"floor_ms\": %.5f, \"rel_err\": %.3e, "
                 "\"gpu\": \"%s\", \"driver\": %d, \"cuda\": %d, \"nccl\": null, \"torch\": null, "
                 "\"date\": \"%s\", \"commit\": \"%s\"}\n",
                 (long long)s->m, (long long)s->n, (long long)s->k, s->label, s->b_kn ? "kn" : "nk",
-                vnames[v], sm_use ? sm_use : sms, meld_ms, lt_ms, meld_ms, lt_ms, flop / meld_ms * 1e-9,
+                vnames[v], vname, sm_use ? sm_use : sms, meld_ms, lt_ms, meld_ms, lt_ms, flop / meld_ms * 1e-9,
                 flop / lt_ms * 1e-9, flop / (PEAK_TFLOPS * 1e9), rel_err, prop.name, drv, rt, date, commit);
         fflush(jf);
       }

@@ -39,7 +39,9 @@
 #define GEMM_EPI_OFF (GEMM_STAGES * GEMM_STAGE_BYTES)
 #define GEMM_BAR_OFF (GEMM_EPI_OFF + 2 * GEMM_EPI_BYTES)
 #define GEMM_INFO_OFF (GEMM_BAR_OFF + 16 * GEMM_STAGES)
-#define GEMM_SMEM_USED (GEMM_INFO_OFF + 16 * GEMM_STAGES)
+#define GEMM_INFO_BYTES 32 /* one gemm_tile_t per stage */
+#define GEMM_FLAG_OFF (GEMM_INFO_OFF + GEMM_INFO_BYTES * GEMM_STAGES) /* split-K "last" word */
+#define GEMM_SMEM_USED (GEMM_FLAG_OFF + 16)
 #define GEMM_SMEM_BYTES (GEMM_SMEM_USED + 1024) /* + slack to align the base to 1024 B */
 /* Named barriers used by the engine's consumers (fused kernels must use other ids). */
 #define GEMM_BAR_WG0 1
@@ -105,6 +107,16 @@ typedef struct {
   int32_t group_m;   /* raster group: this many m-blocks (m-pairs if cluster_m 2) per sweep  */
   int32_t epi_tma;   /* 1: TMA-store epilogue from map_c; 0: 16-byte generic stores          */
   int32_t workers;   /* CTAs that run the engine in the launch it was planned for            */
+  /* Split-K for the last partial wave (hybrid; all tiles when there are fewer than the
+   * workers): scheduler tiles [split_from, tiles) have their k-blocks cut into split_k
+   * ranges of kb_per_split, run by different CTAs at once; each writes its fp32 partial to
+   * the workspace, and the last to arrive (counters[slot], self-resetting) adds the others'
+   * partials and runs the epilogue. No CTA waits for another. */
+  int32_t split_k;      /* 1 = off                                                         */
+  int32_t kb_per_split; /* k-blocks per split; (split_k - 1) * kb_per_split < k_blocks      */
+  int32_t split_from;   /* first split tile (scheduler order); = tiles when split_k is 1    */
+  float *workspace;     /* (tiles - split_from) * split_k * 128 * 256 floats                */
+  uint32_t *counters;   /* (tiles - split_from) words, 0 before the first launch            */
   gemm_ready_hook_t ready;
   gemm_order_hook_t order;
   gemm_epilogue_hook_t epi;
@@ -129,9 +141,11 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
 #include "device/ptx_async.cuh"
 
 /* One unit of work, passed from the producer to the consumers through smem next to the
- * stage that holds its first k-block. m_blk < 0 means "no more tiles". */
+ * stage that holds its first k-block. m_blk < 0 means "no more tiles". A split tile has
+ * split >= 0 and its workspace/counter slot; a whole tile has split -1. */
 typedef struct {
   int32_t m_blk, n_blk, k_blk0, k_nblk;
+  int32_t split, slot, pad0, pad1;
 } gemm_tile_t;
 
 /* The tile for scheduler ticket `ticket`; returns 0 when the ticket is past the last tile.
@@ -143,7 +157,15 @@ __device__ __forceinline__ int gemm_tile_of(const gemm_params_t *p, int ticket, 
   const int cl = p->cluster_m;
   const int units_m = (p->tiles_m + cl - 1) / cl;
   const int tiles_n = p->tiles_n;
-  if (ticket >= units_m * tiles_n) return 0;
+  const int S = p->split_k, from = p->split_from;
+  int split = -1, slot = 0;
+  if (ticket >= from) { /* a tile's splits are consecutive tickets: they run at once */
+    const int u = ticket - from;
+    slot = u / S;
+    split = u - slot * S;
+    ticket = from + slot;
+    if (ticket >= units_m * tiles_n) return 0;
+  }
   const int per_group = p->group_m * tiles_n;
   const int g = ticket / per_group;
   const int first = g * p->group_m;
@@ -158,8 +180,16 @@ __device__ __forceinline__ int gemm_tile_of(const gemm_params_t *p, int ticket, 
     t->m_blk = um * 2 + rank;
   }
   t->n_blk = r / gm;
-  t->k_blk0 = 0;
-  t->k_nblk = p->k_blocks;
+  t->split = split;
+  t->slot = slot;
+  t->pad0 = t->pad1 = 0;
+  if (split < 0) {
+    t->k_blk0 = 0;
+    t->k_nblk = p->k_blocks;
+  } else {
+    t->k_blk0 = split * p->kb_per_split;
+    t->k_nblk = min(p->kb_per_split, p->k_blocks - t->k_blk0);
+  }
   return 1;
 }
 
@@ -201,7 +231,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
   const int uw = cl == 2 ? worker / 2 : worker;
   const int unw = cl == 2 ? nworkers / 2 : nworkers;
   const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
-  volatile gemm_tile_t *info = (volatile gemm_tile_t *)(smem + GEMM_INFO_OFF);
+  volatile int32_t *info = (volatile int32_t *)(smem + GEMM_INFO_OFF);
   const void *map_a = &p->map_a, *map_b = &p->map_b;
   uint32_t *queue = p->order.queue;
   const int last_m = p->tiles_m - 1;
@@ -224,10 +254,12 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       mbar_wait(empty0 + 8 * stage, phase ^ 1);
       if (kb == 0) {
-        info[stage].m_blk = t.m_blk;
-        info[stage].n_blk = t.n_blk;
-        info[stage].k_blk0 = t.k_blk0;
-        info[stage].k_nblk = t.k_nblk;
+        volatile int32_t *ti = info + 8 * stage;
+        ti[0] = t.m_blk;
+        ti[1] = t.n_blk;
+        ti[2] = t.k_blk0;
+        ti[3] = t.k_nblk;
+        ti[4] = t.split < 0 ? -1 : (t.slot << 4) | t.split; /* one register for consumers */
       }
       const uint32_t full = full0 + 8 * stage;
       const uint32_t a_dst = sbase + stage * GEMM_STAGE_BYTES, b_dst = a_dst + GEMM_A_BYTES;
@@ -265,7 +297,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
     }
   }
   mbar_wait(empty0 + 8 * stage, phase ^ 1);
-  info[stage].m_blk = -1;
+  info[8 * stage] = -1;
   mbar_arrive(full0 + 8 * stage);
 }
 
@@ -365,6 +397,55 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   }
 }
 
+/* Split-K fixup for consumer thread ctid (0..255) of a split tile: stores the partial, counts
+ * arrivals; returns 0 if another split will finish the tile, else adds the other partials
+ * into acc and returns 1 (this CTA runs the epilogue). No CTA ever waits for another. */
+__device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *acc, int split_slot,
+                                                 int ctid, uint32_t last_flag) {
+  const int S = p->split_k;
+  const int tile = split_slot >> 4; /* workspace / counter slot */
+  const int split = split_slot & 15;
+  /* [tile][split][q][ctid] float4s: each warp store is 512 contiguous bytes. */
+  float4 *ws = (float4 *)p->workspace + (size_t)tile * S * (32 * 256);
+  float4 *mine = ws + (size_t)split * (32 * 256) + ctid;
+#pragma unroll
+  for (int q = 0; q < 32; ++q)
+    __stcg(mine + q * 256, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+  named_bar_sync(GEMM_BAR_CONSUMERS, 256); /* all partial stores precede the count */
+  if (ctid == 0) {
+    __threadfence(); /* cumulative: publishes the 256 threads' stores before the add */
+    const uint32_t old = atomicAdd(p->counters + tile, 1u);
+    const int last = old == (uint32_t)S - 1;
+    if (last) {
+      atomicExch(p->counters + tile, 0u); /* every split has counted: reset for next launch */
+      __threadfence();                    /* acquire side: the others' partials are visible */
+    }
+    st_shared_u32(last_flag, (uint32_t)last);
+  }
+  named_bar_sync(GEMM_BAR_CONSUMERS, 256);
+  if (!ld_shared_u32(last_flag)) return 0;
+  for (int s2 = 0; s2 < S; ++s2) {
+    if (s2 == split) continue;
+    const float4 *o = ws + (size_t)s2 * (32 * 256) + ctid;
+#pragma unroll
+    for (int q0 = 0; q0 < 32; q0 += 8) {
+      /* 8 loads in flight at a time: 128 accumulators + 32 staging registers fit in 232. */
+      float4 v[8];
+#pragma unroll
+      for (int q = 0; q < 8; ++q) v[q] = __ldcg(o + (q0 + q) * 256);
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        acc[4 * (q0 + q)] += v[q].x;
+        acc[4 * (q0 + q) + 1] += v[q].y;
+        acc[4 * (q0 + q) + 2] += v[q].z;
+        acc[4 * (q0 + q) + 3] += v[q].w;
+      }
+      asm volatile("" ::: "memory"); /* keep the next group's loads after these adds */
+    }
+  }
+  return 1;
+}
+
 /* A consumer warpgroup g (0/1): waits stages, issues wgmma, releases stages, epilogue. */
 template <bool BKN>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
@@ -373,18 +454,20 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   const int cl = p->cluster_m;
   const uint32_t peer = cl == 2 ? (cluster_ctarank() ^ 1) : 0;
   const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
-  const volatile gemm_tile_t *info = (const volatile gemm_tile_t *)(smem + GEMM_INFO_OFF);
+  const uint32_t info0 = sbase + GEMM_INFO_OFF; /* 32-bit smem addresses: fewer registers */
   const uint32_t stg = sbase + GEMM_EPI_OFF + g * GEMM_EPI_BYTES;
   const int lane = tid & 31;
   uint32_t stage = 0, phase = 0;
   for (;;) {
     mbar_wait(full0 + 8 * stage, phase);
+    const uint4 ti = ld_shared_v4(info0 + GEMM_INFO_BYTES * stage);
     gemm_tile_t t;
-    t.m_blk = info[stage].m_blk;
+    t.m_blk = (int32_t)ti.x;
     if (t.m_blk < 0) break;
-    t.n_blk = info[stage].n_blk;
-    t.k_blk0 = info[stage].k_blk0;
-    t.k_nblk = info[stage].k_nblk;
+    t.n_blk = (int32_t)ti.y;
+    t.k_blk0 = (int32_t)ti.z;
+    t.k_nblk = (int32_t)ti.w;
+    const int32_t split_slot = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       if (kb) mbar_wait(full0 + 8 * stage, phase);
@@ -412,6 +495,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     wgmma_wait0();
     wgmma_fence_acc128(acc);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
+    if (split_slot >= 0 && !gemm_splitk_fixup(p, acc, split_slot, g * 128 + tid, sbase + GEMM_FLAG_OFF))
+      continue;
     gemm_epilogue(p, acc, t, stg, g, tid);
   }
   if (p->epi_tma && tid == 0) bulk_wait_group0(); /* before the CTA may exit */

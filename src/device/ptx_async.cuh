@@ -307,6 +307,13 @@ PA_INLINE void st_shared_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.u32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
 }
 
+/* 32-bit load from shared memory (volatile: re-read every time). */
+PA_INLINE uint32_t ld_shared_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 /* 16-byte load from shared memory. */
 PA_INLINE uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;

@@ -111,6 +111,36 @@ static meld_result_t encode_2d(CUtensorMap *map, const void *base, int64_t inner
 
 /* ---- plan -------------------------------------------------------------------------------- */
 
+/* Split-K cost model for the L tiles of the last partial wave (L = tiles % SMs; all tiles
+ * when there are fewer than SMs): time ~ rounds of (tile / S) work, + 8% per extra split for
+ * the fp32 partial traffic and fixup; each split keeps >= 4 k-blocks. Picks S in 1..4 (ties:
+ * smaller). E.g. on 132 SMs: 32 tiles (decode M <= 128, N 8192) -> 4; 160 tiles -> 132
+ * whole + 28 split 4; 2048 tiles (8192^3) -> 15 whole waves + 68 tiles split 1. */
+static int gemm_choose_split(int64_t tiles, int sms, int k_blocks) {
+  int best = 1;
+  double best_cost = 1e30;
+  for (int s = 1; s <= 4; s++) {
+    if (s > 1 && k_blocks / s < 4) break;
+    const int64_t rounds = (tiles * s + sms - 1) / sms;
+    const double cost = (double)rounds / s * (1.0 + 0.08 * (s - 1));
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = s;
+    }
+  }
+  return best;
+}
+
+size_t gemm_plan_workspace_bytes(const gemm_params_t *p) {
+  if (!p || p->split_k <= 1) return 0;
+  return ((size_t)p->tiles_m * p->tiles_n - p->split_from) * p->split_k * GEMM_BM * GEMM_BN * sizeof(float);
+}
+
+size_t gemm_plan_counter_words(const gemm_params_t *p) {
+  if (!p || p->split_k <= 1) return 0;
+  return (size_t)p->tiles_m * p->tiles_n - p->split_from;
+}
+
 meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                              gemm_params_t *p, int *workers) {
   MELD_CHECK(gemm_args_validate(a));
@@ -137,10 +167,10 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->c = a->c;
   p->ldc = a->ldc;
 
-  /* Cluster 2x1 (B multicast) when there are vertically adjacent tiles to pair and the
-   * device can co-schedule the pairs. */
+  /* Cluster 2x1 (B multicast) only when asked: measured on H200 (run 1, perf-notes) it was
+   * 0.56-0.75x of cluster 1 with this kernel, so the default is 1. */
   int cl = o->cluster_m;
-  if (cl == 0) cl = (p->tiles_m >= 2 && o->sm_count >= 2 && o->max_clusters >= 1) ? 2 : 1;
+  if (cl == 0) cl = 1;
   if (cl != 1 && cl != 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: cluster_m %d is not 1 or 2", cl);
   if (cl == 2 && (o->sm_count < 2 || o->max_clusters < 1))
@@ -149,7 +179,27 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
                       "(sm_count %d, max_clusters %d)",
                       o->sm_count, o->max_clusters);
   p->cluster_m = cl;
-  const int64_t units = (int64_t)((p->tiles_m + cl - 1) / cl) * p->tiles_n;
+  int split = o->split_k;
+  if (split < 0 || split > 8)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: split_k %d is outside [0, 8]", split);
+  const int64_t tiles = (int64_t)p->tiles_m * p->tiles_n;
+  int64_t from = 0; /* forced split: every tile */
+  if (split == 0) {  /* chosen: whole waves stay whole, the last partial wave is split */
+    from = tiles - tiles % o->sm_count;
+    split = cl == 1 ? gemm_choose_split(tiles - from, o->sm_count, p->k_blocks) : 1;
+  }
+  if (split > p->k_blocks) split = p->k_blocks;
+  if (split > 1 && cl != 1)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: split-K needs cluster_m 1");
+  p->kb_per_split = (p->k_blocks + split - 1) / split;
+  p->split_k = (p->k_blocks + p->kb_per_split - 1) / p->kb_per_split; /* no empty split */
+  if (p->split_k == 1) {
+    p->kb_per_split = p->k_blocks;
+    from = tiles;
+  }
+  p->split_from = (int32_t)from;
+  const int64_t units = p->split_k == 1 ? (int64_t)((p->tiles_m + cl - 1) / cl) * p->tiles_n
+                                        : from + (tiles - from) * p->split_k;
   int64_t w;
   if (cl == 1) {
     w = o->sm_count < units ? o->sm_count : units;
@@ -199,6 +249,20 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
   if (p->cluster_m == 2 && workers % 2)
     WHY("gemm: cluster_m 2 needs an even number of workers, not %d", workers);
   if (p->group_m < 1) WHY("gemm: group_m %d < 1", p->group_m);
+  if (p->split_k < 1) WHY("gemm: split_k %d < 1", p->split_k);
+  if (p->split_k > 1) {
+    if (p->cluster_m != 1) WHY("gemm: split-K needs cluster_m 1");
+    if (!p->workspace || !p->counters)
+      WHY("gemm: split_k %d needs a workspace and tile counters", p->split_k);
+    if (p->kb_per_split < 1 || (int64_t)(p->split_k - 1) * p->kb_per_split >= p->k_blocks)
+      WHY("gemm: split_k %d x kb_per_split %d leaves an empty split of %d k-blocks", p->split_k,
+          p->kb_per_split, p->k_blocks);
+    if (p->split_from < 0 || p->split_from >= p->tiles_m * p->tiles_n)
+      WHY("gemm: split_from %d is outside [0, %d tiles)", p->split_from, p->tiles_m * p->tiles_n);
+  } else if (p->split_from != p->tiles_m * p->tiles_n) {
+    WHY("gemm: split_k 1 needs split_from = tiles (%d), not %d", p->tiles_m * p->tiles_n,
+        p->split_from);
+  }
   if (p->cluster_m == 2 && (p->order.queue || p->order.m_order || p->order.m_rotate))
     WHY("gemm: cluster_m 2 cannot be combined with the tile-order hook (queue, m_order, "
         "m_rotate): both CTAs of a pair must see the same tile sequence");
@@ -233,12 +297,14 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
   snprintf(buf, len,
            "gemm %d x %d x %d (B %s), tiles %d x %d x %d of %dx%dx%d, %d stages, smem %d B\n"
            "  c %p ldc %lld, cluster_m %d, group_m %d, epilogue %s, workers %d\n"
+           "  split_k %d (kb_per_split %d, from tile %d) workspace %p counters %p\n"
            "  ready: flags %p rows_per_flag %d epoch %llu abort %p timeout_ns %llu status %p\n"
            "  order: m_rotate %d m_order %p queue %p\n"
            "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
            p->m, p->n, p->k, p->b_kn ? "[K,N]" : "[N,K]", p->tiles_m, p->tiles_n, p->k_blocks,
            GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
            p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->workers,
+           p->split_k, p->kb_per_split, p->split_from, (void *)p->workspace, (void *)p->counters,
            (const void *)p->ready.flags, p->ready.rows_per_flag,
            (unsigned long long)p->ready.epoch, (const void *)p->ready.abort_word,
            (unsigned long long)p->ready.timeout_ns, (void *)p->ready.status, p->order.m_rotate,

@@ -21,9 +21,10 @@ typedef struct {
   int cluster_m;    /* 0 = choose, 1 or 2                                                  */
   int group_m;      /* 0 = choose; raster group in m-units                                 */
   int epi_tma;      /* -1 = choose (TMA store), 0 = generic 16-byte stores, 1 = TMA store  */
+  int split_k;      /* 0 = choose (cost model below), 1 = off, 2..8 = forced               */
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0}
 
 /* Checks meld_gemm arguments. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence
  * ("meld_gemm: lda 4100 is not a multiple of 8 ..."). Touches no CUDA state. */
@@ -36,6 +37,15 @@ meld_result_t gemm_args_validate(const meld_gemm_args_t *a);
  * MELD_ERR_CUDA (no driver entry point, or the encoder rejected a map). */
 meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                              gemm_params_t *p, int *workers);
+
+/* Bytes of split-K workspace and counter words a plan needs (0 when split_k is 1). The
+ * caller sets p->workspace / p->counters (counters zeroed once; they reset themselves). */
+size_t gemm_plan_workspace_bytes(const gemm_params_t *p);
+size_t gemm_plan_counter_words(const gemm_params_t *p);
+
+/* What gemm_launch would run (device setup, plan, split-K workspace for this stream). */
+meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
+                            cudaStream_t stream, gemm_params_t *p, int *workers);
 
 /* Launches the stand-alone engine kernel for a finished plan (src/ops/gemm.cu); checks the
  * plan with gemm_params_check first. */

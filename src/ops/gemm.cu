@@ -1,6 +1,8 @@
 /* gemm.cu — the stand-alone GEMM: the engine's kernel (one per B layout) and meld_gemm(). */
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "device/gemm.cuh"
 #include "error.h"
@@ -72,10 +74,67 @@ extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
   return MELD_OK;
 }
 
-extern "C" meld_result_t gemm_launch(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
-                                     cudaStream_t stream) {
+/* Split-K workspaces, one per (device, stream) so concurrent GEMMs on different streams never
+ * share partials. Grown on demand (cudaFree/cudaMalloc: the first call of a larger shape on a
+ * stream synchronizes the device); counters are zeroed on the stream and reset themselves. */
+#define GEMM_MAX_WS 64
+typedef struct {
+  int used, dev;
+  cudaStream_t stream;
+  float *ws;
+  size_t ws_bytes;
+  uint32_t *counters;
+  size_t counter_words;
+} gemm_ws_t;
+static gemm_ws_t g_ws[GEMM_MAX_WS];
+static pthread_mutex_t g_ws_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static meld_result_t gemm_workspace(int dev, cudaStream_t stream, size_t bytes, size_t words,
+                                    float **ws, uint32_t **counters) {
+  meld_result_t res = MELD_OK;
+  pthread_mutex_lock(&g_ws_lock);
+  gemm_ws_t *e = NULL;
+  for (int i = 0; i < GEMM_MAX_WS && !e; i++)
+    if (g_ws[i].used && g_ws[i].dev == dev && g_ws[i].stream == stream) e = &g_ws[i];
+  for (int i = 0; i < GEMM_MAX_WS && !e; i++)
+    if (!g_ws[i].used) {
+      e = &g_ws[i];
+      memset(e, 0, sizeof *e);
+      e->used = 1;
+      e->dev = dev;
+      e->stream = stream;
+    }
+  if (!e) {
+    res = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_gemm: more than %d streams use split-K", GEMM_MAX_WS);
+    goto out;
+  }
+  if (e->ws_bytes < bytes) {
+    if (e->ws) cudaFree(e->ws);
+    e->ws = NULL;
+    e->ws_bytes = 0;
+    MELD_CUDA_CHECK_GOTO(cudaMalloc((void **)&e->ws, bytes), res, out);
+    e->ws_bytes = bytes;
+  }
+  if (e->counter_words < words) {
+    if (e->counters) cudaFree(e->counters);
+    e->counters = NULL;
+    e->counter_words = 0;
+    MELD_CUDA_CHECK_GOTO(cudaMalloc((void **)&e->counters, words * 4), res, out);
+    MELD_CUDA_CHECK_GOTO(cudaMemsetAsync(e->counters, 0, words * 4, stream), res, out);
+    e->counter_words = words;
+  }
+  *ws = e->ws;
+  *counters = e->counters;
+out:
+  pthread_mutex_unlock(&g_ws_lock);
+  return res;
+}
+
+extern "C" meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
+                                       cudaStream_t stream, gemm_params_t *p, int *workers) {
   MELD_CHECK(gemm_args_validate(a));
-  if (a->m == 0 || a->n == 0) return MELD_OK;
+  if (a->m == 0 || a->n == 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_for: empty problem (m or n is 0)");
   int dev = 0, major = 0, sms = 0;
   MELD_CUDA_CHECK(cudaGetDevice(&dev));
   MELD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -88,11 +147,32 @@ extern "C" meld_result_t gemm_launch(const meld_gemm_args_t *a, const gemm_plan_
   MELD_CHECK(gemm_device_setup(dev));
   gemm_plan_opts_t opts = GEMM_PLAN_OPTS_INIT;
   if (o) opts = *o;
-  if (opts.sm_count <= 0 || opts.sm_count > sms) opts.sm_count = a->sm_count > 0 && a->sm_count < sms ? a->sm_count : sms;
+  if (opts.sm_count <= 0 || opts.sm_count > sms)
+    opts.sm_count = a->sm_count > 0 && a->sm_count < sms ? a->sm_count : sms;
   opts.max_clusters = dev < GEMM_MAX_DEVICES ? g_dev_clusters[dev] : 0;
+  MELD_CHECK(gemm_plan_make(a, &opts, p, workers));
+  if (p->split_k > 1) {
+    float *ws = NULL;
+    uint32_t *counters = NULL;
+    if (gemm_workspace(dev, stream, gemm_plan_workspace_bytes(p), gemm_plan_counter_words(p), &ws,
+                       &counters) != MELD_OK) {
+      opts.split_k = 1; /* no workspace: run without split-K rather than fail */
+      MELD_CHECK(gemm_plan_make(a, &opts, p, workers));
+    } else {
+      p->workspace = ws;
+      p->counters = counters;
+    }
+  }
+  return MELD_OK;
+}
+
+extern "C" meld_result_t gemm_launch(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
+                                     cudaStream_t stream) {
+  MELD_CHECK(gemm_args_validate(a));
+  if (a->m == 0 || a->n == 0) return MELD_OK;
   gemm_params_t p;
   int workers = 0;
-  MELD_CHECK(gemm_plan_make(a, &opts, &p, &workers));
+  MELD_CHECK(gemm_plan_for(a, o, stream, &p, &workers));
   return gemm_launch_params(&p, workers, stream);
 }
 

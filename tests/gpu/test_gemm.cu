@@ -90,6 +90,7 @@ typedef struct {
   int cluster_m; /* 0 = plan's choice */
   int epi_tma;   /* -1 = plan's choice */
   int cpu_ref;   /* 1: C reference; 0: cuBLAS */
+  int split_k;   /* 0 = plan's choice */
 } gemm_case_t;
 
 static void run_case(const gemm_case_t *tc) {
@@ -100,9 +101,9 @@ static void run_case(const gemm_case_t *tc) {
   const int64_t ldc = n + tc->pad + (8 - n % 8) % 8;
   const int64_t extra = 8;
   char name[160];
-  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cluster %d epi %d", (long long)m,
+  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d", (long long)m,
            (long long)n, (long long)k, tc->b_kn ? "kn" : "nk", tc->pad, tc->sm_count, tc->cluster_m,
-           tc->epi_tma);
+           tc->epi_tma, tc->split_k);
   uint16_t *a = dev_random((size_t)m * lda, 1 + m * 3 + k);
   uint16_t *b = dev_random((size_t)bn * ldb, 2 + n * 5 + k);
   uint16_t *c = NULL;
@@ -117,7 +118,8 @@ static void run_case(const gemm_case_t *tc) {
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.cluster_m = tc->cluster_m;
   o.epi_tma = tc->epi_tma;
-  if (tc->cluster_m == 0 && tc->epi_tma < 0) GT_MELD(meld_gemm(&args, 0));
+  o.split_k = tc->split_k;
+  if (tc->cluster_m == 0 && tc->epi_tma < 0 && tc->split_k == 0) GT_MELD(meld_gemm(&args, 0));
   else GT_MELD(gemm_launch(&args, &o, 0));
   GT_CUDA(cudaDeviceSynchronize());
   uint16_t *c_host = (uint16_t *)malloc((size_t)(m + extra) * ldc * 2);
@@ -314,6 +316,7 @@ static void test_hook_ready(void) {
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.sm_count = workers;
   o.cluster_m = 1;
+  o.split_k = 1;
   gemm_params_t p;
   int w = 0;
   GT_MELD(gemm_plan_make(&args, &o, &p, &w));
@@ -423,6 +426,7 @@ static void test_hook_epilogue(int redirect) {
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.sm_count = workers;
   o.cluster_m = 1;
+  o.split_k = 1;
   gemm_params_t p;
   int w = 0;
   GT_MELD(gemm_plan_make(&args, &o, &p, &w));
@@ -486,7 +490,8 @@ static void test_params_check(void) {
   gemm_params_t p;
   memset(&p, 0, sizeof p);
   p.m = 1000; p.n = 1000; p.k = 64; p.tiles_m = 8; p.tiles_n = 4; p.k_blocks = 1;
-  p.cluster_m = 2; p.group_m = 8; p.c = (void *)16;
+  p.cluster_m = 2; p.group_m = 8; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 1;
+  p.split_from = p.tiles_m * p.tiles_n;
   char why[256] = "";
   uint32_t q[2];
   p.order.queue = q;
@@ -499,6 +504,8 @@ static void test_params_check(void) {
   GT_CHECK(gemm_params_check(&p, 3, why, sizeof why) == 1 && strstr(why, "rows_per_flag 100"), "rows_per_flag 100 accepted: %s", why);
   p.ready.rows_per_flag = 256;
   GT_CHECK(gemm_params_check(&p, 3, why, sizeof why) == 0, "legal params rejected: %s", why);
+  p.split_k = 2; /* without a workspace */
+  GT_CHECK(gemm_params_check(&p, 3, why, sizeof why) == 1 && strstr(why, "workspace"), "split-K without workspace accepted: %s", why);
 }
 
 int main(void) {
@@ -517,24 +524,33 @@ int main(void) {
   check_cublas_ref();
   test_params_check();
   const gemm_case_t cases[] = {
-      /* m, n, k, b_kn, pad, sms, cluster, epi, cpu */
-      {128, 256, 64, 0, 0, 1, 1, -1, 1},     /* one tile, one k-block: the layout itself */
-      {128, 256, 64, 1, 0, 1, 1, -1, 1},
-      {256, 512, 640, 0, 0, 0, 0, -1, 1},
-      {256, 512, 640, 1, 0, 0, 0, -1, 1},
-      {1, 8, 8, 0, 0, 0, 0, -1, 1},          /* tiny tails */
-      {1, 8, 8, 1, 0, 0, 0, -1, 1},
-      {300, 200, 72, 0, 8, 0, 0, -1, 1},     /* every dimension a tail, padded leading dims */
-      {300, 200, 72, 1, 8, 0, 0, 0, 1},      /* ... generic-store epilogue */
-      {520, 1000, 1000, 1, 16, 0, 2, 1, 1},  /* cluster pairs with an odd tile count */
-      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0}, /* the issue's tail shapes vs cuBLAS */
-      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0},
-      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0}, /* 1 SM: the persistent loop over 32 tiles */
-      {1000, 1000, 4104, 1, 8, 16, 2, 0, 0}, /* 16 SMs, cluster, generic stores */
-      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0},
-      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0},
-      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0}, /* no cluster */
-      {4096, 4096, 4096, 0, 0, 0, 2, 0, 0},
+      /* m, n, k, b_kn, pad, sms, cluster, epi, cpu, split */
+      {128, 256, 64, 0, 0, 1, 1, -1, 1, 0},     /* one tile, one k-block: the layout itself */
+      {128, 256, 64, 1, 0, 1, 1, -1, 1, 0},
+      {256, 512, 640, 0, 0, 0, 0, -1, 1, 0},
+      {256, 512, 640, 1, 0, 0, 0, -1, 1, 0},
+      {1, 8, 8, 0, 0, 0, 0, -1, 1, 0},          /* tiny tails */
+      {1, 8, 8, 1, 0, 0, 0, -1, 1, 0},
+      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0},     /* every dimension a tail, padded leading dims */
+      {300, 200, 72, 1, 8, 0, 0, 0, 1, 0},      /* ... generic-store epilogue */
+      {520, 1000, 1000, 1, 16, 0, 2, 1, 1, 0},  /* cluster pairs with an odd tile count */
+      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0}, /* the issue's tail shapes vs cuBLAS */
+      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0},
+      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
+      {1000, 1000, 4104, 1, 8, 16, 2, 0, 0, 0}, /* 16 SMs, cluster, generic stores */
+      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0},
+      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0}, /* no cluster */
+      {4096, 4096, 4096, 0, 0, 0, 2, 0, 0, 0},
+      /* split-K: forced, and chosen by the plan for few tiles (decode, 160-tile shapes) */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0},
+      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0}, /* again: the tile counters reset themselves */
+      {640, 1280, 1024, 0, 0, 16, 0, -1, 1, 0},  /* hybrid: 16 whole tiles + 9 split 3 ways */
+      {1900, 3000, 2048, 1, 0, 16, 0, -1, 0, 0}, /* hybrid: 176 whole + 4 split 4 ways */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_case(&cases[i]);
