@@ -18,6 +18,7 @@ NVCCFLAGS ?= -O3 -lineinfo
 NVCCFLAGS += -std=c++17 $(ARCH) -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings \
              -Xptxas -warn-spills,-warn-lmem-usage -diag-suppress 177 $(INCLUDES)
 LDLIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread -ldl -lm -lstdc++
+NV_LDLIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread -ldl -lm
 
 HOST_SRCS := $(wildcard src/host/*.c)
 CU_SRCS   := $(wildcard src/ops/*.cu)
@@ -90,16 +91,16 @@ $(BUILD)/asan/tests/mp/%: tests/mp/%.c $(ASAN_OBJS) $(CU_OBJS) $(TEST_COMMON)
 # GPU tests and benchmarks: CUDA C programs.
 $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(LIB_A) $(DEV_HDRS) tests/gpu/gpu_test.h
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Itests $< -o $@ $(LIB_A) -lcublas -lcublasLt $(LDLIBS)
+	$(NVCC) $(NVCCFLAGS) -Itests $< -o $@ $(LIB_A) -lcublas -lcublasLt $(NV_LDLIBS)
 $(BUILD)/bench/%: bench/%.cu $(LIB_A) $(DEV_HDRS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lcublas -lcublasLt $(LDLIBS)
+	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lcublas -lcublasLt $(NV_LDLIBS)
 
 # bench_coll also times NCCL from C (the like-for-like baseline): -lnccl (headers and library
 # in the default paths, or CUDA_HOME/lib64).
 $(BUILD)/bench/bench_coll: bench/bench_coll.cu bench/nccl_baseline.h $(LIB_A) $(DEV_HDRS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lnccl $(LDLIBS)
+	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lnccl $(NV_LDLIBS)
 
 bench: lib $(BENCH_BINS)
 
@@ -138,3 +139,13 @@ format:
 
 clean:
 	rm -rf $(BUILD)
+
+# The protocol's CPU simulation under ThreadSanitizer (src/common/proto.h is header-only, so
+# the test links no library code): a missing happens-before edge is reported as a race.
+TSAN_BINS := $(BUILD)/tsan/tests/unit/test_proto_threads
+.PHONY: test-tsan
+$(BUILD)/tsan/tests/unit/%: tests/unit/%.c $(wildcard src/common/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TSAN_FLAGS) -Itests $< -o $@ -lcmocka -lpthread
+test-tsan: $(TSAN_BINS)
+	@TSAN_OPTIONS="halt_on_error=1 exitcode=66 $(TSAN_OPTIONS)" tests/run.sh tsan $(TSAN_BINS)

@@ -16,7 +16,7 @@ typedef struct {
 static inline void bench_env(bench_env_t *e, int device) {
   memset(e, 0, sizeof *e);
   struct cudaDeviceProp p;
-  if (cudaGetDeviceProperties(&p, device) == cudaSuccess) snprintf(e->gpu, sizeof e->gpu, "%s", p.name);
+  if (cudaGetDeviceProperties(&p, device) == cudaSuccess) snprintf(e->gpu, sizeof e->gpu, "%.100s", p.name);
   int v = 0;
   cudaDriverGetVersion(&v);
   snprintf(e->driver, sizeof e->driver, "%d.%d", v / 1000, (v % 1000) / 10);
@@ -27,21 +27,21 @@ static inline void bench_env(bench_env_t *e, int device) {
     char b[32] = "";
     if (fgets(b, sizeof b, f) && b[0]) {
       b[strcspn(b, "\n")] = 0;
-      snprintf(e->driver, sizeof e->driver, "%s", b);
+      snprintf(e->driver, sizeof e->driver, "%.30s", b);
     }
     pclose(f);
   }
   time_t t = time(NULL);
   strftime(e->date, sizeof e->date, "%Y-%m-%d", gmtime(&t));
   const char *c = getenv("MELD_COMMIT");
-  snprintf(e->commit, sizeof e->commit, "%s", c ? c : "unknown");
+  snprintf(e->commit, sizeof e->commit, "%.60s", c ? c : "unknown");
   if (!c) {
     f = popen("git rev-parse --short HEAD 2>/dev/null", "r");
     if (f) {
       char b[64] = "";
       if (fgets(b, sizeof b, f) && b[0]) {
         b[strcspn(b, "\n")] = 0;
-        snprintf(e->commit, sizeof e->commit, "%s", b);
+        snprintf(e->commit, sizeof e->commit, "%.60s", b);
       }
       pclose(f);
     }
