@@ -292,7 +292,7 @@ int main(int argc, char **argv) {
     lt_ctx_t lx = {&lt, &lp, &bf, c_lt};
     const float lt_ms = time_median(lt_call, &lx);
     /* Variants: the plan's default, then forced ones. */
-    const char *vnames[5] = {"default", "cluster2", "no split", "group 8", "group 32"};
+    const char *vnames[5] = {"default", "split 2", "no split", "group 8", "group 32"};
     const int nv = variants ? 5 : 1;
     int default_split = 1;
     for (int v = 0; v < nv; v++) {
@@ -300,7 +300,7 @@ int main(int argc, char **argv) {
       memset(&mx, 0, sizeof mx);
       mx.s = s; mx.bf = &bf; mx.out = c_meld; mx.sm_count = sm_use;
       gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
-      if (v == 1) { o.cluster_m = 2; if ((s->m + 127) / 128 < 2) continue; }
+      if (v == 1) { o.split_k = 2; if (default_split != 1) continue; if ((s->m + 127) / 128 * ((s->n + 255) / 256) > 400) continue; }
       if (v == 2) { o.split_k = 1; if (default_split == 1) continue; }
       if (v == 3) o.group_m = 8;
       if (v == 4) o.group_m = 32;

@@ -173,6 +173,11 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   if (cl == 0) cl = 1;
   if (cl != 1 && cl != 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: cluster_m %d is not 1 or 2", cl);
+  if (cl == 2)
+    return meld_error(MELD_ERR_UNSUPPORTED,
+                      "gemm_plan_make: cluster_m 2 (B multicast) is disabled: it was 0.56-0.75x of "
+                      "cluster 1 on H200 and showed wrong tiles / an illegal instruction under load "
+                      "(run 2, docs/perf-notes.md); use cluster_m 1");
   if (cl == 2 && (o->sm_count < 2 || o->max_clusters < 1))
     return meld_error(MELD_ERR_INVALID_ARG,
                       "gemm_plan_make: cluster_m 2 needs >= 2 SMs and co-resident clusters "
@@ -184,9 +189,11 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: split_k %d is outside [0, 8]", split);
   const int64_t tiles = (int64_t)p->tiles_m * p->tiles_n;
   int64_t from = 0; /* forced split: every tile */
-  if (split == 0) {  /* chosen: whole waves stay whole, the last partial wave is split */
-    from = tiles - tiles % o->sm_count;
-    split = cl == 1 ? gemm_choose_split(tiles - from, o->sm_count, p->k_blocks) : 1;
+  if (split == 0) { /* chosen: only when there are fewer tiles than SMs */
+    /* Splitting the last partial wave of a large problem (hybrid, split_from > 0) works but
+     * measured slower at 8192^3 (run 2: 0.944x vs 0.984x unsplit), so it is not chosen. */
+    from = tiles < o->sm_count ? 0 : tiles;
+    split = cl == 1 && from == 0 ? gemm_choose_split(tiles, o->sm_count, p->k_blocks) : 1;
   }
   if (split > p->k_blocks) split = p->k_blocks;
   if (split > 1 && cl != 1)

@@ -533,15 +533,15 @@ int main(void) {
       {1, 8, 8, 1, 0, 0, 0, -1, 1, 0},
       {300, 200, 72, 0, 8, 0, 0, -1, 1, 0},     /* every dimension a tail, padded leading dims */
       {300, 200, 72, 1, 8, 0, 0, 0, 1, 0},      /* ... generic-store epilogue */
-      {520, 1000, 1000, 1, 16, 0, 2, 1, 1, 0},  /* cluster pairs with an odd tile count */
+      {520, 1000, 1000, 1, 16, 0, 1, 1, 1, 0},  /* odd tile count, TMA-store epilogue forced */
       {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0}, /* the issue's tail shapes vs cuBLAS */
       {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0},
       {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
-      {1000, 1000, 4104, 1, 8, 16, 2, 0, 0, 0}, /* 16 SMs, cluster, generic stores */
+      {1000, 1000, 4104, 1, 8, 16, 1, 0, 0, 0}, /* 16 SMs, generic stores */
       {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0},
       {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0},
       {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0}, /* no cluster */
-      {4096, 4096, 4096, 0, 0, 0, 2, 0, 0, 0},
+      {4096, 4096, 4096, 0, 0, 0, 1, 0, 0, 0},
       /* split-K: forced, and chosen by the plan for few tiles (decode, 160-tile shapes) */
       {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3},
       {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4},
@@ -549,12 +549,22 @@ int main(void) {
       {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0},
       {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0},
       {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0}, /* again: the tile counters reset themselves */
-      {640, 1280, 1024, 0, 0, 16, 0, -1, 1, 0},  /* hybrid: 16 whole tiles + 9 split 3 ways */
-      {1900, 3000, 2048, 1, 0, 16, 0, -1, 0, 0}, /* hybrid: 176 whole + 4 split 4 ways */
+      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_case(&cases[i]);
     if (cudaGetLastError() != cudaSuccess) break;
+  }
+  { /* cluster_m 2 is refused with a reason (experimental, see perf-notes) */
+    meld_gemm_args_t a;
+    memset(&a, 0, sizeof a);
+    uint16_t *x = dev_random(256 * 256, 5);
+    a.a = x; a.lda = 256; a.b = x; a.ldb = 256; a.c = x; a.ldc = 256; a.m = 256; a.n = 256; a.k = 256;
+    gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+    o.cluster_m = 2;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "disabled"),
+             "cluster_m 2 not refused: %s", meld_last_error());
+    cudaFree(x);
   }
   test_hook_ready();
   test_hook_epilogue(1);
