@@ -12,7 +12,8 @@
  *                k-block), then the epilogue: registers -> swizzled smem staging (64x128 per
  *                half) -> TMA store (or 16-byte generic stores for redirected output).
  *   Optional 2x1 cluster: the two CTAs compute vertically adjacent tiles of one n-block and
- *   each loads half of B, multicast to both (halves B's L2->SM traffic).
+ *   each loads half of B, multicast to both (halves B's L2->SM traffic). EXPERIMENTAL: the
+ *   planner refuses it (slower, and a race seen on H200; docs/perf-notes.md "GEMM engine").
  *
  * Why 128x256x64: 256 is wgmma's widest N; a 64x256 fp32 accumulator is 128 registers, under
  * the 232 cap; 4 stages x 48 KB = 192 KB leaves 32 KB for two 16 KB epilogue stagings.
