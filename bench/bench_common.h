@@ -33,7 +33,7 @@ static inline void bench_env(bench_env_t *e, int device) {
   }
   time_t t = time(NULL);
   strftime(e->date, sizeof e->date, "%Y-%m-%d", gmtime(&t));
-  const char *c = getenv("MELD_COMMIT");
+  const char *c = getenv("BENCH_COMMIT");
   snprintf(e->commit, sizeof e->commit, "%.60s", c ? c : "unknown");
   if (!c) {
     f = popen("git rev-parse --short HEAD 2>/dev/null", "r");

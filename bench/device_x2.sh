@@ -5,7 +5,7 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export MELD_TIMEOUT_MS=${MELD_TIMEOUT_MS:-3000}
-export MELD_COMMIT=${MELD_COMMIT:-$(cat .commit 2>/dev/null || echo unknown)}
+export BENCH_COMMIT=${BENCH_COMMIT:-$(cat .commit 2>/dev/null || echo unknown)}
 tests=${1:-}; benches=${2:-}
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1; nvidia-smi topo -m >> "$OUT/gpus.txt" 2>&1
 t0=$(date +%s)
