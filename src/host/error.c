@@ -37,7 +37,7 @@ meld_result_t meld_error(meld_result_t result, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
   va_end(ap);
-  MELD_LOG(MELD_LOG_WARN, MELD_SUB_ALL, "%s [%s]", g_last_error, meld_strerror(result));
+  MELD_LOG(MELD_LOG_INFO, MELD_SUB_ALL, "%s [%s]", g_last_error, meld_strerror(result));
   return result;
 }
 

@@ -10,7 +10,8 @@ extern "C" {
 
 /* Records the calling thread's last error message (printf format) and returns `result`, so
  * that `return meld_error(MELD_ERR_INVALID_ARG, "meld_x: k %d < 1", k);` reads naturally.
- * Also logs the message at level WARN when MELD_DEBUG asks for it. */
+ * Also logs the message at level INFO (MELD_DEBUG=INFO): the caller gets it from
+ * meld_last_error(), and asynchronous failures are logged at WARN where they are found. */
 meld_result_t meld_error(meld_result_t result, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
