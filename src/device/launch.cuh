@@ -60,27 +60,77 @@ MELD_DEV void meld_args_post(const meld_ctx_t *c) {
   }
 }
 
+/* Checks one peer's post: 1 arrived and equal, 0 not arrived; on a different hash re-posts
+ * our own (so that the peer, seeing our abort, also finds our post and reports the mismatch
+ * itself; ordered before meld_fail's abort CAS: same thread, acq_rel) and fails with
+ * MELD_FAIL_ARGS (claims the record, raises the abort everywhere), returning -1. */
+MELD_DEV int meld_args_check_peer(meld_ctx_t *c, int r) {
+  const uint64_t v = ld_relaxed_sys_u64(meld_pad_u64(c->p->pad, meld_pad_args_offset(r, c->epoch)));
+  if (!meld_args_arrived(v, c->epoch)) return 0;
+  if (meld_args_hash(v) == c->arg_hash) return 1;
+  meld_args_post(c);
+  meld_fail(c, MELD_FAIL_ARGS, meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"),
+            c->arg_hash, meld_args_hash(v), 0, 0);
+  return -1;
+}
+
 /* Waits for every same-node peer's post of this epoch and compares hashes. One thread.
- * On a mismatch: re-posts our own hash (so that the peer, seeing our abort, also finds our
- * post and reports the mismatch itself), then fails with MELD_FAIL_ARGS (claims the record,
- * raises the abort everywhere). Ranks of other nodes are not checked here (the proxy path
- * carries no handshake yet). */
+ * Peers are checked in rank order; when the abort word is raised meanwhile, every peer's
+ * post that has arrived is still compared first, so that a rank that sees the abort of a
+ * mismatch reports the mismatch itself whenever it can. Success ends with an acquire fence:
+ * the posts also prove that each peer finished the previous call (its reads of our shared
+ * staging are done), and this rank's later writes must be ordered after seeing them.
+ * Ranks of other nodes are not checked here (the proxy path carries no handshake yet). */
 MELD_DEV bool meld_args_verify(meld_ctx_t *c) {
   const meld_proto_dev_t *p = c->p;
-  for (int r = 0; r < p->nranks; r++) {
-    if (r == p->rank || !p->peer_pads[r]) continue;
-    const uint64_t *slot = meld_pad_u64(p->pad, meld_pad_args_offset(r, c->epoch));
-    uint64_t v = 0;
-    if (!meld_wait_impl(c, slot, c->epoch, MELD_CMP_ARGS,
-                        meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"), &v))
-      return false;
-    if (meld_args_hash(v) != c->arg_hash) {
-      meld_args_post(c); /* ordered before the abort raised by meld_fail (same thread, acq_rel) */
-      meld_fail(c, MELD_FAIL_ARGS, meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"),
-                c->arg_hash, meld_args_hash(v), 0, 0);
+  const uint32_t *abort_word = meld_abort_word(p);
+  int next = 0; /* peers below `next` are verified */
+  meld_wait_state_t w = {0, 0, 0, 0};
+  bool started = false;
+  for (;;) {
+    for (; next < p->nranks; next++) {
+      if (next == p->rank || !p->peer_pads[next]) continue;
+      const int st = meld_args_check_peer(c, next);
+      if (st < 0) return false;
+      if (st == 0) break;
+    }
+    if (next >= p->nranks) break;
+    if (!started) {
+      meld_wait_start(&w, globaltimer_ns(), p->timeout_ns);
+      started = true;
+    }
+    uint32_t ab = ld_relaxed_sys_u32(abort_word);
+    uint32_t kind = MELD_FAIL_NONE;
+    uint64_t now = 0;
+    if (!ab && meld_wait_tick(&w)) {
+      now = globaltimer_ns();
+      if (meld_wait_should_mirror(&w, now)) {
+        meld_mirror_set(c, meld_wait_info(MELD_REGION_ARGS, (uint32_t)next, next, 0), c->epoch, w.start_ns);
+        w.mirrored = 1;
+      }
+      if (w.mirrored && (ab = ld_relaxed_sys_u32(p->host_abort)) != 0u) meld_raise_abort(p, ab);
+      else if (meld_wait_expired(&w, now)) kind = MELD_FAIL_TIMEOUT;
+    }
+    if (ab) {
+      /* After the acquire fence, every post published before the abort is visible. */
+      fence_acq_rel_sys();
+      for (int r = next; r < p->nranks; r++)
+        if (r != p->rank && p->peer_pads[r] && meld_args_check_peer(c, r) < 0) {
+          if (w.mirrored) meld_mirror_clear(c);
+          return false;
+        }
+      kind = MELD_FAIL_ABORTED;
+    }
+    if (kind != MELD_FAIL_NONE) {
+      if (w.mirrored) meld_mirror_clear(c);
+      const uint64_t v = ld_relaxed_sys_u64(meld_pad_u64(p->pad, meld_pad_args_offset(next, c->epoch)));
+      meld_fail(c, kind, meld_wait_info(MELD_REGION_ARGS, (uint32_t)next, next, "argument handshake"), c->epoch,
+                v, globaltimer_ns() - w.start_ns, ab);
       return false;
     }
   }
+  if (w.mirrored) meld_mirror_clear(c);
+  fence_acq_rel_sys();
   return true;
 }
 
@@ -88,9 +138,15 @@ MELD_DEV bool meld_args_verify(meld_ctx_t *c) {
  * would add a PCIe round trip to every call; meld_comm_abort writes the device words too).
  * Aborted: fills the record once (kind ABORTED, region NONE) and returns false. */
 MELD_DEV bool meld_entry_check(meld_ctx_t *c) {
-  const uint32_t ab = ld_relaxed_sys_u32(meld_abort_word(c->p));
+  const meld_proto_dev_t *p = c->p;
+  const uint32_t ab = ld_relaxed_sys_u32(meld_abort_word(p));
   if (!ab) return true;
   fence_acq_rel_sys();
+  /* Aborted for a mismatch of this very call: report the mismatch itself if a differing
+   * post has arrived (the raiser re-posted its hash before raising). */
+  if (meld_abort_reason(ab) == MELD_ABORT_ARGS)
+    for (int r = 0; r < p->nranks; r++)
+      if (r != p->rank && p->peer_pads[r] && meld_args_check_peer(c, r) < 0) return false;
   meld_fail(c, MELD_FAIL_ABORTED, meld_wait_info(MELD_REGION_NONE, 0, -1, "kernel entry"), 0, 0, 0, ab);
   return false;
 }
