@@ -312,9 +312,10 @@ static void graph_replay(meld_comm_t comm) {
   void *args[] = {&pd, &x.a};
   GT_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   meld_result_t r = meld_launch_coop((const void *)xchg_kernel, x.grid, 256, 0, args, s);
-  GT_CUDA(cudaStreamEndCapture(s, &g));
-  if (r != MELD_OK) {
-    gt_log("graph: the cooperative launch was not captured (%s): capturing a plain launch instead", meld_last_error());
+  cudaError_t ce = cudaStreamEndCapture(s, &g);
+  if (r != MELD_OK || ce != cudaSuccess) {
+    gt_log("graph: the cooperative launch was not captured (%s / %s): capturing a plain launch instead",
+           r != MELD_OK ? meld_last_error() : "", cudaGetErrorString(ce));
     cudaGetLastError();
     if (g) cudaGraphDestroy(g);
     g = NULL;
