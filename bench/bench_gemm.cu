@@ -1,10 +1,20 @@
 /* bench_gemm.cu — meld's GEMM engine vs cuBLASLt on the same shapes, in the same run
- * (BENCH.md): median of 20 timed calls after 5 warm-ups (CUDA events), 2 rotating input sets,
- * error of meld vs cuBLASLt. Prints a table (TFLOP/s, ratio, geomean) and writes JSON lines.
+ * (BENCH.md). Each shape is timed in ROUNDS interleaved rounds (cuBLASLt, then every
+ * variant, again and again), WARMUP warm-ups + TIMED timed calls per round (CUDA events), 2
+ * rotating input sets; a row's time is the median of all its timed calls, so slow drifts of
+ * clock or power hit both sides alike. Error of meld vs cuBLASLt. Prints a table (TFLOP/s,
+ * ratio, geomean) and writes JSON lines.
  *
- *   bench_gemm [--quick] [--json FILE] [--commit HASH] [--variants]
+ *   bench_gemm [--quick] [--json FILE] [--commit HASH] [--variants] [--only LIST]
+ *              [--rounds N] [--shape M,N,K]
  *
- * --variants adds rows for forced plan variants (cluster 1/2, generic-store epilogue). */
+ * --variants adds rows for forced plan variants (data-parallel, stream-K over the partial
+ * wave / one + partial wave, split-K 2/4/8 where tiles < 2 x SMs, raster group 8 / 32, and
+ * "repeat" = the default timed again, a noise gauge). A variant whose plan equals one already
+ * timed for the shape is skipped. --only keeps the variants named in a comma list (e.g.
+ * "default,sk3,dp"). --shape adds a custom shape (may repeat). The default variant calls
+ * meld_gemm (plan per call); variants call gemm_launch with forced options. The environment
+ * overrides (MELD_GEMM_GROUP_M, _SPLIT_K, _STREAM_K) apply to both. */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -16,8 +26,9 @@
 #include "gemm_plan.h"
 #include "meld.h"
 
-#define WARMUP 5
-#define TIMED 20
+#define WARMUP 3 /* per round: >= 5 warm-ups in all (BENCH.md) */
+#define TIMED 10  /* per round: 30 timed calls in all with 3 rounds */
+#define MAX_ROUNDS 8
 #define NSETS 2
 #define PEAK_TFLOPS 780.0 /* cuBLAS bf16 at 8192^3 on one H200 (TESTBED.md) */
 
@@ -46,7 +57,7 @@ typedef struct {
   int quick;       /* part of --quick */
 } shape_t;
 
-static const shape_t g_shapes[] = {
+static shape_t g_shapes[64 + 8] = {
     {"square", 8192, 8192, 8192, 0, 0, 1},
     {"square B[K,N]", 8192, 8192, 8192, 1, 0, 1},
     {"half", 4096, 8192, 8192, 0, 0, 1},
@@ -101,6 +112,7 @@ static const shape_t g_shapes[] = {
     {"ag P2 gate -8 SMs", 8192, 28672, 8192, 0, 8, 0},
     {"rs P2 o -16 SMs", 8192, 8192, 4096, 0, 16, 0},
 };
+static int g_nshapes = 48;
 
 __global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -186,9 +198,9 @@ typedef struct {
   uint16_t *a[NSETS], *b[NSETS], *c;
 } bufs_t;
 
-/* Median ms of TIMED calls of fn (after WARMUP), rotating the input sets. */
+/* Appends TIMED samples (ms) of fn (after WARMUP calls) to out[*n], rotating the input sets. */
 typedef void (*call_fn)(void *ctx, int set);
-static float time_median(call_fn fn, void *ctx) {
+static void time_round(call_fn fn, void *ctx, float *out, int *n) {
   cudaEvent_t ev[2 * TIMED];
   for (int i = 0; i < 2 * TIMED; i++) CK(cudaEventCreate(&ev[i]));
   for (int i = 0; i < WARMUP; i++) fn(ctx, i % NSETS);
@@ -198,11 +210,13 @@ static float time_median(call_fn fn, void *ctx) {
     CK(cudaEventRecord(ev[2 * i + 1], 0));
   }
   CK(cudaDeviceSynchronize());
-  float ms[TIMED];
-  for (int i = 0; i < TIMED; i++) CK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+  for (int i = 0; i < TIMED; i++) CK(cudaEventElapsedTime(&out[(*n)++], ev[2 * i], ev[2 * i + 1]));
   for (int i = 0; i < 2 * TIMED; i++) cudaEventDestroy(ev[i]);
-  qsort(ms, TIMED, sizeof ms[0], cmp_float);
-  return 0.5f * (ms[TIMED / 2 - 1] + ms[TIMED / 2]);
+}
+
+static float median(float *v, int n) {
+  qsort(v, n, sizeof v[0], cmp_float);
+  return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
 typedef struct {
@@ -241,16 +255,59 @@ static void lt_call(void *vctx, int set) {
   lt_run(x->lt, x->p, x->bf->a[set], x->bf->b[set], x->out);
 }
 
+/* Plan variants (--variants). */
+typedef struct {
+  const char *name;
+  int split_k, stream_k, group_m;
+  int small_only; /* only where tiles < 2 x SMs */
+} variant_t;
+static const variant_t g_variants[] = {
+    {"default", 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0}, {"dp", 1, 1, 0, 0},
+    {"sk2", 1, 2, 0, 0},     {"sk3", 1, 3, 0, 0},    {"split2", 2, 1, 0, 1},
+    {"split4", 4, 1, 0, 1},  {"split8", 8, 1, 0, 1}, {"g8", 0, 0, 8, 0},
+    {"g32", 0, 0, 32, 0},
+};
+#define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
+
+static int in_list(const char *list, const char *name) {
+  if (!list) return 1;
+  const size_t n = strlen(name);
+  for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+    if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+  return 0;
+}
+
+/* The plan fields that change the schedule (equal signatures = the same kernel work). */
+static void plan_sig(const gemm_params_t *p, int workers, char *buf, size_t len) {
+  const int units_m = (p->tiles_m + p->cluster_m - 1) / p->cluster_m;
+  snprintf(buf, len, "w%d c%d s%d/%d/%d sk%d/%d g%d e%d", workers, p->cluster_m, p->split_k,
+           p->kb_per_split, p->split_from, p->sk_tiles, p->sk_workers,
+           p->group_m < units_m ? p->group_m : units_m, p->epi_tma);
+}
+
 int main(int argc, char **argv) {
-  int quick = 0, variants = 0;
-  const char *json = NULL, *commit = "unknown";
+  int quick = 0, variants = 0, rounds = 3;
+  const char *json = NULL, *commit = "unknown", *only = NULL;
   for (int i = 1; i < argc; i++) {
+    long long m, n, k;
     if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--variants")) variants = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
-    else { fprintf(stderr, "usage: %s [--quick] [--variants] [--json FILE] [--commit HASH]\n", argv[0]); return 2; }
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) { only = argv[++i]; variants = 1; }
+    else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--shape") && i + 1 < argc && sscanf(argv[i + 1], "%lld,%lld,%lld", &m, &n, &k) == 3 &&
+             g_nshapes < (int)(sizeof g_shapes / sizeof g_shapes[0])) {
+      shape_t c = {"custom", m, n, k, 0, 0, 1};
+      g_shapes[g_nshapes++] = c;
+      i++;
+    } else {
+      fprintf(stderr, "usage: %s [--quick] [--variants] [--only LIST] [--rounds N] [--shape M,N,K] [--json FILE] [--commit HASH]\n", argv[0]);
+      return 2;
+    }
   }
+  if (rounds < 1) rounds = 1;
+  if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   int drv = 0, rt = 0;
@@ -262,10 +319,11 @@ int main(int argc, char **argv) {
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
   FILE *jf = json ? fopen(json, "a") : NULL;
   if (json && !jf) { fprintf(stderr, "cannot open %s\n", json); return 1; }
-  printf("# %s, %d SMs, driver %d, runtime %d; median of %d calls after %d warm-ups, %d input sets\n",
-         prop.name, sms, drv, rt, TIMED, WARMUP, NSETS);
+  printf("# %s, %d SMs, driver %d, runtime %d; %d interleaved rounds of %d warm-ups + %d timed calls "
+         "(median of %d), %d input sets\n",
+         prop.name, sms, drv, rt, rounds, WARMUP, TIMED, rounds * TIMED, NSETS);
   printf("# floor = FLOPs / %.0f TFLOP/s; ratio = cuBLASLt ms / meld ms (> 1: meld faster)\n", PEAK_TFLOPS);
-  printf("%-20s %6s %6s %6s %-30s %9s %7s %9s %7s %6s %8s %9s\n", "shape", "m", "n", "k", "variant",
+  printf("%-20s %6s %6s %6s %-40s %9s %7s %9s %7s %6s %8s %9s\n", "shape", "m", "n", "k", "variant",
          "meld ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio", "floor ms", "rel err");
   lt_t lt;
   CKL(cublasLtCreate(&lt.lt));
@@ -273,7 +331,8 @@ int main(int argc, char **argv) {
   CK(cudaMalloc(&lt.ws, lt.ws_bytes));
   double log_sum = 0;
   int nratio = 0;
-  for (size_t si = 0; si < sizeof g_shapes / sizeof g_shapes[0]; si++) {
+  static float samples[NVAR + 1][MAX_ROUNDS * TIMED];
+  for (int si = 0; si < g_nshapes; si++) {
     const shape_t *s = &g_shapes[si];
     if (quick && !s->quick) continue;
     bufs_t bf;
@@ -290,49 +349,65 @@ int main(int argc, char **argv) {
     lt_plan_t lp;
     lt_plan(&lt, &lp, s, sm_use);
     lt_ctx_t lx = {&lt, &lp, &bf, c_lt};
-    const float lt_ms = time_median(lt_call, &lx);
-    /* Variants: the plan's default, then forced ones. */
-    const char *vnames[5] = {"default", "split 2", "no split", "group 8", "group 32"};
-    const int nv = variants ? 5 : 1;
-    int default_split = 1;
-    for (int v = 0; v < nv; v++) {
-      meld_ctx_t mx;
-      memset(&mx, 0, sizeof mx);
-      mx.s = s; mx.bf = &bf; mx.out = c_meld; mx.sm_count = sm_use;
+    /* The variants to time for this shape: planned once, duplicates of an earlier plan dropped. */
+    meld_ctx_t mx[NVAR];
+    int vidx[NVAR], nv = 0, ns[NVAR + 1];
+    char sigs[NVAR][96], plans[NVAR][96];
+    const int64_t tiles = (s->m + 127) / 128 * ((s->n + 255) / 256);
+    for (int v = 0; v < (variants ? NVAR : 1); v++) {
+      const variant_t *vr = &g_variants[v];
+      if (v > 0 && !in_list(only, vr->name)) continue;
+      if (vr->small_only && tiles >= 2 * (sm_use ? sm_use : sms)) continue;
+      meld_ctx_t *x = &mx[nv];
+      memset(x, 0, sizeof *x);
+      x->s = s; x->bf = &bf; x->out = c_meld; x->sm_count = sm_use;
       gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
-      if (v == 1) { o.split_k = 2; if (default_split != 1) continue; if ((s->m + 127) / 128 * ((s->n + 255) / 256) > 400) continue; }
-      if (v == 2) { o.split_k = 1; if (default_split == 1) continue; }
-      if (v == 3) o.group_m = 8;
-      if (v == 4) o.group_m = 32;
-      mx.opts = o;
-      mx.use_opts = v != 0;
-      CK(cudaMemset(c_meld, 0xFF, s->m * s->n * 2));
-      /* The plan this variant runs (printed in the row). */
+      o.split_k = vr->split_k; o.stream_k = vr->stream_k; o.group_m = vr->group_m;
+      x->opts = o;
+      x->use_opts = v >= 2;
       gemm_params_t plan;
       int plan_workers = 0;
-      {
-        meld_gemm_args_t a;
-        memset(&a, 0, sizeof a);
-        a.a = bf.a[0]; a.lda = s->k; a.b = bf.b[0]; a.ldb = s->b_kn ? s->n : s->k;
-        a.b_layout = s->b_kn ? MELD_B_KN : MELD_B_NK; a.c = c_meld; a.ldc = s->n;
-        a.m = s->m; a.n = s->n; a.k = s->k; a.sm_count = sm_use;
-        if (gemm_plan_for(&a, mx.use_opts ? &o : NULL, 0, &plan, &plan_workers) != MELD_OK) {
-          printf("%-20s %6lld %6lld %6lld %-30s skipped: %s\n", s->label, (long long)s->m, (long long)s->n,
-                 (long long)s->k, vnames[v], meld_last_error());
-          continue;
-        }
-        if (v == 0) default_split = plan.split_k;
-      }
-      meld_call(&mx, 0); /* a variant the plan refuses is skipped, with the reason */
-      if (mx.failed) {
-        printf("%-20s %6lld %6lld %6lld %-30s skipped: %s\n", s->label, (long long)s->m, (long long)s->n,
-               (long long)s->k, vnames[v], meld_last_error());
+      meld_gemm_args_t a;
+      memset(&a, 0, sizeof a);
+      a.a = bf.a[0]; a.lda = s->k; a.b = bf.b[0]; a.ldb = s->b_kn ? s->n : s->k;
+      a.b_layout = s->b_kn ? MELD_B_KN : MELD_B_NK; a.c = c_meld; a.ldc = s->n;
+      a.m = s->m; a.n = s->n; a.k = s->k; a.sm_count = sm_use;
+      if (gemm_plan_for(&a, x->use_opts ? &o : NULL, 0, &plan, &plan_workers) != MELD_OK) {
+        printf("%-20s %6lld %6lld %6lld %-40s skipped: %s\n", s->label, (long long)s->m, (long long)s->n,
+               (long long)s->k, vr->name, meld_last_error());
         continue;
       }
-      const float meld_ms = time_median(meld_call, &mx);
-      /* Error of the last call (set (TIMED-1) % NSETS) vs cuBLASLt on the same set. */
-      const int set = (TIMED - 1) % NSETS;
-      lt_run(&lt, &lp, bf.a[set], bf.b[set], c_lt);
+      plan_sig(&plan, plan_workers, sigs[nv], sizeof sigs[nv]);
+      int dup = 0;
+      for (int u = 0; u < nv && v != 1; u++) dup |= !strcmp(sigs[u], sigs[nv]);
+      if (dup) continue;
+      snprintf(plans[nv], sizeof plans[nv], "%s%s %s", vr->name, s->b_kn ? " kn" : "", sigs[nv]);
+      meld_call(x, 0); /* a variant the launcher refuses is skipped, with the reason */
+      if (x->failed) {
+        printf("%-20s %6lld %6lld %6lld %-40s skipped: %s\n", s->label, (long long)s->m, (long long)s->n,
+               (long long)s->k, vr->name, meld_last_error());
+        continue;
+      }
+      vidx[nv++] = v;
+    }
+    for (int i = 0; i <= nv; i++) ns[i] = 0;
+    for (int r = 0; r < rounds; r++) { /* interleaved: cuBLASLt, then each variant */
+      time_round(lt_call, &lx, samples[NVAR], &ns[NVAR]);
+      for (int i = 0; i < nv; i++) time_round(meld_call, &mx[i], samples[i], &ns[i]);
+    }
+    const float lt_ms = median(samples[NVAR], ns[NVAR]);
+    for (int i = 0; i < nv; i++) {
+      const int v = vidx[i];
+      if (mx[i].failed) {
+        printf("%-20s %6lld %6lld %6lld %-40s failed during timing: %s\n", s->label, (long long)s->m,
+               (long long)s->n, (long long)s->k, plans[i], meld_last_error());
+        continue;
+      }
+      const float meld_ms = median(samples[i], ns[i]);
+      /* Error vs cuBLASLt on input set 0, output poisoned first. */
+      CK(cudaMemset(c_meld, 0xFF, s->m * s->n * 2));
+      meld_call(&mx[i], 0);
+      lt_run(&lt, &lp, bf.a[0], bf.b[0], c_lt);
       double *sums;
       CK(cudaMalloc(&sums, 3 * sizeof(double)));
       CK(cudaMemset(sums, 0, 3 * sizeof(double)));
@@ -344,11 +419,8 @@ int main(int argc, char **argv) {
       const double flop = 2.0 * s->m * s->n * s->k;
       const double ratio = lt_ms / meld_ms;
       if (v == 0) { log_sum += log(ratio); nratio++; }
-      char vname[64];
-      snprintf(vname, sizeof vname, "%s%s w%d c%d s%d g%d", vnames[v], s->b_kn ? " kn" : "", plan_workers,
-               plan.cluster_m, plan.split_k, plan.group_m);
-      printf("%-20s %6lld %6lld %6lld %-30s %9.4f %7.1f %9.4f %7.1f %6.3f %8.4f %9.2e%s\n", s->label,
-             (long long)s->m, (long long)s->n, (long long)s->k, vname, meld_ms, flop / meld_ms * 1e-9,
+      printf("%-20s %6lld %6lld %6lld %-40s %9.4f %7.1f %9.4f %7.1f %6.3f %8.4f %9.2e%s\n", s->label,
+             (long long)s->m, (long long)s->n, (long long)s->k, plans[i], meld_ms, flop / meld_ms * 1e-9,
              lt_ms, flop / lt_ms * 1e-9, ratio, flop / (PEAK_TFLOPS * 1e9), rel_err,
              rel_err > 1e-2 ? "  ERROR" : "");
       fflush(stdout);
@@ -359,11 +431,13 @@ int main(int argc, char **argv) {
                 "\"dtype\": \"bf16\", \"meld_ms\": %.5f, \"seq_ms\": null, \"peer_ms\": null, \"peer\": null, "
                 "\"compute_ms\": %.5f, \"meld_compute_ms\": %.5f, \"comm_ms\": null, \"bound_ms\": %.5f, "
                 "\"meld_tflops\": %.1f, \"cublas_tflops\": %.1f, \"floor_ms\": %.5f, \"rel_err\": %.3e, "
+                "\"rounds\": %d, \"samples\": %d, "
                 "\"gpu\": \"%s\", \"driver\": %d, \"cuda\": %d, \"nccl\": null, \"torch\": null, "
                 "\"date\": \"%s\", \"commit\": \"%s\"}\n",
                 (long long)s->m, (long long)s->n, (long long)s->k, s->label, s->b_kn ? "kn" : "nk",
-                vnames[v], vname, sm_use ? sm_use : sms, meld_ms, lt_ms, meld_ms, lt_ms, flop / meld_ms * 1e-9,
-                flop / lt_ms * 1e-9, flop / (PEAK_TFLOPS * 1e9), rel_err, prop.name, drv, rt, date, commit);
+                g_variants[v].name, plans[i], sm_use ? sm_use : sms, meld_ms, lt_ms, meld_ms, lt_ms,
+                flop / meld_ms * 1e-9, flop / lt_ms * 1e-9, flop / (PEAK_TFLOPS * 1e9), rel_err, rounds,
+                ns[i], prop.name, drv, rt, date, commit);
         fflush(jf);
       }
     }

@@ -116,12 +116,72 @@ typedef struct {
   int32_t split_k;      /* 1 = off                                                         */
   int32_t kb_per_split; /* k-blocks per split; (split_k - 1) * kb_per_split < k_blocks      */
   int32_t split_from;   /* first split tile (scheduler order); = tiles when split_k is 1    */
-  float *workspace;     /* (tiles - split_from) * split_k * 128 * 256 floats                */
-  uint32_t *counters;   /* (tiles - split_from) words, 0 before the first launch            */
+  float *workspace;     /* split-K: (tiles - split_from) * split_k * 128 * 256 floats;      */
+                        /* stream-K: sk_tiles * sk_cmax * 128 * 256 floats                  */
+  uint32_t *counters;   /* split-K: tiles - split_from words; stream-K: sk_tiles; 0 at first */
+  /* Stream-K (additive; sk_tiles 0 = off; exclusive with split_k > 1): the last sk_tiles
+   * tiles of the scheduler order are not run whole; their sk_tiles * k_blocks k-blocks are cut
+   * into sk_workers equal contiguous ranges (worker w: [w*T/W, (w+1)*T/W)), which may span
+   * tile boundaries. Scheduler ticket tiles - sk_tiles + part * sk_workers + w is worker w's
+   * piece in its part-th tile (part < sk_parts; an empty piece is skipped). Pieces of one tile
+   * are combined like split-K (fp32 partials, last arriver adds and runs the epilogue; no CTA
+   * waits for another). With the static schedule, tiles - sk_tiles should be a multiple of
+   * the workers so that worker w runs exactly its own range. */
+  int32_t sk_tiles;   /* tiles run stream-K (0 = off)                                        */
+  int32_t sk_workers; /* ranges (normally = workers)                                         */
+  int32_t sk_parts;   /* max tiles one range touches                                         */
+  int32_t sk_cmax;    /* max ranges touching one tile (workspace slots per tile)             */
   gemm_ready_hook_t ready;
   gemm_order_hook_t order;
   gemm_epilogue_hook_t epi;
 } gemm_params_t;
+
+#ifdef __CUDACC__
+#define GEMM_HD __host__ __device__ __forceinline__
+#else
+#define GEMM_HD static inline
+#endif
+
+/* Stream-K arithmetic is 32-bit unsigned (the producer thread has 40 registers; 64-bit
+ * division spills): the planner only enables stream-K when (total + 1) * (W + 1) < 2^31,
+ * total = sk_tiles * k_blocks. */
+#define GEMM_SK_LIMIT 2147483647LL
+
+/* The range owning k-iteration i (0 <= i < total) when total iterations are cut into W
+ * ranges [w*total/W, (w+1)*total/W): the largest w with floor(w*total/W) <= i. */
+GEMM_HD int gemm_sk_owner(uint32_t i, uint32_t total, uint32_t W) {
+  return (int)(((i + 1) * W + total - 1) / total) - 1;
+}
+
+/* Stream-K piece `u` (= part * W + w) of a plan with `tiles` stream-K tiles of kb k-blocks
+ * and W ranges. Returns 0 when u is past the last part, -1 for an empty piece, else 1 with
+ * the stream-K tile index j, its k-blocks [kb0, kb0 + nkb) and the range w. Shared by the
+ * device scheduler and the host planner / tests, so both agree on the partition. */
+GEMM_HD int gemm_sk_piece(int tiles, int kb, int W, int parts, int u, int *j, int *kb0, int *nkb,
+                          int *w_out) {
+  const uint32_t uW = (uint32_t)W, ukb = (uint32_t)kb;
+  const uint32_t part = (uint32_t)u / uW, w = (uint32_t)u - part * uW;
+  if (part >= (uint32_t)parts) return 0;
+  const uint32_t total = (uint32_t)tiles * ukb;
+  const uint32_t s = w * total / uW, e = (w + 1) * total / uW;
+  const uint32_t jj = s / ukb + part;
+  const uint32_t ts = jj * ukb;
+  const uint32_t lo = s > ts ? s : ts, hi = e < ts + ukb ? e : ts + ukb;
+  if (jj >= (uint32_t)tiles || lo >= hi) return -1;
+  *j = (int)jj;
+  *kb0 = (int)(lo - ts);
+  *nkb = (int)(hi - lo);
+  *w_out = (int)w;
+  return 1;
+}
+
+/* The ranges that contribute to stream-K tile j: first (c_lo) and count. */
+GEMM_HD int gemm_sk_contrib(int j, int tiles, int kb, int W, int *c_lo) {
+  const uint32_t total = (uint32_t)tiles * (uint32_t)kb, ts = (uint32_t)j * (uint32_t)kb;
+  const int lo = gemm_sk_owner(ts, total, (uint32_t)W);
+  *c_lo = lo;
+  return gemm_sk_owner(ts + (uint32_t)kb - 1, total, (uint32_t)W) - lo + 1;
+}
 
 #ifdef __cplusplus
 extern "C" {
@@ -146,10 +206,11 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
  * split >= 0 and its workspace/counter slot; a whole tile has split -1. */
 typedef struct {
   int32_t m_blk, n_blk, k_blk0, k_nblk;
-  int32_t split, slot, pad0, pad1;
+  int32_t split, slot, pad0, pad1; /* stream-K: split = the range w */
 } gemm_tile_t;
 
-/* The tile for scheduler ticket `ticket`; returns 0 when the ticket is past the last tile.
+/* The tile for scheduler ticket `ticket`; returns 0 when the ticket is past the last tile,
+ * -1 for an empty stream-K piece (skip it and take the next ticket).
  * Raster: groups of group_m m-units sweep all n-blocks, m fastest, so the ~#SM live tiles
  * share A and B panels in L2. Grouped mode (hook f, not implemented) would map the ticket
  * through a device-side prefix sum of per-group tile counts here. */
@@ -159,8 +220,16 @@ __device__ __forceinline__ int gemm_tile_of(const gemm_params_t *p, int ticket, 
   const int units_m = (p->tiles_m + cl - 1) / cl;
   const int tiles_n = p->tiles_n;
   const int S = p->split_k, from = p->split_from;
-  int split = -1, slot = 0;
-  if (ticket >= from) { /* a tile's splits are consecutive tickets: they run at once */
+  int split = -1, slot = 0, kb0 = 0, nkb = p->k_blocks;
+  if (p->sk_tiles > 0) {
+    const int sk_from = units_m * tiles_n - p->sk_tiles;
+    if (ticket >= sk_from) { /* split = the range w; the consumers derive its contributor index */
+      const int r = gemm_sk_piece(p->sk_tiles, p->k_blocks, p->sk_workers, p->sk_parts,
+                                  ticket - sk_from, &slot, &kb0, &nkb, &split);
+      if (r <= 0) return r;
+      ticket = sk_from + slot;
+    }
+  } else if (ticket >= from) { /* a tile's splits are consecutive tickets: they run at once */
     const int u = ticket - from;
     slot = u / S;
     split = u - slot * S;
@@ -184,13 +253,12 @@ __device__ __forceinline__ int gemm_tile_of(const gemm_params_t *p, int ticket, 
   t->split = split;
   t->slot = slot;
   t->pad0 = t->pad1 = 0;
-  if (split < 0) {
-    t->k_blk0 = 0;
-    t->k_nblk = p->k_blocks;
-  } else {
-    t->k_blk0 = split * p->kb_per_split;
-    t->k_nblk = min(p->kb_per_split, p->k_blocks - t->k_blk0);
+  if (split >= 0 && p->sk_tiles == 0) { /* split-K: equal ranges */
+    kb0 = split * p->kb_per_split;
+    nkb = min(p->kb_per_split, p->k_blocks - kb0);
   }
+  t->k_blk0 = kb0;
+  t->k_nblk = nkb;
   return 1;
 }
 
@@ -242,7 +310,9 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
   for (int i = 0;; ++i) {
     const int ticket = queue ? (int)atomicAdd(queue, 1u) : uw + i * unw;
     gemm_tile_t t;
-    if (!gemm_tile_of(p, ticket, (int)rank, &t)) break;
+    const int got = gemm_tile_of(p, ticket, (int)rank, &t);
+    if (got == 0) break;
+    if (got < 0) continue; /* empty stream-K piece */
     if (has_ready) {
       const int fi = (t.m_blk * GEMM_BM) / p->ready.rows_per_flag;
       if (fi != ready_ok) {
@@ -260,7 +330,8 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
         ti[1] = t.n_blk;
         ti[2] = t.k_blk0;
         ti[3] = t.k_nblk;
-        ti[4] = t.split < 0 ? -1 : (t.slot << 4) | t.split; /* one register for consumers */
+        ti[4] = t.split; /* -1: whole tile */
+        ti[5] = t.slot;
       }
       const uint32_t full = full0 + 8 * stage;
       const uint32_t a_dst = sbase + stage * GEMM_STAGE_BYTES, b_dst = a_dst + GEMM_A_BYTES;
@@ -398,34 +469,37 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   }
 }
 
-/* Split-K fixup for consumer thread ctid (0..255) of a split tile: stores the partial, counts
- * arrivals; returns 0 if another split will finish the tile, else adds the other partials
- * into acc and returns 1 (this CTA runs the epilogue). No CTA ever waits for another. */
-__device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *acc, int split_slot,
-                                                 int ctid, uint32_t last_flag) {
-  const int S = p->split_k;
-  const int tile = split_slot >> 4; /* workspace / counter slot */
-  const int split = split_slot & 15;
-  /* [tile][split][q][ctid] float4s: each warp store is 512 contiguous bytes. */
-  float4 *ws = (float4 *)p->workspace + (size_t)tile * S * (32 * 256);
+/* Split-K / stream-K fixup for consumer thread ctid (0..255) of a partial tile (contributor
+ * `split` of `ncontrib`, workspace slot `slot` of `stride` partials): stores the partial,
+ * counts arrivals; returns 0 if another contributor will finish the tile, else adds the
+ * others' partials into acc and returns 1 (this CTA runs the epilogue). No CTA ever waits for
+ * another. Threads whose rows are all past M (`live` 0) skip their loads and stores. */
+__device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *acc, int slot,
+                                                 int split, int ncontrib, int stride, int ctid,
+                                                 uint32_t last_flag, int live) {
+  /* [slot][split][q][ctid] float4s: each warp store is 512 contiguous bytes. */
+  float4 *ws = (float4 *)p->workspace + (size_t)slot * stride * (32 * 256);
   float4 *mine = ws + (size_t)split * (32 * 256) + ctid;
+  if (live) {
 #pragma unroll
-  for (int q = 0; q < 32; ++q)
-    __stcg(mine + q * 256, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+    for (int q = 0; q < 32; ++q)
+      __stcg(mine + q * 256, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+  }
   named_bar_sync(GEMM_BAR_CONSUMERS, 256); /* all partial stores precede the count */
   if (ctid == 0) {
     __threadfence(); /* cumulative: publishes the 256 threads' stores before the add */
-    const uint32_t old = atomicAdd(p->counters + tile, 1u);
-    const int last = old == (uint32_t)S - 1;
+    const uint32_t old = atomicAdd(p->counters + slot, 1u);
+    const int last = old == (uint32_t)ncontrib - 1;
     if (last) {
-      atomicExch(p->counters + tile, 0u); /* every split has counted: reset for next launch */
+      atomicExch(p->counters + slot, 0u); /* every piece has counted: reset for next launch */
       __threadfence();                    /* acquire side: the others' partials are visible */
     }
     st_shared_u32(last_flag, (uint32_t)last);
   }
   named_bar_sync(GEMM_BAR_CONSUMERS, 256);
   if (!ld_shared_u32(last_flag)) return 0;
-  for (int s2 = 0; s2 < S; ++s2) {
+  if (!live) return 1;
+  for (int s2 = 0; s2 < ncontrib; ++s2) {
     if (s2 == split) continue;
     const float4 *o = ws + (size_t)s2 * (32 * 256) + ctid;
 #pragma unroll
@@ -468,7 +542,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     t.n_blk = (int32_t)ti.y;
     t.k_blk0 = (int32_t)ti.z;
     t.k_nblk = (int32_t)ti.w;
-    const int32_t split_slot = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);
+    const int32_t piece = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);
+    const int32_t slot = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 20);
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       if (kb) mbar_wait(full0 + 8 * stage, phase);
@@ -496,8 +571,19 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     wgmma_wait0();
     wgmma_fence_acc128(acc);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
-    if (split_slot >= 0 && !gemm_splitk_fixup(p, acc, split_slot, g * 128 + tid, sbase + GEMM_FLAG_OFF))
-      continue;
+    if (piece >= 0) {
+      const int live = t.m_blk * GEMM_BM + 64 * g + 16 * (tid >> 5) + ((tid & 31) >> 2) < p->m;
+      int split = piece, ncontrib = p->split_k, stride = p->split_k;
+      if (p->sk_tiles > 0) {
+        int c_lo = 0;
+        ncontrib = gemm_sk_contrib(slot, p->sk_tiles, p->k_blocks, p->sk_workers, &c_lo);
+        split = piece - c_lo;
+        stride = p->sk_cmax;
+      }
+      if (!gemm_splitk_fixup(p, acc, slot, split, ncontrib, stride, g * 128 + tid,
+                             sbase + GEMM_FLAG_OFF, live))
+        continue;
+    }
     gemm_epilogue(p, acc, t, stg, g, tid);
   }
   if (p->epi_tma && tid == 0) bulk_wait_group0(); /* before the CTA may exit */

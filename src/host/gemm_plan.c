@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -132,13 +133,72 @@ static int gemm_choose_split(int64_t tiles, int sms, int k_blocks) {
 }
 
 size_t gemm_plan_workspace_bytes(const gemm_params_t *p) {
-  if (!p || p->split_k <= 1) return 0;
+  if (!p) return 0;
+  if (p->sk_tiles > 0) return (size_t)p->sk_tiles * p->sk_cmax * GEMM_BM * GEMM_BN * sizeof(float);
+  if (p->split_k <= 1) return 0;
   return ((size_t)p->tiles_m * p->tiles_n - p->split_from) * p->split_k * GEMM_BM * GEMM_BN * sizeof(float);
 }
 
 size_t gemm_plan_counter_words(const gemm_params_t *p) {
-  if (!p || p->split_k <= 1) return 0;
+  if (!p) return 0;
+  if (p->sk_tiles > 0) return (size_t)p->sk_tiles;
+  if (p->split_k <= 1) return 0;
   return (size_t)p->tiles_m * p->tiles_n - p->split_from;
+}
+
+static int env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end = NULL;
+  long x = strtol(v, &end, 10);
+  return end && *end == 0 ? (int)x : dflt;
+}
+
+static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
+static int g_env_group, g_env_split, g_env_sk;
+static void env_read(void) {
+  g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
+  g_env_split = env_int("MELD_GEMM_SPLIT_K", 0);
+  g_env_sk = env_int("MELD_GEMM_STREAM_K", 0);
+}
+
+void gemm_plan_env(gemm_plan_opts_t *o) {
+  pthread_once(&g_env_once, env_read);
+  if (!o) return;
+  if (o->group_m == 0) o->group_m = g_env_group;
+  if (o->split_k == 0) o->split_k = g_env_split;
+  if (o->stream_k == 0) o->stream_k = g_env_sk;
+}
+
+/* Stream-K over the last `sk_tiles` tiles with W ranges: fills the sk_* fields (sk_parts and
+ * sk_cmax from the same partition the device uses). */
+static void gemm_sk_setup(gemm_params_t *p, int sk_tiles, int W) {
+  const int kb = p->k_blocks;
+  const uint32_t total = (uint32_t)sk_tiles * (uint32_t)kb;
+  /* A range of ceil(total / W) k-blocks touches at most ceil(len / kb) + 1 tiles. */
+  const uint32_t len = (total + W - 1) / W;
+  int parts = (int)((len + kb - 1) / kb) + 1;
+  int cmax = 1, c_lo = 0;
+  for (int j = 0; j < sk_tiles; j++) {
+    const int c = gemm_sk_contrib(j, sk_tiles, kb, W, &c_lo);
+    if (c > cmax) cmax = c;
+  }
+  p->sk_tiles = sk_tiles;
+  p->sk_workers = W;
+  p->sk_parts = parts;
+  p->sk_cmax = cmax;
+}
+
+/* Stream-K choice for tiles >= SMs (k-blocks as the time unit): the data-parallel schedule
+ * runs ceil(tiles / W) rounds of kb; stream-K over one full + the partial wave runs
+ * floor(tiles / W) - 1 rounds plus (1 + L / W) * kb, plus ~4 k-blocks of partial traffic
+ * and fixup per CTA. Chosen when it wins by more than 2% of the data-parallel time. */
+static int gemm_choose_sk(int64_t tiles, int W, int kb) {
+  const int64_t L = tiles % W, waves = tiles / W;
+  if (L == 0 || waves < 1 || kb < 8) return 1;
+  const double dp = (double)(waves + 1) * kb;
+  const double sk = (double)waves * kb + (double)L / W * kb + 4.0;
+  return sk < dp * 0.98 ? 3 : 1;
 }
 
 meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
@@ -207,8 +267,37 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->split_from = (int32_t)from;
   const int64_t units = p->split_k == 1 ? (int64_t)((p->tiles_m + cl - 1) / cl) * p->tiles_n
                                         : from + (tiles - from) * p->split_k;
+  /* Stream-K: forced (2, 3), or chosen (0) when the caller provides a workspace and split-K
+   * is not in use. */
+  int sk = o->stream_k;
+  if (sk < 0 || sk > 3)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: stream_k %d is outside [0, 3]", sk);
+  if (sk == 0) sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0
+                        ? gemm_choose_sk(tiles, o->sm_count, p->k_blocks) : 1;
+  if (sk > 1 && (cl != 1 || p->split_k > 1))
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "gemm_plan_make: stream-K needs cluster_m 1 and split_k 1 (got %d, %d)", cl,
+                      p->split_k);
   int64_t w;
-  if (cl == 1) {
+  int64_t skt = 0;
+  const int W = (int)(o->sm_count < tiles * p->k_blocks ? o->sm_count : tiles * p->k_blocks);
+  if (sk > 1) {
+    skt = tiles < W ? tiles : tiles % W;
+    if (sk == 3 && tiles >= W) skt += W;
+    if (skt == 0) skt = tiles >= W ? W : tiles; /* whole waves: the last one */
+    if ((skt * p->k_blocks + 1) * (W + 1) >= GEMM_SK_LIMIT) {
+      if (o->stream_k > 1)
+        return meld_error(MELD_ERR_INVALID_ARG,
+                          "gemm_plan_make: stream-K over %lld tiles of %d k-blocks on %d CTAs "
+                          "exceeds the engine's 32-bit partition arithmetic",
+                          (long long)skt, p->k_blocks, W);
+      sk = 1;
+    }
+  }
+  if (sk > 1) {
+    gemm_sk_setup(p, (int)skt, W);
+    w = W;
+  } else if (cl == 1) {
     w = o->sm_count < units ? o->sm_count : units;
   } else {
     int64_t pairs = o->sm_count / 2;
@@ -270,6 +359,34 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
     WHY("gemm: split_k 1 needs split_from = tiles (%d), not %d", p->tiles_m * p->tiles_n,
         p->split_from);
   }
+  if (p->sk_tiles < 0) WHY("gemm: sk_tiles %d < 0", p->sk_tiles);
+  if (p->sk_tiles > 0) {
+    if (p->split_k != 1 || p->cluster_m != 1)
+      WHY("gemm: stream-K needs split_k 1 and cluster_m 1 (got %d, %d)", p->split_k, p->cluster_m);
+    if (!p->workspace || !p->counters)
+      WHY("gemm: stream-K (%d tiles) needs a workspace and tile counters", p->sk_tiles);
+    if (p->sk_tiles > p->tiles_m * p->tiles_n)
+      WHY("gemm: sk_tiles %d exceeds the %d tiles", p->sk_tiles, p->tiles_m * p->tiles_n);
+    if (p->sk_workers < 1 || p->sk_parts < 1 || p->sk_cmax < 1)
+      WHY("gemm: stream-K sk_workers %d, sk_parts %d, sk_cmax %d must be >= 1", p->sk_workers,
+          p->sk_parts, p->sk_cmax);
+    if ((int64_t)p->sk_tiles * p->k_blocks < p->sk_workers)
+      WHY("gemm: stream-K %d tiles x %d k-blocks < %d ranges (a range would be empty)",
+          p->sk_tiles, p->k_blocks, p->sk_workers);
+    if (((int64_t)p->sk_tiles * p->k_blocks + 1) * (p->sk_workers + 1) >= GEMM_SK_LIMIT)
+      WHY("gemm: stream-K %d tiles x %d k-blocks x %d ranges exceeds 32-bit arithmetic",
+          p->sk_tiles, p->k_blocks, p->sk_workers);
+    {
+      const uint32_t total = (uint32_t)p->sk_tiles * (uint32_t)p->k_blocks;
+      const uint32_t len = (total + p->sk_workers - 1) / p->sk_workers;
+      if (p->sk_parts < (int)((len + p->k_blocks - 1) / p->k_blocks) + 1)
+        WHY("gemm: sk_parts %d is too small for ranges of %u k-blocks", p->sk_parts, len);
+      for (int j = 0, c_lo = 0; j < p->sk_tiles; j++) {
+        const int c = gemm_sk_contrib(j, p->sk_tiles, p->k_blocks, p->sk_workers, &c_lo);
+        if (c > p->sk_cmax) WHY("gemm: stream-K tile %d has %d contributors > sk_cmax %d", j, c, p->sk_cmax);
+      }
+    }
+  }
   if (p->cluster_m == 2 && (p->order.queue || p->order.m_order || p->order.m_rotate))
     WHY("gemm: cluster_m 2 cannot be combined with the tile-order hook (queue, m_order, "
         "m_rotate): both CTAs of a pair must see the same tile sequence");
@@ -305,6 +422,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            "gemm %d x %d x %d (B %s), tiles %d x %d x %d of %dx%dx%d, %d stages, smem %d B\n"
            "  c %p ldc %lld, cluster_m %d, group_m %d, epilogue %s, workers %d\n"
            "  split_k %d (kb_per_split %d, from tile %d) workspace %p counters %p\n"
+           "  stream-K: %d tiles, %d ranges, %d parts, %d contributors max\n"
            "  ready: flags %p rows_per_flag %d epoch %llu abort %p timeout_ns %llu status %p\n"
            "  order: m_rotate %d m_order %p queue %p\n"
            "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
@@ -312,6 +430,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
            p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->workers,
            p->split_k, p->kb_per_split, p->split_from, (void *)p->workspace, (void *)p->counters,
+           p->sk_tiles, p->sk_workers, p->sk_parts, p->sk_cmax,
            (const void *)p->ready.flags, p->ready.rows_per_flag,
            (unsigned long long)p->ready.epoch, (const void *)p->ready.abort_word,
            (unsigned long long)p->ready.timeout_ns, (void *)p->ready.status, p->order.m_rotate,

@@ -22,9 +22,19 @@ typedef struct {
   int group_m;      /* 0 = choose; raster group in m-units                                 */
   int epi_tma;      /* -1 = choose (TMA store), 0 = generic 16-byte stores, 1 = TMA store  */
   int split_k;      /* 0 = choose (cost model below), 1 = off, 2..8 = forced               */
+  /* Stream-K (fields added after the first ones; zero = defaults):
+   *   0 = choose (only with has_workspace; otherwise off, as before), 1 = off,
+   *   2 = the last partial wave's tiles (all tiles when there are fewer than sm_count),
+   *   3 = one full wave + the partial wave (each range is 1..2 tiles of k-blocks). */
+  int stream_k;
+  int has_workspace; /* 1: the caller provides p->workspace / p->counters (gemm_plan_for does) */
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0}
+
+/* Overrides of the plan's choices from the environment, read once (gemm_plan_for applies them
+ * to options left at "choose"): MELD_GEMM_GROUP_M, MELD_GEMM_SPLIT_K, MELD_GEMM_STREAM_K. */
+void gemm_plan_env(gemm_plan_opts_t *o);
 
 /* Checks meld_gemm arguments. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence
  * ("meld_gemm: lda 4100 is not a multiple of 8 ..."). Touches no CUDA state. */

@@ -147,16 +147,19 @@ extern "C" meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_pla
   MELD_CHECK(gemm_device_setup(dev));
   gemm_plan_opts_t opts = GEMM_PLAN_OPTS_INIT;
   if (o) opts = *o;
+  gemm_plan_env(&opts);
+  opts.has_workspace = 1; /* the per-stream workspace below */
   if (opts.sm_count <= 0 || opts.sm_count > sms)
     opts.sm_count = a->sm_count > 0 && a->sm_count < sms ? a->sm_count : sms;
   opts.max_clusters = dev < GEMM_MAX_DEVICES ? g_dev_clusters[dev] : 0;
   MELD_CHECK(gemm_plan_make(a, &opts, p, workers));
-  if (p->split_k > 1) {
+  if (p->split_k > 1 || p->sk_tiles > 0) {
     float *ws = NULL;
     uint32_t *counters = NULL;
     if (gemm_workspace(dev, stream, gemm_plan_workspace_bytes(p), gemm_plan_counter_words(p), &ws,
                        &counters) != MELD_OK) {
-      opts.split_k = 1; /* no workspace: run without split-K rather than fail */
+      opts.split_k = 1; /* no workspace: run without split-K / stream-K rather than fail */
+      opts.stream_k = 1;
       MELD_CHECK(gemm_plan_make(a, &opts, p, workers));
     } else {
       p->workspace = ws;

@@ -91,6 +91,7 @@ typedef struct {
   int epi_tma;   /* -1 = plan's choice */
   int cpu_ref;   /* 1: C reference; 0: cuBLAS */
   int split_k;   /* 0 = plan's choice */
+  int stream_k;  /* 0 = plan's choice; 1 off; 2 partial wave; 3 one + partial wave */
 } gemm_case_t;
 
 static void run_case(const gemm_case_t *tc) {
@@ -101,9 +102,9 @@ static void run_case(const gemm_case_t *tc) {
   const int64_t ldc = n + tc->pad + (8 - n % 8) % 8;
   const int64_t extra = 8;
   char name[160];
-  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d", (long long)m,
+  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d sk %d", (long long)m,
            (long long)n, (long long)k, tc->b_kn ? "kn" : "nk", tc->pad, tc->sm_count, tc->cluster_m,
-           tc->epi_tma, tc->split_k);
+           tc->epi_tma, tc->split_k, tc->stream_k);
   uint16_t *a = dev_random((size_t)m * lda, 1 + m * 3 + k);
   uint16_t *b = dev_random((size_t)bn * ldb, 2 + n * 5 + k);
   uint16_t *c = NULL;
@@ -119,7 +120,8 @@ static void run_case(const gemm_case_t *tc) {
   o.cluster_m = tc->cluster_m;
   o.epi_tma = tc->epi_tma;
   o.split_k = tc->split_k;
-  if (tc->cluster_m == 0 && tc->epi_tma < 0 && tc->split_k == 0) GT_MELD(meld_gemm(&args, 0));
+  o.stream_k = tc->stream_k;
+  if (tc->cluster_m == 0 && tc->epi_tma < 0 && tc->split_k == 0 && tc->stream_k == 0) GT_MELD(meld_gemm(&args, 0));
   else GT_MELD(gemm_launch(&args, &o, 0));
   GT_CUDA(cudaDeviceSynchronize());
   uint16_t *c_host = (uint16_t *)malloc((size_t)(m + extra) * ldc * 2);
@@ -524,32 +526,44 @@ int main(void) {
   check_cublas_ref();
   test_params_check();
   const gemm_case_t cases[] = {
-      /* m, n, k, b_kn, pad, sms, cluster, epi, cpu, split */
-      {128, 256, 64, 0, 0, 1, 1, -1, 1, 0},     /* one tile, one k-block: the layout itself */
-      {128, 256, 64, 1, 0, 1, 1, -1, 1, 0},
-      {256, 512, 640, 0, 0, 0, 0, -1, 1, 0},
-      {256, 512, 640, 1, 0, 0, 0, -1, 1, 0},
-      {1, 8, 8, 0, 0, 0, 0, -1, 1, 0},          /* tiny tails */
-      {1, 8, 8, 1, 0, 0, 0, -1, 1, 0},
-      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0},     /* every dimension a tail, padded leading dims */
-      {300, 200, 72, 1, 8, 0, 0, 0, 1, 0},      /* ... generic-store epilogue */
-      {520, 1000, 1000, 1, 16, 0, 1, 1, 1, 0},  /* odd tile count, TMA-store epilogue forced */
-      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0}, /* the issue's tail shapes vs cuBLAS */
-      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0},
-      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
-      {1000, 1000, 4104, 1, 8, 16, 1, 0, 0, 0}, /* 16 SMs, generic stores */
-      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0},
-      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0},
-      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0}, /* no cluster */
-      {4096, 4096, 4096, 0, 0, 0, 1, 0, 0, 0},
+      /* m, n, k, b_kn, pad, sms, cluster, epi, cpu, split, stream_k */
+      {128, 256, 64, 0, 0, 1, 1, -1, 1, 0, 0},     /* one tile, one k-block: the layout itself */
+      {128, 256, 64, 1, 0, 1, 1, -1, 1, 0, 0},
+      {256, 512, 640, 0, 0, 0, 0, -1, 1, 0, 0},
+      {256, 512, 640, 1, 0, 0, 0, -1, 1, 0, 0},
+      {1, 8, 8, 0, 0, 0, 0, -1, 1, 0, 0},          /* tiny tails */
+      {1, 8, 8, 1, 0, 0, 0, -1, 1, 0, 0},
+      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0},     /* every dimension a tail, padded leading dims */
+      {300, 200, 72, 1, 8, 0, 0, 0, 1, 0, 0},      /* ... generic-store epilogue */
+      {520, 1000, 1000, 1, 16, 0, 1, 1, 1, 0, 0},  /* odd tile count, TMA-store epilogue forced */
+      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0, 0}, /* the issue's tail shapes vs cuBLAS */
+      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0, 0},
+      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
+      {1000, 1000, 4104, 1, 8, 16, 1, 0, 0, 0, 0}, /* 16 SMs, generic stores */
+      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0, 0},
+      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0, 0},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0}, /* no cluster */
+      {4096, 4096, 4096, 0, 0, 0, 1, 0, 0, 0, 0},
       /* split-K: forced, and chosen by the plan for few tiles (decode, 160-tile shapes) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0},
-      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0}, /* again: the tile counters reset themselves */
-      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0},
+      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0}, /* again: the tile counters reset themselves */
+      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
+      /* stream-K: forced over the partial wave (2) / one + partial wave (3), tails, both B
+       * layouts, both epilogues, few SMs (ranges spanning several tiles), M past the tile */
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2},   /* 12 tiles on 7 SMs: 5 split over 7 */
+      {300, 1000, 4104, 1, 8, 7, 1, 0, 1, 1, 3},    /* 12 tiles: 7 + 5 over 7 */
+      {1000, 1000, 4104, 0, 0, 5, 1, -1, 0, 1, 3},  /* 32 tiles on 5 SMs */
+      {1000, 1000, 4104, 1, 0, 13, 1, -1, 0, 1, 2}, /* 32 tiles on 13 SMs */
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2},    /* 32 tiles < SMs: all stream-K, rows past M */
+      {16, 8192, 8192, 1, 0, 0, 1, -1, 0, 1, 3},
+      {200, 600, 192, 0, 0, 4, 1, -1, 1, 1, 2},     /* 3 k-blocks: ranges of 1..2 k-blocks */
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 3},  /* 320 tiles: the AG P2 qkv shape */
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 2},
+      {2048, 5120, 8192, 1, 0, 0, 0, -1, 0, 0, 0},  /* default plan (stream-K chosen), B [K,N] */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_case(&cases[i]);

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
 
+#include "device/gemm.cuh"
 #include "meld.h"
 
 /* Fake, 16-byte aligned device addresses: validation must never dereference them. */
@@ -135,12 +136,88 @@ static void test_no_device(void **state) {
   assert_true(strlen(meld_last_error()) > 0);
 }
 
+/* Stream-K partition (shared by the device scheduler and the planner): every k-block of every
+ * stream-K tile is covered exactly once, pieces of a tile have distinct contributor indices
+ * below the count, and the count matches the pieces seen. */
+static void test_stream_k_partition(void **state) {
+  (void)state;
+  static const int cfg[][3] = {{5, 65, 7},  {12, 65, 7},  {200, 128, 132}, {68, 128, 132},
+                               {2, 3, 4},   {32, 64, 132}, {1, 1, 1},       {5, 1, 5},
+                               {264, 128, 132}, {9, 16, 132}, {80, 128, 132}, {48, 63, 132}, {3, 2, 5}};
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    const int tiles = cfg[c][0], kb = cfg[c][1], W = cfg[c][2];
+    const int total = tiles * kb; /* >= W (the planner's precondition: no empty range) */
+    assert_true(total >= W);
+    const int len = (total + W - 1) / W, parts = (len + kb - 1) / kb + 1;
+    int cover[264 * 128], seen[264], ids[264];
+    memset(cover, 0, sizeof cover);
+    memset(seen, 0, sizeof seen);
+    memset(ids, 0, sizeof ids);
+    int u = 0, r;
+    while ((r = (u < parts * W ? 1 : 0)) != 0) {
+      int j = -1, kb0 = 0, nkb = 0, w = 0;
+      r = gemm_sk_piece(tiles, kb, W, parts, u, &j, &kb0, &nkb, &w);
+      assert_true(r != 0);
+      if (r > 0) {
+        assert_true(j >= 0 && j < tiles && kb0 >= 0 && nkb >= 1 && kb0 + nkb <= kb);
+        for (int i = kb0; i < kb0 + nkb; i++) cover[j * kb + i]++;
+        int c_lo = 0;
+        const int n = gemm_sk_contrib(j, tiles, kb, W, &c_lo);
+        const int split = w - c_lo;
+        assert_true(split >= 0 && split < n && split < 31);
+        assert_false(ids[j] & (1 << split));
+        ids[j] |= 1 << split;
+        seen[j]++;
+      }
+      u++;
+    }
+    int after = 0, dummy = 0;
+    assert_int_equal(gemm_sk_piece(tiles, kb, W, parts, parts * W, &after, &dummy, &dummy, &dummy), 0);
+    for (int i = 0; i < total; i++)
+      if (cover[i] != 1) fail_msg("tiles %d kb %d W %d: k-block %d covered %d times", tiles, kb, W, i, cover[i]);
+    for (int j = 0; j < tiles; j++) {
+      int c_lo = 0;
+      assert_int_equal(seen[j], gemm_sk_contrib(j, tiles, kb, W, &c_lo));
+    }
+  }
+}
+
+/* gemm_params_check on stream-K fields (no GPU: pure validation). */
+static void test_stream_k_check(void **state) {
+  (void)state;
+  gemm_params_t p;
+  memset(&p, 0, sizeof p);
+  char why[256];
+  p.m = 8192; p.n = 8192; p.k = 8192;
+  p.tiles_m = 64; p.tiles_n = 32; p.k_blocks = 128;
+  p.cluster_m = 1; p.group_m = 16; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 128;
+  p.split_from = 64 * 32;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  p.sk_tiles = 200; p.sk_workers = 132; p.sk_parts = 3; p.sk_cmax = 3;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "workspace"));
+  p.workspace = (float *)64; p.counters = (uint32_t *)64;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  p.sk_cmax = 1;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "contributors"));
+  p.sk_cmax = 3; p.sk_parts = 1;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "sk_parts"));
+  p.sk_parts = 3; p.sk_workers = 30000; /* more ranges than k-blocks: empty ranges */
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  p.sk_workers = 132; p.split_k = 2; p.kb_per_split = 64; p.split_from = 0;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "split_k 1"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_args),    cmocka_unit_test(test_null_pointers),
       cmocka_unit_test(test_dims),         cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_leading_dims), cmocka_unit_test(test_empty_is_noop),
-      cmocka_unit_test(test_no_device),
+      cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
+      cmocka_unit_test(test_stream_k_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
