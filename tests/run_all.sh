@@ -11,6 +11,7 @@ make --no-print-directory -s test-header > build/tests/header.log 2>&1 && { cat 
 if [ -f /usr/include/cmocka.h ]; then
   step test-cpu
   step test-asan
+  step test-tsan
 else
   echo "== CPU tests SKIPPED: cmocka is not installed (apt-get install libcmocka-dev)"
 fi
