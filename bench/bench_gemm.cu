@@ -16,6 +16,9 @@
  * meld_gemm (plan per call); variants call gemm_launch with forced options. The environment
  * overrides (MELD_GEMM_GROUP_M, _SPLIT_K, _STREAM_K) apply to both. */
 #include <cublasLt.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <unistd.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -285,7 +288,18 @@ static void plan_sig(const gemm_params_t *p, int workers, char *buf, size_t len)
            p->group_m < units_m ? p->group_m : units_m, p->epi_tma);
 }
 
+static void on_fatal(int sig) {
+  void *bt[64];
+  const int n = backtrace(bt, 64);
+  fprintf(stderr, "bench_gemm: signal %d; backtrace:\n", sig);
+  backtrace_symbols_fd(bt, n, 2);
+  _exit(128 + sig);
+}
+
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* rows survive a crash */
+  signal(SIGSEGV, on_fatal);
+  signal(SIGABRT, on_fatal);
   int quick = 0, variants = 0, rounds = 3;
   const char *json = NULL, *commit = "unknown", *only = NULL;
   for (int i = 1; i < argc; i++) {
@@ -382,6 +396,7 @@ int main(int argc, char **argv) {
       for (int u = 0; u < nv && v != 1; u++) dup |= !strcmp(sigs[u], sigs[nv]);
       if (dup) continue;
       snprintf(plans[nv], sizeof plans[nv], "%s%s %s", vr->name, s->b_kn ? " kn" : "", sigs[nv]);
+      fprintf(stderr, "shape %d %s variant %s plan %s\n", si, s->label, vr->name, sigs[nv]);
       meld_call(x, 0); /* a variant the launcher refuses is skipped, with the reason */
       if (x->failed) {
         printf("%-20s %6lld %6lld %6lld %-40s skipped: %s\n", s->label, (long long)s->m, (long long)s->n,
