@@ -257,6 +257,68 @@ meld_result_t meld_all_to_allv(meld_comm_t comm, const void *send, const size_t 
                                const size_t *recv_offsets, meld_dtype_t dtype,
                                cudaStream_t stream);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Fused GEMM + ReduceScatter / AllReduce (row-parallel tensor parallelism)                  */
+/* ---------------------------------------------------------------------------------------- */
+
+/* How meld_gemm_rs / meld_gemm_ar run: chosen by the plan, or forced (tests, benchmarks). */
+typedef enum {
+  MELD_GEMM_RS_AUTO = 0,    /* fused where legal and the workspace holds the staging      */
+  MELD_GEMM_RS_FUSED = 1,   /* one persistent kernel: GEMM, push of partial tiles, reduce  */
+  MELD_GEMM_RS_UNFUSED = 2  /* meld_gemm, then meld_reduce_scatter / meld_all_reduce       */
+} meld_gemm_rs_algo_t;
+
+/* Arguments of meld_gemm_rs and meld_gemm_ar. Each rank holds its K-slice: A [M, K] (lda)
+ * and B [N, K] (MELD_B_NK, nn.Linear layout) or [K, N] (MELD_B_KN), bf16, where K is this
+ * rank's K_loc; the partial products A x B are summed over ranks (in fp32, by the rank that
+ * owns the rows; partials travel as bf16) and written as bf16 to C (ldc):
+ *   meld_gemm_rs: rank r receives rows [r * R, min((r + 1) * R, M)) of the sum, R = ceil(M / P)
+ *                 (the split of torch.chunk: the last ranks may get fewer rows, or none);
+ *                 C holds those rows (meld_gemm_rs_rows gives their first row and count);
+ *   meld_gemm_ar: every rank receives all M rows: C [M, N].
+ * M, N, K and algo must be equal on every rank (checked on the device: a mismatch fails the
+ * call on every rank with MELD_ERR_INVALID_ARG-like record "argument handshake"); pointers,
+ * leading dimensions and b_layout are per rank. Alignment as meld_gemm: 16-byte aligned
+ * bases, leading dimensions multiples of 8. */
+typedef struct {
+  const void *a;
+  int64_t lda;
+  const void *b;
+  int64_t ldb;
+  meld_b_layout_t b_layout;
+  void *c;
+  int64_t ldc;
+  int64_t m, n, k;          /* M rows (all ranks' rows together), N, K = this rank's K_loc */
+  meld_gemm_rs_algo_t algo; /* MELD_GEMM_RS_AUTO (0) unless forcing                        */
+} meld_gemm_rs_args_t;
+
+/* First row and row count of rank `rank` of meld_gemm_rs's output (see above).
+ * Fails with MELD_ERR_INVALID_ARG on NULL outputs, m < 0, nranks < 1 or a bad rank. */
+meld_result_t meld_gemm_rs_rows(int64_t m, int nranks, int rank, int64_t *first, int64_t *count);
+
+/* GEMM + ReduceScatter. Collective and stream-ordered (enqueues on `stream`, returns at
+ * once; CUDA-graph capture supported). Fused path: ONE cooperative persistent kernel in
+ * which every CTA runs the GEMM in an order that computes the rows owned by the next ranks
+ * first; each such tile is pushed as bf16 into its owner's workspace and flagged; the owner's
+ * own tiles come last and their epilogue adds the arrived partials in fp32. Needs R a
+ * multiple of 128, ranks of one node, and (P - 1) * R * roundup(N, 8) * 2 bytes + 4 KiB of
+ * workspace (MELD_WORKSPACE_BYTES); otherwise AUTO takes the unfused path (meld_gemm into a
+ * scratch buffer the library keeps per device, then meld_reduce_scatter), and FUSED fails
+ * with MELD_ERR_UNSUPPORTED / MELD_ERR_OUT_OF_MEMORY naming the size. P = 1 is a plain GEMM.
+ * Fails: MELD_ERR_INVALID_ARG (NULL, bad dims or alignment), MELD_ERR_UNSUPPORTED (ranks on
+ * several nodes, not Hopper), MELD_ERR_OUT_OF_MEMORY, MELD_ERR_CUDA; device-side errors
+ * (a missing rank: MELD_ERR_TIMEOUT; a mismatch or abort) come from meld_comm_check and
+ * later calls. */
+meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream);
+
+/* GEMM + AllReduce: as meld_gemm_rs, but every rank receives C [M, N]. Fused path: the rows
+ * are owned in blocks of R' = roundup(ceil(M / P), 128); each owner reduces its tiles in the
+ * epilogue (as above) and pushes the reduced bf16 tile into every peer's workspace, and each
+ * rank copies the peers' reduced tiles into its C once its own GEMM is done. Workspace:
+ * 2 * (P - 1) * R' * roundup(N, 8) * 2 bytes + 4 KiB. Unfused: meld_gemm into C, then
+ * meld_all_reduce in place. Fails as meld_gemm_rs. */
+meld_result_t meld_gemm_ar(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

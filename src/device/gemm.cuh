@@ -90,6 +90,32 @@ typedef struct {
   int32_t rows_per_owner;  /* a multiple of 128                                       */
   uint64_t *const *signal; /* NULL = no signal; device array of per-owner flag arrays */
   uint64_t epoch;
+  /* (GEMM+RS/AR, additive) non-NULL: the value released by the signal hook and waited for
+   * by the reduce hook is *epoch_src (device memory, read per tile) instead of `epoch`, so
+   * that a CUDA-graph replay publishes its own call's stamp. */
+  const uint64_t *epoch_src;
+  /* Hook (g), fused reduction (GEMM+RS/AR, additive; `on` 0 = off; needs `out`; compiled
+   * only into kernels that run gemm_cta_run<BKN, true>). A tile whose owner (row0 /
+   * rows_per_owner) is `owner` is not redirected: one thread per warpgroup waits (acquire;
+   * gives up on *abort_word, on *status != 0, or after timeout_ns, then sets *status like
+   * hook a) until flags[s][local tile] >= the epilogue value for every s < nsrc (local tile
+   * = (mb - owner * rows_per_owner / 128) * tiles_n + nb); the epilogue adds the bf16 tiles
+   * src[s] (local rows, ld out_ld, ld.global.cg) to its own tile (rounded to bf16 first) in
+   * fp32 and stores the sum, rounded once, to dst + local_row * dst_ld and to each copies[c]
+   * (ld out_ld, full 16-byte vectors: out_ld >= n rounded up to 8); after the tile's stores
+   * it releases copy_signal[c][local tile] like the signal hook. */
+  struct {
+    int32_t on, owner, nsrc, ncopies;
+    const uint16_t *const *src;
+    const uint64_t *const *flags;
+    void *dst;
+    int64_t dst_ld;
+    void *const *copies;
+    uint64_t *const *copy_signal;
+    const uint32_t *abort_word;
+    uint64_t timeout_ns;
+    uint32_t *status;
+  } reduce;
 } gemm_epilogue_hook_t;
 
 /* Everything one GEMM launch (or one fused kernel's GEMM part) needs. Filled by
@@ -387,7 +413,65 @@ __device__ __forceinline__ uint32_t gemm_pack_bf16x2(float lo, float hi) {
   return *(uint32_t *)&v;
 }
 
-/* Epilogue of one consumer warpgroup g (rows m0 + 64g .. +64 of the tile). */
+/* The value the epilogue releases (signal, copy_signal) and the reduce hook waits for. */
+__device__ __forceinline__ uint64_t gemm_epi_value(const gemm_epilogue_hook_t *eh) {
+  return eh->epoch_src ? *(const volatile uint64_t *)eh->epoch_src : eh->epoch;
+}
+
+/* Hook g: one thread waits for the nsrc partials of local tile `lt` (acquire). Gives up like
+ * hook a, and at once when another warpgroup already gave up (*status != 0). */
+__device__ __forceinline__ void gemm_reduce_wait(const gemm_epilogue_hook_t *eh, int64_t lt) {
+  const uint64_t want = gemm_epi_value(eh);
+  volatile uint32_t *status = eh->reduce.status;
+  for (int s = 0; s < eh->reduce.nsrc; ++s) {
+    const uint64_t *flag = eh->reduce.flags[s] + lt;
+    uint64_t start = 0;
+    for (uint32_t spin = 0;; ++spin) {
+      if (hook_ld_acquire_sys_u64(flag) >= want) break;
+      int why = GEMM_STATUS_OK;
+      if ((eh->reduce.abort_word && hook_ld_relaxed_sys_u32(eh->reduce.abort_word) != 0) ||
+          (status && *status != 0))
+        why = GEMM_STATUS_ABORTED;
+      if ((spin & 63) == 0 && eh->reduce.timeout_ns) {
+        const uint64_t now = hook_globaltimer_ns();
+        if (spin == 0) start = now;
+        else if (now - start > eh->reduce.timeout_ns) why = GEMM_STATUS_TIMEOUT;
+      }
+      if (why != GEMM_STATUS_OK) {
+        if (status) atomicCAS((uint32_t *)status, 0u, (uint32_t)why);
+        return; /* the call is failing: the tile's value no longer matters */
+      }
+    }
+  }
+}
+
+/* Hook g: the 16-byte vector at smem address `sv` (8 bf16 of this CTA's partial) plus the
+ * nsrc arrived partials at (local row, col), summed in fp32, rounded once. */
+__device__ __forceinline__ uint4 gemm_reduce_add(const gemm_epilogue_hook_t *eh, uint32_t sv,
+                                                 int64_t lrow, int gcol) {
+  const uint4 v = ld_shared_v4(sv);
+  float f[8];
+  const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int x = 0; x < 8; ++x) f[x] = __uint_as_float((wv[x >> 1] >> (16 * (x & 1))) << 16);
+  const int64_t off = lrow * eh->out_ld + gcol;
+  for (int s = 0; s < eh->reduce.nsrc; ++s) {
+    const uint4 u = __ldcg((const uint4 *)(eh->reduce.src[s] + off));
+    const uint32_t uv[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int x = 0; x < 8; ++x) f[x] += __uint_as_float((uv[x >> 1] >> (16 * (x & 1))) << 16);
+  }
+  uint4 r;
+  r.x = gemm_pack_bf16x2(f[0], f[1]);
+  r.y = gemm_pack_bf16x2(f[2], f[3]);
+  r.z = gemm_pack_bf16x2(f[4], f[5]);
+  r.w = gemm_pack_bf16x2(f[6], f[7]);
+  return r;
+}
+
+/* Epilogue of one consumer warpgroup g (rows m0 + 64g .. +64 of the tile). RED: hook g is
+ * compiled in (fused reduction kernels only; the stand-alone engine keeps its registers). */
+template <bool RED>
 __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid) {
   const int w = tid >> 5, l = tid & 31;
@@ -405,6 +489,15 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     dst = (uint16_t *)eh->out[owner];
     ld = eh->out_ld;
     dst_row0 = row_base - (int64_t)owner * eh->rows_per_owner;
+  }
+  const int red = RED && eh->out && eh->reduce.on && owner == eh->reduce.owner; /* hook g */
+  const int64_t red_tile =
+      red ? (int64_t)(t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk : 0;
+  if (red) {
+    dst = (uint16_t *)eh->reduce.dst;
+    ld = eh->reduce.dst_ld;
+    /* Ordered before the other threads' loads by the named barrier below (causality). */
+    if (tid == 0 && row_base < M) gemm_reduce_wait(eh, red_tile);
   }
   const int use_tma = p->epi_tma && !eh->out;
   const int r0 = 16 * w + (l >> 2); /* this thread's first row in the warpgroup's 64 */
@@ -434,6 +527,29 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
         }
         bulk_commit_group();
       }
+    } else if (red) { /* hook g: not unrolled (registers: the other half's acc is live) */
+#pragma unroll 1
+      for (int i = 0; i < 8; ++i) {
+        const int q = tid + 128 * i;
+        const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
+        const int grow = row_base + row;
+        const int gcol = col_base + 128 * h + 64 * b + 8 * c;
+        if (grow < M && gcol < N) {
+          const int64_t lrow = dst_row0 + row;
+          const uint4 v = gemm_reduce_add(eh, stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4), lrow, gcol);
+          for (int cc = 0; cc < eh->reduce.ncopies; ++cc)
+            *(uint4 *)((uint16_t *)eh->reduce.copies[cc] + lrow * eh->out_ld + gcol) = v;
+          uint16_t *o = dst + lrow * ld + gcol;
+          if (gcol + 8 <= N) {
+            *(uint4 *)o = v;
+          } else {
+            const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int x = 0; x < 8; ++x)
+              if (x < N - gcol) o[x] = (uint16_t)(wv[x >> 1] >> (16 * (x & 1)));
+          }
+        }
+      }
     } else {
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -456,15 +572,18 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
       }
     }
   }
-  if (eh->signal && t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag) */
+  if ((eh->signal || red) && t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag) */
     if (use_tma && tid == 0) bulk_wait_group0(); /* the TMA writes themselves are done */
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);     /* every consumer thread's stores precede */
     if (g == 0 && tid == 0) {
       const int local_mb = eh->out ? t.m_blk - owner * (eh->rows_per_owner / GEMM_BM) : t.m_blk;
-      uint64_t *flag = eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk;
+      const uint64_t value = gemm_epi_value(eh);
       /* Cumulativity: the barrier ordered all threads' stores before this thread's fence. */
       hook_fence_acq_rel_sys();
-      hook_st_release_sys_u64(flag, eh->epoch);
+      if (eh->signal) hook_st_release_sys_u64(eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk, value);
+      if (red)
+        for (int cc = 0; cc < eh->reduce.ncopies; ++cc)
+          hook_st_release_sys_u64(eh->reduce.copy_signal[cc] + red_tile, value);
     }
   }
 }
@@ -522,7 +641,7 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
 }
 
 /* A consumer warpgroup g (0/1): waits stages, issues wgmma, releases stages, epilogue. */
-template <bool BKN>
+template <bool BKN, bool RED = false>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
   float acc[128];
@@ -584,7 +703,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
                              sbase + GEMM_FLAG_OFF, live))
         continue;
     }
-    gemm_epilogue(p, acc, t, stg, g, tid);
+    gemm_epilogue<RED>(p, acc, t, stg, g, tid);
   }
   if (p->epi_tma && tid == 0) bulk_wait_group0(); /* before the CTA may exit */
 }
@@ -596,7 +715,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * memory (>= GEMM_SMEM_BYTES). The kernel must be __launch_bounds__(384, 1) (setmaxnreg).
  * On return (cluster_m 1), warps 1..3 of warpgroup 0 return at once, with 40 registers:
  * a fused kernel may use them (comm warp, hook e) with named barriers other than 1..3. */
-template <bool BKN>
+template <bool BKN, bool RED = false>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers) {
   const uint32_t raw = smem_u32(smem_raw);
@@ -623,7 +742,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     __syncwarp();
   } else {
     setmaxnreg_inc_232();
-    gemm_consumer<BKN>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    gemm_consumer<BKN, RED>(p, smem, sbase, wg - 1, threadIdx.x & 127);
   }
   /* No CTA of a pair may exit while its peer can still multicast into it or arrive on it. */
   if (cl == 2) cluster_sync();

@@ -1,0 +1,409 @@
+/* bench_gemm_rs.cu — meld_gemm_rs / meld_gemm_ar vs the unfused baselines, per BENCH.md.
+ *
+ * For each suite shape (P = number of GPUs; K_total in {8192, 28672} with N = 8192, and
+ * K_total = 14336 with N = 4096; M in {2048, 8192, 16384}; K_loc = K_total / P; GEMM+AR also
+ * M in {16, 128, 512}), in one run on the same GPUs:
+ *   meld_ms          meld_gemm_rs / meld_gemm_ar, plan's choice (also meld_fused_ms and
+ *                    meld_unfused_ms, each algorithm forced)
+ *   seq_ms           cuBLAS GEMM + NCCL reduce-scatter / all-reduce, one stream (from C)
+ *   compute_ms       min(cuBLAS, meld_gemm) on the per-rank GEMM
+ *   meld_compute_ms  meld_gemm alone
+ *   comm_ms          min(NCCL, meld) reduce-scatter / all-reduce of the bf16 partial
+ *   bound_ms         max(compute_ms, comm_ms)
+ *   rel_err          meld's output vs an fp32 reference (cuBLAS fp32 partials + NCCL fp32 sum)
+ * Medians of 20 timed calls after 5 warm-ups (events around each call, calls back to back),
+ * two input sets alternating. Decode-size AR (M <= 512) is also timed as CUDA-graph replays
+ * (graph_meld_ms, graph_seq_ms, graph_meld_unfused_ms: 10 calls per graph).
+ * NCCL is loaded with dlopen (libnccl.so.2), so this program links without -lnccl.
+ * PyTorch async-TP (peer_ms) comes from bench/gemm_rs_torch.py and is merged into the JSON
+ * afterwards (same shape keys).
+ *
+ * Usage: bench_gemm_rs [--quick] [--json FILE] [--op rs|ar|both]   (--quick: M 8192 and the
+ * decode sizes only, 10 samples). NCCL_NVLS_ENABLE=0 is set here. */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <dlfcn.h>
+#include <math.h>
+
+#include "../tests/gpu/gpu_test.h"
+#include "bench_common.h"
+#include "comm.h"
+#include "meld.h"
+
+/* ---- NCCL through dlopen (the few calls used; ABI of nccl.h 2.x) ----------------------- */
+typedef struct ncclComm *ncclComm_t;
+typedef struct {
+  char internal[128];
+} ncclUniqueId;
+enum { nb_ncclBfloat16 = 9, nb_ncclFloat32 = 7, nb_ncclSum = 0 };
+typedef struct {
+  int (*get_unique_id)(ncclUniqueId *);
+  int (*comm_init_rank)(ncclComm_t *, int, ncclUniqueId, int);
+  int (*comm_destroy)(ncclComm_t);
+  int (*reduce_scatter)(const void *, void *, size_t, int, int, ncclComm_t, cudaStream_t);
+  int (*all_reduce)(const void *, void *, size_t, int, int, ncclComm_t, cudaStream_t);
+  int (*get_version)(int *);
+} nccl_fns_t;
+static nccl_fns_t g_nccl;
+
+static int nccl_load(void) {
+  void *h = dlopen("libnccl.so.2", RTLD_NOW);
+  if (!h) h = dlopen("libnccl.so", RTLD_NOW);
+  if (!h) return 0;
+  g_nccl.get_unique_id = (int (*)(ncclUniqueId *))dlsym(h, "ncclGetUniqueId");
+  g_nccl.comm_init_rank = (int (*)(ncclComm_t *, int, ncclUniqueId, int))dlsym(h, "ncclCommInitRank");
+  g_nccl.comm_destroy = (int (*)(ncclComm_t))dlsym(h, "ncclCommDestroy");
+  g_nccl.reduce_scatter =
+      (int (*)(const void *, void *, size_t, int, int, ncclComm_t, cudaStream_t))dlsym(h, "ncclReduceScatter");
+  g_nccl.all_reduce = (int (*)(const void *, void *, size_t, int, int, ncclComm_t, cudaStream_t))dlsym(h, "ncclAllReduce");
+  g_nccl.get_version = (int (*)(int *))dlsym(h, "ncclGetVersion");
+  return g_nccl.get_unique_id && g_nccl.comm_init_rank && g_nccl.reduce_scatter && g_nccl.all_reduce;
+}
+
+/* ---- shapes and options -------------------------------------------------------------------- */
+static int g_quick = 0, g_ops = 3;
+static const char *g_json = NULL;
+
+typedef struct {
+  int is_ar;
+  int64_t m, n, k_total;
+} shape_t;
+
+static int suite(int P, shape_t *out) {
+  const int64_t kn[3][2] = {{8192, 8192}, {28672, 8192}, {14336, 4096}};
+  const int64_t ms[3] = {2048, 8192, 16384}, md[3] = {16, 128, 512};
+  int n = 0;
+  for (int op = 0; op < 2; op++) {
+    if (!(g_ops & (1 << op))) continue;
+    for (int s = 0; s < 3; s++) {
+      if (op == 1)
+        for (int i = 0; i < 3; i++) out[n++] = (shape_t){1, md[i], kn[s][1], kn[s][0]};
+      for (int i = 0; i < 3; i++) {
+        if (g_quick && ms[i] != 8192) continue;
+        out[n++] = (shape_t){op, ms[i], kn[s][1], kn[s][0]};
+      }
+    }
+  }
+  (void)P;
+  return n;
+}
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+__global__ void fill_bf16(__nv_bfloat16 *p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    p[i] = __float2bfloat16((float)((x >> 40) * (1.0 / (1ull << 23)) - 1.0));
+  }
+}
+
+/* sum (out - ref)^2 and sum ref^2 over rows x n (out bf16 ld ldo, ref fp32 ld n). */
+__global__ void err_kernel(const __nv_bfloat16 *out, int64_t ldo, const float *ref, int64_t rows, int64_t n,
+                           double *acc) {
+  double d2 = 0, r2 = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / n, c = i % n;
+    const double o = __bfloat162float(out[r * ldo + c]), f = ref[i];
+    d2 += (o - f) * (o - f);
+    r2 += f * f;
+  }
+  atomicAdd(&acc[0], d2);
+  atomicAdd(&acc[1], r2);
+}
+
+typedef struct {
+  int rank, P;
+  meld_comm_t comm;
+  ncclComm_t nccl;
+  cudaStream_t s;
+  cublasHandle_t blas;
+  cudaEvent_t ev[64];
+  FILE *json;
+  bench_env_t env;
+  char nccl_ver[32];
+} bctx_t;
+
+typedef void (*op_fn)(bctx_t *, void *, int);
+
+/* Median of `iters` timed calls of fn (after `warm`), each between two events. */
+static float time_op(bctx_t *x, op_fn fn, void *arg, int warm, int iters) {
+  for (int i = 0; i < warm; i++) fn(x, arg, i);
+  for (int i = 0; i < iters; i++) {
+    cudaEventRecord(x->ev[2 * i], x->s);
+    fn(x, arg, i);
+    cudaEventRecord(x->ev[2 * i + 1], x->s);
+  }
+  cudaStreamSynchronize(x->s);
+  float t[32];
+  for (int i = 0; i < iters; i++) cudaEventElapsedTime(&t[i], x->ev[2 * i], x->ev[2 * i + 1]);
+  return bench_median(t, iters);
+}
+
+/* Median per-call time of a CUDA graph of `calls` calls, replayed `reps` times. */
+static float time_graph(bctx_t *x, op_fn fn, void *arg, int calls, int reps) {
+  cudaGraph_t g;
+  cudaGraphExec_t ex;
+  if (cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return -1;
+  for (int i = 0; i < calls; i++) fn(x, arg, i);
+  if (cudaStreamEndCapture(x->s, &g) != cudaSuccess) return -1;
+  if (cudaGraphInstantiate(&ex, g, 0) != cudaSuccess) return -1;
+  for (int i = 0; i < 3; i++) cudaGraphLaunch(ex, x->s);
+  float t[32];
+  for (int i = 0; i < reps; i++) {
+    cudaEventRecord(x->ev[2 * i], x->s);
+    cudaGraphLaunch(ex, x->s);
+    cudaEventRecord(x->ev[2 * i + 1], x->s);
+  }
+  cudaStreamSynchronize(x->s);
+  for (int i = 0; i < reps; i++) {
+    cudaEventElapsedTime(&t[i], x->ev[2 * i], x->ev[2 * i + 1]);
+    t[i] /= (float)calls;
+  }
+  cudaGraphExecDestroy(ex);
+  cudaGraphDestroy(g);
+  return bench_median(t, reps);
+}
+
+typedef struct {
+  shape_t sh;
+  int64_t k, rows, first;
+  __nv_bfloat16 *a[2], *b, *c, *part; /* part: full [M, N] bf16 partial (baselines)  */
+  __nv_bfloat16 *recv;               /* baseline RS / AR output                       */
+  meld_gemm_rs_algo_t algo;
+  int failed;
+} run_t;
+
+static void op_meld(bctx_t *x, void *v, int i) {
+  run_t *r = (run_t *)v;
+  meld_gemm_rs_args_t a;
+  memset(&a, 0, sizeof a);
+  a.a = r->a[i & 1], a.lda = r->k, a.b = r->b, a.ldb = r->k, a.b_layout = MELD_B_NK;
+  a.c = r->c, a.ldc = r->sh.n, a.m = r->sh.m, a.n = r->sh.n, a.k = r->k, a.algo = r->algo;
+  meld_result_t res = r->sh.is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
+  if (res != MELD_OK && !r->failed) {
+    r->failed = 1;
+    fprintf(stderr, "[rank %d] meld op failed: %s\n", x->rank, meld_last_error());
+  }
+}
+
+static void cublas_gemm(bctx_t *x, run_t *r, int i, void *c, cudaDataType ct) {
+  const float alpha = 1.f, beta = 0.f;
+  cublasGemmEx(x->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)r->sh.n, (int)r->sh.m, (int)r->k, &alpha, r->b, CUDA_R_16BF,
+               (int)r->k, r->a[i & 1], CUDA_R_16BF, (int)r->k, &beta, c, ct, (int)r->sh.n, CUBLAS_COMPUTE_32F,
+               CUBLAS_GEMM_DEFAULT);
+}
+static void op_cublas(bctx_t *x, void *v, int i) { cublas_gemm(x, (run_t *)v, i, ((run_t *)v)->part, CUDA_R_16BF); }
+static void op_meld_gemm(bctx_t *x, void *v, int i) {
+  run_t *r = (run_t *)v;
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = r->a[i & 1], g.lda = r->k, g.b = r->b, g.ldb = r->k, g.b_layout = MELD_B_NK;
+  g.c = r->part, g.ldc = r->sh.n, g.m = r->sh.m, g.n = r->sh.n, g.k = r->k;
+  meld_gemm(&g, x->s);
+}
+static void op_nccl(bctx_t *x, void *v, int i) {
+  (void)i;
+  run_t *r = (run_t *)v;
+  const size_t cnt = (size_t)r->sh.m * r->sh.n;
+  if (r->sh.is_ar) g_nccl.all_reduce(r->part, r->recv, cnt, nb_ncclBfloat16, nb_ncclSum, x->nccl, x->s);
+  else g_nccl.reduce_scatter(r->part, r->recv, cnt / x->P, nb_ncclBfloat16, nb_ncclSum, x->nccl, x->s);
+}
+static void op_meld_coll(bctx_t *x, void *v, int i) {
+  (void)i;
+  run_t *r = (run_t *)v;
+  const size_t cnt = (size_t)r->sh.m * r->sh.n;
+  if (r->sh.is_ar) meld_all_reduce(x->comm, r->part, r->recv, cnt, MELD_BF16, x->s);
+  else meld_reduce_scatter(x->comm, r->part, r->recv, cnt / x->P, MELD_BF16, x->s);
+}
+static void op_seq(bctx_t *x, void *v, int i) {
+  op_cublas(x, v, i);
+  op_nccl(x, v, i);
+}
+
+/* rel_err of meld's output (one call, set 0) against cuBLAS fp32 partials summed by NCCL fp32. */
+static double measure_err(bctx_t *x, run_t *r) {
+  float *ref = NULL, *red = NULL;
+  double *acc = NULL, h[2] = {0, 0};
+  const size_t mn = (size_t)r->sh.m * r->sh.n;
+  if (cudaMalloc(&ref, mn * 4) != cudaSuccess || cudaMalloc(&red, mn * 4) != cudaSuccess ||
+      cudaMalloc(&acc, 16) != cudaSuccess) {
+    cudaFree(ref);
+    cudaFree(red);
+    return -1;
+  }
+  cudaMemsetAsync(acc, 0, 16, x->s);
+  cudaMemsetAsync(r->c, 0xff, (size_t)r->rows * r->sh.n * 2 + 2, x->s);
+  op_meld(x, r, 0);
+  cublas_gemm(x, r, 0, ref, CUDA_R_32F);
+  const float *rows_ref = red;
+  if (r->sh.is_ar) g_nccl.all_reduce(ref, red, mn, nb_ncclFloat32, nb_ncclSum, x->nccl, x->s);
+  else g_nccl.reduce_scatter(ref, red, mn / x->P, nb_ncclFloat32, nb_ncclSum, x->nccl, x->s);
+  if (r->rows > 0) err_kernel<<<264, 256, 0, x->s>>>(r->c, r->sh.n, rows_ref, r->rows, r->sh.n, acc);
+  cudaMemcpyAsync(h, acc, 16, cudaMemcpyDeviceToHost, x->s);
+  cudaStreamSynchronize(x->s);
+  cudaFree(ref);
+  cudaFree(red);
+  cudaFree(acc);
+  return h[1] > 0 ? sqrt(h[0] / h[1]) : (h[0] > 0 ? 1e30 : 0);
+}
+
+static void bench_shape(bctx_t *x, const shape_t *sh) {
+  run_t r;
+  memset(&r, 0, sizeof r);
+  r.sh = *sh;
+  const int P = x->P;
+  r.k = sh->k_total / P;
+  r.first = 0;
+  r.rows = sh->m;
+  if (!sh->is_ar) meld_gemm_rs_rows(sh->m, P, x->rank, &r.first, &r.rows);
+  const size_t mk = (size_t)sh->m * r.k, nk = (size_t)sh->n * r.k, mn = (size_t)sh->m * sh->n;
+  int ok = 1;
+  for (int s = 0; s < 2; s++) ok &= cudaMalloc(&r.a[s], mk * 2) == cudaSuccess;
+  ok &= cudaMalloc(&r.b, nk * 2) == cudaSuccess;
+  ok &= cudaMalloc(&r.c, (size_t)(r.rows ? r.rows : 1) * sh->n * 2 + 256) == cudaSuccess;
+  ok &= cudaMalloc(&r.part, mn * 2) == cudaSuccess;
+  ok &= cudaMalloc(&r.recv, mn * 2) == cudaSuccess;
+  if (!ok) {
+    fprintf(stderr, "[rank %d] out of memory for shape m %lld\n", x->rank, (long long)sh->m);
+    goto out;
+  }
+  for (int s = 0; s < 2; s++) fill_bf16<<<1024, 256, 0, x->s>>>(r.a[s], mk, 1000 * x->rank + s + 1);
+  fill_bf16<<<1024, 256, 0, x->s>>>(r.b, nk, 77 + x->rank);
+  cudaStreamSynchronize(x->s);
+  {
+    const int W = g_quick ? 3 : 5, I = g_quick ? 10 : 20;
+    r.algo = MELD_GEMM_RS_AUTO;
+    const float meld_ms = time_op(x, op_meld, &r, W, I);
+    r.algo = MELD_GEMM_RS_FUSED;
+    const float fused_ms = P > 1 ? time_op(x, op_meld, &r, W, I) : -1;
+    const int fused_failed = r.failed;
+    r.failed = 0;
+    r.algo = MELD_GEMM_RS_UNFUSED;
+    const float unfused_ms = time_op(x, op_meld, &r, W, I);
+    r.algo = MELD_GEMM_RS_AUTO;
+    const float seq_ms = x->nccl ? time_op(x, op_seq, &r, W, I) : -1;
+    const float cublas_ms = time_op(x, op_cublas, &r, W, I);
+    const float mgemm_ms = time_op(x, op_meld_gemm, &r, W, I);
+    const float nccl_ms = x->nccl ? time_op(x, op_nccl, &r, W, I) : -1;
+    const float mcoll_ms = time_op(x, op_meld_coll, &r, W, I);
+    float g_meld = -1, g_seq = -1, g_unf = -1;
+    if (sh->is_ar && sh->m <= 512) {
+      g_meld = time_graph(x, op_meld, &r, 10, 10);
+      if (x->nccl) g_seq = time_graph(x, op_seq, &r, 10, 10);
+      r.algo = MELD_GEMM_RS_UNFUSED;
+      g_unf = time_graph(x, op_meld, &r, 10, 10);
+      r.algo = MELD_GEMM_RS_AUTO;
+    }
+    const double err = x->nccl ? measure_err(x, &r) : -1;
+    const float compute_ms = fminf(cublas_ms, mgemm_ms);
+    const float comm_ms = nccl_ms > 0 ? fminf(nccl_ms, mcoll_ms) : mcoll_ms;
+    const float bound_ms = fmaxf(compute_ms, comm_ms);
+    const double flops = 2.0 * sh->m * sh->n * r.k;
+    const double bytes = (double)mn * 2; /* per rank: the partial it holds */
+    if (x->rank == 0) {
+      const char *op = sh->is_ar ? "gemm_ar" : "gemm_rs";
+      printf("%-7s m %5lld n %5lld k_loc %5lld | meld %7.3f (fused %7.3f unfused %7.3f) seq %7.3f | cublas %7.3f "
+             "meld_gemm %7.3f (%4.0f TF) | nccl %7.3f meld_coll %7.3f (%4.0f GB/s) | bound %7.3f | "
+             "ovl %.3f m/b %.3f seq/m %.3f | err %.1e%s\n",
+             op, (long long)sh->m, (long long)sh->n, (long long)r.k, meld_ms, fused_ms, unfused_ms, seq_ms, cublas_ms,
+             mgemm_ms, flops / mgemm_ms / 1e9, nccl_ms, mcoll_ms, bytes / comm_ms / 1e6, bound_ms,
+             meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, err,
+             (r.failed || fused_failed) ? " FAILED-CALLS" : "");
+      if (g_meld > 0)
+        printf("        graph: meld %7.4f unfused %7.4f seq(cublas+nccl) %7.4f ms\n", g_meld, g_unf, g_seq);
+      fflush(stdout);
+      if (x->json) {
+        fprintf(x->json,
+                "{\"op\": \"%s\", \"shape\": {\"m\": %lld, \"n\": %lld, \"k\": %lld, \"k_total\": %lld}, \"nranks\": %d, "
+                "\"nnodes\": 1, \"dtype\": \"bf16\", \"meld_ms\": %.5f, \"meld_fused_ms\": %.5f, \"meld_unfused_ms\": %.5f, "
+                "\"seq_ms\": %.5f, \"peer_ms\": null, \"peer\": \"torch_async_tp\", \"compute_ms\": %.5f, "
+                "\"cublas_ms\": %.5f, \"meld_compute_ms\": %.5f, \"comm_ms\": %.5f, \"nccl_ms\": %.5f, "
+                "\"meld_comm_ms\": %.5f, \"bound_ms\": %.5f, \"overlap_eff\": %.4f, \"meld_over_bound\": %.4f, "
+                "\"seq_over_meld\": %.4f, \"graph_meld_ms\": %.5f, \"graph_meld_unfused_ms\": %.5f, "
+                "\"graph_seq_ms\": %.5f, \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
+                "\"nccl\": \"%s\", \"torch\": null, \"date\": \"%s\", \"commit\": \"%s\"}\n",
+                op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,
+                unfused_ms, seq_ms, compute_ms, cublas_ms, mgemm_ms, comm_ms, nccl_ms, mcoll_ms, bound_ms,
+                meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, err,
+                x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, x->env.date, x->env.commit);
+        fflush(x->json);
+      }
+    }
+    meld_result_t cr = meld_comm_check(x->comm);
+    if (cr != MELD_OK) fprintf(stderr, "[rank %d] comm error: %s\n", x->rank, meld_last_error());
+  }
+out:
+  cudaDeviceSynchronize();
+  for (int s = 0; s < 2; s++) cudaFree(r.a[s]);
+  cudaFree(r.b);
+  cudaFree(r.c);
+  cudaFree(r.part);
+  cudaFree(r.recv);
+}
+
+static void rank_main(int rank, int P) {
+  bctx_t x;
+  memset(&x, 0, sizeof x);
+  x.rank = rank;
+  x.P = P;
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 60000;
+  if (!getenv("MELD_WORKSPACE_BYTES")) cfg.workspace_bytes = (size_t)600 << 20; /* fused at M 16384 */
+  if (meld_comm_init_env(&x.comm, &cfg) != MELD_OK) {
+    fprintf(stderr, "[rank %d] init: %s\n", rank, meld_last_error());
+    gt_failed++;
+    return;
+  }
+  cudaStreamCreateWithFlags(&x.s, cudaStreamNonBlocking);
+  cublasCreate(&x.blas);
+  cublasSetStream(x.blas, x.s);
+  for (int i = 0; i < 64; i++) cudaEventCreate(&x.ev[i]);
+  bench_env(&x.env, 0);
+  if (nccl_load()) {
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (rank == 0) g_nccl.get_unique_id(&id);
+    meld_bootstrap_bcast(x.comm->boot, &id, sizeof id, 0);
+    if (g_nccl.comm_init_rank(&x.nccl, P, id, rank) != 0) x.nccl = NULL;
+    int v = 0;
+    if (g_nccl.get_version) g_nccl.get_version(&v);
+    snprintf(x.nccl_ver, sizeof x.nccl_ver, "%d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+  }
+  if (!x.nccl && rank == 0) printf("NCCL not available: seq/comm baselines use meld only\n");
+  if (rank == 0 && g_json) x.json = fopen(g_json, "a");
+  if (rank == 0)
+    printf("bench_gemm_rs: %d ranks, %s, NCCL %s; times in ms (median); ovl = meld / max(meld_gemm, comm), "
+           "m/b = meld / bound\n",
+           P, x.env.gpu, x.nccl_ver);
+  shape_t sh[64];
+  const int n = suite(P, sh);
+  for (int i = 0; i < n; i++) bench_shape(&x, &sh[i]);
+  if (x.json) fclose(x.json);
+  meld_bootstrap_barrier(x.comm->boot);
+  if (x.nccl && g_nccl.comm_destroy) g_nccl.comm_destroy(x.nccl);
+  meld_comm_destroy(x.comm);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) g_quick = 1;
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
+    else if (!strcmp(argv[i], "--op") && i + 1 < argc) {
+      ++i;
+      g_ops = !strcmp(argv[i], "rs") ? 1 : !strcmp(argv[i], "ar") ? 2 : 3;
+    } else {
+      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--op rs|ar|both]\n", argv[0]);
+      return 2;
+    }
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  setenv("GT_SPAWN_TIMEOUT_S", "900", 0);
+  const int n = gt_device_count();
+  if (n < 1) {
+    printf("no GPU\n");
+    return 0;
+  }
+  return gt_spawn(n, rank_main) ? 1 : 0;
+}

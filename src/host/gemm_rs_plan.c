@@ -1,0 +1,207 @@
+/* gemm_rs_plan.c — validation, row split, layout and algorithm choice of GEMM+RS / GEMM+AR. */
+#include "gemm_rs_plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/proto.h"
+#include "error.h"
+#include "gemm_plan.h"
+
+void gemm_rs_rows(int64_t m, int nranks, int rank, int64_t *first, int64_t *count) {
+  const int64_t R = nranks > 0 ? (m + nranks - 1) / nranks : 0;
+  int64_t f = R * rank;
+  if (f > m) f = m;
+  int64_t e = f + R;
+  if (e > m) e = m;
+  *first = f;
+  *count = e - f;
+}
+
+meld_result_t meld_gemm_rs_rows(int64_t m, int nranks, int rank, int64_t *first, int64_t *count) {
+  if (!first || !count) return meld_error(MELD_ERR_INVALID_ARG, "meld_gemm_rs_rows: NULL output");
+  if (m < 0 || nranks < 1 || rank < 0 || rank >= nranks)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_gemm_rs_rows: m %lld, nranks %d, rank %d: need m >= 0 and 0 <= rank < nranks",
+                      (long long)m, nranks, rank);
+  gemm_rs_rows(m, nranks, rank, first, count);
+  return MELD_OK;
+}
+
+meld_result_t gemm_rs_args_validate(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank) {
+  const char *name = is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", name);
+  if (nranks < 1 || rank < 0 || rank >= nranks)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: rank %d of %d ranks", name, rank, nranks);
+  if (a->algo != MELD_GEMM_RS_AUTO && a->algo != MELD_GEMM_RS_FUSED && a->algo != MELD_GEMM_RS_UNFUSED)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: algo %d is not AUTO (0), FUSED (1) or UNFUSED (2)", name,
+                      (int)a->algo);
+  if (a->m < 1 || a->n < 1 || a->k < 1)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: m %lld, n %lld, k %lld: each must be >= 1", name,
+                      (long long)a->m, (long long)a->n, (long long)a->k);
+  if (a->m > INT32_MAX || a->n > INT32_MAX || a->k > INT32_MAX)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: m %lld, n %lld, k %lld: each must be < 2^31", name,
+                      (long long)a->m, (long long)a->n, (long long)a->k);
+  int64_t first = 0, rows = a->m;
+  if (!is_ar) gemm_rs_rows(a->m, nranks, rank, &first, &rows);
+  /* A and B as meld_gemm checks them (its sentences name meld_gemm's fields). */
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = a->a;
+  g.lda = a->lda;
+  g.b = a->b;
+  g.ldb = a->ldb;
+  g.b_layout = a->b_layout;
+  g.c = a->c ? a->c : (void *)(uintptr_t)a->a; /* C is checked below (it may be empty on a rank of meld_gemm_rs) */
+  g.ldc = a->ldc >= a->n ? a->ldc : ((a->n + 7) / 8) * 8;
+  g.m = a->m;
+  g.n = a->n;
+  g.k = a->k;
+  meld_result_t r = gemm_args_validate(&g);
+  if (r != MELD_OK) return meld_error(r, "%s: %s", name, meld_last_error());
+  if (rows > 0) {
+    if (!a->c) return meld_error(MELD_ERR_INVALID_ARG, "%s: c is NULL (this rank receives %lld rows)", name, (long long)rows);
+    if ((uintptr_t)a->c % 16)
+      return meld_error(MELD_ERR_INVALID_ARG, "%s: c %p is not 16-byte aligned", name, a->c);
+    if (a->ldc < a->n || a->ldc % 8)
+      return meld_error(MELD_ERR_INVALID_ARG, "%s: ldc %lld must be >= n %lld and a multiple of 8", name,
+                        (long long)a->ldc, (long long)a->n);
+  }
+  return MELD_OK;
+}
+
+/* Largest power of two <= 16 dividing x (x = 0: 16). */
+static int pow2_divisor16(int64_t x) {
+  int g = 16;
+  while (g > 1 && x % g) g /= 2;
+  return g;
+}
+
+meld_result_t gemm_rs_plan_make(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank,
+                                int nnodes, size_t workspace_bytes, gemm_rs_plan_t *pl) {
+  const char *name = is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
+  if (!pl) return meld_error(MELD_ERR_INVALID_ARG, "%s: plan is NULL", name);
+  MELD_CHECK(gemm_rs_args_validate(a, is_ar, nranks, rank));
+  memset(pl, 0, sizeof *pl);
+  const int P = nranks;
+  pl->is_ar = is_ar;
+  pl->nranks = P;
+  pl->rank = rank;
+  pl->m = a->m;
+  pl->n = a->n;
+  pl->k = a->k;
+  pl->split_rows = (a->m + P - 1) / P;
+  if (is_ar) {
+    pl->rows_first = 0;
+    pl->rows_count = a->m;
+  } else {
+    gemm_rs_rows(a->m, P, rank, &pl->rows_first, &pl->rows_count);
+  }
+  pl->ldn = ((a->n + 7) / 8) * 8;
+  pl->tiles_m = (int)((a->m + 127) / 128);
+  pl->tiles_n = (int)((a->n + 255) / 256);
+  pl->rpo = ((pl->split_rows + 127) / 128) * 128;
+  pl->tiles_own = (int)(pl->rpo / 128) * pl->tiles_n;
+  pl->slot_bytes = (((size_t)pl->rpo * (size_t)pl->ldn * 2) + 255) / 256 * 256;
+  pl->ws_needed = GEMM_RS_HDR_BYTES + (size_t)(is_ar ? 2 : 1) * (size_t)(P - 1) * pl->slot_bytes;
+  pl->scratch_bytes = is_ar ? 0 : (size_t)(P + 1) * (size_t)pl->split_rows * (size_t)pl->ldn * 2;
+  /* Tile order: logical m-block i runs as (i + m_rotate) % tiles_m. The next ranks' rows
+   * first, own rows last (so that the epilogue's waits only ever depend on tiles that peers
+   * compute before any of their own waits: no cycle). When every later owner is empty
+   * (small M), no rotation: the own rows are then the last existing ones. */
+  const int64_t B = pl->rpo / 128, T = pl->tiles_m;
+  if ((int64_t)(rank + 1) * B < T) {
+    pl->m_rotate = (int)((rank + 1) * B);
+    pl->own_first = (int)(T - B);
+  } else {
+    pl->m_rotate = 0;
+    pl->own_first = (int)((int64_t)rank * B < T ? (int64_t)rank * B : T);
+  }
+  pl->group_m = pow2_divisor16(pl->own_first);
+  /* The argument hash: every shape the ranks must agree on (pointers and leading dimensions
+   * are per rank). The algorithm is part of it, so ranks that planned differently fail
+   * together instead of waiting for each other. */
+  pl->algo = MELD_GEMM_RS_FUSED;
+  const char *why_not = NULL;
+  int ws_short = 0;
+  if (P == 1) why_not = "one rank: a plain GEMM";
+  else if (nnodes > 1) why_not = "ranks on several nodes (the fused kernel is intra-node)";
+  else if (P > GEMM_RS_MAX_RANKS) why_not = "more than 16 ranks";
+  else if (!is_ar && pl->split_rows % 128) why_not = "rows per rank ceil(M/P) are not a multiple of 128";
+  else if (!meld_signal_layout_fits(P, 2, (uint32_t)pl->tiles_own) || pl->tiles_own > (int)MELD_PAD_SIGNAL_SLOTS)
+    why_not = "too many tiles per rank for the signal pad";
+  else if (workspace_bytes < pl->ws_needed) {
+    why_not = "the workspace cannot hold the partial staging";
+    ws_short = 1;
+  }
+  if (a->algo == MELD_GEMM_RS_FUSED && why_not) {
+    if (ws_short)
+      return meld_error(MELD_ERR_OUT_OF_MEMORY,
+                        "%s: the fused path needs %zu bytes of workspace (M %lld, N %lld, %d ranks), the comm has "
+                        "%zu: set MELD_WORKSPACE_BYTES (or config.workspace_bytes) to at least %zu",
+                        name, pl->ws_needed, (long long)a->m, (long long)a->n, P, workspace_bytes, pl->ws_needed);
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: the fused path cannot run: %s", name, why_not);
+  }
+  if (why_not || a->algo == MELD_GEMM_RS_UNFUSED) {
+    pl->algo = MELD_GEMM_RS_UNFUSED;
+    pl->why_unfused = why_not ? why_not : "forced";
+  }
+  uint64_t h = meld_hash_init();
+  h = meld_hash_u64(h, is_ar ? MELD_OP_GEMM_AR : MELD_OP_GEMM_RS);
+  h = meld_hash_u64(h, (uint64_t)a->m);
+  h = meld_hash_u64(h, (uint64_t)a->n);
+  h = meld_hash_u64(h, (uint64_t)a->k);
+  h = meld_hash_u64(h, (uint64_t)pl->algo);
+  h = meld_hash_u64(h, (uint64_t)P);
+  pl->arg_hash = meld_hash_fold(h);
+  return MELD_OK;
+}
+
+#define WHY(...)                                     \
+  do {                                               \
+    if (why && len) snprintf(why, len, __VA_ARGS__); \
+    return 1;                                        \
+  } while (0)
+
+int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len) {
+  if (!pl) WHY("gemm_rs: plan is NULL");
+  if (pl->nranks < 1 || pl->rank < 0 || pl->rank >= pl->nranks) WHY("gemm_rs: rank %d of %d", pl->rank, pl->nranks);
+  if (pl->algo != MELD_GEMM_RS_FUSED && pl->algo != MELD_GEMM_RS_UNFUSED) WHY("gemm_rs: algo %d", (int)pl->algo);
+  if (pl->rows_first < 0 || pl->rows_count < 0 || pl->rows_first + pl->rows_count > pl->m)
+    WHY("gemm_rs: rows [%lld, +%lld) outside M %lld", (long long)pl->rows_first, (long long)pl->rows_count,
+        (long long)pl->m);
+  if (pl->algo == MELD_GEMM_RS_UNFUSED) return 0;
+  if (pl->nranks < 2 || pl->nranks > GEMM_RS_MAX_RANKS) WHY("gemm_rs: fused needs 2..%d ranks, not %d", GEMM_RS_MAX_RANKS, pl->nranks);
+  if (pl->rpo < 128 || pl->rpo % 128) WHY("gemm_rs: rows per owner %lld is not a positive multiple of 128", (long long)pl->rpo);
+  if (pl->rpo * pl->nranks < pl->m) WHY("gemm_rs: %d owners x %lld rows do not cover M %lld", pl->nranks, (long long)pl->rpo, (long long)pl->m);
+  if (!pl->is_ar && pl->rpo != pl->split_rows)
+    WHY("gemm_rs: rows per owner %lld differ from the split ceil(M/P) = %lld", (long long)pl->rpo, (long long)pl->split_rows);
+  if (pl->ldn < pl->n || pl->ldn % 8) WHY("gemm_rs: staging ld %lld", (long long)pl->ldn);
+  if (pl->m_rotate < 0 || pl->m_rotate >= pl->tiles_m) WHY("gemm_rs: m_rotate %d outside [0, %d)", pl->m_rotate, pl->tiles_m);
+  if (pl->group_m < 1 || pl->own_first % pl->group_m)
+    WHY("gemm_rs: group_m %d does not divide the first own m-block %d (own tiles must come strictly last)",
+        pl->group_m, pl->own_first);
+  if (!meld_signal_layout_fits(pl->nranks, 2, (uint32_t)pl->tiles_own))
+    WHY("gemm_rs: %d ranks x 2 channels x %d tiles exceed the pad's %u signal slots", pl->nranks, pl->tiles_own,
+        MELD_PAD_SIGNAL_SLOTS);
+  if (pl->ws_needed > workspace_bytes)
+    WHY("gemm_rs: needs %zu bytes of workspace, has %zu (MELD_WORKSPACE_BYTES)", pl->ws_needed, workspace_bytes);
+  return 0;
+}
+
+void gemm_rs_plan_format(const gemm_rs_plan_t *pl, char *buf, size_t len) {
+  if (!buf || !len) return;
+  if (!pl) {
+    snprintf(buf, len, "gemm_rs plan: NULL");
+    return;
+  }
+  snprintf(buf, len,
+           "%s %lld x %lld x %lld, rank %d of %d, rows [%lld, +%lld), algo %s%s%s\n"
+           "  fused: rows/owner %lld, ldn %lld, tiles %d x %d (%d per owner), m_rotate %d, own_first %d, "
+           "group_m %d, slot %zu B, workspace %zu B; unfused scratch %zu B; hash %08x",
+           pl->is_ar ? "gemm_ar" : "gemm_rs", (long long)pl->m, (long long)pl->n, (long long)pl->k, pl->rank,
+           pl->nranks, (long long)pl->rows_first, (long long)pl->rows_count,
+           pl->algo == MELD_GEMM_RS_FUSED ? "fused" : "unfused", pl->why_unfused ? ": " : "",
+           pl->why_unfused ? pl->why_unfused : "", (long long)pl->rpo, (long long)pl->ldn, pl->tiles_m, pl->tiles_n,
+           pl->tiles_own, pl->m_rotate, pl->own_first, pl->group_m, pl->slot_bytes, pl->ws_needed, pl->scratch_bytes,
+           pl->arg_hash);
+}

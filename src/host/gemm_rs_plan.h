@@ -1,0 +1,90 @@
+/* gemm_rs_plan.h — GEMM + ReduceScatter / AllReduce: argument validation, the row split, the
+ * fused kernel's workspace and signal layout, and the fused/unfused choice. Pure host C (no
+ * CUDA calls), unit-tested on the CPU (tests/unit/test_gemm_rs_plan.c).
+ *
+ * Fused layout (P ranks, this rank r, R = rows per owner, a multiple of 128, ldn = N rounded up
+ * to 8, T_own = (R / 128) * ceil(N / 256) tiles per owner):
+ *   workspace of every rank, from offset 0:
+ *     [0, 4 KiB)           header, rewritten by every CTA of every call (identical values):
+ *                          the call's stamp and the hook pointer arrays (offsets below)
+ *     partial slot s       (s = 0..P-2) at GEMM_RS_HDR_BYTES + s * slot_bytes: the bf16
+ *                          partial of this rank's rows from sender q = (r + 1 + s) % P,
+ *                          R x ldn, local rows (row - r * R)
+ *     result slot s (AR)   at GEMM_RS_HDR_BYTES + (P - 1 + s) * slot_bytes: the reduced rows
+ *                          of owner q = (r + 1 + s) % P, R x ldn
+ *   signal pad of every rank: slot meld_signal_index(sender q, P, channel, tile, T_own);
+ *     channel 0: "partial of my tile from q arrived", channel 1 (AR): "q's reduced tile
+ *     arrived". Values are meld_stamp(epoch, 1): never reset, larger every call.
+ * Sender q's slot index at owner o: (q - o - 1 + P) % P. */
+#ifndef MELD_HOST_GEMM_RS_PLAN_H
+#define MELD_HOST_GEMM_RS_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meld.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GEMM_RS_MAX_RANKS 16       /* fused path: hook pointer arrays in the header         */
+#define GEMM_RS_HDR_BYTES 4096     /* workspace header                                      */
+/* Header offsets (bytes): stamp, then six pointer arrays of GEMM_RS_MAX_RANKS entries. */
+#define GEMM_RS_HDR_STAMP 0
+#define GEMM_RS_HDR_OUT 64
+#define GEMM_RS_HDR_SIGNAL (GEMM_RS_HDR_OUT + 8 * GEMM_RS_MAX_RANKS)
+#define GEMM_RS_HDR_SRC (GEMM_RS_HDR_SIGNAL + 8 * GEMM_RS_MAX_RANKS)
+#define GEMM_RS_HDR_FLAGS (GEMM_RS_HDR_SRC + 8 * GEMM_RS_MAX_RANKS)
+#define GEMM_RS_HDR_COPIES (GEMM_RS_HDR_FLAGS + 8 * GEMM_RS_MAX_RANKS)
+#define GEMM_RS_HDR_COPY_SIGNAL (GEMM_RS_HDR_COPIES + 8 * GEMM_RS_MAX_RANKS)
+
+typedef struct {
+  int is_ar;                /* 0: meld_gemm_rs, 1: meld_gemm_ar                           */
+  int nranks, rank;
+  int64_t m, n, k;
+  int64_t rows_first, rows_count; /* RS: this rank's output rows; AR: 0, M                */
+  int64_t split_rows;       /* R = ceil(M / P): the user-visible split (RS)                 */
+  meld_gemm_rs_algo_t algo; /* FUSED or UNFUSED (never AUTO after planning)                 */
+  const char *why_unfused;  /* static sentence when AUTO chose UNFUSED (or NULL)            */
+  /* fused: */
+  int64_t rpo;              /* rows per owner (multiple of 128)                             */
+  int64_t ldn;              /* staging leading dimension (elements)                         */
+  int tiles_m, tiles_n;     /* of the whole GEMM (128 x 256 tiles)                          */
+  int tiles_own;            /* (rpo / 128) * tiles_n: flags per (sender, channel)           */
+  int m_rotate;             /* GEMM tile order: the next ranks' rows first, own rows last   */
+  int own_first;            /* first logical m-block of this rank's own rows                */
+  int group_m;              /* raster group dividing own_first (own tiles strictly last)    */
+  size_t slot_bytes;        /* rpo * ldn * 2, rounded up to 256                             */
+  size_t ws_needed;         /* header + slots                                               */
+  /* unfused (RS): scratch buffer rows x ldn for the GEMM output and the received rows */
+  size_t scratch_bytes;
+  uint32_t arg_hash;        /* folded hash of the shapes every rank must agree on           */
+} gemm_rs_plan_t;
+
+/* The row split of meld_gemm_rs (see meld.h). */
+void gemm_rs_rows(int64_t m, int nranks, int rank, int64_t *first, int64_t *count);
+
+/* Checks arguments (name = "meld_gemm_rs" / "meld_gemm_ar" for messages). MELD_OK or
+ * MELD_ERR_INVALID_ARG with a sentence. Touches no CUDA state. */
+meld_result_t gemm_rs_args_validate(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank);
+
+/* Plans one call: validates, computes the split, the layout, and the algorithm. nnodes > 1
+ * or nranks > GEMM_RS_MAX_RANKS make the fused path illegal; a workspace smaller than
+ * ws_needed too (AUTO then takes the unfused path; forced FUSED fails with
+ * MELD_ERR_OUT_OF_MEMORY naming MELD_WORKSPACE_BYTES). */
+meld_result_t gemm_rs_plan_make(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank,
+                                int nnodes, size_t workspace_bytes, gemm_rs_plan_t *pl);
+
+/* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
+ * group_m divides own_first, ...); else 1 and a sentence in why. */
+int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len);
+
+/* One line per group of fields. */
+void gemm_rs_plan_format(const gemm_rs_plan_t *pl, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,383 @@
+/* gemm_rs.cu — GEMM + ReduceScatter and GEMM + AllReduce: the fused kernel (one cooperative
+ * persistent launch per call), its launch, and the unfused fallback (meld_gemm, then meld's
+ * own reduce-scatter / all-reduce).
+ *
+ * Fused kernel, every CTA (one per SM, 384 threads, the GEMM engine's shared memory):
+ *   1. meld_call_begin: epoch, role ticket, argument handshake (which also proves every peer
+ *      finished the previous call, so the staging slots are free: no credits needed).
+ *   2. Rewrites the workspace header (the call's stamp and the hook pointer arrays: the same
+ *      values from every CTA, so the benign overlap needs no grid barrier).
+ *   3. Runs the GEMM engine on all CTAs (static schedule, worker = ticket). Tile order
+ *      (m_rotate): the rows of rank r+1 first, then r+2, ..., own rows last. A tile of another
+ *      owner goes through the epilogue redirect into that owner's staging slot (bf16, 16-byte
+ *      stores over NVLink) and its flag in the owner's pad is released (value: the stamp from
+ *      the header, so graph replays publish fresh values). An own tile waits for the P-1
+ *      partials of the same tile (computed by the peers BEFORE their own tiles, so no wait
+ *      cycle exists), adds them to its own (bf16-rounded) values in fp32, and stores C
+ *      (gemm.cuh hook g).
+ *   4. AR only: the reduced tile is also pushed into every peer's result slot and flagged;
+ *      after its GEMM work each CTA's consumer warpgroups take peers' reduced tiles from a
+ *      queue, wait for their flags and copy them into C.
+ *   5. A failed wait in the epilogue (abort, timeout) leaves a status word; one thread turns
+ *      it into the error record; meld_call_end advances the epoch.
+ * Memory-ordering arguments: next to each wait and release (gemm.cuh hooks, signal.cuh). */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "comm.h"
+#include "device/gemm.cuh"
+#include "device/launch.cuh"
+#include "error.h"
+#include "gemm_plan.h"
+#include "gemm_rs_plan.h"
+#include "log.h"
+#include "proto.h"
+
+typedef struct {
+  gemm_params_t g;                         /* engine params; hooks point into the header   */
+  uint8_t *ws;                             /* this rank's workspace (header at 0)          */
+  uint8_t *peer_ws[GEMM_RS_MAX_RANKS];     /* peers' mapped workspaces ([rank] = ws)        */
+  uint16_t *c;                             /* user C (AR copy phase)                        */
+  int64_t ldc, m, n, rpo, ldn;
+  uint64_t slot_bytes;
+  int32_t nranks, rank, is_ar, tiles_own, tiles_n, tiles_m;
+  uint32_t arg_hash;
+} gemm_rs_kargs_t;
+
+#define GEMM_RS_BAR_COPY 4 /* named barrier of the AR copy phase (engine owns 1..3) */
+
+/* Slot index of sender q at owner o. */
+__device__ __forceinline__ int gemm_rs_sidx(int q, int o, int P) { return (q - o - 1 + P) % P; }
+
+/* Step 2: the header, from threads 0..P-1 (per-owner arrays) and 32..32+P-2 (per-peer). */
+__device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *a) {
+  const int P = a->nranks, r = a->rank, t = (int)threadIdx.x;
+  uint8_t *h = a->ws;
+  const uint64_t hdr = GEMM_RS_HDR_BYTES;
+  if (t == 0) *(volatile uint64_t *)(h + GEMM_RS_HDR_STAMP) = meld_stamp(c->epoch, 1);
+  if (t < P) {
+    const int q = t;
+    uint8_t *out = q == r ? a->ws + hdr : a->peer_ws[q] + hdr + (uint64_t)gemm_rs_sidx(r, q, P) * a->slot_bytes;
+    uint64_t *sig = meld_peer_signal(c, q, meld_signal_index(r, P, 0, 0, (uint32_t)a->tiles_own));
+    ((void *volatile *)(h + GEMM_RS_HDR_OUT))[q] = out;
+    ((uint64_t *volatile *)(h + GEMM_RS_HDR_SIGNAL))[q] = sig;
+  }
+  if (t >= 32 && t < 32 + P - 1) {
+    const int s = t - 32, q = (r + 1 + s) % P;
+    ((const uint16_t *volatile *)(h + GEMM_RS_HDR_SRC))[s] = (const uint16_t *)(a->ws + hdr + (uint64_t)s * a->slot_bytes);
+    ((const uint64_t *volatile *)(h + GEMM_RS_HDR_FLAGS))[s] =
+        meld_local_signal(c, meld_signal_index(q, P, 0, 0, (uint32_t)a->tiles_own));
+    ((void *volatile *)(h + GEMM_RS_HDR_COPIES))[s] =
+        a->peer_ws[q] + hdr + (uint64_t)(P - 1 + gemm_rs_sidx(r, q, P)) * a->slot_bytes;
+    ((uint64_t *volatile *)(h + GEMM_RS_HDR_COPY_SIGNAL))[s] =
+        meld_peer_signal(c, q, meld_signal_index(r, P, 1, 0, (uint32_t)a->tiles_own));
+  }
+}
+
+/* Step 4 (AR), threads 128..383 (the consumer warpgroups, 232 registers): copy the peers'
+ * reduced tiles from the result slots into C, in queue order. */
+__device__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_kargs_t *a) {
+  __shared__ uint32_t s_item;
+  __shared__ int s_ok;
+  const int P = a->nranks, r = a->rank;
+  const int lt = (int)threadIdx.x - 128;
+  const uint32_t total = (uint32_t)(P - 1) * (uint32_t)a->tiles_own;
+  const int B = (int)(a->rpo / GEMM_BM);
+  const uint64_t stamp = meld_stamp(c->epoch, 1);
+  for (;;) {
+    if (lt == 0) {
+      uint32_t item = meld_queue_next(c, 1);
+      int ok = 1;
+      if (item < total) {
+        const int s = (int)(item / (uint32_t)a->tiles_own), tile = (int)(item % (uint32_t)a->tiles_own);
+        const int q = (r + 1 + s) % P;
+        if (q * B + tile / a->tiles_n < a->tiles_m) /* the tile exists (short last owner) */
+          ok = meld_wait_signal(c, meld_signal_index(q, P, 1, (uint32_t)tile, (uint32_t)a->tiles_own), stamp, q,
+                                "AR reduced tile") ? 1 : 0;
+      }
+      s_item = item;
+      s_ok = ok;
+    }
+    /* Causality: producer release -> thread lt 0's acquire fence -> barrier -> all threads. */
+    named_bar_sync(GEMM_RS_BAR_COPY, 256);
+    const uint32_t item = s_item;
+    const int ok = s_ok;
+    named_bar_sync(GEMM_RS_BAR_COPY, 256); /* everyone read s_item before it is rewritten */
+    if (item >= total || !ok) break;
+    const uint64_t t0 = lt == 0 ? meld_trace_begin(c) : 0;
+    const int s = (int)(item / (uint32_t)a->tiles_own), tile = (int)(item % (uint32_t)a->tiles_own);
+    const int q = (r + 1 + s) % P;
+    const int64_t lrow0 = (int64_t)(tile / a->tiles_n) * GEMM_BM;
+    const int col0 = (tile % a->tiles_n) * GEMM_BN;
+    const uint16_t *src = (const uint16_t *)(a->ws + GEMM_RS_HDR_BYTES + (uint64_t)(P - 1 + s) * a->slot_bytes);
+#pragma unroll 1
+    for (int i = 0; i < 16; ++i) { /* 128 rows x 32 vectors of 8 bf16 */
+      const int v = lt + 256 * i;
+      const int row = v >> 5, cv = v & 31;
+      const int64_t lrow = lrow0 + row, grow = (int64_t)q * a->rpo + lrow;
+      const int gcol = col0 + 8 * cv;
+      if (grow >= a->m || gcol >= a->n) continue;
+      const uint4 x = __ldcg((const uint4 *)(src + lrow * a->ldn + gcol));
+      uint16_t *o = a->c + grow * a->ldc + gcol;
+      if (gcol + 8 <= a->n) {
+        *(uint4 *)o = x;
+      } else {
+        const uint32_t wv[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (e < a->n - gcol) o[e] = (uint16_t)(wv[e >> 1] >> (16 * (e & 1)));
+      }
+    }
+    if (lt == 0) meld_trace_end(c, MELD_ROLE_COMM, item, t0);
+  }
+}
+
+/* Rebuilds the call's ctx from the CTA's shared cells (meld_call_begin left them there), so
+ * that nothing of it stays live in registers across the GEMM (the consumers need all 168). */
+__device__ __forceinline__ void gemm_rs_ctx_reload(meld_ctx_t *c, const meld_proto_dev_t *p, const gemm_rs_kargs_t *a) {
+  const meld_cta_shared_t *s = meld_cta_shared();
+  c->p = p;
+  c->op = a->is_ar ? MELD_OP_GEMM_AR : MELD_OP_GEMM_RS;
+  c->arg_hash = a->arg_hash;
+  c->cta = blockIdx.x;
+  c->epoch = s->epoch;
+  c->ticket = s->ticket;
+  c->role = meld_role_of_ticket(c->ticket, 0);
+  c->failed = s->ok ? 0u : 1u;
+}
+
+template <bool BKN>
+__global__ void __launch_bounds__(GEMM_THREADS, 1)
+    gemm_rs_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_rs_kargs_t a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t gemm_rs_smem[];
+  __shared__ uint64_t s_t0;
+  {
+    meld_ctx_t ctx;
+    if (meld_call_begin(&ctx, &proto, a.is_ar ? MELD_OP_GEMM_AR : MELD_OP_GEMM_RS, a.arg_hash, 0)) {
+      gemm_rs_header_fill(&ctx, &a);
+      if (threadIdx.x == 0) s_t0 = meld_trace_begin(&ctx);
+    }
+  }
+  __syncthreads(); /* this CTA's header stores before its epilogues read them (CTA scope) */
+  if (meld_cta_shared()->ok) gemm_cta_run<BKN, true>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x);
+  __syncthreads();
+  meld_ctx_t ctx;
+  gemm_rs_ctx_reload(&ctx, &proto, &a);
+  if (!ctx.failed) {
+    if (threadIdx.x == 0) meld_trace_end(&ctx, MELD_ROLE_COMPUTE, ctx.ticket, s_t0);
+    __syncthreads(); /* the trace count before the copy phase's records */
+    if (a.is_ar && threadIdx.x >= 128) gemm_ar_copy_phase(&ctx, &a);
+    if (threadIdx.x == 128) { /* a consumer thread: full registers (warpgroup 0 has 40) */
+      /* An epilogue wait that gave up (hook g) left its reason in the status word. */
+      const uint32_t st = *(volatile uint32_t *)a.g.epi.reduce.status;
+      if (st != GEMM_STATUS_OK && !ctx.failed)
+        meld_fail(&ctx, st == GEMM_STATUS_TIMEOUT ? MELD_FAIL_TIMEOUT : MELD_FAIL_ABORTED,
+                  meld_wait_info(MELD_REGION_SIGNAL, 0, -1, "partial tile (epilogue)"), meld_stamp(ctx.epoch, 1), 0,
+                  0, ld_relaxed_sys_u32(meld_abort_word(&proto)));
+    }
+  }
+  meld_call_end(&ctx);
+#endif
+}
+
+/* ---- host ------------------------------------------------------------------------------------ */
+
+static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
+                                   cudaStream_t stream) {
+  const int P = comm->nranks, r = comm->rank;
+  const void *kern = a->b_layout == MELD_B_KN ? (const void *)gemm_rs_kernel<true> : (const void *)gemm_rs_kernel<false>;
+  int grid = 0;
+  MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid));
+  static gemm_rs_kargs_t k; /* large: not on the stack; copied by the launch */
+  memset(&k, 0, sizeof k);
+  uint8_t *ws = (uint8_t *)comm->workspace.local;
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = a->a;
+  g.lda = a->lda;
+  g.b = a->b;
+  g.ldb = a->ldb;
+  g.b_layout = a->b_layout;
+  g.c = ws; /* the TMA-store map is encoded but unused (every tile goes through hooks) */
+  g.ldc = pl->ldn;
+  g.m = a->m;
+  g.n = a->n;
+  g.k = a->k;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.sm_count = grid;
+  o.split_k = 1;
+  o.group_m = pl->group_m;
+  o.epi_tma = 0;
+  int workers = 0;
+  MELD_CHECK(gemm_plan_make(&g, &o, &k.g, &workers));
+  gemm_epilogue_hook_t *e = &k.g.epi;
+  k.g.order.m_rotate = pl->m_rotate;
+  e->out = (void *const *)(ws + GEMM_RS_HDR_OUT);
+  e->out_ld = pl->ldn;
+  e->rows_per_owner = (int32_t)pl->rpo;
+  e->signal = (uint64_t *const *)(ws + GEMM_RS_HDR_SIGNAL);
+  e->epoch_src = (const uint64_t *)(ws + GEMM_RS_HDR_STAMP);
+  e->reduce.on = 1;
+  e->reduce.owner = r;
+  e->reduce.nsrc = P - 1;
+  e->reduce.src = (const uint16_t *const *)(ws + GEMM_RS_HDR_SRC);
+  e->reduce.flags = (const uint64_t *const *)(ws + GEMM_RS_HDR_FLAGS);
+  e->reduce.dst = pl->is_ar ? (uint16_t *)a->c + (int64_t)r * pl->rpo * a->ldc : a->c;
+  e->reduce.dst_ld = a->ldc;
+  e->reduce.ncopies = pl->is_ar ? P - 1 : 0;
+  e->reduce.copies = (void *const *)(ws + GEMM_RS_HDR_COPIES);
+  e->reduce.copy_signal = (uint64_t *const *)(ws + GEMM_RS_HDR_COPY_SIGNAL);
+  e->reduce.abort_word = (const uint32_t *)((uint8_t *)comm->pad.local + MELD_PAD_OFF_ABORT);
+  e->reduce.status = (uint32_t *)((uint8_t *)comm->pad.local + MELD_PAD_OFF_SCRATCH); /* scratch word 0 */
+  meld_proto_dev_t proto = meld_proto_dev(comm);
+  e->reduce.timeout_ns = proto.timeout_ns;
+  char why[256];
+  if (gemm_params_check(&k.g, grid, why, sizeof why))
+    return meld_error(MELD_ERR_INTERNAL, "%s: engine plan rejected: %s", pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs", why);
+  k.ws = ws;
+  for (int q = 0; q < P; q++) k.peer_ws[q] = (uint8_t *)comm->workspace.peer[q];
+  k.peer_ws[r] = ws;
+  k.c = (uint16_t *)a->c;
+  k.ldc = a->ldc;
+  k.m = a->m;
+  k.n = a->n;
+  k.rpo = pl->rpo;
+  k.ldn = pl->ldn;
+  k.slot_bytes = pl->slot_bytes;
+  k.nranks = P;
+  k.rank = r;
+  k.is_ar = pl->is_ar;
+  k.tiles_own = pl->tiles_own;
+  k.tiles_n = pl->tiles_n;
+  k.tiles_m = pl->tiles_m;
+  k.arg_hash = pl->arg_hash;
+  if (meld_log_level() >= MELD_LOG_TRACE) {
+    char buf[1024];
+    gemm_rs_plan_format(pl, buf, sizeof buf);
+    MELD_TRACE(MELD_SUB_OPS, "%s", buf);
+  }
+  void *kargs[] = {&proto, &k};
+  return meld_launch_coop(kern, grid, GEMM_THREADS, GEMM_SMEM_BYTES, kargs, stream);
+}
+
+/* Scratch of the unfused paths, per device (grown on demand; not while capturing). */
+#define GEMM_RS_MAX_DEVICES 64
+static void *g_scratch[GEMM_RS_MAX_DEVICES];
+static size_t g_scratch_bytes[GEMM_RS_MAX_DEVICES];
+static pthread_mutex_t g_scratch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static meld_result_t gemm_rs_scratch(const char *fn, size_t bytes, cudaStream_t stream, void **out) {
+  int dev = 0;
+  MELD_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev >= GEMM_RS_MAX_DEVICES) return meld_error(MELD_ERR_UNSUPPORTED, "%s: device ordinal %d >= %d", fn, dev, GEMM_RS_MAX_DEVICES);
+  meld_result_t res = MELD_OK;
+  pthread_mutex_lock(&g_scratch_lock);
+  if (g_scratch_bytes[dev] < bytes) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+      res = meld_error(MELD_ERR_UNSUPPORTED,
+                       "%s: the unfused path needs %zu bytes of scratch, which cannot be allocated during stream "
+                       "capture: run the call once before capturing",
+                       fn, bytes);
+    } else {
+      if (g_scratch[dev]) {
+        cudaDeviceSynchronize(); /* earlier calls may still use it */
+        cudaFree(g_scratch[dev]);
+      }
+      g_scratch[dev] = NULL;
+      g_scratch_bytes[dev] = 0;
+      if (cudaMalloc(&g_scratch[dev], bytes) != cudaSuccess) {
+        (void)cudaGetLastError();
+        g_scratch[dev] = NULL;
+        res = meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", fn, bytes);
+      } else {
+        g_scratch_bytes[dev] = bytes;
+      }
+    }
+  }
+  *out = g_scratch[dev];
+  pthread_mutex_unlock(&g_scratch_lock);
+  return res;
+}
+
+static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
+                                     cudaStream_t stream) {
+  const char *fn = pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
+  const int P = comm->nranks;
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = a->a;
+  g.lda = a->lda;
+  g.b = a->b;
+  g.ldb = a->ldb;
+  g.b_layout = a->b_layout;
+  g.m = a->m;
+  g.n = a->n;
+  g.k = a->k;
+  if (P == 1) { /* rows [0, M) of the one rank */
+    g.c = a->c;
+    g.ldc = a->ldc;
+    return meld_gemm(&g, stream);
+  }
+  if (pl->is_ar) {
+    const int direct = a->ldc == a->n;
+    void *buf = a->c;
+    if (!direct) MELD_CHECK(gemm_rs_scratch(fn, (size_t)a->m * (size_t)pl->ldn * 2, stream, &buf));
+    g.c = buf;
+    g.ldc = direct ? a->ldc : pl->ldn;
+    MELD_CHECK(meld_gemm(&g, stream));
+    MELD_CHECK(meld_all_reduce(comm, buf, buf, (size_t)a->m * (size_t)g.ldc, MELD_BF16, stream));
+    if (!direct)
+      MELD_CUDA_CHECK(cudaMemcpy2DAsync(a->c, (size_t)a->ldc * 2, buf, (size_t)pl->ldn * 2, (size_t)a->n * 2,
+                                        (size_t)a->m, cudaMemcpyDeviceToDevice, stream));
+    return MELD_OK;
+  }
+  void *buf = NULL;
+  MELD_CHECK(gemm_rs_scratch(fn, pl->scratch_bytes, stream, &buf));
+  const size_t R = (size_t)pl->split_rows, ldn = (size_t)pl->ldn;
+  g.c = buf; /* rows [M, P*R) of the buffer are never written: summed, then dropped */
+  g.ldc = pl->ldn;
+  MELD_CHECK(meld_gemm(&g, stream));
+  const int direct = pl->rows_count == (int64_t)R && a->ldc == pl->ldn;
+  uint16_t *recv = direct ? (uint16_t *)a->c : (uint16_t *)buf + (size_t)P * R * ldn;
+  MELD_CHECK(meld_reduce_scatter(comm, buf, recv, R * ldn, MELD_BF16, stream));
+  if (!direct && pl->rows_count > 0)
+    MELD_CUDA_CHECK(cudaMemcpy2DAsync(a->c, (size_t)a->ldc * 2, recv, ldn * 2, (size_t)a->n * 2,
+                                      (size_t)pl->rows_count, cudaMemcpyDeviceToDevice, stream));
+  return MELD_OK;
+}
+
+static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *a, int is_ar, cudaStream_t stream) {
+  const char *fn = is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  gemm_rs_plan_t pl;
+  MELD_CHECK(gemm_rs_plan_make(a, is_ar, comm->nranks, comm->rank, comm->nnodes, comm->workspace.bytes, &pl));
+  if (comm->nnodes > 1 && comm->nranks > 1)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,
+                      comm->nnodes, is_ar ? "AR" : "RS");
+  /* A comm whose device protocol failed (sticky) reports it instead of launching. */
+  meld_error_record_t rec;
+  meld_proto_read_record(comm, &rec);
+  if (rec.kind != MELD_FAIL_NONE) {
+    char msg[1024];
+    meld_proto_format_record(&rec, (int)comm->cfg.timeout_ms, msg, sizeof msg);
+    return meld_error(rec.kind == MELD_FAIL_TIMEOUT ? MELD_ERR_TIMEOUT : MELD_ERR_ABORTED, "%s: %s", fn, msg);
+  }
+  char why[256];
+  if (gemm_rs_plan_check(&pl, comm->workspace.bytes, why, sizeof why))
+    return meld_error(MELD_ERR_INTERNAL, "%s: %s", fn, why);
+  meld_result_t r = pl.algo == MELD_GEMM_RS_FUSED ? gemm_rs_fused(comm, a, &pl, stream) : gemm_rs_unfused(comm, a, &pl, stream);
+  if (r != MELD_OK) meld_error_prefix("%s", fn);
+  return r;
+}
+
+extern "C" meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream) {
+  return gemm_rs_entry(comm, args, 0, stream);
+}
+
+extern "C" meld_result_t meld_gemm_ar(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream) {
+  return gemm_rs_entry(comm, args, 1, stream);
+}

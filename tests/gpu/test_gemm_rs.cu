@@ -1,0 +1,395 @@
+/* test_gemm_rs.cu — meld_gemm_rs / meld_gemm_ar on all GPUs (and on 1 rank) against a
+ * reference: each rank's A_q, B_q come from a seeded generator, so every rank builds the
+ * fp32 reference sum over q of A_q B_q^T locally with cuBLAS. Checks: relative Frobenius
+ * error <= 1e-2 overall AND per 128x256 output tile (NaN fails), outputs poisoned before
+ * each call; tails and a suite shape; fused and unfused; B [N,K] and [K,N]; 200 back-to-back
+ * calls without host sync, every output checked on the device; CUDA-graph replays;
+ * mismatched shapes -> error on every rank; a missing rank -> MELD_ERR_TIMEOUT. */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include "comm.h"
+#include "gpu/gpu_test.h"
+#include "meld.h"
+
+static int g_ndev = 0;
+
+/* Value of element i of matrix `which` (0 A, 1 B) of rank q, set `set`: in [-1, 1). */
+__device__ __forceinline__ float gen_val(uint32_t set, uint32_t q, uint32_t which, uint64_t i) {
+  uint64_t x = i * 0x9E3779B97F4A7C15ull + ((uint64_t)set << 40) + ((uint64_t)q << 20) + which * 0x1234567ull + 1;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return (float)((x >> 40) * (1.0 / (1ull << 23)) - 1.0);
+}
+
+/* A [M, K] (ld K), B as [N, K] (kn 0) or [K, N] (kn 1), all contiguous. */
+__global__ void gen_a(__nv_bfloat16 *a, int64_t n, uint32_t set, uint32_t q) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    a[i] = __float2bfloat16(gen_val(set, q, 0, (uint64_t)i));
+}
+__global__ void gen_b(__nv_bfloat16 *b, int64_t N, int64_t K, int kn, uint32_t set, uint32_t q) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < N * K; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t nn = i / K, kk = i % K; /* logical B[n][k] */
+    const __nv_bfloat16 v = __float2bfloat16(gen_val(set, q, 1, (uint64_t)i));
+    if (kn) b[kk * N + nn] = v;
+    else b[i] = v;
+  }
+}
+
+/* One block per 128 x 256 tile of the checked rows: rel = |out - ref| / |ref| (Frobenius, in
+ * double); per-call slots: [0] sum d^2, [1] sum r^2 (double, atomics), max tile rel (float
+ * bits, atomicMax), NaN count. */
+typedef struct {
+  double d2, r2;
+  unsigned int max_rel_bits, nans;
+} check_slot_t;
+
+__global__ void check_kernel(const __nv_bfloat16 *out, int64_t ldo, const float *ref, int64_t N, int64_t row0,
+                             int64_t rows, check_slot_t *slot) {
+  const int64_t tr = blockIdx.y * 128, tc = blockIdx.x * 256;
+  double d2 = 0, r2 = 0;
+  unsigned nans = 0;
+  for (int i = threadIdx.x; i < 128 * 256; i += blockDim.x) {
+    const int64_t r = tr + i / 256, c = tc + i % 256;
+    if (r >= rows || c >= N) continue;
+    const float o = __bfloat162float(out[r * ldo + c]);
+    const float f = ref[(row0 + r) * N + c];
+    if (!(o == o) || isinf(o)) nans++;
+    const double d = (double)o - f;
+    d2 += d * d;
+    r2 += (double)f * f;
+  }
+  __shared__ double sd[256], sr[256];
+  __shared__ unsigned sn[256];
+  sd[threadIdx.x] = d2;
+  sr[threadIdx.x] = r2;
+  sn[threadIdx.x] = nans;
+  __syncthreads();
+  for (int s = 128; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) {
+      sd[threadIdx.x] += sd[threadIdx.x + s];
+      sr[threadIdx.x] += sr[threadIdx.x + s];
+      sn[threadIdx.x] += sn[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    atomicAdd(&slot->d2, sd[0]);
+    atomicAdd(&slot->r2, sr[0]);
+    if (sn[0]) atomicAdd(&slot->nans, sn[0]);
+    float rel = sr[0] > 0 ? (float)sqrt(sd[0] / sr[0]) : (sd[0] > 0 ? 1e30f : 0.f);
+    if (sn[0]) rel = 1e30f;
+    atomicMax(&slot->max_rel_bits, __float_as_uint(rel));
+  }
+}
+
+typedef struct {
+  int rank, P;
+  meld_comm_t comm;
+  cudaStream_t s;
+  cublasHandle_t blas;
+} ctx_t;
+
+typedef struct {
+  int64_t m, n, k;
+  int kn;
+  __nv_bfloat16 *a[2], *b[2]; /* this rank's inputs, sets 0 and 1 */
+  float *ref[2];              /* fp32 reference sums [M, N] */
+  __nv_bfloat16 *c;
+  int64_t ldc;
+} prob_t;
+
+/* Inputs of this rank and the references (sum over all ranks), for `nsets` input sets. */
+static void prob_init(ctx_t *x, prob_t *p, int64_t m, int64_t n, int64_t k, int kn, int nsets, int64_t ldc) {
+  memset(p, 0, sizeof *p);
+  p->m = m, p->n = n, p->k = k, p->kn = kn, p->ldc = ldc;
+  __nv_bfloat16 *ta = NULL, *tb = NULL;
+  GT_CUDA(cudaMalloc(&ta, (size_t)m * k * 2));
+  GT_CUDA(cudaMalloc(&tb, (size_t)n * k * 2));
+  for (int st = 0; st < nsets; st++) {
+    GT_CUDA(cudaMalloc(&p->a[st], (size_t)m * k * 2));
+    GT_CUDA(cudaMalloc(&p->b[st], (size_t)n * k * 2));
+    GT_CUDA(cudaMalloc(&p->ref[st], (size_t)m * n * 4));
+    gen_a<<<1024, 256, 0, x->s>>>(p->a[st], m * k, st, x->rank);
+    gen_b<<<1024, 256, 0, x->s>>>(p->b[st], n, k, kn, st, x->rank);
+    for (int q = 0; q < x->P; q++) {
+      gen_a<<<1024, 256, 0, x->s>>>(ta, m * k, st, q);
+      gen_b<<<1024, 256, 0, x->s>>>(tb, n, k, 0, st, q);
+      const float alpha = 1.f, beta = q ? 1.f : 0.f;
+      cublasStatus_t bs = cublasGemmEx(x->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, tb,
+                                       CUDA_R_16BF, (int)k, ta, CUDA_R_16BF, (int)k, &beta, p->ref[st], CUDA_R_32F,
+                                       (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      GT_CHECK(bs == CUBLAS_STATUS_SUCCESS, "cublasGemmEx -> %d", (int)bs);
+    }
+  }
+  GT_CUDA(cudaMalloc(&p->c, (size_t)m * ldc * 2 + 256));
+  GT_CUDA(cudaStreamSynchronize(x->s));
+  cudaFree(ta);
+  cudaFree(tb);
+}
+
+static void prob_free(prob_t *p) {
+  for (int st = 0; st < 2; st++) {
+    cudaFree(p->a[st]);
+    cudaFree(p->b[st]);
+    cudaFree(p->ref[st]);
+  }
+  cudaFree(p->c);
+}
+
+static meld_gemm_rs_args_t prob_args(const prob_t *p, int set, meld_gemm_rs_algo_t algo) {
+  meld_gemm_rs_args_t a;
+  memset(&a, 0, sizeof a);
+  a.a = p->a[set];
+  a.lda = p->k;
+  a.b = p->b[set];
+  a.ldb = p->kn ? p->n : p->k;
+  a.b_layout = p->kn ? MELD_B_KN : MELD_B_NK;
+  a.c = p->c;
+  a.ldc = p->ldc;
+  a.m = p->m, a.n = p->n, a.k = p->k;
+  a.algo = algo;
+  return a;
+}
+
+/* Enqueues the check of the output against set `set` into slot (no sync). */
+static void enqueue_check(ctx_t *x, const prob_t *p, int is_ar, int set, check_slot_t *slot) {
+  int64_t first = 0, rows = p->m;
+  if (!is_ar) meld_gemm_rs_rows(p->m, x->P, x->rank, &first, &rows);
+  if (rows == 0) return;
+  dim3 grid((unsigned)((p->n + 255) / 256), (unsigned)((rows + 127) / 128));
+  check_kernel<<<grid, 256, 0, x->s>>>(p->c, p->ldc, p->ref[set], p->n, first, rows, slot);
+}
+
+static const char *algo_name(meld_gemm_rs_algo_t a) {
+  return a == MELD_GEMM_RS_FUSED ? "fused" : a == MELD_GEMM_RS_UNFUSED ? "unfused" : "auto";
+}
+
+/* Checks nslots results on the host. */
+static void judge(const char *what, check_slot_t *d_slots, int nslots) {
+  check_slot_t *h = (check_slot_t *)calloc((size_t)nslots, sizeof *h);
+  GT_CUDA(cudaMemcpy(h, d_slots, (size_t)nslots * sizeof *h, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  double worst = 0, worst_tile = 0;
+  for (int i = 0; i < nslots; i++) {
+    double rel = h[i].r2 > 0 ? sqrt(h[i].d2 / h[i].r2) : 0;
+    float tile;
+    memcpy(&tile, &h[i].max_rel_bits, 4);
+    if (rel > worst) worst = rel;
+    if (tile > worst_tile) worst_tile = tile;
+    if (!(rel <= 1e-2) || !(tile <= 1e-2f) || h[i].nans) {
+      if (bad < 3) gt_log("%s: call %d: rel %.3g, worst tile %.3g, %u NaN/Inf", what, i, rel, tile, h[i].nans);
+      bad++;
+    }
+  }
+  GT_CHECK(bad == 0, "%s: %d of %d outputs wrong", what, bad, nslots);
+  gt_log("%s: %d output(s), worst rel %.3g, worst tile %.3g%s", what, nslots, worst, worst_tile, bad ? "  FAIL" : "");
+  free(h);
+}
+
+static check_slot_t *slots_alloc(int n) {
+  check_slot_t *d = NULL;
+  GT_CUDA(cudaMalloc(&d, (size_t)n * sizeof *d));
+  GT_CUDA(cudaMemset(d, 0, (size_t)n * sizeof *d));
+  return d;
+}
+
+/* One call of each op on one problem, poisoned output, checked. */
+static void test_shape(ctx_t *x, int64_t m, int64_t n, int64_t k, int kn, meld_gemm_rs_algo_t algo, int ops) {
+  prob_t p;
+  prob_init(x, &p, m, n, k, kn, 1, ((n + 7) / 8) * 8 + (kn ? 8 : 0));
+  for (int is_ar = 0; is_ar < 2; is_ar++) {
+    if (!(ops & (1 << is_ar))) continue;
+    char what[160];
+    snprintf(what, sizeof what, "%s M %lld N %lld K %lld B %s %s", is_ar ? "gemm_ar" : "gemm_rs", (long long)m,
+             (long long)n, (long long)k, kn ? "KN" : "NK", algo_name(algo));
+    check_slot_t *sl = slots_alloc(1);
+    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * p.ldc * 2, x->s)); /* bf16 NaN */
+    meld_gemm_rs_args_t a = prob_args(&p, 0, algo);
+    meld_result_t r = is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
+    GT_CHECK(r == MELD_OK, "%s -> %s: %s", what, meld_strerror(r), meld_last_error());
+    enqueue_check(x, &p, is_ar, 0, sl);
+    GT_CUDA(cudaStreamSynchronize(x->s));
+    GT_MELD(meld_comm_check(x->comm));
+    judge(what, sl, 1);
+    cudaFree(sl);
+  }
+  prob_free(&p);
+}
+
+/* n calls back to back (no host sync), alternating two input sets, every output poisoned
+ * before and checked on the device after. */
+static void test_back_to_back(ctx_t *x, int is_ar, meld_gemm_rs_algo_t algo, int n) {
+  prob_t p;
+  const int64_t m = 512 * x->P, N = 1024, K = 1024;
+  prob_init(x, &p, m, N, K, 0, 2, N);
+  check_slot_t *sl = slots_alloc(n);
+  double t0 = gt_now_s();
+  for (int i = 0; i < n; i++) {
+    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * p.ldc * 2, x->s));
+    meld_gemm_rs_args_t a = prob_args(&p, i & 1, algo);
+    meld_result_t r = is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
+    if (r != MELD_OK) {
+      GT_CHECK(0, "back-to-back call %d -> %s: %s", i, meld_strerror(r), meld_last_error());
+      break;
+    }
+    enqueue_check(x, &p, is_ar, i & 1, sl + i);
+  }
+  GT_CUDA(cudaStreamSynchronize(x->s));
+  GT_MELD(meld_comm_check(x->comm));
+  char what[96];
+  snprintf(what, sizeof what, "%s %s back-to-back x%d (%.2f s)", is_ar ? "gemm_ar" : "gemm_rs", algo_name(algo), n,
+           gt_now_s() - t0);
+  judge(what, sl, n);
+  cudaFree(sl);
+  prob_free(&p);
+}
+
+/* Two graphs (input sets 0 and 1), each [poison, op], replayed alternately. */
+static void test_graph(ctx_t *x, int is_ar, int replays) {
+  prob_t p;
+  const int64_t m = 1024 * x->P, N = 2048, K = 1024;
+  prob_init(x, &p, m, N, K, 0, 2, N);
+  cudaGraphExec_t ex[2] = {NULL, NULL};
+  for (int st = 0; st < 2; st++) {
+    cudaGraph_t g;
+    GT_CUDA(cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal));
+    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * p.ldc * 2, x->s));
+    meld_gemm_rs_args_t a = prob_args(&p, st, MELD_GEMM_RS_AUTO);
+    meld_result_t r = is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
+    GT_CHECK(r == MELD_OK, "capture -> %s: %s", meld_strerror(r), meld_last_error());
+    GT_CUDA(cudaStreamEndCapture(x->s, &g));
+    GT_CUDA(cudaGraphInstantiate(&ex[st], g, 0));
+    cudaGraphDestroy(g);
+  }
+  check_slot_t *sl = slots_alloc(replays);
+  for (int i = 0; i < replays; i++) {
+    GT_CUDA(cudaGraphLaunch(ex[i & 1], x->s));
+    enqueue_check(x, &p, is_ar, i & 1, sl + i);
+  }
+  GT_CUDA(cudaStreamSynchronize(x->s));
+  GT_MELD(meld_comm_check(x->comm));
+  char what[64];
+  snprintf(what, sizeof what, "%s graph replays x%d", is_ar ? "gemm_ar" : "gemm_rs", replays);
+  judge(what, sl, replays);
+  cudaFree(sl);
+  for (int st = 0; st < 2; st++) cudaGraphExecDestroy(ex[st]);
+  prob_free(&p);
+}
+
+static int ctx_init(ctx_t *x, int rank, int nranks, size_t ws) {
+  memset(x, 0, sizeof *x);
+  x->rank = rank;
+  x->P = nranks;
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 30000;
+  cfg.workspace_bytes = ws;
+  GT_MELD(meld_comm_init_env(&x->comm, &cfg));
+  if (!x->comm) return 0;
+  GT_CUDA(cudaStreamCreateWithFlags(&x->s, cudaStreamNonBlocking));
+  GT_CHECK(cublasCreate(&x->blas) == CUBLAS_STATUS_SUCCESS, "cublasCreate");
+  cublasSetStream(x->blas, x->s);
+  return 1;
+}
+
+static void ctx_free(ctx_t *x) {
+  cublasDestroy(x->blas);
+  cudaStreamDestroy(x->s);
+  GT_MELD(meld_comm_destroy(x->comm));
+}
+
+static void rank_main(int rank, int nranks) {
+  ctx_t x;
+  if (!ctx_init(&x, rank, nranks, (size_t)320 << 20)) return;
+  /* tails: M = 1000 (R = 500: RS unfused by AUTO; AR fused), N = 1000, K = 4104 */
+  test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_AUTO, 3);
+  if (nranks > 1) {
+    test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);        /* AR fused, tails   */
+    test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3); /* RS fused, N/K tails */
+    test_shape(&x, 256 * nranks, 1000, 4104, 1, MELD_GEMM_RS_FUSED, 3); /* B [K,N]            */
+    test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 2);          /* decode AR         */
+    test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_UNFUSED, 3);
+  }
+  /* the suite shape */
+  test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 3);
+  if (nranks > 1) test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_UNFUSED, 1);
+  test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
+  test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200);
+  test_graph(&x, 0, 20);
+  test_graph(&x, 1, 20);
+  meld_bootstrap_barrier(x.comm->boot);
+  ctx_free(&x);
+}
+
+/* Rank 0 passes a different M: every rank must see an error, none may hang. */
+static void rank_mismatch(int rank, int nranks) {
+  ctx_t x;
+  if (!ctx_init(&x, rank, nranks, (size_t)64 << 20)) return;
+  prob_t p;
+  prob_init(&x, &p, 512 * nranks, 1024, 1024, 0, 1, 1024);
+  meld_gemm_rs_args_t a = prob_args(&p, 0, MELD_GEMM_RS_FUSED);
+  if (rank == 0) a.m -= 128 * nranks;
+  meld_result_t r = meld_gemm_rs(x.comm, &a, x.s);
+  GT_CHECK(r == MELD_OK, "mismatch call -> %s: %s", meld_strerror(r), meld_last_error());
+  GT_CUDA(cudaStreamSynchronize(x.s));
+  r = meld_comm_check(x.comm);
+  GT_CHECK(r != MELD_OK && strstr(meld_last_error(), "argument"), "mismatch: meld_comm_check -> %s (%s)",
+           meld_strerror(r), meld_last_error());
+  gt_log("mismatch: %s", meld_last_error());
+  meld_bootstrap_barrier(x.comm->boot);
+  prob_free(&p);
+  ctx_free(&x);
+}
+
+/* The last rank never calls: the others time out (MELD_TIMEOUT_MS = 2000), not hang. */
+static void rank_missing(int rank, int nranks) {
+  ctx_t x;
+  if (!ctx_init(&x, rank, nranks, (size_t)64 << 20)) return;
+  prob_t p;
+  prob_init(&x, &p, 512 * nranks, 1024, 1024, 0, 1, 1024);
+  if (rank != nranks - 1) {
+    meld_gemm_rs_args_t a = prob_args(&p, 0, MELD_GEMM_RS_FUSED);
+    double t0 = gt_now_s();
+    GT_MELD(meld_gemm_rs(x.comm, &a, x.s));
+    GT_CUDA(cudaStreamSynchronize(x.s));
+    meld_result_t r = meld_comm_check(x.comm);
+    GT_CHECK(r == MELD_ERR_TIMEOUT || (nranks > 2 && r == MELD_ERR_ABORTED),
+             "missing rank: meld_comm_check -> %s (%s), want MELD_ERR_TIMEOUT", meld_strerror(r), meld_last_error());
+    gt_log("missing rank: returned after %.2f s: %s", gt_now_s() - t0, meld_last_error());
+    r = meld_gemm_ar(x.comm, &a, x.s);
+    GT_CHECK(r == MELD_ERR_TIMEOUT || r == MELD_ERR_ABORTED, "next call -> %s, want the sticky error", meld_strerror(r));
+  }
+  meld_bootstrap_barrier(x.comm->boot);
+  prob_free(&p);
+  ctx_free(&x);
+}
+
+static int run(const char *name, int nranks, gt_rank_fn fn) {
+  printf("--- %s (%d ranks)\n", name, nranks);
+  fflush(stdout);
+  int failed = gt_spawn(nranks, fn);
+  GT_CHECK(failed == 0, "%s: %d rank(s) failed", name, failed);
+  return failed;
+}
+
+int main(void) {
+  setenv("MELD_TIMEOUT_MS", "2000", 0);
+  g_ndev = gt_device_count();
+  printf("test_gemm_rs: %d GPU(s)\n", g_ndev);
+  if (g_ndev < 1) {
+    printf("no GPU: skipped\n");
+    return gt_summary("test_gemm_rs");
+  }
+  double t0 = gt_now_s();
+  run("reference, back-to-back, graphs", g_ndev, rank_main);
+  if (g_ndev > 1) run("one rank", 1, rank_main);
+  if (g_ndev > 1) {
+    run("mismatched shapes", g_ndev, rank_mismatch);
+    run("missing rank", g_ndev, rank_missing);
+  }
+  printf("test_gemm_rs: %.1f s\n", gt_now_s() - t0);
+  return gt_summary("test_gemm_rs");
+}

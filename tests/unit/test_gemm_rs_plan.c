@@ -1,0 +1,163 @@
+/* test_gemm_rs_plan.c — GEMM+RS / GEMM+AR planning on the CPU: argument validation, the row
+ * split, fused legality, layout bounds and the tile order that keeps own tiles last. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "error.h"
+#include "gemm_rs_plan.h"
+#include "meld.h"
+
+static char g_buf[16];
+
+static meld_gemm_rs_args_t args(int64_t m, int64_t n, int64_t k) {
+  meld_gemm_rs_args_t a;
+  memset(&a, 0, sizeof a);
+  a.a = g_buf;
+  a.b = g_buf;
+  a.c = g_buf;
+  a.lda = k;
+  a.ldb = k;
+  a.ldc = ((n + 7) / 8) * 8;
+  a.m = m, a.n = n, a.k = k;
+  return a;
+}
+
+static void test_rows(void **state) {
+  (void)state;
+  int64_t f, c;
+  assert_int_equal(meld_gemm_rs_rows(1000, 2, 1, &f, &c), MELD_OK);
+  assert_int_equal(f, 500);
+  assert_int_equal(c, 500);
+  assert_int_equal(meld_gemm_rs_rows(1001, 4, 3, &f, &c), MELD_OK); /* R = 251 */
+  assert_int_equal(f, 753);
+  assert_int_equal(c, 248);
+  assert_int_equal(meld_gemm_rs_rows(5, 4, 3, &f, &c), MELD_OK); /* R = 2: 2, 2, 1, 0 */
+  assert_int_equal(f, 5);
+  assert_int_equal(c, 0);
+  assert_int_equal(meld_gemm_rs_rows(5, 4, 4, &f, &c), MELD_ERR_INVALID_ARG);
+  assert_int_equal(meld_gemm_rs_rows(5, 4, 0, NULL, &c), MELD_ERR_INVALID_ARG);
+  /* the split covers [0, M) exactly */
+  for (int P = 1; P <= 9; P++)
+    for (int64_t m = 1; m < 700; m += 37) {
+      int64_t next = 0;
+      for (int r = 0; r < P; r++) {
+        gemm_rs_rows(m, P, r, &f, &c);
+        assert_int_equal(f, next);
+        next = f + c;
+      }
+      assert_int_equal(next, m);
+    }
+}
+
+static void test_validation(void **state) {
+  (void)state;
+  gemm_rs_plan_t pl;
+  meld_gemm_rs_args_t a = args(1024, 1024, 1024);
+  assert_int_equal(gemm_rs_plan_make(NULL, 0, 2, 0, 1, 1 << 30, &pl), MELD_ERR_INVALID_ARG);
+  a.m = 0;
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, 1 << 30, &pl), MELD_ERR_INVALID_ARG);
+  a = args(1024, 1024, 1024);
+  a.lda = 1020; /* < k */
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, 1 << 30, &pl), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "meld_gemm_rs"));
+  a = args(1024, 1024, 1024);
+  a.ldc = 1020;
+  assert_int_equal(gemm_rs_plan_make(&a, 1, 2, 0, 1, 1 << 30, &pl), MELD_ERR_INVALID_ARG);
+  a = args(1024, 1024, 1024);
+  a.c = NULL; /* this rank receives rows */
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 1, 1, 1 << 30, &pl), MELD_ERR_INVALID_ARG);
+  a = args(5, 1024, 1024);
+  a.c = NULL; /* rank 3 of 4 receives no rows: C may be NULL */
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 4, 3, 1, 1 << 30, &pl), MELD_OK);
+  a = args(1024, 1024, 1024);
+  a.algo = (meld_gemm_rs_algo_t)7;
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, 1 << 30, &pl), MELD_ERR_INVALID_ARG);
+  a = args(1024, 1024, 1024);
+  a.a = g_buf + 1; /* misaligned */
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, 1 << 30, &pl), MELD_ERR_INVALID_ARG);
+}
+
+static void test_choice(void **state) {
+  (void)state;
+  gemm_rs_plan_t pl;
+  char why[256];
+  meld_gemm_rs_args_t a = args(8192, 8192, 4096);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)256 << 20, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
+  assert_int_equal(gemm_rs_plan_check(&pl, (size_t)256 << 20, why, sizeof why), 0);
+  assert_int_equal(pl.rpo, 4096);
+  assert_int_equal(pl.m_rotate, 32); /* rank 0 starts with rank 1's rows */
+  assert_int_equal(pl.own_first, 32);
+  /* workspace too small: AUTO falls back, FUSED fails naming the size */
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)64 << 20, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
+  a.algo = MELD_GEMM_RS_FUSED;
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)64 << 20, &pl), MELD_ERR_OUT_OF_MEMORY);
+  assert_non_null(strstr(meld_last_error(), "MELD_WORKSPACE_BYTES"));
+  /* RS rows per rank not a multiple of 128: unfused (AUTO), unsupported (FUSED) */
+  a = args(1000, 1000, 4104);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 1, 1, (size_t)256 << 20, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
+  a.algo = MELD_GEMM_RS_FUSED;
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 1, 1, (size_t)256 << 20, &pl), MELD_ERR_UNSUPPORTED);
+  /* ... but AR owns rows in blocks of 128: fused */
+  assert_int_equal(gemm_rs_plan_make(&a, 1, 2, 1, 1, (size_t)256 << 20, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
+  assert_int_equal(pl.rpo, 512);
+  assert_int_equal(gemm_rs_plan_check(&pl, (size_t)256 << 20, why, sizeof why), 0);
+  /* one rank, several nodes: unfused */
+  a = args(8192, 8192, 4096);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 1, 0, 1, (size_t)256 << 20, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 2, (size_t)256 << 20, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
+  /* the hash depends on shapes and the algorithm, not on pointers */
+  gemm_rs_plan_t p2;
+  a = args(8192, 8192, 4096);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)256 << 20, &pl), MELD_OK);
+  a.c = g_buf + 0;
+  a.ldc = 8200;
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 1, 1, (size_t)256 << 20, &p2), MELD_OK);
+  assert_int_equal(pl.arg_hash, p2.arg_hash);
+  a.m = 8064;
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 1, 1, (size_t)256 << 20, &p2), MELD_OK);
+  assert_int_not_equal(pl.arg_hash, p2.arg_hash);
+}
+
+/* For every rank, the logical tile order puts the own m-blocks strictly last, and the raster
+ * group divides the first own block (no group mixes own and other tiles). */
+static void test_order(void **state) {
+  (void)state;
+  const int64_t ms[] = {16, 128, 512, 1000, 2048, 8192, 16384, 1 << 20};
+  for (int P = 2; P <= 16; P++)
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+      for (int r = 0; r < P; r++) {
+        meld_gemm_rs_args_t a = args(ms[i], 4096, 1024);
+        gemm_rs_plan_t pl;
+        assert_int_equal(gemm_rs_plan_make(&a, 1, P, r, 1, (size_t)1 << 40, &pl), MELD_OK);
+        if (pl.algo != MELD_GEMM_RS_FUSED) continue;
+        char why[256];
+        assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 0);
+        const int B = (int)(pl.rpo / 128), T = pl.tiles_m;
+        for (int li = 0; li < T; li++) {
+          const int mb = (li + pl.m_rotate) % T;
+          const int own = mb / B == r;
+          assert_int_equal(own, li >= pl.own_first);
+        }
+      }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rows),
+      cmocka_unit_test(test_validation),
+      cmocka_unit_test(test_choice),
+      cmocka_unit_test(test_order),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
