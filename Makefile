@@ -102,6 +102,11 @@ $(BUILD)/bench/bench_coll: bench/bench_coll.cu bench/nccl_baseline.h $(LIB_A) $(
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lnccl $(NV_LDLIBS)
 
+# bench_ag_gemm times NCCL + cuBLAS from C as the unfused baseline: -lnccl too.
+$(BUILD)/bench/bench_ag_gemm: bench/bench_ag_gemm.cu bench/nccl_baseline.h $(LIB_A) $(DEV_HDRS)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lnccl -lcublas -lcublasLt $(NV_LDLIBS)
+
 bench: lib $(BENCH_BINS)
 
 # The public header alone, as C11 and as C++.

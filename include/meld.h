@@ -319,6 +319,45 @@ meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cu
  * meld_all_reduce in place. Fails as meld_gemm_rs. */
 meld_result_t meld_gemm_ar(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream);
 
+/* ---------------------------------------------------------------------------------------- */
+/* Fused AllGather + GEMM                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+/* One rank's view of C = AllGather(A) x B (tensor-parallel column-split linear layer).
+ * All bf16, row-major, leading dimensions in elements (multiples of 8; base pointers 16-byte
+ * aligned: TMA). M = m_loc * nranks; m_loc and k must be equal on every rank (checked on the
+ * device by the argument handshake), n_loc may differ. */
+typedef struct {
+  const void *a_shard;      /* [m_loc, k], ld lda: this rank's rows of A (ordinary memory)  */
+  int64_t lda;
+  const void *b;            /* [n_loc, k] (MELD_B_NK, nn.Linear weight) or [k, n_loc] (KN)  */
+  int64_t ldb;
+  meld_b_layout_t b_layout;
+  void *c;                  /* [M, n_loc], ld ldc: rows r * m_loc.. come from rank r's shard */
+  int64_t ldc;
+  void *a_gathered;         /* NULL, or [M, k] with ld ld_gathered: receives AllGather(A)    */
+  int64_t ld_gathered;
+  int64_t m_loc, n_loc, k;
+} meld_ag_gemm_args_t;
+
+/* Enqueues C = AllGather(A) x B on `stream` and returns at once. Collective: every rank of
+ * the communicator calls it (same order, same m_loc and k). ONE persistent cooperative kernel:
+ * some CTAs push this rank's shard into every peer's staging (the comm's symmetric workspace)
+ * chunk by chunk with per-chunk signals, while the others run the GEMM on the rows that have
+ * arrived (own rows first, then in arrival order). With one rank it is meld_gemm; for shards
+ * under 128 rows that padding would make wasteful it runs meld_all_gather + meld_gemm.
+ * CUDA-graph capturable; back-to-back calls need no host synchronization.
+ * Needs: workspace_bytes (MELD_WORKSPACE_BYTES) >= nranks * roundup(m_loc, 128) * k * 2.
+ * Tuning (environment): MELD_COMM_CTAS, MELD_CHUNK_BYTES, MELD_SCHEDULE=fused|unfused.
+ * Fails before launching: MELD_ERR_INVALID_ARG (NULL comm/args/pointers, misalignment, bad
+ * dims; the sentence names the argument), MELD_ERR_OUT_OF_MEMORY (workspace too small: the
+ * message names the size to set), MELD_ERR_UNSUPPORTED (ranks on several nodes, not a Hopper
+ * GPU), MELD_ERR_TIMEOUT / MELD_ERR_ABORTED (an earlier call failed: the comm is aborted),
+ * MELD_ERR_CUDA. On the device: ranks with different m_loc or k -> every rank's call aborts
+ * with a mismatch message; a rank that never calls -> MELD_ERR_TIMEOUT after timeout_ms;
+ * both reported by meld_comm_check() and later calls. */
+meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -63,6 +63,14 @@ typedef struct {
   const uint32_t *abort_word; /* NULL or a word that becomes nonzero to stop                 */
   uint64_t timeout_ns;        /* 0 = no deadline; else per wait, measured with %globaltimer  */
   uint32_t *status;           /* NULL or receives GEMM_STATUS_* (atomicCAS from 0)           */
+  /* Epoch from device memory (fused kernels replayed by CUDA graphs keep their call counter
+   * on the device, DESIGN.md section 4). NULL = wait for flag >= epoch. Else the producer
+   * reads *epoch_counter once, before its first wait, and waits for
+   *   flag >= ((*epoch_counter + 1) << epoch_shift) + epoch
+   * (e.g. the protocol's stamp of the running call: counter = calls completed, shift =
+   * MELD_STAMP_SEQ_BITS, epoch = the sequence number). */
+  const uint64_t *epoch_counter;
+  int32_t epoch_shift;
 } gemm_ready_hook_t;
 
 /* Hook (b): tile order. Logical m-block i (the scheduler's raster order) runs as
@@ -90,6 +98,11 @@ typedef struct {
   int32_t rows_per_owner;  /* a multiple of 128                                       */
   uint64_t *const *signal; /* NULL = no signal; device array of per-owner flag arrays */
   uint64_t epoch;
+  /* Compact rows (without `out`): A's rows come in owner blocks of rows_per_owner rows of
+   * which only the first rows_valid are real (the rest pad each block to a multiple of 128);
+   * tile row r = owner * rows_per_owner + i is written to C row owner * rows_valid + i, and
+   * rows i >= rows_valid are dropped. 0 = off. Uses the 16-byte-store epilogue. */
+  int32_t rows_valid;
   /* (GEMM+RS/AR, additive) non-NULL: the value released by the signal hook and waited for
    * by the reduce hook is *epoch_src (device memory, read per tile) instead of `epoch`, so
    * that a CUDA-graph replay publishes its own call's stamp. */
@@ -289,9 +302,8 @@ __device__ __forceinline__ int gemm_tile_of(const gemm_params_t *p, int ticket, 
 }
 
 /* Hook (a): wait for A rows of m-block mb. Returns 0 when ready, else the status code. */
-__device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb) {
+__device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, uint64_t epoch) {
   const uint64_t *flag = p->ready.flags + (mb * GEMM_BM) / p->ready.rows_per_flag;
-  const uint64_t epoch = p->ready.epoch;
   uint64_t start = 0;
   for (uint32_t spin = 0;; ++spin) {
     if (hook_ld_acquire_sys_u64(flag) >= epoch) {
@@ -332,6 +344,10 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
   const int last_m = p->tiles_m - 1;
   const int has_ready = p->ready.flags != 0;
   int ready_ok = -1; /* last flag index found ready */
+  uint64_t ready_target = p->ready.epoch;
+  if (has_ready && p->ready.epoch_counter) /* written by an earlier kernel: a plain load */
+    ready_target = ((*(const volatile uint64_t *)p->ready.epoch_counter + 1) << p->ready.epoch_shift) +
+                   p->ready.epoch;
   uint32_t stage = 0, phase = 0;
   for (int i = 0;; ++i) {
     const int ticket = queue ? (int)atomicAdd(queue, 1u) : uw + i * unw;
@@ -342,7 +358,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
     if (has_ready) {
       const int fi = (t.m_blk * GEMM_BM) / p->ready.rows_per_flag;
       if (fi != ready_ok) {
-        if (gemm_ready_wait(p, t.m_blk) != GEMM_STATUS_OK) break;
+        if (gemm_ready_wait(p, t.m_blk, ready_target) != GEMM_STATUS_OK) break;
         ready_ok = fi;
       }
     }
@@ -484,11 +500,16 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   uint16_t *dst = (uint16_t *)p->c;
   int64_t ld = p->ldc;
   int64_t dst_row0 = row_base;
+  int64_t dst_row_end = INT64_MAX; /* compact rows: end of this owner's real rows */
   if (eh->out) {
     owner = row0 / eh->rows_per_owner;
     dst = (uint16_t *)eh->out[owner];
     ld = eh->out_ld;
     dst_row0 = row_base - (int64_t)owner * eh->rows_per_owner;
+  } else if (eh->rows_valid > 0) {
+    const int ow = row0 / eh->rows_per_owner;
+    dst_row0 = row_base - (int64_t)ow * (eh->rows_per_owner - eh->rows_valid);
+    dst_row_end = (int64_t)(ow + 1) * eh->rows_valid;
   }
   const int red = RED && eh->out && eh->reduce.on && owner == eh->reduce.owner; /* hook g */
   const int64_t red_tile =
@@ -499,7 +520,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     /* Ordered before the other threads' loads by the named barrier below (causality). */
     if (tid == 0 && row_base < M) gemm_reduce_wait(eh, red_tile);
   }
-  const int use_tma = p->epi_tma && !eh->out;
+  const int use_tma = p->epi_tma && !eh->out && eh->rows_valid <= 0;
   const int r0 = 16 * w + (l >> 2); /* this thread's first row in the warpgroup's 64 */
   const uint32_t bar = GEMM_BAR_WG0 + g;
 #pragma unroll
@@ -558,7 +579,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
         const uint4 v = ld_shared_v4(stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4));
         const int grow = row_base + row;
         const int gcol = col_base + 128 * h + 64 * b + 8 * c;
-        if (grow < M && gcol < N) {
+        if (grow < M && gcol < N && dst_row0 + row < dst_row_end) {
           uint16_t *o = dst + (dst_row0 + row) * ld + gcol;
           if (gcol + 8 <= N) {
             *(uint4 *)o = v;

@@ -1,0 +1,322 @@
+/* bench_ag_gemm.cu — meld_ag_gemm (fused AllGather + GEMM) vs the unfused baseline, per
+ * BENCH.md, on all GPUs present (P ranks), at the suite's AG+GEMM shapes: K = 8192 with
+ * N_total in {10240, 57344}, K = 4096 with N_total = 28672; M in {2048, 8192, 16384};
+ * N_loc = N_total / P. Per shape, in one run:
+ *   meld_ms          meld_ag_gemm (default plan; the plan is printed)
+ *   seq_ms           ncclAllGather + cublasGemmEx on one stream
+ *   compute_ms       min(cuBLAS, meld_gemm) on [M,K] x [N_loc,K] alone
+ *   meld_compute_ms  meld_gemm alone (all SMs, no split-K: the fused kernel's engine)
+ *   comm_ms          min(ncclAllGather, meld_all_gather) of the shards
+ *   bound_ms         max(compute_ms, comm_ms)
+ * and the ratios (overlap efficiency meld / max(meld_compute, comm), meld / bound,
+ * seq / meld); rel_err = rel. Frobenius error of meld's C vs cuBLAS's (bf16 both). peer_ms
+ * (PyTorch async-TP) comes from bench/ag_gemm_torch.py in the same job.
+ * At two shapes a sweep times plan variants (comm CTAs x copy engine, raster group).
+ * Times: median of 20 calls (CUDA events per call) after 5 warm-ups, ranks aligned by a
+ * barrier before each batch. Rank 0 prints and writes JSON lines.
+ *
+ * Usage: bench_ag_gemm [--quick] [--json FILE] [--trace]   (NCCL_NVLS_ENABLE=0 is set here)
+ *   --trace: one shape, 3 calls, for MELD_TRACE (the trace is written at comm destroy). */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <math.h>
+
+#include "../tests/gpu/gpu_test.h"
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+#include "ag_gemm_plan.h"
+#include "bench_common.h"
+#include "comm.h"
+#include "gemm_plan.h"
+#include "nccl_baseline.h"
+
+#define WARM 5
+#define TIMED 20
+
+static int g_quick = 0, g_trace = 0;
+static const char *g_json = NULL;
+
+__global__ void bg_fill(uint16_t *p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed * 0xD1B54A32D192ED03ull;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    float f = (float)((h >> 40) * (1.0 / (1 << 23))) - 1.0f;
+    if (fabsf(f) < 1.0f / 64) f = 0.5f;
+    __nv_bfloat16 b = __float2bfloat16(f);
+    p[i] = *(uint16_t *)&b;
+  }
+}
+
+__global__ void bg_err(const uint16_t *a, const uint16_t *b, size_t n, double *acc) {
+  double e = 0, r = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const float x = __uint_as_float((uint32_t)a[i] << 16), y = __uint_as_float((uint32_t)b[i] << 16);
+    e += (double)(x - y) * (x - y);
+    r += (double)y * y;
+  }
+  atomicAdd(acc, e);
+  atomicAdd(acc + 1, r);
+}
+
+typedef struct {
+  meld_comm_t comm;
+  ncclComm_t nccl;
+  cublasHandle_t cublas;
+  cudaStream_t s;
+  int rank, P;
+  int64_t m_loc, n_loc, k, M;
+  uint16_t *a, *full, *b, *c, *c2;
+  ag_gemm_hint_t hint;
+  ag_gemm_plan_t plan;
+  meld_result_t err;
+} bctx_t;
+
+typedef void (*call_fn)(bctx_t *);
+
+static void f_meld(bctx_t *x) {
+  meld_ag_gemm_args_t a;
+  memset(&a, 0, sizeof a);
+  a.a_shard = x->a, a.lda = x->k, a.b = x->b, a.ldb = x->k, a.b_layout = MELD_B_NK;
+  a.c = x->c, a.ldc = x->n_loc, a.m_loc = x->m_loc, a.n_loc = x->n_loc, a.k = x->k;
+  meld_result_t r = ag_gemm_run(x->comm, &a, &x->hint, x->s, &x->plan);
+  if (r != MELD_OK && x->err == MELD_OK) {
+    x->err = r;
+    printf("[rank %d] meld_ag_gemm: %s\n", x->rank, meld_last_error());
+  }
+}
+static void cublas_gemm(bctx_t *x, uint16_t *out) {
+  const float one = 1.0f, zero = 0.0f;
+  cublasGemmEx(x->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)x->n_loc, (int)x->M, (int)x->k, &one, x->b, CUDA_R_16BF,
+               (int)x->k, x->full, CUDA_R_16BF, (int)x->k, &zero, out, CUDA_R_16BF, (int)x->n_loc, CUBLAS_COMPUTE_32F,
+               CUBLAS_GEMM_DEFAULT);
+}
+static void f_cublas(bctx_t *x) { cublas_gemm(x, x->c2); }
+static void f_nccl_ag(bctx_t *x) {
+  ncclAllGather(x->a, x->full, (size_t)x->m_loc * x->k, ncclBfloat16, x->nccl, x->s);
+}
+static void f_meld_ag(bctx_t *x) { meld_all_gather(x->comm, x->a, x->full, (size_t)x->m_loc * x->k, MELD_BF16, x->s); }
+static void f_seq(bctx_t *x) {
+  f_nccl_ag(x);
+  cublas_gemm(x, x->c2);
+}
+static void f_meld_gemm(bctx_t *x) {
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = x->full, g.lda = x->k, g.b = x->b, g.ldb = x->k, g.b_layout = MELD_B_NK;
+  g.c = x->c2, g.ldc = x->n_loc, g.m = x->M, g.n = x->n_loc, g.k = x->k;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.split_k = 1;
+  gemm_launch(&g, &o, x->s);
+}
+
+/* Median ms of TIMED calls after WARM; every rank runs it (collective calls inside). */
+static float time_fn(bctx_t *x, call_fn fn, int timed) {
+  for (int i = 0; i < WARM; i++) fn(x);
+  cudaStreamSynchronize(x->s);
+  meld_bootstrap_barrier(x->comm->boot);
+  cudaEvent_t ev[2 * TIMED];
+  for (int i = 0; i < 2 * timed; i++) cudaEventCreate(&ev[i]);
+  for (int i = 0; i < timed; i++) {
+    cudaEventRecord(ev[2 * i], x->s);
+    fn(x);
+    cudaEventRecord(ev[2 * i + 1], x->s);
+  }
+  cudaStreamSynchronize(x->s);
+  float t[TIMED];
+  for (int i = 0; i < timed; i++) cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]);
+  for (int i = 0; i < 2 * timed; i++) cudaEventDestroy(ev[i]);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) printf("[rank %d] CUDA error: %s\n", x->rank, cudaGetErrorString(e));
+  return bench_median(t, timed);
+}
+
+static double rel_err(bctx_t *x) {
+  double *acc = NULL, h[2] = {0, 0};
+  cudaMalloc(&acc, 2 * sizeof(double));
+  cudaMemset(acc, 0, 2 * sizeof(double));
+  cublas_gemm(x, x->c2);
+  bg_err<<<1024, 256, 0, x->s>>>(x->c, x->c2, (size_t)x->M * x->n_loc, acc);
+  cudaStreamSynchronize(x->s);
+  cudaMemcpy(h, acc, sizeof h, cudaMemcpyDeviceToHost);
+  cudaFree(acc);
+  return sqrt(h[0] / (h[1] > 0 ? h[1] : 1e-30));
+}
+
+static void json_row(FILE *jf, const bench_env_t *env, const char *nccl, const bctx_t *x, int64_t n_total,
+                     const char *variant, float meld, float seq, float compute, float mcomp, float comm, double err) {
+  if (!jf) return;
+  char plan[400];
+  ag_gemm_plan_format(&x->plan, plan, sizeof plan);
+  const float bound = fmaxf(compute, comm);
+  fprintf(jf,
+          "{\"op\":\"ag_gemm\",\"shape\":{\"m\":%lld,\"n\":%lld,\"n_loc\":%lld,\"k\":%lld,\"variant\":\"%s\"},"
+          "\"nranks\":%d,\"nnodes\":1,\"dtype\":\"bf16\",\"meld_ms\":%.5f,\"seq_ms\":%.5f,\"peer_ms\":null,"
+          "\"peer\":\"torch async-TP fused_all_gather_matmul (bench/ag_gemm_torch.py)\",\"compute_ms\":%.5f,"
+          "\"meld_compute_ms\":%.5f,\"comm_ms\":%.5f,\"bound_ms\":%.5f,\"overlap_eff\":%.4f,\"meld_over_bound\":%.4f,"
+          "\"rel_err\":%.3g,\"plan\":\"%s\",\"gpu\":\"%s\",\"driver\":\"%s\",\"cuda\":\"%s\",\"nccl\":\"%s\","
+          "\"torch\":null,\"date\":\"%s\",\"commit\":\"%s\"}\n",
+          (long long)x->M, (long long)n_total, (long long)x->n_loc, (long long)x->k, variant, x->P, meld, seq, compute,
+          mcomp, comm, bound, meld / fmaxf(mcomp, comm), meld / bound, err, plan, env->gpu, env->driver, env->cuda,
+          nccl, env->date, env->commit);
+  fflush(jf);
+}
+
+typedef struct {
+  int64_t m, k, n_total;
+  int sweep;
+} bshape_t;
+
+static void rank_main(int rank, int P) {
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 60000;
+  cfg.workspace_bytes = (size_t)1 << 30;
+  bctx_t x;
+  memset(&x, 0, sizeof x);
+  x.rank = rank, x.P = P;
+  if (meld_comm_init_env(&x.comm, &cfg) != MELD_OK) {
+    printf("[rank %d] meld_comm_init_env: %s\n", rank, meld_last_error());
+    gt_failed++;
+    return;
+  }
+  if (nb_init(x.comm, &x.nccl) != ncclSuccess) {
+    gt_failed++;
+    return;
+  }
+  cublasCreate(&x.cublas);
+  cudaStreamCreateWithFlags(&x.s, cudaStreamNonBlocking);
+  cublasSetStream(x.cublas, x.s);
+  bench_env_t env;
+  bench_env(&env, x.comm->device);
+  char nccl[32];
+  nb_version(nccl, sizeof nccl);
+  FILE *jf = rank == 0 && g_json ? fopen(g_json, "a") : NULL;
+  const bshape_t all[] = {{2048, 8192, 10240, 1}, {8192, 8192, 10240, 1}, {16384, 8192, 10240, 0},
+                          {2048, 8192, 57344, 0}, {8192, 8192, 57344, 0}, {16384, 8192, 57344, 0},
+                          {2048, 4096, 28672, 0}, {8192, 4096, 28672, 0}, {16384, 4096, 28672, 0}};
+  const bshape_t quick[] = {{2048, 8192, 10240, 1}, {8192, 8192, 10240, 1}, {8192, 4096, 28672, 0}};
+  const bshape_t trace[] = {{8192, 8192, 10240, 0}};
+  const bshape_t *shapes = g_trace ? trace : g_quick ? quick : all;
+  const int nshapes = g_trace ? 1 : g_quick ? 3 : 9;
+  if (rank == 0)
+    printf("%-24s %8s %8s %8s %8s %8s %8s %7s %7s %7s %8s  plan\n", "shape (M x N_loc x K)", "meld", "seq",
+           "compute", "m_comp", "comm", "bound", "ovl_eff", "m/bnd", "seq/m", "rel_err");
+  for (int si = 0; si < nshapes; si++) {
+    const bshape_t *sh = &shapes[si];
+    x.M = sh->m, x.k = sh->k, x.m_loc = sh->m / P, x.n_loc = sh->n_total / P;
+    const size_t na = (size_t)x.m_loc * x.k, nf = (size_t)x.M * x.k, nb = (size_t)x.n_loc * x.k,
+                 nc = (size_t)x.M * x.n_loc;
+    cudaMalloc(&x.a, na * 2), cudaMalloc(&x.full, nf * 2), cudaMalloc(&x.b, nb * 2);
+    cudaMalloc(&x.c, nc * 2), cudaMalloc(&x.c2, nc * 2);
+    bg_fill<<<1024, 256, 0, x.s>>>(x.a, na, 11 + rank);
+    bg_fill<<<1024, 256, 0, x.s>>>(x.b, nb, 101 + rank);
+    x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+    x.err = MELD_OK;
+    if (g_trace) {
+      for (int i = 0; i < 3; i++) f_meld(&x);
+      cudaStreamSynchronize(x.s);
+      if (rank == 0) printf("trace: 3 calls at M=%lld K=%lld N_loc=%lld\n", (long long)x.M, (long long)x.k, (long long)x.n_loc);
+    } else {
+      const float t_meld = time_fn(&x, f_meld, TIMED);
+      f_meld(&x); /* C for the error check (after the timed calls: same inputs) */
+      f_nccl_ag(&x); /* the gathered A for the references */
+      cudaStreamSynchronize(x.s);
+      const double err = rel_err(&x);
+      const float t_seq = time_fn(&x, f_seq, TIMED);
+      const float t_cublas = time_fn(&x, f_cublas, TIMED);
+      const float t_mgemm = time_fn(&x, f_meld_gemm, TIMED);
+      const float t_nag = time_fn(&x, f_nccl_ag, TIMED);
+      const float t_mag = time_fn(&x, f_meld_ag, TIMED);
+      const float compute = fminf(t_cublas, t_mgemm), comm = fminf(t_nag, t_mag), bound = fmaxf(compute, comm);
+      if (x.err != MELD_OK) gt_failed++;
+      if (!(err <= 1e-2)) {
+        printf("[rank %d] rel_err %.3g > 1e-2 at M=%lld\n", rank, err, (long long)x.M);
+        gt_failed++;
+      }
+      char plan[400];
+      ag_gemm_plan_format(&x.plan, plan, sizeof plan);
+      if (rank == 0) {
+        char name[64];
+        snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)x.M, (long long)x.n_loc, (long long)x.k);
+        printf("%-24s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.3f %7.3f %7.3f %8.1e  %s\n", name, t_meld, t_seq,
+               compute, t_mgemm, comm, bound, t_meld / fmaxf(t_mgemm, comm), t_meld / bound, t_seq / t_meld, err,
+               plan);
+        printf("%-24s   (cublas %.3f, meld_gemm %.3f, nccl AG %.3f, meld AG %.3f)\n", "", t_cublas, t_mgemm, t_nag,
+               t_mag);
+        fflush(stdout);
+      }
+      json_row(jf, &env, nccl, &x, sh->n_total, "default", t_meld, t_seq, compute, t_mgemm, comm, err);
+      if (sh->sweep) {
+        const int ccs[] = {2, 4, 8, 16};
+        for (int cp = 0; cp < 2; cp++)
+          for (int ci = 0; ci < 4; ci++) {
+            x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+            x.hint.copy = cp;
+            x.hint.comm_ctas = ccs[ci];
+            const float t = time_fn(&x, f_meld, TIMED);
+            char v[64];
+            snprintf(v, sizeof v, "%s_cc%d", cp ? "bulk" : "vec", ccs[ci]);
+            if (rank == 0) printf("   sweep %-14s %8.3f ms  meld/bound %.3f\n", v, t, t / bound);
+            json_row(jf, &env, nccl, &x, sh->n_total, v, t, t_seq, compute, t_mgemm, comm, NAN);
+          }
+        const int gms[] = {8, 32};
+        for (int gi = 0; gi < 2; gi++) {
+          x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+          x.hint.group_m = gms[gi];
+          const float t = time_fn(&x, f_meld, TIMED);
+          char v[64];
+          snprintf(v, sizeof v, "group_m%d", gms[gi]);
+          if (rank == 0) printf("   sweep %-14s %8.3f ms  meld/bound %.3f\n", v, t, t / bound);
+          json_row(jf, &env, nccl, &x, sh->n_total, v, t, t_seq, compute, t_mgemm, comm, NAN);
+        }
+        x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+        x.hint.chunk_rows = 512;
+        const float t = time_fn(&x, f_meld, TIMED);
+        if (rank == 0) printf("   sweep %-14s %8.3f ms  meld/bound %.3f\n", "chunk512", t, t / bound);
+        json_row(jf, &env, nccl, &x, sh->n_total, "chunk512", t, t_seq, compute, t_mgemm, comm, NAN);
+        x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+        x.hint.schedule = AG_GEMM_UNFUSED;
+        const float tu = time_fn(&x, f_meld, TIMED);
+        if (rank == 0) printf("   sweep %-14s %8.3f ms  meld/bound %.3f\n", "unfused", tu, tu / bound);
+        json_row(jf, &env, nccl, &x, sh->n_total, "unfused", tu, t_seq, compute, t_mgemm, comm, NAN);
+      }
+    }
+    if (meld_comm_check(x.comm) != MELD_OK) {
+      printf("[rank %d] meld_comm_check: %s\n", rank, meld_last_error());
+      gt_failed++;
+    }
+    cudaFree(x.a), cudaFree(x.full), cudaFree(x.b), cudaFree(x.c), cudaFree(x.c2);
+    if (gt_failed) break;
+  }
+  if (jf) fclose(jf);
+  meld_bootstrap_barrier(x.comm->boot);
+  ncclCommDestroy(x.nccl);
+  cublasDestroy(x.cublas);
+  cudaStreamDestroy(x.s);
+  meld_comm_destroy(x.comm);
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) g_quick = 1;
+    else if (!strcmp(argv[i], "--trace")) g_trace = 1;
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--trace]\n", argv[0]);
+      return 2;
+    }
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 1);
+  const int n = gt_device_count();
+  if (n < 1) {
+    printf("no GPU\n");
+    return 0;
+  }
+  const int P = n > 8 ? 8 : n;
+  printf("bench_ag_gemm: %d rank(s)\n", P);
+  fflush(stdout);
+  setenv("GT_SPAWN_TIMEOUT_S", "900", 0);
+  const int failed = gt_spawn(P, rank_main);
+  printf("bench_ag_gemm: %s\n", failed ? "FAILED" : "ok");
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,251 @@
+/* ag_gemm_plan.c — meld_ag_gemm: validation, plan heuristic, legality, chunk arithmetic. */
+#include "ag_gemm_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/proto.h"
+#include "config.h"
+#include "error.h"
+
+#define FN "meld_ag_gemm"
+
+/* Heuristic constants (docs/perf-notes.md "AG+GEMM"). */
+#define PLAN_GEMM_FLOPS 650e12    /* what the engine sustains on big shapes (H200)          */
+#define PLAN_CTA_COPY_BPS 30e9    /* bytes/s one comm CTA moves (384 threads, 16-byte stores) */
+#define PLAN_COMM_SHARE 0.5       /* comm should finish within this share of the GEMM time   */
+#define PLAN_MIN_COMM_CTAS 2
+#define PLAN_MAX_COMM_CTAS 16
+
+static int64_t round_up64(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+meld_result_t ag_gemm_validate(const meld_ag_gemm_args_t *a, int nranks) {
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, FN ": args is NULL");
+  if (nranks < 1 || nranks > AG_GEMM_MAX_RANKS)
+    return meld_error(MELD_ERR_UNSUPPORTED, FN ": %d ranks; the op handles 1..%d ranks of one node", nranks,
+                      AG_GEMM_MAX_RANKS);
+  if (a->m_loc < 0 || a->n_loc < 0)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": m_loc %lld and n_loc %lld must be >= 0", (long long)a->m_loc,
+                      (long long)a->n_loc);
+  if (a->k < 1)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": k %lld < 1 (the inner dimension must be positive)",
+                      (long long)a->k);
+  if (a->k % 8)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      FN ": k %lld is not a multiple of 8 (gathered rows are read with TMA, whose row "
+                      "pitch must be a multiple of 16 bytes)",
+                      (long long)a->k);
+  const int64_t m_pad = round_up64(a->m_loc, AG_GEMM_BM);
+  if (a->k > INT32_MAX || a->n_loc > INT32_MAX || m_pad * nranks > INT32_MAX)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      FN ": m_loc %lld x %d ranks, n_loc %lld, k %lld: each must be < 2^31",
+                      (long long)a->m_loc, nranks, (long long)a->n_loc, (long long)a->k);
+  if (a->b_layout != MELD_B_NK && a->b_layout != MELD_B_KN)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": b_layout %d is neither MELD_B_NK (0) nor MELD_B_KN (1)",
+                      (int)a->b_layout);
+  if (a->m_loc == 0) return MELD_OK; /* nothing anywhere: pointers unused */
+  const int gemm = a->n_loc > 0;
+  const struct {
+    const char *name;
+    const void *ptr;
+    int needed;
+    int64_t ld, row;
+    const char *row_name;
+  } t[4] = {{"a_shard", a->a_shard, 1, a->lda, a->k, "k"},
+            {"b", a->b, gemm, a->ldb, a->b_layout == MELD_B_KN ? a->n_loc : a->k,
+             a->b_layout == MELD_B_KN ? "n_loc (B is [K,N])" : "k (B is [N,K])"},
+            {"c", a->c, gemm, a->ldc, a->n_loc, "n_loc"},
+            {"a_gathered", a->a_gathered, a->a_gathered != NULL, a->ld_gathered, a->k, "k"}};
+  static const char *const ld_names[4] = {"lda", "ldb", "ldc", "ld_gathered"};
+  for (int i = 0; i < 4; i++) {
+    if (!t[i].needed) continue;
+    if (!t[i].ptr) return meld_error(MELD_ERR_INVALID_ARG, FN ": %s is NULL", t[i].name);
+    if ((uintptr_t)t[i].ptr % 16)
+      return meld_error(MELD_ERR_INVALID_ARG,
+                        FN ": %s %p is not 16-byte aligned (TMA and 16-byte copies need aligned bases)",
+                        t[i].name, t[i].ptr);
+    if (t[i].ld < t[i].row)
+      return meld_error(MELD_ERR_INVALID_ARG, FN ": %s %lld is smaller than %s %lld", ld_names[i],
+                        (long long)t[i].ld, t[i].row_name, (long long)t[i].row);
+    if (t[i].ld % 8)
+      return meld_error(MELD_ERR_INVALID_ARG,
+                        FN ": %s %lld is not a multiple of 8 (rows must start on 16-byte boundaries)",
+                        ld_names[i], (long long)t[i].ld);
+    if (t[i].ld >= (INT64_C(1) << 39))
+      return meld_error(MELD_ERR_INVALID_ARG, FN ": %s %lld is too large (strides must be < 2^40 bytes)",
+                        ld_names[i], (long long)t[i].ld);
+  }
+  return MELD_OK;
+}
+
+int ag_gemm_is_empty(const meld_ag_gemm_args_t *a) { return a->m_loc == 0; }
+
+/* Largest multiple of 128 that is <= want and divides m_pad (128 always does). */
+static int64_t fit_chunk_rows(int64_t want, int64_t m_pad) {
+  int64_t blocks = m_pad / AG_GEMM_BM, w = want / AG_GEMM_BM;
+  if (w < 1) w = 1;
+  if (w > blocks) w = blocks;
+  while (w > 1 && blocks % w) w--;
+  return w * AG_GEMM_BM;
+}
+
+static void plan_derive(ag_gemm_plan_t *p) {
+  p->chunks_per_rank = p->chunk_rows > 0 ? p->m_loc_pad / p->chunk_rows : 0;
+  p->ws_bytes = p->schedule == AG_GEMM_FUSED ? (size_t)p->nranks * (size_t)p->m_loc_pad * (size_t)p->k * 2u : 0;
+  p->signal_slots = p->schedule == AG_GEMM_FUSED ? (size_t)p->nranks * (size_t)p->chunks_per_rank : 0;
+}
+
+meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm_count, size_t workspace_bytes,
+                                const ag_gemm_hint_t *hint, ag_gemm_plan_t *p) {
+  MELD_CHECK(ag_gemm_validate(a, nranks));
+  if (!p) return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm_plan_make: plan is NULL");
+  if (sm_count < 2 || sm_count > AG_GEMM_MAX_SMS)
+    return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm_plan_make: sm_count %d outside [2, %d]", sm_count,
+                      AG_GEMM_MAX_SMS);
+  memset(p, 0, sizeof *p);
+  p->nranks = nranks;
+  p->sm_count = sm_count;
+  p->m_loc = a->m_loc;
+  p->m_loc_pad = round_up64(a->m_loc, AG_GEMM_BM);
+  p->m = a->m_loc * nranks;
+  p->n_loc = a->n_loc;
+  p->k = a->k;
+  p->compact = a->m_loc % AG_GEMM_BM != 0;
+  p->grid = sm_count;
+  p->group_m = 16;
+  p->copy = AG_GEMM_COPY_VEC;
+
+  /* Schedule: one rank = a plain GEMM; shards that padding to 128 rows would inflate by more
+   * than 25% (m_loc < 512 and badly aligned) take the unfused path on their contiguous A. */
+  if (nranks == 1) p->schedule = AG_GEMM_DIRECT;
+  else if (p->m_loc_pad * 4 > p->m_loc * 5) p->schedule = AG_GEMM_UNFUSED;
+  else p->schedule = AG_GEMM_FUSED;
+
+  /* Comm CTAs: enough that the pushes take at most PLAN_COMM_SHARE of the GEMM's time. */
+  const double gemm_s = 2.0 * (double)p->m * (double)(p->n_loc > 0 ? p->n_loc : 1) * (double)p->k / PLAN_GEMM_FLOPS;
+  const double bytes = (double)nranks * (double)p->m_loc * (double)p->k * 2.0; /* own copy + pushes */
+  double want = bytes / (PLAN_CTA_COPY_BPS * PLAN_COMM_SHARE * gemm_s);
+  int cc = (int)(want + 0.999);
+  if (cc < PLAN_MIN_COMM_CTAS) cc = PLAN_MIN_COMM_CTAS;
+  if (cc > PLAN_MAX_COMM_CTAS) cc = PLAN_MAX_COMM_CTAS;
+  if (cc > sm_count / 2) cc = sm_count / 2 > 0 ? sm_count / 2 : 1;
+  p->comm_ctas = cc;
+  int64_t chunk_rows = AG_GEMM_BM;
+
+  /* Environment. */
+  int64_t v = 0;
+  MELD_CHECK(meld_env_int64("MELD_COMM_CTAS", 1, AG_GEMM_MAX_COMM_CTAS, &v));
+  if (v) p->comm_ctas = (int)v;
+  const char *s = getenv("MELD_CHUNK_BYTES");
+  if (s && *s) {
+    size_t c = 0;
+    if (meld_parse_size(s, &c) != 0)
+      return meld_error(MELD_ERR_INVALID_ARG, "MELD_CHUNK_BYTES=%s: not a size (e.g. 2M)", s);
+    chunk_rows = (int64_t)(c / ((size_t)p->k * 2u));
+  }
+  s = getenv("MELD_SCHEDULE");
+  if (s && *s && nranks > 1) {
+    if (!strcmp(s, "fused")) p->schedule = AG_GEMM_FUSED;
+    else if (!strcmp(s, "unfused")) p->schedule = AG_GEMM_UNFUSED;
+    else return meld_error(MELD_ERR_INVALID_ARG, "MELD_SCHEDULE=%s: expected fused or unfused", s);
+  }
+  /* Hint. */
+  if (hint) {
+    if (hint->schedule >= 0) {
+      if (hint->schedule > AG_GEMM_DIRECT || (hint->schedule == AG_GEMM_DIRECT) != (nranks == 1))
+        return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: schedule %d is not possible with %d ranks",
+                          hint->schedule, nranks);
+      p->schedule = (ag_gemm_schedule_t)hint->schedule;
+    }
+    if (hint->copy >= 0) {
+      if (hint->copy > AG_GEMM_COPY_BULK)
+        return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: copy %d unknown", hint->copy);
+      p->copy = (ag_gemm_copy_t)hint->copy;
+    }
+    if (hint->comm_ctas) p->comm_ctas = hint->comm_ctas;
+    if (hint->chunk_rows) {
+      if (hint->chunk_rows % AG_GEMM_BM)
+        return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: chunk_rows %lld is not a multiple of %d",
+                          (long long)hint->chunk_rows, AG_GEMM_BM);
+      chunk_rows = hint->chunk_rows;
+    }
+    if (hint->group_m) p->group_m = hint->group_m;
+  }
+  p->chunk_rows = fit_chunk_rows(chunk_rows, p->m_loc_pad > 0 ? p->m_loc_pad : AG_GEMM_BM);
+  plan_derive(p);
+  return ag_gemm_plan_check(p, sm_count, workspace_bytes);
+}
+
+meld_result_t ag_gemm_plan_check(const ag_gemm_plan_t *p, int sm_count, size_t workspace_bytes) {
+  if (!p) return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm plan: NULL");
+  if (p->schedule != AG_GEMM_FUSED) return MELD_OK;
+  if (p->grid < 2 || p->grid > sm_count)
+    return meld_error(MELD_ERR_INVALID_ARG, FN " plan: grid %d outside [2, %d SMs]", p->grid, sm_count);
+  if (p->comm_ctas < 1 || p->comm_ctas >= p->grid || p->comm_ctas > AG_GEMM_MAX_COMM_CTAS)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      FN " plan: %d comm CTAs outside [1, %d] (grid %d; MELD_COMM_CTAS?): at least one CTA "
+                      "must compute",
+                      p->comm_ctas, p->grid - 1 < AG_GEMM_MAX_COMM_CTAS ? p->grid - 1 : AG_GEMM_MAX_COMM_CTAS,
+                      p->grid);
+  if (p->m_loc_pad % AG_GEMM_BM || p->m_loc_pad < p->m_loc || p->m_loc_pad - p->m_loc >= AG_GEMM_BM)
+    return meld_error(MELD_ERR_INTERNAL, FN " plan: m_loc_pad %lld is not m_loc %lld rounded up to %d",
+                      (long long)p->m_loc_pad, (long long)p->m_loc, AG_GEMM_BM);
+  if (p->chunk_rows < AG_GEMM_BM || p->chunk_rows % AG_GEMM_BM || p->m_loc_pad % p->chunk_rows ||
+      p->chunks_per_rank * p->chunk_rows != p->m_loc_pad)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      FN " plan: chunk_rows %lld must be a multiple of %d that divides the padded shard "
+                      "(%lld rows)",
+                      (long long)p->chunk_rows, AG_GEMM_BM, (long long)p->m_loc_pad);
+  if (p->chunks_per_rank >= MELD_STAMP_SEQ_MAX || !meld_signal_layout_fits(p->nranks, 1, (uint32_t)p->chunks_per_rank))
+    return meld_error(MELD_ERR_INVALID_ARG, FN " plan: %d ranks x %lld chunks exceed the pad's %u signal slots",
+                      p->nranks, (long long)p->chunks_per_rank, (unsigned)MELD_PAD_SIGNAL_SLOTS);
+  if (p->group_m < 1) return meld_error(MELD_ERR_INVALID_ARG, FN " plan: group_m %d < 1", p->group_m);
+  if (p->ws_bytes > workspace_bytes)
+    return meld_error(MELD_ERR_OUT_OF_MEMORY,
+                      FN ": the fused schedule stages the gathered A (%d ranks x %lld rows x %lld x 2 bytes = "
+                      "%zu bytes) in the workspace, which has %zu bytes: set workspace_bytes / "
+                      "MELD_WORKSPACE_BYTES >= %zu (or MELD_SCHEDULE=unfused)",
+                      p->nranks, (long long)p->m_loc_pad, (long long)p->k, p->ws_bytes, workspace_bytes,
+                      p->ws_bytes);
+  return MELD_OK;
+}
+
+void ag_gemm_chunk_rows(const ag_gemm_plan_t *p, int64_t j, int64_t *row0, int64_t *rows) {
+  const int64_t r0 = j * p->chunk_rows;
+  int64_t n = p->m_loc - r0;
+  if (n > p->chunk_rows) n = p->chunk_rows;
+  if (n < 0) n = 0;
+  *row0 = r0;
+  *rows = n;
+}
+
+int64_t ag_gemm_flag_of_mblock(const ag_gemm_plan_t *p, int64_t mb) { return mb * AG_GEMM_BM / p->chunk_rows; }
+
+int64_t ag_gemm_flag_of_chunk(const ag_gemm_plan_t *p, int r, int64_t j) {
+  return (int64_t)meld_signal_index(r, p->nranks, 0, (uint32_t)j, (uint32_t)p->chunks_per_rank);
+}
+
+uint32_t ag_gemm_arg_hash(const ag_gemm_plan_t *p) {
+  uint64_t h = meld_hash_init();
+  h = meld_hash_u64(h, MELD_OP_AG_GEMM);
+  h = meld_hash_u64(h, (uint64_t)p->nranks);
+  h = meld_hash_u64(h, (uint64_t)p->m_loc);
+  h = meld_hash_u64(h, (uint64_t)p->k);
+  h = meld_hash_u64(h, (uint64_t)p->schedule);
+  h = meld_hash_u64(h, (uint64_t)p->chunk_rows);
+  return meld_hash_fold(h);
+}
+
+static const char *schedule_name(ag_gemm_schedule_t s) {
+  return s == AG_GEMM_FUSED ? "fused" : s == AG_GEMM_UNFUSED ? "unfused" : "direct";
+}
+
+int ag_gemm_plan_format(const ag_gemm_plan_t *p, char *buf, size_t len) {
+  return snprintf(buf, len,
+                  "ag_gemm P=%d m_loc=%lld (pad %lld) n_loc=%lld k=%lld %s copy=%s grid=%d comm_ctas=%d "
+                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d ws=%zu signals=%zu",
+                  p->nranks, (long long)p->m_loc, (long long)p->m_loc_pad, (long long)p->n_loc, (long long)p->k,
+                  schedule_name(p->schedule), p->copy == AG_GEMM_COPY_BULK ? "bulk" : "vec", p->grid,
+                  p->comm_ctas, (long long)p->chunk_rows, (long long)p->chunks_per_rank, p->compact, p->group_m,
+                  p->ws_bytes, p->signal_slots);
+}

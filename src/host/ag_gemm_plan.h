@@ -1,0 +1,122 @@
+/* ag_gemm_plan.h — meld_ag_gemm's argument validation and plan (internal, pure host C: no CUDA
+ * calls, so validation and planning are unit-tested on the CPU).
+ *
+ * The fused schedule (src/ops/ag_gemm.cu): ONE cooperative kernel, one CTA per SM. The first
+ * `comm_ctas` CTAs to start copy this rank's shard, chunk by chunk, into its own staging and
+ * then push it into every peer's staging (the comm's symmetric workspace), releasing one
+ * signal per (producer rank, chunk) in the consumer's pad; then they join the GEMM. Every
+ * other CTA runs the GEMM engine over the gathered staging, tiles claimed from a dynamic
+ * queue, local m-blocks first and then rank+1, rank+2, ... (arrival order), the engine's
+ * ready hook waiting on the chunk's signal before loading its A rows.
+ *
+ * Staging geometry (identical on every rank): [nranks][m_loc_pad][k] bf16, rows of k
+ * elements, m_loc_pad = m_loc rounded up to 128 (a GEMM m-block never spans two shards).
+ * Shard r's chunk j = its padded rows [j * chunk_rows, (j + 1) * chunk_rows), of which the
+ * rows < m_loc are real; chunk_rows is a multiple of 128 that divides m_loc_pad, so the flag
+ * of global m-block mb is signal (mb * 128) / chunk_rows = r * chunks_per_rank + j. When
+ * m_loc is not a multiple of 128 ("compact" plan), the pad rows hold garbage, and the GEMM's
+ * compact-rows epilogue drops them and writes real rows to C row r * m_loc + i. */
+#ifndef MELD_HOST_AG_GEMM_PLAN_H
+#define MELD_HOST_AG_GEMM_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "meld.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AG_GEMM_MAX_RANKS 72      /* kernel parameters carry per-rank staging pointers     */
+#define AG_GEMM_BM 128            /* == GEMM_BM: rows of one GEMM m-block                  */
+#define AG_GEMM_MAX_COMM_CTAS 64
+#define AG_GEMM_MAX_SMS 1024
+
+/* Schedules. */
+typedef enum {
+  AG_GEMM_FUSED = 0,   /* the one fused kernel                                            */
+  AG_GEMM_UNFUSED = 1, /* meld_all_gather into a gathered buffer, then meld_gemm           */
+  AG_GEMM_DIRECT = 2   /* one rank: meld_gemm on the shard (+ a copy for a_gathered)       */
+} ag_gemm_schedule_t;
+
+/* How comm CTAs move bytes: every thread's 16-byte stores, or one thread's TMA bulk copies
+ * through shared memory (global -> smem -> peer). */
+typedef enum { AG_GEMM_COPY_VEC = 0, AG_GEMM_COPY_BULK = 1 } ag_gemm_copy_t;
+
+typedef struct {
+  int nranks, sm_count;
+  int64_t m_loc, m_loc_pad, m, n_loc, k; /* m = nranks * m_loc (C rows)                     */
+  ag_gemm_schedule_t schedule;
+  ag_gemm_copy_t copy;
+  int comm_ctas;           /* fused: CTAs (first tickets) that copy and push              */
+  int grid;                /* fused: CTAs of the kernel (one per SM)                      */
+  int64_t chunk_rows;      /* fused: multiple of 128 dividing m_loc_pad                    */
+  int64_t chunks_per_rank; /* m_loc_pad / chunk_rows                                       */
+  int compact;             /* m_loc % 128 != 0: padded staging, compact-rows epilogue     */
+  int group_m;             /* GEMM raster group (m-blocks per sweep)                       */
+  size_t ws_bytes;         /* fused: staging bytes = nranks * m_loc_pad * k * 2            */
+  size_t signal_slots;     /* fused: nranks * chunks_per_rank                              */
+} ag_gemm_plan_t;
+
+/* Caller-chosen plan fields (tests, bench); 0 / -1 = heuristic. The environment
+ * (MELD_COMM_CTAS, MELD_CHUNK_BYTES, MELD_SCHEDULE=fused|unfused) overrides the heuristic,
+ * the hint overrides both. */
+typedef struct {
+  int schedule;     /* -1 = choose, else ag_gemm_schedule_t (DIRECT only with one rank)   */
+  int copy;         /* -1 = choose, else ag_gemm_copy_t                                    */
+  int comm_ctas;    /* 0 = choose                                                          */
+  int64_t chunk_rows; /* 0 = choose; a multiple of 128                                     */
+  int group_m;      /* 0 = choose                                                          */
+} ag_gemm_hint_t;
+
+#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0}
+
+/* Checks meld_ag_gemm's arguments for a communicator of nranks ranks. Never touches CUDA.
+ * Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence ("meld_ag_gemm: k 4100 is not a
+ * multiple of 8 ..."). */
+meld_result_t ag_gemm_validate(const meld_ag_gemm_args_t *a, int nranks);
+
+/* 1 when the call computes nothing (m_loc or n_loc is 0; then it must be so on every rank). */
+int ag_gemm_is_empty(const meld_ag_gemm_args_t *a);
+
+/* Fills *plan for validated args: heuristic, environment, hint; then checks it
+ * (ag_gemm_plan_check). sm_count: the smallest SM count of the node's GPUs (equal on every
+ * rank: every rank must compute the same chunking). workspace_bytes: the comm's workspace.
+ * Fails: MELD_ERR_INVALID_ARG (bad env value or hint), MELD_ERR_OUT_OF_MEMORY (the fused
+ * staging does not fit the workspace: the message names MELD_WORKSPACE_BYTES to set). */
+meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm_count,
+                                size_t workspace_bytes, const ag_gemm_hint_t *hint,
+                                ag_gemm_plan_t *plan);
+
+/* Legality: roles fit the SMs (1 <= comm_ctas < grid <= sm_count), chunking (chunk_rows a
+ * multiple of 128 dividing m_loc_pad), signals within the pad, staging within the workspace. */
+meld_result_t ag_gemm_plan_check(const ag_gemm_plan_t *plan, int sm_count, size_t workspace_bytes);
+
+/* The real rows of chunk j of shard r: its first row in the shard (*row0) and count
+ * (*rows; 0 when the chunk is all padding). Global gathered row = r * m_loc + *row0 + i;
+ * staging row = r * m_loc_pad + *row0 + i. */
+void ag_gemm_chunk_rows(const ag_gemm_plan_t *plan, int64_t j, int64_t *row0, int64_t *rows);
+
+/* The signal (flag) index of global staging m-block mb, and of chunk j of shard r. */
+int64_t ag_gemm_flag_of_mblock(const ag_gemm_plan_t *plan, int64_t mb);
+int64_t ag_gemm_flag_of_chunk(const ag_gemm_plan_t *plan, int r, int64_t j);
+
+/* The argument hash every rank must agree on (op, shard shape, chunking, schedule). */
+uint32_t ag_gemm_arg_hash(const ag_gemm_plan_t *plan);
+
+/* One line describing the plan. */
+int ag_gemm_plan_format(const ag_gemm_plan_t *plan, char *buf, size_t len);
+
+struct meld_comm;
+/* Plans (with `hint`, may be NULL) and runs one call: what meld_ag_gemm does (src/ops/
+ * ag_gemm.cu). *plan_out (may be NULL) receives the plan. */
+meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_args_t *args,
+                          const ag_gemm_hint_t *hint, cudaStream_t stream, ag_gemm_plan_t *plan_out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

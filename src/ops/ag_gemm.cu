@@ -1,0 +1,518 @@
+/* ag_gemm.cu — fused AllGather + GEMM (meld_ag_gemm): ONE persistent cooperative kernel.
+ *
+ * Roles (by ticket, DESIGN.md section 4). The first comm_ctas CTAs to start are comm CTAs:
+ * they copy this rank's shard into its own staging (HBM speed: the GEMM starts on local rows)
+ * and then push it into every peer's staging, chunk by chunk, phase t = 1 .. P-1 going to
+ * rank (me - t) mod P (for which we are the t-th producer in its tile order); after each chunk
+ * one release of the stamp (epoch, 1) into the consumer's signal slot (me, chunk). Then, if
+ * asked, they copy the gathered A out to a_gathered (waiting on the chunk signals), and join
+ * the GEMM. Every CTA runs the GEMM engine (src/device/gemm.cuh) over the local staging
+ * [P * m_loc_pad, k], claiming tiles from a dynamic queue in the pad; the order hook rotates
+ * the m-blocks so this rank's own come first, then rank+1's, ... (arrival order); the ready
+ * hook waits for the chunk's signal (acquire.sys, then fence.proxy.async.global: the rows
+ * were written by generic or bulk stores and are read by TMA) before loading A rows. The
+ * hook's target is the running call's stamp, read from the pad's call counter (so CUDA-graph
+ * replays and back-to-back calls need no host involvement).
+ *
+ * Buffer reuse across calls: a peer writes our staging in call e+1 only after its entry
+ * handshake saw our post of e+1, i.e. after our kernel of call e ended (all our TMA reads of
+ * the staging are done). So the staging needs no credits (it holds the whole gathered A).
+ *
+ * Memory ordering of a chunk: 16-byte stores by all threads -> bar.sync -> one thread's
+ * st.release.sys (cumulative); or bulk copies by one thread -> cp.async.bulk.wait_group 0
+ * (writes complete; implies the generic-async proxy fence) -> the same thread's release.
+ *
+ * Tails: m_loc % 128 != 0 pads each shard to m_loc_pad rows in the staging (a GEMM m-block
+ * never spans two ranks); the GEMM's compact-rows epilogue drops the pad rows. */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "ag_gemm_plan.h"
+#include "coll_plan.h"
+#include "comm.h"
+#include "common/proto.h"
+#include "device/copy.cuh"
+#include "device/gemm.cuh"
+#include "device/launch.cuh"
+#include "device/signal.cuh"
+#include "error.h"
+#include "gemm_plan.h"
+#include "log.h"
+#include "proto.h"
+
+/* Bulk-copy pipeline of a comm CTA (one thread): AGB_NB shared-memory buffers of AGB_PIECE
+ * bytes; loads run AGB_NB - AGB_LAG pieces ahead, AGB_LAG stores may still be reading. */
+#define AGB_PIECE 32768u
+#define AGB_NB 6
+#define AGB_LAG 2
+#define AGB_BAR_OFF (AGB_NB * AGB_PIECE)
+static_assert(AGB_BAR_OFF + 8 * AGB_NB + 1024 <= GEMM_SMEM_BYTES, "bulk buffers exceed the kernel's smem");
+
+/* Everything the kernel needs, by value (__grid_constant__: the tensor maps stay in the
+ * parameter space, as TMA needs). */
+typedef struct {
+  gemm_params_t g;
+  int32_t rank, nranks, comm_ctas, copy, has_gemm, handshake_only;
+  uint32_t arg_hash;
+  int32_t pad_;
+  int64_t m_loc, m_loc_pad, k, lda, chunk_rows, chunks_per_rank;
+  const uint8_t *a_shard;
+  uint8_t *a_gathered;
+  int64_t ld_gathered;
+  uint32_t *status; /* the ready hook's status word (pad scratch 0)                         */
+  uint8_t *stage[AG_GEMM_MAX_RANKS]; /* rank r's staging as mapped here; [rank] = own      */
+} ag_kargs_t;
+
+/* ---- device side ------------------------------------------------------------------------- */
+
+/* Waits until at most N of this thread's bulk groups are still reading their smem source. */
+template <int N>
+MELD_DEV void ag_bulk_wait_read(void) {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+/* Invalidates an mbarrier so its shared memory can be reused by the GEMM engine. */
+MELD_DEV void ag_mbar_inval(uint32_t bar) {
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+/* Piece q of a copy of `rows` rows of row_bytes, rows src_ld / dst_ld bytes apart; when both
+ * are dense (ld == row_bytes) the rows form one contiguous run. */
+typedef struct {
+  const uint8_t *src;
+  uint8_t *dst;
+  int64_t rows, row_bytes, src_ld, dst_ld;
+  int64_t run_bytes, runs, pieces_per_run;
+} ag_copy_t;
+
+MELD_DEV ag_copy_t ag_copy_make(const uint8_t *src, int64_t src_ld, uint8_t *dst, int64_t dst_ld, int64_t rows,
+                                int64_t row_bytes) {
+  ag_copy_t c;
+  c.src = src, c.dst = dst, c.rows = rows, c.row_bytes = row_bytes, c.src_ld = src_ld, c.dst_ld = dst_ld;
+  const bool dense = src_ld == row_bytes && dst_ld == row_bytes;
+  c.run_bytes = dense ? rows * row_bytes : row_bytes;
+  c.runs = dense ? 1 : rows;
+  c.pieces_per_run = (c.run_bytes + AGB_PIECE - 1) / AGB_PIECE;
+  return c;
+}
+
+/* Every thread of the CTA copies (16-byte stores; any alignment works, copy.cuh). */
+MELD_DEV void ag_copy_vec(const ag_copy_t *c) {
+  for (int64_t r = 0; r < c->runs; r++)
+    copy_bytes(c->dst + r * c->dst_ld, c->src + r * c->src_ld, (size_t)c->run_bytes, threadIdx.x, blockDim.x);
+}
+
+/* One thread copies through shared memory with bulk copies (16-byte aligned, sizes multiples
+ * of 16: k % 8 == 0 and aligned bases, checked by validation). *gpiece counts pieces over
+ * the CTA's lifetime (buffer = g % NB, mbarrier parity = (g / NB) & 1). Returns with every
+ * write complete (wait_group 0). */
+/* Issues the bulk load of piece q (global piece g0 + q) into its buffer. */
+MELD_DEV void ag_bulk_load(const ag_copy_t *c, int64_t q, uint32_t g0, uint32_t sbase) {
+  const int64_t run = q / c->pieces_per_run, off = (q % c->pieces_per_run) * AGB_PIECE;
+  const uint32_t len = (uint32_t)min((int64_t)AGB_PIECE, c->run_bytes - off);
+  const uint32_t b = (g0 + (uint32_t)q) % AGB_NB;
+  const uint32_t bar = sbase + AGB_BAR_OFF + 8 * b;
+  mbar_arrive_expect_tx(bar, len);
+  cp_async_bulk_g2s(sbase + b * AGB_PIECE, c->src + run * c->src_ld + off, len, bar);
+}
+
+MELD_DEV void ag_copy_bulk(const ag_copy_t *c, uint32_t sbase, uint32_t *gpiece) {
+  const int64_t np = c->runs * c->pieces_per_run;
+  const uint32_t g0 = *gpiece;
+  for (int64_t q = 0; q < np && q < AGB_NB; q++) ag_bulk_load(c, q, g0, sbase);
+  for (int64_t q = 0; q < np; q++) {
+    const uint32_t g = g0 + (uint32_t)q, b = g % AGB_NB;
+    mbar_wait(sbase + AGB_BAR_OFF + 8 * b, (g / AGB_NB) & 1u);
+    const int64_t run = q / c->pieces_per_run, off = (q % c->pieces_per_run) * AGB_PIECE;
+    const uint32_t len = (uint32_t)min((int64_t)AGB_PIECE, c->run_bytes - off);
+    cp_async_bulk_s2g(c->dst + run * c->dst_ld + off, sbase + b * AGB_PIECE, len);
+    cp_async_bulk_commit_group();
+    /* Refill the buffer of piece q - LAG once its store has read it (<= LAG groups reading). */
+    const int64_t r = q - AGB_LAG;
+    if (r >= 0 && r + AGB_NB < np) {
+      ag_bulk_wait_read<AGB_LAG>();
+      ag_bulk_load(c, r + AGB_NB, g0, sbase);
+    }
+  }
+  cp_async_bulk_wait_group0(); /* writes performed: a release by this thread publishes them */
+  *gpiece = g0 + (uint32_t)np;
+}
+
+/* Chunk j of this rank's shard -> rank dst's staging. All threads; returns after the
+ * signal is released. */
+MELD_DEV void ag_push_chunk(meld_ctx_t *ctx, const ag_kargs_t *a, int dst, int64_t j, uint32_t sbase,
+                            uint32_t *gpiece) {
+  const int64_t row0 = j * a->chunk_rows;
+  const int64_t rows = min(a->chunk_rows, a->m_loc - row0);
+  const int64_t rb = a->k * 2;
+  if (rows > 0) {
+    const ag_copy_t c = ag_copy_make(a->a_shard + row0 * a->lda * 2, a->lda * 2,
+                                     a->stage[dst] + ((int64_t)a->rank * a->m_loc_pad + row0) * rb, rb, rows, rb);
+    if (a->copy == AG_GEMM_COPY_BULK) {
+      if (threadIdx.x == 0) ag_copy_bulk(&c, sbase, gpiece);
+    } else {
+      ag_copy_vec(&c);
+    }
+  }
+  /* bar.sync: every thread's stores (or thread 0's completed bulk writes) precede the release. */
+  __syncthreads();
+  if (threadIdx.x == 0)
+    meld_signal_put(ctx, dst,
+                    meld_signal_index(a->rank, a->nranks, 0, (uint32_t)j, (uint32_t)a->chunks_per_rank),
+                    meld_stamp(ctx->epoch, 1));
+}
+
+/* Comm role of CTA c (of comm_ctas): own copy, then pushes in arrival order. */
+/* Not inlined: its registers stay out of the engine's budget (inlined, the kernel spilled). */
+__device__ __noinline__ void ag_comm(meld_ctx_t ctx_v, const ag_kargs_t *a, uint32_t c, uint8_t *smem) {
+  meld_ctx_t *ctx = &ctx_v;
+  const uint32_t sbase = (smem_u32(smem) + 1023u) & ~1023u;
+  uint32_t gpiece = 0;
+  if (a->copy == AG_GEMM_COPY_BULK && threadIdx.x == 0) {
+    for (int b = 0; b < AGB_NB; b++) mbar_init(sbase + AGB_BAR_OFF + 8 * b, 1);
+    fence_proxy_async_shared(); /* the async proxy (bulk loads' complete_tx) sees the inits */
+  }
+  __syncthreads();
+  const int64_t cpr = a->chunks_per_rank;
+  const int64_t items = (int64_t)a->nranks * cpr;
+  for (int64_t i = c; i < items; i += a->comm_ctas) {
+    const int t = (int)(i / cpr);
+    const int64_t j = i % cpr;
+    const int dst = (a->rank - t + a->nranks) % a->nranks;
+    const uint64_t t0 = meld_trace_begin(ctx);
+    ag_push_chunk(ctx, a, dst, j, sbase, &gpiece);
+    if (threadIdx.x == 0) meld_trace_end(ctx, MELD_ROLE_COMM, (uint32_t)i, t0);
+  }
+  /* Gathered-A output: rows of rank r, chunk j (own rows straight from the shard). */
+  if (a->a_gathered && !ctx->failed) {
+    const int64_t rb = a->k * 2;
+    for (int64_t i = c; i < items; i += a->comm_ctas) {
+      const int r = (int)(i / cpr);
+      const int64_t j = i % cpr, row0 = j * a->chunk_rows;
+      const int64_t rows = min(a->chunk_rows, a->m_loc - row0);
+      if (rows <= 0) continue;
+      const uint8_t *src;
+      int64_t src_ld;
+      if (r == a->rank) {
+        src = a->a_shard + row0 * a->lda * 2, src_ld = a->lda * 2;
+      } else {
+        if (!meld_cta_wait_signal(ctx, meld_signal_index(r, a->nranks, 0, (uint32_t)j, (uint32_t)cpr),
+                                  meld_stamp(ctx->epoch, 1), r, "ag_gemm: chunk for a_gathered"))
+          break;
+        src = a->stage[a->rank] + ((int64_t)r * a->m_loc_pad + row0) * rb, src_ld = rb;
+      }
+      const uint64_t t0 = meld_trace_begin(ctx);
+      const ag_copy_t cp = ag_copy_make(src, src_ld, a->a_gathered + ((int64_t)r * a->m_loc + row0) * a->ld_gathered * 2,
+                                        a->ld_gathered * 2, rows, rb);
+      ag_copy_vec(&cp);
+      __syncthreads();
+      if (threadIdx.x == 0) meld_trace_end(ctx, MELD_ROLE_OTHER, (uint32_t)i, t0);
+    }
+  }
+  if (a->copy == AG_GEMM_COPY_BULK && threadIdx.x == 0)
+    for (int b = 0; b < AGB_NB; b++) ag_mbar_inval(sbase + AGB_BAR_OFF + 8 * b);
+  __syncthreads(); /* the engine's barrier inits and TMA writes reuse this smem */
+}
+
+template <bool BKN>
+__global__ void __launch_bounds__(GEMM_THREADS, 1)
+    ag_gemm_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ ag_kargs_t a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t ag_smem[];
+  __shared__ uint64_t gemm_t0;
+  bool run_gemm = false;
+  {
+    meld_ctx_t ctx;
+    if (meld_call_begin(&ctx, &proto, MELD_OP_AG_GEMM, a.arg_hash, a.handshake_only ? 0u : (uint32_t)a.comm_ctas) &&
+        !a.handshake_only) {
+      if (ctx.role == MELD_ROLE_COMM) ag_comm(ctx, &a, ctx.ticket, ag_smem);
+      run_gemm = a.has_gemm != 0;
+      if (threadIdx.x == 0) gemm_t0 = meld_trace_begin(&ctx);
+    }
+  }
+  /* Every CTA whose entry succeeded runs the engine (comm CTAs join when done), so that the
+   * engine's worker count is the grid. A failed call leaves the flags unset: the ready hook
+   * sees the abort word (or its deadline) and the engine drains. */
+  if (run_gemm) gemm_cta_run<BKN>(&a.g, ag_smem, (int)blockIdx.x, (int)gridDim.x);
+  /* Post-engine work by thread 128 (a consumer thread: the engine left warpgroup 0 with 40
+   * registers). A fresh ctx: nothing of the entry's stays live across the engine. */
+  __syncthreads();
+  if (threadIdx.x == 128) {
+    meld_cta_shared_t *s = meld_cta_shared();
+    meld_ctx_t ctx;
+    ctx.p = &proto;
+    ctx.epoch = s->epoch;
+    ctx.op = MELD_OP_AG_GEMM;
+    ctx.arg_hash = a.arg_hash;
+    ctx.ticket = s->ticket;
+    ctx.role = meld_role_of_ticket(s->ticket, (uint32_t)a.comm_ctas);
+    ctx.cta = blockIdx.x;
+    ctx.failed = 0;
+    if (run_gemm) {
+      meld_trace_end(&ctx, MELD_ROLE_COMPUTE, s->ticket, gemm_t0);
+      const uint32_t st = *(volatile uint32_t *)a.status;
+      if (st != GEMM_STATUS_OK) /* the ready hook gave up: record why (first failure wins) */
+        meld_fail(&ctx, st == GEMM_STATUS_TIMEOUT ? MELD_FAIL_TIMEOUT : MELD_FAIL_ABORTED,
+                  meld_wait_info(MELD_REGION_SIGNAL, 0, -1, "ag_gemm: A rows ready"), meld_stamp(ctx.epoch, 1), 0,
+                  0, ld_relaxed_sys_u32(meld_abort_word(&proto)));
+    }
+    meld_call_end_thread(&ctx);
+  }
+#endif
+}
+
+/* ---- host side ------------------------------------------------------------------------------- */
+
+#define AG_MAX_DEVICES 64
+static int g_dev_ready[AG_MAX_DEVICES];
+
+/* The node's smallest SM count: every rank plans with the same value. */
+static int ag_node_sm_count(const struct meld_comm *comm) {
+  int sm = comm->sm_count;
+  for (int r = 0; comm->ranks && r < comm->nranks; r++)
+    if (comm->rank_node && comm->rank_node[r] == comm->node && comm->ranks[r].sm_count > 0 &&
+        comm->ranks[r].sm_count < sm)
+      sm = comm->ranks[r].sm_count;
+  return sm;
+}
+
+static meld_result_t ag_device_setup(int dev, int sm_count) {
+  if (dev < AG_MAX_DEVICES && g_dev_ready[dev]) return MELD_OK;
+  int major = 0;
+  MELD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major != 9)
+    return meld_error(MELD_ERR_UNSUPPORTED,
+                      "meld_ag_gemm: device %d has compute capability %d.x; the fused kernel needs Hopper (sm_90a)",
+                      dev, major);
+  int grid = 0;
+  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
+  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<true>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
+  if (dev < AG_MAX_DEVICES) g_dev_ready[dev] = 1;
+  return MELD_OK;
+}
+
+/* The unfused schedule's gathered buffer when the caller gave no a_gathered: one per
+ * (device, comm), grown outside stream capture (cudaMalloc), kept for the process. */
+#define AG_MAX_TMP 64
+typedef struct {
+  const void *comm;
+  int dev;
+  void *ptr;
+  size_t bytes;
+} ag_tmp_t;
+static ag_tmp_t g_tmp[AG_MAX_TMP];
+static pthread_mutex_t g_tmp_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static meld_result_t ag_tmp_buffer(const struct meld_comm *comm, size_t bytes, cudaStream_t stream, void **out) {
+  meld_result_t res = MELD_OK;
+  pthread_mutex_lock(&g_tmp_lock);
+  ag_tmp_t *e = NULL;
+  for (int i = 0; i < AG_MAX_TMP && !e; i++)
+    if (g_tmp[i].comm == comm && g_tmp[i].dev == comm->device) e = &g_tmp[i];
+  for (int i = 0; i < AG_MAX_TMP && !e; i++)
+    if (!g_tmp[i].comm) e = &g_tmp[i], e->comm = comm, e->dev = comm->device, e->ptr = NULL, e->bytes = 0;
+  if (!e) {
+    res = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_ag_gemm: more than %d communicators use the unfused schedule",
+                     AG_MAX_TMP);
+    goto out;
+  }
+  if (e->bytes < bytes) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    MELD_CUDA_CHECK_GOTO(cudaStreamIsCapturing(stream, &cs), res, out);
+    if (cs != cudaStreamCaptureStatusNone) {
+      res = meld_error(MELD_ERR_UNSUPPORTED,
+                       "meld_ag_gemm: the unfused schedule needs a %zu-byte gathered buffer, allocated on the "
+                       "first call outside stream capture (or pass a_gathered with ld_gathered = k)",
+                       bytes);
+      goto out;
+    }
+    if (e->ptr) cudaFree(e->ptr);
+    e->ptr = NULL, e->bytes = 0;
+    MELD_CUDA_CHECK_GOTO(cudaMalloc(&e->ptr, bytes), res, out);
+    e->bytes = bytes;
+  }
+  *out = e->ptr;
+out:
+  pthread_mutex_unlock(&g_tmp_lock);
+  return res;
+}
+
+static void ag_gemm_args_of(const meld_ag_gemm_args_t *a, const void *A, int64_t lda, int64_t m, meld_gemm_args_t *g) {
+  memset(g, 0, sizeof *g);
+  g->a = A;
+  g->lda = lda;
+  g->b = a->b;
+  g->ldb = a->ldb;
+  g->b_layout = a->b_layout;
+  g->c = a->c;
+  g->ldc = a->ldc;
+  g->m = m;
+  g->n = a->n_loc;
+  g->k = a->k;
+}
+
+/* One rank: C = A_shard x B, and the shard copied to a_gathered. */
+static meld_result_t ag_run_direct(const meld_ag_gemm_args_t *a, cudaStream_t stream) {
+  if (a->n_loc > 0) {
+    meld_gemm_args_t g;
+    ag_gemm_args_of(a, a->a_shard, a->lda, a->m_loc, &g);
+    MELD_CHECK(gemm_launch(&g, NULL, stream));
+  }
+  if (a->a_gathered)
+    MELD_CUDA_CHECK(cudaMemcpy2DAsync(a->a_gathered, (size_t)a->ld_gathered * 2, a->a_shard, (size_t)a->lda * 2,
+                                      (size_t)a->k * 2, (size_t)a->m_loc, cudaMemcpyDeviceToDevice, stream));
+  return MELD_OK;
+}
+
+/* meld_all_gather into a contiguous [M, k] buffer (a_gathered when it is dense), then
+ * meld_gemm on it. A strided shard is first copied into its place (in-place all-gather). */
+static meld_result_t ag_run_unfused(struct meld_comm *comm, const meld_ag_gemm_args_t *a, cudaStream_t stream) {
+  const int P = comm->nranks;
+  const int64_t M = a->m_loc * P;
+  const size_t bytes = (size_t)M * (size_t)a->k * 2;
+  uint8_t *buf = NULL;
+  if (a->a_gathered && a->ld_gathered == a->k) buf = (uint8_t *)a->a_gathered;
+  else MELD_CHECK(ag_tmp_buffer(comm, bytes, stream, (void **)&buf));
+  const size_t count = (size_t)a->m_loc * (size_t)a->k;
+  const void *send = a->a_shard;
+  if (a->lda != a->k) {
+    uint8_t *mine = buf + (size_t)comm->rank * count * 2;
+    MELD_CUDA_CHECK(cudaMemcpy2DAsync(mine, (size_t)a->k * 2, a->a_shard, (size_t)a->lda * 2, (size_t)a->k * 2,
+                                      (size_t)a->m_loc, cudaMemcpyDeviceToDevice, stream));
+    send = mine;
+  }
+  MELD_CHECK(meld_all_gather(comm, send, buf, count, MELD_BF16, stream));
+  if (a->n_loc > 0) {
+    meld_gemm_args_t g;
+    ag_gemm_args_of(a, buf, a->k, M, &g);
+    MELD_CHECK(gemm_launch(&g, NULL, stream));
+  }
+  if (a->a_gathered && (uint8_t *)a->a_gathered != buf)
+    MELD_CUDA_CHECK(cudaMemcpy2DAsync(a->a_gathered, (size_t)a->ld_gathered * 2, buf, (size_t)a->k * 2,
+                                      (size_t)a->k * 2, (size_t)M, cudaMemcpyDeviceToDevice, stream));
+  return MELD_OK;
+}
+
+/* Fills the fused kernel's arguments (GEMM plan and hooks included). */
+static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_args_t *a, const ag_gemm_plan_t *p,
+                                   ag_kargs_t *k) {
+  memset(k, 0, sizeof *k);
+  const int P = comm->nranks;
+  uint8_t *pad = (uint8_t *)comm->pad.local;
+  k->rank = comm->rank;
+  k->nranks = P;
+  k->comm_ctas = p->comm_ctas;
+  k->copy = p->copy;
+  k->has_gemm = a->n_loc > 0;
+  k->arg_hash = ag_gemm_arg_hash(p);
+  k->m_loc = p->m_loc;
+  k->m_loc_pad = p->m_loc_pad;
+  k->k = p->k;
+  k->lda = a->lda;
+  k->chunk_rows = p->chunk_rows;
+  k->chunks_per_rank = p->chunks_per_rank;
+  k->a_shard = (const uint8_t *)a->a_shard;
+  k->a_gathered = (uint8_t *)a->a_gathered;
+  k->ld_gathered = a->ld_gathered;
+  k->status = (uint32_t *)(pad + MELD_PAD_OFF_SCRATCH);
+  for (int r = 0; r < P; r++) k->stage[r] = (uint8_t *)comm->workspace.peer[r];
+  k->stage[comm->rank] = (uint8_t *)comm->workspace.local;
+  if (!k->has_gemm) return MELD_OK;
+  meld_gemm_args_t g;
+  ag_gemm_args_of(a, comm->workspace.local, p->k, (int64_t)P * p->m_loc_pad, &g);
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.sm_count = p->grid;
+  o.cluster_m = 1;
+  o.split_k = 1;
+  o.group_m = p->group_m;
+  o.epi_tma = p->compact ? 0 : -1;
+  int workers = 0;
+  MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
+  gemm_params_t *gp = &k->g;
+  gp->workers = p->grid;
+  gp->ready.flags = (const uint64_t *)(pad + meld_pad_signal_offset(0));
+  gp->ready.rows_per_flag = (int32_t)p->chunk_rows;
+  gp->ready.epoch = 1; /* the stamp's sequence number */
+  gp->ready.epoch_counter = (const uint64_t *)(pad + MELD_PAD_OFF_COUNTER);
+  gp->ready.epoch_shift = MELD_STAMP_SEQ_BITS;
+  gp->ready.abort_word = (const uint32_t *)(pad + MELD_PAD_OFF_ABORT);
+  gp->ready.timeout_ns = (uint64_t)comm->cfg.timeout_ms * 1000000ull;
+  gp->ready.status = k->status;
+  gp->order.m_rotate = (int32_t)((int64_t)comm->rank * p->m_loc_pad / AG_GEMM_BM);
+  gp->order.queue = (uint32_t *)(pad + MELD_PAD_OFF_QUEUES); /* queues 0, 1: per-call scratch */
+  if (p->compact) {
+    gp->epi.rows_per_owner = (int32_t)p->m_loc_pad;
+    gp->epi.rows_valid = (int32_t)p->m_loc;
+  }
+  char why[256];
+  if (gemm_params_check(gp, p->grid, why, sizeof why))
+    return meld_error(MELD_ERR_INTERNAL, "meld_ag_gemm: GEMM plan rejected: %s", why);
+  return MELD_OK;
+}
+
+static meld_result_t ag_launch(struct meld_comm *comm, ag_kargs_t *k, int grid, int b_kn, cudaStream_t stream) {
+  meld_proto_dev_t proto = meld_proto_dev(comm);
+  void *args[] = {&proto, k};
+  const void *fn = b_kn ? (const void *)ag_gemm_kernel<true> : (const void *)ag_gemm_kernel<false>;
+  return meld_launch_coop(fn, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
+}
+
+extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_args_t *args,
+                                     const ag_gemm_hint_t *hint, cudaStream_t stream, ag_gemm_plan_t *plan_out) {
+  const char *fn = "meld_ag_gemm";
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  /* Decided identically on every rank (nnodes is global): no rank launches, none waits. */
+  if (comm->nnodes > 1)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes; inter-node AG+GEMM is not supported yet", fn,
+                      comm->nnodes);
+  meld_error_record_t rec;
+  meld_proto_read_record(comm, &rec);
+  if (rec.kind != MELD_FAIL_NONE) {
+    char msg[1024];
+    meld_proto_format_record(&rec, (int)comm->cfg.timeout_ms, msg, sizeof msg);
+    return meld_error(rec.kind == MELD_FAIL_TIMEOUT ? MELD_ERR_TIMEOUT : MELD_ERR_ABORTED, "%s: %s", fn, msg);
+  }
+  const int sms = ag_node_sm_count(comm);
+  ag_gemm_plan_t plan;
+  meld_result_t vr = ag_gemm_validate(args, comm->nranks);
+  if (vr == MELD_OK) vr = ag_gemm_plan_make(args, comm->nranks, sms, comm->workspace.bytes, hint, &plan);
+  if (vr != MELD_OK) {
+    /* A call this rank cannot make must not leave its peers waiting: launch the entry
+     * handshake alone with a hash no valid call has. Peers whose call was valid see the
+     * mismatch and every rank's comm reports it; if every rank's call was invalid, the
+     * hashes agree and nothing happens on the device. */
+    if (comm->nranks > 1 && comm->proto) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", meld_last_error());
+      if (ag_device_setup(comm->device, sms) == MELD_OK) {
+        ag_kargs_t k;
+        memset(&k, 0, sizeof k);
+        k.handshake_only = 1;
+        k.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_init(), 0xbad0a66e33ull));
+        (void)ag_launch(comm, &k, sms, 0, stream);
+      }
+      meld_error(vr, "%s", msg);
+    }
+    return vr;
+  }
+  if (plan_out) *plan_out = plan;
+  if (ag_gemm_is_empty(args)) return MELD_OK;
+  if (meld_log_level() >= MELD_LOG_TRACE) {
+    char buf[512];
+    ag_gemm_plan_format(&plan, buf, sizeof buf);
+    MELD_TRACE(MELD_SUB_OPS, "%s: %s", fn, buf);
+  }
+  if (plan.schedule == AG_GEMM_DIRECT) return ag_run_direct(args, stream);
+  if (plan.schedule == AG_GEMM_UNFUSED) return ag_run_unfused(comm, args, stream);
+  MELD_CHECK(ag_device_setup(comm->device, sms));
+  ag_kargs_t k; /* ~1.3 KB of kernel parameters */
+  MELD_CHECK(ag_kargs_fill(comm, args, &plan, &k));
+  meld_result_t r = ag_launch(comm, &k, plan.grid, args->b_layout == MELD_B_KN, stream);
+  if (r != MELD_OK) meld_error_prefix("%s", fn);
+  return r;
+}
+
+extern "C" meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cudaStream_t stream) {
+  meld_error_clear();
+  return ag_gemm_run(comm, args, NULL, stream, NULL);
+}

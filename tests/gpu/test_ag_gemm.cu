@@ -1,0 +1,437 @@
+/* GPU tests of meld_ag_gemm (fused AllGather + GEMM) on every GPU present, and on 1 rank:
+ *   1. shapes (tails: m_loc = n_loc = 1000, k = 4104; the suite's M = 8192, K = 8192,
+ *      N_loc = 5120 split over the ranks; B [N,K] and [K,N]; vector and bulk copies; the
+ *      unfused schedule): C poisoned first, then vs cuBLAS (fp32) on the gathered A, rel.
+ *      Frobenius error <= 1e-2 overall AND per 128x256 tile; BITWISE equal to meld's own GEMM
+ *      (no split-K) on the gathered A (each tile's k-loop is the same whatever the tile
+ *      order); a_gathered bitwise equal to the concatenated shards. Every rank builds the
+ *      gathered A itself (shards are seeded by rank), so the reference needs no communication.
+ *   2. 200 back-to-back calls, inputs rewritten on the stream before each, no host sync; a
+ *      device kernel compares each call's C with meld_gemm on that call's gathered A and
+ *      counts mismatches (read once at the end).
+ *   3. CUDA-graph capture of one call, replayed with new inputs each time.
+ *   4. (2+ GPUs) ranks with different k: every rank gets the mismatch error, no hang.
+ *   5. (2+ GPUs) a rank that never calls: the others get MELD_ERR_TIMEOUT.
+ * MELD_TIMEOUT_MS defaults to 3000 here (1000 in test 5). */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+
+#include "ag_gemm_plan.h"
+#include "comm.h"
+#include "gemm_plan.h"
+#include "gpu/gpu_test.h"
+
+#define TOL 1e-2
+
+static int g_ndev = 0;
+
+/* ---- data and checks on the device ---------------------------------------------------------- */
+
+__global__ void fill_kernel(uint16_t *p, int64_t rows, int64_t cols, int64_t ld, uint64_t seed) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    uint64_t h = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull ^ (seed * 0xD1B54A32D192ED03ull);
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    float f = (float)((h >> 40) * (1.0 / (1 << 23))) - 1.0f;
+    if (fabsf(f) < 1.0f / 64) f = 0.5f;
+    __nv_bfloat16 b = __float2bfloat16(f);
+    p[r * ld + c] = *(uint16_t *)&b;
+  }
+}
+
+static void fill(uint16_t *p, int64_t rows, int64_t cols, int64_t ld, uint64_t seed, cudaStream_t s) {
+  if (rows * cols > 0) fill_kernel<<<1024, 256, 0, s>>>(p, rows, cols, ld, seed);
+}
+
+/* Counts elements where a (ld lda) and b (ld ldb) differ bitwise, rows x cols. */
+__global__ void diff_kernel(const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int64_t rows,
+                            int64_t cols, unsigned long long *count) {
+  const int64_t n = rows * cols;
+  unsigned long long local = 0;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    local += a[r * lda + c] != b[r * ldb + c];
+  }
+  if (local) atomicAdd(count, local);
+}
+
+/* Per 128x256 tile: sum (c - ref)^2 and ref^2 (NaN in c poisons its tile). */
+__global__ void tile_err_kernel(const uint16_t *c, int64_t ldc, const float *ref, int64_t m, int64_t n,
+                                double *err2, double *ref2, int tiles_n) {
+  const int64_t total = m * n;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / n, col = i % n;
+    const uint16_t u = c[r * ldc + col];
+    const float v = __uint_as_float((uint32_t)u << 16), w = ref[i];
+    const int t = (int)(r / 128) * tiles_n + (int)(col / 256);
+    atomicAdd(err2 + t, (double)(v - w) * (v - w));
+    atomicAdd(ref2 + t, (double)w * w);
+  }
+}
+
+static cublasHandle_t g_cublas;
+
+/* fp32 C[m,n] (ld n) = A x B, cuBLAS (row-major via C^T = B^T A^T). */
+static void ref_cublas(const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int b_kn, float *c,
+                       int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+  const float one = 1.0f, zero = 0.0f;
+  cublasSetStream(g_cublas, s);
+  cublasStatus_t st = cublasGemmEx(g_cublas, b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k,
+                                   &one, b, CUDA_R_16BF, (int)ldb, a, CUDA_R_16BF, (int)lda, &zero, c, CUDA_R_32F,
+                                   (int)n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  GT_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: %d", (int)st);
+}
+
+/* meld's GEMM engine alone, no split-K: the fused kernel's bitwise twin. */
+static int g_ref_default = 0; /* one rank: the op is meld_gemm's default plan (may split K) */
+static meld_result_t meld_ref_gemm(const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int b_kn,
+                                   uint16_t *c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.b_layout = b_kn ? MELD_B_KN : MELD_B_NK;
+  g.c = c, g.ldc = ldc, g.m = m, g.n = n, g.k = k;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.split_k = 1;
+  return gemm_launch(&g, g_ref_default ? NULL : &o, s);
+}
+
+/* ---- per-rank context ------------------------------------------------------------------------ */
+
+typedef struct {
+  meld_comm_t comm;
+  int rank, P;
+  cudaStream_t s;
+} ctx_t;
+
+static meld_comm_t comm_open(int64_t ws_bytes, int64_t timeout_ms) {
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 30000;
+  cfg.workspace_bytes = (size_t)ws_bytes;
+  cfg.timeout_ms = timeout_ms;
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  return comm;
+}
+
+static uint64_t shard_seed(uint64_t call, int r) { return call * 1000003ull + (uint64_t)r * 7919ull + 17; }
+
+/* ---- 1. shapes -------------------------------------------------------------------------------- */
+
+typedef struct {
+  int64_t m_loc, n_loc, k;
+  int b_kn, copy, schedule, with_gathered, comm_ctas;
+  int64_t lda_extra;
+  const char *name;
+} shape_t;
+
+static void test_shape(ctx_t *c, const shape_t *sh, int index) {
+  const int P = c->P, me = c->rank;
+  const int64_t m_loc = sh->m_loc, n = sh->n_loc + 8 * me, k = sh->k, M = m_loc * P; /* n_loc differs per rank */
+  const int64_t lda = k + sh->lda_extra, ldc = (n + 15) / 8 * 8, ldg = k;
+  const int64_t ldb = sh->b_kn ? n : k;
+  uint16_t *a = NULL, *full = NULL, *b = NULL, *cm = NULL, *cr = NULL, *ag = NULL;
+  float *ref = NULL;
+  double *e2 = NULL;
+  unsigned long long *cnt = NULL;
+  const int tiles_n = (int)((n + 255) / 256), tiles = (int)((M + 127) / 128) * tiles_n;
+  GT_CUDA(cudaMalloc(&a, (size_t)m_loc * lda * 2 + 16));
+  GT_CUDA(cudaMalloc(&full, (size_t)M * k * 2 + 16));
+  GT_CUDA(cudaMalloc(&b, (size_t)n * k * 2 + 16));
+  GT_CUDA(cudaMalloc(&cm, (size_t)M * ldc * 2 + 16));
+  GT_CUDA(cudaMalloc(&cr, (size_t)M * ldc * 2 + 16));
+  GT_CUDA(cudaMalloc(&ag, (size_t)M * ldg * 2 + 16));
+  GT_CUDA(cudaMalloc(&ref, (size_t)M * n * 4));
+  GT_CUDA(cudaMalloc(&e2, (size_t)tiles * 2 * sizeof(double)));
+  GT_CUDA(cudaMalloc(&cnt, 4 * sizeof *cnt));
+  const uint64_t call = 1000 + (uint64_t)index;
+  fill(a, m_loc, k, lda, shard_seed(call, me), c->s);
+  for (int r = 0; r < P; r++) fill(full + (size_t)r * m_loc * k, m_loc, k, k, shard_seed(call, r), c->s);
+  fill(b, sh->b_kn ? k : n, sh->b_kn ? n : k, ldb, 99 + me, c->s);
+  GT_CUDA(cudaMemsetAsync(cm, 0xff, (size_t)M * ldc * 2, c->s)); /* poison: NaN */
+  GT_CUDA(cudaMemsetAsync(ag, 0xff, (size_t)M * ldg * 2, c->s));
+  GT_CUDA(cudaMemsetAsync(cnt, 0, 4 * sizeof *cnt, c->s));
+  GT_CUDA(cudaMemsetAsync(e2, 0, (size_t)tiles * 2 * sizeof(double), c->s));
+
+  meld_ag_gemm_args_t args;
+  memset(&args, 0, sizeof args);
+  args.a_shard = a, args.lda = lda, args.b = b, args.ldb = ldb, args.b_layout = sh->b_kn ? MELD_B_KN : MELD_B_NK;
+  args.c = cm, args.ldc = ldc, args.m_loc = m_loc, args.n_loc = n, args.k = k;
+  if (sh->with_gathered) args.a_gathered = ag, args.ld_gathered = ldg;
+  ag_gemm_hint_t hint = AG_GEMM_HINT_INIT;
+  hint.copy = sh->copy;
+  hint.schedule = P == 1 ? -1 : sh->schedule;
+  hint.comm_ctas = sh->comm_ctas;
+  ag_gemm_plan_t plan;
+  memset(&plan, 0, sizeof plan);
+  const double t0 = gt_now_s();
+  meld_result_t r = ag_gemm_run(c->comm, &args, &hint, c->s, &plan);
+  GT_CHECK(r == MELD_OK, "%s: ag_gemm_run -> %s: %s", sh->name, meld_strerror(r), meld_last_error());
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  const double dt = gt_now_s() - t0;
+  GT_MELD(meld_comm_check(c->comm));
+  /* References. */
+  GT_CUDA(cudaMemsetAsync(cr, 0xff, (size_t)M * ldc * 2, c->s));
+  GT_MELD(meld_ref_gemm(full, k, b, ldb, sh->b_kn, cr, ldc, M, n, k, c->s));
+  ref_cublas(full, k, b, ldb, sh->b_kn, ref, M, n, k, c->s);
+  diff_kernel<<<1024, 256, 0, c->s>>>(cm, ldc, cr, ldc, M, n, cnt);
+  if (sh->with_gathered) diff_kernel<<<1024, 256, 0, c->s>>>(ag, ldg, full, k, M, k, cnt + 1);
+  tile_err_kernel<<<1024, 256, 0, c->s>>>(cm, ldc, ref, M, n, e2, e2 + tiles, tiles_n);
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  unsigned long long h[4];
+  GT_CUDA(cudaMemcpy(h, cnt, sizeof h, cudaMemcpyDeviceToHost));
+  double *he = (double *)malloc((size_t)tiles * 2 * sizeof(double));
+  GT_CUDA(cudaMemcpy(he, e2, (size_t)tiles * 2 * sizeof(double), cudaMemcpyDeviceToHost));
+  double se = 0, sr = 0, worst = 0;
+  int bad_tiles = 0;
+  for (int t = 0; t < tiles; t++) {
+    se += he[t], sr += he[tiles + t];
+    const double rel = sqrt(he[t] / (he[tiles + t] > 0 ? he[tiles + t] : 1e-30));
+    if (!(rel <= TOL)) bad_tiles++;
+    if (!(rel <= worst)) worst = rel;
+  }
+  const double rel = sqrt(se / (sr > 0 ? sr : 1e-30));
+  free(he);
+  /* The unfused and one-rank paths run meld_gemm's default plan, which may split K (split- or
+   * stream-K): bitwise equality is required of the fused kernel only. */
+  const int bitwise = plan.schedule == AG_GEMM_FUSED;
+  GT_CHECK(rel <= TOL && bad_tiles == 0, "%s: rel err %.3g, %d of %d tiles over %.0e (worst %.3g)", sh->name, rel,
+           bad_tiles, tiles, TOL, worst);
+  if (bitwise) GT_CHECK(h[0] == 0, "%s: %llu elements differ from meld_gemm on the gathered A", sh->name, h[0]);
+  if (sh->with_gathered) GT_CHECK(h[1] == 0, "%s: a_gathered: %llu elements wrong", sh->name, h[1]);
+  char pb[512];
+  ag_gemm_plan_format(&plan, pb, sizeof pb);
+  gt_log("%s: rel %.2e worst tile %.2e, %llu bitwise diffs%s, %.1f ms (first call) | %s", sh->name, rel, worst,
+         h[0], bitwise ? "" : " (not required)", dt * 1e3, pb);
+  cudaFree(a), cudaFree(full), cudaFree(b), cudaFree(cm), cudaFree(cr), cudaFree(ag), cudaFree(ref), cudaFree(e2);
+  cudaFree(cnt);
+}
+
+static void test_shapes(ctx_t *c) {
+  const int P = c->P;
+  const int64_t suite_m_loc = 8192 / P, suite_n = 5120; /* M = 8192, K = 8192, N_loc = 5120 */
+  const shape_t shapes[] = {
+      {1000, 1000, 4104, 0, -1, -1, 1, 0, 0, "tail 1000x1000x4104 B[N,K]"},
+      {1000, 1000, 4104, 1, -1, -1, 1, 0, 0, "tail 1000x1000x4104 B[K,N]"},
+      {1000, 1000, 4104, 0, AG_GEMM_COPY_BULK, -1, 1, 3, 0, "tail, bulk copies, 3 comm CTAs"},
+      {384, 520, 1024, 0, -1, -1, 0, 0, 64, "strided shard (lda = k + 64), no a_gathered"},
+      {100, 300, 512, 0, -1, -1, 1, 0, 0, "tiny shard (unfused by the plan)"},
+      {1000, 1000, 4104, 0, -1, AG_GEMM_UNFUSED, 1, 0, 0, "tail, unfused forced"},
+      {suite_m_loc, suite_n, 8192, 0, -1, -1, 1, 0, 0, "suite M=8192 K=8192 N_loc=5120"},
+      {suite_m_loc, suite_n, 8192, 0, AG_GEMM_COPY_BULK, -1, 0, 0, 0, "suite shape, bulk copies"},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_shape(c, &shapes[i], (int)i);
+}
+
+/* ---- 2 and 3. back-to-back and graphs -------------------------------------------------------- */
+
+static void test_back_to_back(ctx_t *c, int calls) {
+  const int P = c->P, me = c->rank;
+  const int64_t m_loc = 256, k = 1024, M = m_loc * P;
+  const int64_t ns[2] = {512, 776};
+  uint16_t *a = NULL, *full = NULL, *b = NULL, *cm[2] = {NULL, NULL}, *cr = NULL;
+  unsigned long long *cnt = NULL;
+  GT_CUDA(cudaMalloc(&a, (size_t)m_loc * k * 2));
+  GT_CUDA(cudaMalloc(&full, (size_t)M * k * 2));
+  GT_CUDA(cudaMalloc(&b, (size_t)1024 * k * 2));
+  for (int i = 0; i < 2; i++) GT_CUDA(cudaMalloc(&cm[i], (size_t)M * 1024 * 2));
+  GT_CUDA(cudaMalloc(&cr, (size_t)M * 1024 * 2));
+  GT_CUDA(cudaMalloc(&cnt, (size_t)calls * sizeof *cnt));
+  GT_CUDA(cudaMemsetAsync(cnt, 0, (size_t)calls * sizeof *cnt, c->s));
+  fill(b, 1024, k, k, 5 + me, c->s);
+  const double t0 = gt_now_s();
+  for (int i = 0; i < calls; i++) {
+    const int64_t n = ns[i & 1];
+    uint16_t *out = cm[(i >> 1) & 1];
+    fill(a, m_loc, k, k, shard_seed(i, me), c->s);
+    cudaMemsetAsync(out, 0xff, (size_t)M * n * 2, c->s);
+    meld_ag_gemm_args_t args;
+    memset(&args, 0, sizeof args);
+    args.a_shard = a, args.lda = k, args.b = b, args.ldb = k, args.b_layout = MELD_B_NK;
+    args.c = out, args.ldc = n, args.m_loc = m_loc, args.n_loc = n, args.k = k;
+    meld_result_t r = meld_ag_gemm(c->comm, &args, c->s);
+    if (r != MELD_OK) {
+      GT_CHECK(0, "back-to-back call %d -> %s: %s", i, meld_strerror(r), meld_last_error());
+      break;
+    }
+    for (int q = 0; q < P; q++) fill(full + (size_t)q * m_loc * k, m_loc, k, k, shard_seed(i, q), c->s);
+    meld_ref_gemm(full, k, b, k, 0, cr, n, M, n, k, c->s);
+    diff_kernel<<<264, 256, 0, c->s>>>(out, n, cr, n, M, n, cnt + i);
+  }
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  const double dt = gt_now_s() - t0;
+  GT_MELD(meld_comm_check(c->comm));
+  unsigned long long *h = (unsigned long long *)calloc((size_t)calls, sizeof *h);
+  GT_CUDA(cudaMemcpy(h, cnt, (size_t)calls * sizeof *h, cudaMemcpyDeviceToHost));
+  int bad = 0, first = -1;
+  for (int i = 0; i < calls; i++)
+    if (h[i]) bad++, first = first < 0 ? i : first;
+  GT_CHECK(bad == 0, "back-to-back: %d of %d calls wrong (first %d: %llu elements)", bad, calls, first,
+           first >= 0 ? h[first] : 0ull);
+  gt_log("back-to-back: %d calls checked on the device, %d wrong, %.2f s", calls, bad, dt);
+  free(h);
+  cudaFree(a), cudaFree(full), cudaFree(b), cudaFree(cm[0]), cudaFree(cm[1]), cudaFree(cr), cudaFree(cnt);
+}
+
+static void test_graph(ctx_t *c, int replays) {
+  const int P = c->P, me = c->rank;
+  const int64_t m_loc = 512, n = 640, k = 2048, M = m_loc * P;
+  uint16_t *a = NULL, *full = NULL, *b = NULL, *cm = NULL, *cr = NULL;
+  unsigned long long *cnt = NULL;
+  GT_CUDA(cudaMalloc(&a, (size_t)m_loc * k * 2));
+  GT_CUDA(cudaMalloc(&full, (size_t)M * k * 2));
+  GT_CUDA(cudaMalloc(&b, (size_t)n * k * 2));
+  GT_CUDA(cudaMalloc(&cm, (size_t)M * n * 2));
+  GT_CUDA(cudaMalloc(&cr, (size_t)M * n * 2));
+  GT_CUDA(cudaMalloc(&cnt, (size_t)replays * sizeof *cnt));
+  GT_CUDA(cudaMemsetAsync(cnt, 0, (size_t)replays * sizeof *cnt, c->s));
+  fill(b, n, k, k, 77 + me, c->s);
+  meld_ag_gemm_args_t args;
+  memset(&args, 0, sizeof args);
+  args.a_shard = a, args.lda = k, args.b = b, args.ldb = k, args.b_layout = MELD_B_NK;
+  args.c = cm, args.ldc = n, args.m_loc = m_loc, args.n_loc = n, args.k = k;
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  GT_CUDA(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+  meld_result_t r = meld_ag_gemm(c->comm, &args, c->s);
+  GT_CUDA(cudaStreamEndCapture(c->s, &g));
+  GT_CHECK(r == MELD_OK, "graph capture: %s: %s", meld_strerror(r), meld_last_error());
+  GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
+  for (int i = 0; i < replays && ge; i++) {
+    fill(a, m_loc, k, k, shard_seed(5000 + i, me), c->s);
+    cudaMemsetAsync(cm, 0xff, (size_t)M * n * 2, c->s);
+    GT_CUDA(cudaGraphLaunch(ge, c->s));
+    for (int q = 0; q < P; q++) fill(full + (size_t)q * m_loc * k, m_loc, k, k, shard_seed(5000 + i, q), c->s);
+    meld_ref_gemm(full, k, b, k, 0, cr, n, M, n, k, c->s);
+    diff_kernel<<<264, 256, 0, c->s>>>(cm, n, cr, n, M, n, cnt + i);
+  }
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  GT_MELD(meld_comm_check(c->comm));
+  unsigned long long *h = (unsigned long long *)calloc((size_t)replays, sizeof *h);
+  GT_CUDA(cudaMemcpy(h, cnt, (size_t)replays * sizeof *h, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (int i = 0; i < replays; i++) bad += h[i] != 0;
+  GT_CHECK(bad == 0, "graph: %d of %d replays wrong", bad, replays);
+  gt_log("graph: %d replays with new inputs, %d wrong", replays, bad);
+  free(h);
+  if (ge) cudaGraphExecDestroy(ge);
+  if (g) cudaGraphDestroy(g);
+  cudaFree(a), cudaFree(full), cudaFree(b), cudaFree(cm), cudaFree(cr), cudaFree(cnt);
+}
+
+/* ---- main per rank ---------------------------------------------------------------------------- */
+
+static void rank_main(int rank, int nranks) {
+  ctx_t c;
+  memset(&c, 0, sizeof c);
+  c.rank = rank;
+  c.P = nranks;
+  c.comm = comm_open((int64_t)512 << 20, 0);
+  if (!c.comm) return;
+  cublasCreate(&g_cublas);
+  GT_CUDA(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
+  test_shapes(&c);
+  g_ref_default = nranks == 1; /* back-to-back and graphs compare bitwise with the same GEMM plan */
+  test_back_to_back(&c, 200);
+  test_graph(&c, 20);
+  meld_bootstrap_barrier(c.comm->boot);
+  cudaStreamDestroy(c.s);
+  cublasDestroy(g_cublas);
+  GT_MELD(meld_comm_destroy(c.comm));
+}
+
+/* Rank 1 passes a different k: every rank's call must fail with the mismatch sentence. */
+static void rank_mismatch(int rank, int nranks) {
+  meld_comm_t comm = comm_open((int64_t)64 << 20, 0);
+  if (!comm) return;
+  const int64_t m_loc = 256, n = 256, k = rank == 1 ? 1032 : 1024;
+  uint16_t *a = NULL, *b = NULL, *cm = NULL;
+  GT_CUDA(cudaMalloc(&a, (size_t)m_loc * k * 2));
+  GT_CUDA(cudaMalloc(&b, (size_t)n * k * 2));
+  GT_CUDA(cudaMalloc(&cm, (size_t)m_loc * nranks * n * 2));
+  cudaStream_t s;
+  GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  meld_ag_gemm_args_t args;
+  memset(&args, 0, sizeof args);
+  args.a_shard = a, args.lda = k, args.b = b, args.ldb = k, args.b_layout = MELD_B_NK;
+  args.c = cm, args.ldc = n, args.m_loc = m_loc, args.n_loc = n, args.k = k;
+  const double t0 = gt_now_s();
+  GT_MELD(meld_ag_gemm(comm, &args, s));
+  GT_CUDA(cudaStreamSynchronize(s));
+  meld_result_t r = meld_comm_check(comm);
+  GT_CHECK(r == MELD_ERR_ABORTED && strstr(meld_last_error(), "differ"),
+           "mismatch: meld_comm_check -> %s (%s), want MELD_ERR_ABORTED naming the mismatch", meld_strerror(r),
+           meld_last_error());
+  gt_log("mismatch: %.2f s; %s", gt_now_s() - t0, meld_last_error());
+  r = meld_ag_gemm(comm, &args, s);
+  GT_CHECK(r == MELD_ERR_ABORTED, "the next call -> %s, want the sticky error", meld_strerror(r));
+  meld_bootstrap_barrier(comm->boot);
+  cudaStreamDestroy(s);
+  cudaFree(a), cudaFree(b), cudaFree(cm);
+  GT_MELD(meld_comm_destroy(comm));
+}
+
+/* The last rank never calls: the others must time out (1 s), not hang. */
+static void rank_missing_peer(int rank, int nranks) {
+  meld_comm_t comm = comm_open((int64_t)64 << 20, 1000);
+  if (!comm) return;
+  const int64_t m_loc = 256, n = 256, k = 1024;
+  uint16_t *a = NULL, *b = NULL, *cm = NULL;
+  GT_CUDA(cudaMalloc(&a, (size_t)m_loc * k * 2));
+  GT_CUDA(cudaMalloc(&b, (size_t)n * k * 2));
+  GT_CUDA(cudaMalloc(&cm, (size_t)m_loc * nranks * n * 2));
+  cudaStream_t s;
+  GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (rank != nranks - 1) {
+    meld_ag_gemm_args_t args;
+    memset(&args, 0, sizeof args);
+    args.a_shard = a, args.lda = k, args.b = b, args.ldb = k, args.b_layout = MELD_B_NK;
+    args.c = cm, args.ldc = n, args.m_loc = m_loc, args.n_loc = n, args.k = k;
+    const double t0 = gt_now_s();
+    GT_MELD(meld_ag_gemm(comm, &args, s));
+    GT_CUDA(cudaStreamSynchronize(s));
+    const double dt = gt_now_s() - t0;
+    meld_result_t r = meld_comm_check(comm);
+    GT_CHECK(r == MELD_ERR_TIMEOUT || (nranks > 2 && r == MELD_ERR_ABORTED),
+             "missing peer: meld_comm_check -> %s (%s), want MELD_ERR_TIMEOUT", meld_strerror(r), meld_last_error());
+    GT_CHECK(dt < 10.0, "missing peer: the kernel took %.1f s (timeout 1 s)", dt);
+    gt_log("missing peer: kernel returned after %.2f s; %s", dt, meld_last_error());
+  }
+  meld_bootstrap_barrier(comm->boot);
+  cudaStreamDestroy(s);
+  cudaFree(a), cudaFree(b), cudaFree(cm);
+  GT_MELD(meld_comm_destroy(comm));
+}
+
+static int run(const char *name, int nranks, gt_rank_fn fn) {
+  printf("--- %s (%d ranks)\n", name, nranks);
+  fflush(stdout);
+  const double t0 = gt_now_s();
+  int failed = gt_spawn(nranks, fn);
+  GT_CHECK(failed == 0, "%s: %d rank(s) failed", name, failed);
+  printf("--- %s: %.1f s\n", name, gt_now_s() - t0);
+  return failed;
+}
+
+int main(void) {
+  setenv("MELD_TIMEOUT_MS", "3000", 0);
+  g_ndev = gt_device_count();
+  printf("test_ag_gemm: %d GPU(s)\n", g_ndev);
+  if (g_ndev < 1) {
+    printf("skipped: no GPU\n");
+    return gt_summary("test_ag_gemm");
+  }
+  const double t0 = gt_now_s();
+  const int n = g_ndev > 8 ? 8 : g_ndev;
+  run("ag_gemm vs references, back-to-back, graphs", n, rank_main);
+  if (n > 1) {
+    run("ag_gemm, 1 rank", 1, rank_main);
+    run("ranks with different k", n, rank_mismatch);
+    run("a rank that never calls", n, rank_missing_peer);
+  }
+  printf("test_ag_gemm: %.1f s\n", gt_now_s() - t0);
+  return gt_summary("test_ag_gemm");
+}

@@ -1,0 +1,222 @@
+/* test_ag_gemm_plan.c — meld_ag_gemm's plan and argument validation on the CPU: legality of
+ * the plan for many shapes and 1..16 ranks (roles fit the SMs, the chunking covers every
+ * row of every shard exactly once and maps each GEMM m-block to the flag of the chunk that
+ * holds it, workspace size and the out-of-memory sentence), env/hint overrides, and clear
+ * errors for bad arguments before any CUDA call. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ag_gemm_plan.h"
+#include "meld.h"
+
+#define FAKE_A ((const void *)(uintptr_t)0x100000)
+#define FAKE_B ((const void *)(uintptr_t)0x200000)
+#define FAKE_C ((void *)(uintptr_t)0x300000)
+#define BIG_WS ((size_t)1 << 40)
+
+static meld_ag_gemm_args_t good_args(int64_t m_loc, int64_t n_loc, int64_t k) {
+  meld_ag_gemm_args_t a;
+  memset(&a, 0, sizeof a);
+  a.a_shard = FAKE_A, a.lda = k, a.b = FAKE_B, a.ldb = k, a.b_layout = MELD_B_NK;
+  a.c = FAKE_C, a.ldc = (n_loc + 7) / 8 * 8, a.m_loc = m_loc, a.n_loc = n_loc, a.k = k;
+  return a;
+}
+
+static void expect_invalid(const meld_ag_gemm_args_t *a, int nranks, const char *needle) {
+  meld_result_t r = ag_gemm_validate(a, nranks);
+  assert_int_not_equal(r, MELD_OK);
+  if (!strstr(meld_last_error(), needle)) fail_msg("message \"%s\" lacks \"%s\"", meld_last_error(), needle);
+}
+
+static void test_validation(void **state) {
+  (void)state;
+  meld_ag_gemm_args_t a = good_args(1000, 1000, 4104);
+  assert_int_equal(ag_gemm_validate(&a, 2), MELD_OK);
+  expect_invalid(NULL, 2, "args is NULL");
+  a.k = 4100;
+  a.lda = a.ldb = 4104;
+  expect_invalid(&a, 2, "k 4100 is not a multiple of 8");
+  a = good_args(1000, 1000, 4104);
+  a.a_shard = NULL;
+  expect_invalid(&a, 2, "a_shard is NULL");
+  a = good_args(1000, 1000, 4104);
+  a.c = (void *)(uintptr_t)0x300008;
+  expect_invalid(&a, 2, "not 16-byte aligned");
+  a = good_args(1000, 1000, 4104);
+  a.lda = 4000;
+  expect_invalid(&a, 2, "lda 4000 is smaller than k");
+  a = good_args(1000, 1000, 4104);
+  a.ldc = 1004;
+  expect_invalid(&a, 2, "ldc 1004 is not a multiple of 8");
+  a = good_args(1000, 1000, 4104);
+  a.b_layout = MELD_B_KN;
+  a.ldb = 1000;
+  assert_int_equal(ag_gemm_validate(&a, 2), MELD_OK);
+  a.ldb = 996;
+  expect_invalid(&a, 2, "ldb 996 is smaller than n_loc");
+  a = good_args(1000, 1000, 4104);
+  a.a_gathered = FAKE_C;
+  a.ld_gathered = 8;
+  expect_invalid(&a, 2, "ld_gathered 8 is smaller than k");
+  a = good_args(1000, 1000, 4104);
+  a.b_layout = (meld_b_layout_t)7;
+  expect_invalid(&a, 2, "b_layout 7");
+  a = good_args(-1, 1000, 4104);
+  expect_invalid(&a, 2, "must be >= 0");
+  a = good_args(1000, 1000, 4104);
+  expect_invalid(&a, 0, "ranks");
+  expect_invalid(&a, AG_GEMM_MAX_RANKS + 1, "ranks");
+  a = good_args((int64_t)1 << 30, 1000, 4104);
+  expect_invalid(&a, 4, "< 2^31");
+  /* Empty: nothing is needed. */
+  a = good_args(0, 1000, 4104);
+  a.a_shard = NULL, a.b = NULL, a.c = NULL;
+  assert_int_equal(ag_gemm_validate(&a, 2), MELD_OK);
+  assert_true(ag_gemm_is_empty(&a));
+  /* The public entry rejects a NULL comm before anything else. */
+  a = good_args(1000, 1000, 4104);
+  assert_int_equal(meld_ag_gemm(NULL, &a, 0), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "comm is NULL"));
+}
+
+/* Legality for one (shape, P, SMs): every row covered once, flags consistent, roles fit. */
+static void check_plan(int64_t m_loc, int64_t n_loc, int64_t k, int P, int sms, const ag_gemm_hint_t *hint) {
+  meld_ag_gemm_args_t a = good_args(m_loc, n_loc, k);
+  ag_gemm_plan_t p;
+  meld_result_t r = ag_gemm_plan_make(&a, P, sms, BIG_WS, hint, &p);
+  if (r != MELD_OK) fail_msg("m_loc %lld P %d: %s", (long long)m_loc, P, meld_last_error());
+  assert_int_equal(p.nranks, P);
+  if (P == 1) {
+    assert_int_equal(p.schedule, AG_GEMM_DIRECT);
+    return;
+  }
+  if (p.schedule != AG_GEMM_FUSED) return;
+  assert_true(p.comm_ctas >= 1 && p.comm_ctas < p.grid && p.grid <= sms);
+  assert_true(p.m_loc_pad % 128 == 0 && p.m_loc_pad >= m_loc && p.m_loc_pad - m_loc < 128);
+  assert_true(p.chunk_rows % 128 == 0 && p.m_loc_pad % p.chunk_rows == 0);
+  assert_int_equal(p.compact, m_loc % 128 != 0);
+  assert_int_equal(p.ws_bytes, (size_t)P * (size_t)p.m_loc_pad * (size_t)k * 2);
+  assert_int_equal(p.signal_slots, (size_t)P * (size_t)p.chunks_per_rank);
+  /* Chunks cover [0, m_loc) exactly once, in order. */
+  unsigned char *seen = calloc((size_t)m_loc, 1);
+  assert_non_null(seen);
+  int64_t next = 0;
+  for (int64_t j = 0; j < p.chunks_per_rank; j++) {
+    int64_t r0, rows;
+    ag_gemm_chunk_rows(&p, j, &r0, &rows);
+    assert_int_equal(r0, j * p.chunk_rows);
+    assert_true(rows >= 0 && rows <= p.chunk_rows);
+    if (rows) assert_int_equal(r0, next);
+    for (int64_t i = 0; i < rows; i++) {
+      assert_int_equal(seen[r0 + i], 0);
+      seen[r0 + i] = 1;
+    }
+    next = r0 + rows;
+  }
+  for (int64_t i = 0; i < m_loc; i++) assert_int_equal(seen[i], 1);
+  free(seen);
+  /* Every GEMM m-block of the staging waits on the flag of the chunk holding its rows. */
+  const int64_t mb_per_rank = p.m_loc_pad / 128;
+  for (int r = 0; r < P; r++)
+    for (int64_t b = 0; b < mb_per_rank; b++) {
+      const int64_t mb = r * mb_per_rank + b, j = b * 128 / p.chunk_rows;
+      assert_int_equal(ag_gemm_flag_of_mblock(&p, mb), ag_gemm_flag_of_chunk(&p, r, j));
+    }
+}
+
+static void test_plan_legality(void **state) {
+  (void)state;
+  const int64_t mlocs[] = {1, 100, 127, 128, 129, 500, 1000, 1024, 2048, 3000, 4096, 8192, 16384 / 3};
+  const int64_t ns[] = {1, 1000, 5120, 28672};
+  const int64_t ks[] = {8, 4104, 8192};
+  const int sms[] = {8, 78, 132};
+  for (int P = 1; P <= 16; P++)
+    for (size_t i = 0; i < sizeof mlocs / sizeof *mlocs; i++)
+      for (size_t j = 0; j < sizeof ns / sizeof *ns; j++)
+        for (size_t q = 0; q < sizeof ks / sizeof *ks; q++)
+          for (size_t s = 0; s < sizeof sms / sizeof *sms; s++) check_plan(mlocs[i], ns[j], ks[q], P, sms[s], NULL);
+  /* Forced chunk sizes: rounded down to a divisor of the padded shard. */
+  ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
+  const int64_t chunks[] = {128, 256, 384, 1024, 4096};
+  for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+    h.chunk_rows = chunks[c];
+    for (int P = 2; P <= 16; P += 3)
+      for (size_t i = 0; i < sizeof mlocs / sizeof *mlocs; i++) check_plan(mlocs[i], 1000, 4104, P, 132, &h);
+  }
+  h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+  h.comm_ctas = 7;
+  h.schedule = AG_GEMM_FUSED;
+  check_plan(100, 1000, 4104, 2, 132, &h); /* fused forced on a tiny shard */
+}
+
+static void test_plan_choices(void **state) {
+  (void)state;
+  ag_gemm_plan_t p;
+  meld_ag_gemm_args_t a = good_args(4096, 5120, 8192);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_FUSED);
+  assert_int_equal(p.compact, 0);
+  assert_int_equal(p.chunk_rows, 128);
+  a = good_args(100, 5120, 8192);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_UNFUSED);
+  /* Workspace too small: the sentence names the size to set. */
+  a = good_args(4096, 5120, 8192);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, (size_t)64 << 20, NULL, &p), MELD_ERR_OUT_OF_MEMORY);
+  assert_non_null(strstr(meld_last_error(), "MELD_WORKSPACE_BYTES >= 134217728"));
+  /* Environment overrides, then the hint. */
+  setenv("MELD_COMM_CTAS", "5", 1);
+  setenv("MELD_CHUNK_BYTES", "4M", 1); /* 256 rows of k = 8192 */
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.comm_ctas, 5);
+  assert_int_equal(p.chunk_rows, 256);
+  ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
+  h.comm_ctas = 9;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.comm_ctas, 9);
+  setenv("MELD_COMM_CTAS", "200", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_ERR_INVALID_ARG);
+  unsetenv("MELD_COMM_CTAS");
+  unsetenv("MELD_CHUNK_BYTES");
+  setenv("MELD_SCHEDULE", "sideways", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_ERR_INVALID_ARG);
+  setenv("MELD_SCHEDULE", "unfused", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_UNFUSED);
+  unsetenv("MELD_SCHEDULE");
+  /* Illegal hints. */
+  h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+  h.comm_ctas = 132;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "comm CTAs"));
+  h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+  h.chunk_rows = 100;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+  h.schedule = AG_GEMM_DIRECT;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  /* The hash depends on what ranks must agree on, not on n_loc. */
+  ag_gemm_plan_t p2;
+  meld_ag_gemm_args_t b = good_args(4096, 1000, 8192);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(ag_gemm_plan_make(&b, 2, 132, BIG_WS, NULL, &p2), MELD_OK);
+  assert_int_equal(ag_gemm_arg_hash(&p), ag_gemm_arg_hash(&p2));
+  b = good_args(4096, 5120, 8184);
+  assert_int_equal(ag_gemm_plan_make(&b, 2, 132, BIG_WS, NULL, &p2), MELD_OK);
+  assert_int_not_equal(ag_gemm_arg_hash(&p), ag_gemm_arg_hash(&p2));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_validation),
+      cmocka_unit_test(test_plan_legality),
+      cmocka_unit_test(test_plan_choices),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
