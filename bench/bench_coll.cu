@@ -1,7 +1,10 @@
 /* bench_coll.cu — meld's collectives vs NCCL, side by side in one run, on all GPUs present:
  * all_gather, reduce_scatter, all_reduce (auto, and two-shot forced), all_to_all, bf16,
  * sizes 4 KB .. 1 GB (powers of 4), launched plainly and as CUDA-graph replays; and meld's
- * all-gather GB/s vs the number of 384-thread comm CTAs at 256 MB.
+ * all-gather GB/s vs the number of comm CTAs (384 and 640 threads) at 256 MB; the engines
+ * forced per size (variant "ring" / "ll": where LL stops paying), a tuning grid (CTAs,
+ * threads, chunk, slots) at 256 MB, and the launch floor (empty kernel plain / cooperative,
+ * the entry handshake alone), plain and in graphs.
  *
  * Sizes and bus bandwidth follow nccl-tests: "size" is the total buffer (all_gather: the
  * gathered output; reduce_scatter: the input; all_reduce: the buffer; all_to_all: the input);
@@ -21,7 +24,9 @@
 #include "bench_common.h"
 #include "coll_plan.h"
 #include "comm.h"
+#include "device/launch.cuh"
 #include "nccl_baseline.h"
+#include "proto.h"
 
 static int g_quick = 0;
 static const char *g_json = NULL;
@@ -52,8 +57,31 @@ __global__ void bc_diff(const uint16_t *a, const uint16_t *b, size_t n, double *
   atomicAdd(&acc[1], den);
 }
 
+/* The launch floor: an empty kernel, and the protocol's entry handshake + exit alone. */
+__global__ void bc_empty(int x) {
+  if (x == 12345) __trap();
+}
+__global__ void bc_handshake(const __grid_constant__ meld_proto_dev_t proto, uint32_t hash) {
+  meld_ctx_t ctx;
+  meld_call_begin(&ctx, &proto, MELD_OP_TEST_SIGNAL, hash, gridDim.x);
+  meld_call_end(&ctx);
+}
+
+/* The raw one-way trip: each rank stores the call number into the peer's pad (a relaxed
+ * store, no fence) and spins on its own copy; the count lives in this rank's pad too. */
+__global__ void bc_flag_exchange(uint8_t *my_pad, uint8_t *peer_pad, int me) {
+  uint64_t *cnt = (uint64_t *)(my_pad + MELD_PAD_OFF_DATA);
+  const uint64_t n = *cnt + 1;
+  st_relaxed_sys_u64((uint64_t *)(peer_pad + MELD_PAD_OFF_DATA + 64 + 8 * me), n);
+  const uint64_t *mine = (const uint64_t *)(my_pad + MELD_PAD_OFF_DATA + 64 + 8 * (1 - me));
+  for (uint64_t i = 0; i < (1ull << 30) && ld_relaxed_sys_u64(mine) < n; i++) {
+  }
+  *cnt = n;
+}
+
 typedef struct {
-  int lib; /* 0 meld, 1 NCCL */
+  int lib; /* 0 meld, 1 NCCL, 2 floor kernel (op: 0 empty plain, 1 empty coop, 2 handshake 1 CTA,
+              3 handshake 16 CTAs, 4 raw flag exchange, P = 2 only) */
   int op;
   const void *send;
   void *recv;
@@ -71,6 +99,23 @@ typedef struct {
 
 static int bc_enqueue(bc_ctx_t *c, const bc_run_t *r) {
   if (r->lib == 1) return nb_run(r->op, r->send, r->recv, r->count, MELD_BF16, c->nc, c->s) == ncclSuccess;
+  if (r->lib == 2) {
+    int x = 0;
+    uint32_t hash = 77;
+    meld_proto_dev_t pd = meld_proto_dev(c->comm);
+    void *eargs[] = {&x};
+    void *hargs[] = {&pd, &hash};
+    switch (r->op) {
+      case 0: bc_empty<<<1, 32, 0, c->s>>>(0); return cudaGetLastError() == cudaSuccess;
+      case 1: return meld_launch_coop((const void *)bc_empty, 1, 32, 0, eargs, c->s) == MELD_OK;
+      case 2: return meld_launch_coop((const void *)bc_handshake, 1, 32, 0, hargs, c->s) == MELD_OK;
+      case 4:
+        bc_flag_exchange<<<1, 32, 0, c->s>>>((uint8_t *)c->comm->pad.local, (uint8_t *)c->comm->pad.peer[1 - c->rank],
+                                             c->rank);
+        return cudaGetLastError() == cudaSuccess;
+      default: return meld_launch_coop((const void *)bc_handshake, 16, 512, 0, hargs, c->s) == MELD_OK;
+    }
+  }
   meld_result_t res;
   if (!r->hint) {
     switch (r->op) {
@@ -174,6 +219,7 @@ static void rank_main(int rank, int P) {
   c.rank = rank;
   c.P = P;
   meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.workspace_bytes = (size_t)256 << 20; /* room for the tuning grid's largest rings */
   GT_MELD(meld_comm_init_env(&c.comm, &cfg));
   if (!c.comm) return;
   if (nb_init(c.comm, &c.nc) != ncclSuccess) {
@@ -203,15 +249,37 @@ static void rank_main(int rank, int P) {
   if (rank == 0)
     printf("%-15s %-9s %11s %6s %10s %10s %9s %9s %7s %9s\n", "op", "variant", "bytes", "mode", "meld_us",
            "nccl_us", "meld_GBs", "nccl_GBs", "ratio", "rel_err");
-  meld_coll_plan_hint_t two;
-  memset(&two, 0, sizeof two);
-  two.ar_algo = MELD_AR_TWO_SHOT;
+  /* The launch floor (us per call; "bytes" 0). */
+  if (P > 1) {
+    const char *fname[5] = {"empty_plain", "empty_coop", "handshake_1cta", "handshake_16cta", "flag_exchange_raw"};
+    if (rank == 0) printf("launch floor (us per call)          plain      graph\n");
+    for (int k = 0; k < (P == 2 ? 5 : 4); k++) {
+      bc_run_t rf = {2, k, NULL, NULL, 0, NULL};
+      float tp = bc_time(&c, &rf, 0, samples, 20), tg = bc_time(&c, &rf, 1, samples, 20);
+      if (rank == 0) printf("  %-30s %8.2f   %8.2f\n", fname[k], tp * 1e3, tg * 1e3);
+      json_line(jf, &env, nccl_ver, "launch_floor", 0, 0, "plain", fname[k], k >= 3 ? 16 : 1, 32, P, tp, NAN, 0, 0, -1);
+      json_line(jf, &env, nccl_ver, "launch_floor", 0, 0, "graph", fname[k], k >= 3 ? 16 : 1, 32, P, tg, NAN, 0, 0, -1);
+    }
+  }
+  meld_coll_plan_hint_t hints[4];
+  memset(hints, 0, sizeof hints);
+  hints[1].ar_algo = MELD_AR_TWO_SHOT;
+  hints[2].proto = MELD_PROTO_RING;
+  hints[3].proto = MELD_PROTO_LL;
+  const char *vnames[4] = {"auto", "two_shot", "ring", "ll"};
   for (int op = 0; op < 4; op++) {
-    for (int variant = 0; variant < (op == OP_AR && P > 1 ? 2 : 1); variant++) {
+    for (int variant = 0; variant < 4; variant++) {
+      if (variant == 1 && (op != OP_AR || P < 2)) continue;
+      if (variant >= 2 && P < 2) continue;
       for (size_t bytes = 4096; bytes <= maxb; bytes *= 4) {
         size_t count = op == OP_AR ? bytes / 2 : bytes / 2 / (size_t)P;
         if (count == 0) continue;
-        bc_run_t rm = {0, op, d_send, d_m, count, variant ? &two : NULL};
+        /* Forced engines only where they say something: ring up to 4 MB, LL from 1 MB up
+         * to what its buffers hold, two-shot up to 64 MB. */
+        if (variant == 1 && bytes > ((size_t)64 << 20)) continue;
+        if (variant == 2 && bytes > ((size_t)4 << 20)) continue;
+        if (variant == 3 && (bytes < ((size_t)1 << 20) || count * 2 > meld_coll_ll_capacity(P))) continue;
+        bc_run_t rm = {0, op, d_send, d_m, count, variant ? &hints[variant] : NULL};
         bc_run_t rn = {1, op, d_send, d_n, count, NULL};
         /* Correctness in the same run: meld vs NCCL on the same inputs. */
         bc_enqueue(&c, &rm);
@@ -226,7 +294,7 @@ static void rank_main(int rank, int P) {
           float tn = bc_time(&c, &rn, graph, samples, gbatch);
           double f = busbw_factor(op, P);
           double bm = bytes / (tm * 1e-3) / 1e9 * f, bn = bytes / (tn * 1e-3) / 1e9 * f;
-          const char *vname = variant ? "two_shot" : "auto";
+          const char *vname = vnames[variant];
           if (rank == 0) {
             printf("%-15s %-9s %11zu %6s %10.2f %10.2f %9.1f %9.1f %7.2f %9.2g\n", g_opname[op], vname, bytes,
                    graph ? "graph" : "plain", tm * 1e3, tn * 1e3, bm, bn, tn / tm, err);
@@ -241,30 +309,64 @@ static void rank_main(int rank, int P) {
       }
     }
   }
-  /* GB/s vs comm CTAs (384 threads), all-gather 256 MB. */
+  /* GB/s vs comm CTAs (384 and 640 threads: RING engine), all-gather 256 MB. */
   size_t ag_bytes = (size_t)256 << 20;
   if (ag_bytes > maxb) ag_bytes = maxb;
   size_t count = ag_bytes / 2 / (size_t)P;
-  const int ctas[] = {1, 2, 4, 8, 16, 32, c.comm->sm_count};
-  if (rank == 0) printf("\nall_gather %zu bytes: GB/s (busbw) vs comm CTAs of 384 threads\n%6s %10s %9s\n", ag_bytes,
-                        "ctas", "meld_us", "busbw");
+  const int ctas[] = {1, 2, 4, 8, 12, 16, 24, 32, c.comm->sm_count};
+  const int nct = (int)(sizeof ctas / sizeof ctas[0]);
   bc_run_t rn = {1, OP_AG, d_send, d_n, count, NULL};
   float tn = bc_time(&c, &rn, 0, samples, 1);
-  for (int i = 0; i < 7; i++) {
-    meld_coll_plan_hint_t h;
-    memset(&h, 0, sizeof h);
-    h.ctas = ctas[i];
-    h.threads = 384;
-    bc_run_t rm = {0, OP_AG, d_send, d_m, count, &h};
-    float tm = bc_time(&c, &rm, 0, samples, 1);
-    double f = busbw_factor(OP_AG, P);
-    double bm = ag_bytes / (tm * 1e-3) / 1e9 * f, bn = ag_bytes / (tn * 1e-3) / 1e9 * f;
-    if (rank == 0) {
-      printf("%6d %10.1f %9.1f   (NCCL %.1f)\n", ctas[i], tm * 1e3, bm, bn);
-      fflush(stdout);
+  for (int ti = 0; ti < 2; ti++) {
+    const int thr = ti ? 640 : 384;
+    if (rank == 0)
+      printf("\nall_gather %zu bytes: GB/s (busbw) vs comm CTAs of %d threads\n%6s %10s %9s\n", ag_bytes, thr, "ctas",
+             "meld_us", "busbw");
+    for (int i = 0; i < nct; i++) {
+      meld_coll_plan_hint_t h;
+      memset(&h, 0, sizeof h);
+      h.ctas = ctas[i];
+      h.threads = thr;
+      bc_run_t rm = {0, OP_AG, d_send, d_m, count, &h};
+      float tm = bc_time(&c, &rm, 0, samples, 1);
+      double f = busbw_factor(OP_AG, P);
+      double bm = ag_bytes / (tm * 1e-3) / 1e9 * f, bn = ag_bytes / (tn * 1e-3) / 1e9 * f;
+      if (rank == 0) {
+        printf("%6d %10.1f %9.1f   (NCCL %.1f)\n", ctas[i], tm * 1e3, bm, bn);
+        fflush(stdout);
+      }
+      json_line(jf, &env, nccl_ver, "all_gather_ctas", ag_bytes, count, "plain", "ctas", ctas[i], thr, P, tm, tn, bm,
+                bn, -1);
     }
-    json_line(jf, &env, nccl_ver, "all_gather_ctas", ag_bytes, count, "plain", "ctas", ctas[i], 384, P, tm, tn, bm,
-              bn, -1);
+  }
+  /* Tuning grid at 256 MB (RING engine): every op x CTAs x threads x chunk x slots. */
+  if (P > 1) {
+    if (rank == 0) printf("\ntuning grid, %zu bytes (busbw GB/s)\n", ag_bytes);
+    const int tc[] = {8, 16}, tt[] = {384, 640}, ts[] = {2, 4};
+    const size_t tk[] = {(size_t)64 << 10, (size_t)256 << 10, (size_t)1 << 20};
+    for (int op = 0; op < 4; op++) {
+      size_t cnt = op == OP_AR ? ag_bytes / 2 : ag_bytes / 2 / (size_t)P;
+      for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 2; b++)
+          for (int k = 0; k < 3; k++)
+            for (int sl = 0; sl < 2; sl++) {
+              meld_coll_plan_hint_t h;
+              memset(&h, 0, sizeof h);
+              h.ctas = tc[a], h.threads = tt[b], h.chunk_bytes = tk[k], h.slots = ts[sl];
+              h.proto = MELD_PROTO_RING;
+              bc_run_t rm = {0, op, d_send, d_m, cnt, &h};
+              float tm = bc_time(&c, &rm, 0, samples, 1);
+              double bm = ag_bytes / (tm * 1e-3) / 1e9 * busbw_factor(op, P);
+              char vn[64];
+              snprintf(vn, sizeof vn, "c%d_t%d_k%zuK_s%d", tc[a], tt[b], tk[k] >> 10, ts[sl]);
+              if (rank == 0) {
+                printf("  %-15s %-22s %9.1f\n", g_opname[op], vn, bm);
+                fflush(stdout);
+              }
+              json_line(jf, &env, nccl_ver, g_opname[op], ag_bytes, cnt, "plain", vn, tc[a], tt[b], P, tm, NAN, bm, 0,
+                        -1);
+            }
+    }
   }
   if (jf) fclose(jf);
   meld_bootstrap_barrier(c.comm->boot);

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """plot_coll.py — turns bench_coll's JSON lines into one PNG: bus bandwidth vs size for each
-collective (meld vs NCCL, plain launches solid, CUDA-graph replays dashed), and all-gather
-GB/s vs the number of comm CTAs.
+collective (meld vs NCCL, plain launches solid, CUDA-graph replays dashed; engines forced:
+"ring", "ll", "two_shot"), latency (us) at small sizes vs NCCL, and all-gather GB/s vs the
+number of comm CTAs (per CTA size).
 
-Usage: python3 bench/plot_coll.py RESULTS.jsonl [OUT.png]   (needs matplotlib)
+Usage: python3 bench/plot_coll.py RESULTS.jsonl [OUT.png] [COMMIT_SUBSTRING]   (needs matplotlib)
+  COMMIT_SUBSTRING: only rows whose "commit" contains it (a file collects several runs).
 """
 import json
 import sys
@@ -17,6 +19,9 @@ def main():
     path = sys.argv[1]
     out = sys.argv[2] if len(sys.argv) > 2 else path.rsplit(".", 1)[0] + ".png"
     rows = [json.loads(l) for l in open(path) if l.strip().startswith("{")]
+    if len(sys.argv) > 3:
+        rows = [r for r in rows if sys.argv[3] in str(r.get("commit", ""))]
+    rows = [r for r in rows if r.get("shape", {}).get("variant", "auto") in ("auto", "ring", "ll", "two_shot", "ctas")]
     rows = [r for r in rows if r.get("op") in ("all_gather", "reduce_scatter", "all_reduce", "all_to_all",
                                                "all_gather_ctas")]
     if not rows:
@@ -27,7 +32,7 @@ def main():
     import matplotlib.pyplot as plt
 
     ops = ["all_gather", "reduce_scatter", "all_reduce", "all_to_all"]
-    fig, axes = plt.subplots(1, 5, figsize=(26, 5))
+    fig, axes = plt.subplots(1, 6, figsize=(31, 5))
     for ax, op in zip(axes, ops):
         series = defaultdict(list)
         for r in rows:
@@ -51,11 +56,33 @@ def main():
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7)
     ax = axes[4]
-    pts = sorted((r["shape"]["ctas"], r["busbw"], r.get("nccl_busbw")) for r in rows if r["op"] == "all_gather_ctas")
-    if pts:
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label="meld (384-thread CTAs)")
+    for op in ops:
+        for mode, style in (("plain", "-"), ("graph", "--")):
+            pts = sorted((r["shape"]["bytes"], r["meld_ms"] * 1e3, (r.get("seq_ms") or 0) * 1e3) for r in rows
+                         if r["op"] == op and r["shape"].get("variant") == "auto" and r["shape"].get("mode") == mode
+                         and r["shape"]["bytes"] <= (1 << 20))
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] / p[2] if p[2] else float("nan") for p in pts], style, marker="o",
+                        label=f"{op} {mode}")
+    ax.axhline(0.7, color="red", linestyle=":", label="goal 0.7")
+    ax.axhline(1.0, color="gray", linestyle=":")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("size (bytes, nccl-tests)")
+    ax.set_ylabel("meld time / NCCL time")
+    ax.set_title("latency ratio (lower is better)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    ax = axes[5]
+    by_thr = defaultdict(list)
+    for r in rows:
+        if r["op"] == "all_gather_ctas":
+            by_thr[r["shape"].get("threads", 384)].append((r["shape"]["ctas"], r["busbw"], r.get("nccl_busbw")))
+    for thr, pts in sorted(by_thr.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"meld ({thr}-thread CTAs)")
         if pts[0][2]:
-            ax.axhline(pts[0][2], color="gray", linestyle=":", label="NCCL")
+            ax.axhline(pts[0][2], color="gray", linestyle=":", label="NCCL" if thr == min(by_thr) else None)
+    if by_thr:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("comm CTAs")
         ax.set_ylabel("bus bandwidth (GB/s)")

@@ -38,7 +38,7 @@ extern "C" {
 
 /* ---- signal pad layout (per rank, MELD_PAD_BYTES, zeroed at init) ------------------------ */
 
-#define MELD_PAD_BYTES ((size_t)4 << 20)
+#define MELD_PAD_BYTES ((size_t)8 << 20)
 #define MELD_PROTO_MAX_RANKS 4096 /* == MELD_MAX_RANKS (comm.h)                            */
 
 /* Control block, [0, 4 KiB). Words marked "per-call scratch" are reset by the last CTA. */
@@ -59,9 +59,15 @@ extern "C" {
 /* Credit slots (u64 stamps), indexed by meld_credit_index: 1 MiB after the signals. */
 #define MELD_PAD_OFF_CREDITS (MELD_PAD_OFF_SIGNALS + MELD_PAD_SIGNAL_SLOTS * 8u)
 #define MELD_PAD_CREDIT_SLOTS ((uint32_t)(1u << 20) / 8u)
-/* The rest, up to MELD_PAD_BYTES, is for ops' small exchanged data (e.g. MoE counts). */
+/* Then, up to 4 MiB, ops' small exchanged data (e.g. MoE counts). */
 #define MELD_PAD_OFF_DATA (MELD_PAD_OFF_CREDITS + MELD_PAD_CREDIT_SLOTS * 8u)
-#define MELD_PAD_DATA_BYTES ((uint32_t)MELD_PAD_BYTES - MELD_PAD_OFF_DATA)
+#define MELD_PAD_DATA_BYTES (MELD_PAD_OFF_LL - MELD_PAD_OFF_DATA)
+/* [4 MiB, 8 MiB): the collectives' low-latency buffers (src/ops/collectives.cu), owned by
+ * them alone: 8-byte lines {4 data bytes, 4 flag bytes = low bits of the epoch}, two halves
+ * by epoch parity. No other op may write here: a stray word equal to a flag would be taken
+ * for data. */
+#define MELD_PAD_OFF_LL ((uint32_t)4 << 20)
+#define MELD_PAD_LL_BYTES ((uint32_t)4 << 20)
 
 /* Byte offset of the handshake slot that `sender` writes for a call of `epoch`. Two slots per
  * sender (epoch parity): a peer can be at most one call ahead of us (it cannot post epoch

@@ -22,7 +22,9 @@
 
 #define COPY_DEV __device__ __forceinline__
 
-/* Loads in flight per thread in the vector loops. */
+/* Loads in flight per thread in the vector loops. (8 was tried with the RING engine, run 2 of
+ * 2026-11-30: ROUNDS two-shot unchanged within noise; kept at 4, the value the default
+ * engine was measured with.) */
 #define COPY_UNROLL 4
 
 /* ---- copies ----------------------------------------------------------------------------- */

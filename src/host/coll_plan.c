@@ -8,9 +8,22 @@
 #include "config.h"
 #include "error.h"
 
-/* Heuristic constants. The per-CTA copy rate over NVLink with 16-byte accesses is ~25 GB/s
- * for 512 threads (TESTBED.md: 46 GB/s with 1024), so ~16-24 CTAs saturate a link; small
- * messages want several CTAs too (each CTA moves its share in parallel, latency ~ a chunk). */
+/* Heuristic constants (measured on 2 x H200, docs/perf-notes.md "Collectives").
+ * LL: per-peer data up to PLAN_LL_MAX_BYTES; each CTA sends ~PLAN_LL_BYTES_PER_CTA of lines.
+ * RING: warp-specialized CTAs of PLAN_RING_THREADS; at most PLAN_RING_MAX_CTAS (an SM pushes
+ * ~40-46 GB/s to a peer: 8-16 CTAs saturate NVLink), >= PLAN_RING_CTA_BYTES per CTA, rings of
+ * PLAN_RING_SLOTS slots, >= 4 chunks per CTA so that the ring pipelines.
+ * ROUNDS (two-shot all-reduce): the first engine's constants. */
+#define PLAN_LL_THREADS 512
+#define PLAN_LL_BYTES_PER_CTA ((size_t)32 << 10)
+#define PLAN_LL_MAX_CTAS 32
+#define PLAN_LL_MAX_BYTES ((size_t)1 << 20) /* run 1: LL 10.8 us vs ring 32.9 at 1 MB */
+#define PLAN_RING_THREADS 640
+#define PLAN_RING_MAX_CTAS 16
+#define PLAN_RING_CTA_BYTES ((size_t)64 << 10)
+#define PLAN_RING_SLOTS 4
+#define PLAN_RING_MIN_CHUNK ((size_t)16 << 10)
+#define PLAN_RING_MAX_CHUNK ((size_t)256 << 10)
 #define PLAN_THREADS 512
 #define PLAN_MAX_CTAS 32
 #define PLAN_TARGET_CHUNK ((size_t)32 << 10) /* below this per CTA, use fewer CTAs         */
@@ -47,6 +60,16 @@ const char *meld_coll_op_name(meld_coll_op_t op) {
     case MELD_COLL_ALL_REDUCE: return "all_reduce";
     case MELD_COLL_ALL_TO_ALL: return "all_to_all";
     case MELD_COLL_NUM_OPS: break;
+  }
+  return "?";
+}
+
+const char *meld_coll_proto_name(meld_coll_proto_t proto) {
+  switch (proto) {
+    case MELD_PROTO_AUTO: return "auto";
+    case MELD_PROTO_LL: return "ll";
+    case MELD_PROTO_RING: return "ring";
+    case MELD_PROTO_ROUNDS: return "rounds";
   }
   return "?";
 }
@@ -126,6 +149,11 @@ int meld_coll_is_empty(const meld_coll_args_t *a) {
   return a->count == 0;
 }
 
+size_t meld_coll_ll_capacity(int nranks) {
+  if (nranks < 2) return 0;
+  return MELD_COLL_LL_HALF_BYTES / (size_t)(nranks - 1) / 16 * 8;
+}
+
 void meld_coll_plan_derive(meld_coll_plan_t *p) {
   size_t per_round = mul_sat((size_t)(p->ctas > 0 ? p->ctas : 1), p->chunk_bytes ? p->chunk_bytes : 1);
   p->rounds = (int64_t)ceil_div(p->pair_bytes, per_round);
@@ -133,6 +161,33 @@ void meld_coll_plan_derive(meld_coll_plan_t *p) {
   size_t rings = (size_t)p->stages * (size_t)p->ctas * (size_t)p->slots;
   p->signal_words = p->nranks > 1 ? (size_t)p->nranks * rings : 0;
   p->ws_bytes = mul_sat(peers * rings, p->chunk_bytes);
+  if (p->proto == MELD_PROTO_LL) p->signal_words = 0, p->ws_bytes = 0; /* pad's LL region */
+}
+
+/* Consumer warps of a RING CTA of `threads` threads: half of the data warps (run 2 of
+ * 2026-11-30: with a third, the drain bounded the ring; a copy is latency bound, local or
+ * not), at least 1. */
+static int ring_cons_warps(int threads) {
+  int w = threads / 32 - 2;
+  int c = w / 2;
+  return c < 1 ? 1 : c;
+}
+
+/* Chunk of a plan for its CTA count. */
+static size_t plan_chunk(const meld_coll_plan_t *p) {
+  size_t ctas = (size_t)(p->ctas > 0 ? p->ctas : 1);
+  size_t c;
+  switch (p->proto) {
+    case MELD_PROTO_LL:
+      c = round_up(ceil_div(p->pair_bytes, ctas), 16);
+      return c < MELD_COLL_MIN_CHUNK ? MELD_COLL_MIN_CHUNK : c > MELD_COLL_MAX_CHUNK ? MELD_COLL_MAX_CHUNK : c;
+    case MELD_PROTO_RING:
+      c = round_up(ceil_div(p->pair_bytes, ctas * PLAN_RING_SLOTS), 4096);
+      return c < PLAN_RING_MIN_CHUNK ? PLAN_RING_MIN_CHUNK : c > PLAN_RING_MAX_CHUNK ? PLAN_RING_MAX_CHUNK : c;
+    default:
+      c = round_up(ceil_div(p->pair_bytes, ctas), 4096);
+      return c < MELD_COLL_MIN_CHUNK ? MELD_COLL_MIN_CHUNK : c > PLAN_MAX_CHUNK ? PLAN_MAX_CHUNK : c;
+  }
 }
 
 meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size_t ws_bytes,
@@ -156,6 +211,24 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
                       "%s plan: chunk of %zu bytes: needs a multiple of 16 in [%d, %zu] "
                       "(MELD_CHUNK_BYTES?)",
                       op, p->chunk_bytes, MELD_COLL_MIN_CHUNK, (size_t)MELD_COLL_MAX_CHUNK);
+  if (p->proto != MELD_PROTO_LL && p->proto != MELD_PROTO_RING && p->proto != MELD_PROTO_ROUNDS)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: unknown protocol %d", op, (int)p->proto);
+  const int max_threads = p->proto == MELD_PROTO_LL     ? MELD_COLL_LL_MAX_THREADS
+                          : p->proto == MELD_PROTO_RING ? MELD_COLL_RING_MAX_THREADS
+                                                        : MELD_COLL_ROUNDS_MAX_THREADS;
+  if (p->threads > max_threads)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d threads per CTA: the %s kernel takes at most %d", op,
+                      p->threads, meld_coll_proto_name(p->proto), max_threads);
+  if (p->proto == MELD_PROTO_RING && (p->cons_warps < 1 || p->threads / 32 - 2 - p->cons_warps < 1))
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s plan: %d threads with %d consumer warps: a ring CTA needs 2 control warps, "
+                      ">= 1 producer and >= 1 consumer warp",
+                      op, p->threads, p->cons_warps);
+  if (p->proto != MELD_PROTO_ROUNDS && p->stages != 1)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d stages need the ROUNDS engine", op, p->stages);
+  if (p->proto == MELD_PROTO_LL && (p->nranks < 2 || p->pair_bytes > meld_coll_ll_capacity(p->nranks)))
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %zu bytes per peer do not fit the LL buffers (%zu)",
+                      op, p->pair_bytes, meld_coll_ll_capacity(p->nranks));
   if (p->slots < 2 || p->slots > MELD_COLL_MAX_SLOTS)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d slots per ring outside [2, %d]", op,
                       p->slots, MELD_COLL_MAX_SLOTS);
@@ -232,21 +305,52 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     case MELD_COLL_NUM_OPS: break;
   }
 
-  /* Heuristic. */
+  /* Protocol. */
+  p->ll_max_bytes = hint && hint->ll_max_bytes ? hint->ll_max_bytes : PLAN_LL_MAX_BYTES;
+  const int ll_ok = P > 1 && p->stages == 1 && !(a->op == MELD_COLL_ALL_TO_ALL && a->vector) &&
+                    p->pair_bytes <= meld_coll_ll_capacity(nranks);
+  meld_coll_proto_t want = hint ? hint->proto : MELD_PROTO_AUTO;
+  /* Above LL: ROUNDS by default. The RING engine (warp-specialized) measured SLOWER on 2 x
+   * H200 (run 2, 2026-11-30: AG 207 vs 237, RS 111 vs 203, AR 114 vs 242 GB/s at 256 MB), so
+   * it is only taken when asked for (hint), until its per-chunk stalls are fixed
+   * (docs/perf-notes.md "Collectives"). */
+  if (want == MELD_PROTO_AUTO) want = ll_ok && p->pair_bytes <= p->ll_max_bytes ? MELD_PROTO_LL : MELD_PROTO_ROUNDS;
+  if (want == MELD_PROTO_LL && !ll_ok) want = MELD_PROTO_ROUNDS;
+  if (want == MELD_PROTO_RING && p->stages == 2) want = MELD_PROTO_ROUNDS;
+  p->proto = want;
+
+  /* Heuristic geometry. */
   int max_ctas = sm_count < PLAN_MAX_CTAS ? sm_count : PLAN_MAX_CTAS;
   if (max_ctas < 1) max_ctas = 1;
   size_t moved = P > 1 ? p->pair_bytes * peers * (size_t)p->stages : p->pair_bytes;
-  size_t want = ceil_div(moved, PLAN_TARGET_CHUNK);
-  p->ctas = want < 1 ? 1 : want > (size_t)max_ctas ? max_ctas : (int)want;
-  p->threads = PLAN_THREADS;
-  p->slots = PLAN_SLOTS;
-  size_t per_cta = ceil_div(p->pair_bytes, (size_t)p->ctas);
-  p->chunk_bytes = round_up(per_cta ? per_cta : 1, 4096);
-  if (p->chunk_bytes > PLAN_MAX_CHUNK) p->chunk_bytes = PLAN_MAX_CHUNK;
-  if (p->chunk_bytes < MELD_COLL_MIN_CHUNK) p->chunk_bytes = MELD_COLL_MIN_CHUNK;
+  size_t want_ctas;
+  int cap_ctas;
+  switch (p->proto) {
+    case MELD_PROTO_LL:
+      want_ctas = ceil_div(2 * moved, PLAN_LL_BYTES_PER_CTA);
+      cap_ctas = PLAN_LL_MAX_CTAS;
+      p->threads = PLAN_LL_THREADS;
+      p->slots = 2;
+      break;
+    case MELD_PROTO_RING:
+      want_ctas = ceil_div(moved, PLAN_RING_CTA_BYTES);
+      cap_ctas = PLAN_RING_MAX_CTAS;
+      p->threads = PLAN_RING_THREADS;
+      p->slots = PLAN_RING_SLOTS;
+      break;
+    default:
+      want_ctas = ceil_div(moved, PLAN_TARGET_CHUNK);
+      cap_ctas = PLAN_MAX_CTAS;
+      p->threads = PLAN_THREADS;
+      p->slots = PLAN_SLOTS;
+      break;
+  }
+  if (cap_ctas > max_ctas) cap_ctas = max_ctas;
+  p->ctas = want_ctas < 1 ? 1 : want_ctas > (size_t)cap_ctas ? cap_ctas : (int)want_ctas;
+  p->chunk_bytes = plan_chunk(p);
 
   /* Environment, then the caller's hint. */
-  int set_ctas = 0, set_chunk = 0;
+  int set_ctas = 0, set_chunk = 0, set_slots = 0;
   int64_t v = 0;
   MELD_CHECK(meld_env_int64("MELD_COMM_CTAS", 1, MELD_COLL_MAX_CTAS, &v));
   if (v) p->ctas = (int)v, set_ctas = 1;
@@ -255,20 +359,18 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     size_t c = 0;
     if (meld_parse_size(s, &c) != 0)
       return meld_error(MELD_ERR_INVALID_ARG, "MELD_CHUNK_BYTES=%s: not a size (e.g. 262144, 256K)", s);
-    p->chunk_bytes = c;
-    set_chunk = 1;
+    if (p->proto != MELD_PROTO_LL) p->chunk_bytes = c, set_chunk = 1;
   }
   if (hint) {
     if (hint->ctas) p->ctas = hint->ctas, set_ctas = 1;
-    if (hint->chunk_bytes) p->chunk_bytes = hint->chunk_bytes, set_chunk = 1;
+    if (hint->chunk_bytes && p->proto != MELD_PROTO_LL) p->chunk_bytes = hint->chunk_bytes, set_chunk = 1;
     if (hint->threads) p->threads = hint->threads;
-    if (hint->slots) p->slots = hint->slots;
+    if (hint->slots) p->slots = hint->slots, set_slots = 1;
   }
-  if (set_ctas && !set_chunk) { /* re-derive the chunk for the chosen CTA count */
-    per_cta = ceil_div(p->pair_bytes, (size_t)(p->ctas > 0 ? p->ctas : 1));
-    p->chunk_bytes = round_up(per_cta ? per_cta : 1, 4096);
-    if (p->chunk_bytes > PLAN_MAX_CHUNK) p->chunk_bytes = PLAN_MAX_CHUNK;
-  }
+  if (set_ctas && !set_chunk) p->chunk_bytes = plan_chunk(p); /* re-derive for the chosen CTAs */
+  p->cons_warps = p->proto != MELD_PROTO_RING ? 0
+                  : hint && hint->cons_warps ? hint->cons_warps
+                                             : ring_cons_warps(p->threads);
 
   /* Fit the workspace and the signal pad: halve what was not set explicitly. */
   meld_coll_plan_derive(p);
@@ -277,6 +379,8 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
       p->chunk_bytes = round_up(p->chunk_bytes / 2, 16);
     } else if (!set_ctas && p->ctas > 1) {
       p->ctas = (p->ctas + 1) / 2;
+    } else if (!set_slots && p->slots > 2 && p->ws_bytes > ws_bytes) {
+      p->slots = 2;
     } else {
       break;
     }
@@ -292,11 +396,12 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
 
 int meld_coll_plan_format(const meld_coll_plan_t *p, char *buf, size_t len) {
   return snprintf(buf, len,
-                  "%s P=%d elem=%zuB pair_bytes=%zu ctas=%d threads=%d chunk=%zu slots=%d "
-                  "stages=%d ar_algo=%s oneshot_max=%zu part_elems=%zu rounds=%lld ws=%zu "
-                  "signals=%zu",
-                  meld_coll_op_name(p->op), p->nranks, p->elem_bytes, p->pair_bytes, p->ctas,
-                  p->threads, p->chunk_bytes, p->slots, p->stages,
+                  "%s P=%d elem=%zuB proto=%s pair_bytes=%zu ctas=%d threads=%d cons_warps=%d "
+                  "chunk=%zu slots=%d stages=%d ar_algo=%s oneshot_max=%zu part_elems=%zu "
+                  "rounds=%lld ws=%zu signals=%zu",
+                  meld_coll_op_name(p->op), p->nranks, p->elem_bytes, meld_coll_proto_name(p->proto),
+                  p->pair_bytes, p->ctas, p->threads, p->cons_warps,
+                  p->chunk_bytes, p->slots, p->stages,
                   p->ar_algo == MELD_AR_ONE_SHOT   ? "one-shot"
                   : p->ar_algo == MELD_AR_TWO_SHOT ? "two-shot"
                                                    : "-",

@@ -34,6 +34,10 @@ extern "C" {
 /* Largest plan values (the legality check's bounds). */
 #define MELD_COLL_MAX_CTAS 132
 #define MELD_COLL_MAX_SLOTS 8
+/* Threads per CTA the kernels are compiled for (__launch_bounds__: registers without spills). */
+#define MELD_COLL_LL_MAX_THREADS 1024
+#define MELD_COLL_RING_MAX_THREADS 640
+#define MELD_COLL_ROUNDS_MAX_THREADS 512
 #define MELD_COLL_MIN_CHUNK 4096
 #define MELD_COLL_MAX_CHUNK ((size_t)16 << 20)
 /* Chunks per (peer, CTA) stream in one call: the ring round (chunk / slots + 1) must fit the
@@ -51,6 +55,23 @@ typedef enum {
 } meld_coll_op_t;
 
 typedef enum { MELD_AR_AUTO = 0, MELD_AR_ONE_SHOT = 1, MELD_AR_TWO_SHOT = 2 } meld_ar_algo_t;
+
+/* How the data travels (src/ops/collectives.cu):
+ * - LL: small messages. Each rank stores its data straight into the peers' low-latency
+ *   buffers (pad region MELD_PAD_OFF_LL) as 8-byte lines {4 data bytes, 4 flag bytes}; the
+ *   receiver polls the lines themselves: no signal, no credit, and no argument handshake
+ *   before the data moves (posted at entry, verified at the end). 2x the bytes on the link.
+ * - RING: the staging ring with warp-specialized CTAs: producer warps push chunks into the
+ *   consumers' slots while consumer warps of the same CTA drain the slots that arrived, each
+ *   group paced by its own control warp (signals, credits), so the link never waits for a
+ *   local copy.
+ * - ROUNDS: the first engine: every thread pushes round j, then waits for and drains round j.
+ *   The default above LL (measured faster than RING so far) and the two-shot all-reduce's. */
+typedef enum { MELD_PROTO_AUTO = 0, MELD_PROTO_LL = 1, MELD_PROTO_RING = 2, MELD_PROTO_ROUNDS = 3 } meld_coll_proto_t;
+
+/* Low-latency buffers: half of MELD_PAD_LL_BYTES per epoch parity, split among the P-1
+ * producers; 16 bytes of buffer carry 8 bytes of data. */
+#define MELD_COLL_LL_HALF_BYTES ((size_t)2 << 20)
 
 /* One call's arguments, in elements. For all-to-all, the four per-rank arrays are filled for
  * the uniform case too (counts = count, offsets = q * count). */
@@ -82,7 +103,11 @@ typedef struct {
   int64_t rounds;         /* rounds per CTA: ceil(pair_bytes / (ctas * chunk_bytes))        */
   size_t ws_bytes;        /* workspace bytes the staging needs                              */
   size_t signal_words;    /* u64 signal slots (and as many credits) the layout spans:
-                             nranks * stages * ctas * slots                                 */
+                             nranks * stages * ctas * slots (0 for LL)                      */
+  meld_coll_proto_t proto; /* LL, RING or ROUNDS (never AUTO in a made plan)                */
+  int cons_warps;         /* RING: consumer (drain) warps per CTA; the producer warps are
+                             threads/32 - 2 - cons_warps (2 control warps)                   */
+  size_t ll_max_bytes;    /* LL is chosen when pair_bytes <= this (and fits the buffers)     */
 } meld_coll_plan_t;
 
 /* Caller-chosen plan fields (bench and tests); 0 / AUTO = heuristic. Environment variables
@@ -92,13 +117,21 @@ typedef struct {
   size_t chunk_bytes;
   meld_ar_algo_t ar_algo;
   size_t oneshot_max_bytes;
+  meld_coll_proto_t proto; /* AUTO: by size; LL falls back to ROUNDS where it does not fit */
+  int cons_warps;
+  size_t ll_max_bytes;
 } meld_coll_plan_hint_t;
+
+/* Most data bytes one producer can send one consumer by LL in one call, for nranks ranks
+ * (0 when P = 1 or the op cannot use LL). */
+size_t meld_coll_ll_capacity(int nranks);
 
 /* Size of one element of dtype, or 0 for an unknown dtype. */
 size_t meld_coll_dtype_bytes(meld_dtype_t dtype);
 /* "bf16", "fp32" or "?" ; "all_gather", ... */
 const char *meld_coll_dtype_name(meld_dtype_t dtype);
 const char *meld_coll_op_name(meld_coll_op_t op);
+const char *meld_coll_proto_name(meld_coll_proto_t proto); /* "ll", "ring", "rounds" */
 
 /* Checks one call's arguments for a communicator of nranks ranks (fn = public name, used in
  * messages). Never touches CUDA. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence:
@@ -122,7 +155,8 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *args, int nranks, int 
                                   const meld_coll_plan_hint_t *hint, meld_coll_plan_t *plan);
 
 /* Legality: CTAs in [1, min(sm_count, MELD_COLL_MAX_CTAS)], threads a multiple of 32 in
- * [64, 1024], chunk a multiple of 16 in [MELD_COLL_MIN_CHUNK, MELD_COLL_MAX_CHUNK], slots in
+ * [64, 1024] (RING: 2 control warps, >= 1 producer and >= 1 consumer warp), LL: pair_bytes
+ * within meld_coll_ll_capacity, ROUNDS or RING as the stages require, chunk a multiple of 16 in [MELD_COLL_MIN_CHUNK, MELD_COLL_MAX_CHUNK], slots in
  * [2, MELD_COLL_MAX_SLOTS], rounds < MELD_COLL_MAX_ROUNDS, signals within the pad's share;
  * the staging fits the workspace (else MELD_ERR_OUT_OF_MEMORY: "needs N bytes of workspace:
  * set workspace_bytes / MELD_WORKSPACE_BYTES >= N, or lower MELD_COMM_CTAS /

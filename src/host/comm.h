@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 #define MELD_MAX_RANKS 4096
-#define MELD_SIGNAL_PAD_BYTES ((size_t)4 << 20) /* per rank: signal slots, credits, abort word */
+#define MELD_SIGNAL_PAD_BYTES ((size_t)8 << 20) /* per rank: signal slots, credits, abort word */
 
 /* One symmetric allocation: this rank's buffer and the mapped buffers of same-node peers. */
 typedef struct meld_symbuf {

@@ -36,7 +36,32 @@
  * all-reduce's result is bitwise equal on all ranks and to a CPU fp32 loop in rank order.
  *
  * Alignment: any element-aligned pointers; 16-byte alignment (and counts that keep block
- * starts 16-byte aligned) is the vector path, the rest uses narrower words (copy.cuh). */
+ * starts 16-byte aligned) is the vector path, the rest uses narrower words (copy.cuh).
+ *
+ * Three engines carry these streams (plan->proto, coll_plan.h):
+ *   LL (small messages): no staging ring, no handshake wait. Thread g of the grid stores
+ *     data units u = g, g + G, ... (8 data bytes each) of every outgoing stream into the
+ *     consumer's LL buffer (pad region MELD_PAD_OFF_LL, half epoch & 1, region of this
+ *     producer) as one 16-byte store of two 8-byte lines {4 data bytes, flag = (u32)epoch};
+ *     each 8-byte element of the vector store is single-copy atomic, so a line whose flag
+ *     reads `epoch` holds its data (no fence, no signal). Then the same thread polls the same
+ *     units of every incoming stream and copies or sums them. The argument hash is posted at
+ *     entry and verified at the end (CTA 0), not awaited before the data moves. Why the
+ *     buffer half of epoch e is free when call e writes it: this rank finished call e-1, in
+ *     which it received data (or a handshake post) of call e-1 from every peer, so every peer
+ *     had finished call e-2, the last user of that half. Every collective moves data between
+ *     every pair (LL is only chosen for uniform, non-empty calls), and every other op does
+ *     the full handshake, so this holds whatever ran before.
+ *   RING (large): warp-specialized CTAs. Warp 0 (producer control) waits for slot credits and
+ *     releases data signals, warp 1 (consumer control) waits for signals and returns credits;
+ *     producer warps push chunk j while consumer warps drain chunk j' < j of the same CTA
+ *     channel; the groups meet only through named barriers (bar.arrive / bar.sync: the
+ *     arrive releases the data warps' memory operations to the syncing warp, as bar.sync
+ *     does). The producer control looks one chunk ahead (credit of j+1 before it releases
+ *     j), so the pushing warps never wait for a release fence. In-place all-reduce (send ==
+ *     recv): the consumer drains chunk j only after this CTA pushed chunk j (shared-memory
+ *     progress word), so the push never reads a sum.
+ *   ROUNDS: the first engine (above; two-shot all-reduce). */
 #include <string.h>
 
 #include "coll_plan.h"
@@ -50,11 +75,21 @@
 #include "proto.h"
 
 enum { COLL_COPY = 0, COLL_REDUCE = 1 };
+/* == meld_coll_proto_t */
+enum { COLL_MODE_LL = 1, COLL_MODE_RING = 2, COLL_MODE_ROUNDS = 3 };
+
+static_assert(MELD_PAD_OFF_DATA <= MELD_PAD_OFF_LL && MELD_PAD_OFF_LL + MELD_PAD_LL_BYTES <= MELD_PAD_BYTES,
+              "pad: LL region");
+static_assert(2 * MELD_COLL_LL_HALF_BYTES == MELD_PAD_LL_BYTES, "LL halves");
 
 /* Everything the kernel needs, by value (__grid_constant__: arrays indexed at run time stay
  * in the parameter space, no local copy). Byte offsets and lengths. */
 typedef struct {
   int32_t rank, nranks, ctas, slots, stages, action, dtype;
+  int32_t mode;         /* COLL_MODE_*                                                    */
+  int32_t cons_warps;   /* RING: consumer data warps per CTA                              */
+  int32_t inplace;      /* RING: send == recv (all-reduce): drain j after pushing j       */
+  uint64_t ll_region;   /* LL: bytes of one producer's region in a half (multiple of 16)  */
   uint32_t op_id, arg_hash;
   uint64_t chunk;       /* C: bytes per slot                                           */
   uint64_t ring_stride; /* bytes between two producers' regions: ctas * slots * C       */
@@ -181,8 +216,438 @@ MELD_DEV bool coll_stage_round(meld_ctx_t *ctx, const coll_kargs_t *a, int st, u
   return true;
 }
 
-__global__ void coll_kernel(const __grid_constant__ meld_proto_dev_t proto,
-                            const __grid_constant__ coll_kargs_t a) {
+/* ---- RING engine ------------------------------------------------------------------------------ */
+
+enum { COLL_BAR_PGO = 1, COLL_BAR_PDONE = 2, COLL_BAR_CGO = 3, COLL_BAR_CDONE = 4 };
+
+MELD_DEV void coll_bar_sync(uint32_t id, uint32_t n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+MELD_DEV void coll_bar_arrive(uint32_t id, uint32_t n) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+
+/* Shared words of the RING groups: set by a control warp before it arrives at a "go"
+ * barrier, read by the data warps after they synced on it. */
+typedef struct {
+  volatile uint32_t pfail;  /* producer control failed: push warps stop                       */
+  volatile uint32_t cstop;  /* consumer control failed at this chunk: drain warps stop there
+                               (an index, not a flag: with lookahead the control warp may fail
+                               on chunk j+1 while drain warps still check chunk j)             */
+  volatile uint32_t pushed; /* chunks of this CTA pushed (in-place all-reduce ordering)       */
+} coll_ring_shared_t;
+
+MELD_DEV coll_ring_shared_t *coll_ring_shared(void) {
+  __shared__ coll_ring_shared_t s;
+  return &s;
+}
+
+/* Chunks of CTA c: j with (j * ctas + c) * C < max_len. */
+MELD_DEV uint32_t coll_ring_chunks(const coll_kargs_t *a, uint32_t c) {
+  const uint64_t first = (uint64_t)c * a->chunk;
+  if (first >= a->max_len) return 0;
+  return (uint32_t)((a->max_len - first - 1) / ((uint64_t)a->ctas * a->chunk) + 1);
+}
+
+/* Drain of chunk j (offset off) by w of nw consumer threads: copy every arrived stream to
+ * its place in recv (and this rank's own block), or sum them with the own operand. */
+MELD_DEV void coll_drain(const coll_kargs_t *a, uint32_t c, uint32_t slot, uint64_t off, uint32_t w, uint32_t nw) {
+  const int P = a->nranks, me = a->rank, npeer = P - 1;
+  const uint64_t C = a->chunk;
+  const uint8_t *slots0 = a->ws + coll_slot_off(a, 0, 0, c, slot);
+  if (a->action == COLL_REDUCE) {
+    if (a->own_len > off) {
+      const uint64_t n = coll_min(C, a->own_len - off);
+      const size_t es = a->dtype == COPY_BF16 ? 2 : 4;
+      reduce_sum(a->recv + a->own_dst + off, a->send + a->own_src + off, slots0, a->ring_stride, npeer, npeer - me,
+                 n / es, a->dtype, w, nw);
+    }
+    return;
+  }
+  for (int t = 0; t < npeer; t++) {
+    const int p = (me + 1 + t) % P;
+    const uint64_t len = a->recv_len[p];
+    if (len <= off) continue;
+    copy_bytes(a->recv + a->recv_off[p] + off, slots0 + (uint64_t)t * a->ring_stride, coll_min(C, len - off), w, nw);
+  }
+  if (a->own_len > off)
+    copy_bytes(a->recv + a->own_dst + off, a->send + a->own_src + off, coll_min(C, a->own_len - off), w, nw);
+}
+
+/* Producer control (warp 0): credits ahead, signals behind. */
+MELD_DEV void coll_ring_pctrl(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c, uint32_t J, uint32_t nbar) {
+  coll_ring_shared_t *s = coll_ring_shared();
+  const int P = a->nranks, me = a->rank, npeer = P - 1;
+  const uint32_t S = (uint32_t)a->slots, lane = threadIdx.x & 31u;
+  const uint64_t epoch = ctx->epoch, step = (uint64_t)a->ctas * a->chunk;
+  /* Chunks 0 .. S-1 are first uses of their slots in this call: no credit (the entry
+   * handshake proved every consumer finished the previous call). */
+  coll_bar_arrive(COLL_BAR_PGO, nbar);
+  for (uint32_t j = 0; j < J; j++) {
+    int nfail = 0;
+    if (j + 1 < J && j + 1 >= S) {
+      const uint64_t off1 = (uint64_t)(j + 1) * step + (uint64_t)c * a->chunk;
+      const uint32_t slot1 = meld_ring_slot(j + 1, S);
+      int ok = 1;
+      for (int t = (int)lane; t < npeer; t += 32) {
+        const int q = (me + 1 + t) % P;
+        if (a->push_len[q] > off1)
+          ok &= meld_wait_credit(ctx, meld_credit_index(q, P, c, slot1, S), meld_ring_credit_needed(epoch, j + 1, S),
+                                 q, "coll: slot credit")
+                    ? 1
+                    : 0;
+      }
+      nfail = !__all_sync(0xffffffffu, ok);
+    }
+    coll_bar_sync(COLL_BAR_PDONE, nbar); /* the push warps stored chunk j */
+    if (lane == 0) {
+      s->pushed = j + 1;
+      if (nfail) s->pfail = 1;
+    }
+    __syncwarp();
+    if (j + 1 < J) coll_bar_arrive(COLL_BAR_PGO, nbar);
+    /* Release chunk j: the push warps' stores are ordered before this by the barrier, and
+     * the release is cumulative. */
+    const uint64_t off = (uint64_t)j * step + (uint64_t)c * a->chunk;
+    const uint64_t stamp = meld_ring_data_stamp(epoch, j, S);
+    const uint32_t slot = meld_ring_slot(j, S);
+    for (int t = (int)lane; t < npeer; t += 32) {
+      const int q = (me + 1 + t) % P;
+      if (a->push_len[q] > off) meld_signal_put(ctx, q, meld_signal_index(me, P, c, slot, S), stamp);
+    }
+    if (nfail) break;
+  }
+}
+
+/* Push warps: chunk j of every outgoing stream into the consumers' slots. */
+MELD_DEV void coll_ring_push(const coll_kargs_t *a, uint32_t c, uint32_t J, uint32_t nbar, uint32_t w, uint32_t nw) {
+  coll_ring_shared_t *s = coll_ring_shared();
+  const int P = a->nranks, me = a->rank, npeer = P - 1;
+  const uint32_t S = (uint32_t)a->slots;
+  const uint64_t step = (uint64_t)a->ctas * a->chunk;
+  for (uint32_t j = 0; j < J; j++) {
+    coll_bar_sync(COLL_BAR_PGO, nbar);
+    if (s->pfail) break;
+    const uint64_t off = (uint64_t)j * step + (uint64_t)c * a->chunk;
+    const uint32_t slot = meld_ring_slot(j, S);
+    for (int t = 0; t < npeer; t++) {
+      const int q = (me + 1 + t) % P;
+      const uint64_t len = a->push_len[q];
+      if (len <= off) continue;
+      uint8_t *dst = a->peer_ws[q] + coll_slot_off(a, 0, coll_src_idx(me, q, P), c, slot);
+      copy_bytes(dst, a->send + a->push_off[q] + off, coll_min(a->chunk, len - off), w, nw);
+    }
+    coll_bar_arrive(COLL_BAR_PDONE, nbar);
+  }
+}
+
+/* Consumer control (warp 1): signals, then credits once drained. With 3+ slots it looks one
+ * chunk ahead (waits for the signal of j+1 and starts its drain before it returns the credit
+ * of j, so the drain warps do not wait for a release fence). Not with 2 slots: the producer
+ * releases chunk j only after the credit of j+1, i.e. after the drain of j-1, so holding
+ * credit j-1 until signal j would be a cycle. */
+MELD_DEV int coll_ring_cwait(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c, uint32_t j) {
+  coll_ring_shared_t *s = coll_ring_shared();
+  const int P = a->nranks, me = a->rank, npeer = P - 1;
+  const uint32_t S = (uint32_t)a->slots, lane = threadIdx.x & 31u;
+  const uint64_t off = (uint64_t)j * ((uint64_t)a->ctas * a->chunk) + (uint64_t)c * a->chunk;
+  const uint32_t slot = meld_ring_slot(j, S);
+  const uint64_t stamp = meld_ring_data_stamp(ctx->epoch, j, S);
+  int ok = 1;
+  for (int t = (int)lane; t < npeer; t += 32) {
+    const int p = (me + 1 + t) % P;
+    if (coll_recv_len(a, 0, p) > off)
+      ok &= meld_wait_signal(ctx, meld_signal_index(p, P, c, slot, S), stamp, p, "coll: chunk arrival") ? 1 : 0;
+  }
+  ok = __all_sync(0xffffffffu, ok);
+  if (ok && a->inplace) {
+    /* The drain overwrites the send buffer: wait until this CTA pushed chunk j (or failed). */
+    while (s->pushed <= j && !s->pfail) {
+    }
+    __threadfence_block();
+    if (s->pushed <= j) ok = 0;
+  }
+  if (!ok && lane == 0) s->cstop = j;
+  __syncwarp();
+  return ok;
+}
+MELD_DEV void coll_ring_credit(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c, uint32_t j) {
+  const int P = a->nranks, me = a->rank, npeer = P - 1;
+  const uint32_t S = (uint32_t)a->slots, lane = threadIdx.x & 31u;
+  const uint64_t off = (uint64_t)j * ((uint64_t)a->ctas * a->chunk) + (uint64_t)c * a->chunk;
+  const uint64_t cstamp = meld_ring_credit_stamp(ctx->epoch, j, S);
+  for (int t = (int)lane; t < npeer; t += 32) {
+    const int p = (me + 1 + t) % P;
+    if (coll_recv_len(a, 0, p) > off) meld_credit_put(ctx, p, meld_credit_index(me, P, c, meld_ring_slot(j, S), S), cstamp);
+  }
+}
+MELD_DEV void coll_ring_cctrl(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c, uint32_t J, uint32_t nbar) {
+  if (a->slots >= 3) {
+    if (!coll_ring_cwait(ctx, a, c, 0)) {
+      coll_bar_arrive(COLL_BAR_CGO, nbar);
+      return;
+    }
+    coll_bar_arrive(COLL_BAR_CGO, nbar);
+    for (uint32_t j = 0; j < J; j++) {
+      const int ok = j + 1 < J ? coll_ring_cwait(ctx, a, c, j + 1) : 1;
+      coll_bar_sync(COLL_BAR_CDONE, nbar); /* the drain warps' reads of chunk j are done */
+      if (j + 1 < J) coll_bar_arrive(COLL_BAR_CGO, nbar); /* go (or stop: cstop) for j+1 */
+      coll_ring_credit(ctx, a, c, j);
+      if (!ok) break;
+    }
+    return;
+  }
+  for (uint32_t j = 0; j < J; j++) {
+    const int ok = coll_ring_cwait(ctx, a, c, j);
+    coll_bar_arrive(COLL_BAR_CGO, nbar);
+    if (!ok) break;
+    coll_bar_sync(COLL_BAR_CDONE, nbar); /* the drain warps' reads of the slots are done */
+    coll_ring_credit(ctx, a, c, j);
+  }
+}
+
+MELD_DEV void coll_ring_drain(const coll_kargs_t *a, uint32_t c, uint32_t J, uint32_t nbar, uint32_t w, uint32_t nw) {
+  coll_ring_shared_t *s = coll_ring_shared();
+  const uint32_t S = (uint32_t)a->slots;
+  const uint64_t step = (uint64_t)a->ctas * a->chunk;
+  for (uint32_t j = 0; j < J; j++) {
+    coll_bar_sync(COLL_BAR_CGO, nbar);
+    if (j >= s->cstop) break;
+    coll_drain(a, c, meld_ring_slot(j, S), (uint64_t)j * step + (uint64_t)c * a->chunk, w, nw);
+    coll_bar_arrive(COLL_BAR_CDONE, nbar);
+  }
+}
+
+MELD_DEV void coll_ring(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c) {
+  const uint32_t J = coll_ring_chunks(a, c);
+  if (J == 0) return;
+  const uint32_t warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  const uint32_t cw = (uint32_t)a->cons_warps, pw = nwarps - 2u - cw;
+  const uint32_t pbar = (pw + 1u) * 32u, cbar = (cw + 1u) * 32u;
+  if (warp == 0) coll_ring_pctrl(ctx, a, c, J, pbar);
+  else if (warp == 1) coll_ring_cctrl(ctx, a, c, J, cbar);
+  else if (warp < 2u + pw) coll_ring_push(a, c, J, pbar, threadIdx.x - 64u, pw * 32u);
+  else coll_ring_drain(a, c, J, cbar, threadIdx.x - 64u - pw * 32u, cw * 32u);
+}
+
+/* ---- LL engine --------------------------------------------------------------------------------- */
+
+MELD_DEV void coll_st_v2(void *p, uint64_t x, uint64_t y) {
+  asm volatile("st.volatile.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(x), "l"(y) : "memory");
+}
+MELD_DEV void coll_ld_v2(const void *p, uint64_t *x, uint64_t *y) {
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*x), "=l"(*y) : "l"(p) : "memory");
+}
+
+/* n (<= 8, a multiple of es) bytes at p (aligned to es) as a little-endian u64. */
+MELD_DEV uint64_t coll_ld8(const uint8_t *p, uint32_t n, uint32_t es) {
+  if (n == 8 && ((uintptr_t)p & 7u) == 0) return *(const uint64_t *)p;
+  uint64_t v = 0;
+  if (es == 4)
+    for (uint32_t i = 0; i < n / 4; i++) v |= (uint64_t)((const uint32_t *)p)[i] << (32 * i);
+  else
+    for (uint32_t i = 0; i < n / 2; i++) v |= (uint64_t)((const uint16_t *)p)[i] << (16 * i);
+  return v;
+}
+MELD_DEV void coll_st8(uint8_t *p, uint64_t v, uint32_t n, uint32_t es) {
+  if (n == 8 && ((uintptr_t)p & 7u) == 0) {
+    *(uint64_t *)p = v;
+    return;
+  }
+  if (es == 4)
+    for (uint32_t i = 0; i < n / 4; i++) ((uint32_t *)p)[i] = (uint32_t)(v >> (32 * i));
+  else
+    for (uint32_t i = 0; i < n / 2; i++) ((uint16_t *)p)[i] = (uint16_t)(v >> (16 * i));
+}
+
+/* One thread waits until both lines of the 16-byte unit at `line` (this GPU's pad) carry
+ * `flag`; returns the 8 data bytes in *data. Guarded like every wait: the abort word and
+ * the deadline every MELD_WAIT_CHECK_EVERY spins (and, once slow, the host abort word). */
+MELD_DEV bool coll_ll_wait(meld_ctx_t *c, const uint8_t *line, uint32_t flag, int from, uint64_t *data) {
+  if (c->failed) return false;
+  uint64_t x, y;
+  coll_ld_v2(line, &x, &y);
+  if ((uint32_t)(x >> 32) == flag && (uint32_t)(y >> 32) == flag) {
+    *data = (x & 0xffffffffull) | (y << 32);
+    return true;
+  }
+  const meld_proto_dev_t *p = c->p;
+  meld_wait_state_t w;
+  meld_wait_start(&w, globaltimer_ns(), p->timeout_ns);
+  for (;;) {
+    coll_ld_v2(line, &x, &y);
+    if ((uint32_t)(x >> 32) == flag && (uint32_t)(y >> 32) == flag) break;
+    if (!meld_wait_tick(&w)) continue;
+    const uint64_t now = globaltimer_ns();
+    uint32_t ab = ld_relaxed_sys_u32(meld_abort_word(p));
+    if (!ab && now - w.start_ns >= MELD_WAIT_MIRROR_AFTER_NS && (ab = ld_relaxed_sys_u32(p->host_abort)) != 0u)
+      meld_raise_abort(p, ab);
+    const meld_wait_info_t info =
+        meld_wait_info(MELD_REGION_OTHER, (uint32_t)((uintptr_t)line & 0xffffffffu), from, "coll: LL data");
+    if (ab) {
+      fence_acq_rel_sys();
+      meld_fail(c, MELD_FAIL_ABORTED, info, flag, x, now - w.start_ns, ab);
+      return false;
+    }
+    if (meld_wait_expired(&w, now)) {
+      meld_fail(c, MELD_FAIL_TIMEOUT, info, flag, x, now - w.start_ns, 0u);
+      return false;
+    }
+  }
+  *data = (x & 0xffffffffull) | (y << 32);
+  return true;
+}
+
+MELD_DEV void coll_acc8(float acc[4], uint64_t v, int dtype) {
+  if (dtype == COPY_BF16) {
+#pragma unroll
+    for (int k = 0; k < 4; k++) acc[k] += __uint_as_float((uint32_t)((v >> (16 * k)) & 0xffffu) << 16);
+  } else {
+    acc[0] += __uint_as_float((uint32_t)v);
+    acc[1] += __uint_as_float((uint32_t)(v >> 32));
+  }
+}
+MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
+  if (dtype == COPY_BF16) {
+    uint64_t v = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      __nv_bfloat16 h = __float2bfloat16_rn(acc[k]);
+      v |= (uint64_t)(*(const uint16_t *)&h) << (16 * k);
+    }
+    return v;
+  }
+  return (uint64_t)__float_as_uint(acc[0]) | ((uint64_t)__float_as_uint(acc[1]) << 32);
+}
+
+/* The LL call: entry without waiting for peers, data, lazy argument check, exit. */
+MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kargs_t *a) {
+  meld_cta_shared_t *sh = meld_cta_shared();
+  ctx->p = p;
+  ctx->op = a->op_id;
+  ctx->arg_hash = a->arg_hash;
+  ctx->cta = blockIdx.x;
+  ctx->failed = 0;
+  if (threadIdx.x == 0) {
+    ctx->ticket = atom_add_relaxed_gpu_u32(meld_pad_u32(p->pad, MELD_PAD_OFF_TICKET), 1u);
+    ctx->epoch = meld_epoch_of_counter(ld_relaxed_gpu_u64(meld_pad_u64(p->pad, MELD_PAD_OFF_COUNTER)));
+    ctx->role = MELD_ROLE_COMM;
+    bool ok = meld_entry_check(ctx);
+    sh->epoch = ctx->epoch;
+    sh->ticket = ctx->ticket;
+    sh->ok = ok ? 1u : 0u;
+  }
+  __syncthreads();
+  ctx->epoch = sh->epoch;
+  ctx->ticket = sh->ticket;
+  ctx->role = MELD_ROLE_COMM;
+  ctx->failed = sh->ok ? 0u : 1u;
+  if (sh->ok) {
+    const int P = a->nranks, me = a->rank, npeer = P - 1;
+    const uint32_t es = a->dtype == COPY_BF16 ? 2u : 4u;
+    const uint32_t flag = (uint32_t)ctx->epoch;
+    const uint64_t half = (uint64_t)(ctx->epoch & 1u) * MELD_COLL_LL_HALF_BYTES;
+    const uint64_t g = (uint64_t)ctx->ticket * blockDim.x + threadIdx.x, G = (uint64_t)gridDim.x * blockDim.x;
+    const uint64_t hi = (uint64_t)flag << 32;
+    /* Send: units g, g+G, ... of every outgoing stream (peers in rotated order). */
+    for (int t = 0; t < npeer; t++) {
+      const int q = (me + 1 + t) % P;
+      const uint64_t len = a->push_len[q];
+      uint8_t *dst = p->peer_pads[q] + MELD_PAD_OFF_LL + half + (uint64_t)coll_src_idx(me, q, P) * a->ll_region;
+      const uint8_t *src = a->send + a->push_off[q];
+      for (uint64_t u = g; u * 8 < len; u += G) {
+        const uint32_t n = (uint32_t)coll_min(8, len - u * 8);
+        const uint64_t v = coll_ld8(src + u * 8, n, es);
+        coll_st_v2(dst + u * 16, hi | (v & 0xffffffffull), hi | (v >> 32));
+      }
+    }
+    /* The argument post, after this thread's sends and without a release: it is only
+     * compared (at the peers' end of this call), it orders nothing. (A release here is a
+     * system-scope fence, microseconds on the critical path.) */
+    if (ctx->ticket == 0 && threadIdx.x == 0) {
+      const uint64_t v = meld_args_pack(ctx->epoch, ctx->arg_hash);
+      for (int r = 0; r < P; r++)
+        if (r != me && p->peer_pads[r]) st_relaxed_sys_u64(meld_pad_u64(p->peer_pads[r], meld_pad_args_offset(me, ctx->epoch)), v);
+    }
+    const uint8_t *mine = p->pad + MELD_PAD_OFF_LL + half;
+    if (a->action == COLL_COPY) {
+      /* Own block first (overlaps the flight of the lines), then every incoming stream. */
+      if (a->own_len) copy_bytes(a->recv + a->own_dst, a->send + a->own_src, a->own_len, (uint32_t)g, (uint32_t)G);
+      for (int t = 0; t < npeer; t++) {
+        const int pr = (me + 1 + t) % P;
+        const uint64_t len = a->recv_len[pr];
+        const uint8_t *src = mine + (uint64_t)t * a->ll_region;
+        uint8_t *dst = a->recv + a->recv_off[pr];
+        for (uint64_t u = g; u * 8 < len; u += G) {
+          uint64_t v;
+          if (!coll_ll_wait(ctx, src + u * 16, flag, pr, &v)) break;
+          coll_st8(dst + u * 8, v, (uint32_t)coll_min(8, len - u * 8), es);
+        }
+      }
+    } else {
+      /* Sum in rank order 0..P-1 from 0.0f (as reduce_sum), rounded once. */
+      const uint64_t len = a->own_len;
+      const uint8_t *own = a->send + a->own_src;
+      uint8_t *dst = a->recv + a->own_dst;
+      for (uint64_t u = g; u * 8 < len && !ctx->failed; u += G) {
+        const uint32_t n = (uint32_t)coll_min(8, len - u * 8);
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (int r = 0; r < P; r++) {
+          uint64_t v;
+          if (r == me) {
+            v = coll_ld8(own + u * 8, n, es);
+          } else {
+            const int t = coll_src_idx(r, me, P);
+            if (!coll_ll_wait(ctx, mine + (uint64_t)t * a->ll_region + u * 16, flag, r, &v)) break;
+          }
+          coll_acc8(acc, v, a->dtype);
+        }
+        if (!ctx->failed) coll_st8(dst + u * 8, coll_pack8(acc, a->dtype), n, es);
+      }
+    }
+    /* The argument check, after the fact: every peer posted (epoch, hash) at its entry. A
+     * mismatch fails the call (MELD_FAIL_ARGS) on this rank and aborts the peers. */
+    if (ctx->ticket == 0 && threadIdx.x == 0 && !ctx->failed) {
+      for (int r = 0; r < P; r++) {
+        if (r == me || !p->peer_pads[r]) continue;
+        uint64_t v = 0;
+        if (!meld_wait_impl(ctx, meld_pad_u64(p->pad, meld_pad_args_offset(r, ctx->epoch)), ctx->epoch,
+                            MELD_CMP_ARGS, meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"), &v))
+          break;
+        if (meld_args_hash(v) != ctx->arg_hash) {
+          meld_args_post(ctx);
+          meld_fail(ctx, MELD_FAIL_ARGS, meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"),
+                    ctx->arg_hash, meld_args_hash(v), 0, 0);
+          break;
+        }
+      }
+    }
+  }
+  meld_call_end(ctx);
+}
+
+/* One kernel per engine: each gets its own register budget (no spills at the plan limits). */
+__global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(const __grid_constant__ meld_proto_dev_t proto,
+                                                          const __grid_constant__ coll_kargs_t a) {
+  meld_ctx_t ctx;
+  coll_ll(&ctx, &proto, &a);
+}
+
+__global__ void __launch_bounds__(MELD_COLL_RING_MAX_THREADS, 1) coll_ring_kernel(const __grid_constant__ meld_proto_dev_t proto,
+                                                            const __grid_constant__ coll_kargs_t a) {
+  meld_ctx_t ctx;
+  if (threadIdx.x == 0) {
+    coll_ring_shared_t *s = coll_ring_shared();
+    s->pfail = 0, s->cstop = 0xffffffffu, s->pushed = 0; /* before the entry's bar.sync */
+  }
+  if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
+    const uint64_t t0 = meld_trace_begin(&ctx);
+    coll_ring(&ctx, &a, ctx.ticket); /* channel: the order in which CTAs started */
+    if (threadIdx.x == 0) meld_trace_end(&ctx, MELD_ROLE_COMM, ctx.ticket, t0);
+  }
+  meld_call_end(&ctx);
+}
+
+__global__ void __launch_bounds__(MELD_COLL_ROUNDS_MAX_THREADS, 1) coll_kernel(const __grid_constant__ meld_proto_dev_t proto,
+                                                       const __grid_constant__ coll_kargs_t a) {
   meld_ctx_t ctx;
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint32_t c = ctx.ticket; /* channel: the order in which CTAs started */
@@ -234,6 +699,10 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
   k->send = (const uint8_t *)a->send;
   k->recv = (uint8_t *)a->recv;
   k->ws = (uint8_t *)comm->workspace.local;
+  k->mode = (int32_t)p->proto;
+  k->cons_warps = p->cons_warps;
+  k->inplace = p->proto == MELD_PROTO_RING && a->op == MELD_COLL_ALL_REDUCE && a->send == a->recv;
+  k->ll_region = P > 1 ? MELD_COLL_LL_HALF_BYTES / (uint64_t)(P - 1) / 16 * 16 : 0;
   for (int r = 0; r < P; r++) k->peer_ws[r] = (uint8_t *)comm->workspace.peer[r];
   k->peer_ws[me] = k->ws;
   const uint64_t B = (uint64_t)a->count * es;
@@ -296,6 +765,8 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
   h = meld_hash_u64(h, (uint64_t)p->slots);
   h = meld_hash_u64(h, (uint64_t)p->stages);
   h = meld_hash_u64(h, p->part_elems);
+  h = meld_hash_u64(h, (uint64_t)p->proto);
+  h = meld_hash_u64(h, (uint64_t)p->cons_warps);
   k->arg_hash = meld_hash_fold(h);
 }
 
@@ -322,7 +793,24 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   }
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, &k};
-  meld_result_t r = meld_launch_coop((const void *)coll_kernel, plan.ctas, plan.threads, 0, kargs, stream);
+  const void *kern = plan.proto == MELD_PROTO_LL     ? (const void *)coll_ll_kernel
+                     : plan.proto == MELD_PROTO_RING ? (const void *)coll_ring_kernel
+                                                     : (const void *)coll_kernel;
+  meld_result_t r;
+  if (plan.proto == MELD_PROTO_LL && plan.ctas == 1) {
+    /* One CTA is co-resident with itself: a plain launch (cooperative costs ~0.5 us per
+     * call in graphs, measured). */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1, 1, 1);
+    cfg.blockDim = dim3((unsigned)plan.threads, 1, 1);
+    cfg.stream = stream;
+    cudaError_t e = cudaLaunchKernelExC(&cfg, kern, kargs);
+    r = e == cudaSuccess ? MELD_OK
+                         : meld_error(MELD_ERR_CUDA, "launch of 1 CTA x %d threads failed: %s", plan.threads,
+                                      cudaGetErrorString(e));
+  } else {
+    r = meld_launch_coop(kern, plan.ctas, plan.threads, 0, kargs, stream);
+  }
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
 }

@@ -25,8 +25,20 @@ static int g_ndev = 0;
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-enum { V_DEFAULT = 0, V_RING = 1, V_MISALIGNED = 2, V_ONESHOT = 3, V_TWOSHOT = 4, V_INPLACE = 5 };
-static const char *const g_vname[] = {"default", "tiny-ring", "misaligned", "one-shot", "two-shot", "in-place"};
+enum {
+  V_DEFAULT = 0,
+  V_RING = 1,
+  V_MISALIGNED = 2,
+  V_ONESHOT = 3,
+  V_TWOSHOT = 4,
+  V_INPLACE = 5,
+  V_LL = 6,
+  V_ROUNDS = 7,
+  V_INPLACE_RING = 8,
+  V_LAST = V_INPLACE_RING
+};
+static const char *const g_vname[] = {"default", "tiny-ring", "misaligned", "one-shot", "two-shot",
+                                      "in-place", "ll-forced", "tiny-rounds", "in-place-ring"};
 static const char *const g_opname[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "all_to_allv"};
 enum { OP_AG = 0, OP_RS = 1, OP_AR = 2, OP_A2A = 3, OP_A2AV = 4 };
 
@@ -130,7 +142,7 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
     return;
   }
   GT_CUDA(cudaMemsetAsync(c->d_recv, 0xff, c->cap, c->s)); /* poison: NaN in both dtypes */
-  if (variant == V_INPLACE) {
+  if (variant == V_INPLACE || variant == V_INPLACE_RING) {
     if (op == OP_AR) d_send = d_recv;
     if (op == OP_AG) d_send = d_recv + (size_t)me * count * es;
     if (op == OP_RS) d_recv = d_send + (size_t)me * count * es;
@@ -139,7 +151,12 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
   meld_coll_plan_hint_t hint;
   memset(&hint, 0, sizeof hint);
   const meld_coll_plan_hint_t *hp = NULL;
-  if (variant == V_RING) hint.ctas = 3, hint.chunk_bytes = 4096, hint.threads = 384, hp = &hint;
+  if (variant == V_RING) hint.ctas = 3, hint.chunk_bytes = 4096, hint.threads = 384, hint.proto = MELD_PROTO_RING, hp = &hint;
+  if (variant == V_ROUNDS)
+    hint.ctas = 3, hint.chunk_bytes = 4096, hint.threads = 384, hint.proto = MELD_PROTO_ROUNDS, hp = &hint;
+  if (variant == V_LL) hint.ctas = 3, hint.threads = 256, hint.proto = MELD_PROTO_LL, hp = &hint; /* ROUNDS where too big */
+  if (variant == V_INPLACE_RING)
+    hint.ctas = 2, hint.chunk_bytes = 4096, hint.slots = 2, hint.threads = 256, hint.proto = MELD_PROTO_RING, hp = &hint;
   if (variant == V_ONESHOT) hint.ar_algo = MELD_AR_ONE_SHOT, hp = &hint;
   if (variant == V_TWOSHOT) hint.ar_algo = MELD_AR_TWO_SHOT, hint.ctas = 5, hp = &hint;
   meld_result_t r;
@@ -211,11 +228,12 @@ static void test_reference(ctx_t *c) {
       for (size_t ci = 0; ci < 4; ci++) {
         size_t count = counts[ci];
         if (op == OP_A2AV && count == 1000003) count = 200001;
-        for (int v = 0; v <= V_INPLACE; v++) {
+        for (int v = 0; v <= V_LAST; v++) {
           if (v == V_MISALIGNED && ci != 2) continue;
           if ((v == V_ONESHOT || v == V_TWOSHOT) && op != OP_AR) continue;
           if (v == V_INPLACE && (op == OP_A2A || op == OP_A2AV || ci != 2)) continue;
-          if (v == V_RING && op == OP_A2AV) continue;
+          if (v == V_INPLACE_RING && (op == OP_A2A || op == OP_A2AV || ci < 2)) continue;
+          if ((v == V_RING || v == V_ROUNDS || v == V_LL) && op == OP_A2AV) continue;
           check_case(c, op, dt, count, v, ++id);
           n++;
         }
@@ -289,11 +307,15 @@ static void test_back_to_back(ctx_t *c, int iters) {
   unsigned long long *d_cnt = NULL;
   GT_CUDA(cudaMalloc(&d_cnt, 2 * sizeof *d_cnt));
   GT_CUDA(cudaMemset(d_cnt, 0, 2 * sizeof *d_cnt));
-  meld_coll_plan_hint_t ring, two;
+  meld_coll_plan_hint_t ring, two, ll, rounds;
   memset(&ring, 0, sizeof ring);
   memset(&two, 0, sizeof two);
-  ring.ctas = 2, ring.chunk_bytes = 4096, ring.threads = 384;
+  memset(&ll, 0, sizeof ll);
+  memset(&rounds, 0, sizeof rounds);
+  ring.ctas = 2, ring.chunk_bytes = 4096, ring.threads = 384, ring.proto = MELD_PROTO_RING;
   two.ar_algo = MELD_AR_TWO_SHOT;
+  ll.ctas = 3, ll.threads = 128, ll.proto = MELD_PROTO_LL;
+  rounds.ctas = 2, rounds.chunk_bytes = 4096, rounds.threads = 256, rounds.proto = MELD_PROTO_ROUNDS;
   unsigned long long expect_seen = 0;
   double t0 = gt_now_s();
   int fails = 0;
@@ -301,7 +323,13 @@ static void test_back_to_back(ctx_t *c, int iters) {
     int op = i % 3; /* AG, RS, AR */
     meld_dtype_t dt = (i / 3) % 2 ? MELD_FP32 : MELD_BF16;
     size_t count = sizes[(i / 6) % 6];
-    const meld_coll_plan_hint_t *hp = i % 4 == 1 ? &ring : (op == OP_AR && i % 4 == 3) ? &two : NULL;
+    /* Engines interleaved: default (LL or RING by size), tiny RING, forced LL, two-shot
+     * (all-reduce) or tiny ROUNDS: every switch between engines happens with no host sync. */
+    const meld_coll_plan_hint_t *hp = i % 4 == 1                   ? &ring
+                                      : i % 8 == 2                 ? &ll
+                                      : (op == OP_AR && i % 4 == 3) ? &two
+                                      : i % 8 == 7                 ? &rounds
+                                                                   : NULL;
     size_t send_n = op == OP_RS ? count * P : count;
     tc_fill<<<64, 256, 0, c->s>>>(c->d_send, send_n, dt, (uint32_t)me, NULL, (uint32_t)i);
     meld_result_t r = run_op(c->comm, op, c->d_send, c->d_recv, count, dt, hp, c->s);

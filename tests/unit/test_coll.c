@@ -214,6 +214,71 @@ static void test_plan_all_reduce_algo(void **state) {
   assert_int_equal(p.threads, 384);
 }
 
+static void test_plan_protocols(void **state) {
+  (void)state;
+  unsetenv("MELD_COMM_CTAS");
+  unsetenv("MELD_CHUNK_BYTES");
+  meld_coll_args_t a;
+  memset(&a, 0, sizeof a);
+  a.op = MELD_COLL_ALL_GATHER;
+  a.dtype = MELD_BF16;
+  a.count = 1024; /* 2 KB per peer: LL, one CTA */
+  meld_coll_plan_t p;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_LL);
+  assert_int_equal(p.ctas, 1);
+  assert_int_equal(p.ws_bytes, 0);
+  assert_int_equal(p.signal_words, 0);
+  a.count = (size_t)64 << 20; /* 128 MB per peer: ROUNDS by default (measured faster than RING) */
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_ROUNDS);
+  /* RING when asked for: <= 16 CTAs, 2 control warps, producers and consumers. */
+  meld_coll_plan_hint_t h;
+  memset(&h, 0, sizeof h);
+  h.proto = MELD_PROTO_RING;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_RING);
+  assert_true(p.ctas <= 16 && p.cons_warps >= 1 && p.threads / 32 - 2 - p.cons_warps >= 1);
+  assert_true(p.threads <= MELD_COLL_RING_MAX_THREADS);
+  /* LL forced where it does not fit: ROUNDS. */
+  h.proto = MELD_PROTO_LL;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_ROUNDS);
+  /* Capacity: 1 MiB per peer at P = 2, shared by the producers beyond. */
+  assert_int_equal(meld_coll_ll_capacity(1), 0);
+  assert_int_equal(meld_coll_ll_capacity(2), (size_t)1 << 20);
+  assert_true(meld_coll_ll_capacity(8) * 7 <= (size_t)1 << 20);
+  a.count = (size_t)1 << 19; /* exactly 1 MiB of bf16 */
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_LL);
+  /* Two-shot: ROUNDS even when RING is asked for; variable all-to-all never LL. */
+  a.op = MELD_COLL_ALL_REDUCE;
+  a.count = 1000;
+  h.proto = MELD_PROTO_RING;
+  h.ar_algo = MELD_AR_TWO_SHOT;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_ROUNDS);
+  a.op = MELD_COLL_ALL_TO_ALL;
+  a.vector = 1;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_ROUNDS);
+  /* Threads beyond what a kernel is compiled for are refused. */
+  a.vector = 0;
+  a.op = MELD_COLL_ALL_GATHER;
+  a.count = (size_t)64 << 20;
+  memset(&h, 0, sizeof h);
+  h.threads = 1024;
+  expect(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_ERR_INVALID_ARG,
+         "the rounds kernel takes at most 512");
+  h.proto = MELD_PROTO_RING;
+  expect(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_ERR_INVALID_ARG,
+         "the ring kernel takes at most 640");
+  h.threads = 640;
+  h.cons_warps = 18;
+  expect(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_ERR_INVALID_ARG,
+         "2 control warps");
+}
+
 static void test_plan_env_and_errors(void **state) {
   (void)state;
   meld_coll_args_t a;
@@ -364,6 +429,7 @@ int main(void) {
       cmocka_unit_test(test_all_to_allv_args),
       cmocka_unit_test(test_plan_legal_everywhere),
       cmocka_unit_test(test_plan_all_reduce_algo),
+      cmocka_unit_test(test_plan_protocols),
       cmocka_unit_test(test_plan_env_and_errors),
       cmocka_unit_test(test_validate_direct),
       cmocka_unit_test(test_ref_bf16),
