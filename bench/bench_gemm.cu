@@ -266,7 +266,8 @@ typedef struct {
 } variant_t;
 static const variant_t g_variants[] = {
     {"default", 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0}, {"dp", 1, 1, 0, 0},
-    {"sk2", 1, 2, 0, 0},     {"sk3", 1, 3, 0, 0},    {"split2", 2, 1, 0, 1},
+    {"sk2", 1, 2, 0, 0},     {"sk3", 1, 3, 0, 0},    {"skmodel", 1, 4, 0, 0},
+    {"split2", 2, 1, 0, 1},
     {"split4", 4, 1, 0, 1},  {"split8", 8, 1, 0, 1}, {"g8", 0, 0, 8, 0},
     {"g32", 0, 0, 32, 0},
 };
@@ -405,7 +406,7 @@ int main(int argc, char **argv) {
       }
       vidx[nv++] = v;
     }
-    for (int i = 0; i <= nv; i++) ns[i] = 0;
+    for (int i = 0; i <= NVAR; i++) ns[i] = 0; /* ns[NVAR] is cuBLASLt's (run 4 crashed here) */
     for (int r = 0; r < rounds; r++) { /* interleaved: cuBLASLt, then each variant */
       time_round(lt_call, &lx, samples[NVAR], &ns[NVAR]);
       for (int i = 0; i < nv; i++) time_round(meld_call, &mx[i], samples[i], &ns[i]);

@@ -267,12 +267,14 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->split_from = (int32_t)from;
   const int64_t units = p->split_k == 1 ? (int64_t)((p->tiles_m + cl - 1) / cl) * p->tiles_n
                                         : from + (tiles - from) * p->split_k;
-  /* Stream-K: forced (2, 3), or chosen (0) when the caller provides a workspace and split-K
-   * is not in use. */
+  /* Stream-K: off by default (run 4: the cost model's picks lost 4-29% on 12 suite shapes,
+   * won 3-12% on 6; docs/perf-notes.md); forced (2, 3); or the model's choice (4) when the
+   * caller provides a workspace and split-K is not in use. */
   int sk = o->stream_k;
-  if (sk < 0 || sk > 3)
-    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: stream_k %d is outside [0, 3]", sk);
-  if (sk == 0) sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0
+  if (sk < 0 || sk > 4)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: stream_k %d is outside [0, 4]", sk);
+  if (sk == 0) sk = 1;
+  if (sk == 4) sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0
                         ? gemm_choose_sk(tiles, o->sm_count, p->k_blocks) : 1;
   if (sk > 1 && (cl != 1 || p->split_k > 1))
     return meld_error(MELD_ERR_INVALID_ARG,

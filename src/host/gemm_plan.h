@@ -23,9 +23,11 @@ typedef struct {
   int epi_tma;      /* -1 = choose (TMA store), 0 = generic 16-byte stores, 1 = TMA store  */
   int split_k;      /* 0 = choose (cost model below), 1 = off, 2..8 = forced               */
   /* Stream-K (fields added after the first ones; zero = defaults):
-   *   0 = choose (only with has_workspace; otherwise off, as before), 1 = off,
+   *   0 = default: off (measured slower than data-parallel on most suite shapes, run 4 in
+   *       docs/perf-notes.md), 1 = off,
    *   2 = the last partial wave's tiles (all tiles when there are fewer than sm_count),
-   *   3 = one full wave + the partial wave (each range is 1..2 tiles of k-blocks). */
+   *   3 = one full wave + the partial wave (each range is 1..2 tiles of k-blocks),
+   *   4 = the cost model's choice of 1 or 3 (needs has_workspace). */
   int stream_k;
   int has_workspace; /* 1: the caller provides p->workspace / p->counters (gemm_plan_for does) */
 } gemm_plan_opts_t;

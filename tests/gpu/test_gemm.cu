@@ -563,7 +563,7 @@ int main(void) {
       {200, 600, 192, 0, 0, 4, 1, -1, 1, 1, 2},     /* 3 k-blocks: ranges of 1..2 k-blocks */
       {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 3},  /* 320 tiles: the AG P2 qkv shape */
       {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 2},
-      {2048, 5120, 8192, 1, 0, 0, 0, -1, 0, 0, 0},  /* default plan (stream-K chosen), B [K,N] */
+      {2048, 5120, 8192, 1, 0, 0, 0, -1, 0, 1, 4},  /* the cost model's stream-K choice, B [K,N] */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_case(&cases[i]);
