@@ -31,6 +31,9 @@
 static int g_quick = 0;
 static const char *g_json = NULL;
 static size_t g_max_bytes = (size_t)1 << 30;
+static size_t g_min_bytes = 4096;
+static int g_only = -1;   /* --only OP: one op (index into g_opname) */
+static int g_point = 0;   /* --only / --bytes given: skip the floor, CTA curve and grid */
 
 enum { OP_AG = 0, OP_RS = 1, OP_AR = 2, OP_A2A = 3 };
 static const char *const g_opname[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all"};
@@ -250,7 +253,7 @@ static void rank_main(int rank, int P) {
     printf("%-15s %-9s %11s %6s %10s %10s %9s %9s %7s %9s\n", "op", "variant", "bytes", "mode", "meld_us",
            "nccl_us", "meld_GBs", "nccl_GBs", "ratio", "rel_err");
   /* The launch floor (us per call; "bytes" 0). */
-  if (P > 1) {
+  if (P > 1 && !g_point) {
     const char *fname[5] = {"empty_plain", "empty_coop", "handshake_1cta", "handshake_16cta", "flag_exchange_raw"};
     if (rank == 0) printf("launch floor (us per call)          plain      graph\n");
     for (int k = 0; k < (P == 2 ? 5 : 4); k++) {
@@ -268,10 +271,12 @@ static void rank_main(int rank, int P) {
   hints[3].proto = MELD_PROTO_LL;
   const char *vnames[4] = {"auto", "two_shot", "ring", "ll"};
   for (int op = 0; op < 4; op++) {
+    if (g_only >= 0 && op != g_only) continue;
     for (int variant = 0; variant < 4; variant++) {
+      if (g_point && variant != 0) continue;
       if (variant == 1 && (op != OP_AR || P < 2)) continue;
       if (variant >= 2 && P < 2) continue;
-      for (size_t bytes = 4096; bytes <= maxb; bytes *= 4) {
+      for (size_t bytes = g_min_bytes; bytes <= maxb; bytes *= 4) {
         size_t count = op == OP_AR ? bytes / 2 : bytes / 2 / (size_t)P;
         if (count == 0) continue;
         /* Forced engines only where they say something: ring up to 4 MB, LL from 1 MB up
@@ -309,6 +314,7 @@ static void rank_main(int rank, int P) {
       }
     }
   }
+  if (!g_point) { /* the CTA curve and tuning grid: only for the full run */
   /* GB/s vs comm CTAs (384 and 640 threads: RING engine), all-gather 256 MB. */
   size_t ag_bytes = (size_t)256 << 20;
   if (ag_bytes > maxb) ag_bytes = maxb;
@@ -368,6 +374,7 @@ static void rank_main(int rank, int P) {
             }
     }
   }
+  } /* !g_point */
   if (jf) fclose(jf);
   meld_bootstrap_barrier(c.comm->boot);
   ncclCommDestroy(c.nc);
@@ -383,8 +390,21 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) g_quick = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) g_max_bytes = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "--bytes") && i + 1 < argc) {
+      g_min_bytes = g_max_bytes = strtoull(argv[++i], NULL, 0);
+      g_point = 1;
+    } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+      const char *o = argv[++i];
+      for (int k = 0; k < 4; k++)
+        if (!strcmp(o, g_opname[k])) g_only = k;
+      if (g_only < 0) {
+        fprintf(stderr, "unknown op %s (all_gather, reduce_scatter, all_reduce, all_to_all)\n", o);
+        return 2;
+      }
+      g_point = 1;
+    }
     else {
-      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--max-bytes N]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--max-bytes N] [--bytes N] [--only OP]\n", argv[0]);
       return 2;
     }
   }
