@@ -276,10 +276,11 @@ typedef enum {
  *                 (the split of torch.chunk: the last ranks may get fewer rows, or none);
  *                 C holds those rows (meld_gemm_rs_rows gives their first row and count);
  *   meld_gemm_ar: every rank receives all M rows: C [M, N].
- * M, N, K and algo must be equal on every rank (checked on the device: a mismatch fails the
- * call on every rank with MELD_ERR_INVALID_ARG-like record "argument handshake"); pointers,
- * leading dimensions and b_layout are per rank. Alignment as meld_gemm: 16-byte aligned
- * bases, leading dimensions multiples of 8. */
+ * M, N, K and algo must be equal on every rank (checked on the device by the call's argument
+ * handshake: a mismatch aborts the call on every rank, and meld_comm_check then returns
+ * MELD_ERR_ABORTED with "the arguments differ between ranks"); pointers, leading dimensions
+ * and b_layout are per rank. Alignment as meld_gemm: 16-byte aligned bases, leading
+ * dimensions multiples of 8. */
 typedef struct {
   const void *a;
   int64_t lda;
