@@ -76,7 +76,10 @@ extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
 
 /* Split-K workspaces, one per (device, stream) so concurrent GEMMs on different streams never
  * share partials. Grown on demand (cudaFree/cudaMalloc: the first call of a larger shape on a
- * stream synchronizes the device); counters are zeroed on the stream and reset themselves. */
+ * stream synchronizes the device); counters are zeroed on the stream and reset themselves.
+ * Under stream capture nothing may be allocated or freed (it would invalidate the capture):
+ * then an existing, large enough workspace of the stream is used, or none (grow = 0 fails and
+ * the caller plans without split-K / stream-K: same result within rounding). */
 #define GEMM_MAX_WS 64
 typedef struct {
   int used, dev;
@@ -89,7 +92,7 @@ typedef struct {
 static gemm_ws_t g_ws[GEMM_MAX_WS];
 static pthread_mutex_t g_ws_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static meld_result_t gemm_workspace(int dev, cudaStream_t stream, size_t bytes, size_t words,
+static meld_result_t gemm_workspace(int dev, cudaStream_t stream, size_t bytes, size_t words, int grow,
                                     float **ws, uint32_t **counters) {
   meld_result_t res = MELD_OK;
   pthread_mutex_lock(&g_ws_lock);
@@ -106,6 +109,10 @@ static meld_result_t gemm_workspace(int dev, cudaStream_t stream, size_t bytes, 
     }
   if (!e) {
     res = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_gemm: more than %d streams use split-K", GEMM_MAX_WS);
+    goto out;
+  }
+  if (!grow && (e->ws_bytes < bytes || e->counter_words < words)) {
+    res = MELD_ERR_OUT_OF_MEMORY; /* quiet: the caller falls back */
     goto out;
   }
   if (e->ws_bytes < bytes) {
@@ -156,8 +163,10 @@ extern "C" meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_pla
   if (p->split_k > 1 || p->sk_tiles > 0) {
     float *ws = NULL;
     uint32_t *counters = NULL;
-    if (gemm_workspace(dev, stream, gemm_plan_workspace_bytes(p), gemm_plan_counter_words(p), &ws,
-                       &counters) != MELD_OK) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+    if (gemm_workspace(dev, stream, gemm_plan_workspace_bytes(p), gemm_plan_counter_words(p),
+                       cs == cudaStreamCaptureStatusNone, &ws, &counters) != MELD_OK) {
       opts.split_k = 1; /* no workspace: run without split-K / stream-K rather than fail */
       opts.stream_k = 1;
       MELD_CHECK(gemm_plan_make(a, &opts, p, workers));
