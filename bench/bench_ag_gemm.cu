@@ -11,7 +11,10 @@
  * and the ratios (overlap efficiency meld / max(meld_compute, comm), meld / bound,
  * seq / meld); rel_err = rel. Frobenius error of meld's C vs cuBLAS's (bf16 both). peer_ms
  * (PyTorch async-TP) comes from bench/ag_gemm_torch.py in the same job.
- * At two shapes a sweep times plan variants (comm CTAs x copy engine, raster group).
+ * At every shape, variant "run2_plan" times run 2's default plan (own shard staged first,
+ * group_m 16, run 2's comm-CTA count) in the same job: a before/after free of run-to-run
+ * noise. At three shapes a sweep times plan variants (comm CTAs, copy engine, raster group,
+ * chunk size, unfused).
  * Times: median of 20 calls (CUDA events per call) after 5 warm-ups, ranks aligned by a
  * barrier before each batch. Rank 0 prints and writes JSON lines.
  *
@@ -149,15 +152,18 @@ static void json_row(FILE *jf, const bench_env_t *env, const char *nccl, const b
   char plan[400];
   ag_gemm_plan_format(&x->plan, plan, sizeof plan);
   const float bound = fmaxf(compute, comm);
+  char errs[32]; /* JSON has no NaN: variants without an error check write null */
+  if (isnan(err)) snprintf(errs, sizeof errs, "null");
+  else snprintf(errs, sizeof errs, "%.3g", err);
   fprintf(jf,
           "{\"op\":\"ag_gemm\",\"shape\":{\"m\":%lld,\"n\":%lld,\"n_loc\":%lld,\"k\":%lld,\"variant\":\"%s\"},"
           "\"nranks\":%d,\"nnodes\":1,\"dtype\":\"bf16\",\"meld_ms\":%.5f,\"seq_ms\":%.5f,\"peer_ms\":null,"
           "\"peer\":\"torch async-TP fused_all_gather_matmul (bench/ag_gemm_torch.py)\",\"compute_ms\":%.5f,"
           "\"meld_compute_ms\":%.5f,\"comm_ms\":%.5f,\"bound_ms\":%.5f,\"overlap_eff\":%.4f,\"meld_over_bound\":%.4f,"
-          "\"rel_err\":%.3g,\"plan\":\"%s\",\"gpu\":\"%s\",\"driver\":\"%s\",\"cuda\":\"%s\",\"nccl\":\"%s\","
+          "\"rel_err\":%s,\"plan\":\"%s\",\"gpu\":\"%s\",\"driver\":\"%s\",\"cuda\":\"%s\",\"nccl\":\"%s\","
           "\"torch\":null,\"date\":\"%s\",\"commit\":\"%s\"}\n",
           (long long)x->M, (long long)n_total, (long long)x->n_loc, (long long)x->k, variant, x->P, meld, seq, compute,
-          mcomp, comm, bound, meld / fmaxf(mcomp, comm), meld / bound, err, plan, env->gpu, env->driver, env->cuda,
+          mcomp, comm, bound, meld / fmaxf(mcomp, comm), meld / bound, errs, plan, env->gpu, env->driver, env->cuda,
           nccl, env->date, env->commit);
   fflush(jf);
 }
@@ -165,7 +171,20 @@ static void json_row(FILE *jf, const bench_env_t *env, const char *nccl, const b
 typedef struct {
   int64_t m, k, n_total;
   int sweep;
+  int run2_cc; /* run 2's heuristic comm CTAs at this shape (P = 2) */
 } bshape_t;
+
+/* Times hint h as variant v and writes its row. */
+static void time_variant(bctx_t *x, FILE *jf, const bench_env_t *env, const char *nccl, const bshape_t *sh,
+                         const ag_gemm_hint_t *h, const char *v, float t_seq, float compute, float t_mgemm,
+                         float comm) {
+  x->hint = *h;
+  const float t = time_fn(x, f_meld, TIMED);
+  const float bound = fmaxf(compute, comm);
+  if (x->rank == 0) printf("   %-16s %8.3f ms  meld/bound %.3f\n", v, t, t / bound);
+  json_row(jf, env, nccl, x, sh->n_total, v, t, t_seq, compute, t_mgemm, comm, NAN);
+  x->hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+}
 
 static void rank_main(int rank, int P) {
   meld_config_t cfg = MELD_CONFIG_INIT;
@@ -191,11 +210,11 @@ static void rank_main(int rank, int P) {
   char nccl[32];
   nb_version(nccl, sizeof nccl);
   FILE *jf = rank == 0 && g_json ? fopen(g_json, "a") : NULL;
-  const bshape_t all[] = {{2048, 8192, 10240, 1}, {8192, 8192, 10240, 1}, {16384, 8192, 10240, 0},
-                          {2048, 8192, 57344, 0}, {8192, 8192, 57344, 0}, {16384, 8192, 57344, 0},
-                          {2048, 4096, 28672, 0}, {8192, 4096, 28672, 0}, {16384, 4096, 28672, 0}};
-  const bshape_t quick[] = {{2048, 8192, 10240, 1}, {8192, 8192, 10240, 1}, {8192, 4096, 28672, 0}};
-  const bshape_t trace[] = {{8192, 8192, 10240, 0}};
+  const bshape_t all[] = {{2048, 8192, 10240, 1, 9},  {8192, 8192, 10240, 1, 9},  {16384, 8192, 10240, 0, 9},
+                          {2048, 8192, 57344, 0, 2},  {8192, 8192, 57344, 1, 2},  {16384, 8192, 57344, 0, 2},
+                          {2048, 4096, 28672, 0, 4},  {8192, 4096, 28672, 0, 4},  {16384, 4096, 28672, 0, 4}};
+  const bshape_t quick[] = {{2048, 8192, 10240, 1, 9}, {8192, 8192, 10240, 1, 9}, {8192, 4096, 28672, 0, 4}};
+  const bshape_t trace[] = {{8192, 8192, 10240, 0, 9}};
   const bshape_t *shapes = g_trace ? trace : g_quick ? quick : all;
   const int nshapes = g_trace ? 1 : g_quick ? 3 : 9;
   if (rank == 0)
@@ -246,39 +265,43 @@ static void rank_main(int rank, int P) {
         fflush(stdout);
       }
       json_row(jf, &env, nccl, &x, sh->n_total, "default", t_meld, t_seq, compute, t_mgemm, comm, err);
+      if (P == 2) { /* run 2's default plan, same job */
+        ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
+        h.inplace = 0, h.group_m = 16, h.comm_ctas = sh->run2_cc;
+        time_variant(&x, jf, &env, nccl, sh, &h, "run2_plan", t_seq, compute, t_mgemm, comm);
+      }
       if (sh->sweep) {
-        const int ccs[] = {2, 4, 8, 16};
-        for (int cp = 0; cp < 2; cp++)
-          for (int ci = 0; ci < 4; ci++) {
-            x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-            x.hint.copy = cp;
-            x.hint.comm_ctas = ccs[ci];
-            const float t = time_fn(&x, f_meld, TIMED);
-            char v[64];
-            snprintf(v, sizeof v, "%s_cc%d", cp ? "bulk" : "vec", ccs[ci]);
-            if (rank == 0) printf("   sweep %-14s %8.3f ms  meld/bound %.3f\n", v, t, t / bound);
-            json_row(jf, &env, nccl, &x, sh->n_total, v, t, t_seq, compute, t_mgemm, comm, NAN);
-          }
-        const int gms[] = {8, 32};
-        for (int gi = 0; gi < 2; gi++) {
-          x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-          x.hint.group_m = gms[gi];
-          const float t = time_fn(&x, f_meld, TIMED);
+        const int ccs[] = {4, 6, 8, 12, 16};
+        for (int ci = 0; ci < 5; ci++) {
+          ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
+          h.comm_ctas = ccs[ci];
+          char v[64];
+          snprintf(v, sizeof v, "vec_cc%d", ccs[ci]);
+          time_variant(&x, jf, &env, nccl, sh, &h, v, t_seq, compute, t_mgemm, comm);
+        }
+        ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
+        h.copy = AG_GEMM_COPY_BULK;
+        time_variant(&x, jf, &env, nccl, sh, &h, "bulk", t_seq, compute, t_mgemm, comm);
+        const int gms[] = {8, 16, 32};
+        for (int gi = 0; gi < 3; gi++) {
+          h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+          h.group_m = gms[gi];
           char v[64];
           snprintf(v, sizeof v, "group_m%d", gms[gi]);
-          if (rank == 0) printf("   sweep %-14s %8.3f ms  meld/bound %.3f\n", v, t, t / bound);
-          json_row(jf, &env, nccl, &x, sh->n_total, v, t, t_seq, compute, t_mgemm, comm, NAN);
+          time_variant(&x, jf, &env, nccl, sh, &h, v, t_seq, compute, t_mgemm, comm);
         }
-        x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-        x.hint.chunk_rows = 512;
-        const float t = time_fn(&x, f_meld, TIMED);
-        if (rank == 0) printf("   sweep %-14s %8.3f ms  meld/bound %.3f\n", "chunk512", t, t / bound);
-        json_row(jf, &env, nccl, &x, sh->n_total, "chunk512", t, t_seq, compute, t_mgemm, comm, NAN);
-        x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-        x.hint.schedule = AG_GEMM_UNFUSED;
-        const float tu = time_fn(&x, f_meld, TIMED);
-        if (rank == 0) printf("   sweep %-14s %8.3f ms  meld/bound %.3f\n", "unfused", tu, tu / bound);
-        json_row(jf, &env, nccl, &x, sh->n_total, "unfused", tu, t_seq, compute, t_mgemm, comm, NAN);
+        h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+        h.chunk_rows = 256;
+        time_variant(&x, jf, &env, nccl, sh, &h, "chunk256", t_seq, compute, t_mgemm, comm);
+        h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+        h.inplace = 0;
+        time_variant(&x, jf, &env, nccl, sh, &h, "staged_own", t_seq, compute, t_mgemm, comm);
+        h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+        h.schedule = AG_GEMM_UNFUSED;
+        time_variant(&x, jf, &env, nccl, sh, &h, "unfused", t_seq, compute, t_mgemm, comm);
+        /* The default again: the noise gauge (the first meld timing ran before the others). */
+        h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+        time_variant(&x, jf, &env, nccl, sh, &h, "repeat", t_seq, compute, t_mgemm, comm);
       }
     }
     if (meld_comm_check(x.comm) != MELD_OK) {

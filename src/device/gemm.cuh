@@ -173,6 +173,13 @@ typedef struct {
   gemm_ready_hook_t ready;
   gemm_order_hook_t order;
   gemm_epilogue_hook_t epi;
+  /* Hook (h), second A source (additive; a2_rows 0 = off; cluster_m 1 only): tiles whose A rows
+   * r lie in [a2_row_begin, a2_row_begin + a2_rows) load them from map_a2 at row
+   * r - a2_row_begin (a map like map_a: box {64, 128}, SWIZZLE_128B; rows past its extent read
+   * as zeros) and skip the ready hook (a). Both bounds multiples of 128. E.g. AG+GEMM reads its
+   * own shard in place while the peers' rows come from the staging. */
+  CUtensorMap map_a2;
+  int32_t a2_row_begin, a2_rows;
 } gemm_params_t;
 
 #ifdef __CUDACC__
@@ -355,7 +362,8 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
     const int got = gemm_tile_of(p, ticket, (int)rank, &t);
     if (got == 0) break;
     if (got < 0) continue; /* empty stream-K piece */
-    if (has_ready) {
+    /* hook h: rows of the second A source skip the wait */
+    if (has_ready && (uint32_t)(t.m_blk * GEMM_BM - p->a2_row_begin) >= (uint32_t)p->a2_rows) {
       const int fi = (t.m_blk * GEMM_BM) / p->ready.rows_per_flag;
       if (fi != ready_ok) {
         if (gemm_ready_wait(p, t.m_blk, ready_target) != GEMM_STATUS_OK) break;
@@ -380,7 +388,10 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       const int k0 = (t.k_blk0 + kb) * GEMM_BK;
       /* Every CTA expects its full stage: A (own) + both B halves (own + multicast). */
       mbar_arrive_expect_tx(full, GEMM_STAGE_BYTES);
-      tma_load_2d(a_dst, map_a, full, k0, a_row);
+      /* Hook h, decided per k-block (nothing more stays live: the producer has 40 registers). */
+      const uint32_t a2_row = (uint32_t)(a_row - p->a2_row_begin);
+      const int a2 = a2_row < (uint32_t)p->a2_rows;
+      tma_load_2d(a_dst, a2 ? (const void *)&p->map_a2 : map_a, full, k0, a2 ? (int)a2_row : a_row);
       if (cl == 1) {
         if (!BKN) {
           tma_load_2d(b_dst, map_b, full, k0, n0);
@@ -753,6 +764,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     prefetch_tensormap(&p->map_a);
     prefetch_tensormap(&p->map_b);
     if (p->epi_tma) prefetch_tensormap(&p->map_c);
+    if (p->a2_rows > 0) prefetch_tensormap(&p->map_a2);
   }
   if (cl == 2) cluster_sync();
   else __syncthreads();

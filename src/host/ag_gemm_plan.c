@@ -14,8 +14,11 @@
 #define PLAN_GEMM_FLOPS 650e12    /* what the engine sustains on big shapes (H200)          */
 #define PLAN_CTA_COPY_BPS 30e9    /* bytes/s one comm CTA moves (384 threads, 16-byte stores) */
 #define PLAN_COMM_SHARE 0.5       /* comm should finish within this share of the GEMM time   */
-#define PLAN_MIN_COMM_CTAS 2
+/* At least 8 whatever N: the peers' first m-blocks are needed after the own ones' first wave,
+ * and 2-4 CTAs deliver them late (run 2: 8-9 best at both swept shapes, 2 -> 2.1x slower). */
+#define PLAN_MIN_COMM_CTAS 8
 #define PLAN_MAX_COMM_CTAS 16
+#define PLAN_GROUP_M 16
 
 static int64_t round_up64(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -112,8 +115,23 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
   p->k = a->k;
   p->compact = a->m_loc % AG_GEMM_BM != 0;
   p->grid = sm_count;
-  p->group_m = 16;
+  /* Raster group: the largest divisor of the shard's m-blocks <= 16 (if >= 8), so that the
+   * first group holds own m-blocks only (read in place, no wait) instead of mixing in the
+   * first peer's, which arrive later. */
+  {
+    const int64_t bpr = p->m_loc_pad / AG_GEMM_BM;
+    int gm = PLAN_GROUP_M;
+    if (bpr > 0 && bpr < PLAN_GROUP_M) gm = (int)bpr;
+    else
+      for (int g = PLAN_GROUP_M; g >= 8; g--)
+        if (bpr % g == 0) {
+          gm = g;
+          break;
+        }
+    p->group_m = gm;
+  }
   p->copy = AG_GEMM_COPY_VEC;
+  p->inplace = 1;
 
   /* Schedule: one rank = a plain GEMM; shards that padding to 128 rows would inflate by more
    * than 25% (m_loc < 512 and badly aligned) take the unfused path on their contiguous A. */
@@ -121,9 +139,10 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
   else if (p->m_loc_pad * 4 > p->m_loc * 5) p->schedule = AG_GEMM_UNFUSED;
   else p->schedule = AG_GEMM_FUSED;
 
-  /* Comm CTAs: enough that the pushes take at most PLAN_COMM_SHARE of the GEMM's time. */
+  /* Comm CTAs: enough that the pushes take at most PLAN_COMM_SHARE of the GEMM's time, and
+   * at least PLAN_MIN_COMM_CTAS. */
   const double gemm_s = 2.0 * (double)p->m * (double)(p->n_loc > 0 ? p->n_loc : 1) * (double)p->k / PLAN_GEMM_FLOPS;
-  const double bytes = (double)nranks * (double)p->m_loc * (double)p->k * 2.0; /* own copy + pushes */
+  const double bytes = (double)(nranks - 1) * (double)p->m_loc * (double)p->k * 2.0; /* pushes */
   double want = bytes / (PLAN_CTA_COPY_BPS * PLAN_COMM_SHARE * gemm_s);
   int cc = (int)(want + 0.999);
   if (cc < PLAN_MIN_COMM_CTAS) cc = PLAN_MIN_COMM_CTAS;
@@ -170,6 +189,7 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
       chunk_rows = hint->chunk_rows;
     }
     if (hint->group_m) p->group_m = hint->group_m;
+    if (hint->inplace >= 0) p->inplace = hint->inplace != 0;
   }
   p->chunk_rows = fit_chunk_rows(chunk_rows, p->m_loc_pad > 0 ? p->m_loc_pad : AG_GEMM_BM);
   plan_derive(p);
@@ -243,9 +263,9 @@ static const char *schedule_name(ag_gemm_schedule_t s) {
 int ag_gemm_plan_format(const ag_gemm_plan_t *p, char *buf, size_t len) {
   return snprintf(buf, len,
                   "ag_gemm P=%d m_loc=%lld (pad %lld) n_loc=%lld k=%lld %s copy=%s grid=%d comm_ctas=%d "
-                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d ws=%zu signals=%zu",
+                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d ws=%zu signals=%zu",
                   p->nranks, (long long)p->m_loc, (long long)p->m_loc_pad, (long long)p->n_loc, (long long)p->k,
                   schedule_name(p->schedule), p->copy == AG_GEMM_COPY_BULK ? "bulk" : "vec", p->grid,
                   p->comm_ctas, (long long)p->chunk_rows, (long long)p->chunks_per_rank, p->compact, p->group_m,
-                  p->ws_bytes, p->signal_slots);
+                  p->inplace, p->ws_bytes, p->signal_slots);
 }

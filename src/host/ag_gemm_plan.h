@@ -2,12 +2,14 @@
  * calls, so validation and planning are unit-tested on the CPU).
  *
  * The fused schedule (src/ops/ag_gemm.cu): ONE cooperative kernel, one CTA per SM. The first
- * `comm_ctas` CTAs to start copy this rank's shard, chunk by chunk, into its own staging and
- * then push it into every peer's staging (the comm's symmetric workspace), releasing one
- * signal per (producer rank, chunk) in the consumer's pad; then they join the GEMM. Every
- * other CTA runs the GEMM engine over the gathered staging, tiles claimed from a dynamic
- * queue, local m-blocks first and then rank+1, rank+2, ... (arrival order), the engine's
- * ready hook waiting on the chunk's signal before loading its A rows.
+ * `comm_ctas` CTAs to start push this rank's shard, chunk by chunk, into every peer's staging
+ * (the comm's symmetric workspace), releasing one signal per (producer rank, chunk) in the
+ * consumer's pad; then they join the GEMM. Every other CTA runs the GEMM engine over the
+ * gathered staging geometry, tiles claimed from a dynamic queue, local m-blocks first and then
+ * rank+1, rank+2, ... (arrival order). Local m-blocks read the caller's shard in place (the
+ * engine's second A map, no wait); the others wait on their chunk's signal (ready hook).
+ * (`inplace` 0, for comparison: the comm CTAs first copy the shard into the own staging and
+ * the local m-blocks wait for that copy, as in run 2.)
  *
  * Staging geometry (identical on every rank): [nranks][m_loc_pad][k] bf16, rows of k
  * elements, m_loc_pad = m_loc rounded up to 128 (a GEMM m-block never spans two shards).
@@ -56,6 +58,7 @@ typedef struct {
   int64_t chunks_per_rank; /* m_loc_pad / chunk_rows                                       */
   int compact;             /* m_loc % 128 != 0: padded staging, compact-rows epilogue     */
   int group_m;             /* GEMM raster group (m-blocks per sweep)                       */
+  int inplace;             /* 1: own m-blocks read the shard in place (default); 0: staged  */
   size_t ws_bytes;         /* fused: staging bytes = nranks * m_loc_pad * k * 2            */
   size_t signal_slots;     /* fused: nranks * chunks_per_rank                              */
 } ag_gemm_plan_t;
@@ -69,9 +72,10 @@ typedef struct {
   int comm_ctas;    /* 0 = choose                                                          */
   int64_t chunk_rows; /* 0 = choose; a multiple of 128                                     */
   int group_m;      /* 0 = choose                                                          */
+  int inplace;      /* -1 = choose (1), 0 = copy the own shard into the staging first       */
 } ag_gemm_hint_t;
 
-#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0}
+#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1}
 
 /* Checks meld_ag_gemm's arguments for a communicator of nranks ranks. Never touches CUDA.
  * Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence ("meld_ag_gemm: k 4100 is not a

@@ -1,16 +1,18 @@
 /* ag_gemm.cu — fused AllGather + GEMM (meld_ag_gemm): ONE persistent cooperative kernel.
  *
  * Roles (by ticket, DESIGN.md section 4). The first comm_ctas CTAs to start are comm CTAs:
- * they copy this rank's shard into its own staging (HBM speed: the GEMM starts on local rows)
- * and then push it into every peer's staging, chunk by chunk, phase t = 1 .. P-1 going to
- * rank (me - t) mod P (for which we are the t-th producer in its tile order); after each chunk
- * one release of the stamp (epoch, 1) into the consumer's signal slot (me, chunk). Then, if
- * asked, they copy the gathered A out to a_gathered (waiting on the chunk signals), and join
- * the GEMM. Every CTA runs the GEMM engine (src/device/gemm.cuh) over the local staging
- * [P * m_loc_pad, k], claiming tiles from a dynamic queue in the pad; the order hook rotates
- * the m-blocks so this rank's own come first, then rank+1's, ... (arrival order); the ready
- * hook waits for the chunk's signal (acquire.sys, then fence.proxy.async.global: the rows
- * were written by generic or bulk stores and are read by TMA) before loading A rows. The
+ * they push this rank's shard into every peer's staging, chunk by chunk, phase t = 1 .. P-1
+ * going to rank (me - t) mod P (for which we are the t-th producer in its tile order); after
+ * each chunk one release of the stamp (epoch, 1) into the consumer's signal slot (me, chunk).
+ * Then, if asked, they copy the gathered A out to a_gathered (own rows from the shard, peers'
+ * rows from the staging after their chunk signals), and join the GEMM. Every CTA runs the
+ * GEMM engine (src/device/gemm.cuh) over the staging geometry [P * m_loc_pad, k], claiming
+ * tiles from a dynamic queue in the pad; the order hook rotates the m-blocks so this rank's
+ * own come first, then rank+1's, ... (arrival order). This rank's own m-blocks are read IN
+ * PLACE from the caller's shard through the engine's second A map (hook h: no local copy, no
+ * wait: the first wave starts at once); the peers' m-blocks come from the staging, the ready
+ * hook waiting for the chunk's signal (acquire.sys, then fence.proxy.async.global: the rows
+ * were written by generic or bulk stores and are read by TMA) before loading them. The
  * hook's target is the running call's stamp, read from the pad's call counter (so CUDA-graph
  * replays and back-to-back calls need no host involvement).
  *
@@ -55,7 +57,7 @@ typedef struct {
   gemm_params_t g;
   int32_t rank, nranks, comm_ctas, copy, has_gemm, handshake_only;
   uint32_t arg_hash;
-  int32_t pad_;
+  int32_t inplace; /* 1: own rows read in place (no own copy, phase 0 skipped) */
   int64_t m_loc, m_loc_pad, k, lda, chunk_rows, chunks_per_rank;
   const uint8_t *a_shard;
   uint8_t *a_gathered;
@@ -162,7 +164,7 @@ MELD_DEV void ag_push_chunk(meld_ctx_t *ctx, const ag_kargs_t *a, int dst, int64
                     meld_stamp(ctx->epoch, 1));
 }
 
-/* Comm role of CTA c (of comm_ctas): own copy, then pushes in arrival order. */
+/* Comm role of CTA c (of comm_ctas): pushes in arrival order (phase t = 1 .. P-1). */
 /* Not inlined: its registers stay out of the engine's budget (inlined, the kernel spilled). */
 __device__ __noinline__ void ag_comm(meld_ctx_t ctx_v, const ag_kargs_t *a, uint32_t c, uint8_t *smem) {
   meld_ctx_t *ctx = &ctx_v;
@@ -175,19 +177,21 @@ __device__ __noinline__ void ag_comm(meld_ctx_t ctx_v, const ag_kargs_t *a, uint
   __syncthreads();
   const int64_t cpr = a->chunks_per_rank;
   const int64_t items = (int64_t)a->nranks * cpr;
-  for (int64_t i = c; i < items; i += a->comm_ctas) {
-    const int t = (int)(i / cpr);
+  const int t0 = a->inplace ? 1 : 0; /* phase 0 = the own staging (only when not in place) */
+  for (int64_t i = c; i < items - t0 * cpr; i += a->comm_ctas) {
+    const int t = t0 + (int)(i / cpr);
     const int64_t j = i % cpr;
     const int dst = (a->rank - t + a->nranks) % a->nranks;
     const uint64_t t0 = meld_trace_begin(ctx);
     ag_push_chunk(ctx, a, dst, j, sbase, &gpiece);
     if (threadIdx.x == 0) meld_trace_end(ctx, MELD_ROLE_COMM, (uint32_t)i, t0);
   }
-  /* Gathered-A output: rows of rank r, chunk j (own rows straight from the shard). */
+  /* Gathered-A output: rows of rank r, chunk j (own rows straight from the shard, first:
+   * they need no wait). */
   if (a->a_gathered && !ctx->failed) {
     const int64_t rb = a->k * 2;
     for (int64_t i = c; i < items; i += a->comm_ctas) {
-      const int r = (int)(i / cpr);
+      const int r = (a->rank + (int)(i / cpr)) % a->nranks;
       const int64_t j = i % cpr, row0 = j * a->chunk_rows;
       const int64_t rows = min(a->chunk_rows, a->m_loc - row0);
       if (rows <= 0) continue;
@@ -405,6 +409,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   k->copy = p->copy;
   k->has_gemm = a->n_loc > 0;
   k->arg_hash = ag_gemm_arg_hash(p);
+  k->inplace = p->inplace;
   k->m_loc = p->m_loc;
   k->m_loc_pad = p->m_loc_pad;
   k->k = p->k;
@@ -429,6 +434,18 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   int workers = 0;
   MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
   gemm_params_t *gp = &k->g;
+  /* Hook h: this rank's m-blocks read the shard in place. The map is the one the engine's
+   * planner encodes for A = the shard alone ([m_loc, k], ld lda); rows past m_loc of the last
+   * block read as zeros (the compact epilogue drops them). */
+  if (p->inplace) {
+    meld_gemm_args_t g2;
+    ag_gemm_args_of(a, a->a_shard, a->lda, p->m_loc, &g2);
+    gemm_params_t own;
+    MELD_CHECK(gemm_plan_make(&g2, &o, &own, &workers));
+    gp->map_a2 = own.map_a;
+    gp->a2_row_begin = (int32_t)((int64_t)comm->rank * p->m_loc_pad);
+    gp->a2_rows = (int32_t)p->m_loc_pad;
+  }
   gp->workers = p->grid;
   gp->ready.flags = (const uint64_t *)(pad + meld_pad_signal_offset(0));
   gp->ready.rows_per_flag = (int32_t)p->chunk_rows;

@@ -163,6 +163,35 @@ static void test_plan_choices(void **state) {
   assert_int_equal(p.schedule, AG_GEMM_FUSED);
   assert_int_equal(p.compact, 0);
   assert_int_equal(p.chunk_rows, 128);
+  assert_int_equal(p.inplace, 1);
+  assert_int_equal(p.group_m, 16); /* 32 own m-blocks: groups of 16 */
+  assert_true(p.comm_ctas >= 8);
+  /* At least 8 comm CTAs whatever N (run 2's heuristic gave 2 at N_loc = 28672), 128-row
+   * chunks, and a raster group holding own m-blocks only. */
+  const int64_t suite[][3] = {{1024, 5120, 8192},  {4096, 5120, 8192},  {8192, 5120, 8192},
+                              {1024, 28672, 8192}, {4096, 28672, 8192}, {8192, 28672, 8192},
+                              {1024, 14336, 4096}, {4096, 14336, 4096}, {8192, 14336, 4096}};
+  for (int i = 0; i < 9; i++) {
+    a = good_args(suite[i][0], suite[i][1], suite[i][2]);
+    assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+    assert_int_equal(p.schedule, AG_GEMM_FUSED);
+    assert_true(p.comm_ctas >= 8 && p.comm_ctas <= 16);
+    assert_int_equal(p.chunk_rows, 128);
+    assert_int_equal((p.m_loc_pad / 128) % p.group_m, 0);
+  }
+  a = good_args(1024, 5120, 8192);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.group_m, 8);
+  a = good_args(1000, 1000, 4104); /* 8 padded m-blocks */
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.group_m, 8);
+  a = good_args(384, 1000, 4104); /* 3 m-blocks: one group */
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.group_m, 3);
+  ag_gemm_hint_t hi = AG_GEMM_HINT_INIT;
+  hi.inplace = 0;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hi, &p), MELD_OK);
+  assert_int_equal(p.inplace, 0);
   a = good_args(100, 5120, 8192);
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
   assert_int_equal(p.schedule, AG_GEMM_UNFUSED);
