@@ -217,6 +217,28 @@ static void op_meld_coll(bctx_t *x, void *v, int i) {
   if (r->sh.is_ar) meld_all_reduce(x->comm, r->part, r->recv, cnt, MELD_BF16, x->s);
   else meld_reduce_scatter(x->comm, r->part, r->recv, cnt / x->P, MELD_BF16, x->s);
 }
+/* Decode diagnostics: the unfused AR's two steps issued here (meld_gemm, then meld_all_reduce),
+ * in place on C as the library's unfused path does, and out of place (GEMM into `part`). */
+static void op_diag_inplace(bctx_t *x, void *v, int i) {
+  run_t *r = (run_t *)v;
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = r->a[i & 1], g.lda = r->k, g.b = r->b, g.ldb = r->k, g.b_layout = MELD_B_NK;
+  g.c = r->c, g.ldc = r->sh.n, g.m = r->sh.m, g.n = r->sh.n, g.k = r->k;
+  meld_gemm(&g, x->s);
+  meld_all_reduce(x->comm, r->c, r->c, (size_t)r->sh.m * r->sh.n, MELD_BF16, x->s);
+}
+static void op_diag_oop(bctx_t *x, void *v, int i) {
+  run_t *r = (run_t *)v;
+  op_meld_gemm(x, v, i);
+  meld_all_reduce(x->comm, r->part, r->c, (size_t)r->sh.m * r->sh.n, MELD_BF16, x->s);
+}
+static void op_coll_inplace(bctx_t *x, void *v, int i) {
+  (void)i;
+  run_t *r = (run_t *)v;
+  meld_all_reduce(x->comm, r->c, r->c, (size_t)r->sh.m * r->sh.n, MELD_BF16, x->s);
+}
+
 static void op_seq(bctx_t *x, void *v, int i) {
   op_cublas(x, v, i);
   op_nccl(x, v, i);
@@ -288,12 +310,35 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     const float mgemm_ms = time_op(x, op_meld_gemm, &r, W, I);
     const float nccl_ms = x->nccl ? time_op(x, op_nccl, &r, W, I) : -1;
     const float mcoll_ms = time_op(x, op_meld_coll, &r, W, I);
-    float g_meld = -1, g_seq = -1, g_unf = -1;
+    /* Run-time variants of the fused path (gemm_rs.cu), same run: TMA push (large M, 2 ranks),
+     * no split-K (decode); decode diagnostics of the unfused AR. */
+    float tma_ms = -1, nosplit_ms = -1, d_in = -1, d_oop = -1, d_coll_in = -1, g_fused_nosplit = -1;
+    if (P == 2 && sh->m >= 2048) {
+      setenv("MELD_GEMM_RS_PUSH", "tma", 1);
+      r.algo = MELD_GEMM_RS_FUSED;
+      tma_ms = time_op(x, op_meld, &r, W, I);
+      r.algo = MELD_GEMM_RS_AUTO;
+      unsetenv("MELD_GEMM_RS_PUSH");
+    }
+    if (P > 1 && sh->is_ar && sh->m <= 512) {
+      setenv("MELD_GEMM_RS_SPLIT_K", "1", 1);
+      r.algo = MELD_GEMM_RS_FUSED;
+      nosplit_ms = time_op(x, op_meld, &r, W, I);
+      g_fused_nosplit = time_graph(x, op_meld, &r, 10, 10);
+      r.algo = MELD_GEMM_RS_AUTO;
+      unsetenv("MELD_GEMM_RS_SPLIT_K");
+      d_in = time_op(x, op_diag_inplace, &r, W, I);
+      d_oop = time_op(x, op_diag_oop, &r, W, I);
+      d_coll_in = time_op(x, op_coll_inplace, &r, W, I);
+    }
+    float g_meld = -1, g_seq = -1, g_unf = -1, g_fused = -1;
     if (sh->is_ar && sh->m <= 512) {
       g_meld = time_graph(x, op_meld, &r, 10, 10);
       if (x->nccl) g_seq = time_graph(x, op_seq, &r, 10, 10);
       r.algo = MELD_GEMM_RS_UNFUSED;
       g_unf = time_graph(x, op_meld, &r, 10, 10);
+      r.algo = MELD_GEMM_RS_FUSED;
+      g_fused = time_graph(x, op_meld, &r, 10, 10);
       r.algo = MELD_GEMM_RS_AUTO;
     }
     const double err = x->nccl ? measure_err(x, &r) : -1;
@@ -311,8 +356,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              mgemm_ms, flops / mgemm_ms / 1e9, nccl_ms, mcoll_ms, bytes / comm_ms / 1e6, bound_ms,
              meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, err,
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
+      if (tma_ms > 0) printf("        variant: fused TMA push %7.3f\n", tma_ms);
+      if (nosplit_ms > 0)
+        printf("        variant: fused no split-K %7.3f (graph %7.4f) | diag: meld_gemm(C)+meld_all_reduce(C,C) %7.3f, "
+               "meld_gemm(part)+meld_all_reduce(part,C) %7.3f, meld_all_reduce(C,C) %7.3f\n",
+               nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in);
       if (g_meld > 0)
-        printf("        graph: meld %7.4f unfused %7.4f seq(cublas+nccl) %7.4f ms\n", g_meld, g_unf, g_seq);
+        printf("        graph: meld %7.4f fused %7.4f unfused %7.4f seq(cublas+nccl) %7.4f ms\n", g_meld, g_fused, g_unf,
+               g_seq);
       fflush(stdout);
       if (x->json) {
         fprintf(x->json,
@@ -322,11 +373,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"cublas_ms\": %.5f, \"meld_compute_ms\": %.5f, \"comm_ms\": %.5f, \"nccl_ms\": %.5f, "
                 "\"meld_comm_ms\": %.5f, \"bound_ms\": %.5f, \"overlap_eff\": %.4f, \"meld_over_bound\": %.4f, "
                 "\"seq_over_meld\": %.4f, \"graph_meld_ms\": %.5f, \"graph_meld_unfused_ms\": %.5f, "
-                "\"graph_seq_ms\": %.5f, \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
+                "\"graph_seq_ms\": %.5f, \"graph_meld_fused_ms\": %.5f, \"meld_fused_tma_ms\": %.5f, "
+                "\"meld_fused_nosplit_ms\": %.5f, \"graph_meld_fused_nosplit_ms\": %.5f, \"diag_gemm_ar_inplace_ms\": %.5f, "
+                "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"nccl\": \"%s\", \"torch\": null, \"date\": \"%s\", \"commit\": \"%s\"}\n",
                 op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,
                 unfused_ms, seq_ms, compute_ms, cublas_ms, mgemm_ms, comm_ms, nccl_ms, mcoll_ms, bound_ms,
-                meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, err,
+                meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, g_fused,
+                tma_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
                 x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, x->env.date, x->env.commit);
         fflush(x->json);
       }

@@ -5,7 +5,7 @@
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export BENCH_COMMIT=${BENCH_COMMIT:-unknown}
+export BENCH_COMMIT=${BENCH_COMMIT:-unknown} BENCH_RUN=${BENCH_RUN:-}
 QUICK=${QUICK-}
 t0=$(date +%s)
 # Build the committed tree (HEAD as a tarball), not the shared working tree's WIP files.

@@ -129,6 +129,15 @@ typedef struct {
     uint64_t timeout_ns;
     uint32_t *status;
   } reduce;
+  /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
+   * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
+   * reduce.owner is stored with TMA through map_c, which then describes THAT owner's buffer
+   * (dims {n, rows_per_owner}, ld out_ld, box {64, 64}, SWIZZLE_128B; so at most one such
+   * owner: 2 ranks), at row (row - owner * rows_per_owner). Its signal is deferred: released
+   * at the start of this CTA's next epilogue (before any reduce wait) or after its last tile,
+   * after the issuing threads' cp.async.bulk.wait_group 0, the consumers' barrier and a
+   * fence.acq_rel.sys; so the consumers never wait for NVLink in the epilogue. */
+  int32_t out_tma;
 } gemm_epilogue_hook_t;
 
 /* Everything one GEMM launch (or one fused kernel's GEMM part) needs. Filled by
@@ -496,9 +505,38 @@ __device__ __forceinline__ uint4 gemm_reduce_add(const gemm_epilogue_hook_t *eh,
   return r;
 }
 
+/* Hook g2: releases the deferred signal of this CTA's previous TMA-pushed tile. The pending
+ * flag (owner << 24 | local tile, or ~0) lives in a shared word (GEMM_FLAG_OFF + 8) that only
+ * consumer thread 0 of warpgroup 0 touches. All 256 consumer threads call this (uniform:
+ * both warpgroups see the same tiles), with acc dead: at the end of each pushed tile's
+ * epilogue with keep = the bulk groups this warpgroup just committed (so the previous tile's
+ * writes, issued a whole mainloop earlier, are waited for, not this tile's), and with keep 0
+ * before the mainloop of a tile that will wait in its epilogue (hook g) and after the last
+ * tile. Chain (DESIGN.md section 4, litmus in test_signal): the issuing threads'
+ * cp.async.bulk.wait_group (writes complete; implies the async-generic proxy fence) ->
+ * bar.sync -> one thread's fence.acq_rel.sys + st.release.sys. Then `next` (or ~0) becomes
+ * the pending tile. */
+__device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, int tid, uint32_t pend_sa, int keep,
+                                               uint32_t next) {
+  if (tid == 0) {
+    if (keep >= 2) asm volatile("cp.async.bulk.wait_group 2;" ::: "memory");
+    else if (keep == 1) asm volatile("cp.async.bulk.wait_group 1;" ::: "memory");
+    else bulk_wait_group0();
+  }
+  named_bar_sync(GEMM_BAR_CONSUMERS, 256);
+  if (g == 0 && tid == 0) {
+    const uint32_t pend = ld_shared_u32(pend_sa);
+    if (pend != 0xffffffffu) {
+      hook_fence_acq_rel_sys();
+      hook_st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi));
+    }
+    st_shared_u32(pend_sa, next);
+  }
+}
+
 /* Epilogue of one consumer warpgroup g (rows m0 + 64g .. +64 of the tile). RED: hook g is
  * compiled in (fused reduction kernels only; the stand-alone engine keeps its registers). */
-template <bool RED>
+template <bool RED, bool G2 = false>
 __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid) {
   const int w = tid >> 5, l = tid & 31;
@@ -531,7 +569,8 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     /* Ordered before the other threads' loads by the named barrier below (causality). */
     if (tid == 0 && row_base < M) gemm_reduce_wait(eh, red_tile);
   }
-  const int use_tma = p->epi_tma && !eh->out && eh->rows_valid <= 0;
+  const int tma_out = G2 && RED && eh->out_tma && eh->out && eh->reduce.on && owner != eh->reduce.owner; /* g2 */
+  const int use_tma = G2 ? tma_out : (p->epi_tma && !eh->out && eh->rows_valid <= 0);
   const int r0 = 16 * w + (l >> 2); /* this thread's first row in the warpgroup's 64 */
   const uint32_t bar = GEMM_BAR_WG0 + g;
 #pragma unroll
@@ -555,7 +594,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
 #pragma unroll
         for (int b = 0; b < 2; ++b) {
           const int c0 = col_base + 128 * h + 64 * b;
-          if (c0 < N) tma_store_2d(&p->map_c, stg + 8192 * b, c0, row_base);
+          if (c0 < N) tma_store_2d(&p->map_c, stg + 8192 * b, c0, tma_out ? (int)dst_row0 : row_base);
         }
         bulk_commit_group();
       }
@@ -582,7 +621,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
           }
         }
       }
-    } else {
+    } else if (!G2) { /* (hook g2 kernels: every tile is pushed by TMA or reduced) */
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const int q = tid + 128 * i;
@@ -604,7 +643,12 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
       }
     }
   }
-  if ((eh->signal || red) && t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag) */
+  if (tma_out && eh->signal && t.m_blk < p->tiles_m) { /* hook g2: this tile's flag waits; the previous one's goes */
+    const int keep = row_base < M ? (col_base < N) + (col_base + 128 < N) : 0; /* groups just committed */
+    gemm_epi_flush(p, g, tid, stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_FLAG_OFF - GEMM_EPI_OFF) + 8, keep,
+                   ((uint32_t)owner << 24) |
+                       (uint32_t)((t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk));
+  } else if ((eh->signal || red) && t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag) */
     if (use_tma && tid == 0) bulk_wait_group0(); /* the TMA writes themselves are done */
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);     /* every consumer thread's stores precede */
     if (g == 0 && tid == 0) {
@@ -673,7 +717,7 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
 }
 
 /* A consumer warpgroup g (0/1): waits stages, issues wgmma, releases stages, epilogue. */
-template <bool BKN, bool RED = false>
+template <bool BKN, bool RED = false, bool G2 = false>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
   float acc[128];
@@ -683,6 +727,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   const uint32_t info0 = sbase + GEMM_INFO_OFF; /* 32-bit smem addresses: fewer registers */
   const uint32_t stg = sbase + GEMM_EPI_OFF + g * GEMM_EPI_BYTES;
   const int lane = tid & 31;
+  if (G2 && g == 0 && tid == 0) st_shared_u32(sbase + GEMM_FLAG_OFF + 8, 0xffffffffu); /* hook g2: none pending */
   uint32_t stage = 0, phase = 0;
   for (;;) {
     mbar_wait(full0 + 8 * stage, phase);
@@ -691,6 +736,9 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     t.m_blk = (int32_t)ti.x;
     if (t.m_blk < 0) break;
     t.n_blk = (int32_t)ti.y;
+    /* hook g2: before a tile that will wait (own tile, hook g), release the pending one */
+    if (G2 && RED && p->epi.out_tma && t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner)
+      gemm_epi_flush(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu);
     t.k_blk0 = (int32_t)ti.z;
     t.k_nblk = (int32_t)ti.w;
     const int32_t piece = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);
@@ -735,8 +783,9 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
                              sbase + GEMM_FLAG_OFF, live))
         continue;
     }
-    gemm_epilogue<RED>(p, acc, t, stg, g, tid);
+    gemm_epilogue<RED, G2>(p, acc, t, stg, g, tid);
   }
+  if (G2 && RED && p->epi.out_tma) gemm_epi_flush(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */
   if (p->epi_tma && tid == 0) bulk_wait_group0(); /* before the CTA may exit */
 }
 
@@ -747,7 +796,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * memory (>= GEMM_SMEM_BYTES). The kernel must be __launch_bounds__(384, 1) (setmaxnreg).
  * On return (cluster_m 1), warps 1..3 of warpgroup 0 return at once, with 40 registers:
  * a fused kernel may use them (comm warp, hook e) with named barriers other than 1..3. */
-template <bool BKN, bool RED = false>
+template <bool BKN, bool RED = false, bool G2 = false>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers) {
   const uint32_t raw = smem_u32(smem_raw);
@@ -775,7 +824,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     __syncwarp();
   } else {
     setmaxnreg_inc_232();
-    gemm_consumer<BKN, RED>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    gemm_consumer<BKN, RED, G2>(p, smem, sbase, wg - 1, threadIdx.x & 127);
   }
   /* No CTA of a pair may exit while its peer can still multicast into it or arrive on it. */
   if (cl == 2) cluster_sync();

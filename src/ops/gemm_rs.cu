@@ -23,6 +23,7 @@
  * Memory-ordering arguments: next to each wait and release (gemm.cuh hooks, signal.cuh). */
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
@@ -147,7 +148,9 @@ __device__ __forceinline__ void gemm_rs_ctx_reload(meld_ctx_t *c, const meld_pro
   c->failed = s->ok ? 0u : 1u;
 }
 
-template <bool BKN>
+/* G2: the variant with gemm.cuh hook g2 (TMA push of the peer's tiles, deferred flags; 2 ranks):
+ * a separate instantiation, so the default kernel's code and registers are unchanged. */
+template <bool BKN, bool G2>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_rs_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_rs_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -161,7 +164,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     }
   }
   __syncthreads(); /* this CTA's header stores before its epilogues read them (CTA scope) */
-  if (meld_cta_shared()->ok) gemm_cta_run<BKN, true>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x);
+  if (meld_cta_shared()->ok) gemm_cta_run<BKN, true, G2>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x);
   __syncthreads();
   meld_ctx_t ctx;
   gemm_rs_ctx_reload(&ctx, &proto, &a);
@@ -184,10 +187,88 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 
 /* ---- host ------------------------------------------------------------------------------------ */
 
+/* Run-time variants (read per call, so a benchmark can compare them in one process; each only
+ * changes this rank's local schedule, never the protocol, so ranks may even differ):
+ *   MELD_GEMM_RS_SPLIT_K  fused path's split-K: 0 / unset = the engine's choice when the GEMM
+ *                         has fewer tiles than CTAs (decode sizes), 1 = off, 2..8 = forced
+ *   MELD_GEMM_RS_PUSH     fused path's partial push at 2 ranks: "st" (default) = 16-byte stores
+ *                         from the consumer warpgroups, flag released in the epilogue; "tma" =
+ *                         TMA store into the peer's staging, flag released one epilogue later
+ *                         (gemm.cuh hook g2) */
+static int gemm_rs_env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end = NULL;
+  const long x = strtol(v, &end, 10);
+  return end && *end == 0 ? (int)x : dflt;
+}
+static int gemm_rs_env_push_tma(void) {
+  const char *v = getenv("MELD_GEMM_RS_PUSH");
+  return v && !strcmp(v, "tma");
+}
+
+/* Split-K workspace of the fused path, per (device, stream), private to this op (a call that
+ * fails part-way may leave counters non-zero: then the comm is failed for good, and meld_gemm's
+ * own workspaces stay clean). Grown outside stream capture only; counters zeroed once. */
+#define GEMM_RS_MAX_SK 64
+typedef struct {
+  int used, dev;
+  cudaStream_t stream;
+  void *ws;
+  size_t ws_bytes;
+  uint32_t *counters;
+  size_t words;
+} gemm_rs_sk_t;
+static gemm_rs_sk_t g_sk[GEMM_RS_MAX_SK];
+static pthread_mutex_t g_sk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* 0 and the buffers, or 1: none large enough (capturing, out of memory): plan without split-K. */
+static int gemm_rs_sk_get(cudaStream_t stream, size_t bytes, size_t words, float **ws, uint32_t **counters) {
+  int dev = 0, rc = 1;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) return 1;
+  pthread_mutex_lock(&g_sk_lock);
+  gemm_rs_sk_t *e = NULL;
+  for (int i = 0; i < GEMM_RS_MAX_SK && !e; i++)
+    if (g_sk[i].used && g_sk[i].dev == dev && g_sk[i].stream == stream) e = &g_sk[i];
+  for (int i = 0; i < GEMM_RS_MAX_SK && !e; i++)
+    if (!g_sk[i].used) {
+      e = &g_sk[i];
+      memset(e, 0, sizeof *e);
+      e->used = 1, e->dev = dev, e->stream = stream;
+    }
+  if (e && (e->ws_bytes < bytes || e->words < words) && cs == cudaStreamCaptureStatusNone) {
+    if (cudaStreamSynchronize(stream) == cudaSuccess) { /* earlier calls may still use them */
+      cudaFree(e->ws);
+      cudaFree(e->counters);
+      e->ws = NULL, e->counters = NULL, e->ws_bytes = 0, e->words = 0;
+      if (cudaMalloc(&e->ws, bytes) == cudaSuccess && cudaMalloc((void **)&e->counters, words * 4) == cudaSuccess &&
+          cudaMemset(e->counters, 0, words * 4) == cudaSuccess) {
+        e->ws_bytes = bytes, e->words = words;
+      } else {
+        (void)cudaGetLastError();
+        cudaFree(e->ws);
+        cudaFree(e->counters);
+        e->ws = NULL, e->counters = NULL;
+      }
+    }
+  }
+  if (e && e->ws_bytes >= bytes && e->words >= words) {
+    *ws = (float *)e->ws;
+    *counters = e->counters;
+    rc = 0;
+  }
+  pthread_mutex_unlock(&g_sk_lock);
+  return rc;
+}
+
 static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
                                    cudaStream_t stream) {
   const int P = comm->nranks, r = comm->rank;
-  const void *kern = a->b_layout == MELD_B_KN ? (const void *)gemm_rs_kernel<true> : (const void *)gemm_rs_kernel<false>;
+  const int g2 = P == 2 && gemm_rs_env_push_tma();
+  const void *kern = a->b_layout == MELD_B_KN ? (g2 ? (const void *)gemm_rs_kernel<true, true> : (const void *)gemm_rs_kernel<true, false>)
+                                               : (g2 ? (const void *)gemm_rs_kernel<false, true> : (const void *)gemm_rs_kernel<false, false>);
   int grid = 0;
   MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid));
   static gemm_rs_kargs_t k; /* large: not on the stack; copied by the launch */
@@ -207,11 +288,26 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   g.k = a->k;
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.sm_count = grid;
-  o.split_k = 1;
+  /* Split-K only where the GEMM has fewer tiles than CTAs (decode sizes): the engine's choice,
+   * or the variant; with it, own tiles still come last (a tile's splits are consecutive
+   * tickets, the tile order is unchanged), and the last split to arrive runs the epilogue. */
+  const int sk_env = gemm_rs_env_int("MELD_GEMM_RS_SPLIT_K", 0);
+  o.split_k = (int64_t)pl->tiles_m * pl->tiles_n < grid ? (sk_env >= 0 && sk_env <= 8 ? sk_env : 0) : 1;
   o.group_m = pl->group_m;
   o.epi_tma = 0;
   int workers = 0;
   MELD_CHECK(gemm_plan_make(&g, &o, &k.g, &workers));
+  if (k.g.split_k > 1) {
+    float *skw = NULL;
+    uint32_t *skc = NULL;
+    if (gemm_rs_sk_get(stream, gemm_plan_workspace_bytes(&k.g), gemm_plan_counter_words(&k.g), &skw, &skc)) {
+      o.split_k = 1;
+      MELD_CHECK(gemm_plan_make(&g, &o, &k.g, &workers));
+    } else {
+      k.g.workspace = skw;
+      k.g.counters = skc;
+    }
+  }
   gemm_epilogue_hook_t *e = &k.g.epi;
   k.g.order.m_rotate = pl->m_rotate;
   e->out = (void *const *)(ws + GEMM_RS_HDR_OUT);
@@ -233,6 +329,22 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->reduce.status = (uint32_t *)((uint8_t *)comm->pad.local + MELD_PAD_OFF_SCRATCH); /* scratch word 0 */
   meld_proto_dev_t proto = meld_proto_dev(comm);
   e->reduce.timeout_ns = proto.timeout_ns;
+  if (g2) {
+    /* Hook g2: map_c over the peer's partial slot (R rows x N, ld ldn): every tile of the peer
+     * goes there by TMA. Encoded through a second plan of the same GEMM whose C is that slot. */
+    const int q = 1 - r;
+    meld_gemm_args_t g2 = g;
+    g2.c = (uint8_t *)comm->workspace.peer[q] + GEMM_RS_HDR_BYTES; /* slot index (r - q - 1 + 2) % 2 = 0 */
+    g2.ldc = pl->ldn;
+    g2.m = pl->rpo;
+    gemm_plan_opts_t o2 = o;
+    o2.split_k = 1;
+    static gemm_params_t t2; /* large: not on the stack */
+    int w2 = 0;
+    MELD_CHECK(gemm_plan_make(&g2, &o2, &t2, &w2));
+    k.g.map_c = t2.map_c;
+    e->out_tma = 1;
+  }
   char why[256];
   if (gemm_params_check(&k.g, grid, why, sizeof why))
     return meld_error(MELD_ERR_INTERNAL, "%s: engine plan rejected: %s", pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs", why);

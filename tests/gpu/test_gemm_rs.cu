@@ -324,6 +324,35 @@ static void rank_main(int rank, int nranks) {
   ctx_free(&x);
 }
 
+/* Run-time variants (gemm_rs.cu): TMA push of the peer's partial tiles with deferred flags
+ * (MELD_GEMM_RS_PUSH=tma, 2 ranks), and the decode-size fused AR with split-K (default) and
+ * without (MELD_GEMM_RS_SPLIT_K=1). */
+static void rank_variants(int rank, int nranks) {
+  ctx_t x;
+  if (!ctx_init(&x, rank, nranks, (size_t)320 << 20)) return;
+  setenv("MELD_GEMM_RS_SPLIT_K", "0", 1);
+  test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 2);   /* decode AR, split-K 4 */
+  test_shape(&x, 128, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 2);
+  test_shape(&x, 512, 4096, 7168, 1, MELD_GEMM_RS_FUSED, 2);  /* 64 tiles: split-K 2, B [K,N] */
+  test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2); /* AR tails, split-K */
+  setenv("MELD_GEMM_RS_SPLIT_K", "1", 1);
+  test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 2);   /* decode AR, no split */
+  setenv("MELD_GEMM_RS_SPLIT_K", "0", 1);
+  setenv("MELD_GEMM_RS_PUSH", "tma", 1);
+  gt_log("MELD_GEMM_RS_PUSH=tma");
+  test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);        /* AR tails          */
+  test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3); /* RS/AR N, K tails  */
+  test_shape(&x, 256 * nranks, 1000, 4104, 1, MELD_GEMM_RS_FUSED, 3); /* B [K,N]           */
+  test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 3);          /* suite shape       */
+  test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
+  test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200);
+  test_graph(&x, 0, 20);
+  test_graph(&x, 1, 20);
+  unsetenv("MELD_GEMM_RS_PUSH");
+  meld_bootstrap_barrier(x.comm->boot);
+  ctx_free(&x);
+}
+
 /* Rank 0 passes a different M: every rank must see an error, none may hang. */
 static void rank_mismatch(int rank, int nranks) {
   ctx_t x;
@@ -385,6 +414,7 @@ int main(void) {
   }
   double t0 = gt_now_s();
   run("reference, back-to-back, graphs", g_ndev, rank_main);
+  if (g_ndev > 1) run("variants: decode split-K, TMA push", g_ndev, rank_variants);
   if (g_ndev > 1) run("one rank", 1, rank_main);
   if (g_ndev > 1) {
     run("mismatched shapes", g_ndev, rank_mismatch);
