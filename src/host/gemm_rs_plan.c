@@ -78,6 +78,11 @@ static int pow2_divisor16(int64_t x) {
 
 meld_result_t gemm_rs_plan_make(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank,
                                 int nnodes, size_t workspace_bytes, gemm_rs_plan_t *pl) {
+  return gemm_rs_plan_make_sm(a, is_ar, nranks, rank, nnodes, workspace_bytes, 0, pl);
+}
+
+meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank, int nnodes,
+                                   size_t workspace_bytes, int sm_count, gemm_rs_plan_t *pl) {
   const char *name = is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
   if (!pl) return meld_error(MELD_ERR_INVALID_ARG, "%s: plan is NULL", name);
   MELD_CHECK(gemm_rs_args_validate(a, is_ar, nranks, rank));
@@ -141,6 +146,17 @@ meld_result_t gemm_rs_plan_make(const meld_gemm_rs_args_t *a, int is_ar, int nra
                         name, pl->ws_needed, (long long)a->m, (long long)a->n, P, workspace_bytes, pl->ws_needed);
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: the fused path cannot run: %s", name, why_not);
   }
+  /* Decode-size AR (run 2, docs/perf-notes.md): with at most half as many 128 x 256 tiles as
+   * SMs, the fused kernel's chain (partial push, owner's reduce, result push, copy: two
+   * system-scope fences and NVLink trips after the GEMM, plus the entry handshake) cost
+   * 24-60 us over its split-K GEMM, while meld_gemm + the LL all-reduce cost ~14-27 us over it:
+   * unfused was 0.054 vs 0.075 .. 0.105 vs 0.138 ms at M 16..512; at 128 tiles (M 512, N
+   * 8192) fused still won 0.096 vs 0.101. But the unfused path also showed 2-8x spikes, so
+   * gemm_rs.cu passes sm_count 0 (rule off) unless MELD_GEMM_AR_DECODE_UNFUSED=1. sm_count is
+   * the node's smallest (same on every rank). */
+  if (!why_not && is_ar && a->algo == MELD_GEMM_RS_AUTO && sm_count > 0 &&
+      2 * (int64_t)pl->tiles_m * pl->tiles_n <= (int64_t)sm_count)
+    why_not = "decode-size all-reduce: at most half as many tiles as SMs (meld_gemm + LL all-reduce is faster)";
   if (why_not || a->algo == MELD_GEMM_RS_UNFUSED) {
     pl->algo = MELD_GEMM_RS_UNFUSED;
     pl->why_unfused = why_not ? why_not : "forced";

@@ -76,6 +76,11 @@ meld_result_t gemm_rs_args_validate(const meld_gemm_rs_args_t *a, int is_ar, int
 meld_result_t gemm_rs_plan_make(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank,
                                 int nnodes, size_t workspace_bytes, gemm_rs_plan_t *pl);
 
+/* As gemm_rs_plan_make, with the node's smallest SM count (0 = unknown): AUTO then also takes
+ * the unfused path for an all-reduce whose GEMM has at most sm_count / 2 tiles (decode). */
+meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank, int nnodes,
+                                   size_t workspace_bytes, int sm_count, gemm_rs_plan_t *pl);
+
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */
 int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len);

@@ -188,9 +188,12 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 /* ---- host ------------------------------------------------------------------------------------ */
 
 /* Run-time variants (read per call, so a benchmark can compare them in one process; each only
- * changes this rank's local schedule, never the protocol, so ranks may even differ):
+ * changes this rank's local schedule, never the protocol, so ranks may even differ; except
+ * MELD_GEMM_AR_DECODE_UNFUSED, which changes the algorithm):
  *   MELD_GEMM_RS_SPLIT_K  fused path's split-K: 0 / unset = the engine's choice when the GEMM
  *                         has fewer tiles than CTAs (decode sizes), 1 = off, 2..8 = forced
+ *   MELD_GEMM_AR_DECODE_UNFUSED  1: AUTO takes the unfused path for decode-size AR (plan rule;
+ *                         must be set alike on every rank: it changes the algorithm)
  *   MELD_GEMM_RS_PUSH     fused path's partial push at 2 ranks: "st" (default) = 16-byte stores
  *                         from the consumer warpgroups, flag released in the epilogue; "tma" =
  *                         TMA store into the peer's staging, flag released one epilogue later
@@ -466,7 +469,17 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   gemm_rs_plan_t pl;
-  MELD_CHECK(gemm_rs_plan_make(a, is_ar, comm->nranks, comm->rank, comm->nnodes, comm->workspace.bytes, &pl));
+  /* The decode rule of the plan (AR with <= SMs / 2 tiles -> unfused) is OFF unless
+   * MELD_GEMM_AR_DECODE_UNFUSED=1 (set alike on every rank): in run 2 the unfused path (meld_gemm
+   * + LL all-reduce) won 5 of 6 decode shapes eagerly by 1.2-1.5x but showed 2-8x spikes (any
+   * meld_all_reduce into C at the first decode shape: 0.21 ms vs 0.014; graph replays 0.14-0.42
+   * ms), while the fused split-K kernel was steady (eager = graph); docs/perf-notes.md. With it
+   * on, the node's smallest SM count makes every rank plan the same algorithm. */
+  int sm = gemm_rs_env_int("MELD_GEMM_AR_DECODE_UNFUSED", 0) == 1 ? comm->sm_count : 0;
+  for (int q = 0; sm > 0 && comm->ranks && q < comm->nranks; q++)
+    if (comm->rank_node && comm->rank_node[q] == comm->node && comm->ranks[q].sm_count > 0 && comm->ranks[q].sm_count < sm)
+      sm = comm->ranks[q].sm_count;
+  MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, comm->nranks, comm->rank, comm->nnodes, comm->workspace.bytes, sm, &pl));
   if (comm->nnodes > 1 && comm->nranks > 1)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,
                       comm->nnodes, is_ar ? "AR" : "RS");

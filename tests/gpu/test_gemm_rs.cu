@@ -317,7 +317,8 @@ static void rank_main(int rank, int nranks) {
   test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 3);
   if (nranks > 1) test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_UNFUSED, 1);
   test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
-  test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200);
+  test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200); /* 32 tiles: unfused under MELD_GEMM_AR_DECODE_UNFUSED=1 */
+  if (nranks > 1) test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
   test_graph(&x, 0, 20);
   test_graph(&x, 1, 20);
   meld_bootstrap_barrier(x.comm->boot);

@@ -116,6 +116,26 @@ static void test_choice(void **state) {
   assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
   assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 2, (size_t)256 << 20, &pl), MELD_OK);
   assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
+  /* decode-size AR with the node's SM count: AUTO takes the unfused path at <= SMs / 2 tiles
+   * (M 16 / 512, N 4096: 16 / 64 tiles), fused above (M 512, N 8192: 128 tiles); RS, forced
+   * FUSED and an unknown SM count (0) keep the fused path */
+  a = args(16, 8192, 4096);
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 2, 0, 1, (size_t)256 << 20, 132, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
+  assert_non_null(pl.why_unfused);
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 2, 0, 1, (size_t)256 << 20, 0, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
+  a.algo = MELD_GEMM_RS_FUSED;
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 2, 0, 1, (size_t)256 << 20, 132, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
+  a = args(512, 4096, 7168);
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 2, 1, 1, (size_t)256 << 20, 132, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
+  a = args(512, 8192, 4096);
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 2, 1, 1, (size_t)256 << 20, 132, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 0, 2, 1, 1, (size_t)256 << 20, 132, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
   /* the hash depends on shapes and the algorithm, not on pointers */
   gemm_rs_plan_t p2;
   a = args(8192, 8192, 4096);
