@@ -36,6 +36,7 @@
 #define TIMED 20
 
 static int g_quick = 0, g_trace = 0;
+static long long g_shape_m = 0, g_shape_n = 0, g_shape_k = 0; /* --shape M,N_total,K: one point */
 static const char *g_json = NULL;
 
 __global__ void bg_fill(uint16_t *p, size_t n, uint64_t seed) {
@@ -215,8 +216,9 @@ static void rank_main(int rank, int P) {
                           {2048, 4096, 28672, 0, 4},  {8192, 4096, 28672, 0, 4},  {16384, 4096, 28672, 0, 4}};
   const bshape_t quick[] = {{2048, 8192, 10240, 1, 9}, {8192, 8192, 10240, 1, 9}, {8192, 4096, 28672, 0, 4}};
   const bshape_t trace[] = {{8192, 8192, 10240, 0, 9}};
-  const bshape_t *shapes = g_trace ? trace : g_quick ? quick : all;
-  const int nshapes = g_trace ? 1 : g_quick ? 3 : 9;
+  const bshape_t point[] = {{g_shape_m, g_shape_k, g_shape_n, 0, 0}};
+  const bshape_t *shapes = g_shape_m ? point : g_trace ? trace : g_quick ? quick : all;
+  const int nshapes = g_shape_m ? 1 : g_trace ? 1 : g_quick ? 3 : 9;
   if (rank == 0)
     printf("%-24s %8s %8s %8s %8s %8s %8s %7s %7s %7s %8s  plan\n", "shape (M x N_loc x K)", "meld", "seq",
            "compute", "m_comp", "comm", "bound", "ovl_eff", "m/bnd", "seq/m", "rel_err");
@@ -324,8 +326,12 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) g_quick = 1;
     else if (!strcmp(argv[i], "--trace")) g_trace = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
+    else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
+             sscanf(argv[i + 1], "%lld,%lld,%lld", &g_shape_m, &g_shape_n, &g_shape_k) == 3 && g_shape_m > 0 &&
+             g_shape_n > 0 && g_shape_k > 0)
+      i++;
     else {
-      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--trace]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--trace] [--shape M,N_total,K]\n", argv[0]);
       return 2;
     }
   }
