@@ -62,6 +62,7 @@ static int nccl_load(void) {
 
 /* ---- shapes and options -------------------------------------------------------------------- */
 static int g_quick = 0, g_ops = 3;
+static long long g_pm = 0, g_pn = 0, g_pk = 0; /* --shape M,N,K_total: one point per op */
 static const char *g_json = NULL;
 
 typedef struct {
@@ -73,6 +74,11 @@ static int suite(int P, shape_t *out) {
   const int64_t kn[3][2] = {{8192, 8192}, {28672, 8192}, {14336, 4096}};
   const int64_t ms[3] = {2048, 8192, 16384}, md[3] = {16, 128, 512};
   int n = 0;
+  if (g_pm > 0) {
+    for (int op = 0; op < 2; op++)
+      if (g_ops & (1 << op)) out[n++] = (shape_t){op, g_pm, g_pn, g_pk};
+    return n;
+  }
   for (int op = 0; op < 2; op++) {
     if (!(g_ops & (1 << op))) continue;
     for (int s = 0; s < 3; s++) {
@@ -444,11 +450,14 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) g_quick = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
+    else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
+             sscanf(argv[i + 1], "%lld,%lld,%lld", &g_pm, &g_pn, &g_pk) == 3 && g_pm > 0 && g_pn > 0 && g_pk > 0)
+      i++;
     else if (!strcmp(argv[i], "--op") && i + 1 < argc) {
       ++i;
       g_ops = !strcmp(argv[i], "rs") ? 1 : !strcmp(argv[i], "ar") ? 2 : 3;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--op rs|ar|both]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total]\n", argv[0]);
       return 2;
     }
   }
