@@ -322,17 +322,17 @@ __device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, u
   const uint64_t *flag = p->ready.flags + (mb * GEMM_BM) / p->ready.rows_per_flag;
   uint64_t start = 0;
   for (uint32_t spin = 0;; ++spin) {
-    if (hook_ld_acquire_sys_u64(flag) >= epoch) {
+    if (ld_acquire_sys_u64(flag) >= epoch) {
       /* The acquire made the data visible to this thread's generic proxy; TMA reads through
        * the async proxy, which needs its own fence. */
-      fence_proxy_async_global();
+      fence_proxy_async_gmem();
       return GEMM_STATUS_OK;
     }
     int why = GEMM_STATUS_OK;
-    if (p->ready.abort_word && hook_ld_relaxed_sys_u32(p->ready.abort_word) != 0)
+    if (p->ready.abort_word && ld_relaxed_sys_u32(p->ready.abort_word) != 0)
       why = GEMM_STATUS_ABORTED;
     if ((spin & 63) == 0 && p->ready.timeout_ns) {
-      const uint64_t now = hook_globaltimer_ns();
+      const uint64_t now = globaltimer_ns();
       if (spin == 0) start = now;
       else if (now - start > p->ready.timeout_ns) why = GEMM_STATUS_TIMEOUT;
     }
@@ -396,7 +396,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       const uint32_t a_dst = sbase + stage * GEMM_STAGE_BYTES, b_dst = a_dst + GEMM_A_BYTES;
       const int k0 = (t.k_blk0 + kb) * GEMM_BK;
       /* Every CTA expects its full stage: A (own) + both B halves (own + multicast). */
-      mbar_arrive_expect_tx(full, GEMM_STAGE_BYTES);
+      mbarrier_arrive_expect_tx_cta(full, GEMM_STAGE_BYTES);
       /* Hook h, decided per k-block (nothing more stays live: the producer has 40 registers). */
       const uint32_t a2_row = (uint32_t)(a_row - p->a2_row_begin);
       const int a2 = a2_row < (uint32_t)p->a2_rows;
@@ -463,13 +463,13 @@ __device__ __forceinline__ void gemm_reduce_wait(const gemm_epilogue_hook_t *eh,
     const uint64_t *flag = eh->reduce.flags[s] + lt;
     uint64_t start = 0;
     for (uint32_t spin = 0;; ++spin) {
-      if (hook_ld_acquire_sys_u64(flag) >= want) break;
+      if (ld_acquire_sys_u64(flag) >= want) break;
       int why = GEMM_STATUS_OK;
-      if ((eh->reduce.abort_word && hook_ld_relaxed_sys_u32(eh->reduce.abort_word) != 0) ||
+      if ((eh->reduce.abort_word && ld_relaxed_sys_u32(eh->reduce.abort_word) != 0) ||
           (status && *status != 0))
         why = GEMM_STATUS_ABORTED;
       if ((spin & 63) == 0 && eh->reduce.timeout_ns) {
-        const uint64_t now = hook_globaltimer_ns();
+        const uint64_t now = globaltimer_ns();
         if (spin == 0) start = now;
         else if (now - start > eh->reduce.timeout_ns) why = GEMM_STATUS_TIMEOUT;
       }
@@ -521,14 +521,14 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
   if (tid == 0) {
     if (keep >= 2) asm volatile("cp.async.bulk.wait_group 2;" ::: "memory");
     else if (keep == 1) asm volatile("cp.async.bulk.wait_group 1;" ::: "memory");
-    else bulk_wait_group0();
+    else cp_async_bulk_wait_group0();
   }
   named_bar_sync(GEMM_BAR_CONSUMERS, 256);
   if (g == 0 && tid == 0) {
     const uint32_t pend = ld_shared_u32(pend_sa);
     if (pend != 0xffffffffu) {
-      hook_fence_acq_rel_sys();
-      hook_st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi));
+      fence_acq_rel_sys();
+      st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi));
     }
     st_shared_u32(pend_sa, next);
   }
@@ -576,7 +576,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (row_base >= M || col_base + 128 * h >= N) continue; /* warpgroup-uniform */
-    if (use_tma && tid == 0) bulk_wait_group_read0();      /* staging free again */
+    if (use_tma && tid == 0) cp_async_bulk_wait_group_read0();      /* staging free again */
     named_bar_sync(bar, 128);
 #pragma unroll
     for (int jj = 0; jj < 16; ++jj) {
@@ -587,7 +587,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
       st_shared_u32(a0, gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]));
       st_shared_u32(a0 + 8 * 128, gemm_pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]));
     }
-    if (use_tma) fence_proxy_async_shared(); /* generic smem writes -> TMA reads */
+    if (use_tma) fence_proxy_async_smem_cta(); /* generic smem writes -> TMA reads */
     named_bar_sync(bar, 128);
     if (use_tma) {
       if (tid == 0) {
@@ -596,7 +596,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
           const int c0 = col_base + 128 * h + 64 * b;
           if (c0 < N) tma_store_2d(&p->map_c, stg + 8192 * b, c0, tma_out ? (int)dst_row0 : row_base);
         }
-        bulk_commit_group();
+        cp_async_bulk_commit_group();
       }
     } else if (red) { /* hook g: not unrolled (registers: the other half's acc is live) */
 #pragma unroll 1
@@ -649,17 +649,17 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
                    ((uint32_t)owner << 24) |
                        (uint32_t)((t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk));
   } else if ((eh->signal || red) && t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag) */
-    if (use_tma && tid == 0) bulk_wait_group0(); /* the TMA writes themselves are done */
+    if (use_tma && tid == 0) cp_async_bulk_wait_group0(); /* the TMA writes themselves are done */
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);     /* every consumer thread's stores precede */
     if (g == 0 && tid == 0) {
       const int local_mb = eh->out ? t.m_blk - owner * (eh->rows_per_owner / GEMM_BM) : t.m_blk;
       const uint64_t value = gemm_epi_value(eh);
       /* Cumulativity: the barrier ordered all threads' stores before this thread's fence. */
-      hook_fence_acq_rel_sys();
-      if (eh->signal) hook_st_release_sys_u64(eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk, value);
+      fence_acq_rel_sys();
+      if (eh->signal) st_release_sys_u64(eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk, value);
       if (red)
         for (int cc = 0; cc < eh->reduce.ncopies; ++cc)
-          hook_st_release_sys_u64(eh->reduce.copy_signal[cc] + red_tile, value);
+          st_release_sys_u64(eh->reduce.copy_signal[cc] + red_tile, value);
     }
   }
 }
@@ -786,7 +786,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     gemm_epilogue<RED, G2>(p, acc, t, stg, g, tid);
   }
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */
-  if (p->epi_tma && tid == 0) bulk_wait_group0(); /* before the CTA may exit */
+  if (p->epi_tma && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }
 
 /* The engine entry for one CTA of 384 threads (all must call it; it starts with
@@ -799,17 +799,17 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
 template <bool BKN, bool RED = false, bool G2 = false>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers) {
-  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t raw = smem_addr(smem_raw);
   uint8_t *smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
-  const uint32_t sbase = smem_u32(smem);
+  const uint32_t sbase = smem_addr(smem);
   const int cl = p->cluster_m;
   if (threadIdx.x == 0) {
     for (int s = 0; s < GEMM_STAGES; ++s) {
-      mbar_init(sbase + GEMM_BAR_OFF + 8 * s, 1);
-      mbar_init(sbase + GEMM_BAR_OFF + 8 * (GEMM_STAGES + s), 8 * cl);
+      mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * s, 1);
+      mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * (GEMM_STAGES + s), 8 * cl);
     }
     fence_mbar_init();         /* peers may arrive / multicast on them */
-    fence_proxy_async_shared(); /* the TMA unit sees initialized barriers */
+    fence_proxy_async_smem_cta(); /* the TMA unit sees initialized barriers */
     prefetch_tensormap(&p->map_a);
     prefetch_tensormap(&p->map_b);
     if (p->epi_tma) prefetch_tensormap(&p->map_c);

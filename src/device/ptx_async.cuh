@@ -2,7 +2,7 @@
  * mbarrier, TMA (cp.async.bulk.tensor), wgmma, setmaxnreg, named barriers, clusters.
  *
  * Every wrapper is a force-inlined one-liner (extern calls would serialize wgmma, C7509).
- * Shared-memory operands are 32-bit shared-window addresses (smem_u32()), never generic
+ * Shared-memory operands are 32-bit shared-window addresses (smem_addr()), never generic
  * pointers (HOPPER-GEMM-FACTS.md section 8 item 17). Memory-model ops for flags (.sys
  * release/acquire, fences, %globaltimer) belong in ptx.cuh; the few the GEMM hooks need are
  * at the end of this file under a hook_ prefix until that file exists. */
@@ -12,31 +12,18 @@
 #include <cuda.h>
 #include <stdint.h>
 
+/* Memory-model, bulk-copy, proxy-fence, mbarrier-basics and timer wrappers live in ptx.cuh;
+ * this file adds what the GEMM engine needs beyond them (TMA tensor copies, wgmma,
+ * setmaxnreg, named barriers, clusters). */
+#include "device/ptx.cuh"
+
 #define PA_INLINE __device__ __forceinline__
 
-/* ---- addresses -------------------------------------------------------------------------- */
-
-/* The 32-bit shared-window address of a generic pointer into this CTA's shared memory. */
-PA_INLINE uint32_t smem_u32(const void *p) {
-  return (uint32_t)__cvta_generic_to_shared(p);
-}
-
 /* ---- mbarrier (PTX 9.7.13.15) ----------------------------------------------------------- */
-
-/* Initializes the barrier at `bar` to phase 0 expecting `count` arrivals per phase. */
-PA_INLINE void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
 
 /* Makes barrier inits visible to the async proxy and to other CTAs of the cluster. */
 PA_INLINE void fence_mbar_init(void) {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-/* Adds `bytes` to the pending transaction count, then arrives once (release.cta). */
-PA_INLINE void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
 }
 
 /* Arrives once on a barrier of this CTA (release.cta). */
@@ -56,25 +43,10 @@ PA_INLINE void mbar_arrive_cluster(uint32_t bar, uint32_t cta) {
       : "memory");
 }
 
-/* One probe: 1 if the phase with parity `parity` has completed (acquire.cta), else 0. */
-PA_INLINE uint32_t mbar_try_wait(uint32_t bar, uint32_t parity) {
-  uint32_t ok;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(ok)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return ok;
-}
-
 /* Waits until the phase with parity `parity` has completed. Only used on barriers whose
  * producer is guaranteed to make progress (the engine's own roles), so no deadline here. */
 PA_INLINE void mbar_wait(uint32_t bar, uint32_t parity) {
-  while (!mbar_try_wait(bar, parity)) {
+  while (!mbarrier_try_wait_parity_cta(bar, parity)) {
   }
 }
 
@@ -115,34 +87,6 @@ PA_INLINE void tma_store_2d(const void *map, uint32_t src, int32_t c0, int32_t c
                : "memory");
 }
 
-/* Closes the thread's current bulk group (of TMA stores). */
-PA_INLINE void bulk_commit_group(void) {
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-
-/* Waits until all of this thread's bulk groups have finished READING their smem source. */
-PA_INLINE void bulk_wait_group_read0(void) {
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
-
-/* Waits until all of this thread's bulk groups have completed (writes visible; implies the
- * async-to-generic proxy ordering needed before a release of the written data). */
-PA_INLINE void bulk_wait_group0(void) {
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-
-/* Orders this thread's generic-proxy shared-memory writes before later async-proxy accesses
- * (TMA store reading them, wgmma reading them). */
-PA_INLINE void fence_proxy_async_shared(void) {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
-/* Orders global data observed through the generic proxy (e.g. after an acquire of a flag)
- * before later async-proxy (TMA) reads of global memory by this thread. */
-PA_INLINE void fence_proxy_async_global(void) {
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-}
-
 /* ---- wgmma (PTX 9.7.15) ----------------------------------------------------------------- */
 
 /* Orders prior register/shared accesses before the warpgroup's next wgmma. */
@@ -170,9 +114,11 @@ PA_INLINE uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
          ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
 }
 
-/* d[64x256 f32] (+)= A[64x16 bf16, K-major smem] * B[16x256 bf16, K-major smem]^T;
- * scale_d == 0 overwrites d (a tile's first k-step), else accumulates. */
-PA_INLINE void wgmma_m64n256k16_ss(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+/* d[64x256 f32] (+)= A[64x16 bf16, K-major smem] * B[16x256 bf16 smem]^T, B K-major
+ * (TRANS_B = 0) or MN-major (TRANS_B = 1: imm-trans-b); scale_d == 0 overwrites d (a tile's
+ * first k-step), else accumulates. */
+template <int TRANS_B>
+PA_INLINE void wgmma_m64n256k16_ss_t(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -187,7 +133,7 @@ PA_INLINE void wgmma_m64n256k16_ss(float *d, uint64_t desc_a, uint64_t desc_b, i
       "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
       "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
       "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, %128, %129, p, 1, 1, 0, 0;\n"
+      "}, %128, %129, p, 1, 1, 0, %131;\n"
       "}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
@@ -205,44 +151,14 @@ PA_INLINE void wgmma_m64n256k16_ss(float *d, uint64_t desc_a, uint64_t desc_b, i
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
 }
 
-/* Same, with B stored MN-major (N contiguous in smem; imm-trans-b = 1). */
+PA_INLINE void wgmma_m64n256k16_ss(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  wgmma_m64n256k16_ss_t<0>(d, desc_a, desc_b, scale_d);
+}
 PA_INLINE void wgmma_m64n256k16_ss_tb(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
-      "{"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-      "}, %128, %129, p, 1, 1, 0, 1;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+  wgmma_m64n256k16_ss_t<1>(d, desc_a, desc_b, scale_d);
 }
 
 /* Pins the 128 accumulators: no access to them may move across this point (used after a
@@ -322,42 +238,6 @@ PA_INLINE uint4 ld_shared_v4(uint32_t addr) {
                : "r"(addr)
                : "memory");
   return v;
-}
-
-/* ---- memory-model ops for the GEMM hooks ------------------------------------------------ *
- * NOTE: temporary home. These belong in ptx.cuh (another engineer's file); they carry a
- * hook_ prefix so they never collide with its names, and can be replaced by it later. */
-
-/* Acquire load at system scope: later reads see everything released before the value. */
-PA_INLINE uint64_t hook_ld_acquire_sys_u64(const uint64_t *p) {
-  uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-
-/* Relaxed (volatile-strength, system scope) 32-bit load, for abort words. */
-PA_INLINE uint32_t hook_ld_relaxed_sys_u32(const uint32_t *p) {
-  uint32_t v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-/* Release store at system scope: everything this thread observed (cumulativity: incl. other
- * threads' writes ordered before it by bar.sync) is visible before the value. */
-PA_INLINE void hook_st_release_sys_u64(uint64_t *p, uint64_t v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-/* Full fence at system scope (acquire + release), before publishing peer-visible data. */
-PA_INLINE void hook_fence_acq_rel_sys(void) {
-  asm volatile("fence.acq_rel.sys;" ::: "memory");
-}
-
-/* The global nanosecond timer (coarse: microsecond-ish resolution). */
-PA_INLINE uint64_t hook_globaltimer_ns(void) {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 #endif /* MELD_DEVICE_PTX_ASYNC_CUH */

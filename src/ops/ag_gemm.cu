@@ -114,7 +114,7 @@ MELD_DEV void ag_bulk_load(const ag_copy_t *c, int64_t q, uint32_t g0, uint32_t 
   const uint32_t len = (uint32_t)min((int64_t)AGB_PIECE, c->run_bytes - off);
   const uint32_t b = (g0 + (uint32_t)q) % AGB_NB;
   const uint32_t bar = sbase + AGB_BAR_OFF + 8 * b;
-  mbar_arrive_expect_tx(bar, len);
+  mbarrier_arrive_expect_tx_cta(bar, len);
   cp_async_bulk_g2s(sbase + b * AGB_PIECE, c->src + run * c->src_ld + off, len, bar);
 }
 
@@ -168,11 +168,11 @@ MELD_DEV void ag_push_chunk(meld_ctx_t *ctx, const ag_kargs_t *a, int dst, int64
 /* Not inlined: its registers stay out of the engine's budget (inlined, the kernel spilled). */
 __device__ __noinline__ void ag_comm(meld_ctx_t ctx_v, const ag_kargs_t *a, uint32_t c, uint8_t *smem) {
   meld_ctx_t *ctx = &ctx_v;
-  const uint32_t sbase = (smem_u32(smem) + 1023u) & ~1023u;
+  const uint32_t sbase = (smem_addr(smem) + 1023u) & ~1023u;
   uint32_t gpiece = 0;
   if (a->copy == AG_GEMM_COPY_BULK && threadIdx.x == 0) {
-    for (int b = 0; b < AGB_NB; b++) mbar_init(sbase + AGB_BAR_OFF + 8 * b, 1);
-    fence_proxy_async_shared(); /* the async proxy (bulk loads' complete_tx) sees the inits */
+    for (int b = 0; b < AGB_NB; b++) mbarrier_init_cta(sbase + AGB_BAR_OFF + 8 * b, 1);
+    fence_proxy_async_smem_cta(); /* the async proxy (bulk loads' complete_tx) sees the inits */
   }
   __syncthreads();
   const int64_t cpr = a->chunks_per_rank;

@@ -190,8 +190,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
   }
   if (abort_after_ns) {
     if (threadIdx.x == 0) {
-      const uint64_t t0 = hook_globaltimer_ns();
-      while (hook_globaltimer_ns() - t0 < abort_after_ns) __nanosleep(1000);
+      const uint64_t t0 = globaltimer_ns();
+      while (globaltimer_ns() - t0 < abort_after_ns) __nanosleep(1000);
       *(volatile uint32_t *)abort_word = 1;
       __threadfence_system();
     }
@@ -200,8 +200,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
   for (int i = blockIdx.x; i < nflags; i += writers) {
     const int blk = order[i];
     if (threadIdx.x == 0) { /* arrive late: make the engine really wait */
-      const uint64_t t0 = hook_globaltimer_ns();
-      while (hook_globaltimer_ns() - t0 < 20000ull * (i + 1)) __nanosleep(500);
+      const uint64_t t0 = globaltimer_ns();
+      while (globaltimer_ns() - t0 < 20000ull * (i + 1)) __nanosleep(500);
     }
     __syncthreads();
     const int64_t r0 = (int64_t)blk * rows_per_flag;
@@ -212,8 +212,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     for (int64_t q = threadIdx.x; q < chunks; q += blockDim.x) d[q] = s[q];
     __syncthreads(); /* every thread's stores precede thread 0's release (cumulativity) */
     if (threadIdx.x == 0) {
-      hook_fence_acq_rel_sys();
-      hook_st_release_sys_u64(flags + blk, epoch);
+      fence_acq_rel_sys();
+      st_release_sys_u64(flags + blk, epoch);
     }
   }
 #endif
@@ -239,10 +239,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     const int local_mb = mb - owner * (rows_per_owner / GEMM_BM);
     if (threadIdx.x == 0) {
       const uint64_t *f = sig[owner] + (int64_t)local_mb * p.tiles_n + nb;
-      const uint64_t t0 = hook_globaltimer_ns();
+      const uint64_t t0 = globaltimer_ns();
       ok = 1;
-      while (hook_ld_acquire_sys_u64(f) < epoch) {
-        if (hook_globaltimer_ns() - t0 > 5000000000ull) { ok = 0; atomicAdd(timeouts, 1u); break; }
+      while (ld_acquire_sys_u64(f) < epoch) {
+        if (globaltimer_ns() - t0 > 5000000000ull) { ok = 0; atomicAdd(timeouts, 1u); break; }
       }
     }
     __syncthreads(); /* thread 0's acquire + bar.sync: the tile's data is visible to all */
