@@ -451,7 +451,12 @@ __device__ __forceinline__ uint32_t gemm_pack_bf16x2(float lo, float hi) {
 
 /* The value the epilogue releases (signal, copy_signal) and the reduce hook waits for. */
 __device__ __forceinline__ uint64_t gemm_epi_value(const gemm_epilogue_hook_t *eh) {
-  return eh->epoch_src ? *(const volatile uint64_t *)eh->epoch_src : eh->epoch;
+  /* NOTE: not `src ? *(volatile *)src : eh->epoch`: in C++ that conditional is a volatile
+   * lvalue, so eh->epoch (a __grid_constant__ parameter) was read by a volatile generic load
+   * from the parameter symbol without cvta.param: an illegal address on the GPU (seen with
+   * compute-sanitizer in test_gemm's epilogue-hook test). */
+  if (eh->epoch_src) return *(const volatile uint64_t *)eh->epoch_src;
+  return eh->epoch;
 }
 
 /* Hook g: one thread waits for the nsrc partials of local tile `lt` (acquire). Gives up like
