@@ -2,6 +2,8 @@
 #ifndef MELD_HOST_ERROR_H
 #define MELD_HOST_ERROR_H
 
+#include <stdio.h>
+
 #include "meld.h"
 
 #ifdef __cplusplus
@@ -24,6 +26,14 @@ void meld_error_clear(void);
 #ifdef __cplusplus
 }
 #endif
+
+/* For legality checks of the form `int check(..., char *why, size_t len)` that return 0 when
+ * legal: writes the sentence into why (if given) and returns 1. */
+#define MELD_WHY(...)                                    \
+  do {                                                   \
+    if (why && len) snprintf(why, len, __VA_ARGS__);     \
+    return 1;                                            \
+  } while (0)
 
 /* Propagate a meld_result_t; jump to a cleanup label on error. */
 #define MELD_CHECK(expr)                       \

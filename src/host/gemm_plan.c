@@ -329,87 +329,82 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
 
 /* ---- legality and printing (declared in device/gemm.cuh) --------------------------------- */
 
-#define WHY(...)                            \
-  do {                                      \
-    if (why && len) snprintf(why, len, __VA_ARGS__); \
-    return 1;                               \
-  } while (0)
 
 int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len) {
-  if (!p) WHY("gemm: params is NULL");
-  if (p->m < 1 || p->n < 1 || p->k < 1) WHY("gemm: empty problem %d x %d x %d", p->m, p->n, p->k);
+  if (!p) MELD_WHY("gemm: params is NULL");
+  if (p->m < 1 || p->n < 1 || p->k < 1) MELD_WHY("gemm: empty problem %d x %d x %d", p->m, p->n, p->k);
   if (p->tiles_m != (p->m + GEMM_BM - 1) / GEMM_BM || p->tiles_n != (p->n + GEMM_BN - 1) / GEMM_BN ||
       p->k_blocks != (p->k + GEMM_BK - 1) / GEMM_BK)
-    WHY("gemm: tile counts %d x %d x %d do not match the problem %d x %d x %d", p->tiles_m,
+    MELD_WHY("gemm: tile counts %d x %d x %d do not match the problem %d x %d x %d", p->tiles_m,
         p->tiles_n, p->k_blocks, p->m, p->n, p->k);
-  if (p->cluster_m != 1 && p->cluster_m != 2) WHY("gemm: cluster_m %d is not 1 or 2", p->cluster_m);
-  if (workers < 1) WHY("gemm: %d workers; at least 1 CTA must run the engine", workers);
+  if (p->cluster_m != 1 && p->cluster_m != 2) MELD_WHY("gemm: cluster_m %d is not 1 or 2", p->cluster_m);
+  if (workers < 1) MELD_WHY("gemm: %d workers; at least 1 CTA must run the engine", workers);
   if (p->cluster_m == 2 && workers % 2)
-    WHY("gemm: cluster_m 2 needs an even number of workers, not %d", workers);
-  if (p->group_m < 1) WHY("gemm: group_m %d < 1", p->group_m);
-  if (p->split_k < 1) WHY("gemm: split_k %d < 1", p->split_k);
+    MELD_WHY("gemm: cluster_m 2 needs an even number of workers, not %d", workers);
+  if (p->group_m < 1) MELD_WHY("gemm: group_m %d < 1", p->group_m);
+  if (p->split_k < 1) MELD_WHY("gemm: split_k %d < 1", p->split_k);
   if (p->split_k > 1) {
-    if (p->cluster_m != 1) WHY("gemm: split-K needs cluster_m 1");
+    if (p->cluster_m != 1) MELD_WHY("gemm: split-K needs cluster_m 1");
     if (!p->workspace || !p->counters)
-      WHY("gemm: split_k %d needs a workspace and tile counters", p->split_k);
+      MELD_WHY("gemm: split_k %d needs a workspace and tile counters", p->split_k);
     if (p->kb_per_split < 1 || (int64_t)(p->split_k - 1) * p->kb_per_split >= p->k_blocks)
-      WHY("gemm: split_k %d x kb_per_split %d leaves an empty split of %d k-blocks", p->split_k,
+      MELD_WHY("gemm: split_k %d x kb_per_split %d leaves an empty split of %d k-blocks", p->split_k,
           p->kb_per_split, p->k_blocks);
     if (p->split_from < 0 || p->split_from >= p->tiles_m * p->tiles_n)
-      WHY("gemm: split_from %d is outside [0, %d tiles)", p->split_from, p->tiles_m * p->tiles_n);
+      MELD_WHY("gemm: split_from %d is outside [0, %d tiles)", p->split_from, p->tiles_m * p->tiles_n);
   } else if (p->split_from != p->tiles_m * p->tiles_n) {
-    WHY("gemm: split_k 1 needs split_from = tiles (%d), not %d", p->tiles_m * p->tiles_n,
+    MELD_WHY("gemm: split_k 1 needs split_from = tiles (%d), not %d", p->tiles_m * p->tiles_n,
         p->split_from);
   }
-  if (p->sk_tiles < 0) WHY("gemm: sk_tiles %d < 0", p->sk_tiles);
+  if (p->sk_tiles < 0) MELD_WHY("gemm: sk_tiles %d < 0", p->sk_tiles);
   if (p->sk_tiles > 0) {
     if (p->split_k != 1 || p->cluster_m != 1)
-      WHY("gemm: stream-K needs split_k 1 and cluster_m 1 (got %d, %d)", p->split_k, p->cluster_m);
+      MELD_WHY("gemm: stream-K needs split_k 1 and cluster_m 1 (got %d, %d)", p->split_k, p->cluster_m);
     if (!p->workspace || !p->counters)
-      WHY("gemm: stream-K (%d tiles) needs a workspace and tile counters", p->sk_tiles);
+      MELD_WHY("gemm: stream-K (%d tiles) needs a workspace and tile counters", p->sk_tiles);
     if (p->sk_tiles > p->tiles_m * p->tiles_n)
-      WHY("gemm: sk_tiles %d exceeds the %d tiles", p->sk_tiles, p->tiles_m * p->tiles_n);
+      MELD_WHY("gemm: sk_tiles %d exceeds the %d tiles", p->sk_tiles, p->tiles_m * p->tiles_n);
     if (p->sk_workers < 1 || p->sk_parts < 1 || p->sk_cmax < 1)
-      WHY("gemm: stream-K sk_workers %d, sk_parts %d, sk_cmax %d must be >= 1", p->sk_workers,
+      MELD_WHY("gemm: stream-K sk_workers %d, sk_parts %d, sk_cmax %d must be >= 1", p->sk_workers,
           p->sk_parts, p->sk_cmax);
     if ((int64_t)p->sk_tiles * p->k_blocks < p->sk_workers)
-      WHY("gemm: stream-K %d tiles x %d k-blocks < %d ranges (a range would be empty)",
+      MELD_WHY("gemm: stream-K %d tiles x %d k-blocks < %d ranges (a range would be empty)",
           p->sk_tiles, p->k_blocks, p->sk_workers);
     if (((int64_t)p->sk_tiles * p->k_blocks + 1) * (p->sk_workers + 1) >= GEMM_SK_LIMIT)
-      WHY("gemm: stream-K %d tiles x %d k-blocks x %d ranges exceeds 32-bit arithmetic",
+      MELD_WHY("gemm: stream-K %d tiles x %d k-blocks x %d ranges exceeds 32-bit arithmetic",
           p->sk_tiles, p->k_blocks, p->sk_workers);
     {
       const uint32_t total = (uint32_t)p->sk_tiles * (uint32_t)p->k_blocks;
       const uint32_t len = (total + p->sk_workers - 1) / p->sk_workers;
       if (p->sk_parts < (int)((len + p->k_blocks - 1) / p->k_blocks) + 1)
-        WHY("gemm: sk_parts %d is too small for ranges of %u k-blocks", p->sk_parts, len);
+        MELD_WHY("gemm: sk_parts %d is too small for ranges of %u k-blocks", p->sk_parts, len);
       for (int j = 0, c_lo = 0; j < p->sk_tiles; j++) {
         const int c = gemm_sk_contrib(j, p->sk_tiles, p->k_blocks, p->sk_workers, &c_lo);
-        if (c > p->sk_cmax) WHY("gemm: stream-K tile %d has %d contributors > sk_cmax %d", j, c, p->sk_cmax);
+        if (c > p->sk_cmax) MELD_WHY("gemm: stream-K tile %d has %d contributors > sk_cmax %d", j, c, p->sk_cmax);
       }
     }
   }
   if (p->cluster_m == 2 && (p->order.queue || p->order.m_order || p->order.m_rotate))
-    WHY("gemm: cluster_m 2 cannot be combined with the tile-order hook (queue, m_order, "
+    MELD_WHY("gemm: cluster_m 2 cannot be combined with the tile-order hook (queue, m_order, "
         "m_rotate): both CTAs of a pair must see the same tile sequence");
   if (p->cluster_m == 2 && p->ready.flags)
-    WHY("gemm: cluster_m 2 cannot be combined with the ready hook (an aborting CTA would "
+    MELD_WHY("gemm: cluster_m 2 cannot be combined with the ready hook (an aborting CTA would "
         "leave its peer waiting for multicast data)");
   if (p->order.m_rotate < 0 || p->order.m_rotate >= p->tiles_m)
-    WHY("gemm: m_rotate %d is outside [0, tiles_m %d)", p->order.m_rotate, p->tiles_m);
+    MELD_WHY("gemm: m_rotate %d is outside [0, tiles_m %d)", p->order.m_rotate, p->tiles_m);
   if (p->ready.flags && (p->ready.rows_per_flag < GEMM_BM || p->ready.rows_per_flag % GEMM_BM))
-    WHY("gemm: ready.rows_per_flag %d is not a positive multiple of %d (one flag must cover "
+    MELD_WHY("gemm: ready.rows_per_flag %d is not a positive multiple of %d (one flag must cover "
         "whole m-blocks)",
         p->ready.rows_per_flag, GEMM_BM);
   if (p->epi.out) {
     if (p->epi.rows_per_owner < GEMM_BM || p->epi.rows_per_owner % GEMM_BM)
-      WHY("gemm: epi.rows_per_owner %d is not a positive multiple of %d", p->epi.rows_per_owner,
+      MELD_WHY("gemm: epi.rows_per_owner %d is not a positive multiple of %d", p->epi.rows_per_owner,
           GEMM_BM);
     if (p->epi.out_ld < p->n || p->epi.out_ld % 8)
-      WHY("gemm: epi.out_ld %lld must be >= n %d and a multiple of 8", (long long)p->epi.out_ld,
+      MELD_WHY("gemm: epi.out_ld %lld must be >= n %d and a multiple of 8", (long long)p->epi.out_ld,
           p->n);
   } else if (!p->c) {
-    WHY("gemm: no output (c is NULL and no epilogue redirect)");
+    MELD_WHY("gemm: no output (c is NULL and no epilogue redirect)");
   }
   return 0;
 }

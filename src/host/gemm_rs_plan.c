@@ -172,35 +172,30 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
   return MELD_OK;
 }
 
-#define WHY(...)                                     \
-  do {                                               \
-    if (why && len) snprintf(why, len, __VA_ARGS__); \
-    return 1;                                        \
-  } while (0)
 
 int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len) {
-  if (!pl) WHY("gemm_rs: plan is NULL");
-  if (pl->nranks < 1 || pl->rank < 0 || pl->rank >= pl->nranks) WHY("gemm_rs: rank %d of %d", pl->rank, pl->nranks);
-  if (pl->algo != MELD_GEMM_RS_FUSED && pl->algo != MELD_GEMM_RS_UNFUSED) WHY("gemm_rs: algo %d", (int)pl->algo);
+  if (!pl) MELD_WHY("gemm_rs: plan is NULL");
+  if (pl->nranks < 1 || pl->rank < 0 || pl->rank >= pl->nranks) MELD_WHY("gemm_rs: rank %d of %d", pl->rank, pl->nranks);
+  if (pl->algo != MELD_GEMM_RS_FUSED && pl->algo != MELD_GEMM_RS_UNFUSED) MELD_WHY("gemm_rs: algo %d", (int)pl->algo);
   if (pl->rows_first < 0 || pl->rows_count < 0 || pl->rows_first + pl->rows_count > pl->m)
-    WHY("gemm_rs: rows [%lld, +%lld) outside M %lld", (long long)pl->rows_first, (long long)pl->rows_count,
+    MELD_WHY("gemm_rs: rows [%lld, +%lld) outside M %lld", (long long)pl->rows_first, (long long)pl->rows_count,
         (long long)pl->m);
   if (pl->algo == MELD_GEMM_RS_UNFUSED) return 0;
-  if (pl->nranks < 2 || pl->nranks > GEMM_RS_MAX_RANKS) WHY("gemm_rs: fused needs 2..%d ranks, not %d", GEMM_RS_MAX_RANKS, pl->nranks);
-  if (pl->rpo < 128 || pl->rpo % 128) WHY("gemm_rs: rows per owner %lld is not a positive multiple of 128", (long long)pl->rpo);
-  if (pl->rpo * pl->nranks < pl->m) WHY("gemm_rs: %d owners x %lld rows do not cover M %lld", pl->nranks, (long long)pl->rpo, (long long)pl->m);
+  if (pl->nranks < 2 || pl->nranks > GEMM_RS_MAX_RANKS) MELD_WHY("gemm_rs: fused needs 2..%d ranks, not %d", GEMM_RS_MAX_RANKS, pl->nranks);
+  if (pl->rpo < 128 || pl->rpo % 128) MELD_WHY("gemm_rs: rows per owner %lld is not a positive multiple of 128", (long long)pl->rpo);
+  if (pl->rpo * pl->nranks < pl->m) MELD_WHY("gemm_rs: %d owners x %lld rows do not cover M %lld", pl->nranks, (long long)pl->rpo, (long long)pl->m);
   if (!pl->is_ar && pl->rpo != pl->split_rows)
-    WHY("gemm_rs: rows per owner %lld differ from the split ceil(M/P) = %lld", (long long)pl->rpo, (long long)pl->split_rows);
-  if (pl->ldn < pl->n || pl->ldn % 8) WHY("gemm_rs: staging ld %lld", (long long)pl->ldn);
-  if (pl->m_rotate < 0 || pl->m_rotate >= pl->tiles_m) WHY("gemm_rs: m_rotate %d outside [0, %d)", pl->m_rotate, pl->tiles_m);
+    MELD_WHY("gemm_rs: rows per owner %lld differ from the split ceil(M/P) = %lld", (long long)pl->rpo, (long long)pl->split_rows);
+  if (pl->ldn < pl->n || pl->ldn % 8) MELD_WHY("gemm_rs: staging ld %lld", (long long)pl->ldn);
+  if (pl->m_rotate < 0 || pl->m_rotate >= pl->tiles_m) MELD_WHY("gemm_rs: m_rotate %d outside [0, %d)", pl->m_rotate, pl->tiles_m);
   if (pl->group_m < 1 || pl->own_first % pl->group_m)
-    WHY("gemm_rs: group_m %d does not divide the first own m-block %d (own tiles must come strictly last)",
+    MELD_WHY("gemm_rs: group_m %d does not divide the first own m-block %d (own tiles must come strictly last)",
         pl->group_m, pl->own_first);
   if (!meld_signal_layout_fits(pl->nranks, 2, (uint32_t)pl->tiles_own))
-    WHY("gemm_rs: %d ranks x 2 channels x %d tiles exceed the pad's %u signal slots", pl->nranks, pl->tiles_own,
+    MELD_WHY("gemm_rs: %d ranks x 2 channels x %d tiles exceed the pad's %u signal slots", pl->nranks, pl->tiles_own,
         MELD_PAD_SIGNAL_SLOTS);
   if (pl->ws_needed > workspace_bytes)
-    WHY("gemm_rs: needs %zu bytes of workspace, has %zu (MELD_WORKSPACE_BYTES)", pl->ws_needed, workspace_bytes);
+    MELD_WHY("gemm_rs: needs %zu bytes of workspace, has %zu (MELD_WORKSPACE_BYTES)", pl->ws_needed, workspace_bytes);
   return 0;
 }
 
