@@ -27,6 +27,20 @@ meld_result_t meld_gemm_rs_rows(int64_t m, int nranks, int rank, int64_t *first,
   return MELD_OK;
 }
 
+meld_gemm_args_t gemm_rs_gemm_args(const meld_gemm_rs_args_t *a) {
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = a->a;
+  g.lda = a->lda;
+  g.b = a->b;
+  g.ldb = a->ldb;
+  g.b_layout = a->b_layout;
+  g.m = a->m;
+  g.n = a->n;
+  g.k = a->k;
+  return g;
+}
+
 meld_result_t gemm_rs_args_validate(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank) {
   const char *name = is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
   if (!a) return meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", name);
@@ -44,18 +58,9 @@ meld_result_t gemm_rs_args_validate(const meld_gemm_rs_args_t *a, int is_ar, int
   int64_t first = 0, rows = a->m;
   if (!is_ar) gemm_rs_rows(a->m, nranks, rank, &first, &rows);
   /* A and B as meld_gemm checks them (its sentences name meld_gemm's fields). */
-  meld_gemm_args_t g;
-  memset(&g, 0, sizeof g);
-  g.a = a->a;
-  g.lda = a->lda;
-  g.b = a->b;
-  g.ldb = a->ldb;
-  g.b_layout = a->b_layout;
+  meld_gemm_args_t g = gemm_rs_gemm_args(a);
   g.c = a->c ? a->c : (void *)(uintptr_t)a->a; /* C is checked below (it may be empty on a rank of meld_gemm_rs) */
   g.ldc = a->ldc >= a->n ? a->ldc : ((a->n + 7) / 8) * 8;
-  g.m = a->m;
-  g.n = a->n;
-  g.k = a->k;
   meld_result_t r = gemm_args_validate(&g);
   if (r != MELD_OK) return meld_error(r, "%s: %s", name, meld_last_error());
   if (rows > 0) {

@@ -69,6 +69,10 @@ void gemm_rs_rows(int64_t m, int nranks, int rank, int64_t *first, int64_t *coun
  * MELD_ERR_INVALID_ARG with a sentence. Touches no CUDA state. */
 meld_result_t gemm_rs_args_validate(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank);
 
+/* The per-rank GEMM of a GEMM+RS/AR call as meld_gemm arguments: A, B, layout and M x N x K
+ * (c and ldc left 0: each caller says where the product goes). */
+meld_gemm_args_t gemm_rs_gemm_args(const meld_gemm_rs_args_t *a);
+
 /* Plans one call: validates, computes the split, the layout, and the algorithm. nnodes > 1
  * or nranks > GEMM_RS_MAX_RANKS make the fused path illegal; a workspace smaller than
  * ws_needed too (AUTO then takes the unfused path; forced FUSED fails with

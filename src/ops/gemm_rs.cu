@@ -277,18 +277,9 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   static gemm_rs_kargs_t k; /* large: not on the stack; copied by the launch */
   memset(&k, 0, sizeof k);
   uint8_t *ws = (uint8_t *)comm->workspace.local;
-  meld_gemm_args_t g;
-  memset(&g, 0, sizeof g);
-  g.a = a->a;
-  g.lda = a->lda;
-  g.b = a->b;
-  g.ldb = a->ldb;
-  g.b_layout = a->b_layout;
+  meld_gemm_args_t g = gemm_rs_gemm_args(a);
   g.c = ws; /* the TMA-store map is encoded but unused (every tile goes through hooks) */
   g.ldc = pl->ldn;
-  g.m = a->m;
-  g.n = a->n;
-  g.k = a->k;
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.sm_count = grid;
   /* Split-K only where the GEMM has fewer tiles than CTAs (decode sizes): the engine's choice,
@@ -421,16 +412,7 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
                                      cudaStream_t stream) {
   const char *fn = pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
   const int P = comm->nranks;
-  meld_gemm_args_t g;
-  memset(&g, 0, sizeof g);
-  g.a = a->a;
-  g.lda = a->lda;
-  g.b = a->b;
-  g.ldb = a->ldb;
-  g.b_layout = a->b_layout;
-  g.m = a->m;
-  g.n = a->n;
-  g.k = a->k;
+  meld_gemm_args_t g = gemm_rs_gemm_args(a);
   if (P == 1) { /* rows [0, M) of the one rank */
     g.c = a->c;
     g.ldc = a->ldc;
