@@ -8,6 +8,8 @@ mkdir -p build/tests
 status=0
 step() { echo "== make $1"; make --no-print-directory -j"$(nproc)" "$1" || status=1; }
 make --no-print-directory -s test-header > build/tests/header.log 2>&1 && { cat build/tests/header.log; echo "2 0" > build/tests/summary-header; } || { cat build/tests/header.log; echo "0 1" > build/tests/summary-header; status=1; }
+if tests/check_env_vars.sh > build/tests/env.log 2>&1; then cat build/tests/env.log; echo "1 0" > build/tests/summary-env
+else cat build/tests/env.log; echo "0 1" > build/tests/summary-env; status=1; fi
 if [ -f /usr/include/cmocka.h ]; then
   step test-cpu
   step test-asan

@@ -246,6 +246,14 @@ meld_result_t meld_comm_check(meld_comm_t comm) {
   return meld_proto_check(comm);
 }
 
+int meld_comm_node_sm_count(const struct meld_comm *comm) {
+  int sm = comm->sm_count;
+  for (int r = 0; comm->ranks && comm->rank_node && r < comm->nranks; r++)
+    if (comm->rank_node[r] == comm->node && comm->ranks[r].sm_count > 0 && comm->ranks[r].sm_count < sm)
+      sm = comm->ranks[r].sm_count;
+  return sm;
+}
+
 meld_result_t meld_comm_info(meld_comm_t comm, meld_comm_info_t *info) {
   meld_error_clear();
   if (!comm || !info)

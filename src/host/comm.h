@@ -61,6 +61,10 @@ struct meld_comm {
 meld_result_t meld_topo_assign_nodes(const meld_rank_info_t *ranks, int nranks, int *rank_node,
                                      int *rank_local, int *nnodes);
 
+/* The smallest SM count among this rank's node: every rank of the node plans with the same
+ * value (plans must agree: their hashes are compared at each call's handshake). */
+int meld_comm_node_sm_count(const struct meld_comm *comm);
+
 /* This process's host identity hash (hostname and kernel boot id). */
 uint64_t meld_topo_host_hash(void);
 

@@ -17,7 +17,10 @@ static const char *const g_known_env[] = {
     "MELD_WORKSPACE_BYTES", "MELD_TIMEOUT_MS",   "MELD_BOOTSTRAP_TIMEOUT_MS", "MELD_PORT",
     "MELD_NODE_ID",         "MELD_TRACE",        "MELD_DEBUG",                "MELD_DEBUG_SUBSYS",
     "MELD_SOCKET_ADDR",     "MELD_MASTER_ADDR",  "MELD_JOB_KEY",              "MELD_WATCHDOG_MS",
-    "MELD_COMM_CTAS",       "MELD_CHUNK_BYTES",  "MELD_SCHEDULE",             NULL};
+    "MELD_COMM_CTAS",       "MELD_CHUNK_BYTES",  "MELD_SCHEDULE",
+    /* plan overrides of the GEMM engine and the fused ops (tuning and experiments) */
+    "MELD_GEMM_SPLIT_K", "MELD_GEMM_STREAM_K", "MELD_GEMM_GROUP_M", "MELD_GEMM_RS_SPLIT_K",
+    "MELD_GEMM_RS_PUSH", "MELD_GEMM_AR_DECODE_UNFUSED", NULL};
 
 int meld_parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   if (!s || !*s) return -1;

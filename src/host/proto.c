@@ -472,3 +472,12 @@ meld_result_t meld_launch_coop(const void *kernel, int grid, int threads, size_t
                       cudaGetErrorName(e), cudaGetErrorString(e));
   return MELD_OK;
 }
+
+meld_result_t meld_proto_sticky_error(struct meld_comm *comm, const char *fn) {
+  meld_error_record_t rec;
+  meld_proto_read_record(comm, &rec);
+  if (rec.kind == MELD_FAIL_NONE) return MELD_OK;
+  char msg[1024];
+  meld_proto_format_record(&rec, (int)comm->cfg.timeout_ms, msg, sizeof msg);
+  return meld_error(rec.kind == MELD_FAIL_TIMEOUT ? MELD_ERR_TIMEOUT : MELD_ERR_ABORTED, "%s: %s", fn, msg);
+}

@@ -43,6 +43,12 @@ void meld_proto_format_record(const meld_error_record_t *r, int timeout_ms, char
 /* Copies the host-mapped error record (zeroed kind = none) into *out. Safe while kernels run. */
 void meld_proto_read_record(struct meld_comm *comm, meld_error_record_t *out);
 
+/* For an op's entry: MELD_OK, or the comm's sticky device-protocol failure (timeout, abort,
+ * argument mismatch) as MELD_ERR_TIMEOUT / MELD_ERR_ABORTED with "fn: <the record>", read
+ * from the host-mapped record without touching the device (meld_comm_check does the full
+ * probe). Ops call it instead of launching on a failed comm. */
+meld_result_t meld_proto_sticky_error(struct meld_comm *comm, const char *fn);
+
 /* Writes the wait-for picture (every CTA whose mirror says "waiting") into buf, one line per
  * CTA; returns the number of waiting CTAs. Safe while kernels run (a racy snapshot). */
 int meld_proto_format_waits(struct meld_comm *comm, char *buf, size_t len);

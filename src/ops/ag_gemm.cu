@@ -270,16 +270,6 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 #define AG_MAX_DEVICES 64
 static int g_dev_ready[AG_MAX_DEVICES];
 
-/* The node's smallest SM count: every rank plans with the same value. */
-static int ag_node_sm_count(const struct meld_comm *comm) {
-  int sm = comm->sm_count;
-  for (int r = 0; comm->ranks && r < comm->nranks; r++)
-    if (comm->rank_node && comm->rank_node[r] == comm->node && comm->ranks[r].sm_count > 0 &&
-        comm->ranks[r].sm_count < sm)
-      sm = comm->ranks[r].sm_count;
-  return sm;
-}
-
 static meld_result_t ag_device_setup(int dev, int sm_count) {
   if (dev < AG_MAX_DEVICES && g_dev_ready[dev]) return MELD_OK;
   int major = 0;
@@ -482,14 +472,8 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
   if (comm->nnodes > 1)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes; inter-node AG+GEMM is not supported yet", fn,
                       comm->nnodes);
-  meld_error_record_t rec;
-  meld_proto_read_record(comm, &rec);
-  if (rec.kind != MELD_FAIL_NONE) {
-    char msg[1024];
-    meld_proto_format_record(&rec, (int)comm->cfg.timeout_ms, msg, sizeof msg);
-    return meld_error(rec.kind == MELD_FAIL_TIMEOUT ? MELD_ERR_TIMEOUT : MELD_ERR_ABORTED, "%s: %s", fn, msg);
-  }
-  const int sms = ag_node_sm_count(comm);
+  MELD_CHECK(meld_proto_sticky_error(comm, fn));
+  const int sms = meld_comm_node_sm_count(comm);
   ag_gemm_plan_t plan;
   meld_result_t vr = ag_gemm_validate(args, comm->nranks);
   if (vr == MELD_OK) vr = ag_gemm_plan_make(args, comm->nranks, sms, comm->workspace.bytes, hint, &plan);

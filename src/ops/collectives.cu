@@ -669,16 +669,6 @@ __global__ void __launch_bounds__(MELD_COLL_ROUNDS_MAX_THREADS, 1) coll_kernel(c
 static const uint32_t g_op_ids[MELD_COLL_NUM_OPS] = {MELD_OP_ALL_GATHER, MELD_OP_REDUCE_SCATTER,
                                                      MELD_OP_ALL_REDUCE, MELD_OP_ALL_TO_ALL};
 
-/* The node's smallest SM count: every rank plans with the same value. */
-static int coll_node_sm_count(const struct meld_comm *comm) {
-  int sm = comm->sm_count;
-  for (int r = 0; comm->ranks && r < comm->nranks; r++)
-    if (comm->rank_node && comm->rank_node[r] == comm->node && comm->ranks[r].sm_count > 0 &&
-        comm->ranks[r].sm_count < sm)
-      sm = comm->ranks[r].sm_count;
-  return sm;
-}
-
 static uint64_t u64_max(uint64_t x, uint64_t y) { return x > y ? x : y; }
 
 /* Fills the kernel's arguments from a validated call and its plan. */
@@ -774,7 +764,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
                                        const meld_coll_plan_hint_t *hint, cudaStream_t stream,
                                        meld_coll_plan_t *plan_out) {
   meld_coll_plan_t plan;
-  MELD_CHECK(meld_coll_plan_make(args, comm->nranks, coll_node_sm_count(comm), comm->workspace.bytes,
+  MELD_CHECK(meld_coll_plan_make(args, comm->nranks, meld_comm_node_sm_count(comm), comm->workspace.bytes,
                                  MELD_PAD_CREDIT_SLOTS, hint, &plan));
   if (plan_out) *plan_out = plan;
   coll_kargs_t k; /* ~3 KB of kernel parameters */
@@ -831,13 +821,7 @@ static meld_result_t coll_entry(meld_comm_t comm, const char *fn, meld_coll_args
   if (meld_coll_is_empty(a)) return MELD_OK;
   /* A comm whose device protocol failed (timeout, abort: sticky) reports it here instead of
    * launching: a read of the host-mapped error record (meld_comm_check does the full probe). */
-  meld_error_record_t rec;
-  meld_proto_read_record(comm, &rec);
-  if (rec.kind != MELD_FAIL_NONE) {
-    char msg[1024];
-    meld_proto_format_record(&rec, (int)comm->cfg.timeout_ms, msg, sizeof msg);
-    return meld_error(rec.kind == MELD_FAIL_TIMEOUT ? MELD_ERR_TIMEOUT : MELD_ERR_ABORTED, "%s: %s", fn, msg);
-  }
+  MELD_CHECK(meld_proto_sticky_error(comm, fn));
   return meld_coll_run(comm, fn, a, NULL, stream, NULL);
 }
 

@@ -457,22 +457,13 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
    * meld_all_reduce into C at the first decode shape: 0.21 ms vs 0.014; graph replays 0.14-0.42
    * ms), while the fused split-K kernel was steady (eager = graph); docs/perf-notes.md. With it
    * on, the node's smallest SM count makes every rank plan the same algorithm. */
-  int sm = gemm_rs_env_int("MELD_GEMM_AR_DECODE_UNFUSED", 0) == 1 ? comm->sm_count : 0;
-  for (int q = 0; sm > 0 && comm->ranks && q < comm->nranks; q++)
-    if (comm->rank_node && comm->rank_node[q] == comm->node && comm->ranks[q].sm_count > 0 && comm->ranks[q].sm_count < sm)
-      sm = comm->ranks[q].sm_count;
+  const int sm = gemm_rs_env_int("MELD_GEMM_AR_DECODE_UNFUSED", 0) == 1 ? meld_comm_node_sm_count(comm) : 0;
   MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, comm->nranks, comm->rank, comm->nnodes, comm->workspace.bytes, sm, &pl));
   if (comm->nnodes > 1 && comm->nranks > 1)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,
                       comm->nnodes, is_ar ? "AR" : "RS");
   /* A comm whose device protocol failed (sticky) reports it instead of launching. */
-  meld_error_record_t rec;
-  meld_proto_read_record(comm, &rec);
-  if (rec.kind != MELD_FAIL_NONE) {
-    char msg[1024];
-    meld_proto_format_record(&rec, (int)comm->cfg.timeout_ms, msg, sizeof msg);
-    return meld_error(rec.kind == MELD_FAIL_TIMEOUT ? MELD_ERR_TIMEOUT : MELD_ERR_ABORTED, "%s: %s", fn, msg);
-  }
+  MELD_CHECK(meld_proto_sticky_error(comm, fn));
   char why[256];
   if (gemm_rs_plan_check(&pl, comm->workspace.bytes, why, sizeof why))
     return meld_error(MELD_ERR_INTERNAL, "%s: %s", fn, why);
