@@ -39,19 +39,6 @@ static int g_quick = 0, g_trace = 0;
 static long long g_shape_m = 0, g_shape_n = 0, g_shape_k = 0; /* --shape M,N_total,K: one point */
 static const char *g_json = NULL;
 
-__global__ void bg_fill(uint16_t *p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed * 0xD1B54A32D192ED03ull;
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    float f = (float)((h >> 40) * (1.0 / (1 << 23))) - 1.0f;
-    if (fabsf(f) < 1.0f / 64) f = 0.5f;
-    __nv_bfloat16 b = __float2bfloat16(f);
-    p[i] = *(uint16_t *)&b;
-  }
-}
-
 __global__ void bg_err(const uint16_t *a, const uint16_t *b, size_t n, double *acc) {
   double e = 0, r = 0;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -229,8 +216,8 @@ static void rank_main(int rank, int P) {
                  nc = (size_t)x.M * x.n_loc;
     cudaMalloc(&x.a, na * 2), cudaMalloc(&x.full, nf * 2), cudaMalloc(&x.b, nb * 2);
     cudaMalloc(&x.c, nc * 2), cudaMalloc(&x.c2, nc * 2);
-    bg_fill<<<1024, 256, 0, x.s>>>(x.a, na, 11 + rank);
-    bg_fill<<<1024, 256, 0, x.s>>>(x.b, nb, 101 + rank);
+    gt_fill_bf16<<<1024, 256, 0, x.s>>>(x.a, na, 11 + rank);
+    gt_fill_bf16<<<1024, 256, 0, x.s>>>(x.b, nb, 101 + rank);
     x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
     x.err = MELD_OK;
     if (g_trace) {

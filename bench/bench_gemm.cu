@@ -16,6 +16,7 @@
  * meld_gemm (plan per call); variants call gemm_launch with forced options. The environment
  * overrides (MELD_GEMM_GROUP_M, _SPLIT_K, _STREAM_K) apply to both. */
 #include <cublasLt.h>
+#include "../tests/gpu/gpu_test.h"
 #include <execinfo.h>
 #include <signal.h>
 #include <unistd.h>
@@ -116,19 +117,6 @@ static shape_t g_shapes[64 + 8] = {
     {"rs P2 o -16 SMs", 8192, 8192, 4096, 0, 16, 0},
 };
 static int g_nshapes = 48;
-
-__global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    float f = (float)((h >> 40) * (1.0 / (1 << 23))) - 1.0f;
-    if (fabsf(f) < 1.0f / 64) f = 0.5f; /* never zero */
-    uint32_t u = __float_as_uint(f);
-    p[i] = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-  }
-}
 
 /* sums[0] += (x - y)^2, sums[1] += y^2 over bf16 arrays; NaN/Inf in x counted in sums[2]. */
 __global__ void err_kernel(const uint16_t *x, const uint16_t *y, size_t n, double *sums) {
@@ -354,8 +342,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < NSETS; i++) {
       CK(cudaMalloc(&bf.a[i], s->m * s->k * 2));
       CK(cudaMalloc(&bf.b[i], s->n * s->k * 2));
-      fill_kernel<<<1024, 256>>>(bf.a[i], s->m * s->k, 100 + i);
-      fill_kernel<<<1024, 256>>>(bf.b[i], s->n * s->k, 200 + i);
+      gt_fill_bf16<<<1024, 256>>>(bf.a[i], s->m * s->k, 100 + i);
+      gt_fill_bf16<<<1024, 256>>>(bf.b[i], s->n * s->k, 200 + i);
     }
     uint16_t *c_meld, *c_lt;
     CK(cudaMalloc(&c_meld, s->m * s->n * 2));

@@ -95,16 +95,6 @@ static int suite(int P, shape_t *out) {
 }
 
 /* ---- helpers ------------------------------------------------------------------------------- */
-__global__ void fill_bf16(__nv_bfloat16 *p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 29;
-    p[i] = __float2bfloat16((float)((x >> 40) * (1.0 / (1ull << 23)) - 1.0));
-  }
-}
-
 /* sum (out - ref)^2 and sum ref^2 over rows x n (out bf16 ld ldo, ref fp32 ld n). */
 __global__ void err_kernel(const __nv_bfloat16 *out, int64_t ldo, const float *ref, int64_t rows, int64_t n,
                            double *acc) {
@@ -297,8 +287,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     fprintf(stderr, "[rank %d] out of memory for shape m %lld\n", x->rank, (long long)sh->m);
     goto out;
   }
-  for (int s = 0; s < 2; s++) fill_bf16<<<1024, 256, 0, x->s>>>(r.a[s], mk, 1000 * x->rank + s + 1);
-  fill_bf16<<<1024, 256, 0, x->s>>>(r.b, nk, 77 + x->rank);
+  for (int s = 0; s < 2; s++) gt_fill_bf16<<<1024, 256, 0, x->s>>>((uint16_t *)r.a[s], mk, 1000 * x->rank + s + 1);
+  gt_fill_bf16<<<1024, 256, 0, x->s>>>((uint16_t *)r.b, nk, 77 + x->rank);
   cudaStreamSynchronize(x->s);
   {
     const int W = g_quick ? 3 : 5, I = g_quick ? 10 : 20;

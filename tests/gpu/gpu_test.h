@@ -12,6 +12,7 @@
 #define MELD_GPU_TEST_H
 
 #include <arpa/inet.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -177,6 +178,33 @@ static inline uint64_t gt_rand_u64(uint64_t *s) {
 }
 static inline float gt_rand_f(uint64_t *s) { /* uniform in [-1, 1) */
   return (float)((gt_rand_u64(s) >> 40) * (1.0 / (1ull << 23)) - 1.0);
+}
+
+/* Test data on the device: a pseudo-random bf16 in [-1, 1) for element i, never zero
+ * (|x| >= 1/64: a zero would hide a missing product term). One generator for every GPU test
+ * and benchmark. */
+__device__ __forceinline__ uint16_t gt_rand_bf16(uint64_t i, uint64_t seed) {
+  uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed * 0xD1B54A32D192ED03ull;
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
+  float f = (float)((h >> 40) * (1.0 / (1 << 23))) - 1.0f;
+  if (fabsf(f) < 1.0f / 64) f = 0.5f;
+  __nv_bfloat16 b = __float2bfloat16(f);
+  return *(uint16_t *)&b;
+}
+
+/* p[0..n) = gt_rand_bf16(i, seed). */
+__global__ void gt_fill_bf16(uint16_t *p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    p[i] = gt_rand_bf16(i, seed);
+}
+
+/* A rows x cols matrix with leading dimension ld: element (r, c) = gt_rand_bf16(r * cols + c). */
+__global__ void gt_fill_bf16_2d(uint16_t *p, int64_t rows, int64_t cols, int64_t ld, uint64_t seed) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    p[(i / cols) * ld + i % cols] = gt_rand_bf16((uint64_t)i, seed);
 }
 
 #endif

@@ -34,23 +34,8 @@ static int g_ndev = 0;
 
 /* ---- data and checks on the device ---------------------------------------------------------- */
 
-__global__ void fill_kernel(uint16_t *p, int64_t rows, int64_t cols, int64_t ld, uint64_t seed) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const int64_t r = i / cols, c = i % cols;
-    uint64_t h = (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ull ^ (seed * 0xD1B54A32D192ED03ull);
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    float f = (float)((h >> 40) * (1.0 / (1 << 23))) - 1.0f;
-    if (fabsf(f) < 1.0f / 64) f = 0.5f;
-    __nv_bfloat16 b = __float2bfloat16(f);
-    p[r * ld + c] = *(uint16_t *)&b;
-  }
-}
-
 static void fill(uint16_t *p, int64_t rows, int64_t cols, int64_t ld, uint64_t seed, cudaStream_t s) {
-  if (rows * cols > 0) fill_kernel<<<1024, 256, 0, s>>>(p, rows, cols, ld, seed);
+  if (rows * cols > 0) gt_fill_bf16_2d<<<1024, 256, 0, s>>>(p, rows, cols, ld, seed);
 }
 
 /* Counts elements where a (ld lda) and b (ld ldb) differ, rows x cols: bitwise (tol < 0), or

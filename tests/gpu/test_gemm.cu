@@ -24,23 +24,10 @@ static cublasHandle_t g_cublas;
 
 /* ---- data -------------------------------------------------------------------------------- */
 
-__global__ void fill_kernel(uint16_t *p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
-    h ^= h >> 31;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 29;
-    float f = (float)((h >> 40) * (1.0 / (1 << 23))) - 1.0f; /* [-1, 1) */
-    if (fabsf(f) < 1.0f / 64) f = 0.5f;                        /* never zero */
-    __nv_bfloat16 b = __float2bfloat16(f);
-    p[i] = *(uint16_t *)&b;
-  }
-}
-
 static uint16_t *dev_random(size_t n, uint64_t seed) {
   uint16_t *p = NULL;
   GT_CUDA(cudaMalloc(&p, n * 2 + 16));
-  fill_kernel<<<1024, 256>>>(p, n, seed);
+  gt_fill_bf16<<<1024, 256>>>(p, n, seed);
   return p;
 }
 
