@@ -148,6 +148,19 @@ clean:
 # The protocol's CPU simulation under ThreadSanitizer (src/common/proto.h is header-only, so
 # the test links no library code): a missing happens-before edge is reported as a race.
 TSAN_BINS := $(BUILD)/tsan/tests/unit/test_proto_threads
+# test_proxy_ring runs the real proxy thread (src/host/proxy.c), so its TSan build links the
+# host code rebuilt with -fsanitize=thread (an archive: only the objects it needs are linked).
+TSAN_BINS += $(BUILD)/tsan/tests/unit/test_proxy_ring
+TSAN_HOST_OBJS := $(HOST_SRCS:%.c=$(BUILD)/tsan/%.o)
+$(BUILD)/tsan/src/%.o: src/%.c $(wildcard src/host/*.h src/common/*.h) include/meld.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TSAN_FLAGS) -c $< -o $@
+$(BUILD)/tsan/lib/libmeld_host.a: $(TSAN_HOST_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+$(BUILD)/tsan/tests/unit/test_proxy_ring: tests/unit/test_proxy_ring.c $(BUILD)/tsan/lib/libmeld_host.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TSAN_FLAGS) -Itests $< -o $@ $(BUILD)/tsan/lib/libmeld_host.a -lcmocka $(LDLIBS)
 .PHONY: test-tsan
 $(BUILD)/tsan/tests/unit/%: tests/unit/%.c $(wildcard src/common/*.h)
 	@mkdir -p $(dir $@)
