@@ -125,7 +125,7 @@ static meld_result_t loop_write(meld_transport_t *t, const meld_write_t *w) {
     meld_sleep_ms(1);
   }
   uint8_t *base = w->dst_region == 0 ? wd->work[w->dst_rank] : (uint8_t *)wd->pad[w->dst_rank];
-  memcpy(base + w->dst_offset, w->src, w->bytes);
+  if (w->bytes) memcpy(base + w->dst_offset, w->src, w->bytes); /* src may be NULL */
   if (w->flag_region != MELD_TRANSPORT_NO_FLAG) {
     uint8_t *fb = w->flag_region == 0 ? wd->work[w->dst_rank] : (uint8_t *)wd->pad[w->dst_rank];
     atomic_store_explicit((_Atomic uint64_t *)(fb + w->flag_offset), w->flag_value,

@@ -1,0 +1,462 @@
+/* test_transport_tcp.c — the inter-node path's host side over real TCP on loopback: ranks are
+ * fork()ed children (each its own "node", or two per node), each with a host "workspace"
+ * region and a "pad" region, writing through the proxy's command ring (src/host/proxy.c)
+ * and the tcp transport (src/host/transport_tcp.c).
+ *
+ *   - all-to-all: every rank sends every other rank chunks of random sizes (1 byte, several
+ *     MiB, and small ones in between) of random data, one flag per chunk holding the stamp of
+ *     a simulated epoch; receivers wait for each flag (bounded) and check the bytes. Two
+ *     epochs reuse the same buffers and flag slots (stamps grow, slots are never reset).
+ *     2, 4 and 8 ranks.
+ *   - 1000 back-to-back small writes through a 64-slot ring (it wraps 15 times), one flag.
+ *   - a rank killed mid-transfer: the others fail within the deadline with a sentence naming
+ *     it, and tear down in bounded time.
+ *   - emulated nodes (two ranks per node): only other nodes are connected and written to.
+ *   - bad arguments: MELD_ERR_INVALID_ARG with sentences; ranks that register different
+ *     regions fail connect together.
+ * Children report through their exit code (see tests/mp/test_bootstrap.c for the pattern). */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bootstrap.h"
+#include "error.h"
+#include "log.h"
+#include "proxy.h"
+#include "sock.h"
+#include "transport.h"
+
+#define MAX_CHILD 8
+#define CHILD_LIMIT_MS 15000 /* a child still running after this is killed: a hang */
+#define TIMEOUT_MS 5000      /* transport and proxy bound */
+#define MAXCH 16             /* chunks per (sender, receiver) and epoch */
+#define PAD_BYTES 65536
+#define BB_SLOT 4000         /* pad slot of the back-to-back test's flag */
+#define BB_N 1000
+
+typedef struct {
+  meld_boot_addr_t addr;
+  int nranks;
+} job_t;
+
+typedef int (*child_fn)(int idx, const job_t *job);
+
+#define CHILD_CHECK(cond)                                                                     \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      fprintf(stderr, "child %d: %s:%d: check failed: %s\n  last error: %s\n", idx, __FILE__, \
+              __LINE__, #cond, meld_last_error());                                            \
+      return 1;                                                                               \
+    }                                                                                         \
+  } while (0)
+
+static job_t new_job(int nranks) {
+  job_t job = {.nranks = nranks};
+  assert_int_equal(meld_bootstrap_root_listen(0, "127.0.0.1", &job.addr), MELD_OK);
+  return job;
+}
+
+static void run_children(int n, child_fn fn, const job_t *job, int *codes) {
+  pid_t pids[MAX_CHILD];
+  fflush(stdout);
+  fflush(stderr);
+  for (int i = 0; i < n; i++) {
+    pids[i] = fork();
+    assert_true(pids[i] >= 0);
+    if (pids[i] == 0) {
+      if (i != 0) meld_bootstrap_root_release(job->addr.key);
+      exit(fn(i, job));
+    }
+    codes[i] = -1;
+  }
+  meld_bootstrap_root_release(job->addr.key);
+  int64_t deadline = meld_now_ms() + CHILD_LIMIT_MS;
+  for (int left = n; left > 0;) {
+    for (int i = 0; i < n; i++) {
+      int st;
+      if (codes[i] != -1 || waitpid(pids[i], &st, WNOHANG) != pids[i]) continue;
+      codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      left--;
+    }
+    if (left > 0 && meld_now_ms() > deadline) {
+      for (int i = 0; i < n; i++)
+        if (codes[i] == -1) {
+          fprintf(stderr, "child %d hangs: killed\n", i);
+          kill(pids[i], SIGKILL);
+          waitpid(pids[i], NULL, 0);
+          codes[i] = 255;
+        }
+      break;
+    }
+    if (left > 0) meld_sleep_ms(2);
+  }
+}
+
+static void expect_codes(int n, const int *codes, int special, int special_code) {
+  for (int i = 0; i < n; i++) {
+    int want = i == special ? special_code : 0;
+    if (codes[i] != want) fprintf(stderr, "child %d exited with %d, expected %d\n", i, codes[i], want);
+    assert_int_equal(codes[i], want);
+  }
+}
+
+/* ---- one rank's world ----------------------------------------------------------------------- */
+
+typedef struct {
+  int rank, n;
+  size_t slice;            /* bytes per peer in the send and receive areas */
+  uint8_t *work;           /* region 0: [send area: n slices][receive area: n slices] */
+  uint64_t *pad;           /* region 1 */
+  meld_bootstrap_t *b;
+  meld_transport_t *t;
+  meld_proxy_t *p;
+} world_t;
+
+static int setup(int idx, const job_t *job, size_t slice, int node, world_t *w) {
+  memset(w, 0, sizeof *w);
+  meld_log_set_rank(idx);
+  w->rank = idx;
+  w->n = job->nranks;
+  w->slice = slice;
+  w->work = aligned_alloc(4096, 2 * (size_t)w->n * slice);
+  w->pad = aligned_alloc(4096, PAD_BYTES);
+  CHILD_CHECK(w->work && w->pad);
+  memset(w->pad, 0, PAD_BYTES);
+  CHILD_CHECK(meld_bootstrap_init(&job->addr, w->n, idx, 10000, &w->b) == MELD_OK);
+  CHILD_CHECK(meld_transport_tcp_create(idx, w->n, node, "127.0.0.1", TIMEOUT_MS, &w->t) == MELD_OK);
+  uint32_t id;
+  CHILD_CHECK(meld_transport_register(w->t, w->work, 2 * (uint64_t)w->n * slice, &id) == MELD_OK && id == 0);
+  CHILD_CHECK(meld_transport_register(w->t, w->pad, PAD_BYTES, &id) == MELD_OK && id == 1);
+  CHILD_CHECK(meld_transport_connect(w->t, w->b) == MELD_OK);
+  meld_proxy_config_t cfg = MELD_PROXY_CONFIG_INIT;
+  cfg.nslots = 64;
+  CHILD_CHECK(meld_proxy_create(w->t, &cfg, &w->p) == MELD_OK);
+  return 0;
+}
+
+/* Clean teardown: drain, a barrier (nobody closes while others still send), close. */
+static int teardown(int idx, world_t *w) {
+  CHILD_CHECK(meld_proxy_destroy(w->p) == MELD_OK);
+  CHILD_CHECK(meld_bootstrap_barrier(w->b) == MELD_OK);
+  meld_transport_close(w->t, TIMEOUT_MS);
+  meld_bootstrap_destroy(w->b);
+  free(w->work);
+  free(w->pad);
+  return 0;
+}
+
+/* ---- chunk plan and data: both ends compute them from (sender, receiver, epoch) ------------- */
+
+static uint64_t mix(uint64_t x) {
+  x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+/* Chunk sizes for s -> d in `epoch`, filling at most `slice` bytes: 1 byte, one of several MiB
+ * (most of the slice), then random small ones. Returns the count. */
+static int plan(int s, int d, uint64_t epoch, size_t slice, uint64_t *len) {
+  uint64_t seed = mix(((uint64_t)s << 40) ^ ((uint64_t)d << 20) ^ epoch), used = 0;
+  int k = 0;
+  len[k++] = 1, used = 1;
+  uint64_t big = slice / 2 + mix(seed + 1) % (slice / 4);
+  len[k++] = big, used += big;
+  for (int i = 2; i < MAXCH; i++) {
+    uint64_t l = 1 + mix(seed + (uint64_t)i) % (i % 3 ? 4096 : 65536);
+    if (used + l > slice) break;
+    len[k++] = l, used += l;
+  }
+  return k;
+}
+
+static void fill(uint8_t *p, uint64_t n, uint64_t seed) {
+  uint64_t x = mix(seed) | 1;
+  for (uint64_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p[i] = (uint8_t)x;
+  }
+}
+static int same(const uint8_t *p, uint64_t n, uint64_t seed) {
+  uint64_t x = mix(seed) | 1;
+  for (uint64_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    if (p[i] != (uint8_t)x) return 0;
+  }
+  return 1;
+}
+static uint64_t chunk_seed(int s, int d, uint64_t epoch, int c) {
+  return ((uint64_t)s << 48) ^ ((uint64_t)d << 32) ^ (epoch << 16) ^ (uint64_t)c ^ 0x5eedull;
+}
+
+/* Sends this epoch's chunks to every remote rank (interleaved over receivers). Returns the
+ * first enqueue's failure (with its sentence). */
+static meld_result_t send_epoch(world_t *w, uint64_t epoch) {
+  uint64_t len[MAX_CHILD][MAXCH], off[MAX_CHILD];
+  int nch[MAX_CHILD] = {0}, most = 0;
+  for (int d = 0; d < w->n; d++) {
+    if (!meld_transport_is_remote(w->t, d)) continue;
+    nch[d] = plan(w->rank, d, epoch, w->slice, len[d]);
+    most = nch[d] > most ? nch[d] : most;
+    uint8_t *src = w->work + (size_t)d * w->slice;
+    for (int c = 0, o = 0; c < nch[d]; o += (int)len[d][c], c++)
+      fill(src + o, len[d][c], chunk_seed(w->rank, d, epoch, c));
+    off[d] = 0;
+  }
+  for (int c = 0; c < most; c++)
+    for (int d = 0; d < w->n; d++) {
+      if (c >= nch[d]) continue;
+      const uint64_t src = (uint64_t)d * w->slice + off[d];
+      const uint64_t dst = (uint64_t)(w->n + w->rank) * w->slice + off[d];
+      MELD_CHECK(meld_proxy_write(w->p, d, 0, src, 0, dst, len[d][c], 1,
+                                  (uint32_t)(w->rank * MAXCH + c),
+                                  meld_stamp(epoch, (uint32_t)c + 1)));
+      off[d] += len[d][c];
+    }
+  return MELD_OK;
+}
+
+/* Waits for every remote sender's chunks of this epoch, checking each after its flag. */
+static int recv_epoch(int idx, world_t *w, uint64_t epoch) {
+  for (int s = 0; s < w->n; s++) {
+    if (!meld_transport_is_remote(w->t, s)) continue;
+    uint64_t len[MAXCH], o = 0;
+    int k = plan(s, w->rank, epoch, w->slice, len);
+    const uint8_t *area = w->work + (size_t)(w->n + s) * w->slice;
+    for (int c = 0; c < k; o += len[c], c++) {
+      char what[64];
+      snprintf(what, sizeof what, "chunk %d from rank %d", c, s);
+      CHILD_CHECK(meld_proxy_wait_flag(w->p, &w->pad[s * MAXCH + c],
+                                       meld_stamp(epoch, (uint32_t)c + 1), TIMEOUT_MS,
+                                       what) == MELD_OK);
+      if (!same(area + o, len[c], chunk_seed(s, w->rank, epoch, c))) {
+        fprintf(stderr, "rank %d: epoch %llu chunk %d (%llu bytes) from rank %d is wrong\n",
+                w->rank, (unsigned long long)epoch, c, (unsigned long long)len[c], s);
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+static size_t slice_for(int n) { return n <= 2 ? 8u << 20 : n <= 4 ? 4u << 20 : 2u << 20; }
+
+static int alltoall_rank(int idx, const job_t *job) {
+  world_t w;
+  if (setup(idx, job, slice_for(job->nranks), idx, &w)) return 1;
+  for (uint64_t epoch = 1; epoch <= 2; epoch++) {
+    CHILD_CHECK(send_epoch(&w, epoch) == MELD_OK);
+    if (recv_epoch(idx, &w, epoch)) return 1;
+    CHILD_CHECK(meld_proxy_flush(w.p, TIMEOUT_MS) == MELD_OK);
+    /* Next epoch rewrites the receive areas: everyone must have checked this one. */
+    CHILD_CHECK(meld_bootstrap_barrier(w.b) == MELD_OK);
+  }
+  /* 1000 back-to-back small writes to the next rank, one flag slot, 64-slot ring. */
+  const int to = (idx + 1) % w.n, from = (idx + w.n - 1) % w.n;
+  const uint64_t epoch = 3, dst_base = (uint64_t)w.n * w.slice; /* receive area start */
+  uint8_t *src = w.work;
+  for (int k = 0; k < BB_N; k++) fill(src + 64 * k, 1 + k % 64, chunk_seed(idx, to, epoch, k));
+  for (int k = 0; k < BB_N; k++)
+    CHILD_CHECK(meld_proxy_write(w.p, to, 0, 64 * (uint64_t)k, 0, dst_base + 64 * (uint64_t)k,
+                                 1 + k % 64, 1, BB_SLOT, meld_stamp(epoch, (uint32_t)k + 1)) == MELD_OK);
+  const uint8_t *got = w.work + dst_base;
+  CHILD_CHECK(meld_proxy_wait_flag(w.p, &w.pad[BB_SLOT], meld_stamp(epoch, 500), TIMEOUT_MS, "500 writes") == MELD_OK);
+  for (int k = 0; k < 500; k++) CHILD_CHECK(same(got + 64 * k, 1 + k % 64, chunk_seed(from, idx, epoch, k)));
+  CHILD_CHECK(meld_proxy_wait_flag(w.p, &w.pad[BB_SLOT], meld_stamp(epoch, BB_N), TIMEOUT_MS, "1000 writes") == MELD_OK);
+  for (int k = 0; k < BB_N; k++) CHILD_CHECK(same(got + 64 * k, 1 + k % 64, chunk_seed(from, idx, epoch, k)));
+  CHILD_CHECK(meld_proxy_flush(w.p, TIMEOUT_MS) == MELD_OK);
+  CHILD_CHECK(meld_proxy_done(w.p) == meld_proxy_ring(w.p)->head); /* every command, locally */
+  return teardown(idx, &w);
+}
+
+static void alltoall(int n) {
+  job_t job = new_job(n);
+  int codes[MAX_CHILD];
+  run_children(n, alltoall_rank, &job, codes);
+  expect_codes(n, codes, -1, 0);
+}
+static void test_alltoall_2(void **state) { (void)state; alltoall(2); }
+static void test_alltoall_4(void **state) { (void)state; alltoall(4); }
+static void test_alltoall_8(void **state) { (void)state; alltoall(8); }
+
+/* ---- a rank killed mid-transfer -------------------------------------------------------------- */
+
+#define VICTIM 1
+
+static int dies_rank(int idx, const job_t *job) {
+  world_t w;
+  if (setup(idx, job, 4u << 20, idx, &w)) return 1;
+  if (idx == VICTIM) {
+    /* Many MiB in flight to everyone, then SIGKILL: no goodbye, frames cut in the middle. */
+    for (int i = 0; i < 4; i++)
+      for (int d = 0; d < w.n; d++)
+        if (d != idx)
+          CHILD_CHECK(meld_proxy_write(w.p, d, 0, 0, 0, (uint64_t)(w.n + idx) * w.slice,
+                                       w.slice, 1, (uint32_t)(idx * MAXCH), meld_stamp(1, 1)) == MELD_OK);
+    meld_sleep_ms(5);
+    raise(SIGKILL);
+  }
+  const int64_t t0 = meld_now_ms();
+  meld_result_t rc = send_epoch(&w, 1); /* an enqueue may fail already */
+  if (rc == MELD_OK)
+    rc = meld_proxy_wait_flag(w.p, &w.pad[VICTIM * MAXCH + 1], meld_stamp(1, 2), TIMEOUT_MS, "victim");
+  const int64_t waited = meld_now_ms() - t0;
+  CHILD_CHECK(rc == MELD_ERR_SYSTEM);
+  CHILD_CHECK(strstr(meld_last_error(), "rank 1") != NULL);
+  CHILD_CHECK(waited < 3000);
+  const int64_t t1 = meld_now_ms(); /* teardown is bounded too */
+  CHILD_CHECK(meld_proxy_destroy(w.p) == MELD_ERR_SYSTEM);
+  meld_transport_close(w.t, 1000);
+  meld_bootstrap_destroy(w.b);
+  CHILD_CHECK(meld_now_ms() - t1 < 2500);
+  free(w.work);
+  free(w.pad);
+  return 0;
+}
+
+static void test_peer_dies(void **state) {
+  (void)state;
+  job_t job = new_job(4);
+  int codes[MAX_CHILD];
+  run_children(4, dies_rank, &job, codes);
+  expect_codes(4, codes, VICTIM, 128 + SIGKILL);
+}
+
+/* ---- emulated nodes: ranks {0,1} on node 0, {2,3} on node 1 ---------------------------------- */
+
+static int nodes_rank(int idx, const job_t *job) {
+  world_t w;
+  if (setup(idx, job, 1u << 20, idx / 2, &w)) return 1;
+  const int mate = idx ^ 1;
+  CHILD_CHECK(!meld_transport_is_remote(w.t, mate) && meld_transport_is_remote(w.t, (idx + 2) % 4));
+  CHILD_CHECK(meld_proxy_write(w.p, mate, 0, 0, 0, 0, 8, 1, 0, 1) == MELD_ERR_INVALID_ARG);
+  CHILD_CHECK(strstr(meld_last_error(), "is on this node (node") != NULL);
+  CHILD_CHECK(send_epoch(&w, 1) == MELD_OK);
+  if (recv_epoch(idx, &w, 1)) return 1;
+  CHILD_CHECK(w.pad[mate * MAXCH] == 0); /* nothing came from the same node */
+  return teardown(idx, &w);
+}
+
+static void test_emulated_nodes(void **state) {
+  (void)state;
+  job_t job = new_job(4);
+  int codes[MAX_CHILD];
+  run_children(4, nodes_rank, &job, codes);
+  expect_codes(4, codes, -1, 0);
+}
+
+/* ---- bad arguments ------------------------------------------------------------------------- */
+
+#define EXPECT_INVALID(call, sentence)                                      \
+  do {                                                                      \
+    CHILD_CHECK((call) == MELD_ERR_INVALID_ARG);                            \
+    CHILD_CHECK(strstr(meld_last_error(), sentence) != NULL);               \
+  } while (0)
+
+static int bad_args_rank(int idx, const job_t *job) {
+  meld_transport_t *t = NULL;
+  EXPECT_INVALID(meld_transport_tcp_create(2, 2, 0, NULL, 1000, &t), "rank 2 is not in [0, nranks 2)");
+  EXPECT_INVALID(meld_transport_tcp_create(0, 2, -1, NULL, 1000, &t), "node -1 < 0");
+  EXPECT_INVALID(meld_transport_tcp_create(0, 2, 0, NULL, 0, &t), "timeout_ms 0 < 1");
+  CHILD_CHECK(t == NULL);
+  uint64_t *mem = aligned_alloc(64, 4096);
+  CHILD_CHECK(mem != NULL);
+  memset(mem, 0, 4096);
+  CHILD_CHECK(meld_transport_tcp_create(idx, 2, idx, "127.0.0.1", TIMEOUT_MS, &t) == MELD_OK);
+  uint32_t id;
+  EXPECT_INVALID(meld_transport_register(t, NULL, 64, &id), "is NULL");
+  EXPECT_INVALID(meld_transport_register(t, mem, 0, &id), "bytes is 0");
+  EXPECT_INVALID(meld_transport_register(t, (char *)mem + 4, 64, &id), "is not 8-byte aligned");
+  CHILD_CHECK(meld_transport_register(t, mem, 4096, &id) == MELD_OK);
+  meld_write_t wr = {1 - idx, 0, 0, mem, 8, 0, 0, 1};
+  EXPECT_INVALID(meld_transport_write(t, &wr), "the transport is not connected");
+  meld_proxy_t *p = NULL;
+  EXPECT_INVALID(meld_proxy_create(t, NULL, &p), "not connected");
+  EXPECT_INVALID(meld_transport_connect(t, NULL), "t or b is NULL");
+  meld_bootstrap_t *b = NULL;
+  CHILD_CHECK(meld_bootstrap_init(&job->addr, 2, idx, 10000, &b) == MELD_OK);
+  CHILD_CHECK(meld_transport_connect(t, b) == MELD_OK);
+  EXPECT_INVALID(meld_transport_register(t, mem, 64, &id), "already connected");
+  EXPECT_INVALID(meld_transport_connect(t, b), "already connected");
+  const meld_write_t good = wr;
+  wr.dst_rank = 5;
+  EXPECT_INVALID(meld_transport_check_write(t, &wr), "dst rank 5 is not in [0, nranks 2)");
+  wr.dst_rank = idx;
+  EXPECT_INVALID(meld_transport_check_write(t, &wr), "is on this node");
+  wr = good, wr.dst_region = 3;
+  EXPECT_INVALID(meld_transport_check_write(t, &wr), "dst region 3 is not registered (1 regions)");
+  wr = good, wr.dst_offset = 4090;
+  EXPECT_INVALID(meld_transport_check_write(t, &wr), "8 bytes at offset 4090 pass the end of region 0 (4096 bytes) at rank");
+  wr = good, wr.flag_offset = 4;
+  EXPECT_INVALID(meld_transport_check_write(t, &wr), "flag offset 4 is not an 8-byte aligned slot");
+  wr = good, wr.flag_offset = 4096;
+  EXPECT_INVALID(meld_transport_check_write(t, &wr), "flag offset 4096 is not an 8-byte aligned slot");
+  wr = good, wr.src = NULL;
+  EXPECT_INVALID(meld_transport_check_write(t, &wr), "src is NULL (8 bytes)");
+  /* And a good write still works: rank 0 -> rank 1, flag at slot 100. */
+  CHILD_CHECK(meld_proxy_create(t, NULL, &p) == MELD_OK);
+  EXPECT_INVALID(meld_proxy_write(p, 1 - idx, 0, 4000, 0, 0, 200, 0, 100, 7), "are not inside local region 0");
+  if (idx == 0) {
+    mem[1] = 0x1122334455667788ull;
+    CHILD_CHECK(meld_proxy_write(p, 1, 0, 8, 0, 8, 8, 0, 100, 7) == MELD_OK);
+  } else {
+    CHILD_CHECK(meld_proxy_wait_flag(p, &mem[100], 7, TIMEOUT_MS, NULL) == MELD_OK);
+    CHILD_CHECK(mem[1] == 0x1122334455667788ull);
+  }
+  CHILD_CHECK(meld_proxy_destroy(p) == MELD_OK);
+  CHILD_CHECK(meld_bootstrap_barrier(b) == MELD_OK);
+  meld_transport_close(t, TIMEOUT_MS);
+  meld_bootstrap_destroy(b);
+  free(mem);
+  return 0;
+}
+
+static void test_bad_args(void **state) {
+  (void)state;
+  job_t job = new_job(2);
+  int codes[MAX_CHILD];
+  run_children(2, bad_args_rank, &job, codes);
+  expect_codes(2, codes, -1, 0);
+}
+
+/* Rank 1 registers one region, rank 0 two: both fail connect with the same sentence. */
+static int mismatch_rank(int idx, const job_t *job) {
+  uint64_t *mem = aligned_alloc(64, 128);
+  meld_transport_t *t = NULL;
+  meld_bootstrap_t *b = NULL;
+  uint32_t id;
+  CHILD_CHECK(mem && meld_transport_tcp_create(idx, 2, idx, "127.0.0.1", TIMEOUT_MS, &t) == MELD_OK);
+  CHILD_CHECK(meld_transport_register(t, mem, 64, &id) == MELD_OK);
+  if (idx == 0) CHILD_CHECK(meld_transport_register(t, mem + 8, 64, &id) == MELD_OK);
+  CHILD_CHECK(meld_bootstrap_init(&job->addr, 2, idx, 10000, &b) == MELD_OK);
+  EXPECT_INVALID(meld_transport_connect(t, b), "rank 1 registered 1 regions, rank 0 2: every rank must register the same regions");
+  meld_transport_close(t, 100);
+  meld_bootstrap_destroy(b);
+  free(mem);
+  return 0;
+}
+
+static void test_region_mismatch(void **state) {
+  (void)state;
+  job_t job = new_job(2);
+  int codes[MAX_CHILD];
+  run_children(2, mismatch_rank, &job, codes);
+  expect_codes(2, codes, -1, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_alltoall_2),     cmocka_unit_test(test_alltoall_4),
+      cmocka_unit_test(test_alltoall_8),     cmocka_unit_test(test_peer_dies),
+      cmocka_unit_test(test_emulated_nodes), cmocka_unit_test(test_bad_args),
+      cmocka_unit_test(test_region_mismatch),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
