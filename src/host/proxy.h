@@ -52,7 +52,7 @@ meld_cmdring_hdr_t *meld_proxy_ring(meld_proxy_t *p);
  * transport's sentences), waits for a free slot (bounded by the timeout; also returns at once
  * if the proxy failed), writes the command with seq = its index, publishes head. The source
  * bytes must be written before the call and stay unchanged until meld_proxy_done() passes
- * the command's index (the return value's *index). index may be NULL. Fails:
+ * the command's index (returned in *index; index may be NULL). Fails:
  * MELD_ERR_INVALID_ARG, MELD_ERR_TIMEOUT (no credit in time), the proxy's sticky error. */
 meld_result_t meld_proxy_enqueue(meld_proxy_t *p, const meld_cmd_t *cmd, uint64_t *index);
 
