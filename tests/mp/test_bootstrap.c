@@ -26,88 +26,20 @@
 #include <cmocka.h>
 
 #include "bootstrap.h"
+#include "common/mp_job.h"
 #include "error.h"
+#include "sock.h"
 
-#define MAX_CHILD 16
+#define MAX_CHILD MP_MAX_CHILD
 #define CHILD_LIMIT_MS 15000 /* a child still running after this is killed: a hang */
 
-typedef struct {
-  meld_boot_addr_t addr;
-  int nranks;
-} job_t;
-
-typedef int (*child_fn)(int idx, const job_t *job);
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
-  nanosleep(&ts, NULL);
-}
-
-#define CHILD_CHECK(cond)                                                                     \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "child %d: %s:%d: check failed: %s\n  last error: %s\n", idx, __FILE__, \
-              __LINE__, #cond, meld_last_error());                                            \
-      return 1;                                                                               \
-    }                                                                                         \
-  } while (0)
-
-static job_t new_job(int nranks) {
-  job_t job = {.nranks = nranks};
-  assert_int_equal(meld_bootstrap_root_listen(0, "127.0.0.1", &job.addr), MELD_OK);
-  assert_int_not_equal(job.addr.port, 0);
-  return job;
-}
-
-/* Forks n children running fn(i, job) and waits for them (see the top for the listener). */
+static int64_t now_ms(void) { return meld_now_ms(); }
+static void sleep_ms(int ms) { meld_sleep_ms(ms); }
+static job_t new_job(int nranks) { return mp_new_job(nranks); }
 static void run_children(int n, child_fn fn, const job_t *job, int *codes) {
-  pid_t pids[MAX_CHILD];
-  fflush(stdout);
-  fflush(stderr);
-  for (int i = 0; i < n; i++) {
-    pids[i] = fork();
-    assert_true(pids[i] >= 0);
-    if (pids[i] == 0) {
-      if (i != 0) meld_bootstrap_root_release(job->addr.key);
-      exit(fn(i, job)); /* exit, not _exit: LeakSanitizer then checks the child too */
-    }
-    codes[i] = -1;
-  }
-  meld_bootstrap_root_release(job->addr.key);
-  int64_t deadline = now_ms() + CHILD_LIMIT_MS;
-  for (int left = n; left > 0;) {
-    for (int i = 0; i < n; i++) {
-      int st;
-      if (codes[i] != -1 || waitpid(pids[i], &st, WNOHANG) != pids[i]) continue;
-      codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      left--;
-    }
-    if (left > 0 && now_ms() > deadline) {
-      for (int i = 0; i < n; i++)
-        if (codes[i] == -1) {
-          fprintf(stderr, "child %d hangs: killed\n", i);
-          kill(pids[i], SIGKILL);
-          waitpid(pids[i], NULL, 0);
-          codes[i] = 255;
-        }
-      break;
-    }
-    if (left > 0) sleep_ms(5);
-  }
+  mp_run_children(n, fn, job, codes, CHILD_LIMIT_MS);
 }
-
-static void expect_all_zero(int n, const int *codes) {
-  for (int i = 0; i < n; i++) {
-    if (codes[i] != 0) fprintf(stderr, "child %d exited with %d\n", i, codes[i]);
-    assert_int_equal(codes[i], 0);
-  }
-}
+static void expect_all_zero(int n, const int *codes) { mp_expect_codes(n, codes, -1, 0); }
 
 static unsigned char pattern(int rank, size_t i) {
   return (unsigned char)(rank * 31 + i * 7 + 1);

@@ -29,84 +29,27 @@
 #include <cmocka.h>
 
 #include "bootstrap.h"
+#include "common/mp_job.h"
 #include "error.h"
 #include "log.h"
 #include "proxy.h"
 #include "sock.h"
 #include "transport.h"
 
-#define MAX_CHILD 8
 #define CHILD_LIMIT_MS 15000 /* a child still running after this is killed: a hang */
+#define MAX_CHILD 8          /* ranks at most (array sizes) */
 #define TIMEOUT_MS 5000      /* transport and proxy bound */
 #define MAXCH 16             /* chunks per (sender, receiver) and epoch */
 #define PAD_BYTES 65536
 #define BB_SLOT 4000         /* pad slot of the back-to-back test's flag */
 #define BB_N 1000
 
-typedef struct {
-  meld_boot_addr_t addr;
-  int nranks;
-} job_t;
-
-typedef int (*child_fn)(int idx, const job_t *job);
-
-#define CHILD_CHECK(cond)                                                                     \
-  do {                                                                                        \
-    if (!(cond)) {                                                                            \
-      fprintf(stderr, "child %d: %s:%d: check failed: %s\n  last error: %s\n", idx, __FILE__, \
-              __LINE__, #cond, meld_last_error());                                            \
-      return 1;                                                                               \
-    }                                                                                         \
-  } while (0)
-
-static job_t new_job(int nranks) {
-  job_t job = {.nranks = nranks};
-  assert_int_equal(meld_bootstrap_root_listen(0, "127.0.0.1", &job.addr), MELD_OK);
-  return job;
-}
-
+static job_t new_job(int nranks) { return mp_new_job(nranks); }
 static void run_children(int n, child_fn fn, const job_t *job, int *codes) {
-  pid_t pids[MAX_CHILD];
-  fflush(stdout);
-  fflush(stderr);
-  for (int i = 0; i < n; i++) {
-    pids[i] = fork();
-    assert_true(pids[i] >= 0);
-    if (pids[i] == 0) {
-      if (i != 0) meld_bootstrap_root_release(job->addr.key);
-      exit(fn(i, job));
-    }
-    codes[i] = -1;
-  }
-  meld_bootstrap_root_release(job->addr.key);
-  int64_t deadline = meld_now_ms() + CHILD_LIMIT_MS;
-  for (int left = n; left > 0;) {
-    for (int i = 0; i < n; i++) {
-      int st;
-      if (codes[i] != -1 || waitpid(pids[i], &st, WNOHANG) != pids[i]) continue;
-      codes[i] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      left--;
-    }
-    if (left > 0 && meld_now_ms() > deadline) {
-      for (int i = 0; i < n; i++)
-        if (codes[i] == -1) {
-          fprintf(stderr, "child %d hangs: killed\n", i);
-          kill(pids[i], SIGKILL);
-          waitpid(pids[i], NULL, 0);
-          codes[i] = 255;
-        }
-      break;
-    }
-    if (left > 0) meld_sleep_ms(2);
-  }
+  mp_run_children(n, fn, job, codes, CHILD_LIMIT_MS);
 }
-
 static void expect_codes(int n, const int *codes, int special, int special_code) {
-  for (int i = 0; i < n; i++) {
-    int want = i == special ? special_code : 0;
-    if (codes[i] != want) fprintf(stderr, "child %d exited with %d, expected %d\n", i, codes[i], want);
-    assert_int_equal(codes[i], want);
-  }
+  mp_expect_codes(n, codes, special, special_code);
 }
 
 /* ---- one rank's world ----------------------------------------------------------------------- */
