@@ -65,3 +65,10 @@ void mp_expect_codes(int n, const int *codes, int special, int special_code) {
     assert_int_equal(codes[i], want);
   }
 }
+
+void mp_run_ok(int nranks, int nchildren, child_fn fn, int limit_ms) {
+  int codes[MP_MAX_CHILD];
+  job_t job = mp_new_job(nranks);
+  mp_run_children(nchildren, fn, &job, codes, limit_ms);
+  mp_expect_codes(nchildren, codes, -1, 0);
+}

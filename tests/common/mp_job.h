@@ -46,4 +46,7 @@ void mp_run_children(int n, child_fn fn, const job_t *job, int *codes, int limit
  * with special_code. */
 void mp_expect_codes(int n, const int *codes, int special, int special_code);
 
+/* The common case: a fresh job of nranks, nchildren children running fn, all must exit 0. */
+void mp_run_ok(int nranks, int nchildren, child_fn fn, int limit_ms);
+
 #endif

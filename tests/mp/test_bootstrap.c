@@ -77,10 +77,7 @@ static int collectives_rank(int idx, const job_t *job) {
 }
 
 static void collectives(int n) {
-  job_t job = new_job(n);
-  int codes[MAX_CHILD];
-  run_children(n, collectives_rank, &job, codes);
-  expect_all_zero(n, codes);
+  mp_run_ok(n, n, collectives_rank, CHILD_LIMIT_MS);
 }
 
 static void test_collectives_2(void **state) {
@@ -145,10 +142,7 @@ static int missing_rank_rank(int idx, const job_t *job) {
 
 static void test_missing_rank_times_out(void **state) {
   (void)state;
-  job_t job = new_job(4);
-  int codes[MAX_CHILD];
-  run_children(4, missing_rank_rank, &job, codes);
-  expect_all_zero(4, codes);
+  mp_run_ok(4, 4, missing_rank_rank, CHILD_LIMIT_MS);
 }
 
 /* Rank 0 never starts (and nobody listens): joiners retry, then time out with a sentence. */
@@ -191,10 +185,7 @@ static int root_dies_rank(int idx, const job_t *job) {
 
 static void test_root_dies(void **state) {
   (void)state;
-  job_t job = new_job(3);
-  int codes[MAX_CHILD];
-  run_children(3, root_dies_rank, &job, codes);
-  expect_all_zero(3, codes);
+  mp_run_ok(3, 3, root_dies_rank, CHILD_LIMIT_MS);
 }
 
 /* Children 3 and 4 are strays (another job's key; a wrong nranks) that knock first; the root
@@ -223,10 +214,7 @@ static int strays_rank(int idx, const job_t *job) {
 
 static void test_strays_refused(void **state) {
   (void)state;
-  job_t job = new_job(3);
-  int codes[MAX_CHILD];
-  run_children(5, strays_rank, &job, codes);
-  expect_all_zero(5, codes);
+  mp_run_ok(3, 5, strays_rank, CHILD_LIMIT_MS);
 }
 
 /* Rank 2 passes 64 bytes to an allgather where the others pass 32: every rank fails with the
@@ -260,13 +248,8 @@ static int mismatch_kind_rank(int idx, const job_t *job) {
 
 static void test_mismatched_collectives(void **state) {
   (void)state;
-  int codes[MAX_CHILD];
-  job_t job = new_job(3);
-  run_children(3, mismatch_size_rank, &job, codes);
-  expect_all_zero(3, codes);
-  job = new_job(3);
-  run_children(3, mismatch_kind_rank, &job, codes);
-  expect_all_zero(3, codes);
+  mp_run_ok(3, 3, mismatch_size_rank, CHILD_LIMIT_MS);
+  mp_run_ok(3, 3, mismatch_kind_rank, CHILD_LIMIT_MS);
 }
 
 /* Rank 2 exits right after init: the others' barrier fails at once, naming rank 2. */
@@ -287,10 +270,7 @@ static int peer_dies_rank(int idx, const job_t *job) {
 
 static void test_peer_dies(void **state) {
   (void)state;
-  job_t job = new_job(3);
-  int codes[MAX_CHILD];
-  run_children(3, peer_dies_rank, &job, codes);
-  expect_all_zero(3, codes);
+  mp_run_ok(3, 3, peer_dies_rank, CHILD_LIMIT_MS);
 }
 
 /* Rank 2 is late to a barrier with a 300 ms deadline: the others time out naming it. */
@@ -314,10 +294,7 @@ static int barrier_timeout_rank(int idx, const job_t *job) {
 
 static void test_barrier_timeout(void **state) {
   (void)state;
-  job_t job = new_job(3);
-  int codes[MAX_CHILD];
-  run_children(3, barrier_timeout_rank, &job, codes);
-  expect_all_zero(3, codes);
+  mp_run_ok(3, 3, barrier_timeout_rank, CHILD_LIMIT_MS);
 }
 
 static void test_port_in_use(void **state) {
