@@ -189,6 +189,11 @@ typedef struct {
    * own shard in place while the peers' rows come from the staging. */
   CUtensorMap map_a2;
   int32_t a2_row_begin, a2_rows;
+  /* Split-K / stream-K combine (additive; 0 = each piece stores its partial, the last
+   * arriver reads them; 1 = pieces add into one zeroed fp32 tile with red.global.add.v4.f32,
+   * the last reads the sum and re-zeroes it: `workspace` must then be all zeros before the
+   * first launch and hold gemm_plan_workspace_bytes(p) = slots x 128 x 256 floats). */
+  int32_t fixup_red;
 } gemm_params_t;
 
 #ifdef __CUDACC__
@@ -541,9 +546,11 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
 
 /* Epilogue of one consumer warpgroup g (rows m0 + 64g .. +64 of the tile). RED: hook g is
  * compiled in (fused reduction kernels only; the stand-alone engine keeps its registers). */
-template <bool RED, bool G2 = false>
+template <bool RED, bool G2 = false, bool DEFER = false>
 __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const float *acc,
-                                              gemm_tile_t t, uint32_t stg, int g, int tid) {
+                                              gemm_tile_t t, uint32_t stg, int g, int tid,
+                                              uint32_t *pk = nullptr, int *pk_on = nullptr,
+                                              int *pk_col = nullptr, int *pk_row = nullptr) {
   const int w = tid >> 5, l = tid & 31;
   const int M = p->m, N = p->n;
   const int row0 = t.m_blk * GEMM_BM; /* tile's first row */
@@ -576,11 +583,25 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   }
   const int tma_out = G2 && RED && eh->out_tma && eh->out && eh->reduce.on && owner != eh->reduce.owner; /* g2 */
   const int use_tma = G2 ? tma_out : (p->epi_tma && !eh->out && eh->rows_valid <= 0);
+  /* Deferred half 1 (plain TMA-store path, no hooks): packed into 32 registers now, staged
+   * and stored by gemm_epi_deferred during the next tile's first k-block. */
+  const int defer = DEFER && !RED && !G2 && use_tma && !eh->signal;
   const int r0 = 16 * w + (l >> 2); /* this thread's first row in the warpgroup's 64 */
   const uint32_t bar = GEMM_BAR_WG0 + g;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (row_base >= M || col_base + 128 * h >= N) continue; /* warpgroup-uniform */
+    if (DEFER && defer && h == 1) {
+#pragma unroll
+      for (int jj = 0; jj < 16; ++jj) {
+        pk[2 * jj] = gemm_pack_bf16x2(acc[4 * (16 + jj)], acc[4 * (16 + jj) + 1]);
+        pk[2 * jj + 1] = gemm_pack_bf16x2(acc[4 * (16 + jj) + 2], acc[4 * (16 + jj) + 3]);
+      }
+      *pk_on = 1;
+      *pk_col = col_base + 128;
+      *pk_row = row_base;
+      continue;
+    }
     if (use_tma && tid == 0) cp_async_bulk_wait_group_read0();      /* staging free again */
     named_bar_sync(bar, 128);
 #pragma unroll
@@ -669,21 +690,73 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   }
 }
 
+/* The deferred half 1 of the previous tile's epilogue (plain TMA-store path, DEFER): waits
+ * until the staging is free again (half 0's TMA store has read it), writes the 32 packed
+ * registers in the same swizzled layout as gemm_epilogue, and TMA-stores the 64 x 128 block
+ * at (col c0, row). Called by all 128 threads of warpgroup g while the tensor cores run the
+ * next tile's first k-block (or after the last tile). */
+__device__ __forceinline__ void gemm_epi_deferred(const gemm_params_t *p, const uint32_t *pk, int c0,
+                                                  int row, uint32_t stg, int g, int tid) {
+  const int w = tid >> 5, l = tid & 31;
+  const int r0 = 16 * w + (l >> 2);
+  const uint32_t bar = GEMM_BAR_WG0 + g;
+  if (tid == 0) cp_async_bulk_wait_group_read0();
+  named_bar_sync(bar, 128);
+#pragma unroll
+  for (int jj = 0; jj < 16; ++jj) {
+    const uint32_t a0 = stg + (jj >> 3) * 8192 + r0 * 128 + (((jj & 7) ^ (r0 & 7)) << 4) + 4 * (l & 3);
+    st_shared_u32(a0, pk[2 * jj]);
+    st_shared_u32(a0 + 8 * 128, pk[2 * jj + 1]);
+  }
+  fence_proxy_async_smem_cta();
+  named_bar_sync(bar, 128);
+  if (tid == 0) {
+#pragma unroll
+    for (int b = 0; b < 2; ++b)
+      if (c0 + 64 * b < p->n) tma_store_2d(&p->map_c, stg + 8192 * b, c0 + 64 * b, row);
+    cp_async_bulk_commit_group();
+  }
+}
+
+/* Vector fp32 reduction in L2 (sm_90: red.global.add.v4.f32), fire-and-forget. */
+__device__ __forceinline__ void gemm_red_add_v4(float4 *addr, float4 v) {
+  asm volatile("red.relaxed.gpu.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(addr), "f"(v.x), "f"(v.y),
+               "f"(v.z), "f"(v.w)
+               : "memory");
+}
+
 /* Split-K / stream-K fixup for consumer thread ctid (0..255) of a partial tile (contributor
  * `split` of `ncontrib`, workspace slot `slot` of `stride` partials): stores the partial,
  * counts arrivals; returns 0 if another contributor will finish the tile, else adds the
  * others' partials into acc and returns 1 (this CTA runs the epilogue). No CTA ever waits for
- * another. Threads whose rows are all past M (`live` 0) skip their loads and stores. */
+ * another. Threads whose rows are all past M (`live` 0) skip their loads and stores.
+ * Two ways to combine (p->fixup_red):
+ *   0: each contributor stores its partial to its own slice [slot][split]; the last reads the
+ *      others', 16 float4 loads in flight per thread (64 registers next to the 128
+ *      accumulators), one partial after the other: 2 L2 round trips per other partial
+ *      (was 4 with 8 in flight).
+ *   1: every contributor adds its partial into ONE zeroed fp32 tile [slot] with
+ *      red.global.add.v4.f32 (no read-back, no wait); the last reads the sum (2 round trips
+ *      whatever the split) and zeroes the tile again for the next launch. The workspace must
+ *      be all zeros before the first launch (gemm_plan_for keeps a separate zeroed buffer). */
 __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *acc, int slot,
                                                  int split, int ncontrib, int stride, int ctid,
                                                  uint32_t last_flag, int live) {
-  /* [slot][split][q][ctid] float4s: each warp store is 512 contiguous bytes. */
-  float4 *ws = (float4 *)p->workspace + (size_t)slot * stride * (32 * 256);
-  float4 *mine = ws + (size_t)split * (32 * 256) + ctid;
+  const int red = p->fixup_red;
+  /* [slot][split][q][ctid] float4s (red: [slot][q][ctid]): each warp access is 512
+   * contiguous bytes. */
+  float4 *ws = (float4 *)p->workspace + (size_t)slot * (red ? 1 : stride) * (32 * 256) + ctid;
   if (live) {
+    if (red) {
 #pragma unroll
-    for (int q = 0; q < 32; ++q)
-      __stcg(mine + q * 256, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+      for (int q = 0; q < 32; ++q)
+        gemm_red_add_v4(ws + q * 256, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+    } else {
+      float4 *mine = ws + (size_t)split * (32 * 256);
+#pragma unroll
+      for (int q = 0; q < 32; ++q)
+        __stcg(mine + q * 256, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+    }
   }
   named_bar_sync(GEMM_BAR_CONSUMERS, 256); /* all partial stores precede the count */
   if (ctid == 0) {
@@ -699,17 +772,35 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
   named_bar_sync(GEMM_BAR_CONSUMERS, 256);
   if (!ld_shared_u32(last_flag)) return 0;
   if (!live) return 1;
-  for (int s2 = 0; s2 < ncontrib; ++s2) {
-    if (s2 == split) continue;
-    const float4 *o = ws + (size_t)s2 * (32 * 256) + ctid;
+  if (red) { /* the sum of all contributors, this one's included: replaces acc */
 #pragma unroll
-    for (int q0 = 0; q0 < 32; q0 += 8) {
-      /* 8 loads in flight at a time: 128 accumulators + 32 staging registers fit in 232. */
-      float4 v[8];
+    for (int q0 = 0; q0 < 32; q0 += 16) {
+      float4 v[16];
 #pragma unroll
-      for (int q = 0; q < 8; ++q) v[q] = __ldcg(o + (q0 + q) * 256);
+      for (int q = 0; q < 16; ++q) v[q] = __ldcg(ws + (q0 + q) * 256);
 #pragma unroll
-      for (int q = 0; q < 8; ++q) {
+      for (int q = 0; q < 16; ++q) {
+        acc[4 * (q0 + q)] = v[q].x;
+        acc[4 * (q0 + q) + 1] = v[q].y;
+        acc[4 * (q0 + q) + 2] = v[q].z;
+        acc[4 * (q0 + q) + 3] = v[q].w;
+        __stcg(ws + (q0 + q) * 256, make_float4(0.f, 0.f, 0.f, 0.f)); /* zero for the next launch */
+      }
+      asm volatile("" ::: "memory");
+    }
+    return 1;
+  }
+#pragma unroll
+  for (int q0 = 0; q0 < 32; q0 += 16) {
+    for (int s2 = 0; s2 < ncontrib; ++s2) {
+      if (s2 == split) continue;
+      const float4 *o = ws + (size_t)s2 * (32 * 256);
+      /* 16 loads in flight: 128 accumulators + 64 staging registers fit in 232. */
+      float4 v[16];
+#pragma unroll
+      for (int q = 0; q < 16; ++q) v[q] = __ldcg(o + (q0 + q) * 256);
+#pragma unroll
+      for (int q = 0; q < 16; ++q) {
         acc[4 * (q0 + q)] += v[q].x;
         acc[4 * (q0 + q) + 1] += v[q].y;
         acc[4 * (q0 + q) + 2] += v[q].z;
@@ -722,10 +813,12 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
 }
 
 /* A consumer warpgroup g (0/1): waits stages, issues wgmma, releases stages, epilogue. */
-template <bool BKN, bool RED = false, bool G2 = false>
+template <bool BKN, bool RED = false, bool G2 = false, bool DEFER = false>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
   float acc[128];
+  uint32_t pk[DEFER ? 32 : 1]; /* DEFER: the previous tile's half 1, packed bf16x2 */
+  int pk_on = 0, pk_col = 0, pk_row = 0;
   const int cl = p->cluster_m;
   const uint32_t peer = cl == 2 ? (cluster_ctarank() ^ 1) : 0;
   const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
@@ -765,6 +858,10 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
         }
       }
       wgmma_commit();
+      if (DEFER && kb == 0 && pk_on) { /* overlaps the previous tile's last store with this k-block */
+        gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
+        pk_on = 0;
+      }
       if (kb) {
         wgmma_wait1(); /* the previous k-block's wgmmas are done reading their stage */
         gemm_release(empty0 + 8 * prev, lane, cl, peer);
@@ -788,8 +885,10 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
                              sbase + GEMM_FLAG_OFF, live))
         continue;
     }
-    gemm_epilogue<RED, G2>(p, acc, t, stg, g, tid);
+    if (DEFER) gemm_epilogue<RED, G2, DEFER>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
+    else gemm_epilogue<RED, G2>(p, acc, t, stg, g, tid);
   }
+  if (DEFER && pk_on) gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */
   if (p->epi_tma && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }
@@ -801,7 +900,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * memory (>= GEMM_SMEM_BYTES). The kernel must be __launch_bounds__(384, 1) (setmaxnreg).
  * On return (cluster_m 1), warps 1..3 of warpgroup 0 return at once, with 40 registers:
  * a fused kernel may use them (comm warp, hook e) with named barriers other than 1..3. */
-template <bool BKN, bool RED = false, bool G2 = false>
+template <bool BKN, bool RED = false, bool G2 = false, bool DEFER = false>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers) {
   const uint32_t raw = smem_addr(smem_raw);
@@ -829,7 +928,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     __syncwarp();
   } else {
     setmaxnreg_inc_232();
-    gemm_consumer<BKN, RED, G2>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    gemm_consumer<BKN, RED, G2, DEFER>(p, smem, sbase, wg - 1, threadIdx.x & 127);
   }
   /* No CTA of a pair may exit while its peer can still multicast into it or arrive on it. */
   if (cl == 2) cluster_sync();

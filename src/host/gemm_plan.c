@@ -134,9 +134,10 @@ static int gemm_choose_split(int64_t tiles, int sms, int k_blocks) {
 
 size_t gemm_plan_workspace_bytes(const gemm_params_t *p) {
   if (!p) return 0;
-  if (p->sk_tiles > 0) return (size_t)p->sk_tiles * p->sk_cmax * GEMM_BM * GEMM_BN * sizeof(float);
+  const size_t tile = (size_t)GEMM_BM * GEMM_BN * sizeof(float);
+  if (p->sk_tiles > 0) return (size_t)p->sk_tiles * (p->fixup_red ? 1 : p->sk_cmax) * tile;
   if (p->split_k <= 1) return 0;
-  return ((size_t)p->tiles_m * p->tiles_n - p->split_from) * p->split_k * GEMM_BM * GEMM_BN * sizeof(float);
+  return ((size_t)p->tiles_m * p->tiles_n - p->split_from) * (p->fixup_red ? 1 : p->split_k) * tile;
 }
 
 size_t gemm_plan_counter_words(const gemm_params_t *p) {
@@ -308,6 +309,13 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     w = 2 * pairs;
   }
   p->workers = (int32_t)w;
+  if (o->fixup_red < 0 || o->fixup_red > 2)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: fixup_red %d is outside [0, 2]", o->fixup_red);
+  if (o->fixup_red == 2 && !o->has_workspace)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "gemm_plan_make: fixup_red 2 (partials added in L2) needs has_workspace: the "
+                      "caller must provide an all-zero fp32 workspace");
+  p->fixup_red = o->fixup_red == 2 && (p->split_k > 1 || p->sk_tiles > 0);
   /* Raster group: ~2K x 2K outputs per sweep (16 m-blocks x 8 n-blocks) keep the live A and
    * B panels of ~132 CTAs small in L2. */
   p->group_m = o->group_m > 0 ? o->group_m : (cl == 2 ? 8 : 16);
@@ -419,7 +427,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            "gemm %d x %d x %d (B %s), tiles %d x %d x %d of %dx%dx%d, %d stages, smem %d B\n"
            "  c %p ldc %lld, cluster_m %d, group_m %d, epilogue %s, workers %d\n"
            "  split_k %d (kb_per_split %d, from tile %d) workspace %p counters %p\n"
-           "  stream-K: %d tiles, %d ranges, %d parts, %d contributors max\n"
+           "  stream-K: %d tiles, %d ranges, %d parts, %d contributors max; fixup %s\n"
            "  ready: flags %p rows_per_flag %d epoch %llu abort %p timeout_ns %llu status %p\n"
            "  order: m_rotate %d m_order %p queue %p\n"
            "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
@@ -427,7 +435,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
            p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->workers,
            p->split_k, p->kb_per_split, p->split_from, (void *)p->workspace, (void *)p->counters,
-           p->sk_tiles, p->sk_workers, p->sk_parts, p->sk_cmax,
+           p->sk_tiles, p->sk_workers, p->sk_parts, p->sk_cmax, p->fixup_red ? "red.add in L2" : "stores",
            (const void *)p->ready.flags, p->ready.rows_per_flag,
            (unsigned long long)p->ready.epoch, (const void *)p->ready.abort_word,
            (unsigned long long)p->ready.timeout_ns, (void *)p->ready.status, p->order.m_rotate,

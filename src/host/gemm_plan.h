@@ -30,9 +30,13 @@ typedef struct {
    *   4 = the cost model's choice of 1 or 3 (needs has_workspace). */
   int stream_k;
   int has_workspace; /* 1: the caller provides p->workspace / p->counters (gemm_plan_for does) */
+  /* Split-K / stream-K combine (added later; zero = default): 0 = default (1), 1 = partials
+   * stored and read back by the last arriver, 2 = partials added in L2 into one zeroed tile
+   * (red.global.add.v4.f32; needs has_workspace: the caller keeps that workspace zeroed). */
+  int fixup_red;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0}
 
 /* Overrides of the plan's choices from the environment, read once (gemm_plan_for applies them
  * to options left at "choose"): MELD_GEMM_GROUP_M, MELD_GEMM_SPLIT_K, MELD_GEMM_STREAM_K. */

@@ -13,7 +13,9 @@ template <bool BKN>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ gemm_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) uint8_t gemm_smem[];
-  gemm_cta_run<BKN>(&p, gemm_smem, (int)blockIdx.x, (int)gridDim.x);
+  /* DEFER: the stand-alone kernel overlaps each tile's second epilogue half with the next
+   * tile's first k-block (fused kernels keep the plain epilogue). */
+  gemm_cta_run<BKN, false, false, true>(&p, gemm_smem, (int)blockIdx.x, (int)gridDim.x);
 #endif
 }
 
@@ -86,6 +88,8 @@ typedef struct {
   cudaStream_t stream;
   float *ws;
   size_t ws_bytes;
+  float *zws; /* fixup_red: kept all-zero (zeroed at allocation; each launch re-zeroes it) */
+  size_t zws_bytes;
   uint32_t *counters;
   size_t counter_words;
 } gemm_ws_t;
@@ -93,7 +97,7 @@ static gemm_ws_t g_ws[GEMM_MAX_WS];
 static pthread_mutex_t g_ws_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static meld_result_t gemm_workspace(int dev, cudaStream_t stream, size_t bytes, size_t words, int grow,
-                                    float **ws, uint32_t **counters) {
+                                    int zeroed, float **ws, uint32_t **counters) {
   meld_result_t res = MELD_OK;
   pthread_mutex_lock(&g_ws_lock);
   gemm_ws_t *e = NULL;
@@ -111,16 +115,22 @@ static meld_result_t gemm_workspace(int dev, cudaStream_t stream, size_t bytes, 
     res = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_gemm: more than %d streams use split-K", GEMM_MAX_WS);
     goto out;
   }
-  if (!grow && (e->ws_bytes < bytes || e->counter_words < words)) {
-    res = MELD_ERR_OUT_OF_MEMORY; /* quiet: the caller falls back */
-    goto out;
-  }
-  if (e->ws_bytes < bytes) {
-    if (e->ws) cudaFree(e->ws);
-    e->ws = NULL;
-    e->ws_bytes = 0;
-    MELD_CUDA_CHECK_GOTO(cudaMalloc((void **)&e->ws, bytes), res, out);
-    e->ws_bytes = bytes;
+  {
+    float **buf = zeroed ? &e->zws : &e->ws;
+    size_t *have = zeroed ? &e->zws_bytes : &e->ws_bytes;
+    if (!grow && (*have < bytes || e->counter_words < words)) {
+      res = MELD_ERR_OUT_OF_MEMORY; /* quiet: the caller falls back */
+      goto out;
+    }
+    if (*have < bytes) {
+      if (*buf) cudaFree(*buf);
+      *buf = NULL;
+      *have = 0;
+      MELD_CUDA_CHECK_GOTO(cudaMalloc((void **)buf, bytes), res, out);
+      if (zeroed) MELD_CUDA_CHECK_GOTO(cudaMemsetAsync(*buf, 0, bytes, stream), res, out);
+      *have = bytes;
+    }
+    *ws = *buf;
   }
   if (e->counter_words < words) {
     if (e->counters) cudaFree(e->counters);
@@ -130,7 +140,6 @@ static meld_result_t gemm_workspace(int dev, cudaStream_t stream, size_t bytes, 
     MELD_CUDA_CHECK_GOTO(cudaMemsetAsync(e->counters, 0, words * 4, stream), res, out);
     e->counter_words = words;
   }
-  *ws = e->ws;
   *counters = e->counters;
 out:
   pthread_mutex_unlock(&g_ws_lock);
@@ -166,9 +175,10 @@ extern "C" meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_pla
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
     if (gemm_workspace(dev, stream, gemm_plan_workspace_bytes(p), gemm_plan_counter_words(p),
-                       cs == cudaStreamCaptureStatusNone, &ws, &counters) != MELD_OK) {
+                       cs == cudaStreamCaptureStatusNone, p->fixup_red, &ws, &counters) != MELD_OK) {
       opts.split_k = 1; /* no workspace: run without split-K / stream-K rather than fail */
       opts.stream_k = 1;
+      opts.fixup_red = 1;
       MELD_CHECK(gemm_plan_make(a, &opts, p, workers));
     } else {
       p->workspace = ws;
