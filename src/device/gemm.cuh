@@ -194,6 +194,12 @@ typedef struct {
    * the last reads the sum and re-zeroes it: `workspace` must then be all zeros before the
    * first launch and hold gemm_plan_workspace_bytes(p) = slots x 128 x 256 floats). */
   int32_t fixup_red;
+  /* Epilogue overlap (additive; selects the stand-alone gemm_kernel<., DEFER = epi_defer>;
+   * fused kernels ignore it; 0 = off): 1 = on the plain TMA-store path (no hooks), each
+   * consumer warpgroup packs its tile's second 64x128 half to 32 bf16x2 registers and stages
+   * + TMA-stores it while the next tile's first k-block runs. (Deferring both halves, 64
+   * registers through the mainloop, spilled: 24 bytes.) */
+  int32_t epi_defer;
 } gemm_params_t;
 
 #ifdef __CUDACC__
@@ -546,7 +552,7 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
 
 /* Epilogue of one consumer warpgroup g (rows m0 + 64g .. +64 of the tile). RED: hook g is
  * compiled in (fused reduction kernels only; the stand-alone engine keeps its registers). */
-template <bool RED, bool G2 = false, bool DEFER = false>
+template <bool RED, bool G2 = false, int DEFER = 0>
 __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
                                               uint32_t *pk = nullptr, int *pk_on = nullptr,
@@ -583,15 +589,15 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   }
   const int tma_out = G2 && RED && eh->out_tma && eh->out && eh->reduce.on && owner != eh->reduce.owner; /* g2 */
   const int use_tma = G2 ? tma_out : (p->epi_tma && !eh->out && eh->rows_valid <= 0);
-  /* Deferred half 1 (plain TMA-store path, no hooks): packed into 32 registers now, staged
-   * and stored by gemm_epi_deferred during the next tile's first k-block. */
-  const int defer = DEFER && !RED && !G2 && use_tma && !eh->signal;
+  /* Deferred half 1 (DEFER, plain TMA-store path, no hooks): packed into 32 registers now,
+   * staged and stored by gemm_epi_deferred during the next tile's first k-block. */
+  const int defer = DEFER > 0 && !RED && !G2 && use_tma && !eh->signal;
   const int r0 = 16 * w + (l >> 2); /* this thread's first row in the warpgroup's 64 */
   const uint32_t bar = GEMM_BAR_WG0 + g;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (row_base >= M || col_base + 128 * h >= N) continue; /* warpgroup-uniform */
-    if (DEFER && defer && h == 1) {
+    if (DEFER > 0 && defer && h == 1) {
 #pragma unroll
       for (int jj = 0; jj < 16; ++jj) {
         pk[2 * jj] = gemm_pack_bf16x2(acc[4 * (16 + jj)], acc[4 * (16 + jj) + 1]);
@@ -739,6 +745,7 @@ __device__ __forceinline__ void gemm_red_add_v4(float4 *addr, float4 v) {
  *      red.global.add.v4.f32 (no read-back, no wait); the last reads the sum (2 round trips
  *      whatever the split) and zeroes the tile again for the next launch. The workspace must
  *      be all zeros before the first launch (gemm_plan_for keeps a separate zeroed buffer). */
+template <int NLD = 16>
 __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *acc, int slot,
                                                  int split, int ncontrib, int stride, int ctid,
                                                  uint32_t last_flag, int live) {
@@ -774,12 +781,12 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
   if (!live) return 1;
   if (red) { /* the sum of all contributors, this one's included: replaces acc */
 #pragma unroll
-    for (int q0 = 0; q0 < 32; q0 += 16) {
-      float4 v[16];
+    for (int q0 = 0; q0 < 32; q0 += NLD) {
+      float4 v[NLD];
 #pragma unroll
-      for (int q = 0; q < 16; ++q) v[q] = __ldcg(ws + (q0 + q) * 256);
+      for (int q = 0; q < NLD; ++q) v[q] = __ldcg(ws + (q0 + q) * 256);
 #pragma unroll
-      for (int q = 0; q < 16; ++q) {
+      for (int q = 0; q < NLD; ++q) {
         acc[4 * (q0 + q)] = v[q].x;
         acc[4 * (q0 + q) + 1] = v[q].y;
         acc[4 * (q0 + q) + 2] = v[q].z;
@@ -791,16 +798,16 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
     return 1;
   }
 #pragma unroll
-  for (int q0 = 0; q0 < 32; q0 += 16) {
+  for (int q0 = 0; q0 < 32; q0 += NLD) {
     for (int s2 = 0; s2 < ncontrib; ++s2) {
       if (s2 == split) continue;
       const float4 *o = ws + (size_t)s2 * (32 * 256);
-      /* 16 loads in flight: 128 accumulators + 64 staging registers fit in 232. */
-      float4 v[16];
+      /* NLD (16) loads in flight: 128 accumulators + 64 staging registers fit in 232. */
+      float4 v[NLD];
 #pragma unroll
-      for (int q = 0; q < 16; ++q) v[q] = __ldcg(o + (q0 + q) * 256);
+      for (int q = 0; q < NLD; ++q) v[q] = __ldcg(o + (q0 + q) * 256);
 #pragma unroll
-      for (int q = 0; q < 16; ++q) {
+      for (int q = 0; q < NLD; ++q) {
         acc[4 * (q0 + q)] += v[q].x;
         acc[4 * (q0 + q) + 1] += v[q].y;
         acc[4 * (q0 + q) + 2] += v[q].z;
@@ -813,7 +820,7 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
 }
 
 /* A consumer warpgroup g (0/1): waits stages, issues wgmma, releases stages, epilogue. */
-template <bool BKN, bool RED = false, bool G2 = false, bool DEFER = false>
+template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
   float acc[128];
@@ -858,7 +865,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
         }
       }
       wgmma_commit();
-      if (DEFER && kb == 0 && pk_on) { /* overlaps the previous tile's last store with this k-block */
+      if (DEFER > 0 && pk_on) { /* the previous tile's last store overlaps this k-block */
         gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
         pk_on = 0;
       }
@@ -885,10 +892,10 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
                              sbase + GEMM_FLAG_OFF, live))
         continue;
     }
-    if (DEFER) gemm_epilogue<RED, G2, DEFER>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
+    if (DEFER > 0) gemm_epilogue<RED, G2, DEFER>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
     else gemm_epilogue<RED, G2>(p, acc, t, stg, g, tid);
   }
-  if (DEFER && pk_on) gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
+  if (DEFER > 0 && pk_on) gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */
   if (p->epi_tma && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }
@@ -900,7 +907,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * memory (>= GEMM_SMEM_BYTES). The kernel must be __launch_bounds__(384, 1) (setmaxnreg).
  * On return (cluster_m 1), warps 1..3 of warpgroup 0 return at once, with 40 registers:
  * a fused kernel may use them (comm warp, hook e) with named barriers other than 1..3. */
-template <bool BKN, bool RED = false, bool G2 = false, bool DEFER = false>
+template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers) {
   const uint32_t raw = smem_addr(smem_raw);

@@ -112,6 +112,9 @@ static meld_result_t encode_2d(CUtensorMap *map, const void *base, int64_t inner
 
 /* ---- plan -------------------------------------------------------------------------------- */
 
+/* Epilogue overlap level chosen by default (p->epi_defer; opts.epi_defer 0). */
+#define GEMM_EPI_DEFER_DEFAULT 1
+
 /* Split-K cost model for the L tiles of the last partial wave (L = tiles % SMs; all tiles
  * when there are fewer than SMs): time ~ rounds of (tile / S) work, + 8% per extra split for
  * the fp32 partial traffic and fixup; each split keeps >= 4 k-blocks. Picks S in 1..4 (ties:
@@ -320,6 +323,9 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
    * B panels of ~132 CTAs small in L2. */
   p->group_m = o->group_m > 0 ? o->group_m : (cl == 2 ? 8 : 16);
   p->epi_tma = o->epi_tma < 0 ? 1 : (o->epi_tma != 0);
+  if (o->epi_defer < 0 || o->epi_defer > 2)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: epi_defer %d is outside [0, 2]", o->epi_defer);
+  p->epi_defer = p->epi_tma ? (o->epi_defer == 0 ? GEMM_EPI_DEFER_DEFAULT : o->epi_defer - 1) : 0;
 
   MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, GEMM_BM,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "A"));
@@ -364,6 +370,7 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
     MELD_WHY("gemm: split_k 1 needs split_from = tiles (%d), not %d", p->tiles_m * p->tiles_n,
         p->split_from);
   }
+  if (p->epi_defer < 0 || p->epi_defer > 1) MELD_WHY("gemm: epi_defer %d is not 0 or 1", p->epi_defer);
   if (p->sk_tiles < 0) MELD_WHY("gemm: sk_tiles %d < 0", p->sk_tiles);
   if (p->sk_tiles > 0) {
     if (p->split_k != 1 || p->cluster_m != 1)
@@ -425,7 +432,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
   }
   snprintf(buf, len,
            "gemm %d x %d x %d (B %s), tiles %d x %d x %d of %dx%dx%d, %d stages, smem %d B\n"
-           "  c %p ldc %lld, cluster_m %d, group_m %d, epilogue %s, workers %d\n"
+           "  c %p ldc %lld, cluster_m %d, group_m %d, epilogue %s (half 1 deferred %d), workers %d\n"
            "  split_k %d (kb_per_split %d, from tile %d) workspace %p counters %p\n"
            "  stream-K: %d tiles, %d ranges, %d parts, %d contributors max; fixup %s\n"
            "  ready: flags %p rows_per_flag %d epoch %llu abort %p timeout_ns %llu status %p\n"
@@ -433,7 +440,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
            p->m, p->n, p->k, p->b_kn ? "[K,N]" : "[N,K]", p->tiles_m, p->tiles_n, p->k_blocks,
            GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
-           p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->workers,
+           p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->epi_defer, p->workers,
            p->split_k, p->kb_per_split, p->split_from, (void *)p->workspace, (void *)p->counters,
            p->sk_tiles, p->sk_workers, p->sk_parts, p->sk_cmax, p->fixup_red ? "red.add in L2" : "stores",
            (const void *)p->ready.flags, p->ready.rows_per_flag,

@@ -34,9 +34,13 @@ typedef struct {
    * stored and read back by the last arriver, 2 = partials added in L2 into one zeroed tile
    * (red.global.add.v4.f32; needs has_workspace: the caller keeps that workspace zeroed). */
   int fixup_red;
+  /* Epilogue overlap of the stand-alone kernel (p->epi_defer): 0 = default, 1 = off, 2 = on
+   * (each tile's second half stored during the next tile's first k-block). Only with the
+   * TMA-store epilogue; fused kernels ignore it. */
+  int epi_defer;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0}
 
 /* Overrides of the plan's choices from the environment, read once (gemm_plan_for applies them
  * to options left at "choose"): MELD_GEMM_GROUP_M, MELD_GEMM_SPLIT_K, MELD_GEMM_STREAM_K. */

@@ -9,14 +9,21 @@
 #include "gemm_plan.h"
 
 /* One persistent CTA per SM (or per cluster slot); all CTAs run the engine. */
-template <bool BKN>
+/* DEFER = p.epi_defer (0 or 1): the stand-alone kernel may overlap a tile's second epilogue
+ * half with the next tile's first k-block (fused kernels keep the plain epilogue). */
+template <bool BKN, int DEFER>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ gemm_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) uint8_t gemm_smem[];
-  /* DEFER: the stand-alone kernel overlaps each tile's second epilogue half with the next
-   * tile's first k-block (fused kernels keep the plain epilogue). */
-  gemm_cta_run<BKN, false, false, true>(&p, gemm_smem, (int)blockIdx.x, (int)gridDim.x);
+  gemm_cta_run<BKN, false, false, DEFER>(&p, gemm_smem, (int)blockIdx.x, (int)gridDim.x);
 #endif
+}
+
+typedef void (*gemm_kernel_fn)(gemm_params_t);
+static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer) {
+  static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},
+                                         {gemm_kernel<true, 0>, gemm_kernel<true, 1>}};
+  return k[b_kn ? 1 : 0][defer > 0 ? 1 : 0];
 }
 
 #define GEMM_MAX_DEVICES 64
@@ -27,10 +34,10 @@ static int g_dev_clusters[GEMM_MAX_DEVICES];
 
 static meld_result_t gemm_device_setup(int dev) {
   if (dev < GEMM_MAX_DEVICES && g_dev_ready[dev]) return MELD_OK;
-  MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<false>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
-  MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<true>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+  for (int kn = 0; kn < 2; kn++)
+    for (int d = 0; d < 2; d++)
+      MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -43,7 +50,7 @@ static meld_result_t gemm_device_setup(int dev) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, gemm_kernel<false>, &cfg) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, gemm_kernel_for(0, 0), &cfg) != cudaSuccess) {
     (void)cudaGetLastError(); /* no clusters: plans fall back to cluster_m 1 */
     clusters = 0;
   }
@@ -71,8 +78,7 @@ extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = p->cluster_m > 1 ? 1 : 0;
-  if (p->b_kn) MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_kernel<true>, *p));
-  else MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_kernel<false>, *p));
+  MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_kernel_for(p->b_kn, p->epi_defer), *p));
   return MELD_OK;
 }
 

@@ -80,6 +80,7 @@ typedef struct {
   int split_k;   /* 0 = plan's choice */
   int stream_k;  /* 0 = plan's choice; 1 off; 2 partial wave; 3 one + partial wave */
   int fixup_red; /* 0 = plan's choice; 2 = partials added in L2 (red.global.add) */
+  int epi_defer; /* 0 = plan's choice (on); 1 = off; 2 = on */
 } gemm_case_t;
 
 static void run_case(const gemm_case_t *tc) {
@@ -90,9 +91,10 @@ static void run_case(const gemm_case_t *tc) {
   const int64_t ldc = n + tc->pad + (8 - n % 8) % 8;
   const int64_t extra = 8;
   char name[160];
-  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d sk %d%s", (long long)m,
+  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d sk %d%s%s", (long long)m,
            (long long)n, (long long)k, tc->b_kn ? "kn" : "nk", tc->pad, tc->sm_count, tc->cluster_m,
-           tc->epi_tma, tc->split_k, tc->stream_k, tc->fixup_red == 2 ? " red" : "");
+           tc->epi_tma, tc->split_k, tc->stream_k, tc->fixup_red == 2 ? " red" : "",
+           tc->epi_defer == 1 ? " nodefer" : "");
   uint16_t *a = dev_random((size_t)m * lda, 1 + m * 3 + k);
   uint16_t *b = dev_random((size_t)bn * ldb, 2 + n * 5 + k);
   uint16_t *c = NULL;
@@ -110,7 +112,9 @@ static void run_case(const gemm_case_t *tc) {
   o.split_k = tc->split_k;
   o.stream_k = tc->stream_k;
   o.fixup_red = tc->fixup_red;
-  if (tc->cluster_m == 0 && tc->epi_tma < 0 && tc->split_k == 0 && tc->stream_k == 0 && tc->fixup_red == 0)
+  o.epi_defer = tc->epi_defer;
+  if (tc->cluster_m == 0 && tc->epi_tma < 0 && tc->split_k == 0 && tc->stream_k == 0 && tc->fixup_red == 0 &&
+      tc->epi_defer == 0)
     GT_MELD(meld_gemm(&args, 0));
   else GT_MELD(gemm_launch(&args, &o, 0));
   GT_CUDA(cudaDeviceSynchronize());
@@ -516,57 +520,66 @@ int main(void) {
   check_cublas_ref();
   test_params_check();
   const gemm_case_t cases[] = {
-      /* m, n, k, b_kn, pad, sms, cluster, epi, cpu, split, stream_k, fixup_red */
-      {128, 256, 64, 0, 0, 1, 1, -1, 1, 0, 0, 0},     /* one tile, one k-block: the layout itself */
-      {128, 256, 64, 1, 0, 1, 1, -1, 1, 0, 0, 0},
-      {256, 512, 640, 0, 0, 0, 0, -1, 1, 0, 0, 0},
-      {256, 512, 640, 1, 0, 0, 0, -1, 1, 0, 0, 0},
-      {1, 8, 8, 0, 0, 0, 0, -1, 1, 0, 0, 0},          /* tiny tails */
-      {1, 8, 8, 1, 0, 0, 0, -1, 1, 0, 0, 0},
-      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0},     /* every dimension a tail, padded leading dims */
-      {300, 200, 72, 1, 8, 0, 0, 0, 1, 0, 0, 0},      /* ... generic-store epilogue */
-      {520, 1000, 1000, 1, 16, 0, 1, 1, 1, 0, 0, 0},  /* odd tile count, TMA-store epilogue forced */
-      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0, 0, 0}, /* the issue's tail shapes vs cuBLAS */
-      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0, 0, 0},
-      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
-      {1000, 1000, 4104, 1, 8, 16, 1, 0, 0, 0, 0, 0}, /* 16 SMs, generic stores */
-      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0, 0, 0},
-      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0, 0, 0},
-      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0}, /* no cluster */
-      {4096, 4096, 4096, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+      /* m, n, k, b_kn, pad, sms, cluster, epi, cpu, split, stream_k, fixup_red,
+       * epi_defer */
+      {128, 256, 64, 0, 0, 1, 1, -1, 1, 0, 0, 0, 0},     /* one tile, one k-block: the layout itself */
+      {128, 256, 64, 1, 0, 1, 1, -1, 1, 0, 0, 0, 0},
+      {256, 512, 640, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0},
+      {256, 512, 640, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0},
+      {1, 8, 8, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0},          /* tiny tails */
+      {1, 8, 8, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0},
+      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0},     /* every dimension a tail, padded leading dims */
+      {300, 200, 72, 1, 8, 0, 0, 0, 1, 0, 0, 0, 0},      /* ... generic-store epilogue */
+      {520, 1000, 1000, 1, 16, 0, 1, 1, 1, 0, 0, 0, 0},  /* odd tile count, TMA-store epilogue forced */
+      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0}, /* the issue's tail shapes vs cuBLAS */
+      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0},
+      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0, 0, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
+      {1000, 1000, 4104, 1, 8, 16, 1, 0, 0, 0, 0, 0, 0}, /* 16 SMs, generic stores */
+      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0},
+      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0}, /* no cluster */
+      {4096, 4096, 4096, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
       /* split-K: forced, and chosen by the plan for few tiles (decode, 160-tile shapes) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0},
-      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0}, /* again: the tile counters reset themselves */
-      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0},
+      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0}, /* again: the tile counters reset themselves */
+      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 0, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
       /* stream-K: forced over the partial wave (2) / one + partial wave (3), tails, both B
        * layouts, both epilogues, few SMs (ranges spanning several tiles), M past the tile */
-      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 0},   /* 12 tiles on 7 SMs: 5 split over 7 */
-      {300, 1000, 4104, 1, 8, 7, 1, 0, 1, 1, 3, 0},    /* 12 tiles: 7 + 5 over 7 */
-      {1000, 1000, 4104, 0, 0, 5, 1, -1, 0, 1, 3, 0},  /* 32 tiles on 5 SMs */
-      {1000, 1000, 4104, 1, 0, 13, 1, -1, 0, 1, 2, 0}, /* 32 tiles on 13 SMs */
-      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 0},    /* 32 tiles < SMs: all stream-K, rows past M */
-      {16, 8192, 8192, 1, 0, 0, 1, -1, 0, 1, 3, 0},
-      {200, 600, 192, 0, 0, 4, 1, -1, 1, 1, 2, 0},     /* 3 k-blocks: ranges of 1..2 k-blocks */
-      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 3, 0},  /* 320 tiles: the AG P2 qkv shape */
-      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 2, 0},
-      {2048, 5120, 8192, 1, 0, 0, 0, -1, 0, 1, 4, 0},  /* the cost model's stream-K choice, B [K,N] */
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 0, 0},   /* 12 tiles on 7 SMs: 5 split over 7 */
+      {300, 1000, 4104, 1, 8, 7, 1, 0, 1, 1, 3, 0, 0},    /* 12 tiles: 7 + 5 over 7 */
+      {1000, 1000, 4104, 0, 0, 5, 1, -1, 0, 1, 3, 0, 0},  /* 32 tiles on 5 SMs */
+      {1000, 1000, 4104, 1, 0, 13, 1, -1, 0, 1, 2, 0, 0}, /* 32 tiles on 13 SMs */
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0},    /* 32 tiles < SMs: all stream-K, rows past M */
+      {16, 8192, 8192, 1, 0, 0, 1, -1, 0, 1, 3, 0, 0},
+      {200, 600, 192, 0, 0, 4, 1, -1, 1, 1, 2, 0, 0},     /* 3 k-blocks: ranges of 1..2 k-blocks */
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 3, 0, 0},  /* 320 tiles: the AG P2 qkv shape */
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0},
+      {2048, 5120, 8192, 1, 0, 0, 0, -1, 0, 1, 4, 0, 0},  /* the cost model's stream-K choice, B [K,N] */
       /* partials added in L2 (fixup_red 2): split-K forced / chosen, stream-K; each shape
        * twice in a row: the last arriver must leave the workspace zeroed */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2},
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2},   /* split 8, generic stores */
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2}, /* decode: split 4 chosen */
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 2},  /* rows past M */
-      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 2}, /* stream-K: ranges spanning tiles */
-      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2},
-      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2},
-      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 2},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0}, /* default fixup after the red runs */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0},
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2, 0},   /* split 8, generic stores */
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0}, /* decode: split 4 chosen */
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 2, 0},  /* rows past M */
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 2, 0}, /* stream-K: ranges spanning tiles */
+      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0},
+      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0},
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 2, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0}, /* default fixup after the red runs */
+      /* epilogue overlap (half 1 stored during the next tile's first k-block): off for
+       * comparison; on with tiles that have no half 1 (n-block 1024..1100) between tiles that
+       * have one, several tiles per CTA */
+      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 1},
+      {1000, 1000, 4104, 1, 0, 3, 1, -1, 0, 0, 0, 0, 1},
+      {384, 1100, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2},
+      {384, 1100, 512, 1, 8, 3, 1, 1, 1, 0, 0, 0, 2},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 1},
   };
   /* TEST_GEMM_ONLY=hooks: only the hook tests (small problems: fast under compute-sanitizer). */
   const int only_hooks = getenv("TEST_GEMM_ONLY") && !strcmp(getenv("TEST_GEMM_ONLY"), "hooks");
