@@ -13,8 +13,10 @@
  * aligned by a barrier before each batch) after 5 warm-up calls. rel_err compares meld's
  * output with NCCL's on the same inputs (0 for the copies; sums differ by summation order).
  *
- * Usage: bench_coll [--quick] [--json FILE] [--max-bytes N]
- *   --quick: sizes up to 256 MB, fewer samples (< 60 s).  NCCL_NVLS_ENABLE=0 is set here. */
+ * Usage: bench_coll [--quick] [--s2] [--json FILE] [--max-bytes N]
+ *   --quick: sizes up to 256 MB, fewer samples (< 60 s).  NCCL_NVLS_ENABLE=0 is set here.
+ *   --s2: the session-2 sweep instead (floor; latency 4 KB..1 MB with LL geometries; 64 MB,
+ *   256 MB, 1 GB with ROUNDS/RING geometries and loop depths; GB/s vs CTAs). */
 #include <cuda_bf16.h>
 #include <math.h>
 
@@ -216,6 +218,290 @@ static void json_line(FILE *jf, const bench_env_t *env, const char *nccl_ver, co
   fflush(jf);
 }
 
+/* ---- push micro-benchmark (--s2): what one CTA moves into the peer's memory ------------------
+ * Each CTA pushes its slice of `bytes` from local memory into the peer's workspace, nothing
+ * else (no signals unless asked, no drain). vec<U>: every thread, U 16-byte loads in flight.
+ * bulk: thread 0 only, TMA: cp.async.bulk global->shared (PB-byte pieces, mbarrier per
+ * buffer), then shared->peer global, NB buffers, loads running L pieces ahead of the stores.
+ * rel_every > 0: every rel_every pieces, cp.async.bulk.wait_group W (W = 0: all stores of
+ * the thread complete; W = NB-1-L... : the newest groups stay in flight) and a st.release.sys
+ * of a flag in the peer's pad (nobody waits for it): what a per-chunk signal costs, and
+ * whether the release fence also drains the bulk groups still in flight. */
+enum { PB = 16384, NB = 8, LAG = 4 };
+
+template <int U>
+__global__ void __launch_bounds__(1024, 1) bc_push_vec(uint8_t *dst, const uint8_t *src, size_t per_cta) {
+  const int4 *s = (const int4 *)(src + blockIdx.x * per_cta);
+  int4 *d = (int4 *)(dst + blockIdx.x * per_cta);
+  const size_t n = per_cta / 16, st = blockDim.x;
+  size_t i = threadIdx.x;
+  for (; i + (U - 1) * st < n; i += U * st) {
+    int4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) v[u] = __ldcg(s + i + u * st);
+#pragma unroll
+    for (int u = 0; u < U; u++) d[i + u * st] = v[u];
+  }
+  for (; i < n; i += st) d[i] = __ldcg(s + i);
+}
+
+MELD_DEV void bc_wait_group(int w) {
+  switch (w) {
+    case 0: asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.bulk.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.bulk.wait_group 2;" ::: "memory"); break;
+    default: asm volatile("cp.async.bulk.wait_group 3;" ::: "memory"); break;
+  }
+}
+
+__global__ void __launch_bounds__(32, 1) bc_push_bulk(uint8_t *dst, const uint8_t *src, size_t per_cta,
+                                                      uint64_t *flag, int rel_every, int wait_n) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ __align__(8) uint64_t bars[NB];
+  if (threadIdx.x != 0) return;
+  for (int b = 0; b < NB; b++) mbarrier_init_cta(smem_addr(&bars[b]), 1);
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  const uint8_t *s = src + blockIdx.x * per_cta;
+  uint8_t *d = dst + blockIdx.x * per_cta;
+  const long n = (long)(per_cta / PB);
+  for (long i = 0; i < n + LAG; i++) {
+    if (i < n) {
+      const int b = (int)(i % NB);
+      /* Buffer b was last read by the store of piece i - NB; stores issued so far: pieces
+       * < i - LAG, so at most NB - 1 - LAG newer groups may stay pending. */
+      if (i >= NB) asm volatile("cp.async.bulk.wait_group.read 3;" ::: "memory"); /* NB-1-LAG = 3 */
+      mbarrier_arrive_expect_tx_cta(smem_addr(&bars[b]), PB);
+      cp_async_bulk_g2s(smem_addr(smem + b * PB), s + i * PB, PB, smem_addr(&bars[b]));
+    }
+    const long k = i - LAG;
+    if (k >= 0) {
+      const int b = (int)(k % NB);
+      /* Local TMA completion; bounded like every wait (1 s), then the kernel stops. */
+      if (meld_mbar_wait_raw(smem_addr(&bars[b]), (uint32_t)((k / NB) & 1), NULL, 1000000000ull) != MELD_WAIT_DONE)
+        break;
+      cp_async_bulk_s2g(d + k * PB, smem_addr(smem + b * PB), PB);
+      cp_async_bulk_commit_group();
+      if (rel_every > 0 && (k + 1) % rel_every == 0) {
+        bc_wait_group(wait_n);
+        st_release_sys_u64(flag + blockIdx.x, (uint64_t)k);
+      }
+    }
+  }
+  cp_async_bulk_wait_group0();
+}
+
+typedef struct {
+  int kind; /* 0 vec4, 1 vec8, 2 bulk */
+  int ctas, threads, rel_every, wait_n;
+} bc_push_cfg_t;
+
+/* Both ranks push at once (as in a collective); busbw-like GB/s = bytes / time. */
+static void s2_push(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, const void *src, size_t bytes) {
+  const int peer = 1 - c->rank;
+  uint8_t *dst = (uint8_t *)c->comm->workspace.peer[peer];
+  uint64_t *flag = (uint64_t *)((uint8_t *)c->comm->pad.peer[peer] + MELD_PAD_OFF_DATA + 4096);
+  cudaFuncSetAttribute((const void *)bc_push_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, NB * PB);
+  const bc_push_cfg_t cfgs[] = {
+      {0, 16, 384, 0, 0}, {0, 16, 512, 0, 0}, {1, 16, 512, 0, 0}, {1, 16, 640, 0, 0}, {1, 8, 1024, 0, 0},
+      {1, 16, 1024, 0, 0}, {1, 32, 512, 0, 0}, {2, 4, 32, 0, 0}, {2, 8, 32, 0, 0}, {2, 16, 32, 0, 0},
+      {2, 32, 32, 0, 0}, {2, 16, 32, 16, 0}, {2, 16, 32, 16, 3}, {2, 16, 32, 4, 0}, {2, 16, 32, 4, 3},
+  };
+  const char *kn[] = {"vec4", "vec8", "bulk"};
+  if (c->rank == 0) printf("\npush micro-benchmark, %zu bytes per rank into the peer (GB/s per direction)\n", bytes);
+  for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+    const bc_push_cfg_t *f = &cfgs[i];
+    size_t per = bytes / (size_t)f->ctas / PB * PB;
+    float ms[9];
+    for (int sIdx = -2; sIdx < 9; sIdx++) {
+      meld_bootstrap_barrier(c->comm->boot);
+      cudaEventRecord(c->e0, c->s);
+      if (f->kind == 0) bc_push_vec<4><<<f->ctas, f->threads, 0, c->s>>>(dst, (const uint8_t *)src, per);
+      else if (f->kind == 1) bc_push_vec<8><<<f->ctas, f->threads, 0, c->s>>>(dst, (const uint8_t *)src, per);
+      else bc_push_bulk<<<f->ctas, 32, NB * PB, c->s>>>(dst, (const uint8_t *)src, per, flag, f->rel_every, f->wait_n);
+      cudaEventRecord(c->e1, c->s);
+      cudaEventSynchronize(c->e1);
+      float t = 0;
+      cudaEventElapsedTime(&t, c->e0, c->e1);
+      if (sIdx >= 0) ms[sIdx] = t;
+    }
+    cudaError_t e = cudaGetLastError();
+    float med = bench_median(ms, 9);
+    double gbs = (double)per * f->ctas / (med * 1e-3) / 1e9;
+    char vn[64];
+    snprintf(vn, sizeof vn, "push_%s_c%d_t%d_rel%d_w%d", kn[f->kind], f->ctas, f->threads, f->rel_every, f->wait_n);
+    if (c->rank == 0) {
+      printf("  %-36s %9.1f GB/s %s\n", vn, gbs, e == cudaSuccess ? "" : cudaGetErrorString(e));
+      fflush(stdout);
+    }
+    json_line(jf, env, nccl_ver, "push", per * f->ctas, 0, "plain", vn, f->ctas, f->threads, c->P, med, NAN, gbs, 0,
+              -1);
+  }
+  meld_bootstrap_barrier(c->comm->boot);
+}
+
+/* ---- --s2: the focused sweep of session 2 (docs/perf-notes-coll-s2.md) ------------------------ */
+
+static int g_s2 = 0;
+
+/* One point: correctness vs NCCL (same inputs), then meld and NCCL timed back to back
+ * (plain; graph too when `graph`), one table row and one JSON line per mode. nccl_ms_io:
+ * NCCL's time at this (op, bytes, mode) measured once and reused by the variants (NAN:
+ * measure now). */
+static void s2_point(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, int op, size_t bytes,
+                     const meld_coll_plan_hint_t *h, const char *vname, int graph, float nccl_ms_io[2], void *bufs[3],
+                     double *d_acc, int samples) {
+  const int P = c->P;
+  size_t count = op == OP_AR ? bytes / 2 : bytes / 2 / (size_t)P;
+  if (count == 0) return;
+  bc_run_t rm = {0, op, bufs[0], bufs[1], count, h};
+  bc_run_t rn = {1, op, bufs[0], bufs[2], count, NULL};
+  bc_enqueue(c, &rm);
+  bc_enqueue(c, &rn);
+  size_t out_n = op == OP_AG || op == OP_A2A ? count * P : count;
+  double err = bc_rel_err(c, (const uint16_t *)bufs[1], (const uint16_t *)bufs[2], out_n, d_acc);
+  int batch = bytes <= ((size_t)1 << 20) ? 20 : bytes <= ((size_t)64 << 20) ? 4 : 1;
+  for (int g = 0; g <= graph; g++) {
+    int gb = g ? 20 : batch;
+    float tm = bc_time(c, &rm, g, samples, gb);
+    if (!(nccl_ms_io[g] > 0)) nccl_ms_io[g] = bc_time(c, &rn, g, samples, gb);
+    float tn = nccl_ms_io[g];
+    double f = busbw_factor(op, P);
+    double bm = bytes / (tm * 1e-3) / 1e9 * f, bn = bytes / (tn * 1e-3) / 1e9 * f;
+    int ctas = h ? h->ctas : 0, thr = h ? h->threads : 0;
+    if (c->rank == 0) {
+      printf("%-15s %-24s %11zu %6s %10.2f %10.2f %9.1f %9.1f %7.2f %9.2g\n", g_opname[op], vname, bytes,
+             g ? "graph" : "plain", tm * 1e3, tn * 1e3, bm, bn, tm / tn, err);
+      fflush(stdout);
+    }
+    GT_CHECK(tm == tm, "%s %s %zu bytes: meld failed", g_opname[op], vname, bytes);
+    GT_CHECK(err <= (op == OP_AG || op == OP_A2A ? 0.0 : 1e-2), "%s %s %zu bytes: meld vs NCCL rel err %.3g",
+             g_opname[op], vname, bytes, err);
+    json_line(jf, env, nccl_ver, g_opname[op], bytes, count, g ? "graph" : "plain", vname, ctas, thr, P, tm, tn, bm,
+              bn, err);
+  }
+}
+
+static void s2_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *bufs[3],
+                   double *d_acc) {
+  const int samples = 9;
+  if (c->rank == 0)
+    printf("%-15s %-24s %11s %6s %10s %10s %9s %9s %7s %9s\n", "op", "variant", "bytes", "mode", "meld_us",
+           "nccl_us", "meld_GBs", "nccl_GBs", "m/nccl", "rel_err");
+  /* 1. Latency: default plans and LL geometry variants, 4 KB .. 1 MB, plain and graph. */
+  for (int op = 0; op < 4; op++)
+    for (size_t bytes = 4096; bytes <= ((size_t)1 << 20); bytes *= 4) {
+      float nms[2] = {NAN, NAN};
+      s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", 1, nms, bufs, d_acc, samples);
+      if (bytes < 16384 || op == OP_A2A) continue;
+      const int lc[] = {1, 2, 4, 8, 16}, lt[] = {256, 512};
+      for (int i = 0; i < 5; i++)
+        for (int k = 0; k < 2; k++) {
+          meld_coll_plan_hint_t h;
+          memset(&h, 0, sizeof h);
+          h.proto = MELD_PROTO_LL, h.ctas = lc[i], h.threads = lt[k];
+          char vn[48];
+          snprintf(vn, sizeof vn, "ll_c%d_t%d", lc[i], lt[k]);
+          s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 1, nms, bufs, d_acc, samples);
+        }
+    }
+  /* 2. Bandwidth: 64 MB, 256 MB, 1 GB: default, the run-1 baseline engine (ROUNDS, unroll 4),
+   * ROUNDS and RING geometry with the deeper loops. */
+  for (int op = 0; op < 4; op++)
+    for (size_t bytes = (size_t)64 << 20; bytes <= g_max_bytes; bytes *= 4) {
+      float nms[2] = {NAN, NAN};
+      s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", 0, nms, bufs, d_acc, samples);
+      meld_coll_plan_hint_t h;
+      char vn[64];
+      for (int ar2 = 0; ar2 < (op == OP_AR ? 2 : 1); ar2++) {
+        const char *pre = ar2 ? "2shot_" : "";
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_ROUNDS, h.unroll = 4, h.ar_algo = ar2 ? MELD_AR_TWO_SHOT : MELD_AR_AUTO;
+        snprintf(vn, sizeof vn, "%srounds_u4_base", pre);
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
+        const int rc[] = {16, 32};
+        const size_t rk[] = {(size_t)256 << 10, (size_t)1 << 20};
+        for (int i = 0; i < 2; i++)
+          for (int k = 0; k < 2; k++)
+            for (int sl = 2; sl <= 4; sl += 2) {
+              memset(&h, 0, sizeof h);
+              h.proto = MELD_PROTO_ROUNDS, h.unroll = 8, h.ctas = rc[i], h.threads = 512, h.chunk_bytes = rk[k];
+              h.slots = sl, h.ar_algo = ar2 ? MELD_AR_TWO_SHOT : MELD_AR_AUTO;
+              snprintf(vn, sizeof vn, "%srounds_c%d_k%zuK_s%d", pre, rc[i], rk[k] >> 10, sl);
+              s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
+            }
+      }
+      const int cw[] = {6, 9, 12};
+      const size_t gk[] = {(size_t)256 << 10, (size_t)1 << 20};
+      for (int u = 4; u <= 8; u += 4)
+        for (int i = 0; i < 3; i++)
+          for (int k = 0; k < 2; k++) {
+            if (u == 4 && (i != 1 || k != 0)) continue; /* run 2's best RING shape only */
+            memset(&h, 0, sizeof h);
+            h.proto = MELD_PROTO_RING, h.unroll = u, h.ctas = 16, h.threads = 640, h.cons_warps = cw[i];
+            h.chunk_bytes = gk[k], h.slots = 4;
+            snprintf(vn, sizeof vn, "ring_u%d_w%d_k%zuK", u, cw[i], gk[k] >> 10);
+            s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
+          }
+    }
+  /* 3. GB/s vs CTAs, all-gather and reduce-scatter 256 MB: ROUNDS (512 thr, unroll 8) and RING
+   * (640 thr, unroll 8, half the data warps draining). */
+  for (int op = 0; op < 2; op++) {
+    float nms[2] = {NAN, NAN};
+    const int cc[] = {2, 4, 8, 12, 16, 24, 32, 48};
+    for (int e = 0; e < 2; e++)
+      for (int i = 0; i < 8; i++) {
+        meld_coll_plan_hint_t h;
+        memset(&h, 0, sizeof h);
+        h.proto = e ? MELD_PROTO_RING : MELD_PROTO_ROUNDS, h.unroll = 8, h.ctas = cc[i];
+        h.threads = e ? 640 : 512;
+        if (e) h.slots = 4;
+        char vn[48];
+        snprintf(vn, sizeof vn, "ctas_%s_c%d", e ? "ring" : "rounds", cc[i]);
+        s2_point(c, jf, env, nccl_ver, op, (size_t)256 << 20, &h, vn, 0, nms, bufs, d_acc, samples);
+      }
+  }
+}
+
+/* --s2bulk: the RING engine with the TMA bulk push (a separate process in the device
+ * script: a failure of the new path must not abort the comm of the main sweep). */
+static int g_s2bulk = 0;
+static void s2_bulk_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *bufs[3],
+                        double *d_acc) {
+  const int samples = 9;
+  if (c->rank == 0)
+    printf("%-15s %-24s %11s %6s %10s %10s %9s %9s %7s %9s\n", "op", "variant", "bytes", "mode", "meld_us",
+           "nccl_us", "meld_GBs", "nccl_GBs", "m/nccl", "rel_err");
+  for (int op = 0; op < 4; op++)
+    for (size_t bytes = (size_t)64 << 20; bytes <= g_max_bytes; bytes *= 4) {
+      float nms[2] = {NAN, NAN};
+      const int bc[] = {8, 16}, bt[] = {384, 640};
+      const size_t bk[] = {(size_t)256 << 10, (size_t)1 << 20};
+      for (int i = 0; i < 2; i++)
+        for (int t = 0; t < 2; t++)
+          for (int k = 0; k < 2; k++) {
+            meld_coll_plan_hint_t h;
+            memset(&h, 0, sizeof h);
+            h.proto = MELD_PROTO_RING, h.bulk = 1, h.unroll = 8, h.ctas = bc[i], h.threads = bt[t];
+            h.chunk_bytes = bk[k], h.slots = 4;
+            char vn[64];
+            snprintf(vn, sizeof vn, "bulk_c%d_t%d_k%zuK", bc[i], bt[t], bk[k] >> 10);
+            s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
+          }
+    }
+  for (int op = 0; op < 2; op++) {
+    float nms[2] = {NAN, NAN};
+    const int cc[] = {2, 4, 8, 12, 16, 24, 32};
+    for (int i = 0; i < 7; i++) {
+      meld_coll_plan_hint_t h;
+      memset(&h, 0, sizeof h);
+      h.proto = MELD_PROTO_RING, h.bulk = 1, h.unroll = 8, h.ctas = cc[i], h.threads = 640, h.slots = 4;
+      char vn[48];
+      snprintf(vn, sizeof vn, "ctas_bulk_c%d", cc[i]);
+      s2_point(c, jf, env, nccl_ver, op, (size_t)256 << 20, &h, vn, 0, nms, bufs, d_acc, samples);
+    }
+  }
+}
+
 static void rank_main(int rank, int P) {
   bc_ctx_t c;
   memset(&c, 0, sizeof c);
@@ -249,6 +535,27 @@ static void rank_main(int rank, int P) {
   FILE *jf = (rank == 0 && g_json) ? fopen(g_json, "a") : NULL;
   if (rank == 0 && g_json && !jf) printf("cannot open %s\n", g_json);
   const int samples = g_quick ? 7 : 20;
+  if (g_s2bulk) {
+    void *bufs[3] = {d_send, d_m, d_n};
+    if (P > 1) s2_bulk_run(&c, jf, &env, nccl_ver, bufs, d_acc);
+    g_point = 1, g_only = 99;
+  } else if (g_s2) {
+    void *bufs[3] = {d_send, d_m, d_n};
+    if (P > 1) {
+      if (rank == 0) printf("launch floor (us per call)          plain      graph\n");
+      const char *fname[5] = {"empty_plain", "empty_coop", "handshake_1cta", "handshake_16cta", "flag_exchange_raw"};
+      for (int k = 0; k < (P == 2 ? 5 : 4); k++) {
+        bc_run_t rf = {2, k, NULL, NULL, 0, NULL};
+        float tp = bc_time(&c, &rf, 0, 9, 20), tg = bc_time(&c, &rf, 1, 9, 20);
+        if (rank == 0) printf("  %-30s %8.2f   %8.2f\n", fname[k], tp * 1e3, tg * 1e3);
+        json_line(jf, &env, nccl_ver, "launch_floor", 0, 0, "plain", fname[k], k >= 3 ? 16 : 1, 32, P, tp, NAN, 0, 0, -1);
+        json_line(jf, &env, nccl_ver, "launch_floor", 0, 0, "graph", fname[k], k >= 3 ? 16 : 1, 32, P, tg, NAN, 0, 0, -1);
+      }
+      s2_run(&c, jf, &env, nccl_ver, bufs, d_acc);
+      if (P == 2) s2_push(&c, jf, &env, nccl_ver, d_send, (size_t)128 << 20);
+    }
+    g_point = 1, g_only = 99; /* nothing else */
+  }
   if (rank == 0)
     printf("%-15s %-9s %11s %6s %10s %10s %9s %9s %7s %9s\n", "op", "variant", "bytes", "mode", "meld_us",
            "nccl_us", "meld_GBs", "nccl_GBs", "ratio", "rel_err");
@@ -388,6 +695,8 @@ static void rank_main(int rank, int P) {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) g_quick = 1;
+    else if (!strcmp(argv[i], "--s2")) g_s2 = 1;
+    else if (!strcmp(argv[i], "--s2bulk")) g_s2bulk = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) g_max_bytes = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--bytes") && i + 1 < argc) {

@@ -29,6 +29,8 @@
 #define PLAN_TARGET_CHUNK ((size_t)32 << 10) /* below this per CTA, use fewer CTAs         */
 #define PLAN_MAX_CHUNK ((size_t)512 << 10)    /* above, more rounds (keeps slots in L2)    */
 #define PLAN_SLOTS 2
+/* 16-byte loads in flight per thread in the RING/ROUNDS data loops (coll_copy). */
+#define PLAN_UNROLL 8
 /* All-reduce: one-shot moves (P-1) x bytes per rank, two-shot 2 (P-1)/P x bytes but pays a
  * second hop; at P = 2 both move the same bytes, so one-shot wins at every size. */
 #define PLAN_ONESHOT_MAX_BYTES_P3 ((size_t)1 << 20)
@@ -224,6 +226,13 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
                       "%s plan: %d threads with %d consumer warps: a ring CTA needs 2 control warps, "
                       ">= 1 producer and >= 1 consumer warp",
                       op, p->threads, p->cons_warps);
+  if (p->proto != MELD_PROTO_LL && p->unroll != 4 && p->unroll != 8)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: unroll %d: the data loops take 4 or 8", op, p->unroll);
+  if (p->bulk && (p->proto != MELD_PROTO_RING || p->threads < 96 || p->cons_warps != p->threads / 32 - 3))
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s plan: the bulk push needs the RING engine, >= 96 threads and threads/32 - 3 consumer "
+                      "warps (%d threads, %d consumer warps)",
+                      op, p->threads, p->cons_warps);
   if (p->proto != MELD_PROTO_ROUNDS && p->stages != 1)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d stages need the ROUNDS engine", op, p->stages);
   if (p->proto == MELD_PROTO_LL && (p->nranks < 2 || p->pair_bytes > meld_coll_ll_capacity(p->nranks)))
@@ -345,6 +354,7 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
       p->slots = PLAN_SLOTS;
       break;
   }
+  p->unroll = p->proto == MELD_PROTO_LL ? 0 : PLAN_UNROLL;
   if (cap_ctas > max_ctas) cap_ctas = max_ctas;
   p->ctas = want_ctas < 1 ? 1 : want_ctas > (size_t)cap_ctas ? cap_ctas : (int)want_ctas;
   p->chunk_bytes = plan_chunk(p);
@@ -366,9 +376,12 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     if (hint->chunk_bytes && p->proto != MELD_PROTO_LL) p->chunk_bytes = hint->chunk_bytes, set_chunk = 1;
     if (hint->threads) p->threads = hint->threads;
     if (hint->slots) p->slots = hint->slots, set_slots = 1;
+    if (hint->unroll) p->unroll = hint->unroll;
+    if (hint->bulk && p->proto == MELD_PROTO_RING) p->bulk = 1;
   }
   if (set_ctas && !set_chunk) p->chunk_bytes = plan_chunk(p); /* re-derive for the chosen CTAs */
   p->cons_warps = p->proto != MELD_PROTO_RING ? 0
+                  : p->bulk                  ? p->threads / 32 - 3 /* one push warp */
                   : hint && hint->cons_warps ? hint->cons_warps
                                              : ring_cons_warps(p->threads);
 
@@ -398,7 +411,7 @@ int meld_coll_plan_format(const meld_coll_plan_t *p, char *buf, size_t len) {
   return snprintf(buf, len,
                   "%s P=%d elem=%zuB proto=%s pair_bytes=%zu ctas=%d threads=%d cons_warps=%d "
                   "chunk=%zu slots=%d stages=%d ar_algo=%s oneshot_max=%zu part_elems=%zu "
-                  "rounds=%lld ws=%zu signals=%zu",
+                  "rounds=%lld ws=%zu signals=%zu unroll=%d bulk=%d",
                   meld_coll_op_name(p->op), p->nranks, p->elem_bytes, meld_coll_proto_name(p->proto),
                   p->pair_bytes, p->ctas, p->threads, p->cons_warps,
                   p->chunk_bytes, p->slots, p->stages,
@@ -406,7 +419,7 @@ int meld_coll_plan_format(const meld_coll_plan_t *p, char *buf, size_t len) {
                   : p->ar_algo == MELD_AR_TWO_SHOT ? "two-shot"
                                                    : "-",
                   p->oneshot_max_bytes, p->part_elems, (long long)p->rounds, p->ws_bytes,
-                  p->signal_words);
+                  p->signal_words, p->unroll, p->bulk);
 }
 
 void meld_coll_plan_print(const meld_coll_plan_t *p, FILE *f) {

@@ -35,7 +35,7 @@ extern "C" {
 #define MELD_COLL_MAX_CTAS 132
 #define MELD_COLL_MAX_SLOTS 8
 /* Threads per CTA the kernels are compiled for (__launch_bounds__: registers without spills). */
-#define MELD_COLL_LL_MAX_THREADS 1024
+#define MELD_COLL_LL_MAX_THREADS 512
 #define MELD_COLL_RING_MAX_THREADS 640
 #define MELD_COLL_ROUNDS_MAX_THREADS 512
 #define MELD_COLL_MIN_CHUNK 4096
@@ -108,6 +108,10 @@ typedef struct {
   int cons_warps;         /* RING: consumer (drain) warps per CTA; the producer warps are
                              threads/32 - 2 - cons_warps (2 control warps)                   */
   size_t ll_max_bytes;    /* LL is chosen when pair_bytes <= this (and fits the buffers)     */
+  int unroll;             /* RING/ROUNDS: 16-byte loads in flight per thread in the data
+                             loops: 4 (copy.cuh's depth) or 8 (copies 8, sums 4 per source) */
+  int bulk;               /* RING: the push is one warp whose lane 0 moves the chunks with TMA
+                             bulk copies (cons_warps = threads/32 - 3); 0 = push warps      */
 } meld_coll_plan_t;
 
 /* Caller-chosen plan fields (bench and tests); 0 / AUTO = heuristic. Environment variables
@@ -120,6 +124,8 @@ typedef struct {
   meld_coll_proto_t proto; /* AUTO: by size; LL falls back to ROUNDS where it does not fit */
   int cons_warps;
   size_t ll_max_bytes;
+  int unroll; /* 4 or 8; 0 = default */
+  int bulk;   /* RING: 1 = TMA bulk push (see meld_coll_plan_t) */
 } meld_coll_plan_hint_t;
 
 /* Most data bytes one producer can send one consumer by LL in one call, for nranks ranks

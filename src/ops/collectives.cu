@@ -77,6 +77,8 @@
 enum { COLL_COPY = 0, COLL_REDUCE = 1 };
 /* == meld_coll_proto_t */
 enum { COLL_MODE_LL = 1, COLL_MODE_RING = 2, COLL_MODE_ROUNDS = 3 };
+/* LL: 8-byte units per thread whose loads are in flight together. */
+#define COLL_LL_U 4
 
 static_assert(MELD_PAD_OFF_DATA <= MELD_PAD_OFF_LL && MELD_PAD_OFF_LL + MELD_PAD_LL_BYTES <= MELD_PAD_BYTES,
               "pad: LL region");
@@ -89,6 +91,8 @@ typedef struct {
   int32_t mode;         /* COLL_MODE_*                                                    */
   int32_t cons_warps;   /* RING: consumer data warps per CTA                              */
   int32_t inplace;      /* RING: send == recv (all-reduce): drain j after pushing j       */
+  int32_t unroll;       /* 16-byte loads in flight per thread in the data loops (4 or 8)  */
+  int32_t bulk;         /* RING: one push warp whose lane 0 pushes with TMA bulk copies   */
   uint64_t ll_region;   /* LL: bytes of one producer's region in a half (multiple of 16)  */
   uint32_t op_id, arg_hash;
   uint64_t chunk;       /* C: bytes per slot                                           */
@@ -138,6 +142,124 @@ MELD_DEV uint64_t coll_slot_off(const coll_kargs_t *a, int st, int src_idx, uint
 }
 MELD_DEV uint64_t coll_min(uint64_t x, uint64_t y) { return x < y ? x : y; }
 
+/* ---- the engines' data loops: copy.cuh's, with more bytes in flight ------------------------------
+ * copy.cuh keeps COPY_UNROLL 4 (16-byte loads per thread in flight) for every caller. Run 2
+ * showed the collectives' push and drain latency-bound at that depth (a RING CTA moved ~13
+ * GB/s where a raw push CTA moves 20-40: bytes in flight per SM = threads x 64 B), so the
+ * engines use these U-deep loops on their 16-byte aligned paths (U = plan->unroll, 4 or 8)
+ * and copy.cuh's loops for everything else. Same results bit for bit: copies are copies and
+ * the sums keep reduce_sum's order (0.0f, then rank 0..P-1 in fp32, one rounding). */
+template <int U>
+MELD_DEV void coll_vcopy(int4 *dst, const int4 *src, uint64_t n16, uint32_t w, uint32_t nw) {
+  uint64_t i = w;
+  const uint64_t s = nw;
+  for (; i + (U - 1) * s < n16; i += U * s) {
+    int4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) v[u] = __ldcg(src + i + u * s);
+#pragma unroll
+    for (int u = 0; u < U; u++) dst[i + u * s] = v[u];
+  }
+  for (; i < n16; i += s) dst[i] = __ldcg(src + i);
+}
+MELD_DEV void coll_copy(const coll_kargs_t *a, void *dst, const void *src, uint64_t bytes, uint32_t w, uint32_t nw) {
+  if (bytes == 0 || dst == src) return;
+  if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15u) == 0) {
+    if (a->unroll >= 8) coll_vcopy<8>((int4 *)dst, (const int4 *)src, bytes / 16, w, nw);
+    else coll_vcopy<4>((int4 *)dst, (const int4 *)src, bytes / 16, w, nw);
+    return;
+  }
+  copy_bytes(dst, src, bytes, w, nw);
+}
+
+/* Vector body of reduce_sum (copy.cuh) with U vectors per source in flight; for nsrc == 1
+ * (P = 2) both sources' loads are issued before any add. Returns the vectors done. */
+template <int U>
+MELD_DEV uint64_t coll_vreduce(int4 *dst, const uint8_t *own, const uint8_t *s0, uint64_t stride, int nsrc, int first,
+                               uint64_t nvec, int dtype, uint32_t w, uint32_t nw) {
+  const uint64_t s = nw;
+  uint64_t i = w;
+  for (; i + (U - 1) * s < nvec; i += U * s) {
+    float acc[U][8];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+      for (int e = 0; e < 8; e++) acc[u][e] = 0.0f;
+    if (nsrc == 1) {
+      const int4 *p0 = (const int4 *)sum_src(own, s0, stride, 1, first, 0);
+      const int4 *p1 = (const int4 *)sum_src(own, s0, stride, 1, first, 1);
+      int4 v0[U], v1[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) v0[u] = __ldcg(p0 + i + u * s);
+#pragma unroll
+      for (int u = 0; u < U; u++) v1[u] = __ldcg(p1 + i + u * s);
+#pragma unroll
+      for (int u = 0; u < U; u++) {
+        if (dtype == COPY_BF16) {
+          acc_bf16x8(acc[u], v0[u]);
+          acc_bf16x8(acc[u], v1[u]);
+        } else {
+          acc_f32x4(acc[u], v0[u]);
+          acc_f32x4(acc[u], v1[u]);
+        }
+      }
+    } else {
+      for (int k = 0; k <= nsrc; k++) {
+        const int4 *p = (const int4 *)sum_src(own, s0, stride, nsrc, first, k);
+        int4 v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) v[u] = __ldcg(p + i + u * s);
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+          if (dtype == COPY_BF16) acc_bf16x8(acc[u], v[u]);
+          else acc_f32x4(acc[u], v[u]);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++)
+      dst[i + u * s] = dtype == COPY_BF16 ? pack_bf16x8(acc[u])
+                                          : make_int4(__float_as_int(acc[u][0]), __float_as_int(acc[u][1]),
+                                                      __float_as_int(acc[u][2]), __float_as_int(acc[u][3]));
+  }
+  /* This worker's vectors i, i + s, ... < nvec are left to the caller. */
+  return i;
+}
+
+/* reduce_sum with the deeper vector body; same arguments and result. */
+MELD_DEV void coll_reduce(const coll_kargs_t *a, void *dst, const void *own, const void *src0, uint64_t stride,
+                          int nsrc, int first, uint64_t elems, uint32_t w, uint32_t nw) {
+  const int dtype = a->dtype;
+  const uint64_t es = dtype == COPY_BF16 ? 2 : 4;
+  const bool aligned = (((uintptr_t)dst | (uintptr_t)own | (uintptr_t)src0 | stride) & 15u) == 0;
+  if (!aligned || a->unroll < 8) {
+    reduce_sum(dst, own, src0, stride, nsrc, first, elems, dtype, w, nw);
+    return;
+  }
+  const uint64_t nvec = elems * es / 16;
+  const uint8_t *o = (const uint8_t *)own, *s0 = (const uint8_t *)src0;
+  /* fp32 accumulators: 8 per vector; 4 vectors per source in flight (8 x 4 + loads stay
+   * within the 1024-thread register budget). Then this worker's remaining vectors one by
+   * one, then the element tail (as reduce_sum: worker w takes elements nvec*8 + w, ...). */
+  uint64_t i = coll_vreduce<4>((int4 *)dst, o, s0, stride, nsrc, first, nvec, dtype, w, nw);
+  for (; i < nvec; i += nw) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int k = 0; k <= nsrc; k++) {
+      const int4 v = __ldcg((const int4 *)sum_src(o, s0, stride, nsrc, first, k) + i);
+      if (dtype == COPY_BF16) acc_bf16x8(acc, v);
+      else acc_f32x4(acc, v);
+    }
+    ((int4 *)dst)[i] = dtype == COPY_BF16 ? pack_bf16x8(acc)
+                                          : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]),
+                                                      __float_as_int(acc[2]), __float_as_int(acc[3]));
+  }
+  for (uint64_t e = nvec * 16 / es + w; e < elems; e += nw) {
+    float v = 0.0f;
+    for (int k = 0; k <= nsrc; k++) v += load_elem(sum_src(o, s0, stride, nsrc, first, k), e, dtype);
+    store_elem(dst, e, v, dtype);
+  }
+}
+
 /* One stage of round j of CTA c: chunk j of each of its streams, at byte offset `off`.
  * Every thread calls it; returns false (in all threads) once the call failed. */
 MELD_DEV bool coll_stage_round(meld_ctx_t *ctx, const coll_kargs_t *a, int st, uint32_t c,
@@ -167,7 +289,7 @@ MELD_DEV bool coll_stage_round(meld_ctx_t *ctx, const coll_kargs_t *a, int st, u
     const uint64_t len = coll_push_len(a, st, q);
     if (len <= off) continue;
     uint8_t *dst = a->peer_ws[q] + coll_slot_off(a, st, coll_src_idx(me, q, P), c, slot);
-    copy_bytes(dst, coll_push_src(a, st, q) + off, coll_min(C, len - off), tid, nt);
+    coll_copy(a, dst, coll_push_src(a, st, q) + off, coll_min(C, len - off), tid, nt);
   }
   /* bar.sync orders every thread's stores before the releases below (cumulativity). */
   __syncthreads();
@@ -175,6 +297,11 @@ MELD_DEV bool coll_stage_round(meld_ctx_t *ctx, const coll_kargs_t *a, int st, u
     const int q = (me + 1 + (int)tid) % P;
     if (coll_push_len(a, st, q) > off) meld_signal_put(ctx, q, meld_signal_index(me, P, ch, slot, S), stamp);
   }
+
+  /* Own block of a copy (COPY), while the peers' chunks are in flight: it needs no signal. */
+  const bool own_early = st == 0 && a->action == COLL_COPY && a->own_len > off;
+  if (own_early)
+    coll_copy(a, a->recv + a->own_dst + off, a->send + a->own_src + off, coll_min(C, a->own_len - off), tid, nt);
 
   /* (3) Wait for chunk j of every incoming stream: thread t waits for producer me+1+t. */
   ok = 1;
@@ -192,8 +319,8 @@ MELD_DEV bool coll_stage_round(meld_ctx_t *ctx, const coll_kargs_t *a, int st, u
     if (a->own_len > off) {
       const uint64_t n = coll_min(C, a->own_len - off);
       const size_t es = a->dtype == COPY_BF16 ? 2 : 4;
-      reduce_sum(a->recv + a->own_dst + off, a->send + a->own_src + off, slots0, a->ring_stride,
-                 npeer, npeer - me, n / es, a->dtype, tid, nt);
+      coll_reduce(a, a->recv + a->own_dst + off, a->send + a->own_src + off, slots0, a->ring_stride, npeer,
+                  npeer - me, n / es, tid, nt);
     }
   } else {
     for (int t = 0; t < npeer; t++) {
@@ -201,10 +328,8 @@ MELD_DEV bool coll_stage_round(meld_ctx_t *ctx, const coll_kargs_t *a, int st, u
       const uint64_t len = coll_recv_len(a, st, p);
       if (len <= off) continue;
       uint8_t *dst = st == 0 ? a->recv + a->recv_off[p] : a->recv + (uint64_t)p * a->part;
-      copy_bytes(dst + off, slots0 + (uint64_t)t * a->ring_stride, coll_min(C, len - off), tid, nt);
+      coll_copy(a, dst + off, slots0 + (uint64_t)t * a->ring_stride, coll_min(C, len - off), tid, nt);
     }
-    if (st == 0 && a->own_len > off)
-      copy_bytes(a->recv + a->own_dst + off, a->send + a->own_src + off, coll_min(C, a->own_len - off), tid, nt);
   }
   /* bar.sync: every thread's reads of the slots happen before the credit releases. */
   __syncthreads();
@@ -257,8 +382,8 @@ MELD_DEV void coll_drain(const coll_kargs_t *a, uint32_t c, uint32_t slot, uint6
     if (a->own_len > off) {
       const uint64_t n = coll_min(C, a->own_len - off);
       const size_t es = a->dtype == COPY_BF16 ? 2 : 4;
-      reduce_sum(a->recv + a->own_dst + off, a->send + a->own_src + off, slots0, a->ring_stride, npeer, npeer - me,
-                 n / es, a->dtype, w, nw);
+      coll_reduce(a, a->recv + a->own_dst + off, a->send + a->own_src + off, slots0, a->ring_stride, npeer,
+                  npeer - me, n / es, w, nw);
     }
     return;
   }
@@ -266,10 +391,10 @@ MELD_DEV void coll_drain(const coll_kargs_t *a, uint32_t c, uint32_t slot, uint6
     const int p = (me + 1 + t) % P;
     const uint64_t len = a->recv_len[p];
     if (len <= off) continue;
-    copy_bytes(a->recv + a->recv_off[p] + off, slots0 + (uint64_t)t * a->ring_stride, coll_min(C, len - off), w, nw);
+    coll_copy(a, a->recv + a->recv_off[p] + off, slots0 + (uint64_t)t * a->ring_stride, coll_min(C, len - off), w, nw);
   }
   if (a->own_len > off)
-    copy_bytes(a->recv + a->own_dst + off, a->send + a->own_src + off, coll_min(C, a->own_len - off), w, nw);
+    coll_copy(a, a->recv + a->own_dst + off, a->send + a->own_src + off, coll_min(C, a->own_len - off), w, nw);
 }
 
 /* Producer control (warp 0): credits ahead, signals behind. */
@@ -333,7 +458,7 @@ MELD_DEV void coll_ring_push(const coll_kargs_t *a, uint32_t c, uint32_t J, uint
       const uint64_t len = a->push_len[q];
       if (len <= off) continue;
       uint8_t *dst = a->peer_ws[q] + coll_slot_off(a, 0, coll_src_idx(me, q, P), c, slot);
-      copy_bytes(dst, a->send + a->push_off[q] + off, coll_min(a->chunk, len - off), w, nw);
+      coll_copy(a, dst, a->send + a->push_off[q] + off, coll_min(a->chunk, len - off), w, nw);
     }
     coll_bar_arrive(COLL_BAR_PDONE, nbar);
   }
@@ -416,6 +541,108 @@ MELD_DEV void coll_ring_drain(const coll_kargs_t *a, uint32_t c, uint32_t J, uin
   }
 }
 
+/* ---- RING bulk push (plan->bulk) ----------------------------------------------------------------
+ * One thread moves the CTA's outgoing chunk with TMA: global -> shared (cp.async.bulk, PIECE
+ * bytes, completion on the buffer's mbarrier) -> the peer's slot (cp.async.bulk shared ->
+ * global, one bulk group per piece), NBUF shared buffers, loads running LAG pieces ahead of
+ * the stores: ~NBUF pieces in flight without any thread's registers, so every other warp of
+ * the CTA can drain. Ordering: the pushing thread waits for its bulk groups to COMPLETE
+ * (wait_group 0: the writes are performed) and then arrives at the producer barrier; the
+ * control warp's release after its bar.sync is cumulative over them (signal.cuh's bulk
+ * pattern). Slot reuse: the control warp acquired the consumer's credit before the "go"
+ * barrier; fence.proxy.async after the barrier orders that acquire before the async-proxy
+ * writes into the slot. */
+#define COLL_BULK_PIECE 16384u
+#define COLL_BULK_NBUF 8u
+#define COLL_BULK_LAG 4u /* wait_group.read below: NBUF - LAG - 1 = 3 newer groups may pend */
+#define COLL_BULK_SMEM (COLL_BULK_PIECE * COLL_BULK_NBUF)
+static_assert(COLL_BULK_NBUF - COLL_BULK_LAG - 1 == 3, "coll_bulk_copy's wait_group.read 3");
+
+MELD_DEV uint64_t *coll_bulk_bars(void) {
+  __shared__ __align__(8) uint64_t bars[COLL_BULK_NBUF];
+  return bars;
+}
+
+/* One thread: `bytes` (multiple of 16; src, dst 16-byte aligned) from src (this GPU) to dst
+ * (a peer's slot). *n counts the pieces this thread issued in the kernel (the mbarriers'
+ * phases). On return every write is complete. False: a local TMA load did not complete
+ * within the comm's timeout (the call then fails). */
+MELD_DEV bool coll_bulk_copy(meld_ctx_t *ctx, uint8_t *dst, const uint8_t *src, uint64_t bytes, uint8_t *smem,
+                             uint64_t *n) {
+  uint64_t *bars = coll_bulk_bars();
+  const uint64_t np = (bytes + COLL_BULK_PIECE - 1) / COLL_BULK_PIECE, base = *n;
+  bool ok = true;
+  for (uint64_t i = 0; ok && i < np + COLL_BULK_LAG; i++) {
+    if (i < np) {
+      const uint64_t g = base + i;
+      const uint32_t b = (uint32_t)(g % COLL_BULK_NBUF);
+      /* Buffer b was last read by the store of piece i - NBUF; stores issued so far are
+       * pieces < i - LAG, so NBUF - LAG - 1 newer groups may still be reading. (Pieces of
+       * an earlier call of this function: all complete, wait_group 0 at its end.) */
+      if (i >= COLL_BULK_NBUF) asm volatile("cp.async.bulk.wait_group.read 3;" ::: "memory");
+      const uint32_t len = (uint32_t)coll_min(COLL_BULK_PIECE, bytes - i * COLL_BULK_PIECE);
+      mbarrier_arrive_expect_tx_cta(smem_addr(&bars[b]), len);
+      cp_async_bulk_g2s(smem_addr(smem + b * COLL_BULK_PIECE), src + i * COLL_BULK_PIECE, len, smem_addr(&bars[b]));
+    }
+    if (i >= COLL_BULK_LAG) {
+      const uint64_t k = i - COLL_BULK_LAG, g = base + k;
+      const uint32_t b = (uint32_t)(g % COLL_BULK_NBUF);
+      const uint32_t len = (uint32_t)coll_min(COLL_BULK_PIECE, bytes - k * COLL_BULK_PIECE);
+      if (!meld_mbar_wait(ctx, smem_addr(&bars[b]), (uint32_t)((g / COLL_BULK_NBUF) & 1u), "coll: bulk load")) {
+        ok = false;
+        break;
+      }
+      cp_async_bulk_s2g(dst + k * COLL_BULK_PIECE, smem_addr(smem + b * COLL_BULK_PIECE), len);
+      cp_async_bulk_commit_group();
+    }
+  }
+  cp_async_bulk_wait_group0();
+  *n = base + np;
+  return ok;
+}
+
+/* The bulk push warp: lane 0 pushes aligned streams with coll_bulk_copy; a stream whose
+ * pointers or length are not 16-byte multiples goes by the whole warp's loops. */
+MELD_DEV void coll_ring_push_bulk(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c, uint32_t J, uint32_t nbar) {
+  extern __shared__ __align__(128) uint8_t coll_dsmem[];
+  coll_ring_shared_t *s = coll_ring_shared();
+  const int P = a->nranks, me = a->rank, npeer = P - 1;
+  const uint32_t S = (uint32_t)a->slots, lane = threadIdx.x & 31u;
+  const uint64_t step = (uint64_t)a->ctas * a->chunk;
+  uint64_t n = 0;
+  if (lane == 0) {
+    uint64_t *bars = coll_bulk_bars();
+    for (uint32_t b = 0; b < COLL_BULK_NBUF; b++) mbarrier_init_cta(smem_addr(&bars[b]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    fence_proxy_async_smem_cta();
+  }
+  __syncwarp();
+  for (uint32_t j = 0; j < J; j++) {
+    coll_bar_sync(COLL_BAR_PGO, nbar);
+    if (s->pfail) break;
+    const uint64_t off = (uint64_t)j * step + (uint64_t)c * a->chunk;
+    const uint32_t slot = meld_ring_slot(j, S);
+    for (int t = 0; t < npeer; t++) {
+      const int q = (me + 1 + t) % P;
+      const uint64_t len = a->push_len[q];
+      if (len <= off) continue;
+      uint8_t *dst = a->peer_ws[q] + coll_slot_off(a, 0, coll_src_idx(me, q, P), c, slot);
+      const uint8_t *src = a->send + a->push_off[q] + off;
+      const uint64_t bytes = coll_min(a->chunk, len - off);
+      if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15u) == 0) {
+        if (lane == 0 && !ctx->failed) {
+          fence_proxy_async_gmem(); /* the credit acquired before "go", then async writes */
+          coll_bulk_copy(ctx, dst, src, bytes, coll_dsmem, &n);
+        }
+      } else {
+        coll_copy(a, dst, src, bytes, lane, 32);
+      }
+    }
+    __syncwarp();
+    coll_bar_arrive(COLL_BAR_PDONE, nbar);
+  }
+}
+
 MELD_DEV void coll_ring(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c) {
   const uint32_t J = coll_ring_chunks(a, c);
   if (J == 0) return;
@@ -424,6 +651,7 @@ MELD_DEV void coll_ring(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c) {
   const uint32_t pbar = (pw + 1u) * 32u, cbar = (cw + 1u) * 32u;
   if (warp == 0) coll_ring_pctrl(ctx, a, c, J, pbar);
   else if (warp == 1) coll_ring_cctrl(ctx, a, c, J, cbar);
+  else if (a->bulk && warp == 2) coll_ring_push_bulk(ctx, a, c, J, pbar); /* plan: pw == 1 */
   else if (warp < 2u + pw) coll_ring_push(a, c, J, pbar, threadIdx.x - 64u, pw * 32u);
   else coll_ring_drain(a, c, J, cbar, threadIdx.x - 64u - pw * 32u, cw * 32u);
 }
@@ -496,6 +724,39 @@ MELD_DEV bool coll_ll_wait(meld_ctx_t *c, const uint8_t *line, uint32_t flag, in
   return true;
 }
 
+/* A line polled earlier as (x, y): its data if both halves carry `flag`, else the guarded
+ * wait on the line. */
+MELD_DEV bool coll_ll_take(meld_ctx_t *c, const uint8_t *line, uint32_t flag, int from, uint64_t x, uint64_t y,
+                           uint64_t *data) {
+  if (!c->failed && (uint32_t)(x >> 32) == flag && (uint32_t)(y >> 32) == flag) {
+    *data = (x & 0xffffffffull) | (y << 32);
+    return true;
+  }
+  return coll_ll_wait(c, line, flag, from, data);
+}
+
+/* Exit of an LL call: meld_call_end without its release. An LL CTA writes nothing of the
+ * call's scratch (no queues, no scratch words; its ticket atomic returned before it counts
+ * itself done), so the "CTAs done" count needs atomicity only: a relaxed add instead of
+ * acq_rel, whose GPU-scope release would wait for this CTA's NVLink stores to be acked
+ * (microseconds on the critical path). One CTA needs no count at all. The last CTA resets the
+ * words and advances the counter with plain stores (meld_call_advance); the next call is a
+ * later kernel, ordered after them by the kernel boundary. */
+MELD_DEV void coll_ll_end(meld_ctx_t *ctx) {
+  meld_cta_shared_t *s = meld_cta_shared();
+  const uint32_t nctas = gridDim.x * gridDim.y * gridDim.z;
+  __syncthreads(); /* every thread of this CTA is done with the call */
+  if (nctas > 1) {
+    if (threadIdx.x == 0) {
+      const uint32_t before = atom_add_relaxed_gpu_u32(meld_pad_u32(ctx->p->pad, MELD_PAD_OFF_DONE), 1u);
+      s->last = meld_is_last_cta(before, nctas) ? 1u : 0u;
+    }
+    __syncthreads();
+    if (!s->last) return;
+  }
+  meld_call_advance(ctx->p, threadIdx.x, blockDim.x);
+}
+
 MELD_DEV void coll_acc8(float acc[4], uint64_t v, int dtype) {
   if (dtype == COPY_BF16) {
 #pragma unroll
@@ -553,10 +814,22 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
       const uint64_t len = a->push_len[q];
       uint8_t *dst = p->peer_pads[q] + MELD_PAD_OFF_LL + half + (uint64_t)coll_src_idx(me, q, P) * a->ll_region;
       const uint8_t *src = a->send + a->push_off[q];
-      for (uint64_t u = g; u * 8 < len; u += G) {
-        const uint32_t n = (uint32_t)coll_min(8, len - u * 8);
-        const uint64_t v = coll_ld8(src + u * 8, n, es);
-        coll_st_v2(dst + u * 16, hi | (v & 0xffffffffull), hi | (v >> 32));
+      /* COLL_LL_U units per thread per step: all loads issue before the first store (a
+       * store's "memory" clobber would otherwise keep the next load behind it: one HBM
+       * latency per 8 bytes per thread). */
+      for (uint64_t u0 = g; u0 * 8 < len; u0 += COLL_LL_U * G) {
+        uint64_t v[COLL_LL_U];
+#pragma unroll
+        for (int k = 0; k < COLL_LL_U; k++) {
+          const uint64_t u = u0 + (uint64_t)k * G;
+          v[k] = 0;
+          if (u * 8 < len) v[k] = coll_ld8(src + u * 8, (uint32_t)coll_min(8, len - u * 8), es);
+        }
+#pragma unroll
+        for (int k = 0; k < COLL_LL_U; k++) {
+          const uint64_t u = u0 + (uint64_t)k * G;
+          if (u * 8 < len) coll_st_v2(dst + u * 16, hi | (v[k] & 0xffffffffull), hi | (v[k] >> 32));
+        }
       }
     }
     /* The argument post, after this thread's sends and without a release: it is only
@@ -576,10 +849,22 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
         const uint64_t len = a->recv_len[pr];
         const uint8_t *src = mine + (uint64_t)t * a->ll_region;
         uint8_t *dst = a->recv + a->recv_off[pr];
-        for (uint64_t u = g; u * 8 < len; u += G) {
-          uint64_t v;
-          if (!coll_ll_wait(ctx, src + u * 16, flag, pr, &v)) break;
-          coll_st8(dst + u * 8, v, (uint32_t)coll_min(8, len - u * 8), es);
+        /* COLL_LL_U lines per thread per step: every poll issues before the first check. */
+        for (uint64_t u0 = g; u0 * 8 < len && !ctx->failed; u0 += COLL_LL_U * G) {
+          uint64_t x[COLL_LL_U], y[COLL_LL_U];
+#pragma unroll
+          for (int k = 0; k < COLL_LL_U; k++) {
+            const uint64_t u = u0 + (uint64_t)k * G;
+            x[k] = y[k] = 0;
+            if (u * 8 < len) coll_ld_v2(src + u * 16, &x[k], &y[k]);
+          }
+#pragma unroll
+          for (int k = 0; k < COLL_LL_U; k++) {
+            const uint64_t u = u0 + (uint64_t)k * G;
+            uint64_t v;
+            if (u * 8 >= len || !coll_ll_take(ctx, src + u * 16, flag, pr, x[k], y[k], &v)) break;
+            coll_st8(dst + u * 8, v, (uint32_t)coll_min(8, len - u * 8), es);
+          }
         }
       }
     } else {
@@ -587,20 +872,38 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
       const uint64_t len = a->own_len;
       const uint8_t *own = a->send + a->own_src;
       uint8_t *dst = a->recv + a->own_dst;
-      for (uint64_t u = g; u * 8 < len && !ctx->failed; u += G) {
-        const uint32_t n = (uint32_t)coll_min(8, len - u * 8);
-        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (int r = 0; r < P; r++) {
-          uint64_t v;
-          if (r == me) {
-            v = coll_ld8(own + u * 8, n, es);
-          } else {
-            const int t = coll_src_idx(r, me, P);
-            if (!coll_ll_wait(ctx, mine + (uint64_t)t * a->ll_region + u * 16, flag, r, &v)) break;
+      /* COLL_LL_U units per thread per step: the own values and (P = 2) the peer's lines
+       * are all requested before the first add. */
+      for (uint64_t u0 = g; u0 * 8 < len && !ctx->failed; u0 += COLL_LL_U * G) {
+        uint64_t ov[COLL_LL_U], x[COLL_LL_U], y[COLL_LL_U];
+#pragma unroll
+        for (int k = 0; k < COLL_LL_U; k++) {
+          const uint64_t u = u0 + (uint64_t)k * G;
+          ov[k] = x[k] = y[k] = 0;
+          if (u * 8 < len) {
+            ov[k] = coll_ld8(own + u * 8, (uint32_t)coll_min(8, len - u * 8), es);
+            if (P == 2) coll_ld_v2(mine + u * 16, &x[k], &y[k]);
           }
-          coll_acc8(acc, v, a->dtype);
         }
-        if (!ctx->failed) coll_st8(dst + u * 8, coll_pack8(acc, a->dtype), n, es);
+#pragma unroll
+        for (int k = 0; k < COLL_LL_U; k++) {
+          const uint64_t u = u0 + (uint64_t)k * G;
+          if (u * 8 >= len || ctx->failed) break;
+          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          for (int r = 0; r < P; r++) {
+            uint64_t v;
+            if (r == me) {
+              v = ov[k];
+            } else {
+              const int t = coll_src_idx(r, me, P);
+              const uint8_t *line = mine + (uint64_t)t * a->ll_region + u * 16;
+              if (!(P == 2 ? coll_ll_take(ctx, line, flag, r, x[k], y[k], &v) : coll_ll_wait(ctx, line, flag, r, &v)))
+                break;
+            }
+            coll_acc8(acc, v, a->dtype);
+          }
+          if (!ctx->failed) coll_st8(dst + u * 8, coll_pack8(acc, a->dtype), (uint32_t)coll_min(8, len - u * 8), es);
+        }
       }
     }
     /* The argument check, after the fact: every peer posted (epoch, hash) at its entry. A
@@ -608,9 +911,13 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
     if (ctx->ticket == 0 && threadIdx.x == 0 && !ctx->failed) {
       for (int r = 0; r < P; r++) {
         if (r == me || !p->peer_pads[r]) continue;
-        uint64_t v = 0;
-        if (!meld_wait_impl(ctx, meld_pad_u64(p->pad, meld_pad_args_offset(r, ctx->epoch)), ctx->epoch,
-                            MELD_CMP_ARGS, meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"), &v))
+        /* Fast path: a relaxed read that finds the post needs no fence (the post orders
+         * nothing: run 2 measured ~3.5 us per system-scope fence). Else the guarded wait. */
+        const uint64_t *slot = meld_pad_u64(p->pad, meld_pad_args_offset(r, ctx->epoch));
+        uint64_t v = ld_relaxed_sys_u64(slot);
+        if (!meld_args_arrived(v, ctx->epoch) &&
+            !meld_wait_impl(ctx, slot, ctx->epoch, MELD_CMP_ARGS,
+                            meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"), &v))
           break;
         if (meld_args_hash(v) != ctx->arg_hash) {
           meld_args_post(ctx);
@@ -621,7 +928,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
       }
     }
   }
-  meld_call_end(ctx);
+  coll_ll_end(ctx);
 }
 
 /* One kernel per engine: each gets its own register budget (no spills at the plan limits). */
@@ -691,6 +998,8 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
   k->ws = (uint8_t *)comm->workspace.local;
   k->mode = (int32_t)p->proto;
   k->cons_warps = p->cons_warps;
+  k->unroll = p->unroll;
+  k->bulk = p->bulk;
   k->inplace = p->proto == MELD_PROTO_RING && a->op == MELD_COLL_ALL_REDUCE && a->send == a->recv;
   k->ll_region = P > 1 ? MELD_COLL_LL_HALF_BYTES / (uint64_t)(P - 1) / 16 * 16 : 0;
   for (int r = 0; r < P; r++) k->peer_ws[r] = (uint8_t *)comm->workspace.peer[r];
@@ -757,6 +1066,8 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
   h = meld_hash_u64(h, p->part_elems);
   h = meld_hash_u64(h, (uint64_t)p->proto);
   h = meld_hash_u64(h, (uint64_t)p->cons_warps);
+  h = meld_hash_u64(h, (uint64_t)p->unroll);
+  h = meld_hash_u64(h, (uint64_t)p->bulk);
   k->arg_hash = meld_hash_fold(h);
 }
 
@@ -787,19 +1098,31 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
                      : plan.proto == MELD_PROTO_RING ? (const void *)coll_ring_kernel
                                                      : (const void *)coll_kernel;
   meld_result_t r;
-  if (plan.proto == MELD_PROTO_LL && plan.ctas == 1) {
-    /* One CTA is co-resident with itself: a plain launch (cooperative costs ~0.5 us per
-     * call in graphs, measured). */
+  if (plan.proto == MELD_PROTO_LL) {
+    /* LL needs no co-residency, so a plain launch (cooperative costs ~0.4 us per call in
+     * graphs, measured): the CTA with ticket t (start order) only waits for the lines of the
+     * peers' CTAs with ticket t; those CTAs start once their GPU has room, because every
+     * CTA started before them there (tickets < t) waits only for peers' tickets < t, which
+     * have started (this rank's ticket t started after them), so they finish and free their
+     * SMs. No cycle, whatever the grid size or other kernels that do not wait for this one. */
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(1, 1, 1);
+    cfg.gridDim = dim3((unsigned)plan.ctas, 1, 1);
     cfg.blockDim = dim3((unsigned)plan.threads, 1, 1);
     cfg.stream = stream;
     cudaError_t e = cudaLaunchKernelExC(&cfg, kern, kargs);
     r = e == cudaSuccess ? MELD_OK
-                         : meld_error(MELD_ERR_CUDA, "launch of 1 CTA x %d threads failed: %s", plan.threads,
-                                      cudaGetErrorString(e));
+                         : meld_error(MELD_ERR_CUDA, "launch of %d CTAs x %d threads failed: %s", plan.ctas,
+                                      plan.threads, cudaGetErrorString(e));
   } else {
-    r = meld_launch_coop(kern, plan.ctas, plan.threads, 0, kargs, stream);
+    size_t smem = 0;
+    if (plan.proto == MELD_PROTO_RING && plan.bulk) {
+      smem = COLL_BULK_SMEM; /* > 48 KB: the kernel must opt in (per device, cheap to repeat) */
+      cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+      if (e != cudaSuccess)
+        return meld_error(MELD_ERR_CUDA, "%s: %zu bytes of shared memory for the bulk ring: %s", fn, smem,
+                          cudaGetErrorString(e));
+    }
+    r = meld_launch_coop(kern, plan.ctas, plan.threads, smem, kargs, stream);
   }
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
