@@ -253,15 +253,17 @@ typedef struct {
   int small_only; /* only where tiles < 2 x SMs */
   int fixup_red;  /* 2: split-K / stream-K partials added in L2 */
   int epi_defer;  /* 1: epilogue half 1 not deferred (the pre-session-5 epilogue) */
+  int split_ileave; /* 2: split-K k-blocks interleaved across the splits */
 } variant_t;
 static const variant_t g_variants[] = {
-    {"default", 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0},
-    {"sk2", 1, 2, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0},
-    {"split2", 2, 1, 0, 1, 0, 0},
-    {"split4", 4, 1, 0, 1, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0},
-    {"g32", 0, 0, 32, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0},    {"split2red", 2, 1, 0, 1, 2, 0},
-    {"split8red", 8, 1, 0, 1, 2, 0}, {"sk2red", 1, 2, 0, 0, 2, 0}, {"sk3red", 1, 3, 0, 0, 2, 0},
-    {"nodefer", 0, 0, 0, 0, 0, 1},
+    {"default", 0, 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0, 0},
+    {"sk2", 1, 2, 0, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0, 0},
+    {"split2", 2, 1, 0, 1, 0, 0, 0},
+    {"split4", 4, 1, 0, 1, 0, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0, 0},
+    {"g32", 0, 0, 32, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0},
+    {"split8red", 8, 1, 0, 1, 2, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0},
+    {"nodefer", 0, 0, 0, 0, 0, 1, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2},
+    {"split2il", 2, 1, 0, 1, 0, 0, 2}, {"split8il", 8, 1, 0, 1, 2, 0, 2},
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 
@@ -276,8 +278,8 @@ static int in_list(const char *list, const char *name) {
 /* The plan fields that change the schedule (equal signatures = the same kernel work). */
 static void plan_sig(const gemm_params_t *p, int workers, char *buf, size_t len) {
   const int units_m = (p->tiles_m + p->cluster_m - 1) / p->cluster_m;
-  snprintf(buf, len, "w%d c%d s%d/%d/%d sk%d/%d g%d e%d%s%s", workers, p->cluster_m, p->split_k,
-           p->kb_per_split, p->split_from, p->sk_tiles, p->sk_workers,
+  snprintf(buf, len, "w%d c%d s%d/%d/%d%s sk%d/%d g%d e%d%s%s", workers, p->cluster_m, p->split_k,
+           p->kb_per_split, p->split_from, p->split_ileave ? "i" : "", p->sk_tiles, p->sk_workers,
            p->group_m < units_m ? p->group_m : units_m, p->epi_tma, p->fixup_red ? " red" : "",
            p->epi_defer ? " d" : "");
 }
@@ -373,6 +375,7 @@ int main(int argc, char **argv) {
       o.split_k = vr->split_k; o.stream_k = vr->stream_k; o.group_m = vr->group_m;
       o.fixup_red = vr->fixup_red;
       o.epi_defer = vr->epi_defer;
+      o.split_ileave = vr->split_ileave;
       x->opts = o;
       x->use_opts = v >= 2;
       gemm_params_t plan;

@@ -200,6 +200,11 @@ typedef struct {
    * + TMA-stores it while the next tile's first k-block runs. (Deferring both halves, 64
    * registers through the mainloop, spilled: 24 bytes.) */
   int32_t epi_defer;
+  /* Split-K k-block order (additive; 0 = each split takes a contiguous range of kb_per_split
+   * k-blocks): 1 = split s takes k-blocks s, s + split_k, s + 2 split_k, ... so that the
+   * split_k CTAs of a tile read neighbouring 128-byte pieces of the same A/B rows at about
+   * the same time (DRAM locality for decode-like shapes). */
+  int32_t split_ileave;
 } gemm_params_t;
 
 #ifdef __CUDACC__
@@ -272,7 +277,7 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
  * split >= 0 and its workspace/counter slot; a whole tile has split -1. */
 typedef struct {
   int32_t m_blk, n_blk, k_blk0, k_nblk;
-  int32_t split, slot, pad0, pad1; /* stream-K: split = the range w */
+  int32_t split, slot, k_step, pad1; /* stream-K: split = the range w; k_step: see split_ileave */
 } gemm_tile_t;
 
 /* The tile for scheduler ticket `ticket`; returns 0 when the ticket is past the last tile,
@@ -318,10 +323,17 @@ __device__ __forceinline__ int gemm_tile_of(const gemm_params_t *p, int ticket, 
   t->n_blk = r / gm;
   t->split = split;
   t->slot = slot;
-  t->pad0 = t->pad1 = 0;
-  if (split >= 0 && p->sk_tiles == 0) { /* split-K: equal ranges */
-    kb0 = split * p->kb_per_split;
-    nkb = min(p->kb_per_split, p->k_blocks - kb0);
+  t->k_step = 1;
+  t->pad1 = 0;
+  if (split >= 0 && p->sk_tiles == 0) {
+    if (p->split_ileave) { /* split-K: k-blocks split, split + S, split + 2S, ... */
+      kb0 = split;
+      nkb = (p->k_blocks - split + S - 1) / S;
+      t->k_step = S;
+    } else { /* split-K: equal ranges */
+      kb0 = split * p->kb_per_split;
+      nkb = min(p->kb_per_split, p->k_blocks - kb0);
+    }
   }
   t->k_blk0 = kb0;
   t->k_nblk = nkb;
@@ -405,7 +417,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       }
       const uint32_t full = full0 + 8 * stage;
       const uint32_t a_dst = sbase + stage * GEMM_STAGE_BYTES, b_dst = a_dst + GEMM_A_BYTES;
-      const int k0 = (t.k_blk0 + kb) * GEMM_BK;
+      const int k0 = (t.k_blk0 + kb * t.k_step) * GEMM_BK;
       /* Every CTA expects its full stage: A (own) + both B halves (own + multicast). */
       mbarrier_arrive_expect_tx_cta(full, GEMM_STAGE_BYTES);
       /* Hook h, decided per k-block (nothing more stays live: the producer has 40 registers). */

@@ -193,6 +193,19 @@ static void gemm_sk_setup(gemm_params_t *p, int sk_tiles, int W) {
   p->sk_cmax = cmax;
 }
 
+/* The default stream-K rule, from the interleaved bench of session 5 (run s5-1, 48 shapes,
+ * docs/perf-notes.md): stream-K over the partial wave (2) won 12-15% where 2-3 whole waves
+ * leave a partial wave of 0.39-0.42 x SMs at K = 8192 (320 / 448 tiles: the M = 2048 AG
+ * shapes), and 0.5-2% on most shapes with a partial wave of 0.15-0.61 x SMs and >= 56
+ * k-blocks; it lost where the partial wave is almost full (L/W >= 0.7: up to -22%), where
+ * K is short (16-28 k-blocks: -1..-8%), with fewer tiles than SMs, and over a handful of
+ * tiles (L/W 0.03). */
+int gemm_plan_default_sk(int64_t tiles, int sm_count, int k_blocks) {
+  if (sm_count < 1 || tiles < sm_count || k_blocks < 48) return 1;
+  const int64_t L = tiles % sm_count;
+  return L * 100 >= (int64_t)sm_count * 10 && L * 100 <= (int64_t)sm_count * 62 ? 2 : 1;
+}
+
 /* Stream-K choice for tiles >= SMs (k-blocks as the time unit): the data-parallel schedule
  * runs ceil(tiles / W) rounds of kb; stream-K over one full + the partial wave runs
  * floor(tiles / W) - 1 rounds plus (1 + L / W) * kb, plus ~4 k-blocks of partial traffic
@@ -269,6 +282,9 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     from = tiles;
   }
   p->split_from = (int32_t)from;
+  if (o->split_ileave < 0 || o->split_ileave > 2)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: split_ileave %d is outside [0, 2]", o->split_ileave);
+  p->split_ileave = p->split_k > 1 && o->split_ileave == 2;
   const int64_t units = p->split_k == 1 ? (int64_t)((p->tiles_m + cl - 1) / cl) * p->tiles_n
                                         : from + (tiles - from) * p->split_k;
   /* Stream-K: off by default (run 4: the cost model's picks lost 4-29% on 12 suite shapes,
@@ -277,7 +293,9 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   int sk = o->stream_k;
   if (sk < 0 || sk > 4)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: stream_k %d is outside [0, 4]", sk);
-  if (sk == 0) sk = 1;
+  if (sk == 0) /* default: the measured rule (needs the caller's workspace) */
+    sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0
+             ? gemm_plan_default_sk(tiles, o->sm_count, p->k_blocks) : 1;
   if (sk == 4) sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0
                         ? gemm_choose_sk(tiles, o->sm_count, p->k_blocks) : 1;
   if (sk > 1 && (cl != 1 || p->split_k > 1))
@@ -318,11 +336,19 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     return meld_error(MELD_ERR_INVALID_ARG,
                       "gemm_plan_make: fixup_red 2 (partials added in L2) needs has_workspace: the "
                       "caller must provide an all-zero fp32 workspace");
-  p->fixup_red = o->fixup_red == 2 && (p->split_k > 1 || p->sk_tiles > 0);
+  /* Default (0): partials added in L2 only for split-K whose pieces all run in one round
+   * (decode: run s5-1 M=16 0.790 -> 0.840, M=128 0.754 -> 0.774; with 2 rounds, 80 tiles x
+   * split 3, it measured 0.708 -> 0.694; stream-K: sk2red <= sk2 on 41 of 46 shapes). */
+  const int red_dflt = o->has_workspace && p->split_k > 1 && units <= w;
+  p->fixup_red = (o->fixup_red == 2 || (o->fixup_red == 0 && red_dflt)) && (p->split_k > 1 || p->sk_tiles > 0);
   /* Raster group: ~2K x 2K outputs per sweep (16 m-blocks x 8 n-blocks) keep the live A and
    * B panels of ~132 CTAs small in L2. */
   p->group_m = o->group_m > 0 ? o->group_m : (cl == 2 ? 8 : 16);
-  p->epi_tma = o->epi_tma < 0 ? 1 : (o->epi_tma != 0);
+  /* TMA store only when n is a multiple of 8: at the right edge the TMA store wrote the whole
+   * 16-byte chunk that straddles n (H200, run s5-1: 384 x 1100 wrote columns 1100..1103 of
+   * every row, both with and without the deferred half). Else 16-byte generic stores, which
+   * write element by element past the last full vector. */
+  p->epi_tma = (o->epi_tma < 0 ? 1 : (o->epi_tma != 0)) && a->n % 8 == 0;
   if (o->epi_defer < 0 || o->epi_defer > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: epi_defer %d is outside [0, 2]", o->epi_defer);
   p->epi_defer = p->epi_tma ? (o->epi_defer == 0 ? GEMM_EPI_DEFER_DEFAULT : o->epi_defer - 1) : 0;
@@ -433,7 +459,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
   snprintf(buf, len,
            "gemm %d x %d x %d (B %s), tiles %d x %d x %d of %dx%dx%d, %d stages, smem %d B\n"
            "  c %p ldc %lld, cluster_m %d, group_m %d, epilogue %s (half 1 deferred %d), workers %d\n"
-           "  split_k %d (kb_per_split %d, from tile %d) workspace %p counters %p\n"
+           "  split_k %d (kb_per_split %d, from tile %d, interleaved %d) workspace %p counters %p\n"
            "  stream-K: %d tiles, %d ranges, %d parts, %d contributors max; fixup %s\n"
            "  ready: flags %p rows_per_flag %d epoch %llu abort %p timeout_ns %llu status %p\n"
            "  order: m_rotate %d m_order %p queue %p\n"
@@ -441,7 +467,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            p->m, p->n, p->k, p->b_kn ? "[K,N]" : "[N,K]", p->tiles_m, p->tiles_n, p->k_blocks,
            GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
            p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->epi_defer, p->workers,
-           p->split_k, p->kb_per_split, p->split_from, (void *)p->workspace, (void *)p->counters,
+           p->split_k, p->kb_per_split, p->split_from, p->split_ileave, (void *)p->workspace, (void *)p->counters,
            p->sk_tiles, p->sk_workers, p->sk_parts, p->sk_cmax, p->fixup_red ? "red.add in L2" : "stores",
            (const void *)p->ready.flags, p->ready.rows_per_flag,
            (unsigned long long)p->ready.epoch, (const void *)p->ready.abort_word,

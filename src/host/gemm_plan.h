@@ -23,8 +23,7 @@ typedef struct {
   int epi_tma;      /* -1 = choose (TMA store), 0 = generic 16-byte stores, 1 = TMA store  */
   int split_k;      /* 0 = choose (cost model below), 1 = off, 2..8 = forced               */
   /* Stream-K (fields added after the first ones; zero = defaults):
-   *   0 = default: off (measured slower than data-parallel on most suite shapes, run 4 in
-   *       docs/perf-notes.md), 1 = off,
+   *   0 = default: gemm_plan_default_sk (2 or off; needs has_workspace), 1 = off,
    *   2 = the last partial wave's tiles (all tiles when there are fewer than sm_count),
    *   3 = one full wave + the partial wave (each range is 1..2 tiles of k-blocks),
    *   4 = the cost model's choice of 1 or 3 (needs has_workspace). */
@@ -32,15 +31,25 @@ typedef struct {
   int has_workspace; /* 1: the caller provides p->workspace / p->counters (gemm_plan_for does) */
   /* Split-K / stream-K combine (added later; zero = default): 0 = default (1), 1 = partials
    * stored and read back by the last arriver, 2 = partials added in L2 into one zeroed tile
-   * (red.global.add.v4.f32; needs has_workspace: the caller keeps that workspace zeroed). */
+   * (red.global.add.v4.f32; needs has_workspace: the caller keeps that workspace zeroed).
+   * Default: 2 for split-K whose pieces all run at once (tiles x split_k <= CTAs), else 1. */
   int fixup_red;
   /* Epilogue overlap of the stand-alone kernel (p->epi_defer): 0 = default, 1 = off, 2 = on
    * (each tile's second half stored during the next tile's first k-block). Only with the
-   * TMA-store epilogue; fused kernels ignore it. */
+   * TMA-store epilogue (which needs n % 8 == 0: else 16-byte stores, even if epi_tma is 1);
+   * fused kernels ignore it. */
   int epi_defer;
+  /* Split-K k-block order (p->split_ileave): 0 = default (contiguous), 1 = contiguous ranges,
+   * 2 = interleaved (split s takes k-blocks s, s + split_k, ...). */
+  int split_ileave;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}
+
+/* The default stream-K choice for a problem of `tiles` 128x256 tiles of k_blocks k-blocks on
+ * sm_count CTAs: 2 (stream-K over the partial wave) when tiles >= sm_count, k_blocks >= 48
+ * and the partial wave holds 10%..62% of sm_count tiles; else 1 (off). Pure arithmetic. */
+int gemm_plan_default_sk(int64_t tiles, int sm_count, int k_blocks);
 
 /* Overrides of the plan's choices from the environment, read once (gemm_plan_for applies them
  * to options left at "choose"): MELD_GEMM_GROUP_M, MELD_GEMM_SPLIT_K, MELD_GEMM_STREAM_K. */
