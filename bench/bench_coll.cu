@@ -387,74 +387,77 @@ static void s2_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
   if (c->rank == 0)
     printf("%-15s %-24s %11s %6s %10s %10s %9s %9s %7s %9s\n", "op", "variant", "bytes", "mode", "meld_us",
            "nccl_us", "meld_GBs", "nccl_GBs", "m/nccl", "rel_err");
-  /* 1. Latency: default plans and LL geometry variants, 4 KB .. 1 MB, plain and graph. */
+  /* 1. Latency: the default plans, 4 KB .. 1 MB, plain and graph; at 4 and 16 KB also LL
+   * geometries the run-1 grid did not cover (small CTAs, 1 vs several CTAs at 4 KB). */
   for (int op = 0; op < 4; op++)
     for (size_t bytes = 4096; bytes <= ((size_t)1 << 20); bytes *= 4) {
       float nms[2] = {NAN, NAN};
       s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", 1, nms, bufs, d_acc, samples);
-      if (bytes < 16384 || op == OP_A2A) continue;
-      const int lc[] = {1, 2, 4, 8, 16}, lt[] = {256, 512};
-      for (int i = 0; i < 5; i++)
-        for (int k = 0; k < 2; k++) {
-          meld_coll_plan_hint_t h;
-          memset(&h, 0, sizeof h);
-          h.proto = MELD_PROTO_LL, h.ctas = lc[i], h.threads = lt[k];
-          char vn[48];
-          snprintf(vn, sizeof vn, "ll_c%d_t%d", lc[i], lt[k]);
-          s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 1, nms, bufs, d_acc, samples);
-        }
+      if (bytes >= ((size_t)256 << 10)) { /* more LL CTAs than the plan's 16 / 32 */
+        meld_coll_plan_hint_t h;
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_LL, h.ctas = 64, h.threads = 512;
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, "ll_c64_t512", 1, nms, bufs, d_acc, samples);
+      }
+      if (bytes > 16384) continue;
+      const int lc[] = {1, 4, 16, 16, 32}, lt[] = {256, 256, 128, 256, 256};
+      for (int i = 0; i < 5; i++) {
+        meld_coll_plan_hint_t h;
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_LL, h.ctas = lc[i], h.threads = lt[i];
+        char vn[48];
+        snprintf(vn, sizeof vn, "ll_c%d_t%d", lc[i], lt[i]);
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 1, nms, bufs, d_acc, samples);
+      }
     }
-  /* 2. Bandwidth: 64 MB, 256 MB, 1 GB: default, the run-1 baseline engine (ROUNDS, unroll 4),
-   * ROUNDS and RING geometry with the deeper loops. */
+  /* 2. Bandwidth: 64 MB, 256 MB, 1 GB: the default; session 1's loop depth (unroll 4) on the
+   * default geometry; one-shot all-reduce (the previous P = 2 default); more CTAs; RING with
+   * 12 of 18 data warps draining and 1 MB chunks. */
   for (int op = 0; op < 4; op++)
     for (size_t bytes = (size_t)64 << 20; bytes <= g_max_bytes; bytes *= 4) {
       float nms[2] = {NAN, NAN};
       s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", 0, nms, bufs, d_acc, samples);
       meld_coll_plan_hint_t h;
-      char vn[64];
-      for (int ar2 = 0; ar2 < (op == OP_AR ? 2 : 1); ar2++) {
-        const char *pre = ar2 ? "2shot_" : "";
+      memset(&h, 0, sizeof h);
+      h.unroll = 4;
+      s2_point(c, jf, env, nccl_ver, op, bytes, &h, "auto_u4", 0, nms, bufs, d_acc, samples);
+      if (op == OP_AR) {
         memset(&h, 0, sizeof h);
-        h.proto = MELD_PROTO_ROUNDS, h.unroll = 4, h.ar_algo = ar2 ? MELD_AR_TWO_SHOT : MELD_AR_AUTO;
-        snprintf(vn, sizeof vn, "%srounds_u4_base", pre);
-        s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
-        const int rc[] = {16, 32};
-        const size_t rk[] = {(size_t)256 << 10, (size_t)1 << 20};
-        for (int i = 0; i < 2; i++)
-          for (int k = 0; k < 2; k++)
-            for (int sl = 2; sl <= 4; sl += 2) {
-              memset(&h, 0, sizeof h);
-              h.proto = MELD_PROTO_ROUNDS, h.unroll = 8, h.ctas = rc[i], h.threads = 512, h.chunk_bytes = rk[k];
-              h.slots = sl, h.ar_algo = ar2 ? MELD_AR_TWO_SHOT : MELD_AR_AUTO;
-              snprintf(vn, sizeof vn, "%srounds_c%d_k%zuK_s%d", pre, rc[i], rk[k] >> 10, sl);
-              s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
-            }
+        h.ar_algo = MELD_AR_ONE_SHOT;
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, "one_shot", 0, nms, bufs, d_acc, samples);
       }
-      const int cw[] = {6, 9, 12};
-      const size_t gk[] = {(size_t)256 << 10, (size_t)1 << 20};
-      for (int u = 4; u <= 8; u += 4)
-        for (int i = 0; i < 3; i++)
-          for (int k = 0; k < 2; k++) {
-            if (u == 4 && (i != 1 || k != 0)) continue; /* run 2's best RING shape only */
-            memset(&h, 0, sizeof h);
-            h.proto = MELD_PROTO_RING, h.unroll = u, h.ctas = 16, h.threads = 640, h.cons_warps = cw[i];
-            h.chunk_bytes = gk[k], h.slots = 4;
-            snprintf(vn, sizeof vn, "ring_u%d_w%d_k%zuK", u, cw[i], gk[k] >> 10);
-            s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
-          }
+      const int rc[] = {48, 64};
+      for (int i = 0; i < 2; i++) {
+        memset(&h, 0, sizeof h);
+        h.ctas = rc[i];
+        char vn[64];
+        snprintf(vn, sizeof vn, "rounds_c%d", rc[i]);
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
+      }
+      if (op == OP_AR && bytes > ((size_t)128 << 20)) continue; /* RING is one-shot only */
+      const int gc[] = {16, 32, 48};
+      for (int i = 0; i < 3; i++) {
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_RING, h.ctas = gc[i], h.threads = 640, h.cons_warps = 12, h.chunk_bytes = (size_t)1 << 20;
+        h.slots = 4;
+        char vn[64];
+        snprintf(vn, sizeof vn, "ring_w12_k1M_c%d", gc[i]);
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
+      }
     }
-  /* 3. GB/s vs CTAs, all-gather and reduce-scatter 256 MB: ROUNDS (512 thr, unroll 8) and RING
-   * (640 thr, unroll 8, half the data warps draining). */
-  for (int op = 0; op < 2; op++) {
+  /* 3. GB/s vs CTAs at 256 MB, all four ops: ROUNDS (the default engine, its default chunk)
+   * and RING (640 thr, 12 drain warps, 1 MB chunks). */
+  for (int op = 0; op < 4; op++) {
     float nms[2] = {NAN, NAN};
-    const int cc[] = {2, 4, 8, 12, 16, 24, 32, 48};
+    const int cc[] = {4, 8, 16, 24, 32, 48, 64};
     for (int e = 0; e < 2; e++)
-      for (int i = 0; i < 8; i++) {
+      for (int i = 0; i < 7; i++) {
+        if (e && cc[i] == 64) continue;
         meld_coll_plan_hint_t h;
         memset(&h, 0, sizeof h);
-        h.proto = e ? MELD_PROTO_RING : MELD_PROTO_ROUNDS, h.unroll = 8, h.ctas = cc[i];
-        h.threads = e ? 640 : 512;
-        if (e) h.slots = 4;
+        h.ctas = cc[i];
+        if (op == OP_AR) h.ar_algo = MELD_AR_ONE_SHOT; /* the RING's algorithm, for a like curve */
+        if (e) h.proto = MELD_PROTO_RING, h.threads = 640, h.cons_warps = 12, h.chunk_bytes = (size_t)1 << 20, h.slots = 4;
         char vn[48];
         snprintf(vn, sizeof vn, "ctas_%s_c%d", e ? "ring" : "rounds", cc[i]);
         s2_point(c, jf, env, nccl_ver, op, (size_t)256 << 20, &h, vn, 0, nms, bufs, d_acc, samples);
@@ -471,32 +474,35 @@ static void s2_bulk_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const cha
   if (c->rank == 0)
     printf("%-15s %-24s %11s %6s %10s %10s %9s %9s %7s %9s\n", "op", "variant", "bytes", "mode", "meld_us",
            "nccl_us", "meld_GBs", "nccl_GBs", "m/nccl", "rel_err");
+  /* bulk 1 (TMA push) and 2 (+ TMA drain of copies: AG, A2A), 1 MB chunks, 4 slots. */
   for (int op = 0; op < 4; op++)
-    for (size_t bytes = (size_t)64 << 20; bytes <= g_max_bytes; bytes *= 4) {
+    for (size_t bytes = (size_t)256 << 20; bytes <= g_max_bytes; bytes *= 4) {
       float nms[2] = {NAN, NAN};
-      const int bc[] = {8, 16}, bt[] = {384, 640};
-      const size_t bk[] = {(size_t)256 << 10, (size_t)1 << 20};
-      for (int i = 0; i < 2; i++)
-        for (int t = 0; t < 2; t++)
-          for (int k = 0; k < 2; k++) {
+      const int bc[] = {8, 16, 32};
+      for (int b = 1; b <= 2; b++)
+        for (int i = 0; i < 3; i++)
+          for (int t = 0; t < 2; t++) {
+            if (b == 2 && (op == OP_RS || op == OP_AR)) continue; /* the drain of sums is by threads */
+            if (b == 1 && t == 0) continue;
             meld_coll_plan_hint_t h;
             memset(&h, 0, sizeof h);
-            h.proto = MELD_PROTO_RING, h.bulk = 1, h.unroll = 8, h.ctas = bc[i], h.threads = bt[t];
-            h.chunk_bytes = bk[k], h.slots = 4;
+            h.proto = MELD_PROTO_RING, h.bulk = b, h.ctas = bc[i], h.threads = t ? 640 : 128;
+            h.chunk_bytes = (size_t)1 << 20, h.slots = 4;
+            if (op == OP_AR) h.ar_algo = MELD_AR_ONE_SHOT;
             char vn[64];
-            snprintf(vn, sizeof vn, "bulk_c%d_t%d_k%zuK", bc[i], bt[t], bk[k] >> 10);
+            snprintf(vn, sizeof vn, "bulk%d_c%d_t%d", b, bc[i], h.threads);
             s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, 0, nms, bufs, d_acc, samples);
           }
     }
-  for (int op = 0; op < 2; op++) {
+  for (int op = 0; op < 4; op += 3) { /* AG, A2A: GB/s vs CTAs with the TMA drain */
     float nms[2] = {NAN, NAN};
-    const int cc[] = {2, 4, 8, 12, 16, 24, 32};
+    const int cc[] = {4, 8, 12, 16, 24, 32, 48};
     for (int i = 0; i < 7; i++) {
       meld_coll_plan_hint_t h;
       memset(&h, 0, sizeof h);
-      h.proto = MELD_PROTO_RING, h.bulk = 1, h.unroll = 8, h.ctas = cc[i], h.threads = 640, h.slots = 4;
+      h.proto = MELD_PROTO_RING, h.bulk = 2, h.ctas = cc[i], h.threads = 128, h.slots = 4, h.chunk_bytes = (size_t)1 << 20;
       char vn[48];
-      snprintf(vn, sizeof vn, "ctas_bulk_c%d", cc[i]);
+      snprintf(vn, sizeof vn, "ctas_bulk2_c%d", cc[i]);
       s2_point(c, jf, env, nccl_ver, op, (size_t)256 << 20, &h, vn, 0, nms, bufs, d_acc, samples);
     }
   }
@@ -552,7 +558,7 @@ static void rank_main(int rank, int P) {
         json_line(jf, &env, nccl_ver, "launch_floor", 0, 0, "graph", fname[k], k >= 3 ? 16 : 1, 32, P, tg, NAN, 0, 0, -1);
       }
       s2_run(&c, jf, &env, nccl_ver, bufs, d_acc);
-      if (P == 2) s2_push(&c, jf, &env, nccl_ver, d_send, (size_t)128 << 20);
+      if (P == 2 && getenv("BENCH_PUSH")) s2_push(&c, jf, &env, nccl_ver, d_send, (size_t)128 << 20);
     }
     g_point = 1, g_only = 99; /* nothing else */
   }

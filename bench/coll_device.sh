@@ -23,7 +23,9 @@ echo "test done: $(( $(date +%s) - t0 )) s"
 if [ "${1:-}" = "--s2" ]; then ARGS=("$@"); else ARGS=(--quick "$@"); fi
 timeout -k 5 ${BENCH_TIMEOUT_S:-160} build/coll/bench/bench_coll "${ARGS[@]}" --json "$OUT/coll.jsonl" > "$OUT/bench_coll.log" 2>&1
 echo "bench rc=$? at $(( $(date +%s) - t0 )) s"
-if [ "${S2BULK:-0}" = 1 ]; then  # the bulk RING in its own process (a failure cannot abort the sweep's comm)
+if [ "${S2BULK:-0}" = 1 ]; then  # the opt-in bulk RING in its own processes (a failure cannot abort the sweep's comm)
+  TEST_COLL_ONLY=bulk timeout -k 5 60 build/coll/tests/gpu/test_coll > "$OUT/test_coll_bulk.log" 2>&1
+  echo "test_coll (bulk variants) rc=$?" | tee -a "$OUT/test_coll_bulk.log"; tail -4 "$OUT/test_coll_bulk.log"
   timeout -k 5 ${BULK_TIMEOUT_S:-60} build/coll/bench/bench_coll --s2bulk --json "$OUT/coll_bulk.jsonl" > "$OUT/bench_bulk.log" 2>&1
   echo "bulk bench rc=$? at $(( $(date +%s) - t0 )) s"
 fi

@@ -9,13 +9,18 @@
 #include "error.h"
 
 /* Heuristic constants (measured on 2 x H200, docs/perf-notes.md "Collectives").
- * LL: per-peer data up to PLAN_LL_MAX_BYTES; each CTA sends ~PLAN_LL_BYTES_PER_CTA of lines.
+ * LL: per-peer data up to PLAN_LL_MAX_BYTES; CTAs and threads by the bytes moved (below).
  * RING: warp-specialized CTAs of PLAN_RING_THREADS; at most PLAN_RING_MAX_CTAS (an SM pushes
  * ~40-46 GB/s to a peer: 8-16 CTAs saturate NVLink), >= PLAN_RING_CTA_BYTES per CTA, rings of
  * PLAN_RING_SLOTS slots, >= 4 chunks per CTA so that the ring pipelines.
  * ROUNDS (two-shot all-reduce): the first engine's constants. */
 #define PLAN_LL_THREADS 512
-#define PLAN_LL_BYTES_PER_CTA ((size_t)32 << 10)
+#define PLAN_LL_SMALL_THREADS 256
+#define PLAN_LL_SMALL_THREADS_BYTES ((size_t)32 << 10)
+#define PLAN_LL_ONE_CTA_BYTES ((size_t)4 << 10)
+#define PLAN_LL_BYTES_PER_CTA_SMALL ((size_t)512)
+#define PLAN_LL_MID_BYTES ((size_t)512 << 10)
+#define PLAN_LL_MID_CTAS 16
 #define PLAN_LL_MAX_CTAS 32
 #define PLAN_LL_MAX_BYTES ((size_t)1 << 20) /* run 1: LL 10.8 us vs ring 32.9 at 1 MB */
 #define PLAN_RING_THREADS 640
@@ -26,13 +31,31 @@
 #define PLAN_RING_MAX_CHUNK ((size_t)256 << 10)
 #define PLAN_THREADS 512
 #define PLAN_MAX_CTAS 32
+/* From 32 MB moved per rank: 64 CTAs. s2 run 2 (2 x H200, busbw GB/s at 64 MB / 256 MB / 1 GB,
+ * 32 -> 64 CTAs): AG 232 -> 251 / 273 -> 304 / 310 -> 336, RS 232 -> 251 / 264 -> 289 / 286 ->
+ * 329, AR 269 -> 284 / 319 -> 331 / 311 -> 348, A2A 229 -> 249 / 266 -> 302 / 305 -> 332
+ * (NCCL 213-329 in the same run). Each byte crosses an SM two or three times (push, drain, own
+ * copy) and an SM copies ~40-45 GB/s, so the link needs more SMs than it has lanes. Smaller
+ * calls keep 32 (64 not measured there). */
+#define PLAN_MANY_CTAS 64
+#define PLAN_MANY_CTAS_BYTES ((size_t)32 << 20)
 #define PLAN_TARGET_CHUNK ((size_t)32 << 10) /* below this per CTA, use fewer CTAs         */
 #define PLAN_MAX_CHUNK ((size_t)512 << 10)    /* above, more rounds (keeps slots in L2)    */
 #define PLAN_SLOTS 2
 /* 16-byte loads in flight per thread in the RING/ROUNDS data loops (coll_copy). */
 #define PLAN_UNROLL 8
 /* All-reduce: one-shot moves (P-1) x bytes per rank, two-shot 2 (P-1)/P x bytes but pays a
- * second hop; at P = 2 both move the same bytes, so one-shot wins at every size. */
+ * second hop. At P = 2 both move the same bytes, but two-shot reduces half of them: s2 run 1
+ * (2 x H200, 32 CTAs, 1 MB chunks) measured two-shot 303 / 316 GB/s busbw at 256 MB / 1 GB vs
+ * one-shot 293 / 294, equal (266) at 64 MB; so P = 2 goes two-shot above 128 MB, with 1 MB
+ * chunks (256 KB chunks: 262 at 256 MB: each round pays two stages of handshakes). */
+#define PLAN_ONESHOT_MAX_BYTES_P2 ((size_t)128 << 20)
+#define PLAN_TWO_SHOT_MAX_CHUNK ((size_t)1 << 20)
+/* ... and only where the workspace holds those chunks for 64 CTAs (2 stages x 64 x 2 slots x
+ * 1 MB; MELD_WORKSPACE_BYTES >= 256 MB): with smaller chunks two-shot was measured below
+ * one-shot (run 1: 262 vs 293 at 256 MB), so the default 64 MB workspace stays one-shot
+ * (64 CTAs: 316 GB/s at 256 MB, run 2). */
+#define PLAN_TWO_SHOT_WS_P2 ((size_t)2 * 64 * 2 * ((size_t)1 << 20))
 #define PLAN_ONESHOT_MAX_BYTES_P3 ((size_t)1 << 20)
 #define PLAN_ONESHOT_MAX_BYTES ((size_t)256 << 10)
 
@@ -186,9 +209,11 @@ static size_t plan_chunk(const meld_coll_plan_t *p) {
     case MELD_PROTO_RING:
       c = round_up(ceil_div(p->pair_bytes, ctas * PLAN_RING_SLOTS), 4096);
       return c < PLAN_RING_MIN_CHUNK ? PLAN_RING_MIN_CHUNK : c > PLAN_RING_MAX_CHUNK ? PLAN_RING_MAX_CHUNK : c;
-    default:
+    default: {
+      const size_t cmax = p->stages == 2 ? PLAN_TWO_SHOT_MAX_CHUNK : PLAN_MAX_CHUNK;
       c = round_up(ceil_div(p->pair_bytes, ctas), 4096);
-      return c < MELD_COLL_MIN_CHUNK ? MELD_COLL_MIN_CHUNK : c > PLAN_MAX_CHUNK ? PLAN_MAX_CHUNK : c;
+      return c < MELD_COLL_MIN_CHUNK ? MELD_COLL_MIN_CHUNK : c > cmax ? cmax : c;
+    }
   }
 }
 
@@ -284,7 +309,8 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     case MELD_COLL_REDUCE_SCATTER: p->pair_bytes = a->count * es; break;
     case MELD_COLL_ALL_REDUCE: {
       p->oneshot_max_bytes = hint && hint->oneshot_max_bytes ? hint->oneshot_max_bytes
-                             : P <= 2                        ? SIZE_MAX
+                             : P == 1                        ? SIZE_MAX
+                             : P == 2 ? (ws_bytes >= PLAN_TWO_SHOT_WS_P2 ? PLAN_ONESHOT_MAX_BYTES_P2 : SIZE_MAX)
                              : P == 3                        ? PLAN_ONESHOT_MAX_BYTES_P3
                                                              : PLAN_ONESHOT_MAX_BYTES;
       size_t bytes = a->count * es;
@@ -329,16 +355,25 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
   p->proto = want;
 
   /* Heuristic geometry. */
-  int max_ctas = sm_count < PLAN_MAX_CTAS ? sm_count : PLAN_MAX_CTAS;
+  int max_ctas = sm_count < PLAN_MANY_CTAS ? sm_count : PLAN_MANY_CTAS; /* each engine caps below */
   if (max_ctas < 1) max_ctas = 1;
   size_t moved = P > 1 ? p->pair_bytes * peers * (size_t)p->stages : p->pair_bytes;
   size_t want_ctas;
   int cap_ctas;
   switch (p->proto) {
     case MELD_PROTO_LL:
-      want_ctas = ceil_div(2 * moved, PLAN_LL_BYTES_PER_CTA);
-      cap_ctas = PLAN_LL_MAX_CTAS;
-      p->threads = PLAN_LL_THREADS;
+      /* s2 runs 1-2 (2 x H200, graph replays): spreading even 8-16 KB over 16 CTAs beats 1
+       * CTA by ~0.5 us (AG 16 KB: 4.69 vs 5.20 us), 256-thread CTAs beat 512 up to 32 KB
+       * moved; 16 x 512 up to 512 KB moved (AG 1 MB: 8.91 us vs 9.37 with 32); 32 above (AR
+       * 1 MB: 16.5 vs 19.7). Up to 4 KB moved one CTA of 512 (4.3-4.6 us; run 2: 4, 16 or 32
+       * CTAs of 128-256 are 0.3-0.7 us slower there, except all-reduce; 1 x 256 measured
+       * 0.9 us slower than 1 x 512 for the 4 KB all-reduce, across runs). */
+      want_ctas = moved <= PLAN_LL_ONE_CTA_BYTES ? 1
+                  : moved <= PLAN_LL_MID_BYTES   ? ceil_div(moved, PLAN_LL_BYTES_PER_CTA_SMALL)
+                                                 : PLAN_LL_MAX_CTAS;
+      cap_ctas = moved <= PLAN_LL_MID_BYTES ? PLAN_LL_MID_CTAS : PLAN_LL_MAX_CTAS;
+      p->threads = moved > PLAN_LL_ONE_CTA_BYTES && moved <= PLAN_LL_SMALL_THREADS_BYTES ? PLAN_LL_SMALL_THREADS
+                                                                                       : PLAN_LL_THREADS;
       p->slots = 2;
       break;
     case MELD_PROTO_RING:
@@ -349,7 +384,7 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
       break;
     default:
       want_ctas = ceil_div(moved, PLAN_TARGET_CHUNK);
-      cap_ctas = PLAN_MAX_CTAS;
+      cap_ctas = moved >= PLAN_MANY_CTAS_BYTES ? PLAN_MANY_CTAS : PLAN_MAX_CTAS;
       p->threads = PLAN_THREADS;
       p->slots = PLAN_SLOTS;
       break;
@@ -377,7 +412,7 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     if (hint->threads) p->threads = hint->threads;
     if (hint->slots) p->slots = hint->slots, set_slots = 1;
     if (hint->unroll) p->unroll = hint->unroll;
-    if (hint->bulk && p->proto == MELD_PROTO_RING) p->bulk = 1;
+    if (hint->bulk && p->proto == MELD_PROTO_RING) p->bulk = hint->bulk >= 2 ? 2 : 1;
   }
   if (set_ctas && !set_chunk) p->chunk_bytes = plan_chunk(p); /* re-derive for the chosen CTAs */
   p->cons_warps = p->proto != MELD_PROTO_RING ? 0

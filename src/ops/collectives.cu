@@ -61,7 +61,13 @@
  *     j), so the pushing warps never wait for a release fence. In-place all-reduce (send ==
  *     recv): the consumer drains chunk j only after this CTA pushed chunk j (shared-memory
  *     progress word), so the push never reads a sum.
- *   ROUNDS: the first engine (above; two-shot all-reduce). */
+ *     Opt-in (plan->bulk, measured, not a default): bulk 1 = one push warp whose lane 0 moves
+ *     each chunk with TMA bulk copies (coll_bulk_copy), every other warp drains; bulk 2 = also
+ *     the drain of copies (AG, A2A) by one thread with TMA.
+ *   ROUNDS: the first engine (above; two-shot all-reduce); the default above LL.
+ * Data loops: ROUNDS and RING use coll_copy / coll_reduce (plan->unroll: 8 loads in flight per
+ * thread for copies, 4 per source for sums), copy.cuh's loops where pointers are misaligned.
+ * LL and the plain launch: LL calls are plain launches (no co-residency needed: see meld_coll_run). */
 #include <string.h>
 
 #include "coll_plan.h"
@@ -341,6 +347,80 @@ MELD_DEV bool coll_stage_round(meld_ctx_t *ctx, const coll_kargs_t *a, int st, u
   return true;
 }
 
+/* ---- RING bulk push (plan->bulk) ----------------------------------------------------------------
+ * One thread moves the CTA's outgoing chunk with TMA: global -> shared (cp.async.bulk, PIECE
+ * bytes, completion on the buffer's mbarrier) -> the peer's slot (cp.async.bulk shared ->
+ * global, one bulk group per piece), NBUF shared buffers, loads running LAG pieces ahead of
+ * the stores: ~NBUF pieces in flight without any thread's registers, so every other warp of
+ * the CTA can drain. Ordering: the pushing thread waits for its bulk groups to COMPLETE
+ * (wait_group 0: the writes are performed) and then arrives at the producer barrier; the
+ * control warp's release after its bar.sync is cumulative over them (signal.cuh's bulk
+ * pattern). Slot reuse: the control warp acquired the consumer's credit before the "go"
+ * barrier; fence.proxy.async after the barrier orders that acquire before the async-proxy
+ * writes into the slot. */
+#define COLL_BULK_PIECE 16384u
+#define COLL_BULK_NBUF 8u /* push: 8 buffers, loads 4 pieces ahead of the stores              */
+#define COLL_BULK_LAG 4u
+#define COLL_BULK_DNBUF 4u /* drain (bulk 2): 4 buffers, loads 2 pieces ahead               */
+#define COLL_BULK_DLAG 2u
+#define COLL_BULK_SMEM (COLL_BULK_PIECE * COLL_BULK_NBUF)
+#define COLL_BULK_DSMEM (COLL_BULK_PIECE * COLL_BULK_DNBUF)
+
+MELD_DEV uint64_t *coll_bulk_bars(void) {
+  __shared__ __align__(8) uint64_t bars[COLL_BULK_NBUF + COLL_BULK_DNBUF];
+  return bars;
+}
+
+/* cp.async.bulk.wait_group.read N (N an immediate). */
+template <uint32_t N>
+MELD_DEV void coll_bulk_wait_read(void) {
+  static_assert(N <= 3, "wait_group.read depth");
+  if (N == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+  else if (N == 1) asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+  else if (N == 2) asm volatile("cp.async.bulk.wait_group.read 2;" ::: "memory");
+  else asm volatile("cp.async.bulk.wait_group.read 3;" ::: "memory");
+}
+
+/* One thread: `bytes` (multiple of 16; src, dst 16-byte aligned) from src (this GPU's memory)
+ * to dst (a peer's slot, or this GPU's memory) through NBUF shared buffers at `smem` with
+ * mbarriers `bars`. *n counts the pieces this thread issued through these buffers in the
+ * kernel (the mbarriers' phases). On return every write is complete. False: a local TMA load
+ * did not complete within the comm's timeout (the call then fails). */
+template <uint32_t NBUF, uint32_t LAG>
+MELD_DEV bool coll_bulk_copy(meld_ctx_t *ctx, uint8_t *dst, const uint8_t *src, uint64_t bytes, uint8_t *smem,
+                             uint64_t *bars, uint64_t *n) {
+  static_assert(LAG >= 1 && LAG < NBUF, "bulk pipeline shape");
+  const uint64_t np = (bytes + COLL_BULK_PIECE - 1) / COLL_BULK_PIECE, base = *n;
+  bool ok = true;
+  for (uint64_t i = 0; ok && i < np + LAG; i++) {
+    if (i < np) {
+      const uint64_t g = base + i;
+      const uint32_t b = (uint32_t)(g % NBUF);
+      /* Buffer b was last read by the store of piece i - NBUF; stores issued so far are
+       * pieces < i - LAG, so NBUF - LAG - 1 newer groups may still be reading. (Pieces of
+       * an earlier call of this function: all complete, wait_group 0 at its end.) */
+      if (i >= NBUF) coll_bulk_wait_read<NBUF - LAG - 1>();
+      const uint32_t len = (uint32_t)coll_min(COLL_BULK_PIECE, bytes - i * COLL_BULK_PIECE);
+      mbarrier_arrive_expect_tx_cta(smem_addr(&bars[b]), len);
+      cp_async_bulk_g2s(smem_addr(smem + b * COLL_BULK_PIECE), src + i * COLL_BULK_PIECE, len, smem_addr(&bars[b]));
+    }
+    if (i >= LAG) {
+      const uint64_t k = i - LAG, g = base + k;
+      const uint32_t b = (uint32_t)(g % NBUF);
+      const uint32_t len = (uint32_t)coll_min(COLL_BULK_PIECE, bytes - k * COLL_BULK_PIECE);
+      if (!meld_mbar_wait(ctx, smem_addr(&bars[b]), (uint32_t)((g / NBUF) & 1u), "coll: bulk load")) {
+        ok = false;
+        break;
+      }
+      cp_async_bulk_s2g(dst + k * COLL_BULK_PIECE, smem_addr(smem + b * COLL_BULK_PIECE), len);
+      cp_async_bulk_commit_group();
+    }
+  }
+  cp_async_bulk_wait_group0();
+  *n = base + np;
+  return ok;
+}
+
 /* ---- RING engine ------------------------------------------------------------------------------ */
 
 enum { COLL_BAR_PGO = 1, COLL_BAR_PDONE = 2, COLL_BAR_CGO = 3, COLL_BAR_CDONE = 4 };
@@ -395,6 +475,46 @@ MELD_DEV void coll_drain(const coll_kargs_t *a, uint32_t c, uint32_t slot, uint6
   }
   if (a->own_len > off)
     coll_copy(a, a->recv + a->own_dst + off, a->send + a->own_src + off, coll_min(C, a->own_len - off), w, nw);
+}
+
+/* Drain of chunk j of a COPY op with bulk >= 2: thread w == 0 moves every aligned stream
+ * (staging slot -> recv, and the own block send -> recv) with TMA through the drain's own
+ * buffers; the other drain threads only take misaligned streams. The slot's reads are done
+ * when coll_bulk_copy returns (every load completed before its store was issued), so the
+ * caller's CDONE arrival (after __syncwarp) lets the control warp return the credit. The
+ * consumer control acquired the signal before the "go" barrier; fence.proxy.async orders that
+ * acquire before the async-proxy reads of the slot. */
+MELD_DEV void coll_drain_bulk(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c, uint32_t slot, uint64_t off,
+                              uint32_t w, uint32_t nw, uint64_t *n) {
+  extern __shared__ __align__(128) uint8_t coll_dsmem[];
+  const int P = a->nranks, me = a->rank, npeer = P - 1;
+  const uint64_t C = a->chunk;
+  const uint8_t *slots0 = a->ws + coll_slot_off(a, 0, 0, c, slot);
+  uint8_t *smem = coll_dsmem + COLL_BULK_SMEM;
+  uint64_t *bars = coll_bulk_bars() + COLL_BULK_NBUF;
+  if (w == 0) fence_proxy_async_gmem();
+  for (int t = 0; t <= npeer; t++) {
+    uint8_t *dst;
+    const uint8_t *src;
+    uint64_t len;
+    if (t < npeer) {
+      const int p = (me + 1 + t) % P;
+      len = a->recv_len[p], dst = a->recv + a->recv_off[p], src = slots0 + (uint64_t)t * a->ring_stride;
+    } else {
+      len = a->own_len, dst = a->recv + a->own_dst, src = a->send + a->own_src;
+      if (dst == src) continue; /* in place */
+      src += off;
+    }
+    if (len <= off) continue;
+    dst += off;
+    const uint64_t bytes = coll_min(C, len - off);
+    if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15u) == 0) {
+      if (w == 0 && !ctx->failed)
+        coll_bulk_copy<COLL_BULK_DNBUF, COLL_BULK_DLAG>(ctx, dst, src, bytes, smem, bars, n);
+    } else {
+      coll_copy(a, dst, src, bytes, w, nw);
+    }
+  }
 }
 
 /* Producer control (warp 0): credits ahead, signals behind. */
@@ -529,76 +649,22 @@ MELD_DEV void coll_ring_cctrl(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c
   }
 }
 
-MELD_DEV void coll_ring_drain(const coll_kargs_t *a, uint32_t c, uint32_t J, uint32_t nbar, uint32_t w, uint32_t nw) {
+MELD_DEV void coll_ring_drain(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c, uint32_t J, uint32_t nbar,
+                               uint32_t w, uint32_t nw) {
   coll_ring_shared_t *s = coll_ring_shared();
   const uint32_t S = (uint32_t)a->slots;
   const uint64_t step = (uint64_t)a->ctas * a->chunk;
+  const bool bulk = a->bulk >= 2 && a->action == COLL_COPY;
+  uint64_t n = 0;
   for (uint32_t j = 0; j < J; j++) {
     coll_bar_sync(COLL_BAR_CGO, nbar);
     if (j >= s->cstop) break;
-    coll_drain(a, c, meld_ring_slot(j, S), (uint64_t)j * step + (uint64_t)c * a->chunk, w, nw);
+    const uint64_t off = (uint64_t)j * step + (uint64_t)c * a->chunk;
+    if (bulk) coll_drain_bulk(ctx, a, c, meld_ring_slot(j, S), off, w, nw, &n);
+    else coll_drain(a, c, meld_ring_slot(j, S), off, w, nw);
+    __syncwarp(); /* bar.arrive is .aligned: the warp reconverges after thread 0's copies */
     coll_bar_arrive(COLL_BAR_CDONE, nbar);
   }
-}
-
-/* ---- RING bulk push (plan->bulk) ----------------------------------------------------------------
- * One thread moves the CTA's outgoing chunk with TMA: global -> shared (cp.async.bulk, PIECE
- * bytes, completion on the buffer's mbarrier) -> the peer's slot (cp.async.bulk shared ->
- * global, one bulk group per piece), NBUF shared buffers, loads running LAG pieces ahead of
- * the stores: ~NBUF pieces in flight without any thread's registers, so every other warp of
- * the CTA can drain. Ordering: the pushing thread waits for its bulk groups to COMPLETE
- * (wait_group 0: the writes are performed) and then arrives at the producer barrier; the
- * control warp's release after its bar.sync is cumulative over them (signal.cuh's bulk
- * pattern). Slot reuse: the control warp acquired the consumer's credit before the "go"
- * barrier; fence.proxy.async after the barrier orders that acquire before the async-proxy
- * writes into the slot. */
-#define COLL_BULK_PIECE 16384u
-#define COLL_BULK_NBUF 8u
-#define COLL_BULK_LAG 4u /* wait_group.read below: NBUF - LAG - 1 = 3 newer groups may pend */
-#define COLL_BULK_SMEM (COLL_BULK_PIECE * COLL_BULK_NBUF)
-static_assert(COLL_BULK_NBUF - COLL_BULK_LAG - 1 == 3, "coll_bulk_copy's wait_group.read 3");
-
-MELD_DEV uint64_t *coll_bulk_bars(void) {
-  __shared__ __align__(8) uint64_t bars[COLL_BULK_NBUF];
-  return bars;
-}
-
-/* One thread: `bytes` (multiple of 16; src, dst 16-byte aligned) from src (this GPU) to dst
- * (a peer's slot). *n counts the pieces this thread issued in the kernel (the mbarriers'
- * phases). On return every write is complete. False: a local TMA load did not complete
- * within the comm's timeout (the call then fails). */
-MELD_DEV bool coll_bulk_copy(meld_ctx_t *ctx, uint8_t *dst, const uint8_t *src, uint64_t bytes, uint8_t *smem,
-                             uint64_t *n) {
-  uint64_t *bars = coll_bulk_bars();
-  const uint64_t np = (bytes + COLL_BULK_PIECE - 1) / COLL_BULK_PIECE, base = *n;
-  bool ok = true;
-  for (uint64_t i = 0; ok && i < np + COLL_BULK_LAG; i++) {
-    if (i < np) {
-      const uint64_t g = base + i;
-      const uint32_t b = (uint32_t)(g % COLL_BULK_NBUF);
-      /* Buffer b was last read by the store of piece i - NBUF; stores issued so far are
-       * pieces < i - LAG, so NBUF - LAG - 1 newer groups may still be reading. (Pieces of
-       * an earlier call of this function: all complete, wait_group 0 at its end.) */
-      if (i >= COLL_BULK_NBUF) asm volatile("cp.async.bulk.wait_group.read 3;" ::: "memory");
-      const uint32_t len = (uint32_t)coll_min(COLL_BULK_PIECE, bytes - i * COLL_BULK_PIECE);
-      mbarrier_arrive_expect_tx_cta(smem_addr(&bars[b]), len);
-      cp_async_bulk_g2s(smem_addr(smem + b * COLL_BULK_PIECE), src + i * COLL_BULK_PIECE, len, smem_addr(&bars[b]));
-    }
-    if (i >= COLL_BULK_LAG) {
-      const uint64_t k = i - COLL_BULK_LAG, g = base + k;
-      const uint32_t b = (uint32_t)(g % COLL_BULK_NBUF);
-      const uint32_t len = (uint32_t)coll_min(COLL_BULK_PIECE, bytes - k * COLL_BULK_PIECE);
-      if (!meld_mbar_wait(ctx, smem_addr(&bars[b]), (uint32_t)((g / COLL_BULK_NBUF) & 1u), "coll: bulk load")) {
-        ok = false;
-        break;
-      }
-      cp_async_bulk_s2g(dst + k * COLL_BULK_PIECE, smem_addr(smem + b * COLL_BULK_PIECE), len);
-      cp_async_bulk_commit_group();
-    }
-  }
-  cp_async_bulk_wait_group0();
-  *n = base + np;
-  return ok;
 }
 
 /* The bulk push warp: lane 0 pushes aligned streams with coll_bulk_copy; a stream whose
@@ -609,14 +675,7 @@ MELD_DEV void coll_ring_push_bulk(meld_ctx_t *ctx, const coll_kargs_t *a, uint32
   const int P = a->nranks, me = a->rank, npeer = P - 1;
   const uint32_t S = (uint32_t)a->slots, lane = threadIdx.x & 31u;
   const uint64_t step = (uint64_t)a->ctas * a->chunk;
-  uint64_t n = 0;
-  if (lane == 0) {
-    uint64_t *bars = coll_bulk_bars();
-    for (uint32_t b = 0; b < COLL_BULK_NBUF; b++) mbarrier_init_cta(smem_addr(&bars[b]), 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    fence_proxy_async_smem_cta();
-  }
-  __syncwarp();
+  uint64_t n = 0; /* the mbarriers were initialized before the entry's bar.sync */
   for (uint32_t j = 0; j < J; j++) {
     coll_bar_sync(COLL_BAR_PGO, nbar);
     if (s->pfail) break;
@@ -632,7 +691,7 @@ MELD_DEV void coll_ring_push_bulk(meld_ctx_t *ctx, const coll_kargs_t *a, uint32
       if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15u) == 0) {
         if (lane == 0 && !ctx->failed) {
           fence_proxy_async_gmem(); /* the credit acquired before "go", then async writes */
-          coll_bulk_copy(ctx, dst, src, bytes, coll_dsmem, &n);
+          coll_bulk_copy<COLL_BULK_NBUF, COLL_BULK_LAG>(ctx, dst, src, bytes, coll_dsmem, coll_bulk_bars(), &n);
         }
       } else {
         coll_copy(a, dst, src, bytes, lane, 32);
@@ -653,7 +712,7 @@ MELD_DEV void coll_ring(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c) {
   else if (warp == 1) coll_ring_cctrl(ctx, a, c, J, cbar);
   else if (a->bulk && warp == 2) coll_ring_push_bulk(ctx, a, c, J, pbar); /* plan: pw == 1 */
   else if (warp < 2u + pw) coll_ring_push(a, c, J, pbar, threadIdx.x - 64u, pw * 32u);
-  else coll_ring_drain(a, c, J, cbar, threadIdx.x - 64u - pw * 32u, cw * 32u);
+  else coll_ring_drain(ctx, a, c, J, cbar, threadIdx.x - 64u - pw * 32u, cw * 32u);
 }
 
 /* ---- LL engine --------------------------------------------------------------------------------- */
@@ -944,6 +1003,12 @@ __global__ void __launch_bounds__(MELD_COLL_RING_MAX_THREADS, 1) coll_ring_kerne
   if (threadIdx.x == 0) {
     coll_ring_shared_t *s = coll_ring_shared();
     s->pfail = 0, s->cstop = 0xffffffffu, s->pushed = 0; /* before the entry's bar.sync */
+    if (a.bulk) { /* the bulk push's (and drain's) mbarriers, also before it */
+      uint64_t *bars = coll_bulk_bars();
+      for (uint32_t b = 0; b < COLL_BULK_NBUF + COLL_BULK_DNBUF; b++) mbarrier_init_cta(smem_addr(&bars[b]), 1);
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      fence_proxy_async_smem_cta();
+    }
   }
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint64_t t0 = meld_trace_begin(&ctx);
@@ -1116,7 +1181,8 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   } else {
     size_t smem = 0;
     if (plan.proto == MELD_PROTO_RING && plan.bulk) {
-      smem = COLL_BULK_SMEM; /* > 48 KB: the kernel must opt in (per device, cheap to repeat) */
+      /* > 48 KB: the kernel must opt in (per device, cheap to repeat) */
+      smem = COLL_BULK_SMEM + (plan.bulk >= 2 ? COLL_BULK_DSMEM : 0);
       cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
       if (e != cudaSuccess)
         return meld_error(MELD_ERR_CUDA, "%s: %zu bytes of shared memory for the bulk ring: %s", fn, smem,

@@ -12,6 +12,7 @@
  *   3. CUDA-graph capture of (fill, op, check) and 100 replays;
  *   4. (2+ GPUs) a rank that never joins: the others get MELD_ERR_TIMEOUT from
  *      meld_comm_check and from the next call, not a hang.
+ * TEST_COLL_ONLY=bulk: only group 1 with the opt-in TMA bulk RING variants instead.
  * MELD_TIMEOUT_MS defaults to 2000 here. */
 #include <cuda_bf16.h>
 
@@ -35,10 +36,15 @@ enum {
   V_LL = 6,
   V_ROUNDS = 7,
   V_INPLACE_RING = 8,
-  V_LAST = V_INPLACE_RING
+  V_BULK = 9,  /* RING with the TMA bulk push (opt-in engine): only with TEST_COLL_ONLY=bulk */
+  V_BULK2 = 10, /* ... and the TMA drain of copies                                           */
+  V_LAST = V_BULK2
 };
-static const char *const g_vname[] = {"default", "tiny-ring", "misaligned", "one-shot", "two-shot",
-                                      "in-place", "ll-forced", "tiny-rounds", "in-place-ring"};
+/* TEST_COLL_ONLY=bulk: only the bulk variants' reference checks (the device script runs them
+ * in a second process, so that a failure of the opt-in engine cannot hide the defaults'). */
+static int g_only_bulk = 0;
+static const char *const g_vname[] = {"default",  "tiny-ring",     "misaligned", "one-shot",  "two-shot", "in-place",
+                                      "ll-forced", "tiny-rounds", "in-place-ring", "tiny-bulk", "bulk-drain"};
 static const char *const g_opname[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "all_to_allv"};
 enum { OP_AG = 0, OP_RS = 1, OP_AR = 2, OP_A2A = 3, OP_A2AV = 4 };
 
@@ -142,7 +148,7 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
     return;
   }
   GT_CUDA(cudaMemsetAsync(c->d_recv, 0xff, c->cap, c->s)); /* poison: NaN in both dtypes */
-  if (variant == V_INPLACE || variant == V_INPLACE_RING) {
+  if (variant == V_INPLACE || variant == V_INPLACE_RING || variant == V_BULK2) { /* bulk-drain: in place too */
     if (op == OP_AR) d_send = d_recv;
     if (op == OP_AG) d_send = d_recv + (size_t)me * count * es;
     if (op == OP_RS) d_recv = d_send + (size_t)me * count * es;
@@ -157,6 +163,10 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
   if (variant == V_LL) hint.ctas = 3, hint.threads = 256, hint.proto = MELD_PROTO_LL, hp = &hint; /* ROUNDS where too big */
   if (variant == V_INPLACE_RING)
     hint.ctas = 2, hint.chunk_bytes = 4096, hint.slots = 2, hint.threads = 256, hint.proto = MELD_PROTO_RING, hp = &hint;
+  if (variant == V_BULK)
+    hint.ctas = 3, hint.chunk_bytes = 4096, hint.threads = 256, hint.proto = MELD_PROTO_RING, hint.bulk = 1, hp = &hint;
+  if (variant == V_BULK2)
+    hint.ctas = 2, hint.chunk_bytes = 32768, hint.threads = 128, hint.proto = MELD_PROTO_RING, hint.bulk = 2, hp = &hint;
   if (variant == V_ONESHOT) hint.ar_algo = MELD_AR_ONE_SHOT, hp = &hint;
   if (variant == V_TWOSHOT) hint.ar_algo = MELD_AR_TWO_SHOT, hint.ctas = 5, hp = &hint;
   meld_result_t r;
@@ -233,7 +243,8 @@ static void test_reference(ctx_t *c) {
           if ((v == V_ONESHOT || v == V_TWOSHOT) && op != OP_AR) continue;
           if (v == V_INPLACE && (op == OP_A2A || op == OP_A2AV || ci != 2)) continue;
           if (v == V_INPLACE_RING && (op == OP_A2A || op == OP_A2AV || ci < 2)) continue;
-          if ((v == V_RING || v == V_ROUNDS || v == V_LL) && op == OP_A2AV) continue;
+          if ((v == V_RING || v == V_ROUNDS || v == V_LL || v == V_BULK || v == V_BULK2) && op == OP_A2AV) continue;
+          if ((v == V_BULK || v == V_BULK2) != (g_only_bulk != 0)) continue;
           check_case(c, op, dt, count, v, ++id);
           n++;
         }
@@ -412,8 +423,10 @@ static void rank_main(int rank, int nranks) {
   GT_CUDA(cudaMalloc(&c.d_recv, c.cap));
   GT_CUDA(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
   test_reference(&c);
-  test_back_to_back(&c, 1000);
-  test_graph(&c, 100);
+  if (!g_only_bulk) {
+    test_back_to_back(&c, 1000);
+    test_graph(&c, 100);
+  }
   meld_bootstrap_barrier(c.comm->boot);
   cudaStreamDestroy(c.s);
   cudaFree(c.d_send);
@@ -474,6 +487,13 @@ int main(void) {
   }
   double t0 = gt_now_s();
   int n = g_ndev > 8 ? 8 : g_ndev;
+  const char *only = getenv("TEST_COLL_ONLY");
+  g_only_bulk = only && !strcmp(only, "bulk");
+  if (g_only_bulk) {
+    run("bulk RING variants vs reference", n, rank_main);
+    printf("test_coll: %.1f s\n", gt_now_s() - t0);
+    return gt_summary("test_coll");
+  }
   run("collectives vs reference, back-to-back, graphs", n, rank_main);
   if (n > 1) {
     run("collectives, 1 rank", 1, rank_main);
