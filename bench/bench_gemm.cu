@@ -251,7 +251,7 @@ typedef struct {
   const char *name;
   int split_k, stream_k, group_m;
   int small_only; /* only where tiles < 2 x SMs */
-  int fixup_red;  /* 2: split-K / stream-K partials added in L2 */
+  int fixup_red;  /* 1: stored partials, 2: added in L2, 3: added in L2, early ticket */
   int epi_defer;  /* 1: epilogue half 1 not deferred (the pre-session-5 epilogue) */
   int split_ileave; /* 2: split-K k-blocks interleaved across the splits */
 } variant_t;
@@ -263,7 +263,8 @@ static const variant_t g_variants[] = {
     {"g32", 0, 0, 32, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0},
     {"split8red", 8, 1, 0, 1, 2, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0},
     {"nodefer", 0, 0, 0, 0, 0, 1, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2},
-    {"split2il", 2, 1, 0, 1, 0, 0, 2}, {"split8il", 8, 1, 0, 1, 2, 0, 2},
+    {"split2il", 2, 1, 0, 1, 0, 0, 2}, {"split8il", 8, 1, 0, 1, 2, 0, 2}, {"early", 0, 0, 0, 0, 3, 0, 0},
+    {"split2early", 2, 1, 0, 1, 3, 0, 0},
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 
@@ -280,7 +281,8 @@ static void plan_sig(const gemm_params_t *p, int workers, char *buf, size_t len)
   const int units_m = (p->tiles_m + p->cluster_m - 1) / p->cluster_m;
   snprintf(buf, len, "w%d c%d s%d/%d/%d%s sk%d/%d g%d e%d%s%s", workers, p->cluster_m, p->split_k,
            p->kb_per_split, p->split_from, p->split_ileave ? "i" : "", p->sk_tiles, p->sk_workers,
-           p->group_m < units_m ? p->group_m : units_m, p->epi_tma, p->fixup_red ? " red" : "",
+           p->group_m < units_m ? p->group_m : units_m, p->epi_tma,
+           p->fixup_red == 2 ? " early" : p->fixup_red ? " red" : "",
            p->epi_defer ? " d" : "");
 }
 

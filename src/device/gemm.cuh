@@ -192,7 +192,9 @@ typedef struct {
   /* Split-K / stream-K combine (additive; 0 = each piece stores its partial, the last
    * arriver reads them; 1 = pieces add into one zeroed fp32 tile with red.global.add.v4.f32,
    * the last reads the sum and re-zeroes it: `workspace` must then be all zeros before the
-   * first launch and hold gemm_plan_workspace_bytes(p) = slots x 128 x 256 floats). */
+   * first launch and hold gemm_plan_workspace_bytes(p) = slots x 128 x 256 floats; 2 = as 1
+   * with the arrival ticket taken first, the last arriver adding the others' sum to its own
+   * (counters: 2 words per slot, gemm_plan_counter_words). */
   int32_t fixup_red;
   /* Epilogue overlap (additive; selects the stand-alone gemm_kernel<., DEFER = epi_defer>;
    * fused kernels ignore it; 0 = off): 1 = on the plain TMA-store path (no hooks), each
@@ -743,6 +745,22 @@ __device__ __forceinline__ void gemm_red_add_v4(float4 *addr, float4 v) {
                : "memory");
 }
 
+/* acc[4q..4q+3] += ws[q * 256] for q in [Q0, Q0 + G): G loads in flight, then the adds. */
+template <int Q0, int G>
+__device__ __forceinline__ void gemm_fixup_add_sum(float *acc, const float4 *ws) {
+  float4 v[G];
+#pragma unroll
+  for (int q = 0; q < G; ++q) v[q] = __ldcg(ws + (Q0 + q) * 256);
+#pragma unroll
+  for (int q = 0; q < G; ++q) {
+    acc[4 * (Q0 + q)] += v[q].x;
+    acc[4 * (Q0 + q) + 1] += v[q].y;
+    acc[4 * (Q0 + q) + 2] += v[q].z;
+    acc[4 * (Q0 + q) + 3] += v[q].w;
+  }
+  asm volatile("" ::: "memory"); /* keep the next group's loads after these adds */
+}
+
 /* Split-K / stream-K fixup for consumer thread ctid (0..255) of a partial tile (contributor
  * `split` of `ncontrib`, workspace slot `slot` of `stride` partials): stores the partial,
  * counts arrivals; returns 0 if another contributor will finish the tile, else adds the
@@ -756,8 +774,12 @@ __device__ __forceinline__ void gemm_red_add_v4(float4 *addr, float4 v) {
  *   1: every contributor adds its partial into ONE zeroed fp32 tile [slot] with
  *      red.global.add.v4.f32 (no read-back, no wait); the last reads the sum (2 round trips
  *      whatever the split) and zeroes the tile again for the next launch. The workspace must
- *      be all zeros before the first launch (gemm_plan_for keeps a separate zeroed buffer). */
-template <int NLD = 16>
+ *      be all zeros before the first launch (gemm_plan_for keeps a separate zeroed buffer).
+ *   2: as 1, but each contributor takes its arrival ticket first (counters[slot]); the last
+ *      adds nothing to L2: it waits until the others have counted their additions done
+ *      (counters[slots + slot]; they are running, so the wait is finite) and adds their sum
+ *      to its accumulators. Saves the last arriver's own reductions and fence. */
+template <int NLD = 16, bool EARLY = true>
 __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *acc, int slot,
                                                  int split, int ncontrib, int stride, int ctid,
                                                  uint32_t last_flag, int live) {
@@ -765,6 +787,50 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
   /* [slot][split][q][ctid] float4s (red: [slot][q][ctid]): each warp access is 512
    * contiguous bytes. */
   float4 *ws = (float4 *)p->workspace + (size_t)slot * (red ? 1 : stride) * (32 * 256) + ctid;
+  if (EARLY && red == 2) { /* early ticket: the arrival order is taken BEFORE adding the partial */
+    if (ctid == 0) {
+      const uint32_t ticket = atomicAdd(p->counters + slot, 1u);
+      st_shared_u32(last_flag, (uint32_t)(ticket == (uint32_t)ncontrib - 1));
+    }
+    named_bar_sync(GEMM_BAR_CONSUMERS, 256);
+    /* "done" counter of the slot: counters[slots + slot] (computed where used: registers) */
+#define GEMM_FIXUP_DONE (p->counters + (p->sk_tiles > 0 ? p->sk_tiles : p->tiles_m * p->tiles_n - p->split_from) + slot)
+    if (!ld_shared_u32(last_flag)) { /* add the partial in L2, then count it as done */
+      if (live) {
+#pragma unroll
+        for (int q = 0; q < 32; ++q)
+          gemm_red_add_v4(ws + q * 256, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
+      }
+      named_bar_sync(GEMM_BAR_CONSUMERS, 256);
+      if (ctid == 0) {
+        __threadfence(); /* cumulative: the 256 threads' reductions precede the count */
+        atomicAdd(GEMM_FIXUP_DONE, 1u);
+      }
+      return 0;
+    }
+    if (ctid == 0) {
+      uint32_t *done = GEMM_FIXUP_DONE;
+      /* The last ticket waits only for contributors that already took theirs: they are
+       * running and add, fence and count without waiting for anyone, so the wait is finite.
+       * Deadline 10 s (a bug, or a preempted GPU): trap rather than hang. */
+      const uint64_t t0 = globaltimer_ns();
+      while (ld_acquire_sys_u32(done) != (uint32_t)ncontrib - 1) {
+        if (globaltimer_ns() - t0 > 10000000000ull) __trap();
+        __nanosleep(32);
+      }
+      atomicExch(p->counters + slot, 0u); /* every piece has counted: reset for next launch */
+      atomicExch(done, 0u);
+      __threadfence();
+    }
+#undef GEMM_FIXUP_DONE
+    named_bar_sync(GEMM_BAR_CONSUMERS, 256);
+    if (!live) return 1;
+    gemm_fixup_add_sum<0, 16>(acc, ws); /* the others' sum, added to this one's partial */
+    gemm_fixup_add_sum<16, 16>(acc, ws);
+#pragma unroll
+    for (int q = 0; q < 32; ++q) __stcg(ws + q * 256, make_float4(0.f, 0.f, 0.f, 0.f)); /* for the next launch */
+    return 1;
+  }
   if (live) {
     if (red) {
 #pragma unroll
@@ -892,6 +958,10 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     wgmma_fence_acc128(acc);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
     if (piece >= 0) {
+      if (DEFER > 0) { /* pk was stored at kb 0 (pk_on is 0): free its registers for the fixup */
+#pragma unroll
+        for (int i = 0; i < 32; ++i) pk[i] = 0;
+      }
       const int live = t.m_blk * GEMM_BM + 64 * g + 16 * (tid >> 5) + ((tid & 31) >> 2) < p->m;
       int split = piece, ncontrib = p->split_k, stride = p->split_k;
       if (p->sk_tiles > 0) {
@@ -900,7 +970,9 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
         split = piece - c_lo;
         stride = p->sk_cmax;
       }
-      if (!gemm_splitk_fixup(p, acc, slot, split, ncontrib, stride, g * 128 + tid,
+      /* (the early ticket is not compiled into DEFER kernels: 4 bytes spilled; the planner
+       * never combines them, and mode 2 without its code runs as mode 1, which is correct) */
+      if (!gemm_splitk_fixup<16, DEFER == 0>(p, acc, slot, split, ncontrib, stride, g * 128 + tid,
                              sbase + GEMM_FLAG_OFF, live))
         continue;
     }

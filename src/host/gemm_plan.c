@@ -112,6 +112,8 @@ static meld_result_t encode_2d(CUtensorMap *map, const void *base, int64_t inner
 
 /* ---- plan -------------------------------------------------------------------------------- */
 
+/* L2-reduction fixup chosen by default for one-round split-K (p->fixup_red 1 or 2). */
+#define GEMM_FIXUP_RED_DEFAULT 2
 /* Epilogue overlap level chosen by default (p->epi_defer; opts.epi_defer 0). */
 #define GEMM_EPI_DEFER_DEFAULT 1
 
@@ -145,9 +147,10 @@ size_t gemm_plan_workspace_bytes(const gemm_params_t *p) {
 
 size_t gemm_plan_counter_words(const gemm_params_t *p) {
   if (!p) return 0;
-  if (p->sk_tiles > 0) return (size_t)p->sk_tiles;
+  const size_t per_slot = p->fixup_red == 2 ? 2 : 1; /* early ticket: + a "done" word */
+  if (p->sk_tiles > 0) return (size_t)p->sk_tiles * per_slot;
   if (p->split_k <= 1) return 0;
-  return (size_t)p->tiles_m * p->tiles_n - p->split_from;
+  return ((size_t)p->tiles_m * p->tiles_n - p->split_from) * per_slot;
 }
 
 static int env_int(const char *name, int dflt) {
@@ -330,9 +333,9 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     w = 2 * pairs;
   }
   p->workers = (int32_t)w;
-  if (o->fixup_red < 0 || o->fixup_red > 2)
-    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: fixup_red %d is outside [0, 2]", o->fixup_red);
-  if (o->fixup_red == 2 && !o->has_workspace)
+  if (o->fixup_red < 0 || o->fixup_red > 3)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: fixup_red %d is outside [0, 3]", o->fixup_red);
+  if (o->fixup_red >= 2 && !o->has_workspace)
     return meld_error(MELD_ERR_INVALID_ARG,
                       "gemm_plan_make: fixup_red 2 (partials added in L2) needs has_workspace: the "
                       "caller must provide an all-zero fp32 workspace");
@@ -340,7 +343,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
    * (decode: run s5-1 M=16 0.790 -> 0.840, M=128 0.754 -> 0.774; with 2 rounds, 80 tiles x
    * split 3, it measured 0.708 -> 0.694; stream-K: sk2red <= sk2 on 41 of 46 shapes). */
   const int red_dflt = o->has_workspace && p->split_k > 1 && units <= w;
-  p->fixup_red = (o->fixup_red == 2 || (o->fixup_red == 0 && red_dflt)) && (p->split_k > 1 || p->sk_tiles > 0);
+  const int red = o->fixup_red == 0 ? (red_dflt ? GEMM_FIXUP_RED_DEFAULT : 0) : o->fixup_red - 1;
+  p->fixup_red = p->split_k > 1 || p->sk_tiles > 0 ? red : 0;
   /* Raster group: ~2K x 2K outputs per sweep (16 m-blocks x 8 n-blocks) keep the live A and
    * B panels of ~132 CTAs small in L2. */
   p->group_m = o->group_m > 0 ? o->group_m : (cl == 2 ? 8 : 16);
@@ -352,6 +356,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   if (o->epi_defer < 0 || o->epi_defer > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: epi_defer %d is outside [0, 2]", o->epi_defer);
   p->epi_defer = p->epi_tma ? (o->epi_defer == 0 ? GEMM_EPI_DEFER_DEFAULT : o->epi_defer - 1) : 0;
+  if (p->fixup_red == 2) p->epi_defer = 0; /* gemm_kernel<., 1> has no early-ticket code */
 
   MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, GEMM_BM,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "A"));
@@ -397,6 +402,9 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
         p->split_from);
   }
   if (p->epi_defer < 0 || p->epi_defer > 1) MELD_WHY("gemm: epi_defer %d is not 0 or 1", p->epi_defer);
+  if (p->fixup_red < 0 || p->fixup_red > 2) MELD_WHY("gemm: fixup_red %d is outside [0, 2]", p->fixup_red);
+  if (p->fixup_red == 2 && p->epi_defer)
+    MELD_WHY("gemm: fixup_red 2 (early ticket) needs epi_defer 0 (the deferred-epilogue kernel lacks it)");
   if (p->sk_tiles < 0) MELD_WHY("gemm: sk_tiles %d < 0", p->sk_tiles);
   if (p->sk_tiles > 0) {
     if (p->split_k != 1 || p->cluster_m != 1)
@@ -468,7 +476,8 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
            p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->epi_defer, p->workers,
            p->split_k, p->kb_per_split, p->split_from, p->split_ileave, (void *)p->workspace, (void *)p->counters,
-           p->sk_tiles, p->sk_workers, p->sk_parts, p->sk_cmax, p->fixup_red ? "red.add in L2" : "stores",
+           p->sk_tiles, p->sk_workers, p->sk_parts, p->sk_cmax,
+           p->fixup_red == 2 ? "red.add in L2, early ticket" : p->fixup_red ? "red.add in L2" : "stores",
            (const void *)p->ready.flags, p->ready.rows_per_flag,
            (unsigned long long)p->ready.epoch, (const void *)p->ready.abort_word,
            (unsigned long long)p->ready.timeout_ns, (void *)p->ready.status, p->order.m_rotate,

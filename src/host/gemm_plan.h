@@ -29,10 +29,11 @@ typedef struct {
    *   4 = the cost model's choice of 1 or 3 (needs has_workspace). */
   int stream_k;
   int has_workspace; /* 1: the caller provides p->workspace / p->counters (gemm_plan_for does) */
-  /* Split-K / stream-K combine (added later; zero = default): 0 = default (1), 1 = partials
-   * stored and read back by the last arriver, 2 = partials added in L2 into one zeroed tile
-   * (red.global.add.v4.f32; needs has_workspace: the caller keeps that workspace zeroed).
-   * Default: 2 for split-K whose pieces all run at once (tiles x split_k <= CTAs), else 1. */
+  /* Split-K / stream-K combine (added later; zero = default): 1 = partials stored and read
+   * back by the last arriver, 2 = partials added in L2 into one zeroed tile
+   * (red.global.add.v4.f32; needs has_workspace: the caller keeps that workspace zeroed),
+   * 3 = as 2 with the arrival ticket taken first (the last arriver adds nothing to L2).
+   * Default: 3 for split-K whose pieces all run at once (tiles x split_k <= CTAs), else 1. */
   int fixup_red;
   /* Epilogue overlap of the stand-alone kernel (p->epi_defer): 0 = default, 1 = off, 2 = on
    * (each tile's second half stored during the next tile's first k-block). Only with the

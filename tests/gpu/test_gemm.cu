@@ -79,7 +79,7 @@ typedef struct {
   int cpu_ref;   /* 1: C reference; 0: cuBLAS */
   int split_k;   /* 0 = plan's choice */
   int stream_k;  /* 0 = plan's choice; 1 off; 2 partial wave; 3 one + partial wave */
-  int fixup_red; /* 0 = plan's choice; 2 = partials added in L2 (red.global.add) */
+  int fixup_red; /* 0 = plan's choice; 1 = stored; 2 = added in L2 (red.global.add); 3 = 2 + early ticket */
   int epi_defer; /* 0 = plan's choice (on); 1 = off; 2 = on */
   int split_ileave; /* 0 = plan's choice (contiguous); 2 = split-K k-blocks interleaved */
 } gemm_case_t;
@@ -94,7 +94,7 @@ static void run_case(const gemm_case_t *tc) {
   char name[160];
   snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d sk %d%s%s%s", (long long)m,
            (long long)n, (long long)k, tc->b_kn ? "kn" : "nk", tc->pad, tc->sm_count, tc->cluster_m,
-           tc->epi_tma, tc->split_k, tc->stream_k, tc->fixup_red == 2 ? " red" : "",
+           tc->epi_tma, tc->split_k, tc->stream_k, tc->fixup_red == 3 ? " early" : tc->fixup_red == 2 ? " red" : tc->fixup_red == 1 ? " stores" : "",
            tc->epi_defer == 1 ? " nodefer" : "", tc->split_ileave == 2 ? " ileave" : "");
   uint16_t *a = dev_random((size_t)m * lda, 1 + m * 3 + k);
   uint16_t *b = dev_random((size_t)bn * ldb, 2 + n * 5 + k);
@@ -636,7 +636,18 @@ int main(void) {
       {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0},
       {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0},
       {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 2, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}, /* default (red: one round of pieces) */
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}, /* default (early ticket: one round) */
+      /* early ticket (fixup_red 3, the default for one-round split-K): forced split 3 / 8,
+       * stream-K on 5..7 SMs (several rounds: the last waits only for running pieces) */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 3, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 2},
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 3, 0, 0},
+      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 3, 0, 0},
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 3, 0, 0},
+      {1000, 1000, 4104, 0, 0, 20, 1, -1, 0, 3, 1, 3, 0, 0}, /* split 3 over 5 rounds */
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
       /* split-K with the partials stored and read back (fixup_red 1; the default with more
        * pieces than CTAs, and in fused ops) */
       {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 1, 0, 0},
