@@ -766,7 +766,7 @@ __device__ __forceinline__ void gemm_fixup_add_sum(float *acc, const float4 *ws)
  * counts arrivals; returns 0 if another contributor will finish the tile, else adds the
  * others' partials into acc and returns 1 (this CTA runs the epilogue). No CTA ever waits for
  * another. Threads whose rows are all past M (`live` 0) skip their loads and stores.
- * Two ways to combine (p->fixup_red):
+ * Three ways to combine (p->fixup_red):
  *   0: each contributor stores its partial to its own slice [slot][split]; the last reads the
  *      others', 16 float4 loads in flight per thread (64 registers next to the 128
  *      accumulators), one partial after the other: 2 L2 round trips per other partial

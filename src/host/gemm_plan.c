@@ -290,9 +290,9 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->split_ileave = p->split_k > 1 && o->split_ileave == 2;
   const int64_t units = p->split_k == 1 ? (int64_t)((p->tiles_m + cl - 1) / cl) * p->tiles_n
                                         : from + (tiles - from) * p->split_k;
-  /* Stream-K: off by default (run 4: the cost model's picks lost 4-29% on 12 suite shapes,
-   * won 3-12% on 6; docs/perf-notes.md); forced (2, 3); or the model's choice (4) when the
-   * caller provides a workspace and split-K is not in use. */
+  /* Stream-K: by default gemm_plan_default_sk (a rule measured in runs s5-1/s5-2; the old
+   * cost model (4) lost 4-29% on 12 suite shapes in run 4), only when the caller provides a
+   * workspace and split-K is not in use; forced (2, 3); or the old model (4). */
   int sk = o->stream_k;
   if (sk < 0 || sk > 4)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: stream_k %d is outside [0, 4]", sk);
