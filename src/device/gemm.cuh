@@ -274,6 +274,13 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
 
 #include "device/ptx_async.cuh"
 
+#include <type_traits>
+
+/* A consumer tail that does nothing (gemm_cta_run's default). */
+struct gemm_no_tail {
+  __device__ __forceinline__ void operator()(int, int) const {}
+};
+
 /* One unit of work, passed from the producer to the consumers through smem next to the
  * stage that holds its first k-block. m_blk < 0 means "no more tiles". A split tile has
  * split >= 0 and its workspace/counter slot; a whole tile has split -1. */
@@ -511,28 +518,79 @@ __device__ __forceinline__ void gemm_reduce_wait(const gemm_epilogue_hook_t *eh,
   }
 }
 
-/* Hook g: the 16-byte vector at smem address `sv` (8 bf16 of this CTA's partial) plus the
- * nsrc arrived partials at (local row, col), summed in fp32, rounded once. */
-__device__ __forceinline__ uint4 gemm_reduce_add(const gemm_epilogue_hook_t *eh, uint32_t sv,
-                                                 int64_t lrow, int gcol) {
-  const uint4 v = ld_shared_v4(sv);
-  float f[8];
+/* Hook g: adds the 8 bf16 of `v` to f[0..7] in fp32 (bf16 -> fp32 is exact). */
+__device__ __forceinline__ void gemm_add_bf16x8(float *f, uint4 v) {
   const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-  for (int x = 0; x < 8; ++x) f[x] = __uint_as_float((wv[x >> 1] >> (16 * (x & 1))) << 16);
-  const int64_t off = lrow * eh->out_ld + gcol;
-  for (int s = 0; s < eh->reduce.nsrc; ++s) {
-    const uint4 u = __ldcg((const uint4 *)(eh->reduce.src[s] + off));
-    const uint32_t uv[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int x = 0; x < 8; ++x) f[x] += __uint_as_float((uv[x >> 1] >> (16 * (x & 1))) << 16);
-  }
+  for (int x = 0; x < 8; ++x) f[x] += __uint_as_float((wv[x >> 1] >> (16 * (x & 1))) << 16);
+}
+
+__device__ __forceinline__ uint4 gemm_pack_bf16x8(const float *f) {
   uint4 r;
   r.x = gemm_pack_bf16x2(f[0], f[1]);
   r.y = gemm_pack_bf16x2(f[2], f[3]);
   r.z = gemm_pack_bf16x2(f[4], f[5]);
   r.w = gemm_pack_bf16x2(f[6], f[7]);
   return r;
+}
+
+/* Hook g, the reduction of one 64x128 half (staging `stg` holds this CTA's bf16 values, the
+ * partials arrived, gemm_reduce_wait done): each thread sums its 8 vectors of 8 bf16, own value
+ * first and then src[0], src[1], ... in fp32 (the same order on every rank), rounds once and
+ * stores to dst and every copy. With one source (2 ranks) the loads of 4 vectors are in flight
+ * together: 2 dependent L2/HBM round trips per half instead of 8 (a vector's stores kept the
+ * next vector's load behind them: they may alias). Registers: 16 loaded next to the other
+ * half's 64 live accumulators (the kernel is capped at 168). */
+__device__ __forceinline__ void gemm_reduce_store(const gemm_epilogue_hook_t *eh, uint4 r, int64_t off,
+                                                  uint16_t *o, int gcol, int N) {
+  for (int cc = 0; cc < eh->reduce.ncopies; ++cc) *(uint4 *)((uint16_t *)eh->reduce.copies[cc] + off) = r;
+  if (gcol + 8 <= N) {
+    *(uint4 *)o = r;
+  } else {
+    const uint32_t wv[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int x = 0; x < 8; ++x)
+      if (x < N - gcol) o[x] = (uint16_t)(wv[x >> 1] >> (16 * (x & 1)));
+  }
+}
+
+__device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh, uint32_t stg, int tid,
+                                                 int row_base, int col_base, int M, int N,
+                                                 int64_t dst_row0, uint16_t *dst, int64_t ld) {
+  const int nsrc = eh->reduce.nsrc;
+#pragma unroll 1
+  for (int i0 = 0; i0 < 8; i0 += 4) {
+    uint4 v[4];
+    if (nsrc == 1) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int q = tid + 128 * (i0 + u);
+        const int row = (q >> 3) & 63, gcol = col_base + 64 * (q >> 9) + 8 * (q & 7);
+        v[u] = row_base + row < M && gcol < N
+                   ? __ldcg((const uint4 *)(eh->reduce.src[0] + (dst_row0 + row) * eh->out_ld + gcol))
+                   : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int q = tid + 128 * (i0 + u);
+      const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
+      const int gcol = col_base + 64 * b + 8 * c;
+      if (row_base + row >= M || gcol >= N) continue;
+      const int64_t off = (dst_row0 + row) * eh->out_ld + gcol;
+      const uint4 own = ld_shared_v4(stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4));
+      float f[8];
+      const uint32_t ov[4] = {own.x, own.y, own.z, own.w};
+#pragma unroll
+      for (int x = 0; x < 8; ++x) f[x] = __uint_as_float((ov[x >> 1] >> (16 * (x & 1))) << 16);
+      if (nsrc == 1) {
+        gemm_add_bf16x8(f, v[u]);
+      } else {
+        for (int s = 0; s < nsrc; ++s) gemm_add_bf16x8(f, __ldcg((const uint4 *)(eh->reduce.src[s] + off)));
+      }
+      gemm_reduce_store(eh, gemm_pack_bf16x8(f), off, dst + (dst_row0 + row) * ld + gcol, gcol, N);
+    }
+  }
 }
 
 /* Hook g2: releases the deferred signal of this CTA's previous TMA-pushed tile. The pending
@@ -644,29 +702,8 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
         }
         cp_async_bulk_commit_group();
       }
-    } else if (red) { /* hook g: not unrolled (registers: the other half's acc is live) */
-#pragma unroll 1
-      for (int i = 0; i < 8; ++i) {
-        const int q = tid + 128 * i;
-        const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
-        const int grow = row_base + row;
-        const int gcol = col_base + 128 * h + 64 * b + 8 * c;
-        if (grow < M && gcol < N) {
-          const int64_t lrow = dst_row0 + row;
-          const uint4 v = gemm_reduce_add(eh, stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4), lrow, gcol);
-          for (int cc = 0; cc < eh->reduce.ncopies; ++cc)
-            *(uint4 *)((uint16_t *)eh->reduce.copies[cc] + lrow * eh->out_ld + gcol) = v;
-          uint16_t *o = dst + lrow * ld + gcol;
-          if (gcol + 8 <= N) {
-            *(uint4 *)o = v;
-          } else {
-            const uint32_t wv[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-            for (int x = 0; x < 8; ++x)
-              if (x < N - gcol) o[x] = (uint16_t)(wv[x >> 1] >> (16 * (x & 1)));
-          }
-        }
-      }
+    } else if (red) { /* hook g */
+      gemm_reduce_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0, dst, ld);
     } else if (!G2) { /* (hook g2 kernels: every tile is pushed by TMA or reduced) */
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -990,10 +1027,14 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * cluster rank and all engine CTAs' clusters must be whole. `smem_raw` is the dynamic shared
  * memory (>= GEMM_SMEM_BYTES). The kernel must be __launch_bounds__(384, 1) (setmaxnreg).
  * On return (cluster_m 1), warps 1..3 of warpgroup 0 return at once, with 40 registers:
- * a fused kernel may use them (comm warp, hook e) with named barriers other than 1..3. */
-template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0>
+ * a fused kernel may use them (comm warp, hook e) with named barriers other than 1..3.
+ * `tail(g, tid)`, if given, runs in consumer warpgroup g's 128 threads after both consumer
+ * warpgroups finished their tiles (the pipeline smem is then free; TMA-store epilogues may
+ * still be reading their staging): work after the engine that needs more than 40 registers
+ * must go there. */
+template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, class Tail = gemm_no_tail>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
-                                             int worker, int nworkers) {
+                                             int worker, int nworkers, const Tail &tail = Tail()) {
   const uint32_t raw = smem_addr(smem_raw);
   uint8_t *smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
   const uint32_t sbase = smem_addr(smem);
@@ -1020,6 +1061,14 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   } else {
     setmaxnreg_inc_232();
     gemm_consumer<BKN, RED, G2, DEFER>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    /* Work after this CTA's last tile that needs registers: code after the role join below is
+     * reachable from the producer warpgroup (setmaxnreg 40), so ptxas fits it in 40 registers
+     * and spills beyond that. The consumer warpgroups' barriers are theirs to name (not 1..3
+     * while other consumers may still be in the engine: none are here). */
+    if constexpr (!std::is_same<Tail, gemm_no_tail>::value) {
+      named_bar_sync(GEMM_BAR_CONSUMERS, 256); /* both warpgroups are done with the smem ring */
+      tail(wg - 1, threadIdx.x & 127);
+    }
   }
   /* No CTA of a pair may exit while its peer can still multicast into it or arrive on it. */
   if (cl == 2) cluster_sync();

@@ -46,7 +46,6 @@ typedef struct {
   uint32_t arg_hash;
 } gemm_rs_kargs_t;
 
-#define GEMM_RS_BAR_COPY 4 /* named barrier of the AR copy phase (engine owns 1..3) */
 
 /* Slot index of sender q at owner o. */
 __device__ __forceinline__ int gemm_rs_sidx(int q, int o, int P) { return (q - o - 1 + P) % P; }
@@ -76,20 +75,38 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
   }
 }
 
-/* Step 4 (AR), threads 128..383 (the consumer warpgroups, 232 registers): copy the peers'
- * reduced tiles from the result slots into C, in queue order. */
-__device__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_kargs_t *a) {
-  __shared__ uint32_t s_item;
-  __shared__ int s_ok;
+/* Step 4 (AR), warp 0 of the first consumer warpgroup (run as the engine's consumer tail:
+ * after the role join ptxas allows 40 registers, gemm.cuh gemm_cta_run): copy the peers'
+ * reduced tiles from the result slots into C, in queue order, with bulk copies: each row of a
+ * tile (up to 512 bytes) goes slot -> shared memory (the engine's pipeline stages, free after
+ * the GEMM; two 64 KB buffers) -> C, so up to two tiles' bytes are in flight per CTA without
+ * holding registers (the thread loop this replaces had one 16-byte load per thread in flight:
+ * 16 dependent HBM round trips per tile). A tile whose row is not a multiple of 16 bytes
+ * (n % 8 != 0, last column block) is copied by the warp's threads instead.
+ * Ordering: lane 0's acquire of the tile's flag, then every lane's fence.proxy.async.global
+ * (after __syncwarp: causality) before its bulk reads of the slot; the writes to C are waited
+ * for (wait_group 0) before the warp leaves. */
+__device__ __forceinline__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_kargs_t *a, uint8_t *smem_raw, int lane) {
+  __shared__ __align__(8) uint64_t s_bar;
   const int P = a->nranks, r = a->rank;
-  const int lt = (int)threadIdx.x - 128;
   const uint32_t total = (uint32_t)(P - 1) * (uint32_t)a->tiles_own;
   const int B = (int)(a->rpo / GEMM_BM);
   const uint64_t stamp = meld_stamp(c->epoch, 1);
-  for (;;) {
-    if (lt == 0) {
-      uint32_t item = meld_queue_next(c, 1);
-      int ok = 1;
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t buf0 = raw + ((128u - (raw & 127u)) & 127u);
+  const uint32_t bar = smem_addr(&s_bar);
+  if (lane == 0) {
+    mbarrier_init_cta(bar, 1);
+    fence_mbar_init();
+    fence_proxy_async_smem_cta(); /* the bulk copies see the initialized barrier */
+  }
+  __syncwarp();
+  uint32_t phase = 0;
+  for (uint32_t it = 0;; ++it) {
+    uint32_t item = 0;
+    int ok = 1;
+    if (lane == 0) {
+      item = meld_queue_next(c, 1);
       if (item < total) {
         const int s = (int)(item / (uint32_t)a->tiles_own), tile = (int)(item % (uint32_t)a->tiles_own);
         const int q = (r + 1 + s) % P;
@@ -97,41 +114,45 @@ __device__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_kargs_t *a) {
           ok = meld_wait_signal(c, meld_signal_index(q, P, 1, (uint32_t)tile, (uint32_t)a->tiles_own), stamp, q,
                                 "AR reduced tile") ? 1 : 0;
       }
-      s_item = item;
-      s_ok = ok;
     }
-    /* Causality: producer release -> thread lt 0's acquire fence -> barrier -> all threads. */
-    named_bar_sync(GEMM_RS_BAR_COPY, 256);
-    const uint32_t item = s_item;
-    const int ok = s_ok;
-    named_bar_sync(GEMM_RS_BAR_COPY, 256); /* everyone read s_item before it is rewritten */
+    item = __shfl_sync(0xffffffffu, item, 0);
+    ok = __shfl_sync(0xffffffffu, ok, 0);
     if (item >= total || !ok) break;
-    const uint64_t t0 = lt == 0 ? meld_trace_begin(c) : 0;
+    fence_proxy_async_gmem(); /* generic (acquired) -> async proxy: the bulk reads see the tile */
+    const uint64_t t0 = lane == 0 ? meld_trace_begin(c) : 0;
     const int s = (int)(item / (uint32_t)a->tiles_own), tile = (int)(item % (uint32_t)a->tiles_own);
     const int q = (r + 1 + s) % P;
     const int64_t lrow0 = (int64_t)(tile / a->tiles_n) * GEMM_BM;
     const int col0 = (tile % a->tiles_n) * GEMM_BN;
+    const int64_t grow0 = (int64_t)q * a->rpo + lrow0;
+    const int rows = (int)(a->m - grow0 < GEMM_BM ? a->m - grow0 : GEMM_BM);
+    const int cols = a->n - col0 < GEMM_BN ? (int)(a->n - col0) : GEMM_BN;
     const uint16_t *src = (const uint16_t *)(a->ws + GEMM_RS_HDR_BYTES + (uint64_t)(P - 1 + s) * a->slot_bytes);
-#pragma unroll 1
-    for (int i = 0; i < 16; ++i) { /* 128 rows x 32 vectors of 8 bf16 */
-      const int v = lt + 256 * i;
-      const int row = v >> 5, cv = v & 31;
-      const int64_t lrow = lrow0 + row, grow = (int64_t)q * a->rpo + lrow;
-      const int gcol = col0 + 8 * cv;
-      if (grow >= a->m || gcol >= a->n) continue;
-      const uint4 x = __ldcg((const uint4 *)(src + lrow * a->ldn + gcol));
-      uint16_t *o = a->c + grow * a->ldc + gcol;
-      if (gcol + 8 <= a->n) {
-        *(uint4 *)o = x;
-      } else {
-        const uint32_t wv[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          if (e < a->n - gcol) o[e] = (uint16_t)(wv[e >> 1] >> (16 * (e & 1)));
+    if (rows > 0 && cols % 8 == 0) {
+      const uint32_t buf = buf0 + (it & 1u) * (GEMM_BM * GEMM_BN * 2);
+      const uint32_t bytes = (uint32_t)cols * 2u;
+      /* This buffer's stores of two tiles ago have read it (the last tile's may still run). */
+      asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive_expect_tx_cta(bar, bytes * (uint32_t)rows);
+      __syncwarp();
+      for (int i = lane; i < rows; i += 32)
+        cp_async_bulk_g2s(buf + (uint32_t)i * (GEMM_BN * 2), src + (lrow0 + i) * a->ldn + col0, bytes, bar);
+      while (!mbarrier_try_wait_parity_cta(bar, phase)) {
+      }
+      phase ^= 1u;
+      for (int i = lane; i < rows; i += 32)
+        cp_async_bulk_s2g(a->c + (grow0 + i) * a->ldc + col0, buf + (uint32_t)i * (GEMM_BN * 2), bytes);
+      cp_async_bulk_commit_group();
+    } else if (rows > 0) {
+      for (int v = lane; v < rows * GEMM_BN; v += 32) {
+        const int row = v / GEMM_BN, col = v % GEMM_BN;
+        if (col < cols) a->c[(grow0 + row) * a->ldc + col0 + col] = src[(lrow0 + row) * a->ldn + col0 + col];
       }
     }
-    if (lt == 0) meld_trace_end(c, MELD_ROLE_COMM, item, t0);
+    if (lane == 0) meld_trace_end(c, MELD_ROLE_COMM, item, t0);
   }
+  cp_async_bulk_wait_group0(); /* C is written before the kernel ends */
 }
 
 /* Rebuilds the call's ctx from the CTA's shared cells (meld_call_begin left them there), so
@@ -147,6 +168,29 @@ __device__ __forceinline__ void gemm_rs_ctx_reload(meld_ctx_t *c, const meld_pro
   c->role = meld_role_of_ticket(c->ticket, 0);
   c->failed = s->ok ? 0u : 1u;
 }
+
+/* The engine's consumer tail (after every tile of this CTA; the code after the engine has
+ * only 40 registers), warp 0 of consumer warpgroup 0: step 5 (an epilogue wait that gave up,
+ * hook g, left its reason in the status word: turn it into the error record), then for AR
+ * the copy phase (step 4). */
+struct gemm_rs_tail {
+  const meld_proto_dev_t *proto;
+  const gemm_rs_kargs_t *a;
+  uint8_t *smem;
+  __device__ __forceinline__ void operator()(int g, int tid) const {
+    if (g != 0 || tid >= 32) return;
+    meld_ctx_t ctx;
+    gemm_rs_ctx_reload(&ctx, proto, a);
+    if (tid == 0) {
+      const uint32_t st = *(volatile uint32_t *)a->g.epi.reduce.status;
+      if (st != GEMM_STATUS_OK && !ctx.failed)
+        meld_fail(&ctx, st == GEMM_STATUS_TIMEOUT ? MELD_FAIL_TIMEOUT : MELD_FAIL_ABORTED,
+                  meld_wait_info(MELD_REGION_SIGNAL, 0, -1, "partial tile (epilogue)"), meld_stamp(ctx.epoch, 1), 0,
+                  0, ld_relaxed_sys_u32(meld_abort_word(proto)));
+    }
+    if (a->is_ar) gemm_ar_copy_phase(&ctx, a, smem, tid);
+  }
+};
 
 /* G2: the variant with gemm.cuh hook g2 (TMA push of the peer's tiles, deferred flags; 2 ranks):
  * a separate instantiation, so the default kernel's code and registers are unchanged. */
@@ -164,22 +208,14 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     }
   }
   __syncthreads(); /* this CTA's header stores before its epilogues read them (CTA scope) */
-  if (meld_cta_shared()->ok) gemm_cta_run<BKN, true, G2>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x);
+  if (meld_cta_shared()->ok)
+    gemm_cta_run<BKN, true, G2>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x,
+                                gemm_rs_tail{&proto, &a, gemm_rs_smem});
   __syncthreads();
   meld_ctx_t ctx;
   gemm_rs_ctx_reload(&ctx, &proto, &a);
   if (!ctx.failed) {
-    if (threadIdx.x == 0) meld_trace_end(&ctx, MELD_ROLE_COMPUTE, ctx.ticket, s_t0);
-    __syncthreads(); /* the trace count before the copy phase's records */
-    if (a.is_ar && threadIdx.x >= 128) gemm_ar_copy_phase(&ctx, &a);
-    if (threadIdx.x == 128) { /* a consumer thread: full registers (warpgroup 0 has 40) */
-      /* An epilogue wait that gave up (hook g) left its reason in the status word. */
-      const uint32_t st = *(volatile uint32_t *)a.g.epi.reduce.status;
-      if (st != GEMM_STATUS_OK && !ctx.failed)
-        meld_fail(&ctx, st == GEMM_STATUS_TIMEOUT ? MELD_FAIL_TIMEOUT : MELD_FAIL_ABORTED,
-                  meld_wait_info(MELD_REGION_SIGNAL, 0, -1, "partial tile (epilogue)"), meld_stamp(ctx.epoch, 1), 0,
-                  0, ld_relaxed_sys_u32(meld_abort_word(&proto)));
-    }
+    if (threadIdx.x == 0) meld_trace_end(&ctx, MELD_ROLE_COMPUTE, ctx.ticket, s_t0); /* (AR: incl. the copy phase) */
   }
   meld_call_end(&ctx);
 #endif

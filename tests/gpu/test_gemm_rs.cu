@@ -311,6 +311,7 @@ static void rank_main(int rank, int nranks) {
     test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3); /* RS fused, N/K tails */
     test_shape(&x, 256 * nranks, 1000, 4104, 1, MELD_GEMM_RS_FUSED, 3); /* B [K,N]            */
     test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 2);          /* decode AR         */
+    test_shape(&x, 1000, 1003, 4104, 0, MELD_GEMM_RS_FUSED, 2); /* AR, N % 8: copy phase's thread path */
     test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_UNFUSED, 3);
   }
   /* the suite shape */
