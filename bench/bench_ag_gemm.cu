@@ -203,7 +203,7 @@ static void rank_main(int rank, int P) {
                           {2048, 4096, 28672, 0, 4},  {8192, 4096, 28672, 0, 4},  {16384, 4096, 28672, 0, 4}};
   const bshape_t quick[] = {{2048, 8192, 10240, 1, 9}, {8192, 8192, 10240, 1, 9}, {8192, 4096, 28672, 0, 4}};
   const bshape_t trace[] = {{8192, 8192, 10240, 0, 9}};
-  const bshape_t point[] = {{g_shape_m, g_shape_k, g_shape_n, 0, 0}};
+  const bshape_t point[] = {{g_shape_m, g_shape_k, g_shape_n, 1, 0}}; /* one point: with the sweep */
   const bshape_t *shapes = g_shape_m ? point : g_trace ? trace : g_quick ? quick : all;
   const int nshapes = g_shape_m ? 1 : g_trace ? 1 : g_quick ? 3 : 9;
   if (rank == 0)
