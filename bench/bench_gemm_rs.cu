@@ -61,7 +61,7 @@ static int nccl_load(void) {
 }
 
 /* ---- shapes and options -------------------------------------------------------------------- */
-static int g_quick = 0, g_ops = 3;
+static int g_quick = 0, g_ops = 3, g_diag = 0;
 static long long g_pm = 0, g_pn = 0, g_pk = 0; /* --shape M,N,K_total: one point per op */
 static const char *g_json = NULL;
 
@@ -309,12 +309,29 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     /* Run-time variants of the fused path (gemm_rs.cu), same run: TMA push (large M, 2 ranks),
      * no split-K (decode); decode diagnostics of the unfused AR. */
     float tma_ms = -1, nosplit_ms = -1, d_in = -1, d_oop = -1, d_coll_in = -1, g_fused_nosplit = -1;
+    float diag_ms[3] = {-1, -1, -1}, diag_tma_ms[3] = {-1, -1, -1}, repeat_ms = -1;
     if (P == 2 && sh->m >= 2048) {
       setenv("MELD_GEMM_RS_PUSH", "tma", 1);
       r.algo = MELD_GEMM_RS_FUSED;
       tma_ms = time_op(x, op_meld, &r, W, I);
       r.algo = MELD_GEMM_RS_AUTO;
       unsetenv("MELD_GEMM_RS_PUSH");
+      /* Stage-left-out timings (results wrong, not checked): where the fused kernel's time
+       * over meld_gemm goes. 1: no NVLink stores, 2: no own-tile wait/add, 3: neither. */
+      if (g_diag) {
+        r.algo = MELD_GEMM_RS_FUSED;
+        const char *dn[3] = {"1", "2", "3"};
+        for (int d = 0; d < 3; d++) {
+          setenv("MELD_GEMM_RS_DIAG", dn[d], 1);
+          diag_ms[d] = time_op(x, op_meld, &r, W, I);
+          setenv("MELD_GEMM_RS_PUSH", "tma", 1);
+          diag_tma_ms[d] = d == 1 ? time_op(x, op_meld, &r, W, I) : -1;
+          unsetenv("MELD_GEMM_RS_PUSH");
+        }
+        unsetenv("MELD_GEMM_RS_DIAG");
+        r.algo = MELD_GEMM_RS_AUTO;
+        repeat_ms = time_op(x, op_meld, &r, W, I);
+      }
     }
     if (P > 1 && sh->is_ar && sh->m <= 512) {
       setenv("MELD_GEMM_RS_SPLIT_K", "1", 1);
@@ -353,6 +370,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, err,
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
       if (tma_ms > 0) printf("        variant: fused TMA push %7.3f\n", tma_ms);
+      if (diag_ms[0] > 0)
+        printf("        diag (wrong results): no NVLink push %7.3f | no own wait/add %7.3f (TMA push %7.3f) | neither %7.3f | repeat %7.3f\n",
+               diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2], repeat_ms);
       if (nosplit_ms > 0)
         printf("        variant: fused no split-K %7.3f (graph %7.4f) | diag: meld_gemm(C)+meld_all_reduce(C,C) %7.3f, "
                "meld_gemm(part)+meld_all_reduce(part,C) %7.3f, meld_all_reduce(C,C) %7.3f\n",
@@ -371,12 +391,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"seq_over_meld\": %.4f, \"graph_meld_ms\": %.5f, \"graph_meld_unfused_ms\": %.5f, "
                 "\"graph_seq_ms\": %.5f, \"graph_meld_fused_ms\": %.5f, \"meld_fused_tma_ms\": %.5f, "
                 "\"meld_fused_nosplit_ms\": %.5f, \"graph_meld_fused_nosplit_ms\": %.5f, \"diag_gemm_ar_inplace_ms\": %.5f, "
-                "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
+                "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_noreduce_ms\": %.5f, "
+                "\"diag_noreduce_tma_ms\": %.5f, \"diag_neither_ms\": %.5f, \"repeat_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"nccl\": \"%s\", \"torch\": null, \"date\": \"%s\", \"commit\": \"%s\"}\n",
                 op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,
                 unfused_ms, seq_ms, compute_ms, cublas_ms, mgemm_ms, comm_ms, nccl_ms, mcoll_ms, bound_ms,
                 meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, g_fused,
-                tma_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
+                tma_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2],
+                repeat_ms, getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
                 x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, x->env.date, x->env.commit);
         fflush(x->json);
       }
@@ -439,6 +461,7 @@ static void rank_main(int rank, int P) {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) g_quick = 1;
+    else if (!strcmp(argv[i], "--diag")) g_diag = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
              sscanf(argv[i + 1], "%lld,%lld,%lld", &g_pm, &g_pn, &g_pk) == 3 && g_pm > 0 && g_pn > 0 && g_pk > 0)
@@ -447,7 +470,7 @@ int main(int argc, char **argv) {
       ++i;
       g_ops = !strcmp(argv[i], "rs") ? 1 : !strcmp(argv[i], "ar") ? 2 : 3;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--diag] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total]\n", argv[0]);
       return 2;
     }
   }

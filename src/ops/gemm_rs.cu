@@ -44,6 +44,7 @@ typedef struct {
   uint64_t slot_bytes;
   int32_t nranks, rank, is_ar, tiles_own, tiles_n, tiles_m;
   uint32_t arg_hash;
+  int32_t diag; /* MELD_GEMM_RS_DIAG bit 0: peers' tiles go to this rank's own slots (timing only) */
 } gemm_rs_kargs_t;
 
 
@@ -58,7 +59,8 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
   if (t == 0) *(volatile uint64_t *)(h + GEMM_RS_HDR_STAMP) = meld_stamp(c->epoch, 1);
   if (t < P) {
     const int q = t;
-    uint8_t *out = q == r ? a->ws + hdr : a->peer_ws[q] + hdr + (uint64_t)gemm_rs_sidx(r, q, P) * a->slot_bytes;
+    uint8_t *out = q == r ? a->ws + hdr
+                          : (a->diag & 1 ? a->ws : a->peer_ws[q]) + hdr + (uint64_t)gemm_rs_sidx(r, q, P) * a->slot_bytes;
     uint64_t *sig = meld_peer_signal(c, q, meld_signal_index(r, P, 0, 0, (uint32_t)a->tiles_own));
     ((void *volatile *)(h + GEMM_RS_HDR_OUT))[q] = out;
     ((uint64_t *volatile *)(h + GEMM_RS_HDR_SIGNAL))[q] = sig;
@@ -233,7 +235,12 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *   MELD_GEMM_RS_PUSH     fused path's partial push at 2 ranks: "st" (default) = 16-byte stores
  *                         from the consumer warpgroups, flag released in the epilogue; "tma" =
  *                         TMA store into the peer's staging, flag released one epilogue later
- *                         (gemm.cuh hook g2) */
+ *                         (gemm.cuh hook g2)
+ *   MELD_GEMM_RS_DIAG     timing diagnostics, WRONG RESULTS (benchmarks only): bit 0 = the peers'
+ *                         partial tiles are written into this rank's own slots (no NVLink stores;
+ *                         flags still go to the peers), bit 1 = own tiles do not wait for or add
+ *                         the partials (stored locally like the peers' tiles). Time a variant
+ *                         with a stage left out, take differences (docs/perf-notes.md). */
 static int gemm_rs_env_int(const char *name, int dflt) {
   const char *v = getenv(name);
   if (!v || !*v) return dflt;
@@ -345,7 +352,8 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->rows_per_owner = (int32_t)pl->rpo;
   e->signal = (uint64_t *const *)(ws + GEMM_RS_HDR_SIGNAL);
   e->epoch_src = (const uint64_t *)(ws + GEMM_RS_HDR_STAMP);
-  e->reduce.on = 1;
+  const int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
+  e->reduce.on = diag & 2 ? 0 : 1;
   e->reduce.owner = r;
   e->reduce.nsrc = P - 1;
   e->reduce.src = (const uint16_t *const *)(ws + GEMM_RS_HDR_SRC);
@@ -395,6 +403,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   k.tiles_n = pl->tiles_n;
   k.tiles_m = pl->tiles_m;
   k.arg_hash = pl->arg_hash;
+  k.diag = diag;
   if (meld_log_level() >= MELD_LOG_TRACE) {
     char buf[1024];
     gemm_rs_plan_format(pl, buf, sizeof buf);
