@@ -309,7 +309,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     /* Run-time variants of the fused path (gemm_rs.cu), same run: TMA push (large M, 2 ranks),
      * no split-K (decode); decode diagnostics of the unfused AR. */
     float tma_ms = -1, nosplit_ms = -1, d_in = -1, d_oop = -1, d_coll_in = -1, g_fused_nosplit = -1;
-    float diag_ms[3] = {-1, -1, -1}, diag_tma_ms[3] = {-1, -1, -1}, repeat_ms = -1;
+    float diag_ms[3] = {-1, -1, -1}, diag_tma_ms[3] = {-1, -1, -1}, repeat_ms = -1, owner_ms = -1, g_owner = -1;
     if (P == 2 && sh->m >= 2048) {
       setenv("MELD_GEMM_RS_PUSH", "tma", 1);
       r.algo = MELD_GEMM_RS_FUSED;
@@ -338,6 +338,11 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       r.algo = MELD_GEMM_RS_FUSED;
       nosplit_ms = time_op(x, op_meld, &r, W, I);
       g_fused_nosplit = time_graph(x, op_meld, &r, 10, 10);
+      unsetenv("MELD_GEMM_RS_SPLIT_K");
+      setenv("MELD_GEMM_AR_SYM", "0", 1); /* the owner-mode fused AR (both ranks alike) */
+      owner_ms = time_op(x, op_meld, &r, W, I);
+      g_owner = time_graph(x, op_meld, &r, 10, 10);
+      unsetenv("MELD_GEMM_AR_SYM");
       r.algo = MELD_GEMM_RS_AUTO;
       unsetenv("MELD_GEMM_RS_SPLIT_K");
       d_in = time_op(x, op_diag_inplace, &r, W, I);
@@ -377,6 +382,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         printf("        variant: fused no split-K %7.3f (graph %7.4f) | diag: meld_gemm(C)+meld_all_reduce(C,C) %7.3f, "
                "meld_gemm(part)+meld_all_reduce(part,C) %7.3f, meld_all_reduce(C,C) %7.3f\n",
                nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in);
+      if (owner_ms > 0) printf("        variant: fused owner mode (MELD_GEMM_AR_SYM=0) %7.3f (graph %7.4f)\n", owner_ms, g_owner);
       if (g_meld > 0)
         printf("        graph: meld %7.4f fused %7.4f unfused %7.4f seq(cublas+nccl) %7.4f ms\n", g_meld, g_fused, g_unf,
                g_seq);
@@ -392,13 +398,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"graph_seq_ms\": %.5f, \"graph_meld_fused_ms\": %.5f, \"meld_fused_tma_ms\": %.5f, "
                 "\"meld_fused_nosplit_ms\": %.5f, \"graph_meld_fused_nosplit_ms\": %.5f, \"diag_gemm_ar_inplace_ms\": %.5f, "
                 "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_noreduce_ms\": %.5f, "
-                "\"diag_noreduce_tma_ms\": %.5f, \"diag_neither_ms\": %.5f, \"repeat_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
+                "\"diag_noreduce_tma_ms\": %.5f, \"diag_neither_ms\": %.5f, \"repeat_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "
+                "\"graph_meld_fused_owner_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"nccl\": \"%s\", \"torch\": null, \"date\": \"%s\", \"commit\": \"%s\"}\n",
                 op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,
                 unfused_ms, seq_ms, compute_ms, cublas_ms, mgemm_ms, comm_ms, nccl_ms, mcoll_ms, bound_ms,
                 meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, g_fused,
                 tma_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2],
-                repeat_ms, getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
+                repeat_ms, owner_ms, g_owner, getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
                 x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, x->env.date, x->env.commit);
         fflush(x->json);
       }

@@ -128,6 +128,14 @@ typedef struct {
     const uint32_t *abort_word;
     uint64_t timeout_ns;
     uint32_t *status;
+    /* Symmetric mode (additive; npush 0 = off): before its wait, a reduced tile stores its own
+     * bf16 values (rows < M) into each push[c] (local rows, ld out_ld, full 16-byte vectors)
+     * and releases push_signal[c][local tile] (after a barrier and fence.acq_rel.sys), so
+     * every rank can reduce every tile with one NVLink trip (decode-size all-reduce: no owner,
+     * no result push). The sum order is own then src[0..]: equal on every rank only for 2. */
+    int32_t npush;
+    void *const *push;
+    uint64_t *const *push_signal;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
@@ -624,6 +632,46 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
 
 /* Epilogue of one consumer warpgroup g (rows m0 + 64g .. +64 of the tile). RED: hook g is
  * compiled in (fused reduction kernels only; the stand-alone engine keeps its registers). */
+/* Hook g, symmetric mode: this tile's own bf16 values (both halves of warpgroup g, staged
+ * through `stg`) go to every push[c] with 16-byte stores; then both warpgroups meet and one
+ * thread releases push_signal[c][lt] (cumulativity: the barrier orders every thread's stores
+ * before its fence.acq_rel.sys). acc is left intact (the reduction stages it again). */
+__device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const float *acc, uint32_t stg, int g,
+                                                 int tid, int row_base, int col_base, int64_t dst_row0, int64_t lt) {
+  const gemm_epilogue_hook_t *eh = &p->epi;
+  const int w = tid >> 5, l = tid & 31, r0 = 16 * w + (l >> 2);
+  const uint32_t bar = GEMM_BAR_WG0 + g;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (row_base >= p->m || col_base + 128 * h >= p->n) continue; /* warpgroup-uniform */
+    named_bar_sync(bar, 128);
+#pragma unroll
+    for (int jj = 0; jj < 16; ++jj) {
+      const int j = 16 * h + jj;
+      const uint32_t a0 = stg + (jj >> 3) * 8192 + r0 * 128 + (((jj & 7) ^ (r0 & 7)) << 4) + 4 * (l & 3);
+      st_shared_u32(a0, gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]));
+      st_shared_u32(a0 + 8 * 128, gemm_pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]));
+    }
+    named_bar_sync(bar, 128);
+#pragma unroll 2
+    for (int i = 0; i < 8; ++i) {
+      const int q = tid + 128 * i;
+      const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
+      const int gcol = col_base + 128 * h + 64 * b + 8 * c;
+      if (row_base + row >= p->m || gcol >= p->n) continue;
+      const uint4 v = ld_shared_v4(stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4));
+      for (int cc = 0; cc < eh->reduce.npush; ++cc)
+        *(uint4 *)((uint16_t *)eh->reduce.push[cc] + (dst_row0 + row) * eh->out_ld + gcol) = v;
+    }
+  }
+  named_bar_sync(GEMM_BAR_CONSUMERS, 256);
+  if (g == 0 && tid == 0) {
+    const uint64_t value = gemm_epi_value(eh);
+    fence_acq_rel_sys();
+    for (int cc = 0; cc < eh->reduce.npush; ++cc) st_release_sys_u64(eh->reduce.push_signal[cc] + lt, value);
+  }
+}
+
 template <bool RED, bool G2 = false, int DEFER = 0>
 __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
@@ -656,6 +704,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   if (red) {
     dst = (uint16_t *)eh->reduce.dst;
     ld = eh->reduce.dst_ld;
+    if (eh->reduce.npush > 0) gemm_reduce_push(p, acc, stg, g, tid, row_base, col_base, dst_row0, red_tile);
     /* Ordered before the other threads' loads by the named barrier below (causality). */
     if (tid == 0 && row_base < M) gemm_reduce_wait(eh, red_tile);
   }
@@ -731,7 +780,8 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     gemm_epi_flush(p, g, tid, stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_FLAG_OFF - GEMM_EPI_OFF) + 8, keep,
                    ((uint32_t)owner << 24) |
                        (uint32_t)((t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk));
-  } else if ((eh->signal || red) && t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag) */
+  } else if (((eh->signal && !red) || (red && eh->reduce.ncopies > 0)) &&
+             t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag; a reduced tile's own flag is waited for by nobody) */
     if (use_tma && tid == 0) cp_async_bulk_wait_group0(); /* the TMA writes themselves are done */
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);     /* every consumer thread's stores precede */
     if (g == 0 && tid == 0) {
@@ -739,7 +789,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
       const uint64_t value = gemm_epi_value(eh);
       /* Cumulativity: the barrier ordered all threads' stores before this thread's fence. */
       fence_acq_rel_sys();
-      if (eh->signal) st_release_sys_u64(eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk, value);
+      if (eh->signal && !red) st_release_sys_u64(eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk, value);
       if (red)
         for (int cc = 0; cc < eh->reduce.ncopies; ++cc)
           st_release_sys_u64(eh->reduce.copy_signal[cc] + red_tile, value);

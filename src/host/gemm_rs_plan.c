@@ -2,6 +2,7 @@
 #include "gemm_rs_plan.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/proto.h"
@@ -109,17 +110,24 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
   pl->ldn = ((a->n + 7) / 8) * 8;
   pl->tiles_m = (int)((a->m + 127) / 128);
   pl->tiles_n = (int)((a->n + 255) / 256);
-  pl->rpo = ((pl->split_rows + 127) / 128) * 128;
+  /* Symmetric AR: one owner block of every row (rank 0's, on every rank: all tiles reduce). */
+  const char *sym_env = getenv("MELD_GEMM_AR_SYM"); /* "0": owner mode (must match on every rank) */
+  pl->sym = is_ar && P == 2 && (int64_t)pl->tiles_m * pl->tiles_n <= GEMM_RS_SYM_MAX_TILES &&
+            !(sym_env && !strcmp(sym_env, "0"));
+  pl->rpo = pl->sym ? (int64_t)pl->tiles_m * 128 : ((pl->split_rows + 127) / 128) * 128;
   pl->tiles_own = (int)(pl->rpo / 128) * pl->tiles_n;
   pl->slot_bytes = (((size_t)pl->rpo * (size_t)pl->ldn * 2) + 255) / 256 * 256;
-  pl->ws_needed = GEMM_RS_HDR_BYTES + (size_t)(is_ar ? 2 : 1) * (size_t)(P - 1) * pl->slot_bytes;
+  pl->ws_needed = GEMM_RS_HDR_BYTES + (size_t)(is_ar && !pl->sym ? 2 : 1) * (size_t)(P - 1) * pl->slot_bytes;
   pl->scratch_bytes = is_ar ? 0 : (size_t)(P + 1) * (size_t)pl->split_rows * (size_t)pl->ldn * 2;
   /* Tile order: logical m-block i runs as (i + m_rotate) % tiles_m. The next ranks' rows
    * first, own rows last (so that the epilogue's waits only ever depend on tiles that peers
    * compute before any of their own waits: no cycle). When every later owner is empty
    * (small M), no rotation: the own rows are then the last existing ones. */
   const int64_t B = pl->rpo / 128, T = pl->tiles_m;
-  if ((int64_t)(rank + 1) * B < T) {
+  if (pl->sym) {
+    pl->m_rotate = 0;
+    pl->own_first = 0;
+  } else if ((int64_t)(rank + 1) * B < T) {
     pl->m_rotate = (int)((rank + 1) * B);
     pl->own_first = (int)(T - B);
   } else {
@@ -173,6 +181,7 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
   h = meld_hash_u64(h, (uint64_t)a->k);
   h = meld_hash_u64(h, (uint64_t)pl->algo);
   h = meld_hash_u64(h, (uint64_t)P);
+  h = meld_hash_u64(h, (uint64_t)pl->sym);
   pl->arg_hash = meld_hash_fold(h);
   return MELD_OK;
 }
@@ -189,6 +198,8 @@ int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *w
   if (pl->nranks < 2 || pl->nranks > GEMM_RS_MAX_RANKS) MELD_WHY("gemm_rs: fused needs 2..%d ranks, not %d", GEMM_RS_MAX_RANKS, pl->nranks);
   if (pl->rpo < 128 || pl->rpo % 128) MELD_WHY("gemm_rs: rows per owner %lld is not a positive multiple of 128", (long long)pl->rpo);
   if (pl->rpo * pl->nranks < pl->m) MELD_WHY("gemm_rs: %d owners x %lld rows do not cover M %lld", pl->nranks, (long long)pl->rpo, (long long)pl->m);
+  if (pl->sym && (!pl->is_ar || pl->nranks != 2 || pl->rpo != (int64_t)pl->tiles_m * 128 || pl->m_rotate != 0))
+    MELD_WHY("gemm_rs: symmetric mode needs AR, 2 ranks, one owner block of all %d m-blocks, no rotation", pl->tiles_m);
   if (!pl->is_ar && pl->rpo != pl->split_rows)
     MELD_WHY("gemm_rs: rows per owner %lld differ from the split ceil(M/P) = %lld", (long long)pl->rpo, (long long)pl->split_rows);
   if (pl->ldn < pl->n || pl->ldn % 8) MELD_WHY("gemm_rs: staging ld %lld", (long long)pl->ldn);
@@ -213,11 +224,11 @@ void gemm_rs_plan_format(const gemm_rs_plan_t *pl, char *buf, size_t len) {
   snprintf(buf, len,
            "%s %lld x %lld x %lld, rank %d of %d, rows [%lld, +%lld), algo %s%s%s\n"
            "  fused: rows/owner %lld, ldn %lld, tiles %d x %d (%d per owner), m_rotate %d, own_first %d, "
-           "group_m %d, slot %zu B, workspace %zu B; unfused scratch %zu B; hash %08x",
+           "group_m %d, sym %d, slot %zu B, workspace %zu B; unfused scratch %zu B; hash %08x",
            pl->is_ar ? "gemm_ar" : "gemm_rs", (long long)pl->m, (long long)pl->n, (long long)pl->k, pl->rank,
            pl->nranks, (long long)pl->rows_first, (long long)pl->rows_count,
            pl->algo == MELD_GEMM_RS_FUSED ? "fused" : "unfused", pl->why_unfused ? ": " : "",
            pl->why_unfused ? pl->why_unfused : "", (long long)pl->rpo, (long long)pl->ldn, pl->tiles_m, pl->tiles_n,
-           pl->tiles_own, pl->m_rotate, pl->own_first, pl->group_m, pl->slot_bytes, pl->ws_needed, pl->scratch_bytes,
+           pl->tiles_own, pl->m_rotate, pl->own_first, pl->group_m, pl->sym, pl->slot_bytes, pl->ws_needed, pl->scratch_bytes,
            pl->arg_hash);
 }

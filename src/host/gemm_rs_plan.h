@@ -30,7 +30,7 @@ extern "C" {
 
 #define GEMM_RS_MAX_RANKS 16       /* fused path: hook pointer arrays in the header         */
 #define GEMM_RS_HDR_BYTES 4096     /* workspace header                                      */
-/* Header offsets (bytes): stamp, then six pointer arrays of GEMM_RS_MAX_RANKS entries. */
+/* Header offsets (bytes): stamp, then eight pointer arrays of GEMM_RS_MAX_RANKS entries. */
 #define GEMM_RS_HDR_STAMP 0
 #define GEMM_RS_HDR_OUT 64
 #define GEMM_RS_HDR_SIGNAL (GEMM_RS_HDR_OUT + 8 * GEMM_RS_MAX_RANKS)
@@ -38,6 +38,12 @@ extern "C" {
 #define GEMM_RS_HDR_FLAGS (GEMM_RS_HDR_SRC + 8 * GEMM_RS_MAX_RANKS)
 #define GEMM_RS_HDR_COPIES (GEMM_RS_HDR_FLAGS + 8 * GEMM_RS_MAX_RANKS)
 #define GEMM_RS_HDR_COPY_SIGNAL (GEMM_RS_HDR_COPIES + 8 * GEMM_RS_MAX_RANKS)
+#define GEMM_RS_HDR_PUSH (GEMM_RS_HDR_COPY_SIGNAL + 8 * GEMM_RS_MAX_RANKS)
+#define GEMM_RS_HDR_PUSH_SIGNAL (GEMM_RS_HDR_PUSH + 8 * GEMM_RS_MAX_RANKS)
+/* Symmetric AR (decode sizes, 2 ranks): at most this many 128 x 256 tiles (about one per SM:
+ * each rank computes every tile, pushes its partial to the peer and reduces every tile itself;
+ * one NVLink trip after the GEMM instead of partial push, owner's reduce, result push, copy). */
+#define GEMM_RS_SYM_MAX_TILES 128
 
 typedef struct {
   int is_ar;                /* 0: meld_gemm_rs, 1: meld_gemm_ar                           */
@@ -55,6 +61,7 @@ typedef struct {
   int m_rotate;             /* GEMM tile order: the next ranks' rows first, own rows last   */
   int own_first;            /* first logical m-block of this rank's own rows                */
   int group_m;              /* raster group dividing own_first (own tiles strictly last)    */
+  int sym;                  /* AR, 2 ranks, <= GEMM_RS_SYM_MAX_TILES: every rank reduces every tile */
   size_t slot_bytes;        /* rpo * ldn * 2, rounded up to 256                             */
   size_t ws_needed;         /* header + slots                                               */
   /* unfused (RS): scratch buffer rows x ldn for the GEMM output and the received rows */

@@ -45,6 +45,7 @@ typedef struct {
   int32_t nranks, rank, is_ar, tiles_own, tiles_n, tiles_m;
   uint32_t arg_hash;
   int32_t diag; /* MELD_GEMM_RS_DIAG bit 0: peers' tiles go to this rank's own slots (timing only) */
+  int32_t sym;  /* symmetric AR (plan): every rank reduces every tile, no copy phase */
 } gemm_rs_kargs_t;
 
 
@@ -74,6 +75,10 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
         a->peer_ws[q] + hdr + (uint64_t)(P - 1 + gemm_rs_sidx(r, q, P)) * a->slot_bytes;
     ((uint64_t *volatile *)(h + GEMM_RS_HDR_COPY_SIGNAL))[s] =
         meld_peer_signal(c, q, meld_signal_index(r, P, 1, 0, (uint32_t)a->tiles_own));
+    /* symmetric AR: this rank's partial goes where peer q's SRC reads it, flagged as above */
+    ((void *volatile *)(h + GEMM_RS_HDR_PUSH))[s] = a->peer_ws[q] + hdr + (uint64_t)gemm_rs_sidx(r, q, P) * a->slot_bytes;
+    ((uint64_t *volatile *)(h + GEMM_RS_HDR_PUSH_SIGNAL))[s] =
+        meld_peer_signal(c, q, meld_signal_index(r, P, 0, 0, (uint32_t)a->tiles_own));
   }
 }
 
@@ -190,7 +195,7 @@ struct gemm_rs_tail {
                   meld_wait_info(MELD_REGION_SIGNAL, 0, -1, "partial tile (epilogue)"), meld_stamp(ctx.epoch, 1), 0,
                   0, ld_relaxed_sys_u32(meld_abort_word(proto)));
     }
-    if (a->is_ar) gemm_ar_copy_phase(&ctx, a, smem, tid);
+    if (a->is_ar && !a->sym) gemm_ar_copy_phase(&ctx, a, smem, tid);
   }
 };
 
@@ -312,7 +317,7 @@ static int gemm_rs_sk_get(cudaStream_t stream, size_t bytes, size_t words, float
 static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
                                    cudaStream_t stream) {
   const int P = comm->nranks, r = comm->rank;
-  const int g2 = P == 2 && gemm_rs_env_push_tma();
+  const int g2 = P == 2 && !pl->sym && gemm_rs_env_push_tma();
   const void *kern = a->b_layout == MELD_B_KN ? (g2 ? (const void *)gemm_rs_kernel<true, true> : (const void *)gemm_rs_kernel<true, false>)
                                                : (g2 ? (const void *)gemm_rs_kernel<false, true> : (const void *)gemm_rs_kernel<false, false>);
   int grid = 0;
@@ -354,13 +359,16 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->epoch_src = (const uint64_t *)(ws + GEMM_RS_HDR_STAMP);
   const int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
   e->reduce.on = diag & 2 ? 0 : 1;
-  e->reduce.owner = r;
+  e->reduce.owner = pl->sym ? 0 : r; /* symmetric: one owner block (0) of all rows on every rank */
   e->reduce.nsrc = P - 1;
   e->reduce.src = (const uint16_t *const *)(ws + GEMM_RS_HDR_SRC);
   e->reduce.flags = (const uint64_t *const *)(ws + GEMM_RS_HDR_FLAGS);
-  e->reduce.dst = pl->is_ar ? (uint16_t *)a->c + (int64_t)r * pl->rpo * a->ldc : a->c;
+  e->reduce.dst = pl->is_ar && !pl->sym ? (uint16_t *)a->c + (int64_t)r * pl->rpo * a->ldc : a->c;
   e->reduce.dst_ld = a->ldc;
-  e->reduce.ncopies = pl->is_ar ? P - 1 : 0;
+  e->reduce.ncopies = pl->is_ar && !pl->sym ? P - 1 : 0;
+  e->reduce.npush = pl->sym ? P - 1 : 0;
+  e->reduce.push = (void *const *)(ws + GEMM_RS_HDR_PUSH);
+  e->reduce.push_signal = (uint64_t *const *)(ws + GEMM_RS_HDR_PUSH_SIGNAL);
   e->reduce.copies = (void *const *)(ws + GEMM_RS_HDR_COPIES);
   e->reduce.copy_signal = (uint64_t *const *)(ws + GEMM_RS_HDR_COPY_SIGNAL);
   e->reduce.abort_word = (const uint32_t *)((uint8_t *)comm->pad.local + MELD_PAD_OFF_ABORT);
@@ -404,6 +412,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   k.tiles_m = pl->tiles_m;
   k.arg_hash = pl->arg_hash;
   k.diag = diag;
+  k.sym = pl->sym;
   if (meld_log_level() >= MELD_LOG_TRACE) {
     char buf[1024];
     gemm_rs_plan_format(pl, buf, sizeof buf);

@@ -340,6 +340,15 @@ static void rank_variants(int rank, int nranks) {
   setenv("MELD_GEMM_RS_SPLIT_K", "1", 1);
   test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 2);   /* decode AR, no split */
   setenv("MELD_GEMM_RS_SPLIT_K", "0", 1);
+  if (nranks == 2) { /* the owner-mode AR where the plan would pick the symmetric one */
+    setenv("MELD_GEMM_AR_SYM", "0", 1);
+    gt_log("MELD_GEMM_AR_SYM=0");
+    test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 2);
+    test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);
+    test_shape(&x, 1000, 1003, 4104, 0, MELD_GEMM_RS_FUSED, 2);
+    test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
+    unsetenv("MELD_GEMM_AR_SYM");
+  }
   setenv("MELD_GEMM_RS_PUSH", "tma", 1);
   gt_log("MELD_GEMM_RS_PUSH=tma");
   test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);        /* AR tails          */

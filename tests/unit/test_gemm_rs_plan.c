@@ -105,11 +105,30 @@ static void test_choice(void **state) {
   assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
   a.algo = MELD_GEMM_RS_FUSED;
   assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 1, 1, (size_t)256 << 20, &pl), MELD_ERR_UNSUPPORTED);
-  /* ... but AR owns rows in blocks of 128: fused */
+  /* ... but AR owns rows in blocks of 128: fused; with 32 tiles at 2 ranks symmetric (every
+   * rank reduces every tile: one owner block of all 8 m-blocks, one slot) */
   assert_int_equal(gemm_rs_plan_make(&a, 1, 2, 1, 1, (size_t)256 << 20, &pl), MELD_OK);
   assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
-  assert_int_equal(pl.rpo, 512);
+  assert_int_equal(pl.sym, 1);
+  assert_int_equal(pl.rpo, 1024);
+  assert_int_equal(pl.m_rotate, 0);
+  assert_int_equal(pl.ws_needed, GEMM_RS_HDR_BYTES + pl.slot_bytes);
   assert_int_equal(gemm_rs_plan_check(&pl, (size_t)256 << 20, why, sizeof why), 0);
+  /* ... owner blocks of 128 rows at 3 ranks (no symmetric mode) */
+  assert_int_equal(gemm_rs_plan_make(&a, 1, 3, 1, 1, (size_t)256 << 20, &pl), MELD_OK);
+  assert_int_equal(pl.sym, 0);
+  assert_int_equal(pl.rpo, 384);
+  assert_int_equal(gemm_rs_plan_check(&pl, (size_t)256 << 20, why, sizeof why), 0);
+  /* symmetric up to GEMM_RS_SYM_MAX_TILES tiles, AR at 2 ranks only */
+  const int64_t symc[][3] = {{16, 8192, 1}, {128, 8192, 1}, {512, 8192, 1}, {640, 8192, 0}, {8192, 8192, 0}, {512, 4096, 1}};
+  for (int i = 0; i < 6; i++) {
+    a = args(symc[i][0], symc[i][1], 4096);
+    assert_int_equal(gemm_rs_plan_make(&a, 1, 2, 0, 1, (size_t)1 << 30, &pl), MELD_OK);
+    assert_int_equal(pl.sym, (int)symc[i][2]);
+    assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)1 << 30, &pl), MELD_OK);
+    assert_int_equal(pl.sym, 0);
+  }
+  a = args(1000, 1000, 4104);
   /* one rank, several nodes: unfused */
   a = args(8192, 8192, 4096);
   assert_int_equal(gemm_rs_plan_make(&a, 0, 1, 0, 1, (size_t)256 << 20, &pl), MELD_OK);
@@ -163,6 +182,10 @@ static void test_order(void **state) {
         if (pl.algo != MELD_GEMM_RS_FUSED) continue;
         char why[256];
         assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 0);
+        if (pl.sym) { /* every tile is reduced by every rank: no order constraint */
+          assert_true(P == 2 && pl.m_rotate == 0 && pl.rpo == 128 * pl.tiles_m);
+          continue;
+        }
         const int B = (int)(pl.rpo / 128), T = pl.tiles_m;
         for (int li = 0; li < T; li++) {
           const int mb = (li + pl.m_rotate) % T;
