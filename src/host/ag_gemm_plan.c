@@ -19,9 +19,6 @@
 #define PLAN_MIN_COMM_CTAS 8
 #define PLAN_MAX_COMM_CTAS 16
 #define PLAN_GROUP_M 16
-#define PLAN_L2_BYTES 48e6   /* B_local below this is re-read from L2: free                 */
-#define PLAN_HBM_BPS 4.0e12  /* B re-reads from HBM                                          */
-#define PLAN_LINK_BPS 300e9  /* bytes/s one rank receives over NVLink                         */
 
 static int64_t round_up64(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -131,22 +128,9 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
           gm = g;
           break;
         }
-    /* ... unless the whole gathered A fits one group and re-reading B_local costs more than
-     * waiting for the peers' rows: own-only groups stream B tiles_m / gm times (once per group,
-     * from HBM when B does not fit L2), while one group of every m-block makes the CTAs of the
-     * first wave that got peers' rows wait for their chunks (about half the push time, on
-     * average). Measured (2 x H200, s2 run 1): 2048 x 4096 x 57344 (B 470 MB, shard 117 MB):
-     * own groups 1.33 ms, one group 2.07 (the wait: 0.2 ms > re-read 0.12 ms); 2048x2048x28672
-     * 0.505 vs 0.523. Predicted win: 2048x28672x8192 (re-read 0.12 ms > wait 0.03 ms). */
-    const int64_t tiles_m = (int64_t)nranks * bpr;
-    if (tiles_m <= PLAN_GROUP_M && tiles_m > gm) {
-      const double b_bytes = 2.0 * (double)a->n_loc * (double)a->k;
-      const double shard_bytes = 2.0 * (double)a->m_loc * (double)a->k;
-      const double reread_s =
-          b_bytes < PLAN_L2_BYTES ? 0.0 : (double)((tiles_m + gm - 1) / gm - 1) * b_bytes / PLAN_HBM_BPS;
-      const double wait_s = 0.5 * (double)(nranks - 1) * shard_bytes / PLAN_LINK_BPS;
-      if (reread_s > wait_s) gm = (int)tiles_m;
-    }
+    /* Tried and measured worse (s2 run 2, 2 x H200, same sweep, steady clocks): one group of
+     * all m-blocks when B_local is large, to stream B once: 2048x28672x8192 group 16 1.534 ms
+     * vs own-only group 8 1.467; 2048x14336x4096 0.409 vs 0.377. Own-only groups stay. */
     p->group_m = gm;
   }
   p->copy = AG_GEMM_COPY_VEC;
