@@ -15,10 +15,13 @@
  * group_m 16, run 2's comm-CTA count) in the same job: a before/after free of run-to-run
  * noise. At three shapes a sweep times plan variants (comm CTAs, copy engine, raster group,
  * chunk size, unfused).
- * Times: median of 20 calls (CUDA events per call) after 5 warm-ups, ranks aligned by a
- * barrier before each batch. Rank 0 prints and writes JSON lines.
+ * Times: every timing of a shape (meld, baselines, variants) runs in 3 interleaved rounds; each
+ * is the median over rounds of the median of 20 calls (CUDA events per call) after 5 warm-ups,
+ * ranks aligned by a barrier before each batch (a fixed order measured the same plan 10-15%
+ * slower late than first). Rank 0 prints and writes JSON lines.
  *
- * Usage: bench_ag_gemm [--quick] [--json FILE] [--trace]   (NCCL_NVLS_ENABLE=0 is set here)
+ * Usage: bench_ag_gemm [--quick] [--json FILE] [--trace] [--shape M,N_total,K (one point, swept)]
+ *   (NCCL_NVLS_ENABLE=0 is set here)
  *   --trace: one shape, 3 calls, for MELD_TRACE (the trace is written at comm destroy). */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -33,6 +36,7 @@
 #include "nccl_baseline.h"
 
 #define WARM 5
+#define ROUNDS 3 /* interleaved timing rounds per shape */
 #define TIMED 20
 
 static int g_quick = 0, g_trace = 0;
@@ -162,18 +166,6 @@ typedef struct {
   int run2_cc; /* run 2's heuristic comm CTAs at this shape (P = 2) */
 } bshape_t;
 
-/* Times hint h as variant v and writes its row. */
-static void time_variant(bctx_t *x, FILE *jf, const bench_env_t *env, const char *nccl, const bshape_t *sh,
-                         const ag_gemm_hint_t *h, const char *v, float t_seq, float compute, float t_mgemm,
-                         float comm) {
-  x->hint = *h;
-  const float t = time_fn(x, f_meld, TIMED);
-  const float bound = fmaxf(compute, comm);
-  if (x->rank == 0) printf("   %-16s %8.3f ms  meld/bound %.3f\n", v, t, t / bound);
-  json_row(jf, env, nccl, x, sh->n_total, v, t, t_seq, compute, t_mgemm, comm, NAN);
-  x->hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-}
-
 static void rank_main(int rank, int P) {
   meld_config_t cfg = MELD_CONFIG_INIT;
   cfg.bootstrap_timeout_ms = 60000;
@@ -225,16 +217,71 @@ static void rank_main(int rank, int P) {
       cudaStreamSynchronize(x.s);
       if (rank == 0) printf("trace: 3 calls at M=%lld K=%lld N_loc=%lld\n", (long long)x.M, (long long)x.k, (long long)x.n_loc);
     } else {
-      const float t_meld = time_fn(&x, f_meld, TIMED);
+      /* Every timing of this shape in one list, timed in ROUNDS interleaved rounds (median of
+       * the rounds' medians): s2 run 2 measured the same plan 10-15% slower when timed late
+       * than first (clocks under sustained load), so a fixed order biased every ratio. */
+      enum { MAXV = 24 };
+      const char *vn[MAXV];
+      call_fn vf[MAXV];
+      ag_gemm_hint_t vh[MAXV];
+      int nv = 0;
+#define ADDV(name, fn, h) (vn[nv] = (name), vf[nv] = (fn), vh[nv] = (h), nv++)
+      const ag_gemm_hint_t h0 = AG_GEMM_HINT_INIT;
+      ADDV("default", f_meld, h0);
+      ADDV("seq", f_seq, h0);
+      ADDV("cublas", f_cublas, h0);
+      ADDV("meld_gemm", f_meld_gemm, h0);
+      ADDV("nccl_ag", f_nccl_ag, h0);
+      ADDV("meld_ag", f_meld_ag, h0);
+      const int nbase = nv;
+      if (P == 2) { /* run 2's default plan, same job */
+        ag_gemm_hint_t h = h0;
+        h.inplace = 0, h.group_m = 16, h.comm_ctas = sh->run2_cc;
+        ADDV("run2_plan", f_meld, h);
+      }
+      static char vnames[MAXV][32];
+      if (sh->sweep) {
+        const int ccs[] = {4, 8, 16};
+        for (int ci = 0; ci < 3; ci++) {
+          ag_gemm_hint_t h = h0;
+          h.comm_ctas = ccs[ci];
+          snprintf(vnames[nv], sizeof vnames[nv], "vec_cc%d", ccs[ci]);
+          ADDV(vnames[nv], f_meld, h);
+        }
+        ag_gemm_hint_t h = h0;
+        h.copy = AG_GEMM_COPY_BULK;
+        ADDV("bulk", f_meld, h);
+        const int gms[] = {8, 16, 32};
+        for (int gi = 0; gi < 3; gi++) {
+          h = h0;
+          h.group_m = gms[gi];
+          snprintf(vnames[nv], sizeof vnames[nv], "group_m%d", gms[gi]);
+          ADDV(vnames[nv], f_meld, h);
+        }
+        h = h0;
+        h.chunk_rows = 256;
+        ADDV("chunk256", f_meld, h);
+        h = h0;
+        h.inplace = 0;
+        ADDV("staged_own", f_meld, h);
+        h = h0;
+        h.schedule = AG_GEMM_UNFUSED;
+        ADDV("unfused", f_meld, h);
+      }
+#undef ADDV
+      float tr[MAXV][ROUNDS], tv[MAXV];
+      for (int rd = 0; rd < ROUNDS; rd++)
+        for (int v = 0; v < nv; v++) {
+          x.hint = vh[v];
+          tr[v][rd] = time_fn(&x, vf[v], TIMED);
+        }
+      x.hint = h0;
+      for (int v = 0; v < nv; v++) tv[v] = bench_median(tr[v], ROUNDS);
+      const float t_meld = tv[0], t_seq = tv[1], t_cublas = tv[2], t_mgemm = tv[3], t_nag = tv[4], t_mag = tv[5];
       f_meld(&x); /* C for the error check (after the timed calls: same inputs) */
       f_nccl_ag(&x); /* the gathered A for the references */
       cudaStreamSynchronize(x.s);
       const double err = rel_err(&x);
-      const float t_seq = time_fn(&x, f_seq, TIMED);
-      const float t_cublas = time_fn(&x, f_cublas, TIMED);
-      const float t_mgemm = time_fn(&x, f_meld_gemm, TIMED);
-      const float t_nag = time_fn(&x, f_nccl_ag, TIMED);
-      const float t_mag = time_fn(&x, f_meld_ag, TIMED);
       const float compute = fminf(t_cublas, t_mgemm), comm = fminf(t_nag, t_mag), bound = fmaxf(compute, comm);
       if (x.err != MELD_OK) gt_failed++;
       if (!(err <= 1e-2)) {
@@ -249,48 +296,14 @@ static void rank_main(int rank, int P) {
         printf("%-24s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %7.3f %7.3f %7.3f %8.1e  %s\n", name, t_meld, t_seq,
                compute, t_mgemm, comm, bound, t_meld / fmaxf(t_mgemm, comm), t_meld / bound, t_seq / t_meld, err,
                plan);
-        printf("%-24s   (cublas %.3f, meld_gemm %.3f, nccl AG %.3f, meld AG %.3f)\n", "", t_cublas, t_mgemm, t_nag,
-               t_mag);
+        printf("%-24s   (cublas %.3f, meld_gemm %.3f, nccl AG %.3f, meld AG %.3f; %d interleaved rounds)\n", "", t_cublas,
+               t_mgemm, t_nag, t_mag, ROUNDS);
         fflush(stdout);
       }
       json_row(jf, &env, nccl, &x, sh->n_total, "default", t_meld, t_seq, compute, t_mgemm, comm, err);
-      if (P == 2) { /* run 2's default plan, same job */
-        ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
-        h.inplace = 0, h.group_m = 16, h.comm_ctas = sh->run2_cc;
-        time_variant(&x, jf, &env, nccl, sh, &h, "run2_plan", t_seq, compute, t_mgemm, comm);
-      }
-      if (sh->sweep) {
-        const int ccs[] = {4, 6, 8, 12, 16};
-        for (int ci = 0; ci < 5; ci++) {
-          ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
-          h.comm_ctas = ccs[ci];
-          char v[64];
-          snprintf(v, sizeof v, "vec_cc%d", ccs[ci]);
-          time_variant(&x, jf, &env, nccl, sh, &h, v, t_seq, compute, t_mgemm, comm);
-        }
-        ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
-        h.copy = AG_GEMM_COPY_BULK;
-        time_variant(&x, jf, &env, nccl, sh, &h, "bulk", t_seq, compute, t_mgemm, comm);
-        const int gms[] = {8, 16, 32};
-        for (int gi = 0; gi < 3; gi++) {
-          h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-          h.group_m = gms[gi];
-          char v[64];
-          snprintf(v, sizeof v, "group_m%d", gms[gi]);
-          time_variant(&x, jf, &env, nccl, sh, &h, v, t_seq, compute, t_mgemm, comm);
-        }
-        h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-        h.chunk_rows = 256;
-        time_variant(&x, jf, &env, nccl, sh, &h, "chunk256", t_seq, compute, t_mgemm, comm);
-        h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-        h.inplace = 0;
-        time_variant(&x, jf, &env, nccl, sh, &h, "staged_own", t_seq, compute, t_mgemm, comm);
-        h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-        h.schedule = AG_GEMM_UNFUSED;
-        time_variant(&x, jf, &env, nccl, sh, &h, "unfused", t_seq, compute, t_mgemm, comm);
-        /* The default again: the noise gauge (the first meld timing ran before the others). */
-        h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
-        time_variant(&x, jf, &env, nccl, sh, &h, "repeat", t_seq, compute, t_mgemm, comm);
+      for (int v = nbase; v < nv; v++) {
+        if (rank == 0) printf("   %-16s %8.3f ms  meld/bound %.3f\n", vn[v], tv[v], tv[v] / bound);
+        json_row(jf, &env, nccl, &x, sh->n_total, vn[v], tv[v], t_seq, compute, t_mgemm, comm, NAN);
       }
     }
     if (meld_comm_check(x.comm) != MELD_OK) {

@@ -11,15 +11,18 @@
  *   comm_ms          min(NCCL, meld) reduce-scatter / all-reduce of the bf16 partial
  *   bound_ms         max(compute_ms, comm_ms)
  *   rel_err          meld's output vs an fp32 reference (cuBLAS fp32 partials + NCCL fp32 sum)
- * Medians of 20 timed calls after 5 warm-ups (events around each call, calls back to back),
- * two input sets alternating. Decode-size AR (M <= 512) is also timed as CUDA-graph replays
+ * Every eager timing of a shape (meld, baselines, variants) runs in 3 interleaved rounds: the
+ * median over rounds of the median of 16 (--quick: 8) timed calls after 2 warm-ups (events
+ * around each call, calls back to back), two input sets alternating (a fixed order measured the
+ * same plan 10-15% slower late than first). Decode-size AR (M <= 512) is also timed as CUDA-graph replays
  * (graph_meld_ms, graph_seq_ms, graph_meld_unfused_ms: 10 calls per graph).
  * NCCL is loaded with dlopen (libnccl.so.2), so this program links without -lnccl.
  * PyTorch async-TP (peer_ms) comes from bench/gemm_rs_torch.py and is merged into the JSON
  * afterwards (same shape keys).
  *
- * Usage: bench_gemm_rs [--quick] [--json FILE] [--op rs|ar|both]   (--quick: M 8192 and the
- * decode sizes only, 10 samples). NCCL_NVLS_ENABLE=0 is set here. */
+ * Usage: bench_gemm_rs [--quick] [--diag] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total]
+ *   (--quick: M 8192 and the decode sizes only; --diag: stage-left-out timings of the fused
+ *   kernel, MELD_GEMM_RS_DIAG). NCCL_NVLS_ENABLE=0 is set here. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <dlfcn.h>
@@ -62,6 +65,7 @@ static int nccl_load(void) {
 
 /* ---- shapes and options -------------------------------------------------------------------- */
 static int g_quick = 0, g_ops = 3, g_diag = 0;
+#define ROUNDS 3 /* interleaved timing rounds per shape */
 static long long g_pm = 0, g_pn = 0, g_pk = 0; /* --shape M,N,K_total: one point per op */
 static const char *g_json = NULL;
 
@@ -291,63 +295,72 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
   gt_fill_bf16<<<1024, 256, 0, x->s>>>((uint16_t *)r.b, nk, 77 + x->rank);
   cudaStreamSynchronize(x->s);
   {
-    const int W = g_quick ? 3 : 5, I = g_quick ? 10 : 20;
-    r.algo = MELD_GEMM_RS_AUTO;
-    const float meld_ms = time_op(x, op_meld, &r, W, I);
-    r.algo = MELD_GEMM_RS_FUSED;
-    const float fused_ms = P > 1 ? time_op(x, op_meld, &r, W, I) : -1;
-    const int fused_failed = r.failed;
-    r.failed = 0;
-    r.algo = MELD_GEMM_RS_UNFUSED;
-    const float unfused_ms = time_op(x, op_meld, &r, W, I);
-    r.algo = MELD_GEMM_RS_AUTO;
-    const float seq_ms = x->nccl ? time_op(x, op_seq, &r, W, I) : -1;
-    const float cublas_ms = time_op(x, op_cublas, &r, W, I);
-    const float mgemm_ms = time_op(x, op_meld_gemm, &r, W, I);
-    const float nccl_ms = x->nccl ? time_op(x, op_nccl, &r, W, I) : -1;
-    const float mcoll_ms = time_op(x, op_meld_coll, &r, W, I);
-    /* Run-time variants of the fused path (gemm_rs.cu), same run: TMA push (large M, 2 ranks),
-     * no split-K (decode); decode diagnostics of the unfused AR. */
-    float tma_ms = -1, nosplit_ms = -1, d_in = -1, d_oop = -1, d_coll_in = -1, g_fused_nosplit = -1;
-    float diag_ms[3] = {-1, -1, -1}, diag_tma_ms[3] = {-1, -1, -1}, repeat_ms = -1, owner_ms = -1, g_owner = -1;
-    if (P == 2 && sh->m >= 2048) {
-      setenv("MELD_GEMM_RS_PUSH", "tma", 1);
-      r.algo = MELD_GEMM_RS_FUSED;
-      tma_ms = time_op(x, op_meld, &r, W, I);
-      r.algo = MELD_GEMM_RS_AUTO;
-      unsetenv("MELD_GEMM_RS_PUSH");
-      /* Stage-left-out timings (results wrong, not checked): where the fused kernel's time
-       * over meld_gemm goes. 1: no NVLink stores, 2: no own-tile wait/add, 3: neither. */
-      if (g_diag) {
-        r.algo = MELD_GEMM_RS_FUSED;
-        const char *dn[3] = {"1", "2", "3"};
-        for (int d = 0; d < 3; d++) {
-          setenv("MELD_GEMM_RS_DIAG", dn[d], 1);
-          diag_ms[d] = time_op(x, op_meld, &r, W, I);
-          setenv("MELD_GEMM_RS_PUSH", "tma", 1);
-          diag_tma_ms[d] = d == 1 ? time_op(x, op_meld, &r, W, I) : -1;
-          unsetenv("MELD_GEMM_RS_PUSH");
-        }
-        unsetenv("MELD_GEMM_RS_DIAG");
-        r.algo = MELD_GEMM_RS_AUTO;
-        repeat_ms = time_op(x, op_meld, &r, W, I);
+    const int W = 2, I = g_quick ? 8 : 16;
+    /* Every eager timing of this shape in one table, timed in ROUNDS interleaved rounds (the
+     * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
+     * last than first (clocks under sustained load), so a fixed order biases every ratio. */
+    enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D2ST, V_D3,
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_N };
+    typedef struct {
+      op_fn fn;
+      int algo, on;
+      const char *env[3][2];
+    } tv_t;
+    const int big2 = P == 2 && sh->m >= 2048, dec = P > 1 && sh->is_ar && sh->m <= 512;
+    const tv_t tv[V_N] = {
+        [V_MELD] = {op_meld, MELD_GEMM_RS_AUTO, 1, {{0}}},
+        [V_FUSED] = {op_meld, MELD_GEMM_RS_FUSED, P > 1, {{0}}},
+        [V_UNFUSED] = {op_meld, MELD_GEMM_RS_UNFUSED, 1, {{0}}},
+        [V_SEQ] = {op_seq, MELD_GEMM_RS_AUTO, x->nccl != NULL, {{0}}},
+        [V_CUBLAS] = {op_cublas, MELD_GEMM_RS_AUTO, 1, {{0}}},
+        [V_MGEMM] = {op_meld_gemm, MELD_GEMM_RS_AUTO, 1, {{0}}},
+        [V_NCCL] = {op_nccl, MELD_GEMM_RS_AUTO, x->nccl != NULL, {{0}}},
+        [V_MCOLL] = {op_meld_coll, MELD_GEMM_RS_AUTO, 1, {{0}}},
+        /* the other push (the default is the TMA push since s2 run 3) */
+        [V_ST] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_PUSH", "st"}}},
+        /* stage-left-out timings (results wrong, not checked): where the fused kernel's time
+         * over meld_gemm goes. 1: no NVLink push, 2: no own-tile wait/add, 3: neither */
+        [V_D1] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "1"}}},
+        [V_D2] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "2"}}},
+        [V_D2ST] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "2"}, {"MELD_GEMM_RS_PUSH", "st"}}},
+        [V_D3] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "3"}}},
+        [V_NOSPLIT] = {op_meld, MELD_GEMM_RS_FUSED, dec, {{"MELD_GEMM_RS_SPLIT_K", "1"}}},
+        [V_OWNER] = {op_meld, MELD_GEMM_RS_FUSED, dec, {{"MELD_GEMM_AR_SYM", "0"}}},
+        [V_DIN] = {op_diag_inplace, MELD_GEMM_RS_AUTO, dec, {{0}}},
+        [V_DOOP] = {op_diag_oop, MELD_GEMM_RS_AUTO, dec, {{0}}},
+        [V_DCOLL] = {op_coll_inplace, MELD_GEMM_RS_AUTO, dec, {{0}}},
+    };
+    float tr[V_N][ROUNDS], tm[V_N];
+    int fused_failed = 0;
+    for (int rd = 0; rd < ROUNDS; rd++)
+      for (int v = 0; v < V_N; v++) {
+        if (!tv[v].on) continue;
+        for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
+        r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
+        r.failed = 0;
+        tr[v][rd] = time_op(x, tv[v].fn, &r, W, I);
+        if (v == V_FUSED) fused_failed |= r.failed;
+        for (int e = 0; e < 3 && tv[v].env[e][0]; e++) unsetenv(tv[v].env[e][0]);
       }
-    }
-    if (P > 1 && sh->is_ar && sh->m <= 512) {
+    r.algo = MELD_GEMM_RS_AUTO;
+    r.failed = 0;
+    for (int v = 0; v < V_N; v++) tm[v] = tv[v].on ? bench_median(tr[v], ROUNDS) : -1;
+    const float meld_ms = tm[V_MELD], fused_ms = tm[V_FUSED], unfused_ms = tm[V_UNFUSED], seq_ms = tm[V_SEQ];
+    const float cublas_ms = tm[V_CUBLAS], mgemm_ms = tm[V_MGEMM], nccl_ms = tm[V_NCCL], mcoll_ms = tm[V_MCOLL];
+    const float tma_ms = tm[V_ST], nosplit_ms = tm[V_NOSPLIT], owner_ms = tm[V_OWNER];
+    const float d_in = tm[V_DIN], d_oop = tm[V_DOOP], d_coll_in = tm[V_DCOLL];
+    const float diag_ms[3] = {tm[V_D1], tm[V_D2], tm[V_D3]}, diag_tma_ms[3] = {-1, tm[V_D2ST], -1};
+    const float repeat_ms = -1;
+    float g_fused_nosplit = -1, g_owner = -1;
+    if (dec) {
       setenv("MELD_GEMM_RS_SPLIT_K", "1", 1);
       r.algo = MELD_GEMM_RS_FUSED;
-      nosplit_ms = time_op(x, op_meld, &r, W, I);
       g_fused_nosplit = time_graph(x, op_meld, &r, 10, 10);
       unsetenv("MELD_GEMM_RS_SPLIT_K");
-      setenv("MELD_GEMM_AR_SYM", "0", 1); /* the owner-mode fused AR (both ranks alike) */
-      owner_ms = time_op(x, op_meld, &r, W, I);
+      setenv("MELD_GEMM_AR_SYM", "0", 1);
       g_owner = time_graph(x, op_meld, &r, 10, 10);
       unsetenv("MELD_GEMM_AR_SYM");
       r.algo = MELD_GEMM_RS_AUTO;
-      unsetenv("MELD_GEMM_RS_SPLIT_K");
-      d_in = time_op(x, op_diag_inplace, &r, W, I);
-      d_oop = time_op(x, op_diag_oop, &r, W, I);
-      d_coll_in = time_op(x, op_coll_inplace, &r, W, I);
     }
     float g_meld = -1, g_seq = -1, g_unf = -1, g_fused = -1;
     if (sh->is_ar && sh->m <= 512) {
@@ -374,9 +387,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              mgemm_ms, flops / mgemm_ms / 1e9, nccl_ms, mcoll_ms, bytes / comm_ms / 1e6, bound_ms,
              meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, err,
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
-      if (tma_ms > 0) printf("        variant: fused TMA push %7.3f\n", tma_ms);
+      if (tma_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f\n", tma_ms);
       if (diag_ms[0] > 0)
-        printf("        diag (wrong results): no NVLink push %7.3f | no own wait/add %7.3f (TMA push %7.3f) | neither %7.3f | repeat %7.3f\n",
+        printf("        diag (wrong results): no NVLink push %7.3f | no own wait/add %7.3f (st push %7.3f) | neither %7.3f | repeat %7.3f\n",
                diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2], repeat_ms);
       if (nosplit_ms > 0)
         printf("        variant: fused no split-K %7.3f (graph %7.4f) | diag: meld_gemm(C)+meld_all_reduce(C,C) %7.3f, "
@@ -395,7 +408,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"cublas_ms\": %.5f, \"meld_compute_ms\": %.5f, \"comm_ms\": %.5f, \"nccl_ms\": %.5f, "
                 "\"meld_comm_ms\": %.5f, \"bound_ms\": %.5f, \"overlap_eff\": %.4f, \"meld_over_bound\": %.4f, "
                 "\"seq_over_meld\": %.4f, \"graph_meld_ms\": %.5f, \"graph_meld_unfused_ms\": %.5f, "
-                "\"graph_seq_ms\": %.5f, \"graph_meld_fused_ms\": %.5f, \"meld_fused_tma_ms\": %.5f, "
+                "\"graph_seq_ms\": %.5f, \"graph_meld_fused_ms\": %.5f, \"meld_fused_st_ms\": %.5f, "
                 "\"meld_fused_nosplit_ms\": %.5f, \"graph_meld_fused_nosplit_ms\": %.5f, \"diag_gemm_ar_inplace_ms\": %.5f, "
                 "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_noreduce_ms\": %.5f, "
                 "\"diag_noreduce_tma_ms\": %.5f, \"diag_neither_ms\": %.5f, \"repeat_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "

@@ -604,14 +604,15 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
 /* Hook g2: releases the deferred signal of this CTA's previous TMA-pushed tile. The pending
  * flag (owner << 24 | local tile, or ~0) lives in a shared word (GEMM_FLAG_OFF + 8) that only
  * consumer thread 0 of warpgroup 0 touches. All 256 consumer threads call this (uniform:
- * both warpgroups see the same tiles), with acc dead: at the end of each pushed tile's
- * epilogue with keep = the bulk groups this warpgroup just committed (so the previous tile's
- * writes, issued a whole mainloop earlier, are waited for, not this tile's), and with keep 0
- * before the mainloop of a tile that will wait in its epilogue (hook g) and after the last
- * tile. Chain (DESIGN.md section 4, litmus in test_signal): the issuing threads'
- * cp.async.bulk.wait_group (writes complete; implies the async-generic proxy fence) ->
- * bar.sync -> one thread's fence.acq_rel.sys + st.release.sys. Then `next` (or ~0) becomes
- * the pending tile. */
+ * both warpgroups see the same tiles), with keep 0: at the START of every epilogue of a g2
+ * kernel (before this tile's TMA stores and before any reduce wait: the previous pushed
+ * tile's writes, issued a whole mainloop earlier, are complete, and the fence has none of our
+ * NVLink stores in flight to wait for), and after the last tile. (Until s2 run 2 it ran at the
+ * end of a pushed tile's epilogue, with that tile's stores in flight, and before an own tile's
+ * mainloop, waiting for the just-issued stores.) Chain (DESIGN.md section 4, litmus in
+ * test_signal): the issuing threads' cp.async.bulk.wait_group (writes complete; implies the
+ * async-generic proxy fence) -> bar.sync -> one thread's fence.acq_rel.sys + st.release.sys.
+ * Then `next` (or ~0) becomes the pending tile. */
 __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, int tid, uint32_t pend_sa, int keep,
                                                uint32_t next) {
   if (tid == 0) {
@@ -709,6 +710,11 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     if (tid == 0 && row_base < M) gemm_reduce_wait(eh, red_tile);
   }
   const int tma_out = G2 && RED && eh->out_tma && eh->out && eh->reduce.on && owner != eh->reduce.owner; /* g2 */
+  const uint32_t pend_sa = stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_FLAG_OFF - GEMM_EPI_OFF) + 8;
+  /* hook g2: the pending (previous pushed) tile's flag goes first, before any wait of this
+   * epilogue and before this tile's TMA stores are in flight, so that the fence.acq_rel.sys
+   * has nothing of ours on NVLink to wait for (the previous tile's stores had a mainloop). */
+  if (G2 && RED && eh->out_tma && t.m_blk < p->tiles_m) gemm_epi_flush(p, g, tid, pend_sa, 0, 0xffffffffu);
   const int use_tma = G2 ? tma_out : (p->epi_tma && !eh->out && eh->rows_valid <= 0);
   /* Deferred half 1 (DEFER, plain TMA-store path, no hooks): packed into 32 registers now,
    * staged and stored by gemm_epi_deferred during the next tile's first k-block. */
@@ -775,11 +781,10 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
       }
     }
   }
-  if (tma_out && eh->signal && t.m_blk < p->tiles_m) { /* hook g2: this tile's flag waits; the previous one's goes */
-    const int keep = row_base < M ? (col_base < N) + (col_base + 128 < N) : 0; /* groups just committed */
-    gemm_epi_flush(p, g, tid, stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_FLAG_OFF - GEMM_EPI_OFF) + 8, keep,
-                   ((uint32_t)owner << 24) |
-                       (uint32_t)((t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk));
+  if (tma_out && eh->signal && t.m_blk < p->tiles_m) { /* hook g2: this tile's flag waits for the next epilogue */
+    if (g == 0 && tid == 0)
+      st_shared_u32(pend_sa, ((uint32_t)owner << 24) |
+                                 (uint32_t)((t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk));
   } else if (((eh->signal && !red) || (red && eh->reduce.ncopies > 0)) &&
              t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag; a reduced tile's own flag is waited for by nobody) */
     if (use_tma && tid == 0) cp_async_bulk_wait_group0(); /* the TMA writes themselves are done */
@@ -985,6 +990,26 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
 }
 
 /* A consumer warpgroup g (0/1): waits stages, issues wgmma, releases stages, epilogue. */
+/* Hook g: L2 prefetch of the partials of own tile t, rows of warpgroup g, by lanes of one warp
+ * (cp.async.bulk.prefetch.L2: 2 rows of up to 512 bytes per lane and source). */
+__device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gemm_tile_t t, int g, int lane) {
+  const gemm_epilogue_hook_t *eh = &p->epi;
+  const int col0 = t.n_blk * GEMM_BN;
+  const int cols = p->n - col0 < GEMM_BN ? p->n - col0 : GEMM_BN;
+  const uint32_t bytes = (uint32_t)((cols + 7) / 8) * 16u;
+  const int64_t lrow0 = (int64_t)t.m_blk * GEMM_BM + 64 * g - (int64_t)eh->reduce.owner * eh->rows_per_owner;
+  const int64_t grow0 = (int64_t)t.m_blk * GEMM_BM + 64 * g;
+  for (int s = 0; s < eh->reduce.nsrc; ++s)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = lane + 32 * i;
+      if (grow0 + r < p->m) {
+        const uint16_t *src = eh->reduce.src[s] + (lrow0 + r) * eh->out_ld + col0;
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
+      }
+    }
+}
+
 template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
@@ -1006,9 +1031,12 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     t.m_blk = (int32_t)ti.x;
     if (t.m_blk < 0) break;
     t.n_blk = (int32_t)ti.y;
-    /* hook g2: before a tile that will wait (own tile, hook g), release the pending one */
-    if (G2 && RED && p->epi.out_tma && t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner)
-      gemm_epi_flush(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu);
+    /* hook g: this own tile's partials are (being) written into local memory by the peers:
+     * warp 0 of each warpgroup asks L2 to fetch them while the mainloop runs, so that the
+     * epilogue's loads hit L2 (a hint: later peer writes update L2, the acquire still orders). */
+    if (RED && p->epi.out && p->epi.reduce.on && lane == tid &&
+        t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner)
+      gemm_reduce_prefetch(p, t, g, lane);
     t.k_blk0 = (int32_t)ti.z;
     t.k_nblk = (int32_t)ti.w;
     const int32_t piece = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);

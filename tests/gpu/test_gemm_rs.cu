@@ -326,8 +326,8 @@ static void rank_main(int rank, int nranks) {
   ctx_free(&x);
 }
 
-/* Run-time variants (gemm_rs.cu): TMA push of the peer's partial tiles with deferred flags
- * (MELD_GEMM_RS_PUSH=tma, 2 ranks), and the decode-size fused AR with split-K (default) and
+/* Run-time variants (gemm_rs.cu): 16-byte-store push of the peer's partial tiles
+ * (MELD_GEMM_RS_PUSH=st, 2 ranks; the default is the TMA push with deferred flags), and the decode-size fused AR with split-K (default) and
  * without (MELD_GEMM_RS_SPLIT_K=1). */
 static void rank_variants(int rank, int nranks) {
   ctx_t x;
@@ -349,8 +349,8 @@ static void rank_variants(int rank, int nranks) {
     test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
     unsetenv("MELD_GEMM_AR_SYM");
   }
-  setenv("MELD_GEMM_RS_PUSH", "tma", 1);
-  gt_log("MELD_GEMM_RS_PUSH=tma");
+  setenv("MELD_GEMM_RS_PUSH", "st", 1); /* the non-default push (16-byte stores; TMA is the default) */
+  gt_log("MELD_GEMM_RS_PUSH=st");
   test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);        /* AR tails          */
   test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3); /* RS/AR N, K tails  */
   test_shape(&x, 256 * nranks, 1000, 4104, 1, MELD_GEMM_RS_FUSED, 3); /* B [K,N]           */
