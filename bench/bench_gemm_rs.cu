@@ -319,11 +319,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         /* the other push (the default is the TMA push since s2 run 3) */
         [V_ST] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_PUSH", "st"}}},
         /* stage-left-out timings (results wrong, not checked): where the fused kernel's time
-         * over meld_gemm goes. 1: no NVLink push, 2: no own-tile wait/add, 3: neither */
+         * over meld_gemm goes. D1: no NVLink push; D2: own tiles skip the flag wait; D2ST:
+         * own tiles skip the partial loads/adds (own values stored); D3: no push, no wait, no
+         * add (the GEMM with the fused kernel's epilogues) */
         [V_D1] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "1"}}},
         [V_D2] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "2"}}},
-        [V_D2ST] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "2"}, {"MELD_GEMM_RS_PUSH", "st"}}},
-        [V_D3] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "3"}}},
+        [V_D2ST] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "4"}}},
+        [V_D3] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "7"}}},
         [V_NOSPLIT] = {op_meld, MELD_GEMM_RS_FUSED, dec, {{"MELD_GEMM_RS_SPLIT_K", "1"}}},
         [V_OWNER] = {op_meld, MELD_GEMM_RS_FUSED, dec, {{"MELD_GEMM_AR_SYM", "0"}}},
         [V_DIN] = {op_diag_inplace, MELD_GEMM_RS_AUTO, dec, {{0}}},
@@ -331,6 +333,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_DCOLL] = {op_coll_inplace, MELD_GEMM_RS_AUTO, dec, {{0}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
+    double wall[V_N] = {0};
     int fused_failed = 0;
     for (int rd = 0; rd < ROUNDS; rd++)
       for (int v = 0; v < V_N; v++) {
@@ -338,13 +341,18 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
         r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
         r.failed = 0;
+        const double w0 = gt_now_s();
         tr[v][rd] = time_op(x, tv[v].fn, &r, W, I);
+        wall[v] += gt_now_s() - w0;
         if (v == V_FUSED) fused_failed |= r.failed;
         for (int e = 0; e < 3 && tv[v].env[e][0]; e++) unsetenv(tv[v].env[e][0]);
       }
     r.algo = MELD_GEMM_RS_AUTO;
     r.failed = 0;
     for (int v = 0; v < V_N; v++) tm[v] = tv[v].on ? bench_median(tr[v], ROUNDS) : -1;
+    if (x->rank == 0)
+      for (int v = 0; v < V_N; v++)
+        if (wall[v] > 2.0) printf("        (note: timing %d took %.1f s of wall time)\n", v, wall[v]);
     const float meld_ms = tm[V_MELD], fused_ms = tm[V_FUSED], unfused_ms = tm[V_UNFUSED], seq_ms = tm[V_SEQ];
     const float cublas_ms = tm[V_CUBLAS], mgemm_ms = tm[V_MGEMM], nccl_ms = tm[V_NCCL], mcoll_ms = tm[V_MCOLL];
     const float tma_ms = tm[V_ST], nosplit_ms = tm[V_NOSPLIT], owner_ms = tm[V_OWNER];
@@ -389,7 +397,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
       if (tma_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f\n", tma_ms);
       if (diag_ms[0] > 0)
-        printf("        diag (wrong results): no NVLink push %7.3f | no own wait/add %7.3f (st push %7.3f) | neither %7.3f | repeat %7.3f\n",
+        printf("        diag (wrong results): no NVLink push %7.3f | no own wait %7.3f | no own loads/adds %7.3f | none of the three %7.3f | repeat %7.3f\n",
                diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2], repeat_ms);
       if (nosplit_ms > 0)
         printf("        variant: fused no split-K %7.3f (graph %7.4f) | diag: meld_gemm(C)+meld_all_reduce(C,C) %7.3f, "
@@ -410,8 +418,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"seq_over_meld\": %.4f, \"graph_meld_ms\": %.5f, \"graph_meld_unfused_ms\": %.5f, "
                 "\"graph_seq_ms\": %.5f, \"graph_meld_fused_ms\": %.5f, \"meld_fused_st_ms\": %.5f, "
                 "\"meld_fused_nosplit_ms\": %.5f, \"graph_meld_fused_nosplit_ms\": %.5f, \"diag_gemm_ar_inplace_ms\": %.5f, "
-                "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_noreduce_ms\": %.5f, "
-                "\"diag_noreduce_tma_ms\": %.5f, \"diag_neither_ms\": %.5f, \"repeat_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "
+                "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_nowait_ms\": %.5f, "
+                "\"diag_noadd_ms\": %.5f, \"diag_none_ms\": %.5f, \"repeat_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "
                 "\"graph_meld_fused_owner_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"nccl\": \"%s\", \"torch\": null, \"date\": \"%s\", \"commit\": \"%s\"}\n",
                 op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,

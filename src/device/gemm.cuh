@@ -136,6 +136,9 @@ typedef struct {
     int32_t npush;
     void *const *push;
     uint64_t *const *push_signal;
+    /* Timing diagnostics (WRONG results; 0 in every real call): bit 1 = no wait for the
+     * partials' flags, bit 2 = no partial loads/adds (the own values are stored). */
+    int32_t diag;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
@@ -565,7 +568,7 @@ __device__ __forceinline__ void gemm_reduce_store(const gemm_epilogue_hook_t *eh
 __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh, uint32_t stg, int tid,
                                                  int row_base, int col_base, int M, int N,
                                                  int64_t dst_row0, uint16_t *dst, int64_t ld) {
-  const int nsrc = eh->reduce.nsrc;
+  const int nsrc = eh->reduce.diag & 4 ? 0 : eh->reduce.nsrc;
 #pragma unroll 1
   for (int i0 = 0; i0 < 8; i0 += 4) {
     uint4 v[4];
@@ -593,7 +596,7 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
       for (int x = 0; x < 8; ++x) f[x] = __uint_as_float((ov[x >> 1] >> (16 * (x & 1))) << 16);
       if (nsrc == 1) {
         gemm_add_bf16x8(f, v[u]);
-      } else {
+      } else if (nsrc > 1) {
         for (int s = 0; s < nsrc; ++s) gemm_add_bf16x8(f, __ldcg((const uint4 *)(eh->reduce.src[s] + off)));
       }
       gemm_reduce_store(eh, gemm_pack_bf16x8(f), off, dst + (dst_row0 + row) * ld + gcol, gcol, N);
@@ -707,7 +710,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     ld = eh->reduce.dst_ld;
     if (eh->reduce.npush > 0) gemm_reduce_push(p, acc, stg, g, tid, row_base, col_base, dst_row0, red_tile);
     /* Ordered before the other threads' loads by the named barrier below (causality). */
-    if (tid == 0 && row_base < M) gemm_reduce_wait(eh, red_tile);
+    if (tid == 0 && row_base < M && !(eh->reduce.diag & 2)) gemm_reduce_wait(eh, red_tile);
   }
   const int tma_out = G2 && RED && eh->out_tma && eh->out && eh->reduce.on && owner != eh->reduce.owner; /* g2 */
   const uint32_t pend_sa = stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_FLAG_OFF - GEMM_EPI_OFF) + 8;

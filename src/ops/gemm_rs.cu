@@ -243,10 +243,11 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         consumer warpgroups, flag released in the epilogue after a fence that
  *                         waits for them (s2 run 2 diag: 0.1-0.17 ms of 0.87 at 8192x4096x7168)
  *   MELD_GEMM_RS_DIAG     timing diagnostics, WRONG RESULTS (benchmarks only): bit 0 = the peers'
- *                         partial tiles are written into this rank's own slots (no NVLink stores;
- *                         flags still go to the peers), bit 1 = own tiles do not wait for or add
- *                         the partials (stored locally like the peers' tiles). Time a variant
- *                         with a stage left out, take differences (docs/perf-notes.md). */
+ *                         partial tiles are written into this rank's own slots (no NVLink stores,
+ *                         st or TMA; flags still go to the peers), bit 1 = own tiles do not wait
+ *                         for the partials' flags, bit 2 = own tiles do not load/add the partials
+ *                         (their own values are stored). Time a variant with a stage left out and
+ *                         take differences (docs/perf-notes.md). */
 static int gemm_rs_env_int(const char *name, int dflt) {
   const char *v = getenv(name);
   if (!v || !*v) return dflt;
@@ -359,7 +360,8 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->signal = (uint64_t *const *)(ws + GEMM_RS_HDR_SIGNAL);
   e->epoch_src = (const uint64_t *)(ws + GEMM_RS_HDR_STAMP);
   const int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
-  e->reduce.on = diag & 2 ? 0 : 1;
+  e->reduce.on = 1;
+  e->reduce.diag = diag & 6;
   e->reduce.owner = pl->sym ? 0 : r; /* symmetric: one owner block (0) of all rows on every rank */
   e->reduce.nsrc = P - 1;
   e->reduce.src = (const uint16_t *const *)(ws + GEMM_RS_HDR_SRC);
@@ -381,7 +383,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
      * goes there by TMA. Encoded through a second plan of the same GEMM whose C is that slot. */
     const int q = 1 - r;
     meld_gemm_args_t g2 = g;
-    g2.c = (uint8_t *)comm->workspace.peer[q] + GEMM_RS_HDR_BYTES; /* slot index (r - q - 1 + 2) % 2 = 0 */
+    g2.c = (uint8_t *)(diag & 1 ? comm->workspace.local : comm->workspace.peer[q]) + GEMM_RS_HDR_BYTES; /* slot index (r - q - 1 + 2) % 2 = 0 (diag 1: own slot, no NVLink) */
     g2.ldc = pl->ldn;
     g2.m = pl->rpo;
     gemm_plan_opts_t o2 = o;
