@@ -300,7 +300,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D2ST, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -326,6 +326,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_D2] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "2"}}},
         [V_D2ST] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "4"}}},
         [V_D3] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "7"}}},
+        [V_D8] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "8"}}},
         [V_NOSPLIT] = {op_meld, MELD_GEMM_RS_FUSED, dec, {{"MELD_GEMM_RS_SPLIT_K", "1"}}},
         [V_OWNER] = {op_meld, MELD_GEMM_RS_FUSED, dec, {{"MELD_GEMM_AR_SYM", "0"}}},
         [V_DIN] = {op_diag_inplace, MELD_GEMM_RS_AUTO, dec, {{0}}},
@@ -397,8 +398,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
       if (tma_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f\n", tma_ms);
       if (diag_ms[0] > 0)
-        printf("        diag (wrong results): no NVLink push %7.3f | no own wait %7.3f | no own loads/adds %7.3f | none of the three %7.3f | repeat %7.3f\n",
-               diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2], repeat_ms);
+        printf("        diag (wrong results): no NVLink push %7.3f | no own wait %7.3f | no own loads/adds %7.3f | none of the three %7.3f | bare GEMM in the fused kernel %7.3f\n",
+               diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2], tm[V_D8]);
       if (nosplit_ms > 0)
         printf("        variant: fused no split-K %7.3f (graph %7.4f) | diag: meld_gemm(C)+meld_all_reduce(C,C) %7.3f, "
                "meld_gemm(part)+meld_all_reduce(part,C) %7.3f, meld_all_reduce(C,C) %7.3f\n",

@@ -246,8 +246,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         partial tiles are written into this rank's own slots (no NVLink stores,
  *                         st or TMA; flags still go to the peers), bit 1 = own tiles do not wait
  *                         for the partials' flags, bit 2 = own tiles do not load/add the partials
- *                         (their own values are stored). Time a variant with a stage left out and
- *                         take differences (docs/perf-notes.md). */
+ *                         (their own values are stored), bit 3 = every hook off and the engine's
+ *                         TMA-store epilogue into the workspace (the fused kernel's bare GEMM; needs
+ *                         a workspace of M x N x 2 bytes). Time a variant with a stage left out
+ *                         and take differences (docs/perf-notes.md). */
 static int gemm_rs_env_int(const char *name, int dflt) {
   const char *v = getenv(name);
   if (!v || !*v) return dflt;
@@ -319,7 +321,8 @@ static int gemm_rs_sk_get(cudaStream_t stream, size_t bytes, size_t words, float
 static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
                                    cudaStream_t stream) {
   const int P = comm->nranks, r = comm->rank;
-  const int g2 = P == 2 && !pl->sym && gemm_rs_env_push_tma();
+  const int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
+  const int g2 = P == 2 && !pl->sym && !(diag & 8) && gemm_rs_env_push_tma();
   const void *kern = a->b_layout == MELD_B_KN ? (g2 ? (const void *)gemm_rs_kernel<true, true> : (const void *)gemm_rs_kernel<true, false>)
                                                : (g2 ? (const void *)gemm_rs_kernel<false, true> : (const void *)gemm_rs_kernel<false, false>);
   int grid = 0;
@@ -359,7 +362,6 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->rows_per_owner = (int32_t)pl->rpo;
   e->signal = (uint64_t *const *)(ws + GEMM_RS_HDR_SIGNAL);
   e->epoch_src = (const uint64_t *)(ws + GEMM_RS_HDR_STAMP);
-  const int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
   e->reduce.on = 1;
   e->reduce.diag = diag & 6;
   e->reduce.owner = pl->sym ? 0 : r; /* symmetric: one owner block (0) of all rows on every rank */
@@ -393,6 +395,24 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     MELD_CHECK(gemm_plan_make(&g2, &o2, &t2, &w2));
     k.g.map_c = t2.map_c;
     e->out_tma = 1;
+  }
+  if (diag & 8) {
+    /* diag 8: the fused kernel's GEMM with every hook off and the stand-alone engine's TMA-store
+     * epilogue into the workspace (no push, no flags, no reduction): the kernel's own cost. */
+    meld_gemm_args_t g3 = g;
+    g3.c = ws + GEMM_RS_HDR_BYTES;
+    gemm_plan_opts_t o3 = o;
+    o3.epi_tma = 1;
+    static gemm_params_t t3; /* large: not on the stack */
+    int w3 = 0;
+    MELD_CHECK(gemm_plan_make(&g3, &o3, &t3, &w3));
+    k.g.map_c = t3.map_c;
+    k.g.c = g3.c;
+    k.g.epi_tma = 1;
+    e->out = NULL;
+    e->signal = NULL;
+    e->reduce.on = 0;
+    e->out_tma = 0;
   }
   char why[256];
   if (gemm_params_check(&k.g, grid, why, sizeof why))
