@@ -300,7 +300,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D2ST, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -333,6 +333,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_DOOP] = {op_diag_oop, MELD_GEMM_RS_AUTO, dec, {{0}}},
         [V_DCOLL] = {op_coll_inplace, MELD_GEMM_RS_AUTO, dec, {{0}}},
         [V_D8] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "8"}}},
+        [V_NOSK] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_STREAM_K", "1"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -397,7 +398,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              mgemm_ms, flops / mgemm_ms / 1e9, nccl_ms, mcoll_ms, bytes / comm_ms / 1e6, bound_ms,
              meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, err,
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
-      if (tma_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f\n", tma_ms);
+      if (tma_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f | fused without stream-K %7.3f\n", tma_ms, tm[V_NOSK]);
       if (diag_ms[0] > 0)
         printf("        diag (wrong results): no NVLink push %7.3f | no own wait %7.3f | no own loads/adds %7.3f | none of the three %7.3f | bare GEMM in the fused kernel %7.3f\n",
                diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2], tm[V_D8]);

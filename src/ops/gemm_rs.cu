@@ -237,6 +237,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         has fewer tiles than CTAs (decode sizes), 1 = off, 2..8 = forced
  *   MELD_GEMM_AR_DECODE_UNFUSED  1: AUTO takes the unfused path for decode-size AR (plan rule;
  *                         must be set alike on every rank: it changes the algorithm)
+ *   MELD_GEMM_RS_STREAM_K fused path's stream-K over the last partial wave (meld_gemm's rule): 1 = off
  *   MELD_GEMM_RS_PUSH     fused path's partial push at 2 ranks: "tma" (default since s2 run 3) =
  *                         TMA store into the peer's staging, flag released at the start of the
  *                         next epilogue (gemm.cuh hook g2); "st" = 16-byte stores from the
@@ -342,13 +343,21 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   o.split_k = (int64_t)pl->tiles_m * pl->tiles_n < grid ? (sk_env >= 0 && sk_env <= 8 ? sk_env : 0) : 1;
   o.group_m = pl->group_m;
   o.epi_tma = 0;
+  /* Stream-K over the last partial wave where meld_gemm's measured rule takes it (the last
+   * tiles in schedule order are own tiles: their pieces combine like split-K and the last
+   * arriver runs the reduce epilogue; no CTA waits for another's piece). Variant
+   * MELD_GEMM_RS_STREAM_K=1: off. */
+  const int64_t tiles = (int64_t)pl->tiles_m * pl->tiles_n;
+  if (o.split_k == 1 && gemm_rs_env_int("MELD_GEMM_RS_STREAM_K", 0) != 1 && !(diag & 8))
+    o.stream_k = gemm_plan_default_sk(tiles, grid, (int)((a->k + GEMM_BK - 1) / GEMM_BK)) == 2 ? 2 : 1;
   int workers = 0;
   MELD_CHECK(gemm_plan_make(&g, &o, &k.g, &workers));
-  if (k.g.split_k > 1) {
+  if (k.g.split_k > 1 || k.g.sk_tiles > 0) {
     float *skw = NULL;
     uint32_t *skc = NULL;
     if (gemm_rs_sk_get(stream, gemm_plan_workspace_bytes(&k.g), gemm_plan_counter_words(&k.g), &skw, &skc)) {
       o.split_k = 1;
+      o.stream_k = 1;
       MELD_CHECK(gemm_plan_make(&g, &o, &k.g, &workers));
     } else {
       k.g.workspace = skw;
