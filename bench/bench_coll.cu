@@ -339,7 +339,7 @@ static void s2_push(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *n
   meld_bootstrap_barrier(c->comm->boot);
 }
 
-/* ---- --s2: the focused sweep of session 2 (docs/perf-notes-coll-s2.md) ------------------------ */
+/* ---- --s2: the focused sweep of session 2 (docs/perf-notes.md, Collectives, session 2) ---------- */
 
 static int g_s2 = 0;
 
