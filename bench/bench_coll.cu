@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 
+#include "device/copy.cuh"
 #include "../tests/gpu/gpu_test.h"
 /* bench_env copies the 256-byte device name into 128 bytes: truncation is intended there. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -231,18 +232,8 @@ enum { PB = 16384, NB = 8, LAG = 4 };
 
 template <int U>
 __global__ void __launch_bounds__(1024, 1) bc_push_vec(uint8_t *dst, const uint8_t *src, size_t per_cta) {
-  const int4 *s = (const int4 *)(src + blockIdx.x * per_cta);
-  int4 *d = (int4 *)(dst + blockIdx.x * per_cta);
-  const size_t n = per_cta / 16, st = blockDim.x;
-  size_t i = threadIdx.x;
-  for (; i + (U - 1) * st < n; i += U * st) {
-    int4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) v[u] = __ldcg(s + i + u * st);
-#pragma unroll
-    for (int u = 0; u < U; u++) d[i + u * st] = v[u];
-  }
-  for (; i < n; i += st) d[i] = __ldcg(s + i);
+  copy_vec16<U>((int4 *)(dst + blockIdx.x * per_cta), (const int4 *)(src + blockIdx.x * per_cta), per_cta / 16,
+                threadIdx.x, blockDim.x);
 }
 
 MELD_DEV void bc_wait_group(int w) {

@@ -29,16 +29,18 @@
 
 /* ---- copies ----------------------------------------------------------------------------- */
 
-/* 16-byte vectors: n16 vectors from src to dst (both 16-byte aligned). */
+/* 16-byte vectors: n16 vectors from src to dst (both 16-byte aligned), U loads per thread in
+ * flight (the collectives' engines use 8: collectives.cu). */
+template <int U = COPY_UNROLL>
 COPY_DEV void copy_vec16(int4 *dst, const int4 *src, size_t n16, uint32_t w, uint32_t nw) {
   size_t i = w;
   const size_t s = nw;
-  for (; i + (COPY_UNROLL - 1) * s < n16; i += COPY_UNROLL * s) {
-    int4 v[COPY_UNROLL];
+  for (; i + (U - 1) * s < n16; i += U * s) {
+    int4 v[U];
 #pragma unroll
-    for (int u = 0; u < COPY_UNROLL; u++) v[u] = __ldcg(src + i + u * s);
+    for (int u = 0; u < U; u++) v[u] = __ldcg(src + i + u * s);
 #pragma unroll
-    for (int u = 0; u < COPY_UNROLL; u++) dst[i + u * s] = v[u];
+    for (int u = 0; u < U; u++) dst[i + u * s] = v[u];
   }
   for (; i < n16; i += s) dst[i] = __ldcg(src + i);
 }
@@ -72,7 +74,7 @@ COPY_DEV void copy_bytes(void *dst, const void *src, size_t bytes, uint32_t w, u
   d += head, s += head, bytes -= head;
   size_t n = bytes / width;
   switch (width) {
-    case 16: copy_vec16((int4 *)d, (const int4 *)s, n, w, nw); break;
+    case 16: copy_vec16<>((int4 *)d, (const int4 *)s, n, w, nw); break;
     case 8: copy_w8((uint64_t *)d, (const uint64_t *)s, n, w, nw); break;
     case 4: copy_w4((uint32_t *)d, (const uint32_t *)s, n, w, nw); break;
     case 2: copy_w2((uint16_t *)d, (const uint16_t *)s, n, w, nw); break;

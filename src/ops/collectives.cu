@@ -154,25 +154,13 @@ MELD_DEV uint64_t coll_min(uint64_t x, uint64_t y) { return x < y ? x : y; }
  * GB/s where a raw push CTA moves 20-40: bytes in flight per SM = threads x 64 B), so the
  * engines use these U-deep loops on their 16-byte aligned paths (U = plan->unroll, 4 or 8)
  * and copy.cuh's loops for everything else. Same results bit for bit: copies are copies and
- * the sums keep reduce_sum's order (0.0f, then rank 0..P-1 in fp32, one rounding). */
-template <int U>
-MELD_DEV void coll_vcopy(int4 *dst, const int4 *src, uint64_t n16, uint32_t w, uint32_t nw) {
-  uint64_t i = w;
-  const uint64_t s = nw;
-  for (; i + (U - 1) * s < n16; i += U * s) {
-    int4 v[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) v[u] = __ldcg(src + i + u * s);
-#pragma unroll
-    for (int u = 0; u < U; u++) dst[i + u * s] = v[u];
-  }
-  for (; i < n16; i += s) dst[i] = __ldcg(src + i);
-}
+ * the sums keep reduce_sum's order (0.0f, then rank 0..P-1 in fp32, one rounding). Copies use
+ * copy.cuh's copy_vec16<U>. */
 MELD_DEV void coll_copy(const coll_kargs_t *a, void *dst, const void *src, uint64_t bytes, uint32_t w, uint32_t nw) {
   if (bytes == 0 || dst == src) return;
   if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15u) == 0) {
-    if (a->unroll >= 8) coll_vcopy<8>((int4 *)dst, (const int4 *)src, bytes / 16, w, nw);
-    else coll_vcopy<4>((int4 *)dst, (const int4 *)src, bytes / 16, w, nw);
+    if (a->unroll >= 8) copy_vec16<8>((int4 *)dst, (const int4 *)src, bytes / 16, w, nw);
+    else copy_vec16<4>((int4 *)dst, (const int4 *)src, bytes / 16, w, nw);
     return;
   }
   copy_bytes(dst, src, bytes, w, nw);

@@ -319,6 +319,24 @@ static int gemm_rs_sk_get(cudaStream_t stream, size_t bytes, size_t words, float
   return rc;
 }
 
+/* The TMA-store map of C = `c` [m rows, ld ldc] for this GEMM, encoded through a second plan
+ * (the engine's planner owns the tensor-map encoding). */
+static meld_result_t gemm_rs_map_c(const meld_gemm_args_t *g, const gemm_plan_opts_t *o, void *c, int64_t ldc,
+                                   int64_t m, CUtensorMap *out) {
+  meld_gemm_args_t g2 = *g;
+  g2.c = c;
+  g2.ldc = ldc;
+  g2.m = m;
+  gemm_plan_opts_t o2 = *o;
+  o2.split_k = 1;
+  o2.stream_k = 1;
+  static gemm_params_t t2; /* large: not on the stack */
+  int w2 = 0;
+  MELD_CHECK(gemm_plan_make(&g2, &o2, &t2, &w2));
+  *out = t2.map_c;
+  return MELD_OK;
+}
+
 static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
                                    cudaStream_t stream) {
   const int P = comm->nranks, r = comm->rank;
@@ -391,32 +409,17 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->reduce.timeout_ns = proto.timeout_ns;
   if (g2) {
     /* Hook g2: map_c over the peer's partial slot (R rows x N, ld ldn): every tile of the peer
-     * goes there by TMA. Encoded through a second plan of the same GEMM whose C is that slot. */
+     * goes there by TMA. Slot index (r - q - 1 + 2) % 2 = 0; diag 1: own slot, no NVLink. */
     const int q = 1 - r;
-    meld_gemm_args_t g2 = g;
-    g2.c = (uint8_t *)(diag & 1 ? comm->workspace.local : comm->workspace.peer[q]) + GEMM_RS_HDR_BYTES; /* slot index (r - q - 1 + 2) % 2 = 0 (diag 1: own slot, no NVLink) */
-    g2.ldc = pl->ldn;
-    g2.m = pl->rpo;
-    gemm_plan_opts_t o2 = o;
-    o2.split_k = 1;
-    static gemm_params_t t2; /* large: not on the stack */
-    int w2 = 0;
-    MELD_CHECK(gemm_plan_make(&g2, &o2, &t2, &w2));
-    k.g.map_c = t2.map_c;
+    uint8_t *slot = (uint8_t *)(diag & 1 ? comm->workspace.local : comm->workspace.peer[q]) + GEMM_RS_HDR_BYTES;
+    MELD_CHECK(gemm_rs_map_c(&g, &o, slot, pl->ldn, pl->rpo, &k.g.map_c));
     e->out_tma = 1;
   }
   if (diag & 8) {
     /* diag 8: the fused kernel's GEMM with every hook off and the stand-alone engine's TMA-store
      * epilogue into the workspace (no push, no flags, no reduction): the kernel's own cost. */
-    meld_gemm_args_t g3 = g;
-    g3.c = ws + GEMM_RS_HDR_BYTES;
-    gemm_plan_opts_t o3 = o;
-    o3.epi_tma = 1;
-    static gemm_params_t t3; /* large: not on the stack */
-    int w3 = 0;
-    MELD_CHECK(gemm_plan_make(&g3, &o3, &t3, &w3));
-    k.g.map_c = t3.map_c;
-    k.g.c = g3.c;
+    k.g.c = ws + GEMM_RS_HDR_BYTES;
+    MELD_CHECK(gemm_rs_map_c(&g, &o, k.g.c, pl->ldn, g.m, &k.g.map_c));
     k.g.epi_tma = 1;
     e->out = NULL;
     e->signal = NULL;
