@@ -239,6 +239,11 @@ static void rank_main(int rank, int P) {
         h.inplace = 0, h.group_m = 16, h.comm_ctas = sh->run2_cc;
         ADDV("run2_plan", f_meld, h);
       }
+      {
+        ag_gemm_hint_t h = h0;
+        h.stream_k = 0; /* the fused GEMM without stream-K (default: meld_gemm's rule) */
+        ADDV("no_stream_k", f_meld, h);
+      }
       static char vnames[MAXV][32];
       if (sh->sweep) {
         const int ccs[] = {4, 8, 16};

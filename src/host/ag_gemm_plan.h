@@ -59,6 +59,7 @@ typedef struct {
   int compact;             /* m_loc % 128 != 0: padded staging, compact-rows epilogue     */
   int group_m;             /* GEMM raster group (m-blocks per sweep)                       */
   int inplace;             /* 1: own m-blocks read the shard in place (default); 0: staged  */
+  int stream_k;            /* fused: 1 = the GEMM runs stream-K over its last partial wave  */
   size_t ws_bytes;         /* fused: staging bytes = nranks * m_loc_pad * k * 2            */
   size_t signal_slots;     /* fused: nranks * chunks_per_rank                              */
 } ag_gemm_plan_t;
@@ -73,9 +74,10 @@ typedef struct {
   int64_t chunk_rows; /* 0 = choose; a multiple of 128                                     */
   int group_m;      /* 0 = choose                                                          */
   int inplace;      /* -1 = choose (1), 0 = copy the own shard into the staging first       */
+  int stream_k;     /* -1 = choose (meld_gemm's rule), 0 = off, 1 = on (a partial wave exists) */
 } ag_gemm_hint_t;
 
-#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1}
+#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1}
 
 /* Checks meld_ag_gemm's arguments for a communicator of nranks ranks. Never touches CUDA.
  * Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence ("meld_ag_gemm: k 4100 is not a

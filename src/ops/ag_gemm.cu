@@ -28,6 +28,7 @@
  * never spans two ranks); the GEMM's compact-rows epilogue drops the pad rows. */
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ag_gemm_plan.h"
@@ -39,6 +40,7 @@
 #include "device/launch.cuh"
 #include "device/signal.cuh"
 #include "error.h"
+#include "fused_ws.h"
 #include "gemm_plan.h"
 #include "log.h"
 #include "proto.h"
@@ -389,7 +391,7 @@ static meld_result_t ag_run_unfused(struct meld_comm *comm, const meld_ag_gemm_a
 
 /* Fills the fused kernel's arguments (GEMM plan and hooks included). */
 static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_args_t *a, const ag_gemm_plan_t *p,
-                                   ag_kargs_t *k) {
+                                   cudaStream_t stream, ag_kargs_t *k) {
   memset(k, 0, sizeof *k);
   const int P = comm->nranks;
   uint8_t *pad = (uint8_t *)comm->pad.local;
@@ -421,8 +423,25 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   o.split_k = 1;
   o.group_m = p->group_m;
   o.epi_tma = p->compact ? 0 : -1;
+  /* Stream-K (plan->stream_k): the pieces are queue tickets like tiles (any CTA, comm CTAs
+   * included once they join, may run one); each waits for its rows like a tile; pieces combine
+   * through the op's private workspace (no CTA waits for another). */
+  gemm_plan_opts_t o_map = o; /* for the second A map only */
+  if (p->stream_k) o.stream_k = 2;
   int workers = 0;
   MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
+  if (k->g.sk_tiles > 0) {
+    float *ws = NULL;
+    uint32_t *ctr = NULL;
+    if (fused_ws_get(FUSED_WS_AG_GEMM, stream, gemm_plan_workspace_bytes(&k->g), gemm_plan_counter_words(&k->g), &ws,
+                     &ctr)) {
+      o.stream_k = 1; /* no workspace (capturing, out of memory): whole tiles */
+      MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
+    } else {
+      k->g.workspace = ws;
+      k->g.counters = ctr;
+    }
+  }
   gemm_params_t *gp = &k->g;
   /* Hook h: this rank's m-blocks read the shard in place. The map is the one the engine's
    * planner encodes for A = the shard alone ([m_loc, k], ld lda); rows past m_loc of the last
@@ -431,7 +450,8 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
     meld_gemm_args_t g2;
     ag_gemm_args_of(a, a->a_shard, a->lda, p->m_loc, &g2);
     gemm_params_t own;
-    MELD_CHECK(gemm_plan_make(&g2, &o, &own, &workers));
+    int w2 = 0;
+    MELD_CHECK(gemm_plan_make(&g2, &o_map, &own, &w2));
     gp->map_a2 = own.map_a;
     gp->a2_row_begin = (int32_t)((int64_t)comm->rank * p->m_loc_pad);
     gp->a2_rows = (int32_t)p->m_loc_pad;
@@ -507,7 +527,7 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
   if (plan.schedule == AG_GEMM_UNFUSED) return ag_run_unfused(comm, args, stream);
   MELD_CHECK(ag_device_setup(comm->device, sms));
   ag_kargs_t k; /* ~1.3 KB of kernel parameters */
-  MELD_CHECK(ag_kargs_fill(comm, args, &plan, &k));
+  MELD_CHECK(ag_kargs_fill(comm, args, &plan, stream, &k));
   meld_result_t r = ag_launch(comm, &k, plan.grid, args->b_layout == MELD_B_KN, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;

@@ -30,6 +30,7 @@
 #include "device/gemm.cuh"
 #include "device/launch.cuh"
 #include "error.h"
+#include "fused_ws.h"
 #include "gemm_plan.h"
 #include "gemm_rs_plan.h"
 #include "log.h"
@@ -263,62 +264,6 @@ static int gemm_rs_env_push_tma(void) {
   return !(v && !strcmp(v, "st"));
 }
 
-/* Split-K workspace of the fused path, per (device, stream), private to this op (a call that
- * fails part-way may leave counters non-zero: then the comm is failed for good, and meld_gemm's
- * own workspaces stay clean). Grown outside stream capture only; counters zeroed once. */
-#define GEMM_RS_MAX_SK 64
-typedef struct {
-  int used, dev;
-  cudaStream_t stream;
-  void *ws;
-  size_t ws_bytes;
-  uint32_t *counters;
-  size_t words;
-} gemm_rs_sk_t;
-static gemm_rs_sk_t g_sk[GEMM_RS_MAX_SK];
-static pthread_mutex_t g_sk_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* 0 and the buffers, or 1: none large enough (capturing, out of memory): plan without split-K. */
-static int gemm_rs_sk_get(cudaStream_t stream, size_t bytes, size_t words, float **ws, uint32_t **counters) {
-  int dev = 0, rc = 1;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &cs) != cudaSuccess) return 1;
-  pthread_mutex_lock(&g_sk_lock);
-  gemm_rs_sk_t *e = NULL;
-  for (int i = 0; i < GEMM_RS_MAX_SK && !e; i++)
-    if (g_sk[i].used && g_sk[i].dev == dev && g_sk[i].stream == stream) e = &g_sk[i];
-  for (int i = 0; i < GEMM_RS_MAX_SK && !e; i++)
-    if (!g_sk[i].used) {
-      e = &g_sk[i];
-      memset(e, 0, sizeof *e);
-      e->used = 1, e->dev = dev, e->stream = stream;
-    }
-  if (e && (e->ws_bytes < bytes || e->words < words) && cs == cudaStreamCaptureStatusNone) {
-    if (cudaStreamSynchronize(stream) == cudaSuccess) { /* earlier calls may still use them */
-      cudaFree(e->ws);
-      cudaFree(e->counters);
-      e->ws = NULL, e->counters = NULL, e->ws_bytes = 0, e->words = 0;
-      if (cudaMalloc(&e->ws, bytes) == cudaSuccess && cudaMalloc((void **)&e->counters, words * 4) == cudaSuccess &&
-          cudaMemset(e->counters, 0, words * 4) == cudaSuccess) {
-        e->ws_bytes = bytes, e->words = words;
-      } else {
-        (void)cudaGetLastError();
-        cudaFree(e->ws);
-        cudaFree(e->counters);
-        e->ws = NULL, e->counters = NULL;
-      }
-    }
-  }
-  if (e && e->ws_bytes >= bytes && e->words >= words) {
-    *ws = (float *)e->ws;
-    *counters = e->counters;
-    rc = 0;
-  }
-  pthread_mutex_unlock(&g_sk_lock);
-  return rc;
-}
-
 /* The TMA-store map of C = `c` [m rows, ld ldc] for this GEMM, encoded through a second plan
  * (the engine's planner owns the tensor-map encoding). */
 static meld_result_t gemm_rs_map_c(const meld_gemm_args_t *g, const gemm_plan_opts_t *o, void *c, int64_t ldc,
@@ -373,7 +318,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   if (k.g.split_k > 1 || k.g.sk_tiles > 0) {
     float *skw = NULL;
     uint32_t *skc = NULL;
-    if (gemm_rs_sk_get(stream, gemm_plan_workspace_bytes(&k.g), gemm_plan_counter_words(&k.g), &skw, &skc)) {
+    if (fused_ws_get(FUSED_WS_GEMM_RS, stream, gemm_plan_workspace_bytes(&k.g), gemm_plan_counter_words(&k.g), &skw, &skc)) {
       o.split_k = 1;
       o.stream_k = 1;
       MELD_CHECK(gemm_plan_make(&g, &o, &k.g, &workers));
