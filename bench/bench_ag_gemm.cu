@@ -241,8 +241,8 @@ static void rank_main(int rank, int P) {
       }
       {
         ag_gemm_hint_t h = h0;
-        h.stream_k = 0; /* the fused GEMM without stream-K (default: meld_gemm's rule) */
-        ADDV("no_stream_k", f_meld, h);
+        h.stream_k = 1; /* the fused GEMM with stream-K over the partial wave (default: off) */
+        ADDV("stream_k", f_meld, h);
       }
       static char vnames[MAXV][32];
       if (sh->sweep) {

@@ -195,17 +195,17 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
     if (hint->group_m) p->group_m = hint->group_m;
     if (hint->inplace >= 0) p->inplace = hint->inplace != 0;
   }
-  /* Stream-K over the GEMM's last partial wave where meld_gemm's measured rule takes it (the
-   * M = 2048 suite shapes lose a third of a wave to quantization); MELD_AG_GEMM_STREAM_K=1 or
-   * hint 0: off. Not bitwise equal to the non-split GEMM (pieces of a tile are summed in fp32
-   * in arrival order). */
+  /* Stream-K over the GEMM's last partial wave: OFF by default. Measured (s2, 2 x H200, same
+   * job, interleaved): with meld_gemm's rule it made the fused kernel slower, 2048x5120x8192
+   * 0.304 vs 0.279 ms, 8192x14336x4096 1.533 vs 1.512 (correct: test_ag_gemm passed with it).
+   * On with hint 1, or MELD_AG_GEMM_STREAM_K=2 (where meld_gemm's rule takes it). Not bitwise
+   * equal to the non-split GEMM (pieces of a tile are summed in fp32 in arrival order). */
   if (p->schedule == AG_GEMM_FUSED && p->n_loc > 0) {
     const int64_t tiles = ((int64_t)nranks * p->m_loc_pad / AG_GEMM_BM) * ((p->n_loc + 255) / 256);
     const int kb = (int)((p->k + 63) / 64);
-    const int rule = gemm_plan_default_sk(tiles, sm_count, kb) == 2;
-    int sk = rule;
+    int sk = 0;
     s = getenv("MELD_AG_GEMM_STREAM_K");
-    if (s && !strcmp(s, "1")) sk = 0;
+    if (s && !strcmp(s, "2")) sk = gemm_plan_default_sk(tiles, sm_count, kb) == 2;
     if (hint && hint->stream_k >= 0) sk = hint->stream_k && tiles >= sm_count && tiles % sm_count != 0;
     p->stream_k = sk;
   }

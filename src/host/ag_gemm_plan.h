@@ -74,7 +74,7 @@ typedef struct {
   int64_t chunk_rows; /* 0 = choose; a multiple of 128                                     */
   int group_m;      /* 0 = choose                                                          */
   int inplace;      /* -1 = choose (1), 0 = copy the own shard into the staging first       */
-  int stream_k;     /* -1 = choose (meld_gemm's rule), 0 = off, 1 = on (a partial wave exists) */
+  int stream_k;     /* -1 = choose (off; MELD_AG_GEMM_STREAM_K=2: meld_gemm's rule), 0 = off, 1 = on */
 } ag_gemm_hint_t;
 
 #define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1}

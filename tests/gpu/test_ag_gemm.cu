@@ -224,9 +224,14 @@ static void test_shapes(ctx_t *c) {
       {1000, 1000, 4104, 0, -1, AG_GEMM_UNFUSED, 1, 0, 0, "tail, unfused forced"},
       {suite_m_loc, suite_n, 8192, 0, -1, -1, 1, 0, 0, "suite M=8192 K=8192 N_loc=5120"},
       {suite_m_loc, suite_n, 8192, 0, AG_GEMM_COPY_BULK, -1, 0, 0, 0, "suite shape, bulk copies"},
-      {2048 / P, suite_n, 8192, 0, -1, -1, 1, 0, 0, "suite M=2048 (stream-K over the partial wave at P = 2)"},
+      {2048 / P, suite_n, 8192, 0, -1, -1, 1, 0, 0, "suite M=2048, MELD_AG_GEMM_STREAM_K=2 (stream-K at P = 2)"},
   };
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) test_shape(c, &shapes[i], (int)i);
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    const int sk = i + 1 == sizeof shapes / sizeof shapes[0]; /* the last: stream-K on (off by default) */
+    if (sk) setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
+    test_shape(c, &shapes[i], (int)i);
+    if (sk) unsetenv("MELD_AG_GEMM_STREAM_K");
+  }
 }
 
 /* ---- 2 and 3. back-to-back and graphs -------------------------------------------------------- */
