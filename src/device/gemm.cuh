@@ -545,6 +545,27 @@ __device__ __forceinline__ uint4 gemm_pack_bf16x8(const float *f) {
   return r;
 }
 
+/* Staging layout of one warpgroup's 64x128 half (two 64x64 blocks, 128B swizzle: 16-byte chunk
+ * c of row r sits at chunk c ^ (r % 8), conflict-free): the address of this thread's pair of
+ * bf16x2 words for accumulator group jj (0..15) of the half. r0 = 16 * warp + lane / 4. */
+__device__ __forceinline__ uint32_t gemm_stg_addr(uint32_t stg, int jj, int r0, int l) {
+  return stg + (jj >> 3) * 8192 + r0 * 128 + (((jj & 7) ^ (r0 & 7)) << 4) + 4 * (l & 3);
+}
+/* The 16-byte vector c (0..7) of row `row` (0..63) in block b (0/1) of the staging. */
+__device__ __forceinline__ uint32_t gemm_stg_vec(uint32_t stg, int b, int row, int c) {
+  return stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4);
+}
+/* Writes half h of this thread's accumulators into the staging as bf16 (rows r0 and r0 + 8). */
+__device__ __forceinline__ void gemm_stage_half(const float *acc, uint32_t stg, int h, int r0, int l) {
+#pragma unroll
+  for (int jj = 0; jj < 16; ++jj) {
+    const int j = 16 * h + jj;
+    const uint32_t a0 = gemm_stg_addr(stg, jj, r0, l);
+    st_shared_u32(a0, gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]));
+    st_shared_u32(a0 + 8 * 128, gemm_pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]));
+  }
+}
+
 /* Hook g, the reduction of one 64x128 half (staging `stg` holds this CTA's bf16 values, the
  * partials arrived, gemm_reduce_wait done): each thread sums its 8 vectors of 8 bf16, own value
  * first and then src[0], src[1], ... in fp32 (the same order on every rank), rounds once and
@@ -589,7 +610,7 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
       const int gcol = col_base + 64 * b + 8 * c;
       if (row_base + row >= M || gcol >= N) continue;
       const int64_t off = (dst_row0 + row) * eh->out_ld + gcol;
-      const uint4 own = ld_shared_v4(stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4));
+      const uint4 own = ld_shared_v4(gemm_stg_vec(stg, b, row, c));
       float f[8];
       const uint32_t ov[4] = {own.x, own.y, own.z, own.w};
 #pragma unroll
@@ -649,13 +670,7 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
   for (int h = 0; h < 2; ++h) {
     if (row_base >= p->m || col_base + 128 * h >= p->n) continue; /* warpgroup-uniform */
     named_bar_sync(bar, 128);
-#pragma unroll
-    for (int jj = 0; jj < 16; ++jj) {
-      const int j = 16 * h + jj;
-      const uint32_t a0 = stg + (jj >> 3) * 8192 + r0 * 128 + (((jj & 7) ^ (r0 & 7)) << 4) + 4 * (l & 3);
-      st_shared_u32(a0, gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]));
-      st_shared_u32(a0 + 8 * 128, gemm_pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]));
-    }
+    gemm_stage_half(acc, stg, h, r0, l);
     named_bar_sync(bar, 128);
 #pragma unroll 2
     for (int i = 0; i < 8; ++i) {
@@ -663,7 +678,7 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
       const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
       const int gcol = col_base + 128 * h + 64 * b + 8 * c;
       if (row_base + row >= p->m || gcol >= p->n) continue;
-      const uint4 v = ld_shared_v4(stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4));
+      const uint4 v = ld_shared_v4(gemm_stg_vec(stg, b, row, c));
       for (int cc = 0; cc < eh->reduce.npush; ++cc)
         *(uint4 *)((uint16_t *)eh->reduce.push[cc] + (dst_row0 + row) * eh->out_ld + gcol) = v;
     }
@@ -740,15 +755,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     }
     if (use_tma && tid == 0) cp_async_bulk_wait_group_read0();      /* staging free again */
     named_bar_sync(bar, 128);
-#pragma unroll
-    for (int jj = 0; jj < 16; ++jj) {
-      const int j = 16 * h + jj;
-      /* 128B swizzle: 16-byte chunk c of row r sits at chunk c ^ (r % 8): conflict-free. */
-      const uint32_t a0 = stg + (jj >> 3) * 8192 + r0 * 128 + (((jj & 7) ^ (r0 & 7)) << 4) +
-                          4 * (l & 3);
-      st_shared_u32(a0, gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]));
-      st_shared_u32(a0 + 8 * 128, gemm_pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]));
-    }
+    gemm_stage_half(acc, stg, h, r0, l);
     if (use_tma) fence_proxy_async_smem_cta(); /* generic smem writes -> TMA reads */
     named_bar_sync(bar, 128);
     if (use_tma) {
@@ -767,7 +774,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
       for (int i = 0; i < 8; ++i) {
         const int q = tid + 128 * i;
         const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
-        const uint4 v = ld_shared_v4(stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4));
+        const uint4 v = ld_shared_v4(gemm_stg_vec(stg, b, row, c));
         const int grow = row_base + row;
         const int gcol = col_base + 128 * h + 64 * b + 8 * c;
         if (grow < M && gcol < N && dst_row0 + row < dst_row_end) {
@@ -819,7 +826,7 @@ __device__ __forceinline__ void gemm_epi_deferred(const gemm_params_t *p, const 
   named_bar_sync(bar, 128);
 #pragma unroll
   for (int jj = 0; jj < 16; ++jj) {
-    const uint32_t a0 = stg + (jj >> 3) * 8192 + r0 * 128 + (((jj & 7) ^ (r0 & 7)) << 4) + 4 * (l & 3);
+    const uint32_t a0 = gemm_stg_addr(stg, jj, r0, l);
     st_shared_u32(a0, pk[2 * jj]);
     st_shared_u32(a0 + 8 * 128, pk[2 * jj + 1]);
   }
