@@ -299,7 +299,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     /* Every eager timing of this shape in one table, timed in ROUNDS interleaved rounds (the
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
-    enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D2ST, V_D3,
+    enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
            V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_N };
     typedef struct {
       op_fn fn;
@@ -325,7 +325,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
          * add (the GEMM with the fused kernel's epilogues) */
         [V_D1] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "1"}}},
         [V_D2] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "2"}}},
-        [V_D2ST] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "4"}}},
+        [V_D4] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "4"}}},
         [V_D3] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "7"}}},
         [V_NOSPLIT] = {op_meld, MELD_GEMM_RS_FUSED, dec, {{"MELD_GEMM_RS_SPLIT_K", "1"}}},
         [V_OWNER] = {op_meld, MELD_GEMM_RS_FUSED, dec, {{"MELD_GEMM_AR_SYM", "0"}}},
@@ -358,10 +358,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         if (wall[v] > 2.0) printf("        (note: timing %d took %.1f s of wall time)\n", v, wall[v]);
     const float meld_ms = tm[V_MELD], fused_ms = tm[V_FUSED], unfused_ms = tm[V_UNFUSED], seq_ms = tm[V_SEQ];
     const float cublas_ms = tm[V_CUBLAS], mgemm_ms = tm[V_MGEMM], nccl_ms = tm[V_NCCL], mcoll_ms = tm[V_MCOLL];
-    const float tma_ms = tm[V_ST], nosplit_ms = tm[V_NOSPLIT], owner_ms = tm[V_OWNER];
+    const float st_ms = tm[V_ST], nosplit_ms = tm[V_NOSPLIT], owner_ms = tm[V_OWNER];
     const float d_in = tm[V_DIN], d_oop = tm[V_DOOP], d_coll_in = tm[V_DCOLL];
-    const float diag_ms[3] = {tm[V_D1], tm[V_D2], tm[V_D3]}, diag_tma_ms[3] = {-1, tm[V_D2ST], -1};
-    const float repeat_ms = -1;
     float g_fused_nosplit = -1, g_owner = -1;
     if (dec) {
       setenv("MELD_GEMM_RS_SPLIT_K", "1", 1);
@@ -398,10 +396,10 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              mgemm_ms, flops / mgemm_ms / 1e9, nccl_ms, mcoll_ms, bytes / comm_ms / 1e6, bound_ms,
              meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, err,
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
-      if (tma_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f | fused without stream-K %7.3f\n", tma_ms, tm[V_NOSK]);
-      if (diag_ms[0] > 0)
+      if (st_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f | fused without stream-K %7.3f\n", st_ms, tm[V_NOSK]);
+      if (tm[V_D1] > 0)
         printf("        diag (wrong results): no NVLink push %7.3f | no own wait %7.3f | no own loads/adds %7.3f | none of the three %7.3f | bare GEMM in the fused kernel %7.3f\n",
-               diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2], tm[V_D8]);
+               tm[V_D1], tm[V_D2], tm[V_D4], tm[V_D3], tm[V_D8]);
       if (nosplit_ms > 0)
         printf("        variant: fused no split-K %7.3f (graph %7.4f) | diag: meld_gemm(C)+meld_all_reduce(C,C) %7.3f, "
                "meld_gemm(part)+meld_all_reduce(part,C) %7.3f, meld_all_reduce(C,C) %7.3f\n",
@@ -422,14 +420,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"graph_seq_ms\": %.5f, \"graph_meld_fused_ms\": %.5f, \"meld_fused_st_ms\": %.5f, "
                 "\"meld_fused_nosplit_ms\": %.5f, \"graph_meld_fused_nosplit_ms\": %.5f, \"diag_gemm_ar_inplace_ms\": %.5f, "
                 "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_nowait_ms\": %.5f, "
-                "\"diag_noadd_ms\": %.5f, \"diag_none_ms\": %.5f, \"repeat_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "
+                "\"diag_noadd_ms\": %.5f, \"diag_none_ms\": %.5f, \"diag_bare_gemm_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "
                 "\"graph_meld_fused_owner_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"nccl\": \"%s\", \"torch\": null, \"date\": \"%s\", \"commit\": \"%s\"}\n",
                 op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,
                 unfused_ms, seq_ms, compute_ms, cublas_ms, mgemm_ms, comm_ms, nccl_ms, mcoll_ms, bound_ms,
                 meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, g_fused,
-                tma_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, diag_ms[0], diag_ms[1], diag_tma_ms[1], diag_ms[2],
-                repeat_ms, owner_ms, g_owner, getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
+                st_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, tm[V_D1], tm[V_D2], tm[V_D4], tm[V_D3],
+                tm[V_D8], owner_ms, g_owner, getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
                 x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, x->env.date, x->env.commit);
         fflush(x->json);
       }

@@ -73,6 +73,16 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
 size_t gemm_plan_workspace_bytes(const gemm_params_t *p);
 size_t gemm_plan_counter_words(const gemm_params_t *p);
 
+/* Split-K / stream-K workspaces (src/ops/gemm.cu), one per (owner, device, stream). A fused op
+ * keeps its own (a call that fails part-way may leave counters non-zero: then its comm is failed
+ * for good, while meld_gemm's and the other ops' stay clean). Grown outside stream capture
+ * only; counters zeroed at allocation (stream-ordered), then reset by the kernels. Returns 0
+ * and buffers of >= bytes and >= words counters, or 1 (capturing and none large enough, or
+ * out of memory): the caller then plans without split-K / stream-K. */
+enum { GEMM_WS_MELD_GEMM = 0, GEMM_WS_GEMM_RS = 1, GEMM_WS_AG_GEMM = 2 };
+int gemm_stream_workspace(int owner, cudaStream_t stream, size_t bytes, size_t words, float **ws,
+                          uint32_t **counters);
+
 /* What gemm_launch would run (device setup, plan, split-K workspace for this stream). */
 meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                             cudaStream_t stream, gemm_params_t *p, int *workers);

@@ -40,7 +40,6 @@
 #include "device/launch.cuh"
 #include "device/signal.cuh"
 #include "error.h"
-#include "fused_ws.h"
 #include "gemm_plan.h"
 #include "log.h"
 #include "proto.h"
@@ -433,7 +432,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   if (k->g.sk_tiles > 0) {
     float *ws = NULL;
     uint32_t *ctr = NULL;
-    if (fused_ws_get(FUSED_WS_AG_GEMM, stream, gemm_plan_workspace_bytes(&k->g), gemm_plan_counter_words(&k->g), &ws,
+    if (gemm_stream_workspace(GEMM_WS_AG_GEMM, stream, gemm_plan_workspace_bytes(&k->g), gemm_plan_counter_words(&k->g), &ws,
                      &ctr)) {
       o.stream_k = 1; /* no workspace (capturing, out of memory): whole tiles */
       MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));

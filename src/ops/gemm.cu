@@ -82,15 +82,16 @@ extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
   return MELD_OK;
 }
 
-/* Split-K workspaces, one per (device, stream) so concurrent GEMMs on different streams never
- * share partials. Grown on demand (cudaFree/cudaMalloc: the first call of a larger shape on a
+/* Split-K workspaces, one per (owner, device, stream) so concurrent GEMMs on different streams
+ * never share partials, and a fused op whose call failed part-way (counters left non-zero: its
+ * comm is failed for good) never leaves meld_gemm's or another op's workspace dirty. Grown on demand (cudaFree/cudaMalloc: the first call of a larger shape on a
  * stream synchronizes the device); counters are zeroed on the stream and reset themselves.
  * Under stream capture nothing may be allocated or freed (it would invalidate the capture):
  * then an existing, large enough workspace of the stream is used, or none (grow = 0 fails and
  * the caller plans without split-K / stream-K: same result within rounding). */
 #define GEMM_MAX_WS 64
 typedef struct {
-  int used, dev;
+  int used, owner, dev;
   cudaStream_t stream;
   float *ws;
   size_t ws_bytes;
@@ -102,18 +103,19 @@ typedef struct {
 static gemm_ws_t g_ws[GEMM_MAX_WS];
 static pthread_mutex_t g_ws_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static meld_result_t gemm_workspace(int dev, cudaStream_t stream, size_t bytes, size_t words, int grow,
+static meld_result_t gemm_workspace(int owner, int dev, cudaStream_t stream, size_t bytes, size_t words, int grow,
                                     int zeroed, float **ws, uint32_t **counters) {
   meld_result_t res = MELD_OK;
   pthread_mutex_lock(&g_ws_lock);
   gemm_ws_t *e = NULL;
   for (int i = 0; i < GEMM_MAX_WS && !e; i++)
-    if (g_ws[i].used && g_ws[i].dev == dev && g_ws[i].stream == stream) e = &g_ws[i];
+    if (g_ws[i].used && g_ws[i].owner == owner && g_ws[i].dev == dev && g_ws[i].stream == stream) e = &g_ws[i];
   for (int i = 0; i < GEMM_MAX_WS && !e; i++)
     if (!g_ws[i].used) {
       e = &g_ws[i];
       memset(e, 0, sizeof *e);
       e->used = 1;
+      e->owner = owner;
       e->dev = dev;
       e->stream = stream;
     }
@@ -152,6 +154,21 @@ out:
   return res;
 }
 
+extern "C" int gemm_stream_workspace(int owner, cudaStream_t stream, size_t bytes, size_t words, float **ws,
+                                     uint32_t **counters) {
+  int dev = 0;
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaStreamIsCapturing(stream, &cs) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 1;
+  }
+  if (gemm_workspace(owner, dev, stream, bytes, words, cs == cudaStreamCaptureStatusNone, 0, ws, counters) != MELD_OK) {
+    (void)cudaGetLastError(); /* a failed allocation: the caller plans without split-K */
+    return 1;
+  }
+  return 0;
+}
+
 extern "C" meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                                        cudaStream_t stream, gemm_params_t *p, int *workers) {
   MELD_CHECK(gemm_args_validate(a));
@@ -180,7 +197,7 @@ extern "C" meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_pla
     uint32_t *counters = NULL;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
-    if (gemm_workspace(dev, stream, gemm_plan_workspace_bytes(p), gemm_plan_counter_words(p),
+    if (gemm_workspace(GEMM_WS_MELD_GEMM, dev, stream, gemm_plan_workspace_bytes(p), gemm_plan_counter_words(p),
                        cs == cudaStreamCaptureStatusNone, p->fixup_red, &ws, &counters) != MELD_OK) {
       opts.split_k = 1; /* no workspace: run without split-K / stream-K rather than fail */
       opts.stream_k = 1;

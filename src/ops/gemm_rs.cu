@@ -30,7 +30,6 @@
 #include "device/gemm.cuh"
 #include "device/launch.cuh"
 #include "error.h"
-#include "fused_ws.h"
 #include "gemm_plan.h"
 #include "gemm_rs_plan.h"
 #include "log.h"
@@ -318,7 +317,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   if (k.g.split_k > 1 || k.g.sk_tiles > 0) {
     float *skw = NULL;
     uint32_t *skc = NULL;
-    if (fused_ws_get(FUSED_WS_GEMM_RS, stream, gemm_plan_workspace_bytes(&k.g), gemm_plan_counter_words(&k.g), &skw, &skc)) {
+    if (gemm_stream_workspace(GEMM_WS_GEMM_RS, stream, gemm_plan_workspace_bytes(&k.g), gemm_plan_counter_words(&k.g), &skw, &skc)) {
       o.split_k = 1;
       o.stream_k = 1;
       MELD_CHECK(gemm_plan_make(&g, &o, &k.g, &workers));
