@@ -372,12 +372,17 @@ static void s2_point(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *
   }
 }
 
-static void s2_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *bufs[3],
-                   double *d_acc) {
-  const int samples = 9;
+/* The --s2 / --s2bulk tables' header (rank 0). */
+static void s2_header(const bc_ctx_t *c) {
   if (c->rank == 0)
     printf("%-15s %-24s %11s %6s %10s %10s %9s %9s %7s %9s\n", "op", "variant", "bytes", "mode", "meld_us",
            "nccl_us", "meld_GBs", "nccl_GBs", "m/nccl", "rel_err");
+}
+
+static void s2_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *bufs[3],
+                   double *d_acc) {
+  const int samples = 9;
+  s2_header(c);
   /* 1. Latency: the default plans, 4 KB .. 1 MB, plain and graph; at 4 and 16 KB also LL
    * geometries the run-1 grid did not cover (small CTAs, 1 vs several CTAs at 4 KB). */
   for (int op = 0; op < 4; op++)
@@ -462,9 +467,7 @@ static int g_s2bulk = 0;
 static void s2_bulk_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *bufs[3],
                         double *d_acc) {
   const int samples = 9;
-  if (c->rank == 0)
-    printf("%-15s %-24s %11s %6s %10s %10s %9s %9s %7s %9s\n", "op", "variant", "bytes", "mode", "meld_us",
-           "nccl_us", "meld_GBs", "nccl_GBs", "m/nccl", "rel_err");
+  s2_header(c);
   /* bulk 1 (TMA push) and 2 (+ TMA drain of copies: AG, A2A), 1 MB chunks, 4 slots. */
   for (int op = 0; op < 4; op++)
     for (size_t bytes = (size_t)256 << 20; bytes <= g_max_bytes; bytes *= 4) {

@@ -550,23 +550,32 @@ MELD_DEV void coll_ring_pctrl(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c
   }
 }
 
+/* The piece of outgoing stream t (to peer (me + 1 + t) % P) that CTA channel c pushes in
+ * round j: its destination slot, source and length; false when the stream has ended. */
+MELD_DEV bool coll_ring_piece(const coll_kargs_t *a, uint32_t c, uint32_t j, int t, uint8_t **dst,
+                              const uint8_t **src, uint64_t *bytes) {
+  const int P = a->nranks, me = a->rank;
+  const int q = (me + 1 + t) % P;
+  const uint64_t off = (uint64_t)j * ((uint64_t)a->ctas * a->chunk) + (uint64_t)c * a->chunk;
+  const uint64_t len = a->push_len[q];
+  if (len <= off) return false;
+  *dst = a->peer_ws[q] + coll_slot_off(a, 0, coll_src_idx(me, q, P), c, meld_ring_slot(j, (uint32_t)a->slots));
+  *src = a->send + a->push_off[q] + off;
+  *bytes = coll_min(a->chunk, len - off);
+  return true;
+}
+
 /* Push warps: chunk j of every outgoing stream into the consumers' slots. */
 MELD_DEV void coll_ring_push(const coll_kargs_t *a, uint32_t c, uint32_t J, uint32_t nbar, uint32_t w, uint32_t nw) {
   coll_ring_shared_t *s = coll_ring_shared();
-  const int P = a->nranks, me = a->rank, npeer = P - 1;
-  const uint32_t S = (uint32_t)a->slots;
-  const uint64_t step = (uint64_t)a->ctas * a->chunk;
   for (uint32_t j = 0; j < J; j++) {
     coll_bar_sync(COLL_BAR_PGO, nbar);
     if (s->pfail) break;
-    const uint64_t off = (uint64_t)j * step + (uint64_t)c * a->chunk;
-    const uint32_t slot = meld_ring_slot(j, S);
-    for (int t = 0; t < npeer; t++) {
-      const int q = (me + 1 + t) % P;
-      const uint64_t len = a->push_len[q];
-      if (len <= off) continue;
-      uint8_t *dst = a->peer_ws[q] + coll_slot_off(a, 0, coll_src_idx(me, q, P), c, slot);
-      coll_copy(a, dst, a->send + a->push_off[q] + off, coll_min(a->chunk, len - off), w, nw);
+    for (int t = 0; t < a->nranks - 1; t++) {
+      uint8_t *dst;
+      const uint8_t *src;
+      uint64_t bytes;
+      if (coll_ring_piece(a, c, j, t, &dst, &src, &bytes)) coll_copy(a, dst, src, bytes, w, nw);
     }
     coll_bar_arrive(COLL_BAR_PDONE, nbar);
   }
@@ -660,22 +669,16 @@ MELD_DEV void coll_ring_drain(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c
 MELD_DEV void coll_ring_push_bulk(meld_ctx_t *ctx, const coll_kargs_t *a, uint32_t c, uint32_t J, uint32_t nbar) {
   extern __shared__ __align__(128) uint8_t coll_dsmem[];
   coll_ring_shared_t *s = coll_ring_shared();
-  const int P = a->nranks, me = a->rank, npeer = P - 1;
-  const uint32_t S = (uint32_t)a->slots, lane = threadIdx.x & 31u;
-  const uint64_t step = (uint64_t)a->ctas * a->chunk;
+  const uint32_t lane = threadIdx.x & 31u;
   uint64_t n = 0; /* the mbarriers were initialized before the entry's bar.sync */
   for (uint32_t j = 0; j < J; j++) {
     coll_bar_sync(COLL_BAR_PGO, nbar);
     if (s->pfail) break;
-    const uint64_t off = (uint64_t)j * step + (uint64_t)c * a->chunk;
-    const uint32_t slot = meld_ring_slot(j, S);
-    for (int t = 0; t < npeer; t++) {
-      const int q = (me + 1 + t) % P;
-      const uint64_t len = a->push_len[q];
-      if (len <= off) continue;
-      uint8_t *dst = a->peer_ws[q] + coll_slot_off(a, 0, coll_src_idx(me, q, P), c, slot);
-      const uint8_t *src = a->send + a->push_off[q] + off;
-      const uint64_t bytes = coll_min(a->chunk, len - off);
+    for (int t = 0; t < a->nranks - 1; t++) {
+      uint8_t *dst;
+      const uint8_t *src;
+      uint64_t bytes;
+      if (!coll_ring_piece(a, c, j, t, &dst, &src, &bytes)) continue;
       if ((((uintptr_t)dst | (uintptr_t)src | bytes) & 15u) == 0) {
         if (lane == 0 && !ctx->failed) {
           fence_proxy_async_gmem(); /* the credit acquired before "go", then async writes */
