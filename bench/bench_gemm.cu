@@ -12,7 +12,7 @@
  * wave / one + partial wave, split-K 2/4/8 where tiles < 2 x SMs, raster group 8 / 32, and
  * "repeat" = the default timed again, a noise gauge). A variant whose plan equals one already
  * timed for the shape is skipped. --only keeps the variants named in a comma list (e.g.
- * "default,sk3,dp"). --shape adds a custom shape (may repeat). The default variant calls
+ * "default,sk3,dp"). --shape adds a custom shape (may repeat); --custom-only times only those. The default variant calls
  * meld_gemm (plan per call); variants call gemm_launch with forced options. The environment
  * overrides (MELD_GEMM_GROUP_M, _SPLIT_K, _STREAM_K) apply to both. */
 #include <cublasLt.h>
@@ -254,17 +254,26 @@ typedef struct {
   int fixup_red;  /* 1: stored partials, 2: added in L2, 3: added in L2, early ticket */
   int epi_defer;  /* 1: epilogue half 1 not deferred (the pre-session-5 epilogue) */
   int split_ileave; /* 2: split-K k-blocks interleaved across the splits */
+  int skinny;       /* 2: the swapped small-M kernel (only where m <= 128, B [N,K]); 0: engine */
+  int skinny_hint;  /* 0 = default; else 1 + hint bits (1: B evict_first, 2: A evict_last) */
 } variant_t;
 static const variant_t g_variants[] = {
-    {"default", 0, 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0, 0},
-    {"sk2", 1, 2, 0, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0, 0},
-    {"split2", 2, 1, 0, 1, 0, 0, 0},
-    {"split4", 4, 1, 0, 1, 0, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0, 0},
-    {"g32", 0, 0, 32, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0},
-    {"split8red", 8, 1, 0, 1, 2, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0},
-    {"nodefer", 0, 0, 0, 0, 0, 1, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2},
-    {"split2il", 2, 1, 0, 1, 0, 0, 2}, {"split8il", 8, 1, 0, 1, 2, 0, 2}, {"early", 0, 0, 0, 0, 3, 0, 0},
-    {"split2early", 2, 1, 0, 1, 3, 0, 0},
+    {"default", 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"sk2", 1, 2, 0, 0, 0, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0, 0, 0, 0},
+    {"split2", 2, 1, 0, 1, 0, 0, 0, 0, 0},
+    {"split4", 4, 1, 0, 1, 0, 0, 0, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0, 0, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0, 0, 0, 0},
+    {"g32", 0, 0, 32, 0, 0, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0, 0, 0},
+    {"split8red", 8, 1, 0, 1, 2, 0, 0, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0, 0, 0},
+    {"nodefer", 0, 0, 0, 0, 0, 1, 0, 0, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2, 0, 0},
+    {"split2il", 2, 1, 0, 1, 0, 0, 2, 0, 0}, {"split8il", 8, 1, 0, 1, 2, 0, 2, 0, 0}, {"early", 0, 0, 0, 0, 3, 0, 0, 0, 0},
+    {"split2early", 2, 1, 0, 1, 3, 0, 0, 0, 0},
+    /* the engine where meld_gemm's default is the small-M kernel, and the small-M kernel's
+     * cluster sizes and L2 hints */
+    {"engine", 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"skinny", 0, 0, 0, 0, 0, 0, 0, 2, 0},       {"skinny_s1", 1, 0, 0, 0, 0, 0, 0, 2, 0},
+    {"skinny_s2", 2, 0, 0, 0, 0, 0, 0, 2, 0},    {"skinny_s4", 4, 0, 0, 0, 0, 0, 0, 2, 0},
+    {"skinny_s8", 8, 0, 0, 0, 0, 0, 0, 2, 0},    {"skinny_nohint", 0, 0, 0, 0, 0, 0, 0, 2, 1},
+    {"skinny_bfirst", 0, 0, 0, 0, 0, 0, 0, 2, 2},
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 
@@ -278,6 +287,10 @@ static int in_list(const char *list, const char *name) {
 
 /* The plan fields that change the schedule (equal signatures = the same kernel work). */
 static void plan_sig(const gemm_params_t *p, int workers, char *buf, size_t len) {
+  if (p->skinny_mt) {
+    snprintf(buf, len, "w%d skinny mt%d s%d h%d", workers, p->skinny_mt, p->skinny_split, p->skinny_hint);
+    return;
+  }
   const int units_m = (p->tiles_m + p->cluster_m - 1) / p->cluster_m;
   snprintf(buf, len, "w%d c%d s%d/%d/%d%s sk%d/%d g%d e%d%s%s", workers, p->cluster_m, p->split_k,
            p->kb_per_split, p->split_from, p->split_ileave ? "i" : "", p->sk_tiles, p->sk_workers,
@@ -298,11 +311,12 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* rows survive a crash */
   signal(SIGSEGV, on_fatal);
   signal(SIGABRT, on_fatal);
-  int quick = 0, variants = 0, rounds = 3;
+  int quick = 0, variants = 0, rounds = 3, custom_only = 0;
   const char *json = NULL, *commit = "unknown", *only = NULL;
   for (int i = 1; i < argc; i++) {
     long long m, n, k;
     if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--custom-only")) custom_only = 1;
     else if (!strcmp(argv[i], "--variants")) variants = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
@@ -314,7 +328,7 @@ int main(int argc, char **argv) {
       g_shapes[g_nshapes++] = c;
       i++;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--variants] [--only LIST] [--rounds N] [--shape M,N,K] [--json FILE] [--commit HASH]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--variants] [--only LIST] [--rounds N] [--shape M,N,K] [--custom-only] [--json FILE] [--commit HASH]\n", argv[0]);
       return 2;
     }
   }
@@ -347,6 +361,7 @@ int main(int argc, char **argv) {
   for (int si = 0; si < g_nshapes; si++) {
     const shape_t *s = &g_shapes[si];
     if (quick && !s->quick) continue;
+    if (custom_only && strcmp(s->label, "custom")) continue;
     bufs_t bf;
     for (int i = 0; i < NSETS; i++) {
       CK(cudaMalloc(&bf.a[i], s->m * s->k * 2));
@@ -370,6 +385,7 @@ int main(int argc, char **argv) {
       const variant_t *vr = &g_variants[v];
       if (v > 0 && !in_list(only, vr->name)) continue;
       if (vr->small_only && tiles >= 2 * (sm_use ? sm_use : sms)) continue;
+      if (vr->skinny == 2 && (s->m > 128 || s->b_kn)) continue;
       meld_ctx_t *x = &mx[nv];
       memset(x, 0, sizeof *x);
       x->s = s; x->bf = &bf; x->out = c_meld; x->sm_count = sm_use;
@@ -378,6 +394,8 @@ int main(int argc, char **argv) {
       o.fixup_red = vr->fixup_red;
       o.epi_defer = vr->epi_defer;
       o.split_ileave = vr->split_ileave;
+      o.skinny = vr->skinny;
+      o.skinny_hint = vr->skinny_hint;
       x->opts = o;
       x->use_opts = v >= 2;
       gemm_params_t plan;

@@ -218,6 +218,16 @@ typedef struct {
    * split_k CTAs of a tile read neighbouring 128-byte pieces of the same A/B rows at about
    * the same time (DRAM locality for decode-like shapes). */
   int32_t split_ileave;
+  /* Swapped small-M path (additive; skinny_mt 0 = the engine; meld_gemm only, never in fused
+   * kernels): src/device/gemm_skinny.cuh computes C^T = B * A^T with B's rows as wgmma's M
+   * (128 per CTA) and A's rows as wgmma's N (skinny_mt = 16, 32, 64 or 128 >= m). map_a then
+   * has box {64, skinny_mt}, map_b box {64, 128}; a cluster of skinny_split CTAs shares one
+   * 128-column block of C, each CTA a contiguous k-range, and sums the fp32 partials through
+   * distributed shared memory (no workspace). skinny_hint: bit 0 = B loads evict_first in
+   * L2, bit 1 = A loads evict_last. */
+  int32_t skinny_mt;
+  int32_t skinny_split;
+  int32_t skinny_hint;
 } gemm_params_t;
 
 #ifdef __CUDACC__

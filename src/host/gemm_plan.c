@@ -116,6 +116,8 @@ static meld_result_t encode_2d(CUtensorMap *map, const void *base, int64_t inner
 #define GEMM_FIXUP_RED_DEFAULT 2
 /* Epilogue overlap level chosen by default (p->epi_defer; opts.epi_defer 0). */
 #define GEMM_EPI_DEFER_DEFAULT 1
+/* Skinny kernel L2 hints (bit 0: B evict_first, bit 1: A evict_last): not measured yet. */
+#define GEMM_SKINNY_HINT_DEFAULT 3
 
 /* Split-K cost model for the L tiles of the last partial wave (L = tiles % SMs; all tiles
  * when there are fewer than SMs): time ~ rounds of (tile / S) work, + 8% per extra split for
@@ -162,8 +164,9 @@ static int env_int(const char *name, int dflt) {
 }
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static int g_env_group, g_env_split, g_env_sk;
+static int g_env_group, g_env_split, g_env_sk, g_env_skinny;
 static void env_read(void) {
+  g_env_skinny = env_int("MELD_GEMM_SKINNY", 1);
   g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
   g_env_split = env_int("MELD_GEMM_SPLIT_K", 0);
   g_env_sk = env_int("MELD_GEMM_STREAM_K", 0);
@@ -175,6 +178,53 @@ void gemm_plan_env(gemm_plan_opts_t *o) {
   if (o->group_m == 0) o->group_m = g_env_group;
   if (o->split_k == 0) o->split_k = g_env_split;
   if (o->stream_k == 0) o->stream_k = g_env_sk;
+  if (o->skinny == 1 && g_env_skinny == 0) o->skinny = 0;
+}
+
+int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn) {
+  (void)n;
+  (void)k;
+  return m >= 1 && m <= 128 && !b_kn;
+}
+
+int gemm_plan_skinny_split(int64_t n, int k_blocks, int sm_count) {
+  const int64_t blocks = (n + SKINNY_BN - 1) / SKINNY_BN;
+  int64_t s = blocks > 0 ? sm_count / blocks : 1;
+  if (s > SKINNY_MAX_SPLIT) s = SKINNY_MAX_SPLIT;
+  if (s > k_blocks) s = k_blocks;
+  return s < 1 ? 1 : (int)s;
+}
+
+/* The skinny plan (p's problem fields set): maps with the skinny boxes, the cluster size. */
+static meld_result_t gemm_plan_skinny(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
+                                      gemm_params_t *p, int *workers) {
+  if (a->m > 128 || a->b_layout != MELD_B_NK)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "gemm_plan_make: the small-M kernel needs m <= 128 and B stored [N,K] (m %lld, B %s)",
+                      (long long)a->m, a->b_layout == MELD_B_KN ? "[K,N]" : "[N,K]");
+  const int mt = a->m <= 16 ? 16 : a->m <= 32 ? 32 : a->m <= 64 ? 64 : 128;
+  int S = o->split_k >= 1 ? o->split_k : gemm_plan_skinny_split(a->n, p->k_blocks, o->sm_count);
+  if (S > SKINNY_MAX_SPLIT)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: the small-M kernel's cluster size (split_k) %d exceeds %d",
+                      S, SKINNY_MAX_SPLIT);
+  if (S > p->k_blocks) S = p->k_blocks;
+  if (o->skinny_hint < 0 || o->skinny_hint > 4)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny_hint %d is outside [0, 4]", o->skinny_hint);
+  p->skinny_mt = mt;
+  p->skinny_split = S;
+  p->skinny_hint = o->skinny_hint == 0 ? GEMM_SKINNY_HINT_DEFAULT : o->skinny_hint - 1;
+  p->cluster_m = 1;
+  p->group_m = 1;
+  p->split_k = 1;
+  p->kb_per_split = p->k_blocks;
+  p->split_from = p->tiles_m * p->tiles_n;
+  p->workers = (int32_t)(((a->n + SKINNY_BN - 1) / SKINNY_BN) * S);
+  MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, (uint32_t)mt,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "A"));
+  MELD_CHECK(encode_2d(&p->map_b, a->b, a->k, a->n, a->ldb, GEMM_BK, SKINNY_BN,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "B"));
+  *workers = p->workers;
+  return MELD_OK;
 }
 
 /* Stream-K over the last `sk_tiles` tiles with W ranges: fills the sk_* fields (sk_parts and
@@ -246,6 +296,10 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->b_kn = a->b_layout == MELD_B_KN;
   p->c = a->c;
   p->ldc = a->ldc;
+  if (o->skinny < 0 || o->skinny > 2)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny %d is outside [0, 2]", o->skinny);
+  if (o->skinny == 2 || (o->skinny == 1 && gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn)))
+    return gemm_plan_skinny(a, o, p, workers);
 
   /* Cluster 2x1 (B multicast) only when asked: measured on H200 (run 1, perf-notes) it was
    * 0.56-0.75x of cluster 1 with this kernel, so the default is 1. */
@@ -382,6 +436,25 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
       p->k_blocks != (p->k + GEMM_BK - 1) / GEMM_BK)
     MELD_WHY("gemm: tile counts %d x %d x %d do not match the problem %d x %d x %d", p->tiles_m,
         p->tiles_n, p->k_blocks, p->m, p->n, p->k);
+  if (p->skinny_mt) { /* the swapped small-M kernel: none of the engine's schedule or hooks */
+    if (p->skinny_mt != 16 && p->skinny_mt != 32 && p->skinny_mt != 64 && p->skinny_mt != 128)
+      MELD_WHY("gemm: skinny_mt %d is not 16, 32, 64 or 128", p->skinny_mt);
+    if (p->m > p->skinny_mt) MELD_WHY("gemm: m %d exceeds skinny_mt %d", p->m, p->skinny_mt);
+    if (p->b_kn) MELD_WHY("gemm: the small-M kernel needs B stored [N,K]");
+    if (p->skinny_split < 1 || p->skinny_split > SKINNY_MAX_SPLIT || p->skinny_split > p->k_blocks)
+      MELD_WHY("gemm: skinny_split %d is outside [1, min(%d, k_blocks %d)]", p->skinny_split, SKINNY_MAX_SPLIT,
+          p->k_blocks);
+    if ((int64_t)workers != (int64_t)(p->n + SKINNY_BN - 1) / SKINNY_BN * p->skinny_split)
+      MELD_WHY("gemm: the small-M kernel runs ceil(n / %d) x skinny_split = %lld CTAs, not %d", SKINNY_BN,
+          (long long)((p->n + SKINNY_BN - 1) / SKINNY_BN * p->skinny_split), workers);
+    if (p->skinny_hint < 0 || p->skinny_hint > 3) MELD_WHY("gemm: skinny_hint %d is outside [0, 3]", p->skinny_hint);
+    if (p->split_k != 1 || p->sk_tiles || p->cluster_m != 1 || p->ready.flags || p->order.queue ||
+        p->order.m_order || p->order.m_rotate || p->epi.out || p->epi.signal || p->epi.rows_valid ||
+        p->epi.reduce.on || p->epi.out_tma || p->a2_rows || p->epi_tma || p->epi_defer)
+      MELD_WHY("gemm: the small-M kernel takes no split-K, stream-K, cluster, TMA-store epilogue or hooks");
+    if (!p->c) MELD_WHY("gemm: no output (c is NULL)");
+    return 0;
+  }
   if (p->cluster_m != 1 && p->cluster_m != 2) MELD_WHY("gemm: cluster_m %d is not 1 or 2", p->cluster_m);
   if (workers < 1) MELD_WHY("gemm: %d workers; at least 1 CTA must run the engine", workers);
   if (p->cluster_m == 2 && workers % 2)
@@ -462,6 +535,16 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
   if (!buf || !len) return;
   if (!p) {
     snprintf(buf, len, "gemm params: NULL");
+    return;
+  }
+  if (p->skinny_mt) {
+    snprintf(buf, len,
+             "gemm %d x %d x %d (B [N,K]) on the small-M kernel: A padded to %d rows, %d columns per "
+             "CTA, cluster of %d CTAs per column block (k-blocks %d), %d stages, smem %d B, L2 hints %d, "
+             "workers %d, c %p ldc %lld",
+             p->m, p->n, p->k, p->skinny_mt, SKINNY_BN, p->skinny_split, p->k_blocks,
+             SKINNY_STAGES(p->skinny_mt), SKINNY_SMEM_BYTES(p->skinny_mt), p->skinny_hint, p->workers, p->c,
+             (long long)p->ldc);
     return;
   }
   snprintf(buf, len,

@@ -7,6 +7,7 @@
 #define MELD_HOST_GEMM_PLAN_H
 
 #include "device/gemm.cuh"
+#include "device/gemm_skinny.cuh"
 #include "meld.h"
 
 #ifdef __cplusplus
@@ -43,9 +44,23 @@ typedef struct {
   /* Split-K k-block order (p->split_ileave): 0 = default (contiguous), 1 = contiguous ranges,
    * 2 = interleaved (split s takes k-blocks s, s + split_k, ...). */
   int split_ileave;
+  /* Swapped small-M kernel (p->skinny_mt, src/device/gemm_skinny.cuh; added later):
+   * 0 = the engine (what fused ops and callers forcing engine options get), 1 = choose by
+   * gemm_plan_default_skinny (meld_gemm's default), 2 = forced (needs m <= 128 and B [N,K]).
+   * With the skinny kernel, split_k 1..8 forces its cluster size. */
+  int skinny;
+  int skinny_hint; /* 0 = default; else 1 + p->skinny_hint bits (1: B evict_first, 2: A evict_last) */
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* The default choice of the swapped small-M kernel: 1 when m <= 128 and B is [N,K], else 0.
+ * Pure arithmetic. */
+int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn);
+
+/* The skinny kernel's cluster size for n columns, k_blocks k-blocks on sm_count SMs: as many
+ * CTAs per 128-column block as fill the SMs once, 1..8, at most k_blocks. */
+int gemm_plan_skinny_split(int64_t n, int k_blocks, int sm_count);
 
 /* The default stream-K choice for a problem of `tiles` 128x256 tiles of k_blocks k-blocks on
  * sm_count CTAs: 2 (stream-K over the partial wave) when tiles >= sm_count, k_blocks >= 48
@@ -53,7 +68,8 @@ typedef struct {
 int gemm_plan_default_sk(int64_t tiles, int sm_count, int k_blocks);
 
 /* Overrides of the plan's choices from the environment, read once (gemm_plan_for applies them
- * to options left at "choose"): MELD_GEMM_GROUP_M, MELD_GEMM_SPLIT_K, MELD_GEMM_STREAM_K. */
+ * to options left at "choose"): MELD_GEMM_GROUP_M, MELD_GEMM_SPLIT_K, MELD_GEMM_STREAM_K;
+ * MELD_GEMM_SKINNY=0 turns the small-M kernel's rule off (skinny 1 becomes 0). */
 void gemm_plan_env(gemm_plan_opts_t *o);
 
 /* Checks meld_gemm arguments. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device/gemm.cuh"
+#include "device/gemm_skinny.cuh"
 #include "error.h"
 #include "gemm_plan.h"
 
@@ -19,7 +20,21 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_cons
 #endif
 }
 
+/* The swapped small-M kernel (p.skinny_mt = MT): ceil(n / 128) x skinny_split CTAs in
+ * clusters of skinny_split. */
+template <int MT>
+__global__ void __launch_bounds__(SKINNY_THREADS, 1) gemm_skinny_kernel(const __grid_constant__ gemm_params_t p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t gemm_smem[];
+  gemm_skinny_run<MT>(&p, gemm_smem);
+#endif
+}
+
 typedef void (*gemm_kernel_fn)(gemm_params_t);
+static gemm_kernel_fn gemm_skinny_kernel_for(int mt) {
+  return mt <= 16 ? gemm_skinny_kernel<16> : mt <= 32 ? gemm_skinny_kernel<32> : mt <= 64 ? gemm_skinny_kernel<64>
+                                                                                       : gemm_skinny_kernel<128>;
+}
 static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer) {
   static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},
                                          {gemm_kernel<true, 0>, gemm_kernel<true, 1>}};
@@ -38,6 +53,9 @@ static meld_result_t gemm_device_setup(int dev) {
     for (int d = 0; d < 2; d++)
       MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+  for (int mt = 16; mt <= 128; mt *= 2)
+    MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(mt), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         SKINNY_SMEM_BYTES(mt)));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -69,6 +87,19 @@ extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
+  if (p->skinny_mt) {
+    attr[0].val.clusterDim.x = (unsigned)p->skinny_split;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)workers, 1, 1);
+    cfg.blockDim = dim3(SKINNY_THREADS, 1, 1);
+    cfg.dynamicSmemBytes = SKINNY_SMEM_BYTES(p->skinny_mt);
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = p->skinny_split > 1 ? 1 : 0;
+    MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_skinny_kernel_for(p->skinny_mt), *p));
+    return MELD_OK;
+  }
   attr[0].val.clusterDim.x = (unsigned)p->cluster_m;
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
@@ -186,6 +217,7 @@ extern "C" meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_pla
   MELD_CHECK(gemm_device_setup(dev));
   gemm_plan_opts_t opts = GEMM_PLAN_OPTS_INIT;
   if (o) opts = *o;
+  else opts.skinny = 1; /* meld_gemm's defaults: the small-M kernel where its rule says */
   gemm_plan_env(&opts);
   opts.has_workspace = 1; /* the per-stream workspace below */
   if (opts.sm_count <= 0 || opts.sm_count > sms)

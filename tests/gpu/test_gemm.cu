@@ -82,6 +82,8 @@ typedef struct {
   int fixup_red; /* 0 = plan's choice; 1 = stored; 2 = added in L2 (red.global.add); 3 = 2 + early ticket */
   int epi_defer; /* 0 = plan's choice (on); 1 = off; 2 = on */
   int split_ileave; /* 0 = plan's choice (contiguous); 2 = split-K k-blocks interleaved */
+  int skinny;    /* 0 = plan's choice (meld_gemm: small-M kernel for m <= 128, B [N,K]); 1 = the
+                    engine (gemm_launch); 2 = the small-M kernel forced (split_k = its cluster size) */
 } gemm_case_t;
 
 static void run_case(const gemm_case_t *tc) {
@@ -92,10 +94,11 @@ static void run_case(const gemm_case_t *tc) {
   const int64_t ldc = n + tc->pad + (8 - n % 8) % 8;
   const int64_t extra = 8;
   char name[160];
-  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d sk %d%s%s%s", (long long)m,
+  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d sk %d%s%s%s%s", (long long)m,
            (long long)n, (long long)k, tc->b_kn ? "kn" : "nk", tc->pad, tc->sm_count, tc->cluster_m,
            tc->epi_tma, tc->split_k, tc->stream_k, tc->fixup_red == 3 ? " early" : tc->fixup_red == 2 ? " red" : tc->fixup_red == 1 ? " stores" : "",
-           tc->epi_defer == 1 ? " nodefer" : "", tc->split_ileave == 2 ? " ileave" : "");
+           tc->epi_defer == 1 ? " nodefer" : "", tc->split_ileave == 2 ? " ileave" : "",
+           tc->skinny == 2 ? " skinny" : tc->skinny == 1 ? " engine" : "");
   uint16_t *a = dev_random((size_t)m * lda, 1 + m * 3 + k);
   uint16_t *b = dev_random((size_t)bn * ldb, 2 + n * 5 + k);
   uint16_t *c = NULL;
@@ -115,8 +118,9 @@ static void run_case(const gemm_case_t *tc) {
   o.fixup_red = tc->fixup_red;
   o.epi_defer = tc->epi_defer;
   o.split_ileave = tc->split_ileave;
+  o.skinny = tc->skinny == 2 ? 2 : 0;
   if (tc->cluster_m == 0 && tc->epi_tma < 0 && tc->split_k == 0 && tc->stream_k == 0 && tc->fixup_red == 0 &&
-      tc->epi_defer == 0 && tc->split_ileave == 0)
+      tc->epi_defer == 0 && tc->split_ileave == 0 && tc->skinny == 0)
     GT_MELD(meld_gemm(&args, 0));
   else GT_MELD(gemm_launch(&args, &o, 0));
   GT_CUDA(cudaDeviceSynchronize());
@@ -587,94 +591,113 @@ int main(void) {
   const gemm_case_t cases[] = {
       /* m, n, k, b_kn, pad, sms, cluster, epi, cpu, split, stream_k, fixup_red,
        * epi_defer, split_ileave */
-      {128, 256, 64, 0, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0},     /* one tile, one k-block: the layout itself */
-      {128, 256, 64, 1, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0},
-      {256, 512, 640, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0},
-      {256, 512, 640, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0},
-      {1, 8, 8, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0},          /* tiny tails */
-      {1, 8, 8, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0},
-      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0},     /* every dimension a tail, padded leading dims */
-      {300, 200, 72, 1, 8, 0, 0, 0, 1, 0, 0, 0, 0, 0},      /* ... generic-store epilogue */
-      {520, 1000, 1000, 1, 16, 0, 1, 1, 1, 0, 0, 0, 0, 0},  /* odd tile count, TMA-store epilogue forced */
-      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}, /* the issue's tail shapes vs cuBLAS */
-      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
-      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0, 0, 0, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
-      {1000, 1000, 4104, 1, 8, 16, 1, 0, 0, 0, 0, 0, 0, 0}, /* 16 SMs, generic stores */
-      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
-      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
-      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0}, /* no cluster */
-      {4096, 4096, 4096, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+      {128, 256, 64, 0, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0},     /* one tile, one k-block: the layout itself */
+      {128, 256, 64, 1, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0},
+      {256, 512, 640, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0},
+      {256, 512, 640, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0},
+      {1, 8, 8, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0},          /* tiny tails */
+      {1, 8, 8, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0},
+      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0},     /* every dimension a tail, padded leading dims */
+      {300, 200, 72, 1, 8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},      /* ... generic-store epilogue */
+      {520, 1000, 1000, 1, 16, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0},  /* odd tile count, TMA-store epilogue forced */
+      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0}, /* the issue's tail shapes vs cuBLAS */
+      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0, 0, 0, 0, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
+      {1000, 1000, 4104, 1, 8, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0}, /* 16 SMs, generic stores */
+      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0}, /* no cluster */
+      {4096, 4096, 4096, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},
       /* split-K: forced, and chosen by the plan for few tiles (decode, 160-tile shapes) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
-      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}, /* again: the tile counters reset themselves */
-      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 0, 0, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 1}, /* the engine, again: the tile counters reset themselves */
+      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 0, 0, 0, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
       /* stream-K: forced over the partial wave (2) / one + partial wave (3), tails, both B
        * layouts, both epilogues, few SMs (ranges spanning several tiles), M past the tile */
-      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 0, 0, 0},   /* 12 tiles on 7 SMs: 5 split over 7 */
-      {300, 1000, 4104, 1, 8, 7, 1, 0, 1, 1, 3, 0, 0, 0},    /* 12 tiles: 7 + 5 over 7 */
-      {1000, 1000, 4104, 0, 0, 5, 1, -1, 0, 1, 3, 0, 0, 0},  /* 32 tiles on 5 SMs */
-      {1000, 1000, 4104, 1, 0, 13, 1, -1, 0, 1, 2, 0, 0, 0}, /* 32 tiles on 13 SMs */
-      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0, 0},    /* 32 tiles < SMs: all stream-K, rows past M */
-      {16, 8192, 8192, 1, 0, 0, 1, -1, 0, 1, 3, 0, 0, 0},
-      {200, 600, 192, 0, 0, 4, 1, -1, 1, 1, 2, 0, 0, 0},     /* 3 k-blocks: ranges of 1..2 k-blocks */
-      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 3, 0, 0, 0},  /* 320 tiles: the AG P2 qkv shape */
-      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0, 0},
-      {2048, 5120, 8192, 1, 0, 0, 0, -1, 0, 1, 4, 0, 0, 0},  /* the cost model's stream-K choice, B [K,N] */
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 0, 0, 0, 0},   /* 12 tiles on 7 SMs: 5 split over 7 */
+      {300, 1000, 4104, 1, 8, 7, 1, 0, 1, 1, 3, 0, 0, 0, 0},    /* 12 tiles: 7 + 5 over 7 */
+      {1000, 1000, 4104, 0, 0, 5, 1, -1, 0, 1, 3, 0, 0, 0, 0},  /* 32 tiles on 5 SMs */
+      {1000, 1000, 4104, 1, 0, 13, 1, -1, 0, 1, 2, 0, 0, 0, 0}, /* 32 tiles on 13 SMs */
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0, 0, 0},    /* 32 tiles < SMs: all stream-K, rows past M */
+      {16, 8192, 8192, 1, 0, 0, 1, -1, 0, 1, 3, 0, 0, 0, 0},
+      {200, 600, 192, 0, 0, 4, 1, -1, 1, 1, 2, 0, 0, 0, 0},     /* 3 k-blocks: ranges of 1..2 k-blocks */
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 3, 0, 0, 0, 0},  /* 320 tiles: the AG P2 qkv shape */
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0, 0, 0},
+      {2048, 5120, 8192, 1, 0, 0, 0, -1, 0, 1, 4, 0, 0, 0, 0},  /* the cost model's stream-K choice, B [K,N] */
       /* partials added in L2 (fixup_red 2): split-K forced / chosen, stream-K; each shape
        * twice in a row: the last arriver must leave the workspace zeroed */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0, 0},
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2, 0, 0},   /* split 8, generic stores */
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0}, /* decode: split 4 chosen */
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0},  /* rows past M */
-      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 2, 0, 0}, /* stream-K: ranges spanning tiles */
-      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0},
-      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0},
-      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 2, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0}, /* default (early ticket: one round) */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0, 0, 0},
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2, 0, 0, 0},   /* split 8, generic stores */
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0, 0}, /* decode: split 4 chosen */
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0, 0},  /* rows past M */
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 2, 0, 0, 0}, /* stream-K: ranges spanning tiles */
+      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0, 0},
+      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0, 0},
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 2, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 1}, /* engine default (early ticket: one round) */
       /* early ticket (fixup_red 3, the default for one-round split-K): forced split 3 / 8,
        * stream-K on 5..7 SMs (several rounds: the last waits only for running pieces) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 3, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 2},
-      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 3, 0, 0},
-      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 3, 0, 0},
-      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 3, 0, 0},
-      {1000, 1000, 4104, 0, 0, 20, 1, -1, 0, 3, 1, 3, 0, 0}, /* split 3 over 5 rounds */
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0},
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 3, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 2, 0},
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 3, 0, 0, 0},
+      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 3, 0, 0, 0},
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 3, 0, 0, 0},
+      {1000, 1000, 4104, 0, 0, 20, 1, -1, 0, 3, 1, 3, 0, 0, 0}, /* split 3 over 5 rounds */
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
       /* split-K with the partials stored and read back (fixup_red 1; the default with more
        * pieces than CTAs, and in fused ops) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 1, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 1, 0, 0},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 1, 0, 0},
-      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 1, 0, 0},
-      {1000, 1000, 4104, 0, 0, 20, 1, -1, 0, 3, 1, 0, 0, 0}, /* 32 tiles x 3 on 20 SMs: 5 rounds (loads) */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 1, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 1, 0, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 1, 0, 0, 0},
+      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 1, 0, 0, 0},
+      {1000, 1000, 4104, 0, 0, 20, 1, -1, 0, 3, 1, 0, 0, 0, 0}, /* 32 tiles x 3 on 20 SMs: 5 rounds (loads) */
       /* epilogue overlap (half 1 stored during the next tile's first k-block): off for
        * comparison; on with tiles that have no half 1 (n-block 1024..1088) between tiles that
        * have one, several tiles per CTA */
-      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 1, 0},
-      {1000, 1000, 4104, 1, 0, 3, 1, -1, 0, 0, 0, 0, 1, 0},
-      {384, 1088, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2, 0},
-      {384, 1088, 512, 1, 8, 3, 1, 1, 1, 0, 0, 0, 2, 0},
+      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 1, 0, 0},
+      {1000, 1000, 4104, 1, 0, 3, 1, -1, 0, 0, 0, 0, 1, 0, 0},
+      {384, 1088, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2, 0, 0},
+      {384, 1088, 512, 1, 8, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0},
       /* n % 8 != 0: the plan falls back to 16-byte stores even when the TMA store is asked
        * for (run s5-1: the TMA store wrote columns 1100..1103 past n) */
-      {384, 1100, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2, 0},
-      {384, 1100, 512, 1, 8, 3, 1, 1, 1, 0, 0, 0, 2, 0},
-      {130, 1001, 200, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0},
-      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 1, 0},
+      {384, 1100, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2, 0, 0},
+      {384, 1100, 512, 1, 8, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0},
+      {130, 1001, 200, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 1, 0, 0},
       /* split-K k-blocks interleaved across the splits: forced 3 (65 k-blocks: 22/22/21),
        * split 8 with the L2 reduction, decode (split 4 chosen, twice) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0, 0, 2},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2, 0, 2},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 2},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 1, 0, 2},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 2},
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0, 0, 2, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2, 0, 2, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 2, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 1, 0, 2, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 2, 0},
+      /* the swapped small-M kernel (m <= 128, B [N,K]): padded rows 16/32/64/128, cluster
+       * sizes 1..8 (forced by split_k), tails in n (not a multiple of 8 or 128) and k (not of
+       * 64), leading-dimension padding, 1 SM; chosen by default (meld_gemm) and forced */
+      {1, 256, 64, 0, 0, 0, 0, -1, 1, 1, 0, 0, 0, 0, 2},
+      {7, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 2},
+      {7, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0},
+      {16, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {16, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0}, /* twice in a row */
+      {33, 1100, 520, 0, 8, 0, 0, -1, 1, 8, 0, 0, 0, 0, 2},
+      {33, 1100, 520, 0, 0, 0, 0, -1, 1, 3, 0, 0, 0, 0, 2},
+      {64, 4096, 4096, 0, 0, 0, 0, -1, 0, 4, 0, 0, 0, 0, 2},
+      {64, 4096, 4096, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {100, 8192, 4104, 0, 8, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {128, 264, 8192, 0, 0, 0, 0, -1, 1, 8, 0, 0, 0, 0, 2},
+      {128, 264, 8192, 0, 0, 0, 0, -1, 1, 1, 0, 0, 0, 0, 2},
+      {16, 14336, 4096, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0},
+      {20, 512, 1024, 0, 0, 1, 0, -1, 1, 0, 0, 0, 0, 0, 0},   /* sm_count 1: cluster size 1 */
+      {128, 4096, 128, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0},  /* 2 k-blocks: cluster size 2 */
   };
   /* TEST_GEMM_ONLY=hooks: only the hook tests (small problems: fast under compute-sanitizer). */
   const int only_hooks = getenv("TEST_GEMM_ONLY") && !strcmp(getenv("TEST_GEMM_ONLY"), "hooks");
@@ -691,6 +714,24 @@ int main(void) {
     o.cluster_m = 2;
     GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "disabled"),
              "cluster_m 2 not refused: %s", meld_last_error());
+    cudaFree(x);
+  }
+  { /* the small-M kernel forced where it cannot run: a clear error, nothing launched */
+    meld_gemm_args_t a;
+    memset(&a, 0, sizeof a);
+    uint16_t *x = dev_random(256 * 256, 6);
+    a.a = x; a.lda = 256; a.b = x; a.ldb = 256; a.c = x; a.ldc = 256; a.m = 129; a.n = 256; a.k = 256;
+    gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+    o.skinny = 2;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "m <= 128"),
+             "skinny with m 129 not refused: %s", meld_last_error());
+    a.m = 16;
+    a.b_layout = MELD_B_KN;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "[N,K]"),
+             "skinny with B [K,N] not refused: %s", meld_last_error());
+    a.b_layout = MELD_B_NK;
+    o.split_k = 9;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG, "skinny cluster 9 not refused: %s", meld_last_error());
     cudaFree(x);
   }
   if (!only_hooks) probe_tma_edge();

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "device/gemm.cuh"
+#include "gemm_plan.h"
 #include "meld.h"
 
 /* Fake, 16-byte aligned device addresses: validation must never dereference them. */
@@ -211,13 +212,59 @@ static void test_stream_k_check(void **state) {
   assert_non_null(strstr(why, "split_k 1"));
 }
 
+/* The small-M kernel: when meld_gemm takes it, its cluster size, and the legality check. */
+static void test_skinny_rules(void **state) {
+  (void)state;
+  assert_int_equal(gemm_plan_default_skinny(16, 8192, 8192, 0), 1);
+  assert_int_equal(gemm_plan_default_skinny(128, 8192, 8192, 0), 1);
+  assert_int_equal(gemm_plan_default_skinny(129, 8192, 8192, 0), 0);
+  assert_int_equal(gemm_plan_default_skinny(16, 8192, 8192, 1), 0); /* B [K,N]: the engine */
+  assert_int_equal(gemm_plan_default_skinny(0, 8192, 8192, 0), 0);
+  /* 132 SMs: 64 column blocks -> 2 CTAs each; 32 -> 4; 112 -> 1; 8 -> 8 (the cap); k-blocks cap */
+  assert_int_equal(gemm_plan_skinny_split(8192, 128, 132), 2);
+  assert_int_equal(gemm_plan_skinny_split(4096, 128, 132), 4);
+  assert_int_equal(gemm_plan_skinny_split(14336, 64, 132), 1);
+  assert_int_equal(gemm_plan_skinny_split(1000, 65, 132), 8);
+  assert_int_equal(gemm_plan_skinny_split(1000, 3, 132), 3);
+  assert_int_equal(gemm_plan_skinny_split(20000, 64, 132), 1); /* more blocks than SMs */
+  assert_int_equal(gemm_plan_skinny_split(512, 16, 1), 1);
+
+  gemm_params_t p;
+  memset(&p, 0, sizeof p);
+  char why[256];
+  p.m = 16; p.n = 8192; p.k = 8192;
+  p.tiles_m = 1; p.tiles_n = 32; p.k_blocks = 128;
+  p.cluster_m = 1; p.group_m = 1; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 128; p.split_from = 32;
+  p.skinny_mt = 16; p.skinny_split = 2; p.skinny_hint = 3;
+  assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 0);
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1); /* 64 blocks x 2 = 128 CTAs */
+  assert_non_null(strstr(why, "128 CTAs"));
+  p.skinny_mt = 48;
+  assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 1);
+  p.skinny_mt = 16; p.m = 17; /* more rows than the padded tile */
+  assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 1);
+  assert_non_null(strstr(why, "exceeds skinny_mt"));
+  p.m = 16; p.skinny_split = 9;
+  assert_int_equal(gemm_params_check(&p, 64 * 9, why, sizeof why), 1);
+  p.skinny_split = 2; p.b_kn = 1;
+  assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 1);
+  assert_non_null(strstr(why, "[N,K]"));
+  p.b_kn = 0; p.epi.reduce.on = 1; /* no hooks on the small-M kernel */
+  assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 1);
+  assert_non_null(strstr(why, "hooks"));
+  p.epi.reduce.on = 0;
+  char buf[1024];
+  gemm_params_format(&p, buf, sizeof buf);
+  assert_non_null(strstr(buf, "small-M kernel"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_args),    cmocka_unit_test(test_null_pointers),
       cmocka_unit_test(test_dims),         cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_leading_dims), cmocka_unit_test(test_empty_is_noop),
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
-      cmocka_unit_test(test_stream_k_check),
+      cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,154 @@
+/* gemm_skinny.cuh — the swapped small-M GEMM (decode: M = 1..128) for meld_gemm.
+ *
+ *   C[M,N] = A[M,K] * B[N,K]^T   computed as   C^T = B * A^T
+ *
+ * At decode sizes the work is reading B (N x K bf16) once from HBM; the engine's 128x256 tile
+ * would spend 128 rows of wgmma on M <= 128 rows and re-read A for every 256 columns. Here B's
+ * rows are wgmma's M side (128 per CTA: two consumer warpgroups of m64) and A's rows, padded
+ * to MT in {16, 32, 64, 128}, are wgmma's N side, so the tensor work is what M needs and each
+ * stage is 16 KB of B plus MT x 128 B of A.
+ *
+ * Shape of one CTA (288 threads, one CTA per SM, ~195-200 KB of shared memory):
+ *   warps 0..7  two consumer warpgroups: wgmma m64nMTk16 over the CTA's 128 rows of B;
+ *   warp 8      producer: one thread issues TMA loads (B box 64 x 128, A box 64 x MT, 128-byte
+ *               swizzle; rows past M or N and columns past K arrive as zeros) into a ring of
+ *               STAGES stages (full / empty mbarriers).
+ * Split-K without a workspace: a cluster of S = skinny_split CTAs (blockIdx.x = block * S + s)
+ * shares one 128-column block of C; CTA s runs k-blocks [s*KB/S, (s+1)*KB/S). Each CTA writes
+ * its fp32 partial, transposed, into its own shared memory ([MT][132] floats, over the spent
+ * ring), the cluster synchronizes, and CTA s sums rows s, s + S, ... of all S partials through
+ * distributed shared memory (ld.shared::cluster), rounds once to bf16 and stores 8-byte
+ * pieces of C. A second cluster barrier keeps every CTA's partial alive until read.
+ *
+ * Nothing waits on another kernel or GPU: the only waits are the ring's mbarriers (whose
+ * producer is this CTA) and the cluster barriers (CTAs launched together), so no deadline. */
+#ifndef MELD_DEVICE_GEMM_SKINNY_CUH
+#define MELD_DEVICE_GEMM_SKINNY_CUH
+
+#include "device/gemm.cuh"
+
+#define SKINNY_BN 128 /* rows of B (columns of C) per CTA */
+#define SKINNY_THREADS 288
+#define SKINNY_B_BYTES (SKINNY_BN * GEMM_BK * 2) /* 16 KB */
+#define SKINNY_RED_PITCH 132                     /* floats per row of the partial (bank spread) */
+#define SKINNY_MAX_SPLIT 8                       /* portable cluster size */
+
+/* Stages per padded row count: ~190-200 KB of ring. Shared with the host planner. */
+#define SKINNY_STAGES(mt) ((mt) >= 128 ? 6 : (mt) >= 64 ? 8 : (mt) >= 32 ? 10 : 11)
+#define SKINNY_STAGE_BYTES(mt) (SKINNY_B_BYTES + (mt) * GEMM_BK * 2)
+#define SKINNY_SMEM_BYTES(mt) (SKINNY_STAGES(mt) * SKINNY_STAGE_BYTES(mt) + 16 * SKINNY_STAGES(mt) + 1024)
+
+#ifdef __CUDACC__
+
+template <int MT>
+__device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t *smem_raw) {
+  constexpr int STAGES = SKINNY_STAGES(MT);
+  constexpr uint32_t STAGE = SKINNY_STAGE_BYTES(MT);
+  static_assert(MT * SKINNY_RED_PITCH * 4 <= STAGES * STAGE, "the partial must fit in the ring");
+  const uint32_t raw = smem_addr(smem_raw);
+  const uint32_t sbase = raw + ((1024 - (raw & 1023)) & 1023);
+  const uint32_t full0 = sbase + STAGES * STAGE, empty0 = full0 + 8 * STAGES;
+  const int S = p->skinny_split;
+  const int s = (int)(blockIdx.x % (unsigned)S); /* = %cluster_ctarank for a (S,1,1) cluster */
+  const int blk = (int)(blockIdx.x / (unsigned)S);
+  const int kb0 = (int)((int64_t)p->k_blocks * s / S), kb1 = (int)((int64_t)p->k_blocks * (s + 1) / S);
+  const int nkb = kb1 - kb0;
+  const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbarrier_init_cta(full0 + 8 * i, 1);
+      mbarrier_init_cta(empty0 + 8 * i, 8); /* one arrival per consumer warp */
+    }
+    fence_mbar_init();
+    fence_proxy_async_smem_cta();
+    prefetch_tensormap(&p->map_a);
+    prefetch_tensormap(&p->map_b);
+  }
+  __syncthreads();
+  float acc[MT / 2];
+  if (warp == 8) {
+    if (lane == 0) {
+      const uint64_t pol_b = l2_policy_evict_first(), pol_a = l2_policy_evict_last();
+      for (int i = 0; i < nkb; ++i) {
+        const int st = i % STAGES;
+        if (i >= STAGES) mbar_wait(empty0 + 8 * st, (uint32_t)((i / STAGES - 1) & 1));
+        const uint32_t full = full0 + 8 * st, dst = sbase + st * STAGE;
+        const int k0 = (kb0 + i) * GEMM_BK;
+        mbarrier_arrive_expect_tx_cta(full, STAGE);
+        if (p->skinny_hint & 1) tma_load_2d_hint(dst, &p->map_b, full, k0, blk * SKINNY_BN, pol_b);
+        else tma_load_2d(dst, &p->map_b, full, k0, blk * SKINNY_BN);
+        if (p->skinny_hint & 2) tma_load_2d_hint(dst + SKINNY_B_BYTES, &p->map_a, full, k0, 0, pol_a);
+        else tma_load_2d(dst + SKINNY_B_BYTES, &p->map_a, full, k0, 0);
+      }
+    }
+    __syncwarp();
+  } else {
+    const int g = warp >> 2; /* consumer warpgroup: rows [64 g, 64 g + 64) of the CTA's B rows */
+#pragma unroll
+    for (int i = 0; i < MT / 2; ++i) acc[i] = 0.f;
+    int prev = 0;
+    for (int i = 0; i < nkb; ++i) {
+      const int st = i % STAGES;
+      mbar_wait(full0 + 8 * st, (uint32_t)((i / STAGES) & 1));
+      const uint32_t b = sbase + st * STAGE + g * 8192, a = sbase + st * STAGE + SKINNY_B_BYTES;
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        wgmma_m64nNk16_ss<MT>(acc, wgmma_desc_sw128(b + 32 * j, 16, 1024),
+                              wgmma_desc_sw128(a + 32 * j, 16, 1024), i | j);
+      wgmma_commit();
+      if (i) {
+        wgmma_wait1(); /* the previous k-block's wgmmas have read their stage */
+        if (lane == 0) mbar_arrive(empty0 + 8 * prev);
+      }
+      prev = st;
+    }
+    wgmma_wait0();
+    wgmma_fence_accN<MT>(acc);
+    /* Both warpgroups are done reading the ring before it becomes the partial. */
+    named_bar_sync(1, 256);
+    /* acc[i]: B row (64 g + 16 (warp & 3) + lane / 4 + 8 ((i / 2) & 1)), A row (8 (i / 4) +
+     * 2 (lane & 3) + (i & 1)); stored at red[A row][B row]. */
+    const int nrow = 64 * g + 16 * (warp & 3) + (lane >> 2);
+#pragma unroll
+    for (int i = 0; i < MT / 2; ++i) {
+      const int mrow = 8 * (i >> 2) + 2 * (lane & 3) + (i & 1);
+      const int n = nrow + 8 * ((i >> 1) & 1);
+      asm volatile("st.shared.f32 [%0], %1;" ::"r"(sbase + (uint32_t)(mrow * SKINNY_RED_PITCH + n) * 4),
+                   "f"(acc[i])
+                   : "memory");
+    }
+  }
+  cluster_sync(); /* every partial of the cluster is written */
+  /* CTA s: rows s, s + S, ... of C's block; a warp per row, 4 columns per lane. */
+  const int rows = p->m < MT ? p->m : MT;
+  const int64_t col = (int64_t)blk * SKINNY_BN + 4 * lane;
+  for (int r = s + S * warp; r < rows; r += S * (SKINNY_THREADS / 32)) {
+    const uint32_t off = sbase + (uint32_t)(r * SKINNY_RED_PITCH + 4 * lane) * 4;
+    float4 v = ld_dsmem_v4f(off, 0);
+    for (int c = 1; c < S; ++c) {
+      const float4 w = ld_dsmem_v4f(off, (uint32_t)c);
+      v.x += w.x;
+      v.y += w.y;
+      v.z += w.z;
+      v.w += w.w;
+    }
+    if (col < p->n) {
+      __nv_bfloat16 *dst = (__nv_bfloat16 *)p->c + (int64_t)r * p->ldc + col;
+      if (col + 4 <= p->n) {
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+        uint2 u;
+        u.x = *(const uint32_t *)&lo;
+        u.y = *(const uint32_t *)&hi;
+        *(uint2 *)dst = u;
+      } else {
+        const float f[4] = {v.x, v.y, v.z, v.w};
+        for (int e = 0; e < 4 && col + e < p->n; ++e) dst[e] = __float2bfloat16_rn(f[e]);
+      }
+    }
+  }
+  cluster_sync(); /* no CTA leaves while a peer may still read its partial */
+}
+
+#endif /* __CUDACC__ */
+#endif /* MELD_DEVICE_GEMM_SKINNY_CUH */
