@@ -344,6 +344,9 @@ int main(int argc, char **argv) {
   time_t now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
   FILE *jf = json ? fopen(json, "a") : NULL;
+  printf("# small-M kernel: co-resident clusters of S = 1..8 CTAs:");
+  for (int S = 1; S <= 8; S++) printf(" %d", gemm_skinny_clusters(S));
+  printf("\n");
   if (json && !jf) { fprintf(stderr, "cannot open %s\n", json); return 1; }
   printf("# %s, %d SMs, driver %d, runtime %d; %d interleaved rounds of %d warm-ups + %d timed calls "
          "(median of %d), %d input sets\n",

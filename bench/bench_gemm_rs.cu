@@ -20,7 +20,8 @@
  * PyTorch async-TP (peer_ms) comes from bench/gemm_rs_torch.py and is merged into the JSON
  * afterwards (same shape keys).
  *
- * Usage: bench_gemm_rs [--quick] [--diag] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total]
+ * Usage: bench_gemm_rs [--quick] [--diag] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
+ *   (--decode: only the decode-size GEMM+AR shapes, M 16 / 128 / 512)
  *   (--quick: M 8192 and the decode sizes only; --diag: stage-left-out timings of the fused
  *   kernel, MELD_GEMM_RS_DIAG). NCCL_NVLS_ENABLE=0 is set here. */
 #include <cublas_v2.h>
@@ -64,7 +65,7 @@ static int nccl_load(void) {
 }
 
 /* ---- shapes and options -------------------------------------------------------------------- */
-static int g_quick = 0, g_ops = 3, g_diag = 0;
+static int g_quick = 0, g_ops = 3, g_diag = 0, g_decode = 0;
 #define ROUNDS 3 /* interleaved timing rounds per shape */
 static long long g_pm = 0, g_pn = 0, g_pk = 0; /* --shape M,N,K_total: one point per op */
 static const char *g_json = NULL;
@@ -88,7 +89,7 @@ static int suite(int P, shape_t *out) {
     for (int s = 0; s < 3; s++) {
       if (op == 1)
         for (int i = 0; i < 3; i++) out[n++] = (shape_t){1, md[i], kn[s][1], kn[s][0]};
-      for (int i = 0; i < 3; i++) {
+      for (int i = 0; i < 3 && !g_decode; i++) {
         if (g_quick && ms[i] != 8192) continue;
         out[n++] = (shape_t){op, ms[i], kn[s][1], kn[s][0]};
       }
@@ -130,6 +131,10 @@ typedef void (*op_fn)(bctx_t *, void *, int);
 /* Median of `iters` timed calls of fn (after `warm`), each between two events. */
 static float time_op(bctx_t *x, op_fn fn, void *arg, int warm, int iters) {
   for (int i = 0; i < warm; i++) fn(x, arg, i);
+  /* Ranks start the timed calls together: a rank whose host fell behind (capture, printing)
+   * would otherwise be waited for inside the other rank's timed calls. */
+  cudaStreamSynchronize(x->s);
+  meld_bootstrap_barrier(x->comm->boot);
   for (int i = 0; i < iters; i++) {
     cudaEventRecord(x->ev[2 * i], x->s);
     fn(x, arg, i);
@@ -150,6 +155,8 @@ static float time_graph(bctx_t *x, op_fn fn, void *arg, int calls, int reps) {
   if (cudaStreamEndCapture(x->s, &g) != cudaSuccess) return -1;
   if (cudaGraphInstantiate(&ex, g, 0) != cudaSuccess) return -1;
   for (int i = 0; i < 3; i++) cudaGraphLaunch(ex, x->s);
+  cudaStreamSynchronize(x->s);
+  meld_bootstrap_barrier(x->comm->boot); /* as in time_op: the timed replays start together */
   float t[32];
   for (int i = 0; i < reps; i++) {
     cudaEventRecord(x->ev[2 * i], x->s);
@@ -490,6 +497,7 @@ static void rank_main(int rank, int P) {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) g_quick = 1;
+    else if (!strcmp(argv[i], "--decode")) g_decode = 1;
     else if (!strcmp(argv[i], "--diag")) g_diag = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
@@ -499,7 +507,7 @@ int main(int argc, char **argv) {
       ++i;
       g_ops = !strcmp(argv[i], "rs") ? 1 : !strcmp(argv[i], "ar") ? 2 : 3;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--diag] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--diag] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]\n", argv[0]);
       return 2;
     }
   }

@@ -3,7 +3,9 @@
 # GPU test (unless SKIP_TESTS=1), the decode GEMM sweep (meld_gemm's default, the engine, the
 # small-M kernel's cluster sizes and L2 hints, vs cuBLASLt; GPU 0), then the GEMM+AR bench (its
 # decode rows time meld_gemm and the unfused path). Logs and JSON land in $OUT.
-#   SHAPES (M,N,K list), VARIANTS (bench_gemm --only list), SKIP_AR=1
+#   SHAPES (M,N,K list), VARIANTS (bench_gemm --only list), TESTS (GPU test names; default all),
+#   AR_ARGS (bench_gemm_rs arguments; default --quick --op ar), SKIP_AR=1, FULL=1 (then the
+#   48-shape bench_gemm, default plans only)
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -14,7 +16,8 @@ el() { echo $(($(date +%s) - t0)); }
 make -j32 all build/bench/bench_gemm build/bench/bench_gemm_rs > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 echo "build: $(el) s"
 if [ -z "${SKIP_TESTS:-}" ]; then
-  MELD_TEST_TIMEOUT_S=150 tests/gpu/run.sh > "$OUT/gpu_tests.log" 2>&1
+  # shellcheck disable=SC2086
+  MELD_TEST_TIMEOUT_S=150 tests/gpu/run.sh ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
   echo "gpu tests rc=$? at $(el) s"
   grep -E "PASSED|FAILED|FAIL |checks" "$OUT/gpu_tests.log" | tail -20
 fi
@@ -26,9 +29,15 @@ timeout -k 5 150 build/bench/bench_gemm --custom-only --only "$VARIANTS" "${args
   --json "$OUT/gemm-skinny.jsonl" > "$OUT/bench_gemm.log" 2> "$OUT/bench_gemm.err"
 echo "bench_gemm rc=$? at $(el) s"
 if [ -z "${SKIP_AR:-}" ]; then
-  timeout -k 5 120 build/bench/bench_gemm_rs --quick --op ar --json "$OUT/fused-ar.jsonl" > "$OUT/bench_ar.log" 2>&1
+  # shellcheck disable=SC2086
+  timeout -k 5 120 build/bench/bench_gemm_rs ${AR_ARGS:---quick --op ar} --json "$OUT/fused-ar.jsonl" > "$OUT/bench_ar.log" 2>&1
   echo "bench_gemm_rs ar rc=$? at $(el) s"
 fi
-grep -vE "^#|^$" "$OUT/bench_gemm.log" | cut -c1-160 | tail -120
+if [ -n "${FULL:-}" ]; then
+  timeout -k 5 150 build/bench/bench_gemm --commit "$BENCH_COMMIT" --json "$OUT/gemm-full.jsonl" > "$OUT/bench_gemm_full.log" 2>&1
+  echo "bench_gemm full rc=$? at $(el) s"
+fi
+grep -vE "^$" "$OUT/bench_gemm.log" | cut -c1-160 | tail -120
 [ -z "${SKIP_AR:-}" ] && grep -vE "^\[rank|^W|warn" "$OUT/bench_ar.log" | tail -30
+[ -n "${FULL:-}" ] && grep -E "decode|geomean|qkv" "$OUT/bench_gemm_full.log" | cut -c1-160
 echo "total: $(el) s"

@@ -187,12 +187,12 @@ int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn) {
   return m >= 1 && m <= 128 && !b_kn;
 }
 
-int gemm_plan_skinny_split(int64_t n, int k_blocks, int sm_count) {
+int gemm_plan_skinny_split(int64_t n, int k_blocks, int sm_count, const int *clusters) {
   const int64_t blocks = (n + SKINNY_BN - 1) / SKINNY_BN;
-  int64_t s = blocks > 0 ? sm_count / blocks : 1;
-  if (s > SKINNY_MAX_SPLIT) s = SKINNY_MAX_SPLIT;
-  if (s > k_blocks) s = k_blocks;
-  return s < 1 ? 1 : (int)s;
+  for (int s = SKINNY_MAX_SPLIT; s > 1; s--)
+    if (s <= k_blocks && blocks * s <= sm_count && (!clusters || clusters[s] <= 0 || blocks <= clusters[s]))
+      return s;
+  return 1;
 }
 
 /* The skinny plan (p's problem fields set): maps with the skinny boxes, the cluster size. */
@@ -203,7 +203,7 @@ static meld_result_t gemm_plan_skinny(const meld_gemm_args_t *a, const gemm_plan
                       "gemm_plan_make: the small-M kernel needs m <= 128 and B stored [N,K] (m %lld, B %s)",
                       (long long)a->m, a->b_layout == MELD_B_KN ? "[K,N]" : "[N,K]");
   const int mt = a->m <= 16 ? 16 : a->m <= 32 ? 32 : a->m <= 64 ? 64 : 128;
-  int S = o->split_k >= 1 ? o->split_k : gemm_plan_skinny_split(a->n, p->k_blocks, o->sm_count);
+  int S = o->split_k >= 1 ? o->split_k : gemm_plan_skinny_split(a->n, p->k_blocks, o->sm_count, o->skinny_clusters);
   if (S > SKINNY_MAX_SPLIT)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: the small-M kernel's cluster size (split_k) %d exceeds %d",
                       S, SKINNY_MAX_SPLIT);

@@ -50,17 +50,22 @@ typedef struct {
    * With the skinny kernel, split_k 1..8 forces its cluster size. */
   int skinny;
   int skinny_hint; /* 0 = default; else 1 + p->skinny_hint bits (1: B evict_first, 2: A evict_last) */
+  /* NULL = unknown; else [S] (S = 1..8) = how many clusters of S small-M CTAs the device runs
+   * at once (cudaOccupancyMaxActiveClusters; gemm_plan_for fills it). */
+  const int *skinny_clusters;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, NULL}
 
 /* The default choice of the swapped small-M kernel: 1 when m <= 128 and B is [N,K], else 0.
  * Pure arithmetic. */
 int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn);
 
-/* The skinny kernel's cluster size for n columns, k_blocks k-blocks on sm_count SMs: as many
- * CTAs per 128-column block as fill the SMs once, 1..8, at most k_blocks. */
-int gemm_plan_skinny_split(int64_t n, int k_blocks, int sm_count);
+/* The skinny kernel's cluster size for n columns, k_blocks k-blocks on sm_count SMs: the
+ * largest S in 1..8 (at most k_blocks) whose ceil(n / 128) x S CTAs fit the SMs once and, when
+ * `clusters` is given, whose ceil(n / 128) clusters of S all run at once (clusters[S]; a GPC
+ * holds whole clusters, so e.g. 32 clusters of 4 may not fit on 132 SMs). */
+int gemm_plan_skinny_split(int64_t n, int k_blocks, int sm_count, const int *clusters);
 
 /* The default stream-K choice for a problem of `tiles` 128x256 tiles of k_blocks k-blocks on
  * sm_count CTAs: 2 (stream-K over the partial wave) when tiles >= sm_count, k_blocks >= 48
@@ -102,6 +107,9 @@ int gemm_stream_workspace(int owner, cudaStream_t stream, size_t bytes, size_t w
 /* What gemm_launch would run (device setup, plan, split-K workspace for this stream). */
 meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                             cudaStream_t stream, gemm_params_t *p, int *workers);
+
+/* How many clusters of S (1..8) small-M CTAs the current device runs at once (0 = unknown). */
+int gemm_skinny_clusters(int S);
 
 /* Launches the stand-alone engine kernel for a finished plan (src/ops/gemm.cu); checks the
  * plan with gemm_params_check first. */

@@ -46,6 +46,8 @@ static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer) {
 /* Per device: shared-memory attribute set, and how many 2-CTA clusters fit at once. */
 static int g_dev_ready[GEMM_MAX_DEVICES];
 static int g_dev_clusters[GEMM_MAX_DEVICES];
+/* [dev][S]: co-resident clusters of S small-M CTAs (the largest-smem variant), 0 = unknown */
+static int g_skinny_clusters[GEMM_MAX_DEVICES][SKINNY_MAX_SPLIT + 1];
 
 static meld_result_t gemm_device_setup(int dev) {
   if (dev < GEMM_MAX_DEVICES && g_dev_ready[dev]) return MELD_OK;
@@ -72,11 +74,32 @@ static meld_result_t gemm_device_setup(int dev) {
     (void)cudaGetLastError(); /* no clusters: plans fall back to cluster_m 1 */
     clusters = 0;
   }
+  int skinny_clusters[SKINNY_MAX_SPLIT + 1] = {0};
+  for (int S = 1; S <= SKINNY_MAX_SPLIT; S++) {
+    const int mt = 32; /* the largest shared-memory footprint of the four variants */
+    attr[0].val.clusterDim.x = (unsigned)S;
+    cfg.gridDim = dim3((unsigned)S, 1, 1);
+    cfg.blockDim = dim3(SKINNY_THREADS, 1, 1);
+    cfg.dynamicSmemBytes = SKINNY_SMEM_BYTES(mt);
+    if (cudaOccupancyMaxActiveClusters(&skinny_clusters[S], gemm_skinny_kernel_for(mt), &cfg) != cudaSuccess) {
+      (void)cudaGetLastError();
+      skinny_clusters[S] = 0; /* unknown: the plan then ignores cluster packing */
+    }
+  }
   if (dev < GEMM_MAX_DEVICES) {
     g_dev_clusters[dev] = clusters;
+    memcpy(g_skinny_clusters[dev], skinny_clusters, sizeof skinny_clusters);
     g_dev_ready[dev] = 1;
   }
   return MELD_OK;
+}
+
+/* Co-resident clusters of S small-M CTAs on the current device (0 = unknown), for benches. */
+extern "C" int gemm_skinny_clusters(int S) {
+  int dev = 0;
+  if (S < 1 || S > SKINNY_MAX_SPLIT || cudaGetDevice(&dev) != cudaSuccess || dev >= GEMM_MAX_DEVICES) return 0;
+  if (gemm_device_setup(dev) != MELD_OK) return 0;
+  return g_skinny_clusters[dev][S];
 }
 
 extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
@@ -223,6 +246,7 @@ extern "C" meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_pla
   if (opts.sm_count <= 0 || opts.sm_count > sms)
     opts.sm_count = a->sm_count > 0 && a->sm_count < sms ? a->sm_count : sms;
   opts.max_clusters = dev < GEMM_MAX_DEVICES ? g_dev_clusters[dev] : 0;
+  if (!opts.skinny_clusters && dev < GEMM_MAX_DEVICES) opts.skinny_clusters = g_skinny_clusters[dev];
   MELD_CHECK(gemm_plan_make(a, &opts, p, workers));
   if (p->split_k > 1 || p->sk_tiles > 0) {
     float *ws = NULL;

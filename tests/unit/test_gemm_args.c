@@ -221,13 +221,20 @@ static void test_skinny_rules(void **state) {
   assert_int_equal(gemm_plan_default_skinny(16, 8192, 8192, 1), 0); /* B [K,N]: the engine */
   assert_int_equal(gemm_plan_default_skinny(0, 8192, 8192, 0), 0);
   /* 132 SMs: 64 column blocks -> 2 CTAs each; 32 -> 4; 112 -> 1; 8 -> 8 (the cap); k-blocks cap */
-  assert_int_equal(gemm_plan_skinny_split(8192, 128, 132), 2);
-  assert_int_equal(gemm_plan_skinny_split(4096, 128, 132), 4);
-  assert_int_equal(gemm_plan_skinny_split(14336, 64, 132), 1);
-  assert_int_equal(gemm_plan_skinny_split(1000, 65, 132), 8);
-  assert_int_equal(gemm_plan_skinny_split(1000, 3, 132), 3);
-  assert_int_equal(gemm_plan_skinny_split(20000, 64, 132), 1); /* more blocks than SMs */
-  assert_int_equal(gemm_plan_skinny_split(512, 16, 1), 1);
+  assert_int_equal(gemm_plan_skinny_split(8192, 128, 132, NULL), 2);
+  assert_int_equal(gemm_plan_skinny_split(4096, 128, 132, NULL), 4);
+  assert_int_equal(gemm_plan_skinny_split(14336, 64, 132, NULL), 1);
+  assert_int_equal(gemm_plan_skinny_split(1000, 65, 132, NULL), 8);
+  assert_int_equal(gemm_plan_skinny_split(1000, 3, 132, NULL), 3);
+  assert_int_equal(gemm_plan_skinny_split(20000, 64, 132, NULL), 1); /* more blocks than SMs */
+  assert_int_equal(gemm_plan_skinny_split(512, 16, 1, NULL), 1);
+  { /* cluster packing: 32 blocks, but only 30 clusters of 4 run at once -> 3 */
+    const int cl[9] = {0, 132, 66, 40, 30, 24, 16, 16, 16};
+    assert_int_equal(gemm_plan_skinny_split(4096, 128, 132, cl), 3);
+    assert_int_equal(gemm_plan_skinny_split(8192, 128, 132, cl), 2);
+    const int unknown[9] = {0};
+    assert_int_equal(gemm_plan_skinny_split(4096, 128, 132, unknown), 4);
+  }
 
   gemm_params_t p;
   memset(&p, 0, sizeof p);
