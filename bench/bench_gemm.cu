@@ -272,7 +272,8 @@ static const variant_t g_variants[] = {
     {"engine", 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"skinny", 0, 0, 0, 0, 0, 0, 0, 2, 0},       {"skinny_s1", 1, 0, 0, 0, 0, 0, 0, 2, 0},
     {"skinny_s2", 2, 0, 0, 0, 0, 0, 0, 2, 0},    {"skinny_s4", 4, 0, 0, 0, 0, 0, 0, 2, 0},
-    {"skinny_s8", 8, 0, 0, 0, 0, 0, 0, 2, 0},    {"skinny_nohint", 0, 0, 0, 0, 0, 0, 0, 2, 1},
+    {"skinny_s3", 3, 0, 0, 0, 0, 0, 0, 2, 0},    {"skinny_s8", 8, 0, 0, 0, 0, 0, 0, 2, 0},
+    {"skinny_nohint", 0, 0, 0, 0, 0, 0, 0, 2, 1},
     {"skinny_bfirst", 0, 0, 0, 0, 0, 0, 0, 2, 2},
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
