@@ -164,9 +164,9 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
    * system-scope fences and NVLink trips after the GEMM, plus the entry handshake) cost
    * 24-60 us over its split-K GEMM, while meld_gemm + the LL all-reduce cost ~14-27 us over it:
    * unfused was 0.054 vs 0.075 .. 0.105 vs 0.138 ms at M 16..512; at 128 tiles (M 512, N
-   * 8192) fused still won 0.096 vs 0.101. But the unfused path also showed 2-8x spikes, so
-   * gemm_rs.cu passes sm_count 0 (rule off) unless MELD_GEMM_AR_DECODE_UNFUSED=1. sm_count is
-   * the node's smallest (same on every rank). */
+   * 8192) fused still won 0.096 vs 0.101. Session 3 (meld_gemm's small-M kernel): unfused wins
+   * every M <= 128 shape by 20-50%, eager and in graphs. gemm_rs.cu passes sm_count 0 (rule
+   * off) when MELD_GEMM_AR_DECODE_UNFUSED=0. sm_count is the node's smallest (same on every rank). */
   if (!why_not && is_ar && a->algo == MELD_GEMM_RS_AUTO && sm_count > 0 &&
       2 * (int64_t)pl->tiles_m * pl->tiles_n <= (int64_t)sm_count)
     why_not = "decode-size all-reduce: at most half as many tiles as SMs (meld_gemm + LL all-reduce is faster)";

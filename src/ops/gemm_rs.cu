@@ -484,13 +484,14 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   gemm_rs_plan_t pl;
-  /* The decode rule of the plan (AR with <= SMs / 2 tiles -> unfused) is OFF unless
-   * MELD_GEMM_AR_DECODE_UNFUSED=1 (set alike on every rank): in run 2 the unfused path (meld_gemm
-   * + LL all-reduce) won 5 of 6 decode shapes eagerly by 1.2-1.5x but showed 2-8x spikes (any
-   * meld_all_reduce into C at the first decode shape: 0.21 ms vs 0.014; graph replays 0.14-0.42
-   * ms), while the fused split-K kernel was steady (eager = graph); docs/perf-notes.md. With it
-   * on, the node's smallest SM count makes every rank plan the same algorithm. */
-  const int sm = gemm_rs_env_int("MELD_GEMM_AR_DECODE_UNFUSED", 0) == 1 ? meld_comm_node_sm_count(comm) : 0;
+  /* The decode rule of the plan (AR with <= SMs / 2 tiles -> unfused: meld_gemm, whose small-M
+   * kernel reads B at ~cuBLAS speed, + the LL all-reduce) is on unless
+   * MELD_GEMM_AR_DECODE_UNFUSED=0 (set alike on every rank). Session 3 run 2 (docs/perf-notes.md):
+   * unfused beat the fused kernel at all 6 shapes with M <= 128, eager and in graphs, by 20-50%.
+   * (The 2-8x "spikes" of earlier runs were the bench's: ranks entered timed graph replays up to
+   * milliseconds apart; with a host barrier first they are gone.) The node's smallest SM count
+   * makes every rank plan the same algorithm. */
+  const int sm = gemm_rs_env_int("MELD_GEMM_AR_DECODE_UNFUSED", 1) == 1 ? meld_comm_node_sm_count(comm) : 0;
   MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, comm->nranks, comm->rank, comm->nnodes, comm->workspace.bytes, sm, &pl));
   if (comm->nnodes > 1 && comm->nranks > 1)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,

@@ -222,9 +222,10 @@ static void test_shape(ctx_t *x, int64_t m, int64_t n, int64_t k, int kn, meld_g
 
 /* n calls back to back (no host sync), alternating two input sets, every output poisoned
  * before and checked on the device after. */
-static void test_back_to_back(ctx_t *x, int is_ar, meld_gemm_rs_algo_t algo, int n) {
+/* rows: 0 = 512 per rank (N 1024, K 1024); else a decode-size M (N 8192, K 4096). */
+static void test_back_to_back_m(ctx_t *x, int is_ar, meld_gemm_rs_algo_t algo, int n, int64_t rows) {
   prob_t p;
-  const int64_t m = 512 * x->P, N = 1024, K = 1024;
+  const int64_t m = rows ? rows : 512 * x->P, N = rows ? 8192 : 1024, K = rows ? 4096 : 1024;
   prob_init(x, &p, m, N, K, 0, 2, N);
   check_slot_t *sl = slots_alloc(n);
   double t0 = gt_now_s();
@@ -241,17 +242,21 @@ static void test_back_to_back(ctx_t *x, int is_ar, meld_gemm_rs_algo_t algo, int
   GT_CUDA(cudaStreamSynchronize(x->s));
   GT_MELD(meld_comm_check(x->comm));
   char what[96];
-  snprintf(what, sizeof what, "%s %s back-to-back x%d (%.2f s)", is_ar ? "gemm_ar" : "gemm_rs", algo_name(algo), n,
-           gt_now_s() - t0);
+  snprintf(what, sizeof what, "%s %s back-to-back x%d, M %lld (%.2f s)", is_ar ? "gemm_ar" : "gemm_rs",
+           algo_name(algo), n, (long long)m, gt_now_s() - t0);
   judge(what, sl, n);
   cudaFree(sl);
   prob_free(&p);
 }
+static void test_back_to_back(ctx_t *x, int is_ar, meld_gemm_rs_algo_t algo, int n) {
+  test_back_to_back_m(x, is_ar, algo, n, 0);
+}
 
-/* Two graphs (input sets 0 and 1), each [poison, op], replayed alternately. */
-static void test_graph(ctx_t *x, int is_ar, int replays) {
+/* Two graphs (input sets 0 and 1), each [poison, op], replayed alternately. rows: 0 = 1024
+ * per rank (N 2048, K 1024); else a decode-size M (N 8192, K 4096). */
+static void test_graph_m(ctx_t *x, int is_ar, int replays, int64_t rows) {
   prob_t p;
-  const int64_t m = 1024 * x->P, N = 2048, K = 1024;
+  const int64_t m = rows ? rows : 1024 * x->P, N = rows ? 8192 : 2048, K = rows ? 4096 : 1024;
   prob_init(x, &p, m, N, K, 0, 2, N);
   cudaGraphExec_t ex[2] = {NULL, NULL};
   for (int st = 0; st < 2; st++) {
@@ -272,13 +277,14 @@ static void test_graph(ctx_t *x, int is_ar, int replays) {
   }
   GT_CUDA(cudaStreamSynchronize(x->s));
   GT_MELD(meld_comm_check(x->comm));
-  char what[64];
-  snprintf(what, sizeof what, "%s graph replays x%d", is_ar ? "gemm_ar" : "gemm_rs", replays);
+  char what[80];
+  snprintf(what, sizeof what, "%s graph replays x%d, M %lld", is_ar ? "gemm_ar" : "gemm_rs", replays, (long long)m);
   judge(what, sl, replays);
   cudaFree(sl);
   for (int st = 0; st < 2; st++) cudaGraphExecDestroy(ex[st]);
   prob_free(&p);
 }
+static void test_graph(ctx_t *x, int is_ar, int replays) { test_graph_m(x, is_ar, replays, 0); }
 
 static int ctx_init(ctx_t *x, int rank, int nranks, size_t ws) {
   memset(x, 0, sizeof *x);
@@ -318,10 +324,15 @@ static void rank_main(int rank, int nranks) {
   test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 3);
   if (nranks > 1) test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_UNFUSED, 1);
   test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
-  test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200); /* 32 tiles: unfused under MELD_GEMM_AR_DECODE_UNFUSED=1 */
+  test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200); /* 32 tiles: the decode rule's unfused path */
   if (nranks > 1) test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
+  /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce) */
+  test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 2);
+  test_shape(&x, 128, 4096, 7168, 0, MELD_GEMM_RS_AUTO, 2);
+  test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 200, 16);
   test_graph(&x, 0, 20);
   test_graph(&x, 1, 20);
+  test_graph_m(&x, 1, 20, 128);
   meld_bootstrap_barrier(x.comm->boot);
   ctx_free(&x);
 }
