@@ -256,25 +256,28 @@ typedef struct {
   int split_ileave; /* 2: split-K k-blocks interleaved across the splits */
   int skinny;       /* 2: the swapped small-M kernel (only where m <= 128, B [N,K]); 0: engine */
   int skinny_hint;  /* 0 = default; else 1 + hint bits (1: B evict_first, 2: A evict_last) */
+  int skinny_mt;    /* 0 = the plan's; else the swapped kernel's padded m-block height */
 } variant_t;
 static const variant_t g_variants[] = {
-    {"default", 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0, 0, 0, 0},
-    {"sk2", 1, 2, 0, 0, 0, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0, 0, 0, 0},
-    {"split2", 2, 1, 0, 1, 0, 0, 0, 0, 0},
-    {"split4", 4, 1, 0, 1, 0, 0, 0, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0, 0, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0, 0, 0, 0},
-    {"g32", 0, 0, 32, 0, 0, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0, 0, 0},
-    {"split8red", 8, 1, 0, 1, 2, 0, 0, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0, 0, 0},
-    {"nodefer", 0, 0, 0, 0, 0, 1, 0, 0, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2, 0, 0},
-    {"split2il", 2, 1, 0, 1, 0, 0, 2, 0, 0}, {"split8il", 8, 1, 0, 1, 2, 0, 2, 0, 0}, {"early", 0, 0, 0, 0, 3, 0, 0, 0, 0},
-    {"split2early", 2, 1, 0, 1, 3, 0, 0, 0, 0},
+    {"default", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"sk2", 1, 2, 0, 0, 0, 0, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"split2", 2, 1, 0, 1, 0, 0, 0, 0, 0, 0},
+    {"split4", 4, 1, 0, 1, 0, 0, 0, 0, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0, 0, 0, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0, 0, 0, 0, 0},
+    {"g32", 0, 0, 32, 0, 0, 0, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0, 0, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0, 0, 0, 0},
+    {"split8red", 8, 1, 0, 1, 2, 0, 0, 0, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0, 0, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0, 0, 0, 0},
+    {"nodefer", 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+    {"split2il", 2, 1, 0, 1, 0, 0, 2, 0, 0, 0}, {"split8il", 8, 1, 0, 1, 2, 0, 2, 0, 0, 0}, {"early", 0, 0, 0, 0, 3, 0, 0, 0, 0, 0},
+    {"split2early", 2, 1, 0, 1, 3, 0, 0, 0, 0, 0},
     /* the engine where meld_gemm's default is the small-M kernel, and the small-M kernel's
      * cluster sizes and L2 hints */
-    {"engine", 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"skinny", 0, 0, 0, 0, 0, 0, 0, 2, 0},       {"skinny_s1", 1, 0, 0, 0, 0, 0, 0, 2, 0},
-    {"skinny_s2", 2, 0, 0, 0, 0, 0, 0, 2, 0},    {"skinny_s4", 4, 0, 0, 0, 0, 0, 0, 2, 0},
-    {"skinny_s3", 3, 0, 0, 0, 0, 0, 0, 2, 0},    {"skinny_s8", 8, 0, 0, 0, 0, 0, 0, 2, 0},
-    {"skinny_nohint", 0, 0, 0, 0, 0, 0, 0, 2, 1},
-    {"skinny_bfirst", 0, 0, 0, 0, 0, 0, 0, 2, 2},
+    {"engine", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"skinny", 0, 0, 0, 0, 0, 0, 0, 2, 0, 0},       {"skinny_s1", 1, 0, 0, 0, 0, 0, 0, 2, 0, 0},
+    {"skinny_s2", 2, 0, 0, 0, 0, 0, 0, 2, 0, 0},    {"skinny_s4", 4, 0, 0, 0, 0, 0, 0, 2, 0, 0},
+    {"skinny_s3", 3, 0, 0, 0, 0, 0, 0, 2, 0, 0},    {"skinny_s8", 8, 0, 0, 0, 0, 0, 0, 2, 0, 0},
+    {"skinny_nohint", 0, 0, 0, 0, 0, 0, 0, 2, 1, 0},
+    {"skinny_bfirst", 0, 0, 0, 0, 0, 0, 0, 2, 2, 0},
+    {"sw128", 0, 0, 0, 0, 0, 0, 0, 2, 0, 128},   {"sw160", 0, 0, 0, 0, 0, 0, 0, 2, 0, 160},
+    {"sw192", 0, 0, 0, 0, 0, 0, 0, 2, 0, 192},   {"sw256", 0, 0, 0, 0, 0, 0, 0, 2, 0, 256},
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 
@@ -289,7 +292,7 @@ static int in_list(const char *list, const char *name) {
 /* The plan fields that change the schedule (equal signatures = the same kernel work). */
 static void plan_sig(const gemm_params_t *p, int workers, char *buf, size_t len) {
   if (p->skinny_mt) {
-    snprintf(buf, len, "w%d skinny mt%d s%d h%d", workers, p->skinny_mt, p->skinny_split, p->skinny_hint);
+    snprintf(buf, len, "w%d swapped mt%d s%d h%d", workers, p->skinny_mt, p->skinny_split, p->skinny_hint);
     return;
   }
   const int units_m = (p->tiles_m + p->cluster_m - 1) / p->cluster_m;
@@ -389,7 +392,7 @@ int main(int argc, char **argv) {
       const variant_t *vr = &g_variants[v];
       if (v > 0 && !in_list(only, vr->name)) continue;
       if (vr->small_only && tiles >= 2 * (sm_use ? sm_use : sms)) continue;
-      if (vr->skinny == 2 && (s->m > 128 || s->b_kn)) continue;
+      if (vr->skinny == 2 && (s->b_kn || (s->m > 128 && !vr->skinny_mt) || (vr->skinny_mt && s->m <= 128))) continue;
       meld_ctx_t *x = &mx[nv];
       memset(x, 0, sizeof *x);
       x->s = s; x->bf = &bf; x->out = c_meld; x->sm_count = sm_use;
@@ -400,6 +403,7 @@ int main(int argc, char **argv) {
       o.split_ileave = vr->split_ileave;
       o.skinny = vr->skinny;
       o.skinny_hint = vr->skinny_hint;
+      o.skinny_mt = vr->skinny_mt;
       x->opts = o;
       x->use_opts = v >= 2;
       gemm_params_t plan;

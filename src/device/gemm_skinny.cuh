@@ -1,4 +1,5 @@
-/* gemm_skinny.cuh — the swapped small-M GEMM (decode: M = 1..128) for meld_gemm.
+/* gemm_skinny.cuh — the swapped GEMM for small M (decode: M = 1..128) and for problems with
+ * fewer 128x256 tiles than SMs, for meld_gemm.
  *
  *   C[M,N] = A[M,K] * B[N,K]^T   computed as   C^T = B * A^T
  *
@@ -6,15 +7,17 @@
  * would spend 128 rows of wgmma on M <= 128 rows and re-read A for every 256 columns. Here B's
  * rows are wgmma's M side (128 per CTA: two consumer warpgroups of m64) and A's rows, padded
  * to MT in {16, 32, 64, 128}, are wgmma's N side, so the tensor work is what M needs and each
- * stage is 16 KB of B plus MT x 128 B of A.
+ * stage is 16 KB of B plus MT x 128 B of A. Larger M runs as ceil(M / MT) m-blocks of MT in
+ * {128, 160, 192, 256} rows: the tile is then 128 columns of C by MT rows, a width the engine
+ * does not have (e.g. 2048 x 1280: 80 engine tiles for 132 SMs, 130 tiles of 128 x 160).
  *
  * Shape of one CTA (288 threads, one CTA per SM, ~195-200 KB of shared memory):
  *   warps 0..7  two consumer warpgroups: wgmma m64nMTk16 over the CTA's 128 rows of B;
  *   warp 8      producer: one thread issues TMA loads (B box 64 x 128, A box 64 x MT, 128-byte
  *               swizzle; rows past M or N and columns past K arrive as zeros) into a ring of
  *               STAGES stages (full / empty mbarriers).
- * Split-K without a workspace: a cluster of S = skinny_split CTAs (blockIdx.x = block * S + s)
- * shares one 128-column block of C; CTA s runs k-blocks [s*KB/S, (s+1)*KB/S). Each CTA writes
+ * Split-K without a workspace: a cluster of S = skinny_split CTAs (blockIdx.x = (m-block x
+ * column blocks + column block) * S + s) shares one tile of C; CTA s runs k-blocks [s*KB/S, (s+1)*KB/S). Each CTA writes
  * its fp32 partial, transposed, into its own shared memory ([MT][132] floats, over the spent
  * ring), the cluster synchronizes, and CTA s sums rows s, s + S, ... of all S partials through
  * distributed shared memory (ld.shared::cluster), rounds once to bf16 and stores 8-byte
@@ -33,8 +36,9 @@
 #define SKINNY_RED_PITCH 132                     /* floats per row of the partial (bank spread) */
 #define SKINNY_MAX_SPLIT 8                       /* portable cluster size */
 
-/* Stages per padded row count: ~190-200 KB of ring. Shared with the host planner. */
-#define SKINNY_STAGES(mt) ((mt) >= 128 ? 6 : (mt) >= 64 ? 8 : (mt) >= 32 ? 10 : 11)
+/* Stages per padded row count: ~180-205 KB of ring (at most 11). Shared with the planner. */
+#define SKINNY_STAGES(mt) \
+  ((204800 / (SKINNY_B_BYTES + (mt) * GEMM_BK * 2)) > 11 ? 11 : (204800 / (SKINNY_B_BYTES + (mt) * GEMM_BK * 2)))
 #define SKINNY_STAGE_BYTES(mt) (SKINNY_B_BYTES + (mt) * GEMM_BK * 2)
 #define SKINNY_SMEM_BYTES(mt) (SKINNY_STAGES(mt) * SKINNY_STAGE_BYTES(mt) + 16 * SKINNY_STAGES(mt) + 1024)
 
@@ -50,7 +54,9 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
   const uint32_t full0 = sbase + STAGES * STAGE, empty0 = full0 + 8 * STAGES;
   const int S = p->skinny_split;
   const int s = (int)(blockIdx.x % (unsigned)S); /* = %cluster_ctarank for a (S,1,1) cluster */
-  const int blk = (int)(blockIdx.x / (unsigned)S);
+  const int nblk = (p->n + SKINNY_BN - 1) / SKINNY_BN;
+  const int tile = (int)(blockIdx.x / (unsigned)S), blk = tile % nblk, mb = tile / nblk;
+  const int row0 = mb * MT; /* first row of A / C of this tile */
   const int kb0 = (int)((int64_t)p->k_blocks * s / S), kb1 = (int)((int64_t)p->k_blocks * (s + 1) / S);
   const int nkb = kb1 - kb0;
   const int warp = (int)(threadIdx.x >> 5), lane = (int)(threadIdx.x & 31);
@@ -77,8 +83,8 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
         mbarrier_arrive_expect_tx_cta(full, STAGE);
         if (p->skinny_hint & 1) tma_load_2d_hint(dst, &p->map_b, full, k0, blk * SKINNY_BN, pol_b);
         else tma_load_2d(dst, &p->map_b, full, k0, blk * SKINNY_BN);
-        if (p->skinny_hint & 2) tma_load_2d_hint(dst + SKINNY_B_BYTES, &p->map_a, full, k0, 0, pol_a);
-        else tma_load_2d(dst + SKINNY_B_BYTES, &p->map_a, full, k0, 0);
+        if (p->skinny_hint & 2) tma_load_2d_hint(dst + SKINNY_B_BYTES, &p->map_a, full, k0, row0, pol_a);
+        else tma_load_2d(dst + SKINNY_B_BYTES, &p->map_a, full, k0, row0);
       }
     }
     __syncwarp();
@@ -121,7 +127,7 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
   }
   cluster_sync(); /* every partial of the cluster is written */
   /* CTA s: rows s, s + S, ... of C's block; a warp per row, 4 columns per lane. */
-  const int rows = p->m < MT ? p->m : MT;
+  const int rows = p->m - row0 < MT ? p->m - row0 : MT;
   const int64_t col = (int64_t)blk * SKINNY_BN + 4 * lane;
   for (int r = s + S * warp; r < rows; r += S * (SKINNY_THREADS / 32)) {
     const uint32_t off = sbase + (uint32_t)(r * SKINNY_RED_PITCH + 4 * lane) * 4;
@@ -134,7 +140,7 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
       v.w += w.w;
     }
     if (col < p->n) {
-      __nv_bfloat16 *dst = (__nv_bfloat16 *)p->c + (int64_t)r * p->ldc + col;
+      __nv_bfloat16 *dst = (__nv_bfloat16 *)p->c + (int64_t)(row0 + r) * p->ldc + col;
       if (col + 4 <= p->n) {
         const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
         uint2 u;

@@ -181,29 +181,58 @@ void gemm_plan_env(gemm_plan_opts_t *o) {
   if (o->skinny == 1 && g_env_skinny == 0) o->skinny = 0;
 }
 
-int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn) {
-  (void)n;
-  (void)k;
-  return m >= 1 && m <= 128 && !b_kn;
+int gemm_plan_skinny_mt(int64_t m, int64_t n, int sm_count) {
+  if (m <= 128) return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128;
+  static const int mts[4] = {128, 160, 192, 256};
+  const int64_t nblk = (n + SKINNY_BN - 1) / SKINNY_BN;
+  int best = 256;
+  int64_t best_tiles = 0;
+  for (int i = 0; i < 4; i++) {
+    const int64_t t = nblk * ((m + mts[i] - 1) / mts[i]);
+    if (t <= sm_count && t > best_tiles) {
+      best_tiles = t;
+      best = mts[i];
+    }
+  }
+  return best;
+}
+
+int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn, int sm_count) {
+  if (m < 1 || b_kn) return 0;
+  if (m <= 128) return 1;
+  /* Fewer engine tiles than SMs (session 3: ag P8 qkv 2048 x 1280 x 8192, 80 tiles, 0.73x
+   * cuBLASLt with split-K or stream-K): a 128-column tile of the swapped kernel may fill the
+   * SMs in one wave. */
+  const int64_t engine_tiles = ((m + GEMM_BM - 1) / GEMM_BM) * ((n + GEMM_BN - 1) / GEMM_BN);
+  if (engine_tiles * 4 > (int64_t)sm_count * 3 || (k + GEMM_BK - 1) / GEMM_BK < 32) return 0;
+  const int mt = gemm_plan_skinny_mt(m, n, sm_count);
+  const int64_t tiles = ((n + SKINNY_BN - 1) / SKINNY_BN) * ((m + mt - 1) / mt);
+  return tiles <= sm_count && tiles * 10 >= (int64_t)sm_count * 9;
+}
+
+int gemm_plan_skinny_split_tiles(int64_t tiles, int k_blocks, int sm_count, const int *clusters) {
+  for (int s = SKINNY_MAX_SPLIT; s > 1; s--)
+    if (s <= k_blocks && tiles * s <= sm_count && (!clusters || clusters[s] <= 0 || tiles <= clusters[s]))
+      return s;
+  return 1;
 }
 
 int gemm_plan_skinny_split(int64_t n, int k_blocks, int sm_count, const int *clusters) {
-  const int64_t blocks = (n + SKINNY_BN - 1) / SKINNY_BN;
-  for (int s = SKINNY_MAX_SPLIT; s > 1; s--)
-    if (s <= k_blocks && blocks * s <= sm_count && (!clusters || clusters[s] <= 0 || blocks <= clusters[s]))
-      return s;
-  return 1;
+  return gemm_plan_skinny_split_tiles((n + SKINNY_BN - 1) / SKINNY_BN, k_blocks, sm_count, clusters);
 }
 
 /* The skinny plan (p's problem fields set): maps with the skinny boxes, the cluster size. */
 static meld_result_t gemm_plan_skinny(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                                       gemm_params_t *p, int *workers) {
-  if (a->m > 128 || a->b_layout != MELD_B_NK)
-    return meld_error(MELD_ERR_INVALID_ARG,
-                      "gemm_plan_make: the small-M kernel needs m <= 128 and B stored [N,K] (m %lld, B %s)",
-                      (long long)a->m, a->b_layout == MELD_B_KN ? "[K,N]" : "[N,K]");
-  const int mt = a->m <= 16 ? 16 : a->m <= 32 ? 32 : a->m <= 64 ? 64 : 128;
-  int S = o->split_k >= 1 ? o->split_k : gemm_plan_skinny_split(a->n, p->k_blocks, o->sm_count, o->skinny_clusters);
+  if (a->b_layout != MELD_B_NK)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: the swapped (small-M) kernel needs B stored [N,K]");
+  const int mt = o->skinny_mt ? o->skinny_mt : gemm_plan_skinny_mt(a->m, a->n, o->sm_count);
+  if (mt != 16 && mt != 32 && mt != 64 && mt != 128 && mt != 160 && mt != 192 && mt != 256)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny_mt %d is not 16, 32, 64, 128, 160, 192 or 256", mt);
+  const int64_t tiles = ((a->n + SKINNY_BN - 1) / SKINNY_BN) * ((a->m + mt - 1) / mt);
+  if (tiles > ((int64_t)1 << 30))
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: %lld tiles are too many for the swapped kernel", (long long)tiles);
+  int S = o->split_k >= 1 ? o->split_k : gemm_plan_skinny_split_tiles(tiles, p->k_blocks, o->sm_count, o->skinny_clusters);
   if (S > SKINNY_MAX_SPLIT)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: the small-M kernel's cluster size (split_k) %d exceeds %d",
                       S, SKINNY_MAX_SPLIT);
@@ -218,7 +247,7 @@ static meld_result_t gemm_plan_skinny(const meld_gemm_args_t *a, const gemm_plan
   p->split_k = 1;
   p->kb_per_split = p->k_blocks;
   p->split_from = p->tiles_m * p->tiles_n;
-  p->workers = (int32_t)(((a->n + SKINNY_BN - 1) / SKINNY_BN) * S);
+  p->workers = (int32_t)(tiles * S);
   MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, (uint32_t)mt,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "A"));
   MELD_CHECK(encode_2d(&p->map_b, a->b, a->k, a->n, a->ldb, GEMM_BK, SKINNY_BN,
@@ -298,7 +327,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->ldc = a->ldc;
   if (o->skinny < 0 || o->skinny > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny %d is outside [0, 2]", o->skinny);
-  if (o->skinny == 2 || (o->skinny == 1 && gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn)))
+  if (o->skinny == 2 || (o->skinny == 1 && gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn, o->sm_count)))
     return gemm_plan_skinny(a, o, p, workers);
 
   /* Cluster 2x1 (B multicast) only when asked: measured on H200 (run 1, perf-notes) it was
@@ -437,16 +466,18 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
     MELD_WHY("gemm: tile counts %d x %d x %d do not match the problem %d x %d x %d", p->tiles_m,
         p->tiles_n, p->k_blocks, p->m, p->n, p->k);
   if (p->skinny_mt) { /* the swapped small-M kernel: none of the engine's schedule or hooks */
-    if (p->skinny_mt != 16 && p->skinny_mt != 32 && p->skinny_mt != 64 && p->skinny_mt != 128)
-      MELD_WHY("gemm: skinny_mt %d is not 16, 32, 64 or 128", p->skinny_mt);
-    if (p->m > p->skinny_mt) MELD_WHY("gemm: m %d exceeds skinny_mt %d", p->m, p->skinny_mt);
+    const int mt = p->skinny_mt;
+    if (mt != 16 && mt != 32 && mt != 64 && mt != 128 && mt != 160 && mt != 192 && mt != 256)
+      MELD_WHY("gemm: skinny_mt %d is not 16, 32, 64, 128, 160, 192 or 256", mt);
+    if (mt < 128 && p->m > mt) MELD_WHY("gemm: m %d exceeds skinny_mt %d (below 128: one m-block)", p->m, mt);
     if (p->b_kn) MELD_WHY("gemm: the small-M kernel needs B stored [N,K]");
     if (p->skinny_split < 1 || p->skinny_split > SKINNY_MAX_SPLIT || p->skinny_split > p->k_blocks)
       MELD_WHY("gemm: skinny_split %d is outside [1, min(%d, k_blocks %d)]", p->skinny_split, SKINNY_MAX_SPLIT,
           p->k_blocks);
-    if ((int64_t)workers != (int64_t)(p->n + SKINNY_BN - 1) / SKINNY_BN * p->skinny_split)
-      MELD_WHY("gemm: the small-M kernel runs ceil(n / %d) x skinny_split = %lld CTAs, not %d", SKINNY_BN,
-          (long long)((p->n + SKINNY_BN - 1) / SKINNY_BN * p->skinny_split), workers);
+    const int64_t tiles = (int64_t)((p->n + SKINNY_BN - 1) / SKINNY_BN) * ((p->m + mt - 1) / mt);
+    if ((int64_t)workers != tiles * p->skinny_split)
+      MELD_WHY("gemm: the small-M kernel runs ceil(n / %d) x ceil(m / %d) x skinny_split = %lld CTAs, not %d",
+          SKINNY_BN, mt, (long long)(tiles * p->skinny_split), workers);
     if (p->skinny_hint < 0 || p->skinny_hint > 3) MELD_WHY("gemm: skinny_hint %d is outside [0, 3]", p->skinny_hint);
     if (p->split_k != 1 || p->sk_tiles || p->cluster_m != 1 || p->ready.flags || p->order.queue ||
         p->order.m_order || p->order.m_rotate || p->epi.out || p->epi.signal || p->epi.rows_valid ||

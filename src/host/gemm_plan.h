@@ -50,22 +50,33 @@ typedef struct {
    * With the skinny kernel, split_k 1..8 forces its cluster size. */
   int skinny;
   int skinny_hint; /* 0 = default; else 1 + p->skinny_hint bits (1: B evict_first, 2: A evict_last) */
+  int skinny_mt;   /* 0 = choose; else the padded row count (16, 32, 64, 128, 160, 192, 256) */
   /* NULL = unknown; else [S] (S = 1..8) = how many clusters of S small-M CTAs the device runs
    * at once (cudaOccupancyMaxActiveClusters; gemm_plan_for fills it). */
   const int *skinny_clusters;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, NULL}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL}
 
-/* The default choice of the swapped small-M kernel: 1 when m <= 128 and B is [N,K], else 0.
- * Pure arithmetic. */
-int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn);
+/* The default choice of the swapped kernel (B [N,K] only): 1 when m <= 128; or when the
+ * engine's 128x256 tiles fill at most 3/4 of sm_count SMs, K has >= 32 k-blocks, and some
+ * m-block height (gemm_plan_skinny_mt) makes >= 9/10 of sm_count tiles; else 0. Pure
+ * arithmetic. */
+int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn, int sm_count);
+
+/* The swapped kernel's padded m-block height for m rows: m <= 128: the smallest of 16, 32,
+ * 64, 128 that holds m; else the one of 128, 160, 192, 256 with the most tiles
+ * (ceil(n / 128) x ceil(m / MT)) that still fit sm_count SMs at once (ties: the smaller),
+ * or 256 when none fits. */
+int gemm_plan_skinny_mt(int64_t m, int64_t n, int sm_count);
 
 /* The skinny kernel's cluster size for n columns, k_blocks k-blocks on sm_count SMs: the
  * largest S in 1..8 (at most k_blocks) whose ceil(n / 128) x S CTAs fit the SMs once and, when
  * `clusters` is given, whose ceil(n / 128) clusters of S all run at once (clusters[S]; a GPC
  * holds whole clusters, so e.g. 32 clusters of 4 may not fit on 132 SMs). */
 int gemm_plan_skinny_split(int64_t n, int k_blocks, int sm_count, const int *clusters);
+/* The same for `tiles` tiles (column blocks x m-blocks). */
+int gemm_plan_skinny_split_tiles(int64_t tiles, int k_blocks, int sm_count, const int *clusters);
 
 /* The default stream-K choice for a problem of `tiles` 128x256 tiles of k_blocks k-blocks on
  * sm_count CTAs: 2 (stream-K over the partial wave) when tiles >= sm_count, k_blocks >= 48

@@ -32,9 +32,17 @@ __global__ void __launch_bounds__(SKINNY_THREADS, 1) gemm_skinny_kernel(const __
 
 typedef void (*gemm_kernel_fn)(gemm_params_t);
 static gemm_kernel_fn gemm_skinny_kernel_for(int mt) {
-  return mt <= 16 ? gemm_skinny_kernel<16> : mt <= 32 ? gemm_skinny_kernel<32> : mt <= 64 ? gemm_skinny_kernel<64>
-                                                                                       : gemm_skinny_kernel<128>;
+  switch (mt) {
+    case 16: return gemm_skinny_kernel<16>;
+    case 32: return gemm_skinny_kernel<32>;
+    case 64: return gemm_skinny_kernel<64>;
+    case 128: return gemm_skinny_kernel<128>;
+    case 160: return gemm_skinny_kernel<160>;
+    case 192: return gemm_skinny_kernel<192>;
+    default: return gemm_skinny_kernel<256>;
+  }
 }
+static const int g_skinny_mts[] = {16, 32, 64, 128, 160, 192, 256};
 static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer) {
   static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},
                                          {gemm_kernel<true, 0>, gemm_kernel<true, 1>}};
@@ -55,9 +63,9 @@ static meld_result_t gemm_device_setup(int dev) {
     for (int d = 0; d < 2; d++)
       MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
-  for (int mt = 16; mt <= 128; mt *= 2)
-    MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(mt), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         SKINNY_SMEM_BYTES(mt)));
+  for (int i = 0; i < (int)(sizeof g_skinny_mts / sizeof g_skinny_mts[0]); i++)
+    MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(g_skinny_mts[i]),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SKINNY_SMEM_BYTES(g_skinny_mts[i])));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -76,7 +84,7 @@ static meld_result_t gemm_device_setup(int dev) {
   }
   int skinny_clusters[SKINNY_MAX_SPLIT + 1] = {0};
   for (int S = 1; S <= SKINNY_MAX_SPLIT; S++) {
-    const int mt = 32; /* the largest shared-memory footprint of the four variants */
+    const int mt = 32; /* the largest shared-memory footprint of the variants */
     attr[0].val.clusterDim.x = (unsigned)S;
     cfg.gridDim = dim3((unsigned)S, 1, 1);
     cfg.blockDim = dim3(SKINNY_THREADS, 1, 1);

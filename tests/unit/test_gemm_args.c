@@ -215,11 +215,22 @@ static void test_stream_k_check(void **state) {
 /* The small-M kernel: when meld_gemm takes it, its cluster size, and the legality check. */
 static void test_skinny_rules(void **state) {
   (void)state;
-  assert_int_equal(gemm_plan_default_skinny(16, 8192, 8192, 0), 1);
-  assert_int_equal(gemm_plan_default_skinny(128, 8192, 8192, 0), 1);
-  assert_int_equal(gemm_plan_default_skinny(129, 8192, 8192, 0), 0);
-  assert_int_equal(gemm_plan_default_skinny(16, 8192, 8192, 1), 0); /* B [K,N]: the engine */
-  assert_int_equal(gemm_plan_default_skinny(0, 8192, 8192, 0), 0);
+  assert_int_equal(gemm_plan_default_skinny(16, 8192, 8192, 0, 132), 1);
+  assert_int_equal(gemm_plan_default_skinny(128, 8192, 8192, 0, 132), 1);
+  assert_int_equal(gemm_plan_default_skinny(129, 8192, 8192, 0, 132), 1); /* 64 engine tiles -> 2 x 64 swapped */
+  assert_int_equal(gemm_plan_default_skinny(512, 8192, 8192, 0, 132), 0); /* 128 engine tiles: the engine */
+  assert_int_equal(gemm_plan_default_skinny(16, 8192, 8192, 1, 132), 0); /* B [K,N]: the engine */
+  assert_int_equal(gemm_plan_default_skinny(0, 8192, 8192, 0, 132), 0);
+  /* fewer engine tiles than SMs: 2048 x 1280 (80 tiles) -> 130 swapped tiles of 128 x 160 */
+  assert_int_equal(gemm_plan_default_skinny(2048, 1280, 8192, 0, 132), 1);
+  assert_int_equal(gemm_plan_skinny_mt(2048, 1280, 132), 160);
+  assert_int_equal(gemm_plan_default_skinny(2048, 1280, 1024, 0, 132), 0); /* 16 k-blocks: too short */
+  assert_int_equal(gemm_plan_default_skinny(512, 4096, 7168, 0, 132), 1); /* 64 engine tiles -> 128 */
+  assert_int_equal(gemm_plan_skinny_mt(512, 4096, 132), 128);
+  assert_int_equal(gemm_plan_default_skinny(8192, 8192, 8192, 0, 132), 0);
+  assert_int_equal(gemm_plan_skinny_mt(100, 8192, 132), 128);
+  assert_int_equal(gemm_plan_skinny_mt(17, 8192, 132), 32);
+  assert_int_equal(gemm_plan_skinny_mt(8192, 8192, 132), 256); /* nothing fits: the widest */
   /* 132 SMs: 64 column blocks -> 2 CTAs each; 32 -> 4; 112 -> 1; 8 -> 8 (the cap); k-blocks cap */
   assert_int_equal(gemm_plan_skinny_split(8192, 128, 132, NULL), 2);
   assert_int_equal(gemm_plan_skinny_split(4096, 128, 132, NULL), 4);
@@ -248,10 +259,13 @@ static void test_skinny_rules(void **state) {
   assert_non_null(strstr(why, "128 CTAs"));
   p.skinny_mt = 48;
   assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 1);
-  p.skinny_mt = 16; p.m = 17; /* more rows than the padded tile */
+  p.skinny_mt = 16; p.m = 17; /* more rows than the padded tile (one m-block below 128) */
   assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 1);
   assert_non_null(strstr(why, "exceeds skinny_mt"));
-  p.m = 16; p.skinny_split = 9;
+  p.skinny_mt = 128; p.m = 300; p.tiles_m = 3; /* 3 m-blocks x 64 column blocks x 2 */
+  assert_int_equal(gemm_params_check(&p, 384, why, sizeof why), 0);
+  assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 1);
+  p.skinny_mt = 16; p.m = 16; p.tiles_m = 1; p.skinny_split = 9;
   assert_int_equal(gemm_params_check(&p, 64 * 9, why, sizeof why), 1);
   p.skinny_split = 2; p.b_kn = 1;
   assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 1);
