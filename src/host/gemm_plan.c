@@ -181,33 +181,49 @@ void gemm_plan_env(gemm_plan_opts_t *o) {
   if (o->skinny == 1 && g_env_skinny == 0) o->skinny = 0;
 }
 
-int gemm_plan_skinny_mt(int64_t m, int64_t n, int sm_count) {
-  if (m <= 128) return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128;
-  static const int mts[4] = {128, 160, 192, 256};
+/* Scored choice of the swapped kernel's height and cluster size (run 4, docs/perf-notes.md):
+ * the most CTAs in one wave (tiles x S, tiles <= SMs); ties: fewer m-blocks (B read fewer
+ * times: 129..256 x 8192 at one m-block of 160..256 with S 2 ran 0.93-1.04x cuBLASLt, as two
+ * m-blocks of 128 0.49-0.84), then the smaller height. */
+int gemm_plan_skinny_shape(int64_t m, int64_t n, int k_blocks, int sm_count, const int *clusters, int *split) {
+  static const int mts[7] = {16, 32, 64, 128, 160, 192, 256};
   const int64_t nblk = (n + SKINNY_BN - 1) / SKINNY_BN;
-  int best = 256;
-  int64_t best_tiles = 0;
-  for (int i = 0; i < 4; i++) {
-    const int64_t t = nblk * ((m + mts[i] - 1) / mts[i]);
-    if (t <= sm_count && t > best_tiles) {
-      best_tiles = t;
+  int best = 256, best_s = 1;
+  int64_t best_ctas = -1, best_mb = 0;
+  for (int i = 0; i < 7; i++) {
+    const int64_t mb = (m + mts[i] - 1) / mts[i], tiles = nblk * mb;
+    const int S = tiles <= sm_count ? gemm_plan_skinny_split_tiles(tiles, k_blocks, sm_count, clusters) : 1;
+    const int64_t ctas = tiles <= sm_count ? tiles * S : 0;
+    if (ctas > best_ctas || (ctas == best_ctas && mb < best_mb)) {
+      best_ctas = ctas;
+      best_mb = mb;
       best = mts[i];
+      best_s = S;
     }
   }
+  if (split) *split = best_s;
   return best;
+}
+
+int gemm_plan_skinny_mt(int64_t m, int64_t n, int sm_count) {
+  return gemm_plan_skinny_shape(m, n, 1 << 20, sm_count, NULL, NULL);
 }
 
 int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn, int sm_count) {
   if (m < 1 || b_kn) return 0;
   if (m <= 128) return 1;
   /* Fewer engine tiles than SMs (session 3: ag P8 qkv 2048 x 1280 x 8192, 80 tiles, 0.73x
-   * cuBLASLt with split-K or stream-K): a 128-column tile of the swapped kernel may fill the
-   * SMs in one wave. */
+   * cuBLASLt with split-K or stream-K; 0.89x as 130 swapped tiles of 128 x 160): a 128-column
+   * tile of the swapped kernel may fill the SMs in one wave. Run 4 also measured it losing with
+   * a cluster split over many m-blocks (1024 x 1280 x 8192: 6 m-blocks of 192, S 2: 0.62 vs
+   * the engine's 0.80), so a split needs <= 2 m-blocks. */
   const int64_t engine_tiles = ((m + GEMM_BM - 1) / GEMM_BM) * ((n + GEMM_BN - 1) / GEMM_BN);
-  if (engine_tiles * 4 > (int64_t)sm_count * 3 || (k + GEMM_BK - 1) / GEMM_BK < 32) return 0;
-  const int mt = gemm_plan_skinny_mt(m, n, sm_count);
-  const int64_t tiles = ((n + SKINNY_BN - 1) / SKINNY_BN) * ((m + mt - 1) / mt);
-  return tiles <= sm_count && tiles * 10 >= (int64_t)sm_count * 9;
+  const int kb = (int)((k + GEMM_BK - 1) / GEMM_BK);
+  if (engine_tiles * 4 > (int64_t)sm_count * 3 || kb < 32) return 0;
+  int S = 1;
+  const int mt = gemm_plan_skinny_shape(m, n, kb, sm_count, NULL, &S);
+  const int64_t mb = (m + mt - 1) / mt, tiles = ((n + SKINNY_BN - 1) / SKINNY_BN) * mb;
+  return tiles <= sm_count && tiles * S * 10 >= (int64_t)sm_count * 9 && (S == 1 || mb <= 2);
 }
 
 int gemm_plan_skinny_split_tiles(int64_t tiles, int k_blocks, int sm_count, const int *clusters) {
@@ -226,13 +242,17 @@ static meld_result_t gemm_plan_skinny(const meld_gemm_args_t *a, const gemm_plan
                                       gemm_params_t *p, int *workers) {
   if (a->b_layout != MELD_B_NK)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: the swapped (small-M) kernel needs B stored [N,K]");
-  const int mt = o->skinny_mt ? o->skinny_mt : gemm_plan_skinny_mt(a->m, a->n, o->sm_count);
+  int S_dflt = 1;
+  const int mt = o->skinny_mt ? o->skinny_mt
+                              : gemm_plan_skinny_shape(a->m, a->n, p->k_blocks, o->sm_count, o->skinny_clusters, &S_dflt);
   if (mt != 16 && mt != 32 && mt != 64 && mt != 128 && mt != 160 && mt != 192 && mt != 256)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny_mt %d is not 16, 32, 64, 128, 160, 192 or 256", mt);
   const int64_t tiles = ((a->n + SKINNY_BN - 1) / SKINNY_BN) * ((a->m + mt - 1) / mt);
   if (tiles > ((int64_t)1 << 30))
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: %lld tiles are too many for the swapped kernel", (long long)tiles);
-  int S = o->split_k >= 1 ? o->split_k : gemm_plan_skinny_split_tiles(tiles, p->k_blocks, o->sm_count, o->skinny_clusters);
+  int S = o->split_k >= 1 ? o->split_k
+                           : o->skinny_mt ? gemm_plan_skinny_split_tiles(tiles, p->k_blocks, o->sm_count, o->skinny_clusters)
+                                          : S_dflt;
   if (S > SKINNY_MAX_SPLIT)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: the small-M kernel's cluster size (split_k) %d exceeds %d",
                       S, SKINNY_MAX_SPLIT);

@@ -738,8 +738,10 @@ int main(void) {
     a.a = x; a.lda = 256; a.b = x; a.ldb = 256; a.c = x; a.ldc = 256; a.m = 129; a.n = 256; a.k = 256;
     gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
     o.skinny = 2;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "m <= 128"),
-             "skinny with m 129 not refused: %s", meld_last_error());
+    o.skinny_mt = 48;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "skinny_mt 48"),
+             "skinny height 48 not refused: %s", meld_last_error());
+    o.skinny_mt = 0;
     a.m = 16;
     a.b_layout = MELD_B_KN;
     GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "[N,K]"),

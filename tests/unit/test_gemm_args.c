@@ -225,12 +225,26 @@ static void test_skinny_rules(void **state) {
   assert_int_equal(gemm_plan_default_skinny(2048, 1280, 8192, 0, 132), 1);
   assert_int_equal(gemm_plan_skinny_mt(2048, 1280, 132), 160);
   assert_int_equal(gemm_plan_default_skinny(2048, 1280, 1024, 0, 132), 0); /* 16 k-blocks: too short */
-  assert_int_equal(gemm_plan_default_skinny(512, 4096, 7168, 0, 132), 1); /* 64 engine tiles -> 128 */
-  assert_int_equal(gemm_plan_skinny_mt(512, 4096, 132), 128);
+  assert_int_equal(gemm_plan_default_skinny(512, 4096, 7168, 0, 132), 1); /* 64 engine tiles */
+  assert_int_equal(gemm_plan_skinny_mt(512, 4096, 132), 256); /* 2 m-blocks x 32 x S 2 = 128 CTAs */
   assert_int_equal(gemm_plan_default_skinny(8192, 8192, 8192, 0, 132), 0);
   assert_int_equal(gemm_plan_skinny_mt(100, 8192, 132), 128);
   assert_int_equal(gemm_plan_skinny_mt(17, 8192, 132), 32);
+  assert_int_equal(gemm_plan_skinny_mt(129, 8192, 132), 160); /* one m-block, S 2 */
+  assert_int_equal(gemm_plan_skinny_mt(192, 8192, 132), 192);
+  assert_int_equal(gemm_plan_skinny_mt(256, 8192, 132), 256);
+  assert_int_equal(gemm_plan_default_skinny(256, 8192, 8192, 0, 132), 1);
+  /* many m-blocks with a cluster split lost in run 4: the engine */
+  assert_int_equal(gemm_plan_default_skinny(1024, 1280, 8192, 0, 132), 0);
   assert_int_equal(gemm_plan_skinny_mt(8192, 8192, 132), 256); /* nothing fits: the widest */
+  {
+    int S = 0;
+    assert_int_equal(gemm_plan_skinny_shape(16, 4096, 112, 132, NULL, &S), 16);
+    assert_int_equal(S, 4);
+    const int cl[9] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
+    assert_int_equal(gemm_plan_skinny_shape(16, 4096, 112, 132, cl, &S), 16);
+    assert_int_equal(S, 3); /* 32 clusters of 4 do not fit */
+  }
   /* 132 SMs: 64 column blocks -> 2 CTAs each; 32 -> 4; 112 -> 1; 8 -> 8 (the cap); k-blocks cap */
   assert_int_equal(gemm_plan_skinny_split(8192, 128, 132, NULL), 2);
   assert_int_equal(gemm_plan_skinny_split(4096, 128, 132, NULL), 4);
