@@ -191,6 +191,7 @@ int gemm_plan_skinny_shape(int64_t m, int64_t n, int k_blocks, int sm_count, con
   int best = 256, best_s = 1;
   int64_t best_ctas = -1, best_mb = 0;
   for (int i = 0; i < 7; i++) {
+    if (mts[i] < 128 && m > mts[i]) continue; /* heights below 128 only as the one m-block */
     const int64_t mb = (m + mts[i] - 1) / mts[i], tiles = nblk * mb;
     const int S = tiles <= sm_count ? gemm_plan_skinny_split_tiles(tiles, k_blocks, sm_count, clusters) : 1;
     const int64_t ctas = tiles <= sm_count ? tiles * S : 0;

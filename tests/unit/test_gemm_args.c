@@ -230,6 +230,11 @@ static void test_skinny_rules(void **state) {
   assert_int_equal(gemm_plan_default_skinny(8192, 8192, 8192, 0, 132), 0);
   assert_int_equal(gemm_plan_skinny_mt(100, 8192, 132), 128);
   assert_int_equal(gemm_plan_skinny_mt(17, 8192, 132), 32);
+  /* below 128 rows a height holds all of m (run 5: 64 x 4096 and 128 x 264 scored 32 / 16-row
+   * m-blocks, which the kernel's check refuses) */
+  assert_int_equal(gemm_plan_skinny_mt(64, 4096, 132), 64);
+  assert_int_equal(gemm_plan_skinny_mt(128, 264, 132), 128);
+  assert_int_equal(gemm_plan_skinny_mt(100, 264, 132), 128);
   assert_int_equal(gemm_plan_skinny_mt(129, 8192, 132), 160); /* one m-block, S 2 */
   assert_int_equal(gemm_plan_skinny_mt(192, 8192, 132), 192);
   assert_int_equal(gemm_plan_skinny_mt(256, 8192, 132), 256);
