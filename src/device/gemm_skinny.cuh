@@ -36,6 +36,17 @@
 #define SKINNY_RED_PITCH 132                     /* floats per row of the partial (bank spread) */
 #define SKINNY_MAX_SPLIT 8                       /* portable cluster size */
 
+/* The padded m-block heights compiled (one kernel each; below 128 only as the single m-block),
+ * shared by the planner, the legality check and the launcher. */
+#define SKINNY_NHEIGHTS 7
+static const int skinny_heights[SKINNY_NHEIGHTS] = {16, 32, 64, 128, 160, 192, 256};
+#define SKINNY_HEIGHTS_TEXT "16, 32, 64, 128, 160, 192 or 256"
+static inline int skinny_height_ok(int mt) {
+  for (int i = 0; i < SKINNY_NHEIGHTS; i++)
+    if (skinny_heights[i] == mt) return 1;
+  return 0;
+}
+
 /* Stages per padded row count: ~180-205 KB of ring (at most 11). Shared with the planner. */
 #define SKINNY_STAGES(mt) \
   ((204800 / (SKINNY_B_BYTES + (mt) * GEMM_BK * 2)) > 11 ? 11 : (204800 / (SKINNY_B_BYTES + (mt) * GEMM_BK * 2)))

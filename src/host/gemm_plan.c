@@ -116,7 +116,8 @@ static meld_result_t encode_2d(CUtensorMap *map, const void *base, int64_t inner
 #define GEMM_FIXUP_RED_DEFAULT 2
 /* Epilogue overlap level chosen by default (p->epi_defer; opts.epi_defer 0). */
 #define GEMM_EPI_DEFER_DEFAULT 1
-/* Skinny kernel L2 hints (bit 0: B evict_first, bit 1: A evict_last): not measured yet. */
+/* Swapped kernel L2 hints (bit 0: B evict_first, bit 1: A evict_last): on; session 3 runs 1-2
+ * measured them within 1-3% of off (nohint / bfirst variants). */
 #define GEMM_SKINNY_HINT_DEFAULT 3
 
 /* Split-K cost model for the L tiles of the last partial wave (L = tiles % SMs; all tiles
@@ -186,19 +187,19 @@ void gemm_plan_env(gemm_plan_opts_t *o) {
  * times: 129..256 x 8192 at one m-block of 160..256 with S 2 ran 0.93-1.04x cuBLASLt, as two
  * m-blocks of 128 0.49-0.84), then the smaller height. */
 int gemm_plan_skinny_shape(int64_t m, int64_t n, int k_blocks, int sm_count, const int *clusters, int *split) {
-  static const int mts[7] = {16, 32, 64, 128, 160, 192, 256};
   const int64_t nblk = (n + SKINNY_BN - 1) / SKINNY_BN;
   int best = 256, best_s = 1;
   int64_t best_ctas = -1, best_mb = 0;
-  for (int i = 0; i < 7; i++) {
-    if (mts[i] < 128 && m > mts[i]) continue; /* heights below 128 only as the one m-block */
-    const int64_t mb = (m + mts[i] - 1) / mts[i], tiles = nblk * mb;
+  for (int i = 0; i < SKINNY_NHEIGHTS; i++) {
+    const int h = skinny_heights[i];
+    if (h < 128 && m > h) continue; /* heights below 128 only as the one m-block */
+    const int64_t mb = (m + h - 1) / h, tiles = nblk * mb;
     const int S = tiles <= sm_count ? gemm_plan_skinny_split_tiles(tiles, k_blocks, sm_count, clusters) : 1;
     const int64_t ctas = tiles <= sm_count ? tiles * S : 0;
     if (ctas > best_ctas || (ctas == best_ctas && mb < best_mb)) {
       best_ctas = ctas;
       best_mb = mb;
-      best = mts[i];
+      best = h;
       best_s = S;
     }
   }
@@ -246,8 +247,8 @@ static meld_result_t gemm_plan_skinny(const meld_gemm_args_t *a, const gemm_plan
   int S_dflt = 1;
   const int mt = o->skinny_mt ? o->skinny_mt
                               : gemm_plan_skinny_shape(a->m, a->n, p->k_blocks, o->sm_count, o->skinny_clusters, &S_dflt);
-  if (mt != 16 && mt != 32 && mt != 64 && mt != 128 && mt != 160 && mt != 192 && mt != 256)
-    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny_mt %d is not 16, 32, 64, 128, 160, 192 or 256", mt);
+  if (!skinny_height_ok(mt))
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny_mt %d is not " SKINNY_HEIGHTS_TEXT, mt);
   const int64_t tiles = ((a->n + SKINNY_BN - 1) / SKINNY_BN) * ((a->m + mt - 1) / mt);
   if (tiles > ((int64_t)1 << 30))
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: %lld tiles are too many for the swapped kernel", (long long)tiles);
@@ -488,8 +489,7 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
         p->tiles_n, p->k_blocks, p->m, p->n, p->k);
   if (p->skinny_mt) { /* the swapped small-M kernel: none of the engine's schedule or hooks */
     const int mt = p->skinny_mt;
-    if (mt != 16 && mt != 32 && mt != 64 && mt != 128 && mt != 160 && mt != 192 && mt != 256)
-      MELD_WHY("gemm: skinny_mt %d is not 16, 32, 64, 128, 160, 192 or 256", mt);
+    if (!skinny_height_ok(mt)) MELD_WHY("gemm: skinny_mt %d is not " SKINNY_HEIGHTS_TEXT, mt);
     if (mt < 128 && p->m > mt) MELD_WHY("gemm: m %d exceeds skinny_mt %d (below 128: one m-block)", p->m, mt);
     if (p->b_kn) MELD_WHY("gemm: the small-M kernel needs B stored [N,K]");
     if (p->skinny_split < 1 || p->skinny_split > SKINNY_MAX_SPLIT || p->skinny_split > p->k_blocks)

@@ -42,7 +42,6 @@ static gemm_kernel_fn gemm_skinny_kernel_for(int mt) {
     default: return gemm_skinny_kernel<256>;
   }
 }
-static const int g_skinny_mts[] = {16, 32, 64, 128, 160, 192, 256};
 static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer) {
   static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},
                                          {gemm_kernel<true, 0>, gemm_kernel<true, 1>}};
@@ -63,9 +62,9 @@ static meld_result_t gemm_device_setup(int dev) {
     for (int d = 0; d < 2; d++)
       MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
-  for (int i = 0; i < (int)(sizeof g_skinny_mts / sizeof g_skinny_mts[0]); i++)
-    MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(g_skinny_mts[i]),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SKINNY_SMEM_BYTES(g_skinny_mts[i])));
+  for (int i = 0; i < SKINNY_NHEIGHTS; i++)
+    MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(skinny_heights[i]),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SKINNY_SMEM_BYTES(skinny_heights[i])));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
