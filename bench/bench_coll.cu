@@ -13,10 +13,11 @@
  * aligned by a barrier before each batch) after 5 warm-up calls. rel_err compares meld's
  * output with NCCL's on the same inputs (0 for the copies; sums differ by summation order).
  *
- * Usage: bench_coll [--quick] [--s2] [--json FILE] [--max-bytes N]
+ * Usage: bench_coll [--quick] [--s2] [--zc] [--json FILE] [--max-bytes N] [--only OP]
  *   --quick: sizes up to 256 MB, fewer samples (< 60 s).  NCCL_NVLS_ENABLE=0 is set here.
  *   --s2: the session-2 sweep instead (floor; latency 4 KB..1 MB with LL geometries; 64 MB,
- *   256 MB, 1 GB with ROUNDS/RING geometries and loop depths; GB/s vs CTAs). */
+ *   256 MB, 1 GB with ROUNDS/RING geometries and loop depths; GB/s vs CTAs).
+ *   --zc: the ZC engine on meld_mem_alloc buffers, 4 KB .. --max-bytes (see zc_run). */
 #include <cuda_bf16.h>
 #include <math.h>
 
@@ -337,15 +338,15 @@ static int g_s2 = 0;
 /* One point: correctness vs NCCL (same inputs), then meld and NCCL timed back to back
  * (plain; graph too when `graph`), one table row and one JSON line per mode. nccl_ms_io:
  * NCCL's time at this (op, bytes, mode) measured once and reused by the variants (NAN:
- * measure now). */
+ * measure now). bufs: meld send, meld recv, NCCL recv, NCCL send (NULL: meld's). */
 static void s2_point(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, int op, size_t bytes,
-                     const meld_coll_plan_hint_t *h, const char *vname, int graph, float nccl_ms_io[2], void *bufs[3],
+                     const meld_coll_plan_hint_t *h, const char *vname, int graph, float nccl_ms_io[2], void *bufs[4],
                      double *d_acc, int samples) {
   const int P = c->P;
   size_t count = op == OP_AR ? bytes / 2 : bytes / 2 / (size_t)P;
   if (count == 0) return;
   bc_run_t rm = {0, op, bufs[0], bufs[1], count, h};
-  bc_run_t rn = {1, op, bufs[0], bufs[2], count, NULL};
+  bc_run_t rn = {1, op, bufs[3] ? bufs[3] : bufs[0], bufs[2], count, NULL}; /* bufs[3]: NCCL's own send */
   bc_enqueue(c, &rm);
   bc_enqueue(c, &rn);
   size_t out_n = op == OP_AG || op == OP_A2A ? count * P : count;
@@ -379,7 +380,7 @@ static void s2_header(const bc_ctx_t *c) {
            "nccl_us", "meld_GBs", "nccl_GBs", "m/nccl", "rel_err");
 }
 
-static void s2_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *bufs[3],
+static void s2_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *bufs[4],
                    double *d_acc) {
   const int samples = 9;
   s2_header(c);
@@ -461,10 +462,55 @@ static void s2_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
   }
 }
 
+/* ---- --zc: the ZC engine on symmetric buffers (meld_mem_alloc) --------------------------------
+ * meld's send and recv from meld_mem_alloc (NCCL: ordinary cudaMalloc buffers with the same
+ * input, not registered with NCCL). Per op and size: the default ("auto": LL up to 1 MB per
+ * peer, ZC above), ZC forced at 4..32 CTAs, and the staged ROUNDS engine on the same buffers;
+ * all-gather also in place (send = own block of recv). */
+static int g_zc = 0;
+static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *sym_send,
+                   void *sym_recv, void *d_send, void *d_n, double *d_acc) {
+  const int samples = 9;
+  s2_header(c);
+  void *bufs[4] = {sym_send, sym_recv, d_n, d_send};
+  for (int op = 0; op < 4; op++)
+    for (size_t bytes = 4096; bytes <= g_max_bytes; bytes *= 4) {
+      if (g_only >= 0 && g_only < 4 && op != g_only) continue;
+      float nms[2] = {NAN, NAN};
+      const int graph = bytes <= ((size_t)16 << 20);
+      s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", graph, nms, bufs, d_acc, samples);
+      meld_coll_plan_hint_t h;
+      const int cc[] = {0, 4, 8, 16, 32};
+      for (int i = 0; i < 5; i++) {
+        if (bytes < ((size_t)1 << 20) && i > 0) continue; /* small: the default CTA count only */
+        if (bytes > ((size_t)1 << 20) && bytes < ((size_t)64 << 20) && (i == 1 || i == 4)) continue;
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_ZC, h.ctas = cc[i];
+        char vn[48];
+        snprintf(vn, sizeof vn, cc[i] ? "zc_c%d" : "zc", cc[i]);
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, graph && i == 0, nms, bufs, d_acc, samples);
+      }
+      if (bytes >= ((size_t)64 << 20)) { /* the staged engine on the same buffers */
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_ROUNDS;
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, "staged_rounds", 0, nms, bufs, d_acc, samples);
+      }
+      if (op == OP_AG && bytes >= ((size_t)1 << 20)) { /* in place: send = own block of recv */
+        const size_t count = bytes / 2 / (size_t)c->P;
+        void *ib[4] = {(uint8_t *)sym_recv + (size_t)c->rank * count * 2, sym_recv, d_n, d_send};
+        GT_CUDA(cudaMemcpy(ib[0], d_send, count * 2, cudaMemcpyDeviceToDevice));
+        s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto_inplace", 0, nms, ib, d_acc, samples);
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_ZC, h.ctas = 8;
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, "zc_c8_inplace", 0, nms, ib, d_acc, samples);
+      }
+    }
+}
+
 /* --s2bulk: the RING engine with the TMA bulk push (a separate process in the device
  * script: a failure of the new path must not abort the comm of the main sweep). */
 static int g_s2bulk = 0;
-static void s2_bulk_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *bufs[3],
+static void s2_bulk_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *bufs[4],
                         double *d_acc) {
   const int samples = 9;
   s2_header(c);
@@ -535,12 +581,24 @@ static void rank_main(int rank, int P) {
   FILE *jf = (rank == 0 && g_json) ? fopen(g_json, "a") : NULL;
   if (rank == 0 && g_json && !jf) printf("cannot open %s\n", g_json);
   const int samples = g_quick ? 7 : 20;
-  if (g_s2bulk) {
-    void *bufs[3] = {d_send, d_m, d_n};
+  if (g_zc) {
+    void *ss = NULL, *sr = NULL;
+    GT_MELD(meld_mem_alloc(c.comm, maxb, &ss));
+    GT_MELD(meld_mem_alloc(c.comm, maxb, &sr));
+    if (ss && sr && P > 1) {
+      GT_CUDA(cudaMemcpy(ss, d_send, maxb, cudaMemcpyDeviceToDevice)); /* the same input as NCCL's */
+      zc_run(&c, jf, &env, nccl_ver, ss, sr, d_send, d_n, d_acc);
+    }
+    meld_bootstrap_barrier(c.comm->boot);
+    GT_MELD(meld_mem_free(c.comm, ss));
+    GT_MELD(meld_mem_free(c.comm, sr));
+    g_point = 1, g_only = 99;
+  } else if (g_s2bulk) {
+    void *bufs[4] = {d_send, d_m, d_n, NULL};
     if (P > 1) s2_bulk_run(&c, jf, &env, nccl_ver, bufs, d_acc);
     g_point = 1, g_only = 99;
   } else if (g_s2) {
-    void *bufs[3] = {d_send, d_m, d_n};
+    void *bufs[4] = {d_send, d_m, d_n, NULL};
     if (P > 1) {
       if (rank == 0) printf("launch floor (us per call)          plain      graph\n");
       const char *fname[5] = {"empty_plain", "empty_coop", "handshake_1cta", "handshake_16cta", "flag_exchange_raw"};
@@ -697,6 +755,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) g_quick = 1;
     else if (!strcmp(argv[i], "--s2")) g_s2 = 1;
     else if (!strcmp(argv[i], "--s2bulk")) g_s2bulk = 1;
+    else if (!strcmp(argv[i], "--zc")) g_zc = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) g_max_bytes = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--bytes") && i + 1 < argc) {

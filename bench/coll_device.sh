@@ -3,7 +3,7 @@
 # committed host sources and collectives.cu: other ops' work in progress stays out), run
 # test_coll, then bench_coll. Logs and JSON land in $OUT.
 # Usage: bench/coll_device.sh [bench args]   (default: --quick; "--s2": the session-2 sweep,
-# sizes up to 1 GB; SHARED_TESTS=1 also builds the full library and runs test_signal,
+# sizes up to 1 GB; "--zc": the ZC engine on symmetric buffers, up to 1 GB; SHARED_TESTS=1 also builds the full library and runs test_signal,
 # test_abort and test_ag_gemm, for changes to the shared device headers)
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -20,7 +20,7 @@ timeout -k 5 ${TEST_TIMEOUT_S:-100} build/coll/tests/gpu/test_coll > "$OUT/test_
 echo "rc=$?" >> "$OUT/test_coll.log"
 grep -v "WARN.*MELD_COMMIT" "$OUT/test_coll.log" | tail -12
 echo "test done: $(( $(date +%s) - t0 )) s"
-if [ "${1:-}" = "--s2" ]; then ARGS=("$@"); else ARGS=(--quick "$@"); fi
+if [ "${1:-}" = "--s2" ] || [ "${1:-}" = "--zc" ]; then ARGS=("$@"); else ARGS=(--quick "$@"); fi
 timeout -k 5 ${BENCH_TIMEOUT_S:-160} build/coll/bench/bench_coll "${ARGS[@]}" --json "$OUT/coll.jsonl" > "$OUT/bench_coll.log" 2>&1
 echo "bench rc=$? at $(( $(date +%s) - t0 )) s"
 if [ "${S2BULK:-0}" = 1 ]; then  # the opt-in bulk RING in its own processes (a failure cannot abort the sweep's comm)

@@ -58,6 +58,13 @@
 #define PLAN_TWO_SHOT_WS_P2 ((size_t)2 * 64 * 2 * ((size_t)1 << 20))
 #define PLAN_ONESHOT_MAX_BYTES_P3 ((size_t)1 << 20)
 #define PLAN_ONESHOT_MAX_BYTES ((size_t)256 << 10)
+/* ZC: CTAs of 512 threads, one per PLAN_ZC_CTA_BYTES moved through it (remote and local
+ * stores of this rank), at most PLAN_ZC_MAX_CTAS. Prediction before the first run (docs/
+ * perf-notes.md): a raw 16-byte push CTA moves ~40 GB/s to the peer (TESTBED), so 8-12 CTAs
+ * carry the link once each byte crosses an SM only once. */
+#define PLAN_ZC_THREADS 512
+#define PLAN_ZC_CTA_BYTES ((size_t)512 << 10)
+#define PLAN_ZC_MAX_CTAS 16
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static size_t ceil_div(size_t x, size_t a) { return (x + a - 1) / a; }
@@ -95,6 +102,7 @@ const char *meld_coll_proto_name(meld_coll_proto_t proto) {
     case MELD_PROTO_LL: return "ll";
     case MELD_PROTO_RING: return "ring";
     case MELD_PROTO_ROUNDS: return "rounds";
+    case MELD_PROTO_ZC: return "zc";
   }
   return "?";
 }
@@ -187,6 +195,11 @@ void meld_coll_plan_derive(meld_coll_plan_t *p) {
   p->signal_words = p->nranks > 1 ? (size_t)p->nranks * rings : 0;
   p->ws_bytes = mul_sat(peers * rings, p->chunk_bytes);
   if (p->proto == MELD_PROTO_LL) p->signal_words = 0, p->ws_bytes = 0; /* pad's LL region */
+  if (p->proto == MELD_PROTO_ZC) { /* no staging: one "done" signal per (peer, CTA) */
+    p->rounds = 0;
+    p->ws_bytes = 0;
+    p->signal_words = p->nranks > 1 ? (size_t)p->nranks * (size_t)p->ctas : 0;
+  }
 }
 
 /* Consumer warps of a RING CTA of `threads` threads: half of the data warps (run 2 of
@@ -238,10 +251,12 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
                       "%s plan: chunk of %zu bytes: needs a multiple of 16 in [%d, %zu] "
                       "(MELD_CHUNK_BYTES?)",
                       op, p->chunk_bytes, MELD_COLL_MIN_CHUNK, (size_t)MELD_COLL_MAX_CHUNK);
-  if (p->proto != MELD_PROTO_LL && p->proto != MELD_PROTO_RING && p->proto != MELD_PROTO_ROUNDS)
+  if (p->proto != MELD_PROTO_LL && p->proto != MELD_PROTO_RING && p->proto != MELD_PROTO_ROUNDS &&
+      p->proto != MELD_PROTO_ZC)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: unknown protocol %d", op, (int)p->proto);
   const int max_threads = p->proto == MELD_PROTO_LL     ? MELD_COLL_LL_MAX_THREADS
                           : p->proto == MELD_PROTO_RING ? MELD_COLL_RING_MAX_THREADS
+                          : p->proto == MELD_PROTO_ZC   ? MELD_COLL_ZC_MAX_THREADS
                                                         : MELD_COLL_ROUNDS_MAX_THREADS;
   if (p->threads > max_threads)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d threads per CTA: the %s kernel takes at most %d", op,
@@ -266,7 +281,8 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
   if (p->slots < 2 || p->slots > MELD_COLL_MAX_SLOTS)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d slots per ring outside [2, %d]", op,
                       p->slots, MELD_COLL_MAX_SLOTS);
-  if (p->stages != (p->op == MELD_COLL_ALL_REDUCE && p->ar_algo == MELD_AR_TWO_SHOT ? 2 : 1))
+  /* ZC's all-reduce is two-shot in one stage (pull-reduce, then push of the sum). */
+  if (p->stages != (p->op == MELD_COLL_ALL_REDUCE && p->ar_algo == MELD_AR_TWO_SHOT && p->proto != MELD_PROTO_ZC ? 2 : 1))
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d stages does not match the algorithm",
                       op, p->stages);
   if (p->elem_bytes != 2 && p->elem_bytes != 4)
@@ -349,10 +365,21 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
    * H200 (run 2, 2026-11-30: AG 207 vs 237, RS 111 vs 203, AR 114 vs 242 GB/s at 256 MB), so
    * it is only taken when asked for (hint), until its per-chunk stalls are fixed
    * (docs/perf-notes.md "Collectives"). */
-  if (want == MELD_PROTO_AUTO) want = ll_ok && p->pair_bytes <= p->ll_max_bytes ? MELD_PROTO_LL : MELD_PROTO_ROUNDS;
+  /* Symmetric buffers (a->zc): the ZC engine wherever LL does not take the call. */
+  if (want == MELD_PROTO_AUTO)
+    want = ll_ok && p->pair_bytes <= p->ll_max_bytes ? MELD_PROTO_LL : a->zc ? MELD_PROTO_ZC : MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_LL && !ll_ok) want = MELD_PROTO_ROUNDS;
+  if (want == MELD_PROTO_ZC && !a->zc) want = MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_RING && p->stages == 2) want = MELD_PROTO_ROUNDS;
   p->proto = want;
+  if (p->proto == MELD_PROTO_ZC && a->op == MELD_COLL_ALL_REDUCE) {
+    /* Two-shot in one stage: rank r reduces part r (a 16-byte multiple of elements). */
+    size_t per = ceil_div(a->count, P);
+    p->ar_algo = MELD_AR_TWO_SHOT;
+    p->part_elems = round_up(per ? per : 1, 16 / es);
+    p->pair_bytes = p->part_elems * es;
+    p->stages = 1;
+  }
 
   /* Heuristic geometry. */
   int max_ctas = sm_count < PLAN_MANY_CTAS ? sm_count : PLAN_MANY_CTAS; /* each engine caps below */
@@ -382,6 +409,15 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
       p->threads = PLAN_RING_THREADS;
       p->slots = PLAN_RING_SLOTS;
       break;
+    case MELD_PROTO_ZC: {
+      /* Bytes stored by this rank: AG / A2A / RS P blocks; AR its part to P ranks. */
+      size_t stored = p->pair_bytes * (P > 1 ? P : 1);
+      want_ctas = ceil_div(stored, PLAN_ZC_CTA_BYTES);
+      cap_ctas = PLAN_ZC_MAX_CTAS;
+      p->threads = PLAN_ZC_THREADS;
+      p->slots = 2; /* unused */
+      break;
+    }
     default:
       want_ctas = ceil_div(moved, PLAN_TARGET_CHUNK);
       cap_ctas = moved >= PLAN_MANY_CTAS_BYTES ? PLAN_MANY_CTAS : PLAN_MAX_CTAS;
@@ -392,7 +428,7 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
   p->unroll = p->proto == MELD_PROTO_LL ? 0 : PLAN_UNROLL;
   if (cap_ctas > max_ctas) cap_ctas = max_ctas;
   p->ctas = want_ctas < 1 ? 1 : want_ctas > (size_t)cap_ctas ? cap_ctas : (int)want_ctas;
-  p->chunk_bytes = plan_chunk(p);
+  p->chunk_bytes = p->proto == MELD_PROTO_ZC ? MELD_COLL_MIN_CHUNK /* unused */ : plan_chunk(p);
 
   /* Environment, then the caller's hint. */
   int set_ctas = 0, set_chunk = 0, set_slots = 0;
@@ -414,7 +450,7 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     if (hint->unroll) p->unroll = hint->unroll;
     if (hint->bulk && p->proto == MELD_PROTO_RING) p->bulk = hint->bulk >= 2 ? 2 : 1;
   }
-  if (set_ctas && !set_chunk) p->chunk_bytes = plan_chunk(p); /* re-derive for the chosen CTAs */
+  if (set_ctas && !set_chunk && p->proto != MELD_PROTO_ZC) p->chunk_bytes = plan_chunk(p); /* re-derive for the chosen CTAs */
   p->cons_warps = p->proto != MELD_PROTO_RING ? 0
                   : p->bulk                  ? p->threads / 32 - 3 /* one push warp */
                   : hint && hint->cons_warps ? hint->cons_warps

@@ -38,6 +38,7 @@ extern "C" {
 #define MELD_COLL_LL_MAX_THREADS 512
 #define MELD_COLL_RING_MAX_THREADS 640
 #define MELD_COLL_ROUNDS_MAX_THREADS 512
+#define MELD_COLL_ZC_MAX_THREADS 512
 #define MELD_COLL_MIN_CHUNK 4096
 #define MELD_COLL_MAX_CHUNK ((size_t)16 << 20)
 /* Chunks per (peer, CTA) stream in one call: the ring round (chunk / slots + 1) must fit the
@@ -66,8 +67,21 @@ typedef enum { MELD_AR_AUTO = 0, MELD_AR_ONE_SHOT = 1, MELD_AR_TWO_SHOT = 2 } me
  *   group paced by its own control warp (signals, credits), so the link never waits for a
  *   local copy.
  * - ROUNDS: the first engine: every thread pushes round j, then waits for and drains round j.
- *   The default above LL (measured faster than RING so far) and the two-shot all-reduce's. */
-typedef enum { MELD_PROTO_AUTO = 0, MELD_PROTO_LL = 1, MELD_PROTO_RING = 2, MELD_PROTO_ROUNDS = 3 } meld_coll_proto_t;
+ *   The default above LL (measured faster than RING so far) and the two-shot all-reduce's.
+ * - ZC (zero copy): no staging. Where the buffers that peers touch lie in symmetric memory
+ *   (meld_mem_alloc: all_gather / all_to_all recv, reduce_scatter send, all_reduce both), each
+ *   rank writes its data straight into the peers' recv (push) or reads the peers' send and
+ *   sums (pull): one pass through an SM per byte instead of two or three. Two waits per call:
+ *   the entry handshake (every peer's buffers are ready) and one "done" signal per (peer,
+ *   CTA) at the end (every peer finished reading and writing this rank's buffers). All-reduce
+ *   = pull-reduce of this rank's part from every send, then its sum pushed to every recv. */
+typedef enum {
+  MELD_PROTO_AUTO = 0,
+  MELD_PROTO_LL = 1,
+  MELD_PROTO_RING = 2,
+  MELD_PROTO_ROUNDS = 3,
+  MELD_PROTO_ZC = 4
+} meld_coll_proto_t;
 
 /* Low-latency buffers: half of MELD_PAD_LL_BYTES per epoch parity, split among the P-1
  * producers; 16 bytes of buffer carry 8 bytes of data. */
@@ -84,6 +98,8 @@ typedef struct {
   int vector;     /* all-to-allv (the public name in messages)                             */
   size_t send_counts[MELD_COLL_MAX_RANKS], send_offsets[MELD_COLL_MAX_RANKS];
   size_t recv_counts[MELD_COLL_MAX_RANKS], recv_offsets[MELD_COLL_MAX_RANKS];
+  int zc;         /* set by meld_coll_run, not by callers: 1 when the ZC engine may carry
+                     this call (symmetric buffers, uniform sizes, no racy overlap)         */
 } meld_coll_args_t;
 
 /* The plan of one call. Printable; checked by meld_coll_plan_check. */
@@ -104,7 +120,7 @@ typedef struct {
   size_t ws_bytes;        /* workspace bytes the staging needs                              */
   size_t signal_words;    /* u64 signal slots (and as many credits) the layout spans:
                              nranks * stages * ctas * slots (0 for LL)                      */
-  meld_coll_proto_t proto; /* LL, RING or ROUNDS (never AUTO in a made plan)                */
+  meld_coll_proto_t proto; /* LL, RING, ROUNDS or ZC (never AUTO in a made plan)            */
   int cons_warps;         /* RING: consumer (drain) warps per CTA; the producer warps are
                              threads/32 - 2 - cons_warps (2 control warps)                   */
   size_t ll_max_bytes;    /* LL is chosen when pair_bytes <= this (and fits the buffers)     */
@@ -122,7 +138,7 @@ typedef struct {
   size_t chunk_bytes;
   meld_ar_algo_t ar_algo;
   size_t oneshot_max_bytes;
-  meld_coll_proto_t proto; /* AUTO: by size; LL falls back to ROUNDS where it does not fit */
+  meld_coll_proto_t proto; /* AUTO: by size; LL / ZC fall back to ROUNDS where they cannot run */
   int cons_warps;
   size_t ll_max_bytes;
   int unroll; /* 4 or 8; 0 = default */
@@ -138,7 +154,7 @@ size_t meld_coll_dtype_bytes(meld_dtype_t dtype);
 /* "bf16", "fp32" or "?" ; "all_gather", ... */
 const char *meld_coll_dtype_name(meld_dtype_t dtype);
 const char *meld_coll_op_name(meld_coll_op_t op);
-const char *meld_coll_proto_name(meld_coll_proto_t proto); /* "ll", "ring", "rounds" */
+const char *meld_coll_proto_name(meld_coll_proto_t proto); /* "ll", "ring", "rounds", "zc" */
 
 /* Checks one call's arguments for a communicator of nranks ranks (fn = public name, used in
  * messages). Never touches CUDA. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence:

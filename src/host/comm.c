@@ -280,6 +280,19 @@ static meld_symbuf_t *find_buf(meld_comm_t comm, const void *ptr, meld_symbuf_t 
   return NULL;
 }
 
+const meld_symbuf_t *meld_symbuf_find(const struct meld_comm *comm, const void *ptr, size_t bytes,
+                                      size_t *offset) {
+  const uintptr_t p = (uintptr_t)ptr;
+  for (const meld_symbuf_t *b = comm ? comm->user_bufs : NULL; b && ptr; b = b->next) {
+    const uintptr_t base = (uintptr_t)b->local;
+    if (p >= base && p - base <= b->bytes && bytes <= b->bytes - (p - base)) {
+      if (offset) *offset = (size_t)(p - base);
+      return b;
+    }
+  }
+  return NULL;
+}
+
 meld_result_t meld_mem_alloc(meld_comm_t comm, size_t bytes, void **ptr) {
   meld_error_clear();
   if (!comm || !ptr)
@@ -294,6 +307,7 @@ meld_result_t meld_mem_alloc(meld_comm_t comm, size_t bytes, void **ptr) {
     meld_error_prefix("meld_mem_alloc(%zu bytes)", bytes);
     return res;
   }
+  b->seq = ++comm->user_buf_seq;
   b->next = comm->user_bufs;
   comm->user_bufs = b;
   *ptr = b->local;

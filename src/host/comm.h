@@ -22,6 +22,8 @@ typedef struct meld_symbuf {
   void **peer;             /* [nranks]: mapped address of rank r's buffer, or NULL if r is
                               on another node; peer[rank] == local                       */
   size_t bytes;
+  uint64_t seq;            /* user allocations: 1, 2, ... in allocation order (equal on
+                              every rank: meld_mem_alloc is collective); 0 = internal     */
   struct meld_symbuf *next;/* list of user allocations (meld_mem_alloc)                  */
 } meld_symbuf_t;
 
@@ -51,6 +53,7 @@ struct meld_comm {
   meld_symbuf_t workspace; /* cfg.workspace_bytes per rank: staging rings               */
   meld_symbuf_t pad;       /* MELD_SIGNAL_PAD_BYTES per rank: signals, credits, abort   */
   meld_symbuf_t *user_bufs;/* meld_mem_alloc list                                       */
+  uint64_t user_buf_seq;   /* meld_mem_alloc calls so far (the last seq given)           */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
 };
 
@@ -72,6 +75,11 @@ uint64_t meld_topo_host_hash(void);
  * allocated or mapped. */
 meld_result_t meld_symbuf_create(struct meld_comm *comm, size_t bytes, meld_symbuf_t *buf);
 void meld_symbuf_destroy(struct meld_comm *comm, meld_symbuf_t *buf);
+
+/* The meld_mem_alloc buffer that holds all of [ptr, ptr + bytes) (bytes may be 0: ptr
+ * itself), or NULL; *offset = ptr - buffer start. Host only, no CUDA call. */
+const meld_symbuf_t *meld_symbuf_find(const struct meld_comm *comm, const void *ptr, size_t bytes,
+                                      size_t *offset);
 
 /* Device protocol hooks (proto.c): created after the signal pad exists; destroyed first. */
 meld_result_t meld_proto_create(struct meld_comm *comm);

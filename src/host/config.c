@@ -17,7 +17,7 @@ static const char *const g_known_env[] = {
     "MELD_WORKSPACE_BYTES", "MELD_TIMEOUT_MS",   "MELD_BOOTSTRAP_TIMEOUT_MS", "MELD_PORT",
     "MELD_NODE_ID",         "MELD_TRACE",        "MELD_DEBUG",                "MELD_DEBUG_SUBSYS",
     "MELD_SOCKET_ADDR",     "MELD_MASTER_ADDR",  "MELD_JOB_KEY",              "MELD_WATCHDOG_MS",
-    "MELD_COMM_CTAS",       "MELD_CHUNK_BYTES",  "MELD_SCHEDULE",
+    "MELD_COMM_CTAS",       "MELD_CHUNK_BYTES",  "MELD_SCHEDULE",     "MELD_COLL_ZC",
     /* plan overrides of the GEMM engine and the fused ops (tuning and experiments) */
     "MELD_GEMM_SPLIT_K", "MELD_GEMM_STREAM_K", "MELD_GEMM_SKINNY", "MELD_GEMM_GROUP_M", "MELD_GEMM_RS_SPLIT_K",
     "MELD_GEMM_RS_PUSH", "MELD_GEMM_AR_DECODE_UNFUSED", "MELD_GEMM_RS_DIAG", "MELD_GEMM_AR_SYM", "MELD_GEMM_RS_STREAM_K", "MELD_AG_GEMM_STREAM_K", NULL};

@@ -143,7 +143,9 @@ void meld_proto_format_record(const meld_error_record_t *r, int timeout_ms, char
     snprintf(buf, len,
              "rank %d CTA %d (%s) in op '%s' (call %llu): the arguments differ between ranks: rank %d's "
              "argument hash is 0x%08llx, this rank's is 0x%08llx (every rank must make the same calls, "
-             "in the same order, with the same shapes); the communicator is aborted",
+             "in the same order, with the same shapes, and pass the buffers that peers access either "
+             "from meld_mem_alloc at the same offsets on every rank or from ordinary memory on every "
+             "rank); the communicator is aborted",
              r->rank, r->cta, role, op, call, r->peer, (unsigned long long)r->observed,
              (unsigned long long)r->expected);
     break;

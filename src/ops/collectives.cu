@@ -82,13 +82,14 @@
 
 enum { COLL_COPY = 0, COLL_REDUCE = 1 };
 /* == meld_coll_proto_t */
-enum { COLL_MODE_LL = 1, COLL_MODE_RING = 2, COLL_MODE_ROUNDS = 3 };
+enum { COLL_MODE_LL = 1, COLL_MODE_RING = 2, COLL_MODE_ROUNDS = 3, COLL_MODE_ZC = 4 };
 /* LL: 8-byte units per thread whose loads are in flight together. */
 #define COLL_LL_U 4
 
 static_assert(MELD_PAD_OFF_DATA <= MELD_PAD_OFF_LL && MELD_PAD_OFF_LL + MELD_PAD_LL_BYTES <= MELD_PAD_BYTES,
               "pad: LL region");
 static_assert(2 * MELD_COLL_LL_HALF_BYTES == MELD_PAD_LL_BYTES, "LL halves");
+static_assert((int)MELD_PROTO_ZC == 4, "coll proto numbering");
 
 /* Everything the kernel needs, by value (__grid_constant__: arrays indexed at run time stay
  * in the parameter space, no local copy). Byte offsets and lengths. */
@@ -981,6 +982,232 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
   coll_ll_end(ctx);
 }
 
+/* ---- ZC engine: zero copy between symmetric buffers --------------------------------------------
+ * Every rank works on its own share of the data and touches the peers' buffers directly
+ * (peer_send / peer_recv: each rank's buffer mapped here; [rank] = own):
+ *   all_gather      send (own, any memory)            -> recv_q[me * B] for every q   (push)
+ *   all_to_all      send[q * B] (own, any memory)     -> recv_q[me * B] for every q   (push)
+ *   reduce_scatter  sum over r of send_r[me * B]      -> recv (own, any memory)       (pull)
+ *   all_reduce      sum over r of send_r[me * part]   -> recv_q[me * part] for every q
+ * One load per source and one store per destination: a copy is read once and stored P times
+ * (no staging, no drain). A job's bytes are cut into one contiguous slice per CTA (by
+ * ticket); the element tail (bytes past the last 16-byte vector) goes to the last CTA; a job
+ * whose pointers are not all 16-byte aligned runs element by element (only the unshared
+ * buffer can be: the symmetric ones share their offsets, hashed).
+ * Sync: meld_call_begin's handshake (every peer entered this call: its stream's earlier work
+ * on these buffers is done, and it will not return before our "done"), then per CTA c one
+ * "done" stamp (epoch, 1) into every peer's signal slot (me, channel c), after a bar.sync
+ * that orders the CTA's loads and stores before the release; then CTA c waits for every
+ * peer's done on channel c. A rank's kernel therefore ends only after every peer finished
+ * every read of its send and every write into its recv. Sums: fp32, rank order 0..P-1 from
+ * 0.0f, as reduce_sum (bitwise the same on every rank). No CTA waits for anything but the
+ * peers' same-ticket CTAs (and the entry posts), so a plain launch cannot deadlock (the LL
+ * argument in meld_coll_run). */
+/* Vectors in flight per thread: copies 8; two-source sums 6 each (8 + 8 spill at 128
+ * registers: ptxas); longer sums 4 per source. */
+#define ZC_U 8
+#define ZC_U2 6
+
+typedef struct {
+  int32_t rank, nranks, ctas, op, dtype;
+  int32_t inplace;     /* AG: send == recv + me * B (own block not stored)        */
+  uint32_t op_id, arg_hash;
+  uint64_t B;          /* AG / RS / A2A: bytes per block; AR: total bytes          */
+  uint64_t part;       /* AR: bytes of each rank's part (multiple of 16)           */
+  const uint8_t *send;
+  uint8_t *recv;
+  const uint8_t *peer_send[MELD_COLL_MAX_RANKS];
+  uint8_t *peer_recv[MELD_COLL_MAX_RANKS];
+} coll_zc_args_t;
+
+MELD_DEV int zc_njobs(const coll_zc_args_t *a) { return a->op == MELD_COLL_ALL_TO_ALL ? a->nranks : 1; }
+/* Job j: sources (summed when > 1), destinations, bytes. Destination k is rank me+1+k (so
+ * this rank's own comes last and an in-place all-gather simply stops before it). */
+MELD_DEV int zc_nsrc(const coll_zc_args_t *a) {
+  return a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE ? a->nranks : 1;
+}
+MELD_DEV int zc_ndst(const coll_zc_args_t *a) {
+  switch (a->op) {
+    case MELD_COLL_ALL_GATHER: return a->nranks - (a->inplace ? 1 : 0);
+    case MELD_COLL_ALL_REDUCE: return a->nranks;
+    default: return 1;
+  }
+}
+MELD_DEV int zc_rot(const coll_zc_args_t *a, int k) { return (a->rank + 1 + k) % a->nranks; }
+MELD_DEV uint64_t zc_len(const coll_zc_args_t *a) {
+  if (a->op != MELD_COLL_ALL_REDUCE) return a->B;
+  const uint64_t start = (uint64_t)a->rank * a->part;
+  return start >= a->B ? 0 : coll_min(a->part, a->B - start);
+}
+MELD_DEV const uint8_t *zc_src(const coll_zc_args_t *a, int j, int k) {
+  const uint64_t me = (uint64_t)a->rank;
+  switch (a->op) {
+    case MELD_COLL_ALL_GATHER: return a->send;
+    case MELD_COLL_ALL_TO_ALL: return a->send + (uint64_t)zc_rot(a, j) * a->B;
+    case MELD_COLL_REDUCE_SCATTER: return a->peer_send[k] + me * a->B;
+    default: return a->peer_send[k] + me * a->part;
+  }
+}
+MELD_DEV uint8_t *zc_dst(const coll_zc_args_t *a, int j, int k) {
+  const uint64_t me = (uint64_t)a->rank;
+  switch (a->op) {
+    case MELD_COLL_ALL_GATHER: return a->peer_recv[zc_rot(a, k)] + me * a->B;
+    case MELD_COLL_ALL_TO_ALL: return a->peer_recv[zc_rot(a, j)] + me * a->B;
+    case MELD_COLL_REDUCE_SCATTER: return a->recv;
+    default: return a->peer_recv[zc_rot(a, k)] + me * a->part;
+  }
+}
+
+/* Vectors [v0, v1) of job j: U loads per source in flight per thread. Copies store each
+ * loaded vector to every destination; P = 2 sums load both sources before adding (no
+ * accumulator arrays); longer sums accumulate 8 floats per vector. */
+template <int U>
+MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, uint32_t t, uint32_t nt) {
+  const int nsrc = zc_nsrc(a), ndst = zc_ndst(a), bf16 = a->dtype == COPY_BF16;
+  uint64_t i = v0 + t;
+  if (nsrc == 1) {
+    const int4 *src = (const int4 *)zc_src(a, j, 0);
+    for (; i + (U - 1) * (uint64_t)nt < v1; i += U * (uint64_t)nt) {
+      int4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; u++) v[u] = __ldcg(src + i + u * nt);
+      for (int k = 0; k < ndst; k++) {
+        int4 *d = (int4 *)zc_dst(a, j, k);
+#pragma unroll
+        for (int u = 0; u < U; u++) d[i + u * nt] = v[u];
+      }
+    }
+    for (; i < v1; i += nt) {
+      const int4 v = __ldcg(src + i);
+      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i] = v;
+    }
+    return;
+  }
+  if (nsrc == 2) {
+    constexpr int U2 = U > ZC_U2 ? ZC_U2 : U; /* two sources: fewer vectors each (registers) */
+    const int4 *s0 = (const int4 *)zc_src(a, j, 0), *s1 = (const int4 *)zc_src(a, j, 1);
+    for (; i < v1; i += U2 * (uint64_t)nt) {
+      int4 x[U2], y[U2];
+#pragma unroll
+      for (int u = 0; u < U2; u++)
+        if (i + u * nt < v1) x[u] = __ldcg(s0 + i + u * nt);
+#pragma unroll
+      for (int u = 0; u < U2; u++)
+        if (i + u * nt < v1) y[u] = __ldcg(s1 + i + u * nt);
+#pragma unroll
+      for (int u = 0; u < U2; u++) {
+        if (i + u * nt >= v1) continue;
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (bf16) acc_bf16x8(acc, x[u]), acc_bf16x8(acc, y[u]);
+        else acc_f32x4(acc, x[u]), acc_f32x4(acc, y[u]);
+        const int4 r = bf16 ? pack_bf16x8(acc)
+                            : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
+                                        __float_as_int(acc[3]));
+        for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i + u * nt] = r;
+      }
+    }
+    return;
+  }
+  for (; i < v1; i += 4 * (uint64_t)nt) {
+    float acc[4][8];
+#pragma unroll
+    for (int u = 0; u < 4; u++)
+#pragma unroll
+      for (int e = 0; e < 8; e++) acc[u][e] = 0.0f;
+    for (int k = 0; k < nsrc; k++) {
+      const int4 *s = (const int4 *)zc_src(a, j, k);
+      int4 v[4];
+#pragma unroll
+      for (int u = 0; u < 4; u++)
+        if (i + u * nt < v1) v[u] = __ldcg(s + i + u * nt);
+#pragma unroll
+      for (int u = 0; u < 4; u++) {
+        if (i + u * nt >= v1) continue;
+        if (bf16) acc_bf16x8(acc[u], v[u]);
+        else acc_f32x4(acc[u], v[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+      if (i + u * nt >= v1) continue;
+      const int4 r = bf16 ? pack_bf16x8(acc[u])
+                          : make_int4(__float_as_int(acc[u][0]), __float_as_int(acc[u][1]),
+                                      __float_as_int(acc[u][2]), __float_as_int(acc[u][3]));
+      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i + u * nt] = r;
+    }
+  }
+}
+
+/* Elements [e0, e1) of job j, one at a time (tails, misaligned jobs). Copies move the raw
+ * 2- or 4-byte words. */
+MELD_DEV void zc_elems(const coll_zc_args_t *a, int j, uint64_t e0, uint64_t e1, uint32_t t, uint32_t nt) {
+  const int nsrc = zc_nsrc(a), ndst = zc_ndst(a), dt = a->dtype;
+  for (uint64_t e = e0 + t; e < e1; e += nt) {
+    if (nsrc == 1) {
+      if (dt == COPY_BF16) {
+        const uint16_t v = __ldcg((const unsigned short *)zc_src(a, j, 0) + e);
+        for (int k = 0; k < ndst; k++) ((uint16_t *)zc_dst(a, j, k))[e] = v;
+      } else {
+        const uint32_t v = __ldcg((const unsigned int *)zc_src(a, j, 0) + e);
+        for (int k = 0; k < ndst; k++) ((uint32_t *)zc_dst(a, j, k))[e] = v;
+      }
+      continue;
+    }
+    float s = 0.0f;
+    for (int k = 0; k < nsrc; k++) s += load_elem(zc_src(a, j, k), e, dt);
+    for (int k = 0; k < ndst; k++) store_elem(zc_dst(a, j, k), e, s, dt);
+  }
+}
+
+/* CTA c's slice of every job. */
+MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
+  const uint32_t t = threadIdx.x, nt = blockDim.x, C = (uint32_t)a->ctas;
+  const uint64_t es = a->dtype == COPY_BF16 ? 2 : 4, len = zc_len(a);
+  for (int jj = 0; jj < zc_njobs(a); jj++) {
+    /* Jobs in a rotated order per CTA, so that the CTAs spread over the peers' links. */
+    const int j = (int)((jj + c) % (uint32_t)zc_njobs(a));
+    uintptr_t align = 0;
+    for (int k = 0; k < zc_nsrc(a); k++) align |= (uintptr_t)zc_src(a, j, k);
+    for (int k = 0; k < zc_ndst(a); k++) align |= (uintptr_t)zc_dst(a, j, k);
+    if ((align & 15u) == 0) {
+      const uint64_t nvec = len / 16, per = (nvec + C - 1) / C;
+      const uint64_t v0 = coll_min((uint64_t)c * per, nvec), v1 = coll_min(v0 + per, nvec);
+      if (v0 < v1) zc_vec<ZC_U>(a, j, v0, v1, t, nt);
+      if (c == C - 1) zc_elems(a, j, nvec * 16 / es, len / es, t, nt);
+    } else {
+      const uint64_t n = len / es, per = (n + C - 1) / C;
+      const uint64_t e0 = coll_min((uint64_t)c * per, n), e1 = coll_min(e0 + per, n);
+      zc_elems(a, j, e0, e1, t, nt);
+    }
+  }
+}
+
+__global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(const __grid_constant__ meld_proto_dev_t proto,
+                                                        const __grid_constant__ coll_zc_args_t a) {
+  meld_ctx_t ctx;
+  if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
+    const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
+    const uint64_t t0 = meld_trace_begin(&ctx);
+    zc_move(&a, c);
+    const int P = a.nranks, me = a.rank, tid = (int)threadIdx.x;
+    const uint64_t stamp = meld_stamp(ctx.epoch, 1);
+    /* bar.sync: this CTA's loads and stores happen before the releases (cumulativity). */
+    __syncthreads();
+    if (tid < P - 1) {
+      const int q = (me + 1 + tid) % P;
+      meld_signal_put(&ctx, q, meld_signal_index(me, P, c, 0, 1), stamp);
+    }
+    int ok = 1;
+    if (tid < P - 1) {
+      const int p = (me + 1 + tid) % P;
+      ok = meld_wait_signal(&ctx, meld_signal_index(p, P, c, 0, 1), stamp, p, "coll zc: peer done");
+    }
+    if (!__syncthreads_and(ok)) ctx.failed = 1;
+    if (threadIdx.x == 0) meld_trace_end(&ctx, MELD_ROLE_COMM, c, t0);
+  }
+  meld_call_end(&ctx);
+}
+
 /* One kernel per engine: each gets its own register budget (no spills at the plan limits). */
 __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                           const __grid_constant__ coll_kargs_t a) {
@@ -1127,13 +1354,155 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
   k->arg_hash = meld_hash_fold(h);
 }
 
+/* ---- ZC: which calls may take it, and its kernel arguments ----------------------------------- */
+
+/* Where this rank's buffers of a ZC call are, when the call may take ZC. */
+typedef struct {
+  const meld_symbuf_t *send_buf, *recv_buf; /* the symmetric buffers peers touch, or NULL */
+  size_t send_off, recv_off;
+  int inplace; /* all_gather: send == recv + me * B */
+} coll_zc_view_t;
+
+/* MELD_COLL_ZC: unset or 1 = the ZC engine on symmetric buffers, 0 = never. */
+static meld_result_t coll_zc_env(int *on) {
+  int64_t v = 1;
+  MELD_CHECK(meld_env_int64("MELD_COLL_ZC", 0, 1, &v));
+  *on = (int)v;
+  return MELD_OK;
+}
+
+static int ranges_overlap(const void *x, size_t xn, const void *y, size_t yn) {
+  const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
+  return xn && yn && a < b + yn && b < a + xn;
+}
+
+/* 1 if the call may take ZC: the buffers peers touch (AG / A2A recv, RS send, AR both) lie
+ * in meld_mem_alloc buffers mapped from every rank; AG / RS / A2A blocks are 16-byte
+ * multiples (all-reduce: any count); uniform splits; and this rank's send and recv either do
+ * not overlap or are the op's in-place form (AG send = own block of recv, RS recv = own
+ * block of send, AR send = recv; none for all-to-all). The result must agree on every rank,
+ * which it does for any correct use: it depends on sizes (equal everywhere) and on where the
+ * shared buffers are (their allocation and offset go into the argument hash, so ranks that
+ * disagree fail the entry handshake with MELD_ERR_INVALID_ARG rather than race). */
+static int coll_zc_view(const struct meld_comm *comm, const meld_coll_args_t *a, coll_zc_view_t *v) {
+  memset(v, 0, sizeof *v);
+  const int P = comm->nranks, me = comm->rank;
+  const uint64_t es = meld_coll_dtype_bytes(a->dtype);
+  if (comm->nnodes > 1 || a->vector || es == 0) return 0;
+  const uint64_t B = a->op == MELD_COLL_ALL_TO_ALL ? a->send_counts[0] * es : a->count * es;
+  for (int q = 0; a->op == MELD_COLL_ALL_TO_ALL && q < P; q++) /* meld_coll_run callers: uniform only */
+    if (a->send_counts[q] * es != B || a->recv_counts[q] * es != B || a->send_offsets[q] * es != q * B ||
+        a->recv_offsets[q] * es != q * B)
+      return 0;
+  if (B == 0 || (a->op != MELD_COLL_ALL_REDUCE && B % 16)) return 0;
+  const uint8_t *s = (const uint8_t *)a->send;
+  const uint8_t *r = (const uint8_t *)a->recv;
+  uint64_t sb = B, rb = B; /* bytes of send and recv */
+  switch (a->op) {
+    case MELD_COLL_ALL_GATHER:
+      rb = (uint64_t)P * B;
+      v->inplace = s == r + (uint64_t)me * B;
+      if (!v->inplace && ranges_overlap(s, sb, r, rb)) return 0;
+      break;
+    case MELD_COLL_REDUCE_SCATTER:
+      sb = (uint64_t)P * B;
+      if (r != s + (uint64_t)me * B && ranges_overlap(s, sb, r, rb)) return 0;
+      break;
+    case MELD_COLL_ALL_REDUCE:
+      if (s != r && ranges_overlap(s, sb, r, rb)) return 0;
+      break;
+    default:
+      sb = rb = (uint64_t)P * B;
+      if (ranges_overlap(s, sb, r, rb)) return 0;
+      break;
+  }
+  const int need_send = a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE;
+  const int need_recv = a->op != MELD_COLL_REDUCE_SCATTER;
+  if (need_send && !(v->send_buf = meld_symbuf_find(comm, s, sb, &v->send_off))) return 0;
+  if (need_recv && !(v->recv_buf = meld_symbuf_find(comm, r, rb, &v->recv_off))) return 0;
+  for (int q = 0; q < P; q++)
+    if ((v->send_buf && !v->send_buf->peer[q]) || (v->recv_buf && !v->recv_buf->peer[q])) return 0;
+  return 1;
+}
+
+static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a, const meld_coll_plan_t *p,
+                         const coll_zc_view_t *v, coll_zc_args_t *k) {
+  memset(k, 0, sizeof *k);
+  const int P = comm->nranks;
+  const uint64_t es = p->elem_bytes;
+  k->rank = comm->rank;
+  k->nranks = P;
+  k->ctas = p->ctas;
+  k->op = (int32_t)a->op;
+  k->dtype = (int32_t)a->dtype;
+  k->inplace = v->inplace;
+  k->op_id = g_op_ids[a->op];
+  k->B = a->op == MELD_COLL_ALL_TO_ALL ? a->send_counts[0] * es : a->count * es;
+  k->part = (uint64_t)p->part_elems * es;
+  k->send = (const uint8_t *)a->send;
+  k->recv = (uint8_t *)a->recv;
+  for (int q = 0; q < P; q++) {
+    k->peer_send[q] = v->send_buf ? (const uint8_t *)v->send_buf->peer[q] + v->send_off : NULL;
+    k->peer_recv[q] = v->recv_buf ? (uint8_t *)v->recv_buf->peer[q] + v->recv_off : NULL;
+  }
+  uint64_t h = meld_hash_init();
+  h = meld_hash_u64(h, k->op_id);
+  h = meld_hash_u64(h, (uint64_t)a->dtype);
+  h = meld_hash_u64(h, k->B);
+  h = meld_hash_u64(h, (uint64_t)p->ctas);
+  h = meld_hash_u64(h, (uint64_t)p->threads);
+  h = meld_hash_u64(h, (uint64_t)p->proto);
+  h = meld_hash_u64(h, v->send_buf ? v->send_buf->seq : 0);
+  h = meld_hash_u64(h, v->send_off);
+  h = meld_hash_u64(h, v->recv_buf ? v->recv_buf->seq : 0);
+  h = meld_hash_u64(h, v->recv_off);
+  k->arg_hash = meld_hash_fold(h);
+}
+
 extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, const meld_coll_args_t *args,
                                        const meld_coll_plan_hint_t *hint, cudaStream_t stream,
                                        meld_coll_plan_t *plan_out) {
   meld_coll_plan_t plan;
-  MELD_CHECK(meld_coll_plan_make(args, comm->nranks, meld_comm_node_sm_count(comm), comm->workspace.bytes,
-                                 MELD_PAD_CREDIT_SLOTS, hint, &plan));
+  /* The ZC engine's view of the buffers; the plan sees only "eligible" (args->zc). */
+  int zc_on = 0;
+  MELD_CHECK(coll_zc_env(&zc_on));
+  coll_zc_view_t zv;
+  const int zc = zc_on && coll_zc_view(comm, args, &zv);
+  const meld_coll_args_t *pa = args;
+  meld_coll_args_t *za = NULL;
+  if (zc != args->zc) { /* the plan reads args->zc: a copy with it set (2.3 KB) */
+    za = (meld_coll_args_t *)malloc(sizeof *za);
+    if (!za) return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    *za = *args;
+    za->zc = zc;
+    pa = za;
+  }
+  meld_result_t pr = meld_coll_plan_make(pa, comm->nranks, meld_comm_node_sm_count(comm), comm->workspace.bytes,
+                                         MELD_PAD_CREDIT_SLOTS, hint, &plan);
+  free(za);
+  MELD_CHECK(pr);
   if (plan_out) *plan_out = plan;
+  if (plan.proto == MELD_PROTO_ZC) {
+    coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */
+    coll_zc_fill(comm, args, &plan, &zv, &zk);
+    if (meld_log_level() >= MELD_LOG_TRACE) {
+      char buf[512];
+      meld_coll_plan_format(&plan, buf, sizeof buf);
+      MELD_TRACE(MELD_SUB_OPS, "%s: %s", fn, buf);
+    }
+    meld_proto_dev_t proto = meld_proto_dev(comm);
+    void *kargs[] = {&proto, &zk};
+    /* Plain launch: a ZC CTA waits only for the peers' CTAs of its own ticket (see the kernel). */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)plan.ctas, 1, 1);
+    cfg.blockDim = dim3((unsigned)plan.threads, 1, 1);
+    cfg.stream = stream;
+    cudaError_t e = cudaLaunchKernelExC(&cfg, (const void *)coll_zc_kernel, kargs);
+    if (e != cudaSuccess)
+      return meld_error(MELD_ERR_CUDA, "%s: launch of %d CTAs x %d threads failed: %s", fn, plan.ctas, plan.threads,
+                        cudaGetErrorString(e));
+    return MELD_OK;
+  }
   coll_kargs_t k; /* ~3 KB of kernel parameters */
   coll_kargs_fill(comm, args, &plan, &k);
   /* The rounds of the longest stream must fit the stamps' sequence bits. */
@@ -1214,6 +1583,7 @@ static void coll_args_init(meld_coll_args_t *a, meld_coll_op_t op, const void *s
   a->recv = recv;
   a->count = count;
   a->vector = 0;
+  a->zc = 0;
 }
 
 extern "C" meld_result_t meld_all_gather(meld_comm_t comm, const void *send, void *recv, size_t count,

@@ -38,19 +38,22 @@ enum {
   V_INPLACE_RING = 8,
   V_BULK = 9,  /* RING with the TMA bulk push (opt-in engine): only with TEST_COLL_ONLY=bulk */
   V_BULK2 = 10, /* ... and the TMA drain of copies                                           */
-  V_LAST = V_BULK2
+  V_ZC = 11,    /* ZC forced (3 CTAs x 128 threads): taken on symmetric buffers, else ROUNDS   */
+  V_LAST = V_ZC
 };
 /* TEST_COLL_ONLY=bulk: only the bulk variants' reference checks (the device script runs them
  * in a second process, so that a failure of the opt-in engine cannot hide the defaults'). */
 static int g_only_bulk = 0;
 static const char *const g_vname[] = {"default",  "tiny-ring",     "misaligned", "one-shot",  "two-shot", "in-place",
-                                      "ll-forced", "tiny-rounds", "in-place-ring", "tiny-bulk", "bulk-drain"};
+                                      "ll-forced", "tiny-rounds", "in-place-ring", "tiny-bulk", "bulk-drain", "zc-forced"};
 static const char *const g_opname[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "all_to_allv"};
 enum { OP_AG = 0, OP_RS = 1, OP_AR = 2, OP_A2A = 3, OP_A2AV = 4 };
 
 /* Runs one op through the public API, or through meld_coll_run with a plan hint. */
 static meld_result_t run_op(meld_comm_t comm, int op, const void *send, void *recv, size_t count,
-                            meld_dtype_t dt, const meld_coll_plan_hint_t *hint, cudaStream_t s) {
+                            meld_dtype_t dt, const meld_coll_plan_hint_t *hint, cudaStream_t s,
+                            meld_coll_plan_t *plan_out = NULL) {
+  if (plan_out) plan_out->proto = MELD_PROTO_AUTO;
   if (!hint) {
     switch (op) {
       case OP_AG: return meld_all_gather(comm, send, recv, count, dt, s);
@@ -73,7 +76,7 @@ static meld_result_t run_op(meld_comm_t comm, int op, const void *send, void *re
   }
   meld_result_t r = meld_coll_validate("test", comm->nranks, &a);
   if (r != MELD_OK || meld_coll_is_empty(&a)) return r;
-  return meld_coll_run(comm, "test", &a, hint, s, NULL);
+  return meld_coll_run(comm, "test", &a, hint, s, plan_out);
 }
 
 static void rand_fill(void *buf, size_t n, meld_dtype_t dt, uint64_t seed) {
@@ -99,14 +102,15 @@ typedef struct {
   uint8_t *d_send, *d_recv; /* device, g_cap bytes each */
   size_t cap;
   int rank, P;
+  int sym; /* d_send and d_recv come from meld_mem_alloc: the ZC engine's buffers */
 } ctx_t;
 
 static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int variant, int case_id) {
   const int P = c->P, me = c->rank;
   const size_t es = ref_elem_bytes(dt);
   char name[128];
-  snprintf(name, sizeof name, "%s %s count=%zu %s", g_opname[op], dt == MELD_BF16 ? "bf16" : "fp32", count,
-           g_vname[variant]);
+  snprintf(name, sizeof name, "%s %s count=%zu %s%s", g_opname[op], dt == MELD_BF16 ? "bf16" : "fp32", count,
+           g_vname[variant], c->sym ? " (symmetric buffers)" : "");
   /* Per-rank element counts of send and recv. */
   size_t scnt[64 * 64], soff[64 * 64], roff[64];
   size_t send_n = 0, recv_n = 0;
@@ -169,15 +173,24 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
     hint.ctas = 2, hint.chunk_bytes = 32768, hint.threads = 128, hint.proto = MELD_PROTO_RING, hint.bulk = 2, hp = &hint;
   if (variant == V_ONESHOT) hint.ar_algo = MELD_AR_ONE_SHOT, hp = &hint;
   if (variant == V_TWOSHOT) hint.ar_algo = MELD_AR_TWO_SHOT, hint.ctas = 5, hp = &hint;
+  if (variant == V_ZC) hint.ctas = 3, hint.threads = 128, hint.proto = MELD_PROTO_ZC, hp = &hint;
+  meld_coll_plan_t plan;
   meld_result_t r;
   if (op == OP_A2AV) {
     size_t rc[64]; /* recv_counts[p] = what p sends me */
     for (int p = 0; p < P; p++) rc[p] = scnt[p * P + me];
     r = meld_all_to_allv(c->comm, d_send, scnt + (size_t)me * P, soff + (size_t)me * P, d_recv, rc, roff, dt, c->s);
   } else {
-    r = run_op(c->comm, op, d_send, d_recv, count, dt, hp, c->s);
+    r = run_op(c->comm, op, d_send, d_recv, count, dt, hp, c->s, &plan);
   }
   GT_CHECK(r == MELD_OK, "%s: %s: %s", name, meld_strerror(r), meld_last_error());
+  if (variant == V_ZC && r == MELD_OK) {
+    /* ZC runs exactly where the buffers are symmetric and the blocks 16-byte multiples (any
+     * all-reduce count); ordinary memory falls back to ROUNDS. */
+    const int want_zc = c->sym && (op == OP_AR || count * es % 16 == 0);
+    GT_CHECK((plan.proto == MELD_PROTO_ZC) == want_zc, "%s: engine %s, want %s", name,
+             meld_coll_proto_name(plan.proto), want_zc ? "zc" : "not zc");
+  }
   GT_CUDA(cudaStreamSynchronize(c->s));
   GT_MELD(meld_comm_check(c->comm));
   /* Expected output. */
@@ -245,12 +258,17 @@ static void test_reference(ctx_t *c) {
           if (v == V_INPLACE_RING && (op == OP_A2A || op == OP_A2AV || ci < 2)) continue;
           if ((v == V_RING || v == V_ROUNDS || v == V_LL || v == V_BULK || v == V_BULK2) && op == OP_A2AV) continue;
           if ((v == V_BULK || v == V_BULK2) != (g_only_bulk != 0)) continue;
+          if (v == V_ZC && (op == OP_A2AV || (ci == 3 && d == 1 && !c->sym))) continue;
+          /* Symmetric buffers: the engines that differ there (ZC by default and forced), and
+           * LL / ROUNDS on symmetric memory; the RING variants are covered above. */
+          if (c->sym && (v == V_RING || v == V_INPLACE_RING || v == V_BULK || v == V_BULK2 || v == V_ONESHOT))
+            continue;
           check_case(c, op, dt, count, v, ++id);
           n++;
         }
       }
   }
-  gt_log("reference checks: %d cases in %.1f s", n, gt_now_s() - t0);
+  gt_log("reference checks%s: %d cases in %.1f s", c->sym ? " (symmetric buffers)" : "", n, gt_now_s() - t0);
 }
 
 /* ---- 2 and 3. back-to-back calls and graphs, checked on the device ------------------------------ */
@@ -324,6 +342,10 @@ static void test_back_to_back(ctx_t *c, int iters) {
   memset(&ll, 0, sizeof ll);
   memset(&rounds, 0, sizeof rounds);
   ring.ctas = 2, ring.chunk_bytes = 4096, ring.threads = 384, ring.proto = MELD_PROTO_RING;
+  if (c->sym) { /* symmetric buffers: ZC (3 CTAs) in the RING's turn */
+    memset(&ring, 0, sizeof ring);
+    ring.ctas = 3, ring.threads = 256, ring.proto = MELD_PROTO_ZC;
+  }
   two.ar_algo = MELD_AR_TWO_SHOT;
   ll.ctas = 3, ll.threads = 128, ll.proto = MELD_PROTO_LL;
   rounds.ctas = 2, rounds.chunk_bytes = 4096, rounds.threads = 256, rounds.proto = MELD_PROTO_ROUNDS;
@@ -356,8 +378,8 @@ static void test_back_to_back(ctx_t *c, int iters) {
   GT_CUDA(cudaMemcpy(h, d_cnt, sizeof h, cudaMemcpyDeviceToHost));
   GT_CHECK(h[0] == 0 && h[1] == expect_seen, "%d back-to-back calls: %llu mismatches, %llu of %llu elements checked",
            iters, h[0], h[1], expect_seen);
-  gt_log("%d back-to-back calls (no host sync): %llu mismatches in %llu elements, %.2f s", iters, h[0], h[1],
-         gt_now_s() - t0);
+  gt_log("%d back-to-back calls (no host sync%s): %llu mismatches in %llu elements, %.2f s", iters,
+         c->sym ? ", symmetric buffers, ZC in turn" : "", h[0], h[1], gt_now_s() - t0);
   cudaFree(d_cnt);
 }
 
@@ -382,7 +404,10 @@ static void test_graph(ctx_t *c, int replays) {
   for (int k = 0; k < 3; k++) {
     size_t send_n = ops[k] == OP_RS ? cnts[k] * P : cnts[k];
     tc_fill<<<64, 256, 0, c->s>>>(c->d_send, send_n, dts[k], (uint32_t)me, d_it, (uint32_t)k * 7919u);
-    meld_result_t r = run_op(c->comm, ops[k], c->d_send, c->d_recv, cnts[k], dts[k], NULL, c->s);
+    meld_coll_plan_hint_t zc;
+    memset(&zc, 0, sizeof zc);
+    zc.proto = MELD_PROTO_ZC, zc.ctas = 4; /* symmetric buffers: ZC; else the default */
+    meld_result_t r = run_op(c->comm, ops[k], c->d_send, c->d_recv, cnts[k], dts[k], c->sym ? &zc : NULL, c->s);
     GT_CHECK(r == MELD_OK, "capture %s: %s: %s", g_opname[ops[k]], meld_strerror(r), meld_last_error());
     tc_check<<<64, 256, 0, c->s>>>(c->d_recv, ops[k], cnts[k], dts[k], P, me, d_it, (uint32_t)k * 7919u, d_cnt);
   }
@@ -400,7 +425,8 @@ static void test_graph(ctx_t *c, int replays) {
   unsigned long long want = (unsigned long long)replays * (cnts[0] + cnts[1] * P + cnts[2]);
   GT_CHECK(h[0] == 0 && h[1] == want && it == (uint32_t)replays,
            "graph: %llu mismatches, %llu of %llu elements checked, %u of %d replays", h[0], h[1], want, it, replays);
-  gt_log("graph: %d replays x 3 collectives, %llu mismatches, %.3f s", replays, h[0], gt_now_s() - t0);
+  gt_log("graph%s: %d replays x 3 collectives, %llu mismatches, %.3f s", c->sym ? " (symmetric, ZC)" : "", replays,
+         h[0], gt_now_s() - t0);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   cudaFree(d_it);
@@ -428,13 +454,29 @@ static void rank_main(int rank, int nranks) {
     test_graph(&c, 100);
   }
   meld_bootstrap_barrier(c.comm->boot);
-  cudaStreamDestroy(c.s);
   cudaFree(c.d_send);
   cudaFree(c.d_recv);
+  if (!g_only_bulk) { /* again on symmetric buffers: the ZC engine */
+    c.d_send = c.d_recv = NULL;
+    GT_MELD(meld_mem_alloc(c.comm, c.cap, (void **)&c.d_send));
+    GT_MELD(meld_mem_alloc(c.comm, c.cap, (void **)&c.d_recv));
+    if (c.d_send && c.d_recv) {
+      c.sym = 1;
+      test_reference(&c);
+      test_back_to_back(&c, 1000);
+      test_graph(&c, 100);
+    }
+    meld_bootstrap_barrier(c.comm->boot);
+    GT_MELD(meld_mem_free(c.comm, c.d_send));
+    GT_MELD(meld_mem_free(c.comm, c.d_recv));
+  }
+  cudaStreamDestroy(c.s);
   GT_MELD(meld_comm_destroy(c.comm));
 }
 
-/* The last rank never calls the op: the others must time out (MELD_TIMEOUT_MS), not hang. */
+/* The last rank never calls the op: the others must time out (MELD_TIMEOUT_MS), not hang.
+ * g_missing_zc: on a symmetric buffer and 2 MB blocks (the ZC engine) instead of LL. */
+static int g_missing_zc = 0;
 static void rank_missing_peer(int rank, int nranks) {
   meld_config_t cfg = MELD_CONFIG_INIT;
   cfg.bootstrap_timeout_ms = 30000;
@@ -442,12 +484,15 @@ static void rank_missing_peer(int rank, int nranks) {
   GT_MELD(meld_comm_init_env(&comm, &cfg));
   if (!comm) return;
   void *buf = NULL;
-  GT_CUDA(cudaMalloc(&buf, (size_t)4096 * nranks * 2));
+  const size_t cnt = g_missing_zc ? (size_t)1 << 20 : 1024;
+  if (g_missing_zc) GT_MELD(meld_mem_alloc(comm, cnt * 2 * (size_t)(nranks + 1), &buf));
+  else GT_CUDA(cudaMalloc(&buf, (size_t)4096 * nranks * 2));
+  if (!buf) return;
   cudaStream_t s;
   GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   if (rank != nranks - 1) {
     double t0 = gt_now_s();
-    GT_MELD(meld_all_gather(comm, buf, (char *)buf + 8192, 1024, MELD_BF16, s));
+    GT_MELD(meld_all_gather(comm, buf, (char *)buf + cnt * 2, cnt, MELD_BF16, s));
     GT_CUDA(cudaStreamSynchronize(s));
     double dt = gt_now_s() - t0;
     meld_result_t r = meld_comm_check(comm);
@@ -465,7 +510,39 @@ static void rank_missing_peer(int rank, int nranks) {
     gt_log("absent rank: meld_comm_check -> %s", meld_strerror(r));
   }
   cudaStreamDestroy(s);
-  cudaFree(buf);
+  if (g_missing_zc) GT_MELD(meld_mem_free(comm, buf));
+  else cudaFree(buf);
+  GT_MELD(meld_comm_destroy(comm));
+}
+
+/* Rank 0 passes a symmetric recv, the others ordinary memory, for an all-gather big enough
+ * for ZC: rank 0 would push into peers' ordinary buffers it cannot address, so the entry
+ * handshake must refuse the call on every rank (argument mismatch), not race or hang. */
+static void rank_zc_mismatch(int rank, int nranks) {
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 30000;
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  if (!comm) return;
+  const size_t cnt = (size_t)1 << 20;
+  void *sym = NULL, *send = NULL, *plain = NULL;
+  GT_MELD(meld_mem_alloc(comm, cnt * 2 * (size_t)nranks, &sym));
+  GT_CUDA(cudaMalloc(&send, cnt * 2));
+  GT_CUDA(cudaMalloc(&plain, cnt * 2 * (size_t)nranks));
+  cudaStream_t s;
+  GT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  GT_MELD(meld_all_gather(comm, send, rank == 0 ? sym : plain, cnt, MELD_BF16, s));
+  GT_CUDA(cudaStreamSynchronize(s));
+  meld_result_t r = meld_comm_check(comm);
+  GT_CHECK(r == MELD_ERR_INVALID_ARG || r == MELD_ERR_ABORTED,
+           "symmetric on rank 0 only: meld_comm_check -> %s (%s), want the argument mismatch", meld_strerror(r),
+           meld_last_error());
+  gt_log("symmetric recv on rank 0 only: %s", meld_last_error());
+  meld_bootstrap_barrier(comm->boot);
+  cudaStreamDestroy(s);
+  cudaFree(send);
+  cudaFree(plain);
+  GT_MELD(meld_mem_free(comm, sym));
   GT_MELD(meld_comm_destroy(comm));
 }
 
@@ -498,6 +575,9 @@ int main(void) {
   if (n > 1) {
     run("collectives, 1 rank", 1, rank_main);
     run("a peer that never joins", n, rank_missing_peer);
+    g_missing_zc = 1;
+    run("a peer that never joins (ZC)", n, rank_missing_peer);
+    run("symmetric buffers on one rank only", n, rank_zc_mismatch);
   }
   printf("test_coll: %.1f s\n", gt_now_s() - t0);
   return gt_summary("test_coll");

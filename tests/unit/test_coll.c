@@ -279,6 +279,85 @@ static void test_plan_protocols(void **state) {
          "2 control warps");
 }
 
+/* The ZC engine: chosen above LL exactly when the caller marked the call eligible (a->zc,
+ * set by meld_coll_run for symmetric buffers); forced without eligibility it falls back to
+ * ROUNDS; its plans need no workspace, one signal per (rank, CTA), and the all-reduce is
+ * two-shot in one stage with 16-byte parts. */
+static void test_plan_zc(void **state) {
+  (void)state;
+  meld_coll_args_t a;
+  memset(&a, 0, sizeof a);
+  a.dtype = MELD_BF16;
+  meld_coll_plan_t p;
+  meld_coll_plan_hint_t h;
+  memset(&h, 0, sizeof h);
+  for (int op = 0; op < MELD_COLL_NUM_OPS; op++)
+    for (int P = 1; P <= 8; P++)
+      for (size_t count = 1; count <= ((size_t)1 << 28); count *= 37) {
+        a.op = (meld_coll_op_t)op;
+        a.count = count;
+        for (int q = 0; q < P; q++) {
+          a.send_counts[q] = a.recv_counts[q] = count;
+          a.send_offsets[q] = a.recv_offsets[q] = (size_t)q * count;
+        }
+        a.zc = 0;
+        assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+        assert_int_not_equal(p.proto, MELD_PROTO_ZC);
+        const meld_coll_proto_t without = p.proto;
+        a.zc = 1;
+        assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+        /* LL keeps what it takes; everything else becomes ZC. */
+        assert_int_equal(p.proto, without == MELD_PROTO_LL ? MELD_PROTO_LL : MELD_PROTO_ZC);
+        if (p.proto != MELD_PROTO_ZC) continue;
+        assert_int_equal(p.ws_bytes, 0);
+        assert_int_equal(p.stages, 1);
+        assert_true(p.ctas >= 1 && p.ctas <= 16);
+        assert_int_equal(p.threads, 512);
+        assert_int_equal(p.signal_words, P > 1 ? (size_t)P * (size_t)p.ctas : 0);
+        if (op == MELD_COLL_ALL_REDUCE) {
+          assert_int_equal(p.ar_algo, MELD_AR_TWO_SHOT);
+          assert_int_equal(p.part_elems * 2 % 16, 0);
+          assert_true(p.part_elems * (size_t)P >= count && p.part_elems * (size_t)(P - 1) < count + 8 * (size_t)P);
+        }
+        /* The workspace does not limit ZC: a 1 MB workspace plans the same. */
+        meld_coll_plan_t q;
+        assert_int_equal(meld_coll_plan_make(&a, P, 132, (size_t)1 << 20, MELD_PAD_CREDIT_SLOTS, NULL, &q), MELD_OK);
+        assert_int_equal(q.proto, MELD_PROTO_ZC);
+        assert_int_equal(q.ctas, p.ctas);
+      }
+  /* Forced: taken when eligible (also at LL sizes), ROUNDS otherwise; CTAs and threads from the hint. */
+  a.op = MELD_COLL_ALL_GATHER;
+  a.count = 1000;
+  h.proto = MELD_PROTO_ZC;
+  h.ctas = 3;
+  h.threads = 128;
+  a.zc = 1;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_ZC);
+  assert_int_equal(p.ctas, 3);
+  assert_int_equal(p.threads, 128);
+  a.zc = 0;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_ROUNDS);
+  /* The ZC kernel is compiled for 512 threads. */
+  a.zc = 1;
+  h.threads = 640;
+  expect(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_ERR_INVALID_ARG,
+         "the zc kernel takes at most 512");
+  /* The heuristic: more CTAs for more bytes, capped at 16. */
+  h.threads = 0;
+  h.ctas = 0;
+  a.count = (size_t)1 << 20; /* 2 MB per rank: 4 MB stored at P = 2 */
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.ctas, 8);
+  a.count = (size_t)1 << 28;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.ctas, 16);
+  char buf[512];
+  meld_coll_plan_format(&p, buf, sizeof buf);
+  assert_non_null(strstr(buf, "proto=zc"));
+}
+
 static void test_plan_env_and_errors(void **state) {
   (void)state;
   meld_coll_args_t a;
@@ -430,6 +509,7 @@ int main(void) {
       cmocka_unit_test(test_plan_legal_everywhere),
       cmocka_unit_test(test_plan_all_reduce_algo),
       cmocka_unit_test(test_plan_protocols),
+      cmocka_unit_test(test_plan_zc),
       cmocka_unit_test(test_plan_env_and_errors),
       cmocka_unit_test(test_validate_direct),
       cmocka_unit_test(test_ref_bf16),
