@@ -480,15 +480,20 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
       const int graph = bytes <= ((size_t)16 << 20);
       s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", graph, nms, bufs, d_acc, samples);
       meld_coll_plan_hint_t h;
-      const int cc[] = {0, 4, 8, 16, 32};
+      const int cc[] = {0, 8, 16, 24, 32};
       for (int i = 0; i < 5; i++) {
         if (bytes < ((size_t)1 << 20) && i > 0) continue; /* small: the default CTA count only */
-        if (bytes > ((size_t)1 << 20) && bytes < ((size_t)64 << 20) && (i == 1 || i == 4)) continue;
+        if (bytes > ((size_t)1 << 20) && bytes < ((size_t)64 << 20) && (i == 3)) continue;
         memset(&h, 0, sizeof h);
         h.proto = MELD_PROTO_ZC, h.ctas = cc[i];
         char vn[48];
         snprintf(vn, sizeof vn, cc[i] ? "zc_c%d" : "zc", cc[i]);
         s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, graph && i == 0, nms, bufs, d_acc, samples);
+      }
+      if ((op == OP_RS || op == OP_AR) && bytes >= ((size_t)1 << 20)) { /* sums: register loads */
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_ZC, h.ctas = 16, h.bulk = -1;
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, "zc_reg_c16", 0, nms, bufs, d_acc, samples);
       }
       if (bytes >= ((size_t)64 << 20)) { /* the staged engine on the same buffers */
         memset(&h, 0, sizeof h);

@@ -59,11 +59,11 @@
 #define PLAN_ONESHOT_MAX_BYTES_P3 ((size_t)1 << 20)
 #define PLAN_ONESHOT_MAX_BYTES ((size_t)256 << 10)
 /* ZC: CTAs of 512 threads, one per PLAN_ZC_CTA_BYTES moved through it (remote and local
- * stores of this rank), at most PLAN_ZC_MAX_CTAS. Prediction before the first run (docs/
- * perf-notes.md): a raw 16-byte push CTA moves ~40 GB/s to the peer (TESTBED), so 8-12 CTAs
- * carry the link once each byte crosses an SM only once. */
+ * stores of this rank), at most PLAN_ZC_MAX_CTAS. Run 1 (2 x H200, session 4): a ZC CTA moves
+ * ~20-25 GB/s, so 1-4 MB calls want 16 CTAs (all-reduce 4 MB: 31 us with 16, 41 with 8);
+ * 512 KB per CTA gave them 2-8. */
 #define PLAN_ZC_THREADS 512
-#define PLAN_ZC_CTA_BYTES ((size_t)512 << 10)
+#define PLAN_ZC_CTA_BYTES ((size_t)128 << 10)
 #define PLAN_ZC_MAX_CTAS 16
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
@@ -268,7 +268,10 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
                       op, p->threads, p->cons_warps);
   if (p->proto != MELD_PROTO_LL && p->unroll != 4 && p->unroll != 8)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: unroll %d: the data loops take 4 or 8", op, p->unroll);
-  if (p->bulk && (p->proto != MELD_PROTO_RING || p->threads < 96 || p->cons_warps != p->threads / 32 - 3))
+  if (p->proto == MELD_PROTO_ZC && (p->bulk < 0 || p->bulk > 1))
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: ZC bulk %d: 0 or 1", op, p->bulk);
+  if (p->bulk && p->proto != MELD_PROTO_ZC &&
+      (p->proto != MELD_PROTO_RING || p->threads < 96 || p->cons_warps != p->threads / 32 - 3))
     return meld_error(MELD_ERR_INVALID_ARG,
                       "%s plan: the bulk push needs the RING engine, >= 96 threads and threads/32 - 3 consumer "
                       "warps (%d threads, %d consumer warps)",
@@ -416,6 +419,8 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
       cap_ctas = PLAN_ZC_MAX_CTAS;
       p->threads = PLAN_ZC_THREADS;
       p->slots = 2; /* unused */
+      /* Sums pull the peers' blocks with TMA bulk loads (register loads are latency bound). */
+      p->bulk = (a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE) && P > 1;
       break;
     }
     default:
@@ -448,7 +453,8 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     if (hint->threads) p->threads = hint->threads;
     if (hint->slots) p->slots = hint->slots, set_slots = 1;
     if (hint->unroll) p->unroll = hint->unroll;
-    if (hint->bulk && p->proto == MELD_PROTO_RING) p->bulk = hint->bulk >= 2 ? 2 : 1;
+    if (hint->bulk > 0 && p->proto == MELD_PROTO_RING) p->bulk = hint->bulk >= 2 ? 2 : 1;
+    if (hint->bulk && p->proto == MELD_PROTO_ZC) p->bulk = hint->bulk > 0 ? 1 : 0;
   }
   if (set_ctas && !set_chunk && p->proto != MELD_PROTO_ZC) p->chunk_bytes = plan_chunk(p); /* re-derive for the chosen CTAs */
   p->cons_warps = p->proto != MELD_PROTO_RING ? 0

@@ -314,6 +314,8 @@ static void test_plan_zc(void **state) {
         assert_true(p.ctas >= 1 && p.ctas <= 16);
         assert_int_equal(p.threads, 512);
         assert_int_equal(p.signal_words, P > 1 ? (size_t)P * (size_t)p.ctas : 0);
+        /* Sums pull with TMA bulk loads; copies push with stores. */
+        assert_int_equal(p.bulk, (op == MELD_COLL_REDUCE_SCATTER || op == MELD_COLL_ALL_REDUCE) && P > 1);
         if (op == MELD_COLL_ALL_REDUCE) {
           assert_int_equal(p.ar_algo, MELD_AR_TWO_SHOT);
           assert_int_equal(p.part_elems * 2 % 16, 0);
@@ -339,6 +341,17 @@ static void test_plan_zc(void **state) {
   a.zc = 0;
   assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
   assert_int_equal(p.proto, MELD_PROTO_ROUNDS);
+  /* bulk -1: register loads for the sums. */
+  a.zc = 1;
+  a.op = MELD_COLL_ALL_REDUCE;
+  h.bulk = -1;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_ZC);
+  assert_int_equal(p.bulk, 0);
+  h.bulk = 0;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  assert_int_equal(p.bulk, 1);
+  a.op = MELD_COLL_ALL_GATHER;
   /* The ZC kernel is compiled for 512 threads. */
   a.zc = 1;
   h.threads = 640;
@@ -347,7 +360,7 @@ static void test_plan_zc(void **state) {
   /* The heuristic: more CTAs for more bytes, capped at 16. */
   h.threads = 0;
   h.ctas = 0;
-  a.count = (size_t)1 << 20; /* 2 MB per rank: 4 MB stored at P = 2 */
+  a.count = (size_t)1 << 18; /* 512 KB per rank: 1 MB stored at P = 2 */
   assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
   assert_int_equal(p.ctas, 8);
   a.count = (size_t)1 << 28;
