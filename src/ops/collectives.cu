@@ -1004,14 +1004,14 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
  * peers' same-ticket CTAs (and the entry posts), so a plain launch cannot deadlock (the LL
  * argument in meld_coll_run). */
 /* Vectors in flight per thread: copies 8; two-source sums 4 each (register path, bulk off;
- * 6 + 6 spill at 128 registers beside the bulk path: ptxas); longer sums 4 per source. */
+ * 6 + 6 spill at 128 registers beside the staged path: ptxas); longer sums 4 per source. */
 #define ZC_U 8
 #define ZC_U2 4
 
 typedef struct {
   int32_t rank, nranks, ctas, op, dtype;
   int32_t inplace;     /* AG: send == recv + me * B (own block not stored)        */
-  int32_t bulk;        /* sums: sources loaded by TMA bulk copies (zc_pull_bulk)  */
+  int32_t bulk;        /* sums: the peers' sources staged by cp.async (zc_pull_staged) */
   uint32_t op_id, arg_hash;
   uint64_t B;          /* AG / RS / A2A: bytes per block; AR: total bytes          */
   uint64_t part;       /* AR: bytes of each rank's part (multiple of 16)           */
@@ -1168,82 +1168,84 @@ MELD_DEV void zc_elems(const coll_zc_args_t *a, int j, uint64_t e0, uint64_t e1,
   }
 }
 
-/* ---- ZC sums with TMA bulk loads (a->bulk) ------------------------------------------------------
- * Register loads keep ~48 KB per SM in flight, and a pull from the peer has ~2.5 us of latency:
- * run 1 measured ~19 GB/s per CTA for reduce_scatter (16 CTAs: 251-290 GB/s). Here one thread
- * keeps ZC_NST stages of ZC_STAGE bytes (P pieces of ZC_STAGE / P bytes, one per source) in
- * flight with cp.async.bulk into shared memory, completion on the stage's mbarrier; every
- * thread sums stage i from shared memory in rank order and stores the result to every
- * destination; after a bar.sync the same thread refills the stage with piece i + ZC_NST. */
+/* ---- ZC sums with staged loads (a->bulk) -----------------------------------------------------------
+ * A pull from the peer has ~2.5 us of latency, so bytes in flight set the rate: register loads
+ * (4-6 vectors per source and thread) measured ~19 GB/s per CTA for reduce_scatter (run 1),
+ * and TMA bulk loads of the peer's memory were slower still (~11 GB/s per CTA with 160 KB in
+ * flight, run 2). Here every thread keeps its own pipeline of cp.async (LDGSTS) 16-byte copies
+ * of the PEERS' sources into shared memory: ZC_NST stages of ZC_STAGE bytes per CTA (the P-1
+ * remote pieces of one stage), one commit group per stage, ZC_NST - 1 in flight. A thread sums
+ * exactly the vectors it copied (so wait_group alone makes them visible to it: no CTA barrier),
+ * in rank order, reading this rank's own source straight from global memory. */
 #define ZC_STAGE 32768u
 #define ZC_NST 6u
 #define ZC_BULK_SMEM (ZC_STAGE * ZC_NST)
 
-MELD_DEV uint64_t *zc_bars(void) {
-  __shared__ __align__(8) uint64_t bars[ZC_NST];
-  return bars;
+MELD_DEV void zc_cp_async16(uint32_t dst_smem, const void *src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst_smem), "l"(src) : "memory");
+}
+MELD_DEV void zc_cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
+/* Waits until at most ZC_NST - 2 of this thread's groups are pending. */
+MELD_DEV void zc_cp_async_wait(void) {
+  static_assert(ZC_NST - 2 == 4, "cp.async.wait_group immediate");
+  asm volatile("cp.async.wait_group 4;" ::: "memory");
 }
 
-/* Issues piece i (bytes [off, off + len) of every source) into stage i % ZC_NST. One thread. */
-MELD_DEV void zc_bulk_issue(const coll_zc_args_t *a, int j, uint8_t *smem, uint32_t piece, uint64_t i, uint64_t off,
-                            uint32_t len) {
-  const int P = zc_nsrc(a);
-  const uint32_t st = (uint32_t)(i % ZC_NST), bar = smem_addr(&zc_bars()[st]);
-  fence_proxy_async_smem_cta(); /* the generic reads of the stage's last use, before TMA overwrites it */
-  mbarrier_arrive_expect_tx_cta(bar, len * (uint32_t)P);
-  for (int k = 0; k < P; k++)
-    cp_async_bulk_g2s(smem_addr(smem + st * ZC_STAGE + (uint32_t)k * piece), zc_src(a, j, k) + off, len, bar);
-}
-
-/* Vectors [v0, v1) of sum job j (every source and destination 16-byte aligned). False: a
- * load did not complete within the comm's timeout (the call fails). */
-MELD_DEV bool zc_pull_bulk(meld_ctx_t *ctx, const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1,
-                           uint64_t *npieces) {
-  extern __shared__ __align__(128) uint8_t zc_smem[];
-  const int P = zc_nsrc(a), ndst = zc_ndst(a, j), bf16 = a->dtype == COPY_BF16;
-  const uint32_t t = threadIdx.x, nt = blockDim.x;
-  const uint32_t piece = ZC_STAGE / (uint32_t)P / 16u * 16u; /* bytes per source and stage */
-  const uint64_t lo = v0 * 16, bytes = (v1 - v0) * 16, np = (bytes + piece - 1) / piece, base = *npieces;
-  if (t == 0)
-    for (uint64_t i = 0; i < np && i < ZC_NST; i++)
-      zc_bulk_issue(a, j, zc_smem, piece, base + i, lo + i * piece, (uint32_t)coll_min(piece, bytes - i * piece));
-  bool ok = true;
-  for (uint64_t i = 0; i < np; i++) {
-    const uint64_t g = base + i;
-    const uint32_t st = (uint32_t)(g % ZC_NST);
-    const uint32_t len = (uint32_t)coll_min(piece, bytes - i * piece);
-    if (!meld_mbar_wait(ctx, smem_addr(&zc_bars()[st]), (uint32_t)((g / ZC_NST) & 1u), "coll zc: bulk load")) {
-      ok = false;
+/* This thread's copies of piece i (vectors [lo + i*vps, +vps) of each peer source, its own
+ * vectors t, t + nt, ...) into stage i % ZC_NST; one commit group, empty past the end. */
+MELD_DEV void zc_stage_issue(const coll_zc_args_t *a, int j, uint8_t *smem, uint64_t v_lo, uint64_t v_hi, uint32_t vps,
+                             uint64_t i, uint32_t t, uint32_t nt) {
+  const int P = zc_nsrc(a), me = a->rank;
+  const uint64_t first = v_lo + i * vps;
+  if (first < v_hi) {
+    const uint32_t n = (uint32_t)coll_min(vps, v_hi - first);
+    const uint32_t st = (uint32_t)(i % ZC_NST);
+    for (int k = 0, r = 0; k < P; k++) {
+      if (k == me) continue;
+      const int4 *src = (const int4 *)zc_src(a, j, k) + first;
+      const uint32_t base = smem_addr(smem + st * ZC_STAGE + (uint32_t)r * vps * 16u);
+      for (uint32_t v = t; v < n; v += nt) zc_cp_async16(base + v * 16u, src + v);
+      r++;
     }
-    if (!__syncthreads_and(ok)) return false;
-    const int4 *sm = (const int4 *)(zc_smem + st * ZC_STAGE);
-    const uint64_t off = lo + i * piece;
-    for (uint32_t v = t; v < len / 16; v += nt) {
+  }
+  zc_cp_async_commit();
+}
+
+/* Vectors [v0, v1) of sum job j (every source and destination 16-byte aligned), P >= 2. */
+MELD_DEV void zc_pull_staged(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1) {
+  extern __shared__ __align__(128) uint8_t zc_smem[];
+  const int P = zc_nsrc(a), ndst = zc_ndst(a, j), me = a->rank, bf16 = a->dtype == COPY_BF16;
+  const uint32_t t = threadIdx.x, nt = blockDim.x;
+  const uint32_t vps = ZC_STAGE / 16u / (uint32_t)(P - 1); /* vectors per peer source and stage */
+  const uint64_t np = (v1 - v0 + vps - 1) / vps;
+  const int4 *own = (const int4 *)zc_src(a, j, me);
+  for (uint64_t i = 0; i + 1 < ZC_NST; i++) zc_stage_issue(a, j, zc_smem, v0, v1, vps, i, t, nt);
+  for (uint64_t i = 0; i < np; i++) {
+    zc_stage_issue(a, j, zc_smem, v0, v1, vps, i + ZC_NST - 1, t, nt);
+    zc_cp_async_wait(); /* this thread's copies of piece i have landed */
+    const uint64_t first = v0 + i * vps;
+    const uint32_t n = (uint32_t)coll_min(vps, v1 - first);
+    const int4 *sm = (const int4 *)(zc_smem + (uint32_t)(i % ZC_NST) * ZC_STAGE);
+    for (uint32_t v = t; v < n; v += nt) {
       float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (int k = 0; k < P; k++) {
-        const int4 x = sm[(uint32_t)k * (piece / 16) + v];
+      for (int k = 0, r = 0; k < P; k++) {
+        const int4 x = k == me ? __ldcg(own + first + v) : sm[(uint32_t)(r++) * vps + v];
         if (bf16) acc_bf16x8(acc, x);
         else acc_f32x4(acc, x);
       }
-      const int4 r = bf16 ? pack_bf16x8(acc)
-                          : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
-                                      __float_as_int(acc[3]));
-      for (int k = 0; k < ndst; k++) *(int4 *)(zc_dst(a, j, k) + off + (uint64_t)v * 16) = r;
+      const int4 res = bf16 ? pack_bf16x8(acc)
+                            : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
+                                        __float_as_int(acc[3]));
+      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[first + v] = res;
     }
-    __syncthreads(); /* every read of the stage is done before it is refilled */
-    if (t == 0 && i + ZC_NST < np)
-      zc_bulk_issue(a, j, zc_smem, piece, g + ZC_NST, lo + (i + ZC_NST) * piece,
-                    (uint32_t)coll_min(piece, bytes - (i + ZC_NST) * piece));
   }
-  *npieces = base + np;
-  return true;
+  asm volatile("cp.async.wait_all;" ::: "memory"); /* the trailing empty groups */
 }
 
-/* CTA c's slice of every job. False: the call failed (same in every thread). */
-MELD_DEV bool zc_move(meld_ctx_t *ctx, const coll_zc_args_t *a, uint32_t c) {
+/* CTA c's slice of every job. */
+MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
   const uint32_t t = threadIdx.x, nt = blockDim.x, C = (uint32_t)a->ctas;
   const uint64_t es = a->dtype == COPY_BF16 ? 2 : 4, len = zc_len(a);
-  uint64_t npieces = 0; /* bulk pieces issued by this CTA: the mbarriers' phases */
   for (int jj = 0; jj < zc_njobs(a); jj++) {
     /* Jobs in a rotated order per CTA, so that the CTAs spread over the peers' links. */
     const int j = (int)((jj + c) % (uint32_t)zc_njobs(a));
@@ -1255,7 +1257,7 @@ MELD_DEV bool zc_move(meld_ctx_t *ctx, const coll_zc_args_t *a, uint32_t c) {
       const uint64_t v0 = coll_min((uint64_t)c * per, nvec), v1 = coll_min(v0 + per, nvec);
       if (v0 < v1) {
         if (a->bulk && zc_nsrc(a) > 1) {
-          if (!zc_pull_bulk(ctx, a, j, v0, v1, &npieces)) return false;
+          zc_pull_staged(a, j, v0, v1);
         } else {
           zc_vec<ZC_U>(a, j, v0, v1, t, nt);
         }
@@ -1267,26 +1269,15 @@ MELD_DEV bool zc_move(meld_ctx_t *ctx, const coll_zc_args_t *a, uint32_t c) {
       zc_elems(a, j, e0, e1, t, nt);
     }
   }
-  return true;
 }
 
 __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                         const __grid_constant__ coll_zc_args_t a) {
   meld_ctx_t ctx;
-  if (a.bulk && threadIdx.x == 0) { /* the stages' mbarriers, before the entry's bar.sync */
-    for (uint32_t b = 0; b < ZC_NST; b++) mbarrier_init_cta(smem_addr(&zc_bars()[b]), 1);
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    fence_proxy_async_smem_cta();
-  }
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
     const uint64_t t0 = meld_trace_begin(&ctx);
-    if (!zc_move(&ctx, &a, c)) {
-      /* A failed TMA load (timeout, abort): the record is filled; skip the done signals and
-       * let the peers' waits end by the abort. */
-      meld_call_end(&ctx);
-      return;
-    }
+    zc_move(&a, c);
     const int P = a.nranks, me = a.rank, tid = (int)threadIdx.x;
     const uint64_t stamp = meld_stamp(ctx.epoch, 1);
     /* bar.sync: this CTA's loads and stores happen before the releases (cumulativity). */
@@ -1604,7 +1595,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
         cudaError_t e = cudaFuncSetAttribute((const void *)coll_zc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              (int)ZC_BULK_SMEM);
         if (e != cudaSuccess)
-          return meld_error(MELD_ERR_CUDA, "%s: %u bytes of shared memory for the ZC bulk loads: %s", fn,
+          return meld_error(MELD_ERR_CUDA, "%s: %u bytes of shared memory for the ZC staged loads: %s", fn,
                             (unsigned)ZC_BULK_SMEM, cudaGetErrorString(e));
         attr_set[dev] = 1;
       }
