@@ -58,13 +58,18 @@
 #define PLAN_TWO_SHOT_WS_P2 ((size_t)2 * 64 * 2 * ((size_t)1 << 20))
 #define PLAN_ONESHOT_MAX_BYTES_P3 ((size_t)1 << 20)
 #define PLAN_ONESHOT_MAX_BYTES ((size_t)256 << 10)
-/* ZC: CTAs of 512 threads, one per PLAN_ZC_CTA_BYTES moved through it (remote and local
- * stores of this rank), at most PLAN_ZC_MAX_CTAS. Run 1 (2 x H200, session 4): a ZC CTA moves
- * ~20-25 GB/s, so 1-4 MB calls want 16 CTAs (all-reduce 4 MB: 31 us with 16, 41 with 8);
- * 512 KB per CTA gave them 2-8. */
+/* ZC: CTAs of 512 threads, one per PLAN_ZC_CTA_BYTES moved through it, at most
+ * PLAN_ZC_MAX_CTAS for copies (pushes) and PLAN_ZC_MAX_CTAS_SUM for sums (pulls). Runs 1-3
+ * (2 x H200, session 4): a ZC CTA moves ~20-25 GB/s, so 1-4 MB calls want 16-32 CTAs
+ * (all-reduce 4 MB: 31 us with 32, 38 with 16, 53 with 8); copies peak at 16 (all-gather
+ * 1 GB: 340 GB/s with 16, 270-292 with 24-32), sums at 32 (reduce_scatter 1 GB: 330 with 32,
+ * 290 with 16). All-reduce above PLAN_ZC_AR_MAX_BYTES keeps the staged engine (1 GB: 348
+ * GB/s with ROUNDS' 64 CTAs, ZC 298 with 32; 64 MB: ZC 279 vs 272). */
 #define PLAN_ZC_THREADS 512
 #define PLAN_ZC_CTA_BYTES ((size_t)128 << 10)
 #define PLAN_ZC_MAX_CTAS 16
+#define PLAN_ZC_MAX_CTAS_SUM 32
+#define PLAN_ZC_AR_MAX_BYTES ((size_t)128 << 20)
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static size_t ceil_div(size_t x, size_t a) { return (x + a - 1) / a; }
@@ -268,10 +273,7 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
                       op, p->threads, p->cons_warps);
   if (p->proto != MELD_PROTO_LL && p->unroll != 4 && p->unroll != 8)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: unroll %d: the data loops take 4 or 8", op, p->unroll);
-  if (p->proto == MELD_PROTO_ZC && (p->bulk < 0 || p->bulk > 1))
-    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: ZC bulk %d: 0 or 1", op, p->bulk);
-  if (p->bulk && p->proto != MELD_PROTO_ZC &&
-      (p->proto != MELD_PROTO_RING || p->threads < 96 || p->cons_warps != p->threads / 32 - 3))
+  if (p->bulk && (p->proto != MELD_PROTO_RING || p->threads < 96 || p->cons_warps != p->threads / 32 - 3))
     return meld_error(MELD_ERR_INVALID_ARG,
                       "%s plan: the bulk push needs the RING engine, >= 96 threads and threads/32 - 3 consumer "
                       "warps (%d threads, %d consumer warps)",
@@ -368,9 +370,11 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
    * H200 (run 2, 2026-11-30: AG 207 vs 237, RS 111 vs 203, AR 114 vs 242 GB/s at 256 MB), so
    * it is only taken when asked for (hint), until its per-chunk stalls are fixed
    * (docs/perf-notes.md "Collectives"). */
-  /* Symmetric buffers (a->zc): the ZC engine wherever LL does not take the call. */
+  /* Symmetric buffers (a->zc): the ZC engine wherever LL does not take the call (all-reduce:
+   * up to PLAN_ZC_AR_MAX_BYTES). */
+  const int zc_auto = a->zc && !(a->op == MELD_COLL_ALL_REDUCE && a->count * es > PLAN_ZC_AR_MAX_BYTES);
   if (want == MELD_PROTO_AUTO)
-    want = ll_ok && p->pair_bytes <= p->ll_max_bytes ? MELD_PROTO_LL : a->zc ? MELD_PROTO_ZC : MELD_PROTO_ROUNDS;
+    want = ll_ok && p->pair_bytes <= p->ll_max_bytes ? MELD_PROTO_LL : zc_auto ? MELD_PROTO_ZC : MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_LL && !ll_ok) want = MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_ZC && !a->zc) want = MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_RING && p->stages == 2) want = MELD_PROTO_ROUNDS;
@@ -417,10 +421,10 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
       size_t stored = p->pair_bytes * (P > 1 ? P : 1);
       want_ctas = ceil_div(stored, PLAN_ZC_CTA_BYTES);
       cap_ctas = PLAN_ZC_MAX_CTAS;
+      /* Copies push (stores) at 16 CTAs; sums pull (loads) and need 32 (run 1). */
+      if (a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE) cap_ctas = PLAN_ZC_MAX_CTAS_SUM;
       p->threads = PLAN_ZC_THREADS;
       p->slots = 2; /* unused */
-      /* Sums pull the peers' blocks with TMA bulk loads (register loads are latency bound). */
-      p->bulk = (a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE) && P > 1;
       break;
     }
     default:
@@ -453,8 +457,7 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     if (hint->threads) p->threads = hint->threads;
     if (hint->slots) p->slots = hint->slots, set_slots = 1;
     if (hint->unroll) p->unroll = hint->unroll;
-    if (hint->bulk > 0 && p->proto == MELD_PROTO_RING) p->bulk = hint->bulk >= 2 ? 2 : 1;
-    if (hint->bulk && p->proto == MELD_PROTO_ZC) p->bulk = hint->bulk > 0 ? 1 : 0;
+    if (hint->bulk && p->proto == MELD_PROTO_RING) p->bulk = hint->bulk >= 2 ? 2 : 1;
   }
   if (set_ctas && !set_chunk && p->proto != MELD_PROTO_ZC) p->chunk_bytes = plan_chunk(p); /* re-derive for the chosen CTAs */
   p->cons_warps = p->proto != MELD_PROTO_RING ? 0

@@ -128,8 +128,7 @@ typedef struct {
                              loops: 4 (copy.cuh's depth) or 8 (copies 8, sums 4 per source) */
   int bulk;               /* RING: 1 = the push is one warp whose lane 0 moves the chunks with
                              TMA bulk copies (cons_warps = threads/32 - 3); 2 = also the drain
-                             of copies (AG, A2A) by one thread with TMA; 0 = push warps.
-                             ZC: 1 = sums load their sources with TMA bulk copies          */
+                             of copies (AG, A2A) by one thread with TMA; 0 = push warps     */
 } meld_coll_plan_t;
 
 /* Caller-chosen plan fields (bench and tests); 0 / AUTO = heuristic. Environment variables
@@ -143,8 +142,7 @@ typedef struct {
   int cons_warps;
   size_t ll_max_bytes;
   int unroll; /* 4 or 8; 0 = default */
-  int bulk;   /* RING: 1 = TMA bulk push, 2 = + TMA drain of copies (see meld_coll_plan_t);
-                 ZC: 1 = TMA bulk loads for sums (the default), -1 = register loads      */
+  int bulk;   /* RING: 1 = TMA bulk push, 2 = + TMA drain of copies (see meld_coll_plan_t) */
 } meld_coll_plan_hint_t;
 
 /* Most data bytes one producer can send one consumer by LL in one call, for nranks ranks

@@ -1003,15 +1003,18 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
  * 0.0f, as reduce_sum (bitwise the same on every rank). No CTA waits for anything but the
  * peers' same-ticket CTAs (and the entry posts), so a plain launch cannot deadlock (the LL
  * argument in meld_coll_run). */
-/* Vectors in flight per thread: copies 8; two-source sums 4 each (register path, bulk off;
- * 6 + 6 spill at 128 registers beside the staged path: ptxas); longer sums 4 per source. */
-#define ZC_U 8
-#define ZC_U2 4
+/* Vectors in flight per thread (plan->unroll 8, the default; 4 for comparison): copies 8,
+ * two-source sums 8 per source (4 and 4 with unroll 4); longer sums 4 per source.
+ * Pulls (the sums' loads of the peers' blocks) are the engine's weak side: ~19 GB/s per CTA
+ * with these register loads (run 1, 2 x H200), and deeper pipelines were slower, not faster:
+ * TMA bulk loads of the peer's memory into shared memory (6 x 32 KB in flight per CTA) gave
+ * reduce_scatter 175-180 GB/s at 16 CTAs, cp.async (LDGSTS) staging 126-136 (runs 2, 3), against
+ * 251-290 with registers. So sums run on more CTAs (plan: up to 32) instead. */
 
 typedef struct {
   int32_t rank, nranks, ctas, op, dtype;
   int32_t inplace;     /* AG: send == recv + me * B (own block not stored)        */
-  int32_t bulk;        /* sums: the peers' sources staged by cp.async (zc_pull_staged) */
+  int32_t unroll;      /* 16-byte loads in flight per thread and source: 8 or 4   */
   uint32_t op_id, arg_hash;
   uint64_t B;          /* AG / RS / A2A: bytes per block; AR: total bytes          */
   uint64_t part;       /* AR: bytes of each rank's part (multiple of 16)           */
@@ -1070,7 +1073,7 @@ MELD_DEV uint8_t *zc_dst(const coll_zc_args_t *a, int j, int k) {
 /* Vectors [v0, v1) of job j: U loads per source in flight per thread. Copies store each
  * loaded vector to every destination; P = 2 sums load both sources before adding (no
  * accumulator arrays); longer sums accumulate 8 floats per vector. */
-template <int U>
+template <int U, int U2>
 MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, uint32_t t, uint32_t nt) {
   const int nsrc = zc_nsrc(a), ndst = zc_ndst(a, j), bf16 = a->dtype == COPY_BF16;
   uint64_t i = v0 + t;
@@ -1093,19 +1096,15 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
     return;
   }
   if (nsrc == 2) {
-    constexpr int U2 = U > ZC_U2 ? ZC_U2 : U; /* two sources: fewer vectors each (registers) */
     const int4 *s0 = (const int4 *)zc_src(a, j, 0), *s1 = (const int4 *)zc_src(a, j, 1);
-    for (; i < v1; i += U2 * (uint64_t)nt) {
+    for (; i + (U2 - 1) * (uint64_t)nt < v1; i += U2 * (uint64_t)nt) {
       int4 x[U2], y[U2];
 #pragma unroll
-      for (int u = 0; u < U2; u++)
-        if (i + u * nt < v1) x[u] = __ldcg(s0 + i + u * nt);
+      for (int u = 0; u < U2; u++) x[u] = __ldcg(s0 + i + u * nt);
 #pragma unroll
-      for (int u = 0; u < U2; u++)
-        if (i + u * nt < v1) y[u] = __ldcg(s1 + i + u * nt);
+      for (int u = 0; u < U2; u++) y[u] = __ldcg(s1 + i + u * nt);
 #pragma unroll
       for (int u = 0; u < U2; u++) {
-        if (i + u * nt >= v1) continue;
         float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (bf16) acc_bf16x8(acc, x[u]), acc_bf16x8(acc, y[u]);
         else acc_f32x4(acc, x[u]), acc_f32x4(acc, y[u]);
@@ -1114,6 +1113,16 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
                                         __float_as_int(acc[3]));
         for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i + u * nt] = r;
       }
+    }
+    for (; i < v1; i += nt) {
+      const int4 x = __ldcg(s0 + i), y = __ldcg(s1 + i);
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (bf16) acc_bf16x8(acc, x), acc_bf16x8(acc, y);
+      else acc_f32x4(acc, x), acc_f32x4(acc, y);
+      const int4 r = bf16 ? pack_bf16x8(acc)
+                          : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
+                                      __float_as_int(acc[3]));
+      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i] = r;
     }
     return;
   }
@@ -1168,80 +1177,6 @@ MELD_DEV void zc_elems(const coll_zc_args_t *a, int j, uint64_t e0, uint64_t e1,
   }
 }
 
-/* ---- ZC sums with staged loads (a->bulk) -----------------------------------------------------------
- * A pull from the peer has ~2.5 us of latency, so bytes in flight set the rate: register loads
- * (4-6 vectors per source and thread) measured ~19 GB/s per CTA for reduce_scatter (run 1),
- * and TMA bulk loads of the peer's memory were slower still (~11 GB/s per CTA with 160 KB in
- * flight, run 2). Here every thread keeps its own pipeline of cp.async (LDGSTS) 16-byte copies
- * of the PEERS' sources into shared memory: ZC_NST stages of ZC_STAGE bytes per CTA (the P-1
- * remote pieces of one stage), one commit group per stage, ZC_NST - 1 in flight. A thread sums
- * exactly the vectors it copied (so wait_group alone makes them visible to it: no CTA barrier),
- * in rank order, reading this rank's own source straight from global memory. */
-#define ZC_STAGE 32768u
-#define ZC_NST 6u
-#define ZC_BULK_SMEM (ZC_STAGE * ZC_NST)
-
-MELD_DEV void zc_cp_async16(uint32_t dst_smem, const void *src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst_smem), "l"(src) : "memory");
-}
-MELD_DEV void zc_cp_async_commit(void) { asm volatile("cp.async.commit_group;" ::: "memory"); }
-/* Waits until at most ZC_NST - 2 of this thread's groups are pending. */
-MELD_DEV void zc_cp_async_wait(void) {
-  static_assert(ZC_NST - 2 == 4, "cp.async.wait_group immediate");
-  asm volatile("cp.async.wait_group 4;" ::: "memory");
-}
-
-/* This thread's copies of piece i (vectors [lo + i*vps, +vps) of each peer source, its own
- * vectors t, t + nt, ...) into stage i % ZC_NST; one commit group, empty past the end. */
-MELD_DEV void zc_stage_issue(const coll_zc_args_t *a, int j, uint8_t *smem, uint64_t v_lo, uint64_t v_hi, uint32_t vps,
-                             uint64_t i, uint32_t t, uint32_t nt) {
-  const int P = zc_nsrc(a), me = a->rank;
-  const uint64_t first = v_lo + i * vps;
-  if (first < v_hi) {
-    const uint32_t n = (uint32_t)coll_min(vps, v_hi - first);
-    const uint32_t st = (uint32_t)(i % ZC_NST);
-    for (int k = 0, r = 0; k < P; k++) {
-      if (k == me) continue;
-      const int4 *src = (const int4 *)zc_src(a, j, k) + first;
-      const uint32_t base = smem_addr(smem + st * ZC_STAGE + (uint32_t)r * vps * 16u);
-      for (uint32_t v = t; v < n; v += nt) zc_cp_async16(base + v * 16u, src + v);
-      r++;
-    }
-  }
-  zc_cp_async_commit();
-}
-
-/* Vectors [v0, v1) of sum job j (every source and destination 16-byte aligned), P >= 2. */
-MELD_DEV void zc_pull_staged(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1) {
-  extern __shared__ __align__(128) uint8_t zc_smem[];
-  const int P = zc_nsrc(a), ndst = zc_ndst(a, j), me = a->rank, bf16 = a->dtype == COPY_BF16;
-  const uint32_t t = threadIdx.x, nt = blockDim.x;
-  const uint32_t vps = ZC_STAGE / 16u / (uint32_t)(P - 1); /* vectors per peer source and stage */
-  const uint64_t np = (v1 - v0 + vps - 1) / vps;
-  const int4 *own = (const int4 *)zc_src(a, j, me);
-  for (uint64_t i = 0; i + 1 < ZC_NST; i++) zc_stage_issue(a, j, zc_smem, v0, v1, vps, i, t, nt);
-  for (uint64_t i = 0; i < np; i++) {
-    zc_stage_issue(a, j, zc_smem, v0, v1, vps, i + ZC_NST - 1, t, nt);
-    zc_cp_async_wait(); /* this thread's copies of piece i have landed */
-    const uint64_t first = v0 + i * vps;
-    const uint32_t n = (uint32_t)coll_min(vps, v1 - first);
-    const int4 *sm = (const int4 *)(zc_smem + (uint32_t)(i % ZC_NST) * ZC_STAGE);
-    for (uint32_t v = t; v < n; v += nt) {
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (int k = 0, r = 0; k < P; k++) {
-        const int4 x = k == me ? __ldcg(own + first + v) : sm[(uint32_t)(r++) * vps + v];
-        if (bf16) acc_bf16x8(acc, x);
-        else acc_f32x4(acc, x);
-      }
-      const int4 res = bf16 ? pack_bf16x8(acc)
-                            : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
-                                        __float_as_int(acc[3]));
-      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[first + v] = res;
-    }
-  }
-  asm volatile("cp.async.wait_all;" ::: "memory"); /* the trailing empty groups */
-}
-
 /* CTA c's slice of every job. */
 MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
   const uint32_t t = threadIdx.x, nt = blockDim.x, C = (uint32_t)a->ctas;
@@ -1256,11 +1191,8 @@ MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
       const uint64_t nvec = len / 16, per = (nvec + C - 1) / C;
       const uint64_t v0 = coll_min((uint64_t)c * per, nvec), v1 = coll_min(v0 + per, nvec);
       if (v0 < v1) {
-        if (a->bulk && zc_nsrc(a) > 1) {
-          zc_pull_staged(a, j, v0, v1);
-        } else {
-          zc_vec<ZC_U>(a, j, v0, v1, t, nt);
-        }
+        if (a->unroll >= 8) zc_vec<8, 8>(a, j, v0, v1, t, nt);
+        else zc_vec<4, 4>(a, j, v0, v1, t, nt);
       }
       if (c == C - 1) zc_elems(a, j, nvec * 16 / es, len / es, t, nt);
     } else {
@@ -1371,7 +1303,6 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
   k->mode = (int32_t)p->proto;
   k->cons_warps = p->cons_warps;
   k->unroll = p->unroll;
-  k->bulk = p->bulk;
   k->inplace = p->proto == MELD_PROTO_RING && a->op == MELD_COLL_ALL_REDUCE && a->send == a->recv;
   k->ll_region = P > 1 ? MELD_COLL_LL_HALF_BYTES / (uint64_t)(P - 1) / 16 * 16 : 0;
   for (int r = 0; r < P; r++) k->peer_ws[r] = (uint8_t *)comm->workspace.peer[r];
@@ -1525,7 +1456,7 @@ static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a
   k->op = (int32_t)a->op;
   k->dtype = (int32_t)a->dtype;
   k->inplace = v->inplace;
-  k->bulk = p->bulk;
+  k->unroll = p->unroll;
   k->op_id = g_op_ids[a->op];
   k->B = a->op == MELD_COLL_ALL_TO_ALL ? a->send_counts[0] * es : a->count * es;
   k->part = (uint64_t)p->part_elems * es;
@@ -1542,7 +1473,7 @@ static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a
   h = meld_hash_u64(h, (uint64_t)p->ctas);
   h = meld_hash_u64(h, (uint64_t)p->threads);
   h = meld_hash_u64(h, (uint64_t)p->proto);
-  h = meld_hash_u64(h, (uint64_t)p->bulk);
+  h = meld_hash_u64(h, (uint64_t)p->unroll);
   h = meld_hash_u64(h, v->send_buf ? v->send_buf->seq : 0);
   h = meld_hash_u64(h, v->send_off);
   h = meld_hash_u64(h, v->recv_buf ? v->recv_buf->seq : 0);
@@ -1588,19 +1519,6 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     cfg.gridDim = dim3((unsigned)plan.ctas, 1, 1);
     cfg.blockDim = dim3((unsigned)plan.threads, 1, 1);
     cfg.stream = stream;
-    if (plan.bulk) {
-      static int attr_set[64]; /* per device: > 48 KB of shared memory is opt-in */
-      const int dev = comm->device >= 0 && comm->device < 64 ? comm->device : 0;
-      if (!attr_set[dev]) {
-        cudaError_t e = cudaFuncSetAttribute((const void *)coll_zc_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)ZC_BULK_SMEM);
-        if (e != cudaSuccess)
-          return meld_error(MELD_ERR_CUDA, "%s: %u bytes of shared memory for the ZC staged loads: %s", fn,
-                            (unsigned)ZC_BULK_SMEM, cudaGetErrorString(e));
-        attr_set[dev] = 1;
-      }
-      cfg.dynamicSmemBytes = ZC_BULK_SMEM;
-    }
     cudaError_t e = cudaLaunchKernelExC(&cfg, (const void *)coll_zc_kernel, kargs);
     if (e != cudaSuccess)
       return meld_error(MELD_ERR_CUDA, "%s: launch of %d CTAs x %d threads failed: %s", fn, plan.ctas, plan.threads,

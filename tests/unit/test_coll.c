@@ -306,16 +306,16 @@ static void test_plan_zc(void **state) {
         const meld_coll_proto_t without = p.proto;
         a.zc = 1;
         assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
-        /* LL keeps what it takes; everything else becomes ZC. */
-        assert_int_equal(p.proto, without == MELD_PROTO_LL ? MELD_PROTO_LL : MELD_PROTO_ZC);
+        /* LL keeps what it takes; everything else becomes ZC, except all-reduces above 128 MB. */
+        const int big_ar = op == MELD_COLL_ALL_REDUCE && count * 2 > ((size_t)128 << 20);
+        assert_int_equal(p.proto, without == MELD_PROTO_LL ? MELD_PROTO_LL : big_ar ? without : MELD_PROTO_ZC);
         if (p.proto != MELD_PROTO_ZC) continue;
         assert_int_equal(p.ws_bytes, 0);
         assert_int_equal(p.stages, 1);
-        assert_true(p.ctas >= 1 && p.ctas <= 16);
+        const int sum = op == MELD_COLL_REDUCE_SCATTER || op == MELD_COLL_ALL_REDUCE;
+        assert_true(p.ctas >= 1 && p.ctas <= (sum ? 32 : 16));
         assert_int_equal(p.threads, 512);
         assert_int_equal(p.signal_words, P > 1 ? (size_t)P * (size_t)p.ctas : 0);
-        /* Sums pull with TMA bulk loads; copies push with stores. */
-        assert_int_equal(p.bulk, (op == MELD_COLL_REDUCE_SCATTER || op == MELD_COLL_ALL_REDUCE) && P > 1);
         if (op == MELD_COLL_ALL_REDUCE) {
           assert_int_equal(p.ar_algo, MELD_AR_TWO_SHOT);
           assert_int_equal(p.part_elems * 2 % 16, 0);
@@ -341,17 +341,17 @@ static void test_plan_zc(void **state) {
   a.zc = 0;
   assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
   assert_int_equal(p.proto, MELD_PROTO_ROUNDS);
-  /* bulk -1: register loads for the sums. */
+  /* ... also a large all-reduce when forced. */
   a.zc = 1;
   a.op = MELD_COLL_ALL_REDUCE;
-  h.bulk = -1;
+  a.count = (size_t)1 << 28;
+  h.ctas = 0;
   assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
   assert_int_equal(p.proto, MELD_PROTO_ZC);
-  assert_int_equal(p.bulk, 0);
-  h.bulk = 0;
-  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
-  assert_int_equal(p.bulk, 1);
+  assert_int_equal(p.ctas, 32);
   a.op = MELD_COLL_ALL_GATHER;
+  a.count = 1000;
+  h.ctas = 3;
   /* The ZC kernel is compiled for 512 threads. */
   a.zc = 1;
   h.threads = 640;
