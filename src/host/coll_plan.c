@@ -70,6 +70,9 @@
 #define PLAN_ZC_MAX_CTAS 16
 #define PLAN_ZC_MAX_CTAS_SUM 32
 #define PLAN_ZC_AR_MAX_BYTES ((size_t)128 << 20)
+/* One-shot ZC all-reduce (send symmetric, recv not): every rank pulls (P-1) x the buffer, and
+ * pulls are the slow direction, so only up to 16 MB (not measured above; a guess). */
+#define PLAN_ZC_ONESHOT_MAX_BYTES ((size_t)16 << 20)
 
 static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 static size_t ceil_div(size_t x, size_t a) { return (x + a - 1) / a; }
@@ -372,14 +375,21 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
    * (docs/perf-notes.md "Collectives"). */
   /* Symmetric buffers (a->zc): the ZC engine wherever LL does not take the call (all-reduce:
    * up to PLAN_ZC_AR_MAX_BYTES). */
-  const int zc_auto = a->zc && !(a->op == MELD_COLL_ALL_REDUCE && a->count * es > PLAN_ZC_AR_MAX_BYTES);
+  const size_t ar_zc_max = a->zc == 2 ? PLAN_ZC_ONESHOT_MAX_BYTES : PLAN_ZC_AR_MAX_BYTES;
+  const int zc_auto = a->zc && !(a->op == MELD_COLL_ALL_REDUCE && a->count * es > ar_zc_max);
   if (want == MELD_PROTO_AUTO)
     want = ll_ok && p->pair_bytes <= p->ll_max_bytes ? MELD_PROTO_LL : zc_auto ? MELD_PROTO_ZC : MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_LL && !ll_ok) want = MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_ZC && !a->zc) want = MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_RING && p->stages == 2) want = MELD_PROTO_ROUNDS;
   p->proto = want;
-  if (p->proto == MELD_PROTO_ZC && a->op == MELD_COLL_ALL_REDUCE) {
+  if (p->proto == MELD_PROTO_ZC && a->op == MELD_COLL_ALL_REDUCE && a->zc == 2) {
+    /* One-shot: every rank pulls all of every send (its recv is not symmetric). */
+    p->ar_algo = MELD_AR_ONE_SHOT;
+    p->part_elems = 0;
+    p->pair_bytes = a->count * es;
+    p->stages = 1;
+  } else if (p->proto == MELD_PROTO_ZC && a->op == MELD_COLL_ALL_REDUCE) {
     /* Two-shot in one stage: rank r reduces part r (a 16-byte multiple of elements). */
     size_t per = ceil_div(a->count, P);
     p->ar_algo = MELD_AR_TWO_SHOT;

@@ -98,8 +98,10 @@ typedef struct {
   int vector;     /* all-to-allv (the public name in messages)                             */
   size_t send_counts[MELD_COLL_MAX_RANKS], send_offsets[MELD_COLL_MAX_RANKS];
   size_t recv_counts[MELD_COLL_MAX_RANKS], recv_offsets[MELD_COLL_MAX_RANKS];
-  int zc;         /* set by meld_coll_run, not by callers: 1 when the ZC engine may carry
-                     this call (symmetric buffers, uniform sizes, no racy overlap)         */
+  int zc;         /* set by meld_coll_run, not by callers: when the ZC engine may carry this
+                     call (symmetric buffers, uniform sizes, no racy overlap): 1; 2 = an
+                     all-reduce whose send only is symmetric (ZC one-shot: every rank pulls
+                     every send and sums into its own recv)                                */
 } meld_coll_args_t;
 
 /* The plan of one call. Printable; checked by meld_coll_plan_check. */

@@ -166,6 +166,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   MELD_CHECK_GOTO(agree(c, check_peer_access(c), "the peer-access check"), res, fail);
 
   MELD_CHECK_GOTO(meld_symbuf_create(c, cfg->workspace_bytes, &c->workspace), res, fail);
+  c->workspace.seq = MELD_SYMBUF_SEQ_WORKSPACE;
   MELD_CHECK_GOTO(meld_symbuf_create(c, MELD_SIGNAL_PAD_BYTES, &c->pad), res, fail);
   MELD_CHECK_GOTO(agree(c, meld_proto_create(c), "device protocol setup"), res, fail);
 
@@ -283,6 +284,13 @@ static meld_symbuf_t *find_buf(meld_comm_t comm, const void *ptr, meld_symbuf_t 
 const meld_symbuf_t *meld_symbuf_find(const struct meld_comm *comm, const void *ptr, size_t bytes,
                                       size_t *offset) {
   const uintptr_t p = (uintptr_t)ptr;
+  if (comm && ptr && comm->workspace.local) { /* ops' own use of the workspace (not users') */
+    const uintptr_t base = (uintptr_t)comm->workspace.local;
+    if (p >= base && p - base <= comm->workspace.bytes && bytes <= comm->workspace.bytes - (p - base)) {
+      if (offset) *offset = (size_t)(p - base);
+      return &comm->workspace;
+    }
+  }
   for (const meld_symbuf_t *b = comm ? comm->user_bufs : NULL; b && ptr; b = b->next) {
     const uintptr_t base = (uintptr_t)b->local;
     if (p >= base && p - base <= b->bytes && bytes <= b->bytes - (p - base)) {

@@ -16,6 +16,8 @@ extern "C" {
 #define MELD_MAX_RANKS 4096
 #define MELD_SIGNAL_PAD_BYTES ((size_t)8 << 20) /* per rank: signal slots, credits, abort word */
 
+#define MELD_SYMBUF_SEQ_WORKSPACE UINT64_MAX
+
 /* One symmetric allocation: this rank's buffer and the mapped buffers of same-node peers. */
 typedef struct meld_symbuf {
   void *local;             /* this rank's buffer (device memory)                        */
@@ -23,7 +25,8 @@ typedef struct meld_symbuf {
                               on another node; peer[rank] == local                       */
   size_t bytes;
   uint64_t seq;            /* user allocations: 1, 2, ... in allocation order (equal on
-                              every rank: meld_mem_alloc is collective); 0 = internal     */
+                              every rank: meld_mem_alloc is collective); the workspace:
+                              MELD_SYMBUF_SEQ_WORKSPACE; 0 = other internal buffers       */
   struct meld_symbuf *next;/* list of user allocations (meld_mem_alloc)                  */
 } meld_symbuf_t;
 
@@ -76,8 +79,9 @@ uint64_t meld_topo_host_hash(void);
 meld_result_t meld_symbuf_create(struct meld_comm *comm, size_t bytes, meld_symbuf_t *buf);
 void meld_symbuf_destroy(struct meld_comm *comm, meld_symbuf_t *buf);
 
-/* The meld_mem_alloc buffer that holds all of [ptr, ptr + bytes) (bytes may be 0: ptr
- * itself), or NULL; *offset = ptr - buffer start. Host only, no CUDA call. */
+/* The symmetric buffer (a meld_mem_alloc buffer, or the comm's workspace, which ops may use
+ * as a zero-copy source) that holds all of [ptr, ptr + bytes) (bytes may be 0: ptr itself),
+ * or NULL; *offset = ptr - buffer start. Host only, no CUDA call. */
 const meld_symbuf_t *meld_symbuf_find(const struct meld_comm *comm, const void *ptr, size_t bytes,
                                       size_t *offset);
 

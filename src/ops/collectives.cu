@@ -989,6 +989,8 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
  *   all_to_all      send[q * B] (own, any memory)     -> recv_q[me * B] for every q   (push)
  *   reduce_scatter  sum over r of send_r[me * B]      -> recv (own, any memory)       (pull)
  *   all_reduce      sum over r of send_r[me * part]   -> recv_q[me * part] for every q
+ *   all_reduce 1x   sum over r of send_r (all of it)  -> recv (own, any memory)       (pull)
+ * (one-shot: when only the send is symmetric, e.g. an op's partial in the workspace).
  * One load per source and one store per destination: a copy is read once and stored P times
  * (no staging, no drain). A job's bytes are cut into one contiguous slice per CTA (by
  * ticket); the element tail (bytes past the last 16-byte vector) goes to the last CTA; a job
@@ -1014,6 +1016,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
 typedef struct {
   int32_t rank, nranks, ctas, op, dtype;
   int32_t inplace;     /* AG: send == recv + me * B (own block not stored)        */
+  int32_t oneshot;     /* AR: every send summed whole into this rank's recv only  */
   int32_t unroll;      /* 16-byte loads in flight per thread and source: 8 or 4   */
   uint32_t op_id, arg_hash;
   uint64_t B;          /* AG / RS / A2A: bytes per block; AR: total bytes          */
@@ -1041,13 +1044,13 @@ MELD_DEV int zc_nsrc(const coll_zc_args_t *a) {
 MELD_DEV int zc_ndst(const coll_zc_args_t *a, int j) {
   switch (a->op) {
     case MELD_COLL_ALL_GATHER: return zc_ag_own(a, j) ? 1 : a->nranks - 1;
-    case MELD_COLL_ALL_REDUCE: return a->nranks;
+    case MELD_COLL_ALL_REDUCE: return a->oneshot ? 1 : a->nranks;
     default: return 1;
   }
 }
 MELD_DEV int zc_rot(const coll_zc_args_t *a, int k) { return (a->rank + 1 + k) % a->nranks; }
 MELD_DEV uint64_t zc_len(const coll_zc_args_t *a) {
-  if (a->op != MELD_COLL_ALL_REDUCE) return a->B;
+  if (a->op != MELD_COLL_ALL_REDUCE || a->oneshot) return a->B;
   const uint64_t start = (uint64_t)a->rank * a->part;
   return start >= a->B ? 0 : coll_min(a->part, a->B - start);
 }
@@ -1057,7 +1060,7 @@ MELD_DEV const uint8_t *zc_src(const coll_zc_args_t *a, int j, int k) {
     case MELD_COLL_ALL_GATHER: return a->send;
     case MELD_COLL_ALL_TO_ALL: return a->send + (uint64_t)zc_rot(a, j) * a->B;
     case MELD_COLL_REDUCE_SCATTER: return a->peer_send[k] + me * a->B;
-    default: return a->peer_send[k] + me * a->part;
+    default: return a->peer_send[k] + (a->oneshot ? 0 : me * a->part);
   }
 }
 MELD_DEV uint8_t *zc_dst(const coll_zc_args_t *a, int j, int k) {
@@ -1066,7 +1069,7 @@ MELD_DEV uint8_t *zc_dst(const coll_zc_args_t *a, int j, int k) {
     case MELD_COLL_ALL_GATHER: return zc_ag_own(a, j) ? a->recv + me * a->B : a->peer_recv[zc_rot(a, k)] + me * a->B;
     case MELD_COLL_ALL_TO_ALL: return a->peer_recv[zc_rot(a, j)] + me * a->B;
     case MELD_COLL_REDUCE_SCATTER: return a->recv;
-    default: return a->peer_recv[zc_rot(a, k)] + me * a->part;
+    default: return a->oneshot ? a->recv : a->peer_recv[zc_rot(a, k)] + me * a->part;
   }
 }
 
@@ -1096,7 +1099,10 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
     return;
   }
   if (nsrc == 2) {
+    /* P = 2: at most two destinations, their pointers computed once. */
     const int4 *s0 = (const int4 *)zc_src(a, j, 0), *s1 = (const int4 *)zc_src(a, j, 1);
+    int4 *d0 = (int4 *)zc_dst(a, j, 0), *d1 = ndst > 1 ? (int4 *)zc_dst(a, j, 1) : d0;
+    const bool two = ndst > 1;
     for (; i + (U2 - 1) * (uint64_t)nt < v1; i += U2 * (uint64_t)nt) {
       int4 x[U2], y[U2];
 #pragma unroll
@@ -1111,7 +1117,8 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
         const int4 r = bf16 ? pack_bf16x8(acc)
                             : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
                                         __float_as_int(acc[3]));
-        for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i + u * nt] = r;
+        d0[i + u * nt] = r;
+        if (two) d1[i + u * nt] = r;
       }
     }
     for (; i < v1; i += nt) {
@@ -1122,7 +1129,8 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
       const int4 r = bf16 ? pack_bf16x8(acc)
                           : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
                                       __float_as_int(acc[3]));
-      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i] = r;
+      d0[i] = r;
+      if (two) d1[i] = r;
     }
     return;
   }
@@ -1381,6 +1389,7 @@ typedef struct {
   const meld_symbuf_t *send_buf, *recv_buf; /* the symmetric buffers peers touch, or NULL */
   size_t send_off, recv_off;
   int inplace; /* all_gather: send == recv + me * B */
+  int oneshot; /* all_reduce: send symmetric, recv not */
 } coll_zc_view_t;
 
 /* MELD_COLL_ZC: unset or 1 = the ZC engine on symmetric buffers, 0 = never. */
@@ -1439,10 +1448,14 @@ static int coll_zc_view(const struct meld_comm *comm, const meld_coll_args_t *a,
   const int need_send = a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE;
   const int need_recv = a->op != MELD_COLL_REDUCE_SCATTER;
   if (need_send && !(v->send_buf = meld_symbuf_find(comm, s, sb, &v->send_off))) return 0;
-  if (need_recv && !(v->recv_buf = meld_symbuf_find(comm, r, rb, &v->recv_off))) return 0;
+  if (need_recv && !(v->recv_buf = meld_symbuf_find(comm, r, rb, &v->recv_off))) {
+    /* An all-reduce whose send only is symmetric: one-shot (not in place: the peers read it). */
+    if (a->op != MELD_COLL_ALL_REDUCE || s == r) return 0;
+    v->oneshot = 1;
+  }
   for (int q = 0; q < P; q++)
     if ((v->send_buf && !v->send_buf->peer[q]) || (v->recv_buf && !v->recv_buf->peer[q])) return 0;
-  return 1;
+  return v->oneshot ? 2 : 1;
 }
 
 static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a, const meld_coll_plan_t *p,
@@ -1456,6 +1469,7 @@ static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a
   k->op = (int32_t)a->op;
   k->dtype = (int32_t)a->dtype;
   k->inplace = v->inplace;
+  k->oneshot = v->oneshot;
   k->unroll = p->unroll;
   k->op_id = g_op_ids[a->op];
   k->B = a->op == MELD_COLL_ALL_TO_ALL ? a->send_counts[0] * es : a->count * es;
@@ -1489,7 +1503,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   int zc_on = 0;
   MELD_CHECK(coll_zc_env(&zc_on));
   coll_zc_view_t zv;
-  const int zc = zc_on && coll_zc_view(comm, args, &zv);
+  const int zc = zc_on ? coll_zc_view(comm, args, &zv) : 0;
   const meld_coll_args_t *pa = args;
   meld_coll_args_t *za = NULL;
   if (zc != args->zc) { /* the plan reads args->zc: a copy with it set (2.3 KB) */

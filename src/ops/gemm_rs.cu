@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coll_plan.h"
 #include "comm.h"
 #include "device/gemm.cuh"
 #include "device/launch.cuh"
@@ -237,6 +238,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         has fewer tiles than CTAs (decode sizes), 1 = off, 2..8 = forced
  *   MELD_GEMM_AR_DECODE_UNFUSED  1: AUTO takes the unfused path for decode-size AR (plan rule;
  *                         must be set alike on every rank: it changes the algorithm)
+ *   MELD_GEMM_AR_DECODE_ZC  the unfused AR's all-reduce: 1 (default) = zero copy from the
+ *                         workspace for partials >= 512 KB, 2 = always, 0 = the public
+ *                         all-reduce on C (LL / staged); alike on every rank
  *   MELD_GEMM_RS_STREAM_K fused path's stream-K over the last partial wave (meld_gemm's rule): 1 = off
  *   MELD_GEMM_RS_PUSH     fused path's partial push at 2 ranks: "tma" (default since s2 run 3) =
  *                         TMA store into the peer's staging, flag released at the start of the
@@ -401,6 +405,10 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   return meld_launch_coop(kern, grid, GEMM_THREADS, GEMM_SMEM_BYTES, kargs, stream);
 }
 
+/* Decode GEMM+AR partials from this size on take the zero-copy all-reduce (below, the LL
+ * all-reduce's single trip wins: session 4 run 4, ZC 10-19 us vs LL 4.5-17.5 up to 1 MB). */
+#define GEMM_AR_ZC_MIN_BYTES ((size_t)512 << 10)
+
 /* Scratch of the unfused paths, per device (grown on demand; not while capturing). */
 #define GEMM_RS_MAX_DEVICES 64
 static void *g_scratch[GEMM_RS_MAX_DEVICES];
@@ -453,6 +461,34 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
   }
   if (pl->is_ar) {
     const int direct = a->ldc == a->n;
+    const size_t part_bytes = (size_t)a->m * (size_t)a->n * 2;
+    /* Zero copy (MELD_GEMM_AR_DECODE_ZC: 1 = from GEMM_AR_ZC_MIN_BYTES on (the default),
+     * 2 = always, 0 = never): the GEMM writes its partial into this rank's symmetric
+     * workspace, and the ZC one-shot all-reduce pulls every rank's partial from there and sums
+     * into C: no staging, one pass. The workspace is free here: every meld op on this comm
+     * before this call has finished on this rank, and each one's peers finished with this
+     * rank's workspace before its kernel ended (the ZC "done" signals, the staged engines'
+     * consumed slots). Decided alike on every rank (sizes, comm and env agree). */
+    const int zc_mode = gemm_rs_env_int("MELD_GEMM_AR_DECODE_ZC", 1);
+    if (direct && zc_mode && comm->nnodes == 1 && part_bytes <= comm->workspace.bytes &&
+        (zc_mode == 2 || part_bytes >= GEMM_AR_ZC_MIN_BYTES)) {
+      g.c = comm->workspace.local;
+      g.ldc = a->n;
+      MELD_CHECK(meld_gemm(&g, stream));
+      meld_coll_args_t *ca = (meld_coll_args_t *)calloc(1, sizeof *ca); /* 2.3 KB */
+      if (!ca) return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+      ca->op = MELD_COLL_ALL_REDUCE;
+      ca->dtype = MELD_BF16;
+      ca->send = comm->workspace.local;
+      ca->recv = a->c;
+      ca->count = (size_t)a->m * (size_t)a->n;
+      meld_coll_plan_hint_t h;
+      memset(&h, 0, sizeof h);
+      h.proto = MELD_PROTO_ZC;
+      meld_result_t r = meld_coll_run(comm, fn, ca, &h, stream, NULL);
+      free(ca);
+      return r;
+    }
     void *buf = a->c;
     if (!direct) MELD_CHECK(gemm_rs_scratch(fn, (size_t)a->m * (size_t)pl->ldn * 2, stream, &buf));
     g.c = buf;

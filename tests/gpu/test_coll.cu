@@ -39,13 +39,14 @@ enum {
   V_BULK = 9,  /* RING with the TMA bulk push (opt-in engine): only with TEST_COLL_ONLY=bulk */
   V_BULK2 = 10, /* ... and the TMA drain of copies                                           */
   V_ZC = 11,    /* ZC forced (3 CTAs x 128 threads): taken on symmetric buffers, else ROUNDS   */
-  V_LAST = V_ZC
+  V_ZC1 = 12,   /* all-reduce, symmetric send, ordinary recv: the ZC one-shot (default plan)   */
+  V_LAST = V_ZC1
 };
 /* TEST_COLL_ONLY=bulk: only the bulk variants' reference checks (the device script runs them
  * in a second process, so that a failure of the opt-in engine cannot hide the defaults'). */
 static int g_only_bulk = 0;
 static const char *const g_vname[] = {"default",  "tiny-ring",     "misaligned", "one-shot",  "two-shot", "in-place",
-                                      "ll-forced", "tiny-rounds", "in-place-ring", "tiny-bulk", "bulk-drain", "zc-forced"};
+                                      "ll-forced", "tiny-rounds", "in-place-ring", "tiny-bulk", "bulk-drain", "zc-forced", "zc-one-shot"};
 static const char *const g_opname[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "all_to_allv"};
 enum { OP_AG = 0, OP_RS = 1, OP_AR = 2, OP_A2A = 3, OP_A2AV = 4 };
 
@@ -103,6 +104,7 @@ typedef struct {
   size_t cap;
   int rank, P;
   int sym; /* d_send and d_recv come from meld_mem_alloc: the ZC engine's buffers */
+  uint8_t *d_plain; /* ordinary device memory, cap bytes (V_ZC1's recv) */
 } ctx_t;
 
 static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int variant, int case_id) {
@@ -152,6 +154,10 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
     return;
   }
   GT_CUDA(cudaMemsetAsync(c->d_recv, 0xff, c->cap, c->s)); /* poison: NaN in both dtypes */
+  if (variant == V_ZC1) { /* recv in ordinary memory, poisoned */
+    d_recv = c->d_plain;
+    GT_CUDA(cudaMemsetAsync(c->d_plain, 0xff, c->cap, c->s));
+  }
   if (variant == V_INPLACE || variant == V_INPLACE_RING || variant == V_BULK2) { /* bulk-drain: in place too */
     if (op == OP_AR) d_send = d_recv;
     if (op == OP_AG) d_send = d_recv + (size_t)me * count * es;
@@ -173,6 +179,7 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
     hint.ctas = 2, hint.chunk_bytes = 32768, hint.threads = 128, hint.proto = MELD_PROTO_RING, hint.bulk = 2, hp = &hint;
   if (variant == V_ONESHOT) hint.ar_algo = MELD_AR_ONE_SHOT, hp = &hint;
   if (variant == V_TWOSHOT) hint.ar_algo = MELD_AR_TWO_SHOT, hint.ctas = 5, hp = &hint;
+  if (variant == V_ZC1) hp = &hint; /* all fields AUTO: the default plan, reported */
   if (variant == V_ZC) /* both loop depths: unroll 4 at even counts */
     hint.ctas = 3, hint.threads = 128, hint.proto = MELD_PROTO_ZC, hint.unroll = count % 2 ? 8 : 4, hp = &hint;
   meld_coll_plan_t plan;
@@ -185,6 +192,12 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
     r = run_op(c->comm, op, d_send, d_recv, count, dt, hp, c->s, &plan);
   }
   GT_CHECK(r == MELD_OK, "%s: %s: %s", name, meld_strerror(r), meld_last_error());
+  if (variant == V_ZC1 && r == MELD_OK) { /* LL below 1 MB, the one-shot ZC above */
+    const int want_zc = count * es > ((size_t)1 << 20);
+    GT_CHECK((plan.proto == MELD_PROTO_ZC) == want_zc && (!want_zc || plan.ar_algo == MELD_AR_ONE_SHOT),
+             "%s: engine %s (%s), want %s", name, meld_coll_proto_name(plan.proto),
+             plan.ar_algo == MELD_AR_ONE_SHOT ? "one-shot" : "two-shot", want_zc ? "zc one-shot" : "ll");
+  }
   if (variant == V_ZC && r == MELD_OK) {
     /* ZC runs exactly where the buffers are symmetric and the blocks 16-byte multiples (any
      * all-reduce count); ordinary memory falls back to ROUNDS. */
@@ -260,6 +273,7 @@ static void test_reference(ctx_t *c) {
           if ((v == V_RING || v == V_ROUNDS || v == V_LL || v == V_BULK || v == V_BULK2) && op == OP_A2AV) continue;
           if ((v == V_BULK || v == V_BULK2) != (g_only_bulk != 0)) continue;
           if (v == V_ZC && (op == OP_A2AV || (ci == 3 && d == 1 && !c->sym))) continue;
+          if (v == V_ZC1 && (op != OP_AR || !c->sym)) continue;
           /* Symmetric buffers: the engines that differ there (ZC by default and forced), and
            * LL / ROUNDS on symmetric memory; the RING variants are covered above. */
           if (c->sym && (v == V_RING || v == V_INPLACE_RING || v == V_BULK || v == V_BULK2 || v == V_ONESHOT))
@@ -448,6 +462,7 @@ static void rank_main(int rank, int nranks) {
   c.cap = (size_t)1000003 * nranks * 4 + 4096;
   GT_CUDA(cudaMalloc(&c.d_send, c.cap));
   GT_CUDA(cudaMalloc(&c.d_recv, c.cap));
+  GT_CUDA(cudaMalloc(&c.d_plain, c.cap));
   GT_CUDA(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
   test_reference(&c);
   if (!g_only_bulk) {
@@ -472,6 +487,7 @@ static void rank_main(int rank, int nranks) {
     GT_MELD(meld_mem_free(c.comm, c.d_recv));
   }
   cudaStreamDestroy(c.s);
+  cudaFree(c.d_plain);
   GT_MELD(meld_comm_destroy(c.comm));
 }
 

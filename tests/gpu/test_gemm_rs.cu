@@ -326,13 +326,25 @@ static void rank_main(int rank, int nranks) {
   test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
   test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200); /* 32 tiles: the decode rule's unfused path */
   if (nranks > 1) test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
-  /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce) */
+  /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
+   * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
   test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 2);
   test_shape(&x, 128, 4096, 7168, 0, MELD_GEMM_RS_AUTO, 2);
   test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 200, 16);
+  /* M 128 x N 8192: a 2 MB partial, the zero-copy all-reduce from the workspace (>= 512 KB),
+   * back to back (the workspace reused by every call) and in graphs */
+  test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 200, 128);
   test_graph(&x, 0, 20);
   test_graph(&x, 1, 20);
   test_graph_m(&x, 1, 20, 128);
+  if (nranks > 1) { /* each rank process sets the same value: it must agree across ranks */
+    setenv("MELD_GEMM_AR_DECODE_ZC", "2", 1); /* zero copy at M 16 too */
+    test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 2);
+    test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 50, 16);
+    setenv("MELD_GEMM_AR_DECODE_ZC", "0", 1); /* the public all-reduce at M 128 */
+    test_shape(&x, 128, 4096, 7168, 0, MELD_GEMM_RS_AUTO, 2);
+    unsetenv("MELD_GEMM_AR_DECODE_ZC");
+  }
   meld_bootstrap_barrier(x.comm->boot);
   ctx_free(&x);
 }

@@ -352,6 +352,24 @@ static void test_plan_zc(void **state) {
   a.op = MELD_COLL_ALL_GATHER;
   a.count = 1000;
   h.ctas = 3;
+  /* Send-only symmetric all-reduce (zc 2): one-shot ZC up to 16 MB, the staged engine above. */
+  memset(&h, 0, sizeof h);
+  a.op = MELD_COLL_ALL_REDUCE;
+  a.zc = 2;
+  a.count = (size_t)1 << 20; /* 2 MB */
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_ZC);
+  assert_int_equal(p.ar_algo, MELD_AR_ONE_SHOT);
+  assert_int_equal(p.pair_bytes, (size_t)2 << 20);
+  assert_int_equal(p.part_elems, 0);
+  a.count = (size_t)16 << 20; /* 32 MB */
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+  assert_int_not_equal(p.proto, MELD_PROTO_ZC);
+  a.op = MELD_COLL_ALL_GATHER;
+  a.zc = 1;
+  a.count = 1000;
+  h.proto = MELD_PROTO_ZC;
+  h.ctas = 3;
   /* The ZC kernel is compiled for 512 threads. */
   a.zc = 1;
   h.threads = 640;
