@@ -165,11 +165,14 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
    * 24-60 us over its split-K GEMM, while meld_gemm + the LL all-reduce cost ~14-27 us over it:
    * unfused was 0.054 vs 0.075 .. 0.105 vs 0.138 ms at M 16..512; at 128 tiles (M 512, N
    * 8192) fused still won 0.096 vs 0.101. Session 3 (meld_gemm's small-M kernel): unfused wins
-   * every M <= 128 shape by 20-50%, eager and in graphs. gemm_rs.cu passes sm_count 0 (rule
-   * off) when MELD_GEMM_AR_DECODE_UNFUSED=0. sm_count is the node's smallest (same on every rank). */
+   * every M <= 128 shape by 20-50%, eager and in graphs. Session 4 (the zero-copy all-reduce
+   * from the workspace): unfused also wins at 128 tiles, M 512 with N 8192: 0.091 / 0.085 ms
+   * (eager / graph) vs fused 0.097 / 0.094 at K 4096, 0.211 / 0.214 vs 0.215 / 0.219 at K 14336;
+   * so the rule is now one wave (tiles <= SMs). gemm_rs.cu passes sm_count 0 (rule off) when
+   * MELD_GEMM_AR_DECODE_UNFUSED=0. sm_count is the node's smallest (same on every rank). */
   if (!why_not && is_ar && a->algo == MELD_GEMM_RS_AUTO && sm_count > 0 &&
-      2 * (int64_t)pl->tiles_m * pl->tiles_n <= (int64_t)sm_count)
-    why_not = "decode-size all-reduce: at most half as many tiles as SMs (meld_gemm + LL all-reduce is faster)";
+      (int64_t)pl->tiles_m * pl->tiles_n <= (int64_t)sm_count)
+    why_not = "decode-size all-reduce: at most one wave of tiles (meld_gemm + zero-copy / LL all-reduce is faster)";
   if (why_not || a->algo == MELD_GEMM_RS_UNFUSED) {
     pl->algo = MELD_GEMM_RS_UNFUSED;
     pl->why_unfused = why_not ? why_not : "forced";

@@ -757,7 +757,13 @@ MELD_DEV bool coll_ll_wait(meld_ctx_t *c, const uint8_t *line, uint32_t flag, in
     if (!meld_wait_tick(&w)) continue;
     const uint64_t now = globaltimer_ns();
     uint32_t ab = ld_relaxed_sys_u32(meld_abort_word(p));
-    if (!ab && now - w.start_ns >= MELD_WAIT_MIRROR_AFTER_NS && (ab = ld_relaxed_sys_u32(p->host_abort)) != 0u)
+    /* The host's abort word (host-mapped: a PCIe read) from one thread per CTA only: every
+     * LL thread polls its own lines, and thousands of threads reading host memory every 64
+     * spins once a peer is > 20 us late would queue up on PCIe and delay the data they wait
+     * for (suspected cause of the rare 0.19-0.27 ms LL all-reduce timings, sessions 3-4).
+     * That thread raises the device word, which every thread reads. */
+    if (!ab && threadIdx.x == 0 && now - w.start_ns >= MELD_WAIT_MIRROR_AFTER_NS &&
+        (ab = ld_relaxed_sys_u32(p->host_abort)) != 0u)
       meld_raise_abort(p, ab);
     const meld_wait_info_t info =
         meld_wait_info(MELD_REGION_OTHER, (uint32_t)((uintptr_t)line & 0xffffffffu), from, "coll: LL data");

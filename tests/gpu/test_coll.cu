@@ -193,7 +193,7 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
   }
   GT_CHECK(r == MELD_OK, "%s: %s: %s", name, meld_strerror(r), meld_last_error());
   if (variant == V_ZC1 && r == MELD_OK) { /* LL below 1 MB, the one-shot ZC above */
-    const int want_zc = count * es > ((size_t)1 << 20);
+    const int want_zc = count * es > ((size_t)1 << 20) || P == 1; /* LL needs a peer */
     GT_CHECK((plan.proto == MELD_PROTO_ZC) == want_zc && (!want_zc || plan.ar_algo == MELD_AR_ONE_SHOT),
              "%s: engine %s (%s), want %s", name, meld_coll_proto_name(plan.proto),
              plan.ar_algo == MELD_AR_ONE_SHOT ? "one-shot" : "two-shot", want_zc ? "zc one-shot" : "ll");

@@ -135,9 +135,9 @@ static void test_choice(void **state) {
   assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
   assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 2, (size_t)256 << 20, &pl), MELD_OK);
   assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
-  /* decode-size AR with the node's SM count: AUTO takes the unfused path at <= SMs / 2 tiles
-   * (M 16 / 512, N 4096: 16 / 64 tiles), fused above (M 512, N 8192: 128 tiles); RS, forced
-   * FUSED and an unknown SM count (0) keep the fused path */
+  /* decode-size AR with the node's SM count: AUTO takes the unfused path at <= SMs tiles
+   * (M 16 / 512, N 4096 / 8192: 16 / 64 / 128 tiles), fused above (M 1024, N 8192: 256 tiles);
+   * RS, forced FUSED and an unknown SM count (0) keep the fused path */
   a = args(16, 8192, 4096);
   assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 2, 0, 1, (size_t)256 << 20, 132, &pl), MELD_OK);
   assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
@@ -152,7 +152,13 @@ static void test_choice(void **state) {
   assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
   a = args(512, 8192, 4096);
   assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 2, 1, 1, (size_t)256 << 20, 132, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 2, 1, 1, (size_t)256 << 20, 127, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED); /* 128 tiles on 127 SMs: two waves */
+  a = args(1024, 8192, 4096);
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 2, 1, 1, (size_t)256 << 20, 132, &pl), MELD_OK);
   assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
+  a = args(512, 8192, 4096);
   assert_int_equal(gemm_rs_plan_make_sm(&a, 0, 2, 1, 1, (size_t)256 << 20, 132, &pl), MELD_OK);
   assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
   /* the hash depends on shapes and the algorithm, not on pointers */
