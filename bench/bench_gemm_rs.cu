@@ -307,7 +307,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -343,6 +343,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_NOSK] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_STREAM_K", "1"}}},
         /* decode AUTO without the zero-copy all-reduce (session 3's path: LL / staged on C) */
         [V_NOZC] = {op_meld, MELD_GEMM_RS_AUTO, dec, {{"MELD_GEMM_AR_DECODE_ZC", "0"}}},
+        /* ... and with it but without the programmatic dependent launch */
+        [V_NOPDL] = {op_meld, MELD_GEMM_RS_AUTO, dec, {{"MELD_GEMM_AR_DECODE_PDL", "0"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -369,11 +371,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     const float cublas_ms = tm[V_CUBLAS], mgemm_ms = tm[V_MGEMM], nccl_ms = tm[V_NCCL], mcoll_ms = tm[V_MCOLL];
     const float st_ms = tm[V_ST], nosplit_ms = tm[V_NOSPLIT], owner_ms = tm[V_OWNER];
     const float d_in = tm[V_DIN], d_oop = tm[V_DOOP], d_coll_in = tm[V_DCOLL];
-    float g_fused_nosplit = -1, g_owner = -1, g_nozc = -1;
+    float g_fused_nosplit = -1, g_owner = -1, g_nozc = -1, g_nopdl = -1;
     if (dec) {
       setenv("MELD_GEMM_AR_DECODE_ZC", "0", 1);
       g_nozc = time_graph(x, op_meld, &r, 10, 10);
       unsetenv("MELD_GEMM_AR_DECODE_ZC");
+      setenv("MELD_GEMM_AR_DECODE_PDL", "0", 1);
+      g_nopdl = time_graph(x, op_meld, &r, 10, 10);
+      unsetenv("MELD_GEMM_AR_DECODE_PDL");
       setenv("MELD_GEMM_RS_SPLIT_K", "1", 1);
       r.algo = MELD_GEMM_RS_FUSED;
       g_fused_nosplit = time_graph(x, op_meld, &r, 10, 10);
@@ -418,8 +423,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in);
       if (owner_ms > 0) printf("        variant: fused owner mode (MELD_GEMM_AR_SYM=0) %7.3f (graph %7.4f)\n", owner_ms, g_owner);
       if (tm[V_NOZC] > 0)
-        printf("        variant: AUTO without the zero-copy all-reduce (MELD_GEMM_AR_DECODE_ZC=0) %7.4f (graph %7.4f)\n",
-               tm[V_NOZC], g_nozc);
+        printf("        variant: AUTO without the zero-copy all-reduce (MELD_GEMM_AR_DECODE_ZC=0) %7.4f (graph %7.4f) | "
+               "zero copy without PDL %7.4f (graph %7.4f)\n",
+               tm[V_NOZC], g_nozc, tm[V_NOPDL], g_nopdl);
       if (g_meld > 0)
         printf("        graph: meld %7.4f fused %7.4f unfused %7.4f seq(cublas+nccl) %7.4f ms\n", g_meld, g_fused, g_unf,
                g_seq);
@@ -436,13 +442,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"meld_fused_nosplit_ms\": %.5f, \"graph_meld_fused_nosplit_ms\": %.5f, \"diag_gemm_ar_inplace_ms\": %.5f, "
                 "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_nowait_ms\": %.5f, "
                 "\"diag_noadd_ms\": %.5f, \"diag_none_ms\": %.5f, \"diag_bare_gemm_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "
-                "\"graph_meld_fused_owner_ms\": %.5f, \"meld_nozc_ms\": %.5f, \"graph_meld_nozc_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
+                "\"graph_meld_fused_owner_ms\": %.5f, \"meld_nozc_ms\": %.5f, \"graph_meld_nozc_ms\": %.5f, \"meld_nopdl_ms\": %.5f, \"graph_meld_nopdl_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"nccl\": \"%s\", \"torch\": null, \"date\": \"%s\", \"commit\": \"%s\"}\n",
                 op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,
                 unfused_ms, seq_ms, compute_ms, cublas_ms, mgemm_ms, comm_ms, nccl_ms, mcoll_ms, bound_ms,
                 meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, g_fused,
                 st_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, tm[V_D1], tm[V_D2], tm[V_D4], tm[V_D3],
-                tm[V_D8], owner_ms, g_owner, tm[V_NOZC], g_nozc, getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
+                tm[V_D8], owner_ms, g_owner, tm[V_NOZC], g_nozc, tm[V_NOPDL], g_nopdl, getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
                 x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, x->env.date, x->env.commit);
         fflush(x->json);
       }

@@ -145,6 +145,9 @@ typedef struct {
   size_t ll_max_bytes;
   int unroll; /* 4 or 8; 0 = default */
   int bulk;   /* RING: 1 = TMA bulk push, 2 = + TMA drain of copies (see meld_coll_plan_t) */
+  int pdl;    /* ZC: launch with programmatic stream serialization (the kernel before it on
+                 the stream must be one of meld's stand-alone GEMM kernels, which trigger it;
+                 the ZC kernel waits for that grid's completion before its handshake) */
 } meld_coll_plan_hint_t;
 
 /* Most data bytes one producer can send one consumer by LL in one call, for nranks ranks

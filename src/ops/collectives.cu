@@ -1220,6 +1220,10 @@ MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
 __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                         const __grid_constant__ coll_zc_args_t a) {
   meld_ctx_t ctx;
+  /* Launched early (programmatic serialization, hint pdl): wait for the previous kernel's
+   * grid and memory before the handshake tells the peers our buffers are ready. A no-op on
+   * an ordinary launch. */
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
     const uint64_t t0 = meld_trace_begin(&ctx);
@@ -1539,6 +1543,13 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     cfg.gridDim = dim3((unsigned)plan.ctas, 1, 1);
     cfg.blockDim = dim3((unsigned)plan.threads, 1, 1);
     cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    if (hint && hint->pdl) {
+      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+    }
     cudaError_t e = cudaLaunchKernelExC(&cfg, (const void *)coll_zc_kernel, kargs);
     if (e != cudaSuccess)
       return meld_error(MELD_ERR_CUDA, "%s: launch of %d CTAs x %d threads failed: %s", fn, plan.ctas, plan.threads,

@@ -12,9 +12,14 @@
 /* One persistent CTA per SM (or per cluster slot); all CTAs run the engine. */
 /* DEFER = p.epi_defer (0 or 1): the stand-alone kernel may overlap a tile's second epilogue
  * half with the next tile's first k-block (fused kernels keep the plain epilogue). */
+/* Both stand-alone kernels let a kernel launched after them with programmatic stream
+ * serialization (the decode GEMM+AR's zero-copy all-reduce) be scheduled once every CTA has
+ * started; that kernel waits (griddepcontrol.wait) for this grid's completion and memory
+ * before touching its output. No effect on ordinary launches. */
 template <bool BKN, int DEFER>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ gemm_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   extern __shared__ __align__(1024) uint8_t gemm_smem[];
   gemm_cta_run<BKN, false, false, DEFER>(&p, gemm_smem, (int)blockIdx.x, (int)gridDim.x);
 #endif
@@ -25,6 +30,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_cons
 template <int MT>
 __global__ void __launch_bounds__(SKINNY_THREADS, 1) gemm_skinny_kernel(const __grid_constant__ gemm_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   extern __shared__ __align__(1024) uint8_t gemm_smem[];
   gemm_skinny_run<MT>(&p, gemm_smem);
 #endif

@@ -241,6 +241,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *   MELD_GEMM_AR_DECODE_ZC  the unfused AR's all-reduce: 1 (default) = zero copy from the
  *                         workspace for partials >= 512 KB, 2 = always, 0 = the public
  *                         all-reduce on C (LL / staged); alike on every rank
+ *   MELD_GEMM_AR_DECODE_PDL 0: the zero-copy all-reduce without programmatic dependent launch
  *   MELD_GEMM_RS_STREAM_K fused path's stream-K over the last partial wave (meld_gemm's rule): 1 = off
  *   MELD_GEMM_RS_PUSH     fused path's partial push at 2 ranks: "tma" (default since s2 run 3) =
  *                         TMA store into the peer's staging, flag released at the start of the
@@ -485,6 +486,10 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
       meld_coll_plan_hint_t h;
       memset(&h, 0, sizeof h);
       h.proto = MELD_PROTO_ZC;
+      /* Programmatic dependent launch after meld_gemm (MELD_GEMM_AR_DECODE_PDL=0: off): the
+       * all-reduce's launch overlaps the GEMM; it waits for the GEMM's grid before its
+       * handshake. */
+      h.pdl = gemm_rs_env_int("MELD_GEMM_AR_DECODE_PDL", 1) != 0;
       meld_result_t r = meld_coll_run(comm, fn, ca, &h, stream, NULL);
       free(ca);
       return r;
