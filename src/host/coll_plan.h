@@ -101,9 +101,8 @@ typedef struct {
   int zc;         /* set by meld_coll_run, not by callers: when the ZC engine may carry this
                      call (symmetric buffers, uniform sizes, no racy overlap): 1; 2 = an
                      all-reduce whose send only is symmetric (ZC one-shot: every rank pulls
-                     every send and sums into its own recv); 3 = a reduce-scatter at two ranks
-                     with both buffers symmetric (ZC push mode: partials pushed into the
-                     peer's recv)                                                          */
+                     every send and sums into its own recv); 3 = a sum at two ranks with both
+                     buffers symmetric (ZC push mode: partials pushed into the peer's recv) */
 } meld_coll_args_t;
 
 /* The plan of one call. Printable; checked by meld_coll_plan_check. */

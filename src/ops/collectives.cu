@@ -1023,7 +1023,7 @@ typedef struct {
   int32_t rank, nranks, ctas, op, dtype;
   int32_t inplace;     /* AG: send == recv + me * B (own block not stored)        */
   int32_t oneshot;     /* AR: every send summed whole into this rank's recv only  */
-  int32_t push;        /* RS at P = 2, both buffers symmetric: push mode           */
+  int32_t push;        /* RS / AR at P = 2, both buffers symmetric: push mode     */
   int32_t unroll;      /* 16-byte loads in flight per thread and source: 8 or 4   */
   uint32_t op_id, arg_hash;
   uint64_t B;          /* AG / RS / A2A: bytes per block; AR: total bytes          */
@@ -1225,19 +1225,25 @@ MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
   }
 }
 
-/* ---- ZC reduce-scatter in push mode (P = 2, send and recv symmetric, not in place) ---------------
- * Pulls are the slow direction (see ZC_U2's note), so at two ranks the reduce-scatter pushes
- * instead, using the peer's recv as the landing zone of this rank's partial. CTA c walks its
- * slice in chunks of ZC_PUSH_CHUNK bytes, pipelined: it stores chunk k of the partial for the
- * peer (send[q*B ..]) into the same place of the peer's recv, bar.sync, stamps (e, k+1) in the
- * peer's slot (me, c); then waits for the peer's stamp (e, k) and sums chunk k-1 (its own
- * partial and the landed one, rank order, fp32) into recv. While one CTA sums, the others keep
- * the link busy. Run 8 measured the unpipelined form (push all, then sum all, in lock step) at
- * 204-222 GB/s with 16 CTAs: the link idled during the sums. No final "done" round: the peer
- * never reads this rank's memory, and its writes into recv all precede stamps this CTA waits for;
- * the next call's entry handshake orders the next pushes after the peer's sums. */
-#define ZC_PUSH_CHUNK ((uint64_t)128 << 10)
-
+/* ---- ZC sums in push mode (P = 2, send and recv symmetric, not in place) -------------------------
+ * Pulls are the slow direction (see ZC_U2's note), so at two ranks the sums push instead, using
+ * the peer's recv as the landing zone of this rank's partial:
+ *   1. CTA c stores its slice of the partial for the peer (reduce_scatter: send[q*B..]; all-
+ *      reduce: send's part q) into the same place of the peer's recv, bar.sync, stamp (e, 1);
+ *   2. waits for the peer's stamp (e, 1): the peer's partial for this rank is in recv;
+ *   3. sums, in rank order, its own partial (send) and the peer's (recv) into recv; an all-
+ *      reduce also stores the sum into the peer's recv (its part r), bar.sync, stamp (e, 2),
+ *      and waits for the peer's (e, 2).
+ * Reduce-scatter needs no final "done": nothing of this rank is read or written by the peer
+ * after step 1. The next call's entry handshake orders it after the peer's step 3. */
+MELD_DEV uint64_t zc_part_off(const coll_zc_args_t *a, int r) {
+  return a->op == MELD_COLL_ALL_REDUCE ? (uint64_t)r * a->part : 0;
+}
+MELD_DEV uint64_t zc_part_len(const coll_zc_args_t *a, int r) {
+  if (a->op != MELD_COLL_ALL_REDUCE) return a->B;
+  const uint64_t start = (uint64_t)r * a->part;
+  return start >= a->B ? 0 : coll_min(a->part, a->B - start);
+}
 /* CTA c's slice of len bytes: [*b0, *b1) (16-byte multiples, the tail to the last CTA). */
 MELD_DEV void zc_slice(uint64_t len, uint32_t c, uint32_t C, uint64_t *b0, uint64_t *b1) {
   const uint64_t nvec = len / 16, per = (nvec + C - 1) / C;
@@ -1246,52 +1252,60 @@ MELD_DEV void zc_slice(uint64_t len, uint32_t c, uint32_t C, uint64_t *b0, uint6
   *b1 = c == C - 1 ? len : v1 * 16;
 }
 
-/* Chunk [o0, o1) of the slice: own partial + the landed one into recv. */
-MELD_DEV void zc_push_sum_chunk(const coll_zc_args_t *a, uint64_t o0, uint64_t o1) {
-  const int me = a->rank, bf16 = a->dtype == COPY_BF16;
-  const uint32_t t = threadIdx.x, nt = blockDim.x;
-  const uint64_t es = bf16 ? 2 : 4, n = o1 - o0;
-  const uint8_t *own = a->send + (uint64_t)me * a->B + o0, *peer = a->recv + o0;
-  const uint8_t *s0 = me == 0 ? own : peer, *s1 = me == 0 ? peer : own;
-  uint8_t *d0 = a->recv + o0;
-  const uintptr_t al = (uintptr_t)s0 | (uintptr_t)s1 | (uintptr_t)d0;
-  const uint64_t nvec = (al & 15u) == 0 ? n / 16 : 0;
-  if (nvec) zc_sum2_vec<8>((int4 *)d0, nullptr, (const int4 *)s0, (const int4 *)s1, bf16, 0, nvec, t, nt);
-  for (uint64_t e = nvec * 16 / es + t; e < n / es; e += nt) {
-    float v = 0.0f;
-    v += load_elem(s0, e, a->dtype);
-    v += load_elem(s1, e, a->dtype);
-    store_elem(d0, e, v, a->dtype);
-  }
-}
-
-MELD_DEV bool zc_push_rs(meld_ctx_t *ctx, const coll_zc_args_t *a, uint32_t c) {
-  const int me = a->rank, q = 1 - me, P = 2, tid = (int)threadIdx.x;
+MELD_DEV bool zc_push_sum(meld_ctx_t *ctx, const coll_zc_args_t *a, uint32_t c) {
+  const int me = a->rank, q = 1 - me, P = 2, tid = (int)threadIdx.x, bf16 = a->dtype == COPY_BF16;
   const uint32_t t = threadIdx.x, nt = blockDim.x, C = (uint32_t)a->ctas;
+  const uint64_t es = bf16 ? 2 : 4;
   const uint32_t idx_out = meld_signal_index(me, P, c, 0, 1), idx_in = meld_signal_index(q, P, c, 0, 1);
-  uint64_t b0, b1;
-  zc_slice(a->B, c, C, &b0, &b1);
-  const uint64_t nk = (b1 - b0 + ZC_PUSH_CHUNK - 1) / ZC_PUSH_CHUNK;
-  const uint8_t *src = a->send + (uint64_t)q * a->B;
-  uint8_t *dst = a->peer_recv[q];
-  for (uint64_t k = 0; k <= nk; k++) {
-    if (k < nk) {
-      const uint64_t o0 = b0 + k * ZC_PUSH_CHUNK, o1 = coll_min(o0 + ZC_PUSH_CHUNK, b1);
-      if ((((uintptr_t)(src + o0) | (uintptr_t)(dst + o0) | (o1 - o0)) & 15u) == 0)
-        copy_vec16<8>((int4 *)(dst + o0), (const int4 *)(src + o0), (o1 - o0) / 16, t, nt);
+  /* 1. the partial for the peer, into the peer's recv */
+  {
+    uint64_t b0, b1;
+    zc_slice(zc_part_len(a, q), c, C, &b0, &b1);
+    const uint64_t so = a->op == MELD_COLL_ALL_REDUCE ? zc_part_off(a, q) : (uint64_t)q * a->B;
+    const uint8_t *src = a->send + so + b0;
+    uint8_t *dst = a->peer_recv[q] + zc_part_off(a, q) + b0;
+    if (b1 > b0) {
+      if ((((uintptr_t)src | (uintptr_t)dst | (b1 - b0)) & 15u) == 0)
+        copy_vec16<8>((int4 *)dst, (const int4 *)src, (b1 - b0) / 16, t, nt);
       else
-        copy_bytes(dst + o0, src + o0, o1 - o0, t, nt);
-      __syncthreads(); /* the chunk's stores before the release */
-      if (tid == 0) meld_signal_put(ctx, q, idx_out, meld_stamp(ctx->epoch, (uint32_t)(k + 1)));
-    }
-    if (k >= 1) {
-      int ok = 1;
-      if (tid == 0) ok = meld_wait_signal(ctx, idx_in, meld_stamp(ctx->epoch, (uint32_t)k), q, "coll zc: peer chunk");
-      if (!__syncthreads_and(ok)) return ctx->failed = 1, false;
-      const uint64_t o0 = b0 + (k - 1) * ZC_PUSH_CHUNK, o1 = coll_min(o0 + ZC_PUSH_CHUNK, b1);
-      zc_push_sum_chunk(a, o0, o1);
+        copy_bytes(dst, src, b1 - b0, t, nt);
     }
   }
+  __syncthreads(); /* the slice's stores before the release */
+  if (tid == 0) meld_signal_put(ctx, q, idx_out, meld_stamp(ctx->epoch, 1));
+  int ok = 1;
+  if (tid == 0) ok = meld_wait_signal(ctx, idx_in, meld_stamp(ctx->epoch, 1), q, "coll zc: peer partial");
+  if (!__syncthreads_and(ok)) return ctx->failed = 1, false;
+  /* 3. own partial + the peer's (landed in recv), rank order, into recv (and the peer's recv) */
+  {
+    uint64_t b0, b1;
+    zc_slice(zc_part_len(a, me), c, C, &b0, &b1);
+    const uint64_t so = a->op == MELD_COLL_ALL_REDUCE ? zc_part_off(a, me) : (uint64_t)me * a->B;
+    const uint64_t ro = zc_part_off(a, me);
+    const uint8_t *own = a->send + so + b0, *peer = a->recv + ro + b0;
+    const uint8_t *s0 = me == 0 ? own : peer, *s1 = me == 0 ? peer : own;
+    uint8_t *d0 = a->recv + ro + b0;
+    uint8_t *d1 = a->op == MELD_COLL_ALL_REDUCE ? a->peer_recv[q] + ro + b0 : nullptr;
+    const uint64_t n = b1 - b0;
+    if (n) {
+      const uintptr_t al = (uintptr_t)s0 | (uintptr_t)s1 | (uintptr_t)d0 | (uintptr_t)(d1 ? d1 : d0);
+      const uint64_t nvec = (al & 15u) == 0 ? n / 16 : 0;
+      if (nvec) zc_sum2_vec<8>((int4 *)d0, (int4 *)d1, (const int4 *)s0, (const int4 *)s1, bf16, 0, nvec, t, nt);
+      for (uint64_t e = nvec * 16 / es + t; e < n / es; e += nt) {
+        float v = 0.0f;
+        v += load_elem(s0, e, a->dtype);
+        v += load_elem(s1, e, a->dtype);
+        store_elem(d0, e, v, a->dtype);
+        if (d1) store_elem(d1, e, v, a->dtype);
+      }
+    }
+  }
+  if (a->op != MELD_COLL_ALL_REDUCE) return true;
+  __syncthreads();
+  if (tid == 0) meld_signal_put(ctx, q, idx_out, meld_stamp(ctx->epoch, 2));
+  ok = 1;
+  if (tid == 0) ok = meld_wait_signal(ctx, idx_in, meld_stamp(ctx->epoch, 2), q, "coll zc: peer sum");
+  if (!__syncthreads_and(ok)) return ctx->failed = 1, false;
   return true;
 }
 
@@ -1305,8 +1319,8 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
     const uint64_t t0 = meld_trace_begin(&ctx);
-    if (a.push) { /* two ranks, reduce-scatter: its own signals, no final "done" round */
-      zc_push_rs(&ctx, &a, c);
+    if (a.push) { /* two ranks, sums: its own signals, no final "done" round */
+      zc_push_sum(&ctx, &a, c);
       if (threadIdx.x == 0) meld_trace_end(&ctx, MELD_ROLE_COMM, c, t0);
       meld_call_end(&ctx);
       return;
@@ -1548,13 +1562,13 @@ static int coll_zc_view(const struct meld_comm *comm, const meld_coll_args_t *a,
     if (a->op != MELD_COLL_ALL_REDUCE || s == r) return 0;
     v->oneshot = 1;
   }
-  /* Two ranks, reduce-scatter, both buffers symmetric, not in place: push mode (zc_push_rs).
-   * An in-place reduce-scatter's recv (send + rank * B) is not looked up: its offset differs
-   * between ranks. (All-reduce in push mode measured no better than the pull: run 8.) */
+  /* Two ranks, sums, both buffers symmetric, not in place: push mode (zc_push_sum). An
+   * in-place reduce-scatter's recv (send + rank * B) is not looked up: its offset differs
+   * between ranks. */
   if (P == 2 && a->op == MELD_COLL_REDUCE_SCATTER && r != s + (uint64_t)me * B)
     v->recv_buf = meld_symbuf_find(comm, r, rb, &v->recv_off);
-  v->push = P == 2 && a->op == MELD_COLL_REDUCE_SCATTER && v->send_buf && v->recv_buf &&
-            B / ZC_PUSH_CHUNK < MELD_STAMP_SEQ_MAX / 2; /* one stamp per chunk */
+  v->push = P == 2 && v->send_buf && v->recv_buf && s != r &&
+            (a->op == MELD_COLL_REDUCE_SCATTER || (a->op == MELD_COLL_ALL_REDUCE && !v->oneshot));
   for (int q = 0; q < P; q++)
     if ((v->send_buf && !v->send_buf->peer[q]) || (v->recv_buf && !v->recv_buf->peer[q])) return 0;
   return v->oneshot ? 2 : v->push ? 3 : 1;
