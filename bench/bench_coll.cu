@@ -490,14 +490,9 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
         snprintf(vn, sizeof vn, cc[i] ? "zc_c%d" : "zc", cc[i]);
         s2_point(c, jf, env, nccl_ver, op, bytes, &h, vn, graph && i == 0, nms, bufs, d_acc, samples);
       }
-      if ((op == OP_RS || op == OP_AR) && bytes >= ((size_t)1 << 20)) { /* sums: the pull form */
-        memset(&h, 0, sizeof h);
-        h.proto = MELD_PROTO_ZC, h.zc_pull = 1;
-        s2_point(c, jf, env, nccl_ver, op, bytes, &h, "zc_pull", 0, nms, bufs, d_acc, samples);
-      }
       if (bytes >= ((size_t)1 << 20)) { /* shallower loads (unroll 4) at the default's CTA cap */
         memset(&h, 0, sizeof h);
-        h.proto = MELD_PROTO_ZC, h.ctas = 16, h.unroll = 4;
+        h.proto = MELD_PROTO_ZC, h.ctas = op == OP_RS || op == OP_AR ? 32 : 16, h.unroll = 4;
         s2_point(c, jf, env, nccl_ver, op, bytes, &h, "zc_u4", 0, nms, bufs, d_acc, samples);
       }
       if (bytes >= ((size_t)64 << 20)) { /* the staged engine on the same buffers */

@@ -389,7 +389,7 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     p->part_elems = 0;
     p->pair_bytes = a->count * es;
     p->stages = 1;
-  } else if (p->proto == MELD_PROTO_ZC && a->op == MELD_COLL_ALL_REDUCE) { /* pull or push (zc 3) */
+  } else if (p->proto == MELD_PROTO_ZC && a->op == MELD_COLL_ALL_REDUCE) {
     /* Two-shot in one stage: rank r reduces part r (a 16-byte multiple of elements). */
     size_t per = ceil_div(a->count, P);
     p->ar_algo = MELD_AR_TWO_SHOT;
@@ -432,8 +432,7 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
       want_ctas = ceil_div(stored, PLAN_ZC_CTA_BYTES);
       cap_ctas = PLAN_ZC_MAX_CTAS;
       /* Copies push (stores) at 16 CTAs; sums pull (loads) and need 32 (run 1). */
-      if ((a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE) && a->zc != 3)
-        cap_ctas = PLAN_ZC_MAX_CTAS_SUM;
+      if (a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE) cap_ctas = PLAN_ZC_MAX_CTAS_SUM;
       p->threads = PLAN_ZC_THREADS;
       p->slots = 2; /* unused */
       break;

@@ -101,8 +101,7 @@ typedef struct {
   int zc;         /* set by meld_coll_run, not by callers: when the ZC engine may carry this
                      call (symmetric buffers, uniform sizes, no racy overlap): 1; 2 = an
                      all-reduce whose send only is symmetric (ZC one-shot: every rank pulls
-                     every send and sums into its own recv); 3 = a sum at two ranks with both
-                     buffers symmetric (ZC push mode: partials pushed into the peer's recv) */
+                     every send and sums into its own recv)                                */
 } meld_coll_args_t;
 
 /* The plan of one call. Printable; checked by meld_coll_plan_check. */
@@ -146,7 +145,6 @@ typedef struct {
   size_t ll_max_bytes;
   int unroll; /* 4 or 8; 0 = default */
   int bulk;   /* RING: 1 = TMA bulk push, 2 = + TMA drain of copies (see meld_coll_plan_t) */
-  int zc_pull; /* ZC: sums in the pull form even where push mode could run */
   int pdl;    /* ZC: launch with programmatic stream serialization (the kernel before it on
                  the stream must be one of meld's stand-alone GEMM kernels, which trigger it;
                  the ZC kernel waits for that grid's completion before its handshake) */

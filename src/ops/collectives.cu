@@ -1023,7 +1023,6 @@ typedef struct {
   int32_t rank, nranks, ctas, op, dtype;
   int32_t inplace;     /* AG: send == recv + me * B (own block not stored)        */
   int32_t oneshot;     /* AR: every send summed whole into this rank's recv only  */
-  int32_t push;        /* RS / AR at P = 2, both buffers symmetric: push mode     */
   int32_t unroll;      /* 16-byte loads in flight per thread and source: 8 or 4   */
   uint32_t op_id, arg_hash;
   uint64_t B;          /* AG / RS / A2A: bytes per block; AR: total bytes          */
@@ -1080,44 +1079,6 @@ MELD_DEV uint8_t *zc_dst(const coll_zc_args_t *a, int j, int k) {
   }
 }
 
-/* Vectors [v0, v1): d0[i] (and d1[i] unless NULL) = s0[i] + s1[i] in fp32 from 0.0f (reduce_sum's
- * order), U vectors per source in flight per thread. */
-template <int U>
-MELD_DEV void zc_sum2_vec(int4 *d0, int4 *d1, const int4 *s0, const int4 *s1, int bf16, uint64_t v0, uint64_t v1,
-                          uint32_t t, uint32_t nt) {
-  const bool two = d1 != nullptr;
-  uint64_t i = v0 + t;
-  for (; i + (U - 1) * (uint64_t)nt < v1; i += U * (uint64_t)nt) {
-    int4 x[U], y[U];
-#pragma unroll
-    for (int u = 0; u < U; u++) x[u] = __ldcg(s0 + i + u * nt);
-#pragma unroll
-    for (int u = 0; u < U; u++) y[u] = __ldcg(s1 + i + u * nt);
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if (bf16) acc_bf16x8(acc, x[u]), acc_bf16x8(acc, y[u]);
-      else acc_f32x4(acc, x[u]), acc_f32x4(acc, y[u]);
-      const int4 r = bf16 ? pack_bf16x8(acc)
-                          : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
-                                      __float_as_int(acc[3]));
-      d0[i + u * nt] = r;
-      if (two) d1[i + u * nt] = r;
-    }
-  }
-  for (; i < v1; i += nt) {
-    const int4 x = __ldcg(s0 + i), y = __ldcg(s1 + i);
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (bf16) acc_bf16x8(acc, x), acc_bf16x8(acc, y);
-    else acc_f32x4(acc, x), acc_f32x4(acc, y);
-    const int4 r = bf16 ? pack_bf16x8(acc)
-                        : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
-                                    __float_as_int(acc[3]));
-    d0[i] = r;
-    if (two) d1[i] = r;
-  }
-}
-
 /* Vectors [v0, v1) of job j: U loads per source in flight per thread. Copies store each
  * loaded vector to every destination; P = 2 sums load both sources before adding (no
  * accumulator arrays); longer sums accumulate 8 floats per vector. */
@@ -1144,8 +1105,39 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
     return;
   }
   if (nsrc == 2) {
-    zc_sum2_vec<U2>((int4 *)zc_dst(a, j, 0), ndst > 1 ? (int4 *)zc_dst(a, j, 1) : nullptr,
-                    (const int4 *)zc_src(a, j, 0), (const int4 *)zc_src(a, j, 1), bf16, v0, v1, t, nt);
+    /* P = 2: at most two destinations, their pointers computed once. */
+    const int4 *s0 = (const int4 *)zc_src(a, j, 0), *s1 = (const int4 *)zc_src(a, j, 1);
+    int4 *d0 = (int4 *)zc_dst(a, j, 0), *d1 = ndst > 1 ? (int4 *)zc_dst(a, j, 1) : d0;
+    const bool two = ndst > 1;
+    for (; i + (U2 - 1) * (uint64_t)nt < v1; i += U2 * (uint64_t)nt) {
+      int4 x[U2], y[U2];
+#pragma unroll
+      for (int u = 0; u < U2; u++) x[u] = __ldcg(s0 + i + u * nt);
+#pragma unroll
+      for (int u = 0; u < U2; u++) y[u] = __ldcg(s1 + i + u * nt);
+#pragma unroll
+      for (int u = 0; u < U2; u++) {
+        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (bf16) acc_bf16x8(acc, x[u]), acc_bf16x8(acc, y[u]);
+        else acc_f32x4(acc, x[u]), acc_f32x4(acc, y[u]);
+        const int4 r = bf16 ? pack_bf16x8(acc)
+                            : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
+                                        __float_as_int(acc[3]));
+        d0[i + u * nt] = r;
+        if (two) d1[i + u * nt] = r;
+      }
+    }
+    for (; i < v1; i += nt) {
+      const int4 x = __ldcg(s0 + i), y = __ldcg(s1 + i);
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (bf16) acc_bf16x8(acc, x), acc_bf16x8(acc, y);
+      else acc_f32x4(acc, x), acc_f32x4(acc, y);
+      const int4 r = bf16 ? pack_bf16x8(acc)
+                          : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
+                                      __float_as_int(acc[3]));
+      d0[i] = r;
+      if (two) d1[i] = r;
+    }
     return;
   }
   for (; i < v1; i += 4 * (uint64_t)nt) {
@@ -1225,90 +1217,6 @@ MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
   }
 }
 
-/* ---- ZC sums in push mode (P = 2, send and recv symmetric, not in place) -------------------------
- * Pulls are the slow direction (see ZC_U2's note), so at two ranks the sums push instead, using
- * the peer's recv as the landing zone of this rank's partial:
- *   1. CTA c stores its slice of the partial for the peer (reduce_scatter: send[q*B..]; all-
- *      reduce: send's part q) into the same place of the peer's recv, bar.sync, stamp (e, 1);
- *   2. waits for the peer's stamp (e, 1): the peer's partial for this rank is in recv;
- *   3. sums, in rank order, its own partial (send) and the peer's (recv) into recv; an all-
- *      reduce also stores the sum into the peer's recv (its part r), bar.sync, stamp (e, 2),
- *      and waits for the peer's (e, 2).
- * Reduce-scatter needs no final "done": nothing of this rank is read or written by the peer
- * after step 1. The next call's entry handshake orders it after the peer's step 3. */
-MELD_DEV uint64_t zc_part_off(const coll_zc_args_t *a, int r) {
-  return a->op == MELD_COLL_ALL_REDUCE ? (uint64_t)r * a->part : 0;
-}
-MELD_DEV uint64_t zc_part_len(const coll_zc_args_t *a, int r) {
-  if (a->op != MELD_COLL_ALL_REDUCE) return a->B;
-  const uint64_t start = (uint64_t)r * a->part;
-  return start >= a->B ? 0 : coll_min(a->part, a->B - start);
-}
-/* CTA c's slice of len bytes: [*b0, *b1) (16-byte multiples, the tail to the last CTA). */
-MELD_DEV void zc_slice(uint64_t len, uint32_t c, uint32_t C, uint64_t *b0, uint64_t *b1) {
-  const uint64_t nvec = len / 16, per = (nvec + C - 1) / C;
-  const uint64_t v0 = coll_min((uint64_t)c * per, nvec), v1 = coll_min(v0 + per, nvec);
-  *b0 = v0 * 16;
-  *b1 = c == C - 1 ? len : v1 * 16;
-}
-
-MELD_DEV bool zc_push_sum(meld_ctx_t *ctx, const coll_zc_args_t *a, uint32_t c) {
-  const int me = a->rank, q = 1 - me, P = 2, tid = (int)threadIdx.x, bf16 = a->dtype == COPY_BF16;
-  const uint32_t t = threadIdx.x, nt = blockDim.x, C = (uint32_t)a->ctas;
-  const uint64_t es = bf16 ? 2 : 4;
-  const uint32_t idx_out = meld_signal_index(me, P, c, 0, 1), idx_in = meld_signal_index(q, P, c, 0, 1);
-  /* 1. the partial for the peer, into the peer's recv */
-  {
-    uint64_t b0, b1;
-    zc_slice(zc_part_len(a, q), c, C, &b0, &b1);
-    const uint64_t so = a->op == MELD_COLL_ALL_REDUCE ? zc_part_off(a, q) : (uint64_t)q * a->B;
-    const uint8_t *src = a->send + so + b0;
-    uint8_t *dst = a->peer_recv[q] + zc_part_off(a, q) + b0;
-    if (b1 > b0) {
-      if ((((uintptr_t)src | (uintptr_t)dst | (b1 - b0)) & 15u) == 0)
-        copy_vec16<8>((int4 *)dst, (const int4 *)src, (b1 - b0) / 16, t, nt);
-      else
-        copy_bytes(dst, src, b1 - b0, t, nt);
-    }
-  }
-  __syncthreads(); /* the slice's stores before the release */
-  if (tid == 0) meld_signal_put(ctx, q, idx_out, meld_stamp(ctx->epoch, 1));
-  int ok = 1;
-  if (tid == 0) ok = meld_wait_signal(ctx, idx_in, meld_stamp(ctx->epoch, 1), q, "coll zc: peer partial");
-  if (!__syncthreads_and(ok)) return ctx->failed = 1, false;
-  /* 3. own partial + the peer's (landed in recv), rank order, into recv (and the peer's recv) */
-  {
-    uint64_t b0, b1;
-    zc_slice(zc_part_len(a, me), c, C, &b0, &b1);
-    const uint64_t so = a->op == MELD_COLL_ALL_REDUCE ? zc_part_off(a, me) : (uint64_t)me * a->B;
-    const uint64_t ro = zc_part_off(a, me);
-    const uint8_t *own = a->send + so + b0, *peer = a->recv + ro + b0;
-    const uint8_t *s0 = me == 0 ? own : peer, *s1 = me == 0 ? peer : own;
-    uint8_t *d0 = a->recv + ro + b0;
-    uint8_t *d1 = a->op == MELD_COLL_ALL_REDUCE ? a->peer_recv[q] + ro + b0 : nullptr;
-    const uint64_t n = b1 - b0;
-    if (n) {
-      const uintptr_t al = (uintptr_t)s0 | (uintptr_t)s1 | (uintptr_t)d0 | (uintptr_t)(d1 ? d1 : d0);
-      const uint64_t nvec = (al & 15u) == 0 ? n / 16 : 0;
-      if (nvec) zc_sum2_vec<8>((int4 *)d0, (int4 *)d1, (const int4 *)s0, (const int4 *)s1, bf16, 0, nvec, t, nt);
-      for (uint64_t e = nvec * 16 / es + t; e < n / es; e += nt) {
-        float v = 0.0f;
-        v += load_elem(s0, e, a->dtype);
-        v += load_elem(s1, e, a->dtype);
-        store_elem(d0, e, v, a->dtype);
-        if (d1) store_elem(d1, e, v, a->dtype);
-      }
-    }
-  }
-  if (a->op != MELD_COLL_ALL_REDUCE) return true;
-  __syncthreads();
-  if (tid == 0) meld_signal_put(ctx, q, idx_out, meld_stamp(ctx->epoch, 2));
-  ok = 1;
-  if (tid == 0) ok = meld_wait_signal(ctx, idx_in, meld_stamp(ctx->epoch, 2), q, "coll zc: peer sum");
-  if (!__syncthreads_and(ok)) return ctx->failed = 1, false;
-  return true;
-}
-
 __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                         const __grid_constant__ coll_zc_args_t a) {
   meld_ctx_t ctx;
@@ -1319,12 +1227,6 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
     const uint64_t t0 = meld_trace_begin(&ctx);
-    if (a.push) { /* two ranks, sums: its own signals, no final "done" round */
-      zc_push_sum(&ctx, &a, c);
-      if (threadIdx.x == 0) meld_trace_end(&ctx, MELD_ROLE_COMM, c, t0);
-      meld_call_end(&ctx);
-      return;
-    }
     zc_move(&a, c);
     const int P = a.nranks, me = a.rank, tid = (int)threadIdx.x;
     const uint64_t stamp = meld_stamp(ctx.epoch, 1);
@@ -1498,7 +1400,6 @@ typedef struct {
   size_t send_off, recv_off;
   int inplace; /* all_gather: send == recv + me * B */
   int oneshot; /* all_reduce: send symmetric, recv not */
-  int push;    /* sums at P = 2 with both buffers symmetric: push mode */
 } coll_zc_view_t;
 
 /* MELD_COLL_ZC: unset or 1 = the ZC engine on symmetric buffers, 0 = never. */
@@ -1562,16 +1463,9 @@ static int coll_zc_view(const struct meld_comm *comm, const meld_coll_args_t *a,
     if (a->op != MELD_COLL_ALL_REDUCE || s == r) return 0;
     v->oneshot = 1;
   }
-  /* Two ranks, sums, both buffers symmetric, not in place: push mode (zc_push_sum). An
-   * in-place reduce-scatter's recv (send + rank * B) is not looked up: its offset differs
-   * between ranks. */
-  if (P == 2 && a->op == MELD_COLL_REDUCE_SCATTER && r != s + (uint64_t)me * B)
-    v->recv_buf = meld_symbuf_find(comm, r, rb, &v->recv_off);
-  v->push = P == 2 && v->send_buf && v->recv_buf && s != r &&
-            (a->op == MELD_COLL_REDUCE_SCATTER || (a->op == MELD_COLL_ALL_REDUCE && !v->oneshot));
   for (int q = 0; q < P; q++)
     if ((v->send_buf && !v->send_buf->peer[q]) || (v->recv_buf && !v->recv_buf->peer[q])) return 0;
-  return v->oneshot ? 2 : v->push ? 3 : 1;
+  return v->oneshot ? 2 : 1;
 }
 
 static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a, const meld_coll_plan_t *p,
@@ -1586,7 +1480,6 @@ static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a
   k->dtype = (int32_t)a->dtype;
   k->inplace = v->inplace;
   k->oneshot = v->oneshot;
-  k->push = v->push;
   k->unroll = p->unroll;
   k->op_id = g_op_ids[a->op];
   k->B = a->op == MELD_COLL_ALL_TO_ALL ? a->send_counts[0] * es : a->count * es;
@@ -1605,8 +1498,6 @@ static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a
   h = meld_hash_u64(h, (uint64_t)p->threads);
   h = meld_hash_u64(h, (uint64_t)p->proto);
   h = meld_hash_u64(h, (uint64_t)p->unroll);
-  h = meld_hash_u64(h, (uint64_t)v->push);
-  h = meld_hash_u64(h, (uint64_t)v->oneshot);
   h = meld_hash_u64(h, v->send_buf ? v->send_buf->seq : 0);
   h = meld_hash_u64(h, v->send_off);
   h = meld_hash_u64(h, v->recv_buf ? v->recv_buf->seq : 0);
@@ -1622,8 +1513,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   int zc_on = 0;
   MELD_CHECK(coll_zc_env(&zc_on));
   coll_zc_view_t zv;
-  int zc = zc_on ? coll_zc_view(comm, args, &zv) : 0;
-  if (zc == 3 && hint && hint->zc_pull) zc = 1, zv.push = 0; /* bench / tests: the pull form */
+  const int zc = zc_on ? coll_zc_view(comm, args, &zv) : 0;
   const meld_coll_args_t *pa = args;
   meld_coll_args_t *za = NULL;
   if (zc != args->zc) { /* the plan reads args->zc: a copy with it set (2.3 KB) */

@@ -40,14 +40,13 @@ enum {
   V_BULK2 = 10, /* ... and the TMA drain of copies                                           */
   V_ZC = 11,    /* ZC forced (3 CTAs x 128 threads): taken on symmetric buffers, else ROUNDS   */
   V_ZC1 = 12,   /* all-reduce, symmetric send, ordinary recv: the ZC one-shot (default plan)   */
-  V_ZC_PULL = 13, /* ZC forced, sums in the pull form (at 2 ranks the default is push mode)   */
-  V_LAST = V_ZC_PULL
+  V_LAST = V_ZC1
 };
 /* TEST_COLL_ONLY=bulk: only the bulk variants' reference checks (the device script runs them
  * in a second process, so that a failure of the opt-in engine cannot hide the defaults'). */
 static int g_only_bulk = 0;
 static const char *const g_vname[] = {"default",  "tiny-ring",     "misaligned", "one-shot",  "two-shot", "in-place",
-                                      "ll-forced", "tiny-rounds", "in-place-ring", "tiny-bulk", "bulk-drain", "zc-forced", "zc-one-shot", "zc-pull"};
+                                      "ll-forced", "tiny-rounds", "in-place-ring", "tiny-bulk", "bulk-drain", "zc-forced", "zc-one-shot"};
 static const char *const g_opname[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "all_to_allv"};
 enum { OP_AG = 0, OP_RS = 1, OP_AR = 2, OP_A2A = 3, OP_A2AV = 4 };
 
@@ -181,7 +180,6 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
   if (variant == V_ONESHOT) hint.ar_algo = MELD_AR_ONE_SHOT, hp = &hint;
   if (variant == V_TWOSHOT) hint.ar_algo = MELD_AR_TWO_SHOT, hint.ctas = 5, hp = &hint;
   if (variant == V_ZC1) hp = &hint; /* all fields AUTO: the default plan, reported */
-  if (variant == V_ZC_PULL) hint.ctas = 5, hint.threads = 256, hint.proto = MELD_PROTO_ZC, hint.zc_pull = 1, hp = &hint;
   if (variant == V_ZC) /* both loop depths: unroll 4 at even counts */
     hint.ctas = 3, hint.threads = 128, hint.proto = MELD_PROTO_ZC, hint.unroll = count % 2 ? 8 : 4, hp = &hint;
   meld_coll_plan_t plan;
@@ -200,8 +198,6 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
              "%s: engine %s (%s), want %s", name, meld_coll_proto_name(plan.proto),
              plan.ar_algo == MELD_AR_ONE_SHOT ? "one-shot" : "two-shot", want_zc ? "zc one-shot" : "ll");
   }
-  if (variant == V_ZC_PULL && r == MELD_OK)
-    GT_CHECK(plan.proto == MELD_PROTO_ZC, "%s: engine %s, want zc", name, meld_coll_proto_name(plan.proto));
   if (variant == V_ZC && r == MELD_OK) {
     /* ZC runs exactly where the buffers are symmetric and the blocks 16-byte multiples (any
      * all-reduce count); ordinary memory falls back to ROUNDS. */
@@ -278,7 +274,6 @@ static void test_reference(ctx_t *c) {
           if ((v == V_BULK || v == V_BULK2) != (g_only_bulk != 0)) continue;
           if (v == V_ZC && (op == OP_A2AV || (ci == 3 && d == 1 && !c->sym))) continue;
           if (v == V_ZC1 && (op != OP_AR || !c->sym)) continue;
-          if (v == V_ZC_PULL && (!c->sym || (op != OP_RS && op != OP_AR))) continue;
           /* Symmetric buffers: the engines that differ there (ZC by default and forced), and
            * LL / ROUNDS on symmetric memory; the RING variants are covered above. */
           if (c->sym && (v == V_RING || v == V_INPLACE_RING || v == V_BULK || v == V_BULK2 || v == V_ONESHOT))

@@ -352,25 +352,6 @@ static void test_plan_zc(void **state) {
   a.op = MELD_COLL_ALL_GATHER;
   a.count = 1000;
   h.ctas = 3;
-  /* Push-mode sums (zc 3, two ranks, both buffers symmetric): two-shot all-reduce, at most 16
-   * CTAs like the copies (pulls: 32). */
-  memset(&h, 0, sizeof h);
-  a.op = MELD_COLL_REDUCE_SCATTER;
-  a.zc = 3;
-  a.count = (size_t)1 << 28;
-  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
-  assert_int_equal(p.proto, MELD_PROTO_ZC);
-  assert_int_equal(p.ctas, 16);
-  a.zc = 1;
-  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
-  assert_int_equal(p.ctas, 32);
-  a.op = MELD_COLL_ALL_REDUCE;
-  a.zc = 3;
-  a.count = (size_t)1 << 24;
-  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
-  assert_int_equal(p.proto, MELD_PROTO_ZC);
-  assert_int_equal(p.ar_algo, MELD_AR_TWO_SHOT);
-  assert_int_equal(p.ctas, 16);
   /* Send-only symmetric all-reduce (zc 2): one-shot ZC up to 16 MB, the staged engine above. */
   memset(&h, 0, sizeof h);
   a.op = MELD_COLL_ALL_REDUCE;
