@@ -109,6 +109,12 @@ COPY_DEV int4 pack_bf16x8(const float acc[8]) {
   }
   return make_int4((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
 }
+/* The 16-byte vector of a sum's first 8 (bf16) or 4 (fp32) accumulators. */
+COPY_DEV int4 pack_acc(const float acc[8], int dtype) {
+  return dtype == COPY_BF16 ? pack_bf16x8(acc)
+                            : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
+                                        __float_as_int(acc[3]));
+}
 COPY_DEV void acc_f32x4(float acc[4], int4 v) {
   acc[0] += __int_as_float(v.x), acc[1] += __int_as_float(v.y);
   acc[2] += __int_as_float(v.z), acc[3] += __int_as_float(v.w);

@@ -167,8 +167,42 @@ MELD_DEV void coll_copy(const coll_kargs_t *a, void *dst, const void *src, uint6
   copy_bytes(dst, src, bytes, w, nw);
 }
 
-/* Vector body of reduce_sum (copy.cuh) with U vectors per source in flight; for nsrc == 1
- * (P = 2) both sources' loads are issued before any add. Returns the vectors done. */
+/* Vectors i, i + s, ... < v1 of a two-source sum (P = 2): d0 (and d1 unless NULL) = s0 + s1
+ * in fp32 from 0.0f (reduce_sum's order: s0 is the lower rank), U vectors per source in flight
+ * (both sources' loads issued before any add), then the remainder one by one. Serves the
+ * staged engines' reduce (coll_reduce) and the ZC engine's (zc_vec). */
+template <int U>
+MELD_DEV void coll_sum2_vec(int4 *d0, int4 *d1, const int4 *s0, const int4 *s1, int dtype, uint64_t i, uint64_t v1,
+                            uint32_t s) {
+  for (; i + (U - 1) * (uint64_t)s < v1; i += U * (uint64_t)s) {
+    int4 x[U], y[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) x[u] = __ldcg(s0 + i + u * s);
+#pragma unroll
+    for (int u = 0; u < U; u++) y[u] = __ldcg(s1 + i + u * s);
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (dtype == COPY_BF16) acc_bf16x8(acc, x[u]), acc_bf16x8(acc, y[u]);
+      else acc_f32x4(acc, x[u]), acc_f32x4(acc, y[u]);
+      const int4 r = pack_acc(acc, dtype);
+      d0[i + u * s] = r;
+      if (d1) d1[i + u * s] = r;
+    }
+  }
+  for (; i < v1; i += s) {
+    const int4 x = __ldcg(s0 + i), y = __ldcg(s1 + i);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (dtype == COPY_BF16) acc_bf16x8(acc, x), acc_bf16x8(acc, y);
+    else acc_f32x4(acc, x), acc_f32x4(acc, y);
+    const int4 r = pack_acc(acc, dtype);
+    d0[i] = r;
+    if (d1) d1[i] = r;
+  }
+}
+
+/* Vector body of reduce_sum (copy.cuh) with U vectors per source in flight, for nsrc >= 2
+ * (P = 2 takes coll_sum2_vec). Returns the vectors done. */
 template <int U>
 MELD_DEV uint64_t coll_vreduce(int4 *dst, const uint8_t *own, const uint8_t *s0, uint64_t stride, int nsrc, int first,
                                uint64_t nvec, int dtype, uint32_t w, uint32_t nw) {
@@ -180,42 +214,20 @@ MELD_DEV uint64_t coll_vreduce(int4 *dst, const uint8_t *own, const uint8_t *s0,
     for (int u = 0; u < U; u++)
 #pragma unroll
       for (int e = 0; e < 8; e++) acc[u][e] = 0.0f;
-    if (nsrc == 1) {
-      const int4 *p0 = (const int4 *)sum_src(own, s0, stride, 1, first, 0);
-      const int4 *p1 = (const int4 *)sum_src(own, s0, stride, 1, first, 1);
-      int4 v0[U], v1[U];
+    for (int k = 0; k <= nsrc; k++) {
+      const int4 *p = (const int4 *)sum_src(own, s0, stride, nsrc, first, k);
+      int4 v[U];
 #pragma unroll
-      for (int u = 0; u < U; u++) v0[u] = __ldcg(p0 + i + u * s);
-#pragma unroll
-      for (int u = 0; u < U; u++) v1[u] = __ldcg(p1 + i + u * s);
+      for (int u = 0; u < U; u++) v[u] = __ldcg(p + i + u * s);
 #pragma unroll
       for (int u = 0; u < U; u++) {
-        if (dtype == COPY_BF16) {
-          acc_bf16x8(acc[u], v0[u]);
-          acc_bf16x8(acc[u], v1[u]);
-        } else {
-          acc_f32x4(acc[u], v0[u]);
-          acc_f32x4(acc[u], v1[u]);
-        }
-      }
-    } else {
-      for (int k = 0; k <= nsrc; k++) {
-        const int4 *p = (const int4 *)sum_src(own, s0, stride, nsrc, first, k);
-        int4 v[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) v[u] = __ldcg(p + i + u * s);
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-          if (dtype == COPY_BF16) acc_bf16x8(acc[u], v[u]);
-          else acc_f32x4(acc[u], v[u]);
-        }
+        if (dtype == COPY_BF16) acc_bf16x8(acc[u], v[u]);
+        else acc_f32x4(acc[u], v[u]);
       }
     }
 #pragma unroll
     for (int u = 0; u < U; u++)
-      dst[i + u * s] = dtype == COPY_BF16 ? pack_bf16x8(acc[u])
-                                          : make_int4(__float_as_int(acc[u][0]), __float_as_int(acc[u][1]),
-                                                      __float_as_int(acc[u][2]), __float_as_int(acc[u][3]));
+      dst[i + u * s] = pack_acc(acc[u], dtype);
   }
   /* This worker's vectors i, i + s, ... < nvec are left to the caller. */
   return i;
@@ -236,7 +248,12 @@ MELD_DEV void coll_reduce(const coll_kargs_t *a, void *dst, const void *own, con
   /* fp32 accumulators: 8 per vector; 4 vectors per source in flight (8 x 4 + loads stay
    * within the 1024-thread register budget). Then this worker's remaining vectors one by
    * one, then the element tail (as reduce_sum: worker w takes elements nvec*8 + w, ...). */
-  uint64_t i = coll_vreduce<4>((int4 *)dst, o, s0, stride, nsrc, first, nvec, dtype, w, nw);
+  uint64_t i = nvec; /* P = 2: the two-source body does every vector of this worker */
+  if (nsrc == 1)
+    coll_sum2_vec<4>((int4 *)dst, nullptr, (const int4 *)sum_src(o, s0, stride, 1, first, 0),
+                     (const int4 *)sum_src(o, s0, stride, 1, first, 1), dtype, w, nvec, nw);
+  else
+    i = coll_vreduce<4>((int4 *)dst, o, s0, stride, nsrc, first, nvec, dtype, w, nw);
   for (; i < nvec; i += nw) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int k = 0; k <= nsrc; k++) {
@@ -244,9 +261,7 @@ MELD_DEV void coll_reduce(const coll_kargs_t *a, void *dst, const void *own, con
       if (dtype == COPY_BF16) acc_bf16x8(acc, v);
       else acc_f32x4(acc, v);
     }
-    ((int4 *)dst)[i] = dtype == COPY_BF16 ? pack_bf16x8(acc)
-                                          : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]),
-                                                      __float_as_int(acc[2]), __float_as_int(acc[3]));
+    ((int4 *)dst)[i] = pack_acc(acc, dtype);
   }
   for (uint64_t e = nvec * 16 / es + w; e < elems; e += nw) {
     float v = 0.0f;
@@ -1104,40 +1119,9 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
     }
     return;
   }
-  if (nsrc == 2) {
-    /* P = 2: at most two destinations, their pointers computed once. */
-    const int4 *s0 = (const int4 *)zc_src(a, j, 0), *s1 = (const int4 *)zc_src(a, j, 1);
-    int4 *d0 = (int4 *)zc_dst(a, j, 0), *d1 = ndst > 1 ? (int4 *)zc_dst(a, j, 1) : d0;
-    const bool two = ndst > 1;
-    for (; i + (U2 - 1) * (uint64_t)nt < v1; i += U2 * (uint64_t)nt) {
-      int4 x[U2], y[U2];
-#pragma unroll
-      for (int u = 0; u < U2; u++) x[u] = __ldcg(s0 + i + u * nt);
-#pragma unroll
-      for (int u = 0; u < U2; u++) y[u] = __ldcg(s1 + i + u * nt);
-#pragma unroll
-      for (int u = 0; u < U2; u++) {
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (bf16) acc_bf16x8(acc, x[u]), acc_bf16x8(acc, y[u]);
-        else acc_f32x4(acc, x[u]), acc_f32x4(acc, y[u]);
-        const int4 r = bf16 ? pack_bf16x8(acc)
-                            : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
-                                        __float_as_int(acc[3]));
-        d0[i + u * nt] = r;
-        if (two) d1[i + u * nt] = r;
-      }
-    }
-    for (; i < v1; i += nt) {
-      const int4 x = __ldcg(s0 + i), y = __ldcg(s1 + i);
-      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      if (bf16) acc_bf16x8(acc, x), acc_bf16x8(acc, y);
-      else acc_f32x4(acc, x), acc_f32x4(acc, y);
-      const int4 r = bf16 ? pack_bf16x8(acc)
-                          : make_int4(__float_as_int(acc[0]), __float_as_int(acc[1]), __float_as_int(acc[2]),
-                                      __float_as_int(acc[3]));
-      d0[i] = r;
-      if (two) d1[i] = r;
-    }
+  if (nsrc == 2) { /* P = 2: at most two destinations */
+    coll_sum2_vec<U2>((int4 *)zc_dst(a, j, 0), ndst > 1 ? (int4 *)zc_dst(a, j, 1) : nullptr,
+                      (const int4 *)zc_src(a, j, 0), (const int4 *)zc_src(a, j, 1), a->dtype, i, v1, nt);
     return;
   }
   for (; i < v1; i += 4 * (uint64_t)nt) {
@@ -1162,9 +1146,7 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
 #pragma unroll
     for (int u = 0; u < 4; u++) {
       if (i + u * nt >= v1) continue;
-      const int4 r = bf16 ? pack_bf16x8(acc[u])
-                          : make_int4(__float_as_int(acc[u][0]), __float_as_int(acc[u][1]),
-                                      __float_as_int(acc[u][2]), __float_as_int(acc[u][3]));
+      const int4 r = pack_acc(acc[u], a->dtype);
       for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i + u * nt] = r;
     }
   }
@@ -1505,6 +1487,35 @@ static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a
   k->arg_hash = meld_hash_fold(h);
 }
 
+/* The plan, at MELD_DEBUG=TRACE. */
+static void coll_trace_plan(const char *fn, const meld_coll_plan_t *plan) {
+  if (meld_log_level() < MELD_LOG_TRACE) return;
+  char buf[512];
+  meld_coll_plan_format(plan, buf, sizeof buf);
+  MELD_TRACE(MELD_SUB_OPS, "%s: %s", fn, buf);
+}
+
+/* A plain (non-cooperative) launch of plan.ctas x plan.threads; pdl: with programmatic stream
+ * serialization (the kernel must start with griddepcontrol.wait). */
+static meld_result_t coll_launch_plain(const void *kern, const meld_coll_plan_t *plan, void **kargs,
+                                       cudaStream_t stream, int pdl) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((unsigned)plan->ctas, 1, 1);
+  cfg.blockDim = dim3((unsigned)plan->threads, 1, 1);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (pdl) {
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  const cudaError_t e = cudaLaunchKernelExC(&cfg, kern, kargs);
+  if (e == cudaSuccess) return MELD_OK;
+  return meld_error(MELD_ERR_CUDA, "launch of %d CTAs x %d threads failed: %s", plan->ctas, plan->threads,
+                    cudaGetErrorString(e));
+}
+
 extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, const meld_coll_args_t *args,
                                        const meld_coll_plan_hint_t *hint, cudaStream_t stream,
                                        meld_coll_plan_t *plan_out) {
@@ -1531,30 +1542,13 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   if (plan.proto == MELD_PROTO_ZC) {
     coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */
     coll_zc_fill(comm, args, &plan, &zv, &zk);
-    if (meld_log_level() >= MELD_LOG_TRACE) {
-      char buf[512];
-      meld_coll_plan_format(&plan, buf, sizeof buf);
-      MELD_TRACE(MELD_SUB_OPS, "%s: %s", fn, buf);
-    }
+    coll_trace_plan(fn, &plan);
     meld_proto_dev_t proto = meld_proto_dev(comm);
     void *kargs[] = {&proto, &zk};
     /* Plain launch: a ZC CTA waits only for the peers' CTAs of its own ticket (see the kernel). */
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)plan.ctas, 1, 1);
-    cfg.blockDim = dim3((unsigned)plan.threads, 1, 1);
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    if (hint && hint->pdl) {
-      attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      attr[0].val.programmaticStreamSerializationAllowed = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-    }
-    cudaError_t e = cudaLaunchKernelExC(&cfg, (const void *)coll_zc_kernel, kargs);
-    if (e != cudaSuccess)
-      return meld_error(MELD_ERR_CUDA, "%s: launch of %d CTAs x %d threads failed: %s", fn, plan.ctas, plan.threads,
-                        cudaGetErrorString(e));
-    return MELD_OK;
+    meld_result_t r = coll_launch_plain((const void *)coll_zc_kernel, &plan, kargs, stream, hint && hint->pdl);
+    if (r != MELD_OK) meld_error_prefix("%s", fn);
+    return r;
   }
   coll_kargs_t k; /* ~3 KB of kernel parameters */
   coll_kargs_fill(comm, args, &plan, &k);
@@ -1565,11 +1559,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
                       "%s: %llu bytes per peer need more than %u rounds of %d CTAs x %zu-byte "
                       "chunks: raise MELD_CHUNK_BYTES",
                       fn, (unsigned long long)k.max_len, MELD_STAMP_SEQ_MAX, plan.ctas, plan.chunk_bytes);
-  if (meld_log_level() >= MELD_LOG_TRACE) {
-    char buf[512];
-    meld_coll_plan_format(&plan, buf, sizeof buf);
-    MELD_TRACE(MELD_SUB_OPS, "%s: %s", fn, buf);
-  }
+  coll_trace_plan(fn, &plan);
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, &k};
   const void *kern = plan.proto == MELD_PROTO_LL     ? (const void *)coll_ll_kernel
@@ -1583,14 +1573,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
      * CTA started before them there (tickets < t) waits only for peers' tickets < t, which
      * have started (this rank's ticket t started after them), so they finish and free their
      * SMs. No cycle, whatever the grid size or other kernels that do not wait for this one. */
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)plan.ctas, 1, 1);
-    cfg.blockDim = dim3((unsigned)plan.threads, 1, 1);
-    cfg.stream = stream;
-    cudaError_t e = cudaLaunchKernelExC(&cfg, kern, kargs);
-    r = e == cudaSuccess ? MELD_OK
-                         : meld_error(MELD_ERR_CUDA, "launch of %d CTAs x %d threads failed: %s", plan.ctas,
-                                      plan.threads, cudaGetErrorString(e));
+    r = coll_launch_plain(kern, &plan, kargs, stream, 0);
   } else {
     size_t smem = 0;
     if (plan.proto == MELD_PROTO_RING && plan.bulk) {
