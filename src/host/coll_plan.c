@@ -314,6 +314,54 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
   return MELD_OK;
 }
 
+static int ranges_overlap(uintptr_t a, size_t an, uintptr_t b, size_t bn) {
+  return an && bn && a < b + bn && b < a + an;
+}
+
+int meld_coll_zc_request(const meld_coll_args_t *a, int nranks, int rank, int nnodes, meld_coll_zc_req_t *req) {
+  memset(req, 0, sizeof *req);
+  const size_t P = (size_t)nranks, es = meld_coll_dtype_bytes(a->dtype);
+  if (nnodes > 1 || a->vector || es == 0 || nranks < 1) return 0;
+  const size_t B = a->op == MELD_COLL_ALL_TO_ALL ? a->send_counts[0] * es : a->count * es;
+  for (size_t q = 0; a->op == MELD_COLL_ALL_TO_ALL && q < P; q++) /* uniform splits only */
+    if (a->send_counts[q] * es != B || a->recv_counts[q] * es != B || a->send_offsets[q] * es != q * B ||
+        a->recv_offsets[q] * es != q * B)
+      return 0;
+  if (B == 0 || (a->op != MELD_COLL_ALL_REDUCE && B % 16)) return 0;
+  const uintptr_t s = (uintptr_t)a->send, r = (uintptr_t)a->recv, own = (uintptr_t)rank * B;
+  size_t sb = B, rb = B;
+  switch (a->op) {
+    case MELD_COLL_ALL_GATHER:
+      rb = P * B;
+      req->inplace = s == r + own;
+      if (!req->inplace && ranges_overlap(s, sb, r, rb)) return 0;
+      break;
+    case MELD_COLL_REDUCE_SCATTER:
+      sb = P * B;
+      if (r != s + own && ranges_overlap(s, sb, r, rb)) return 0;
+      break;
+    case MELD_COLL_ALL_REDUCE:
+      if (s != r && ranges_overlap(s, sb, r, rb)) return 0;
+      break;
+    default:
+      sb = rb = P * B;
+      if (ranges_overlap(s, sb, r, rb)) return 0;
+      break;
+  }
+  req->send_bytes = sb;
+  req->recv_bytes = rb;
+  req->need_send = a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE;
+  req->need_recv = a->op != MELD_COLL_REDUCE_SCATTER;
+  return 1;
+}
+
+int meld_coll_zc_mode(const meld_coll_args_t *a, const meld_coll_zc_req_t *req, int send_sym, int recv_sym) {
+  if (req->need_send && !send_sym) return 0;
+  if (req->need_recv && !recv_sym) /* an all-reduce with its send only symmetric: one-shot */
+    return a->op == MELD_COLL_ALL_REDUCE && a->send != a->recv ? 2 : 0;
+  return 1;
+}
+
 meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_count,
                                   size_t ws_bytes, size_t signal_words_max,
                                   const meld_coll_plan_hint_t *hint, meld_coll_plan_t *p) {

@@ -172,6 +172,25 @@ meld_result_t meld_coll_validate(const char *fn, int nranks, const meld_coll_arg
  * variable splits never counts as empty (peers may still exchange among themselves). */
 int meld_coll_is_empty(const meld_coll_args_t *args);
 
+/* The ZC engine's eligibility, pure (src/ops/collectives.cu looks the buffers up):
+ * meld_coll_zc_request says whether a validated call could take ZC at all, and if so which
+ * byte ranges must lie in symmetric memory: 0 for multi-node comms, all-to-allv (or splits
+ * that are not uniform), a count of 0, blocks that are not 16-byte multiples (all-gather,
+ * reduce-scatter, all-to-all; an all-reduce takes any count), and send / recv overlapping other
+ * than in the op's in-place form (all-gather send = recv + rank * B, reduce-scatter recv =
+ * send + rank * B, all-reduce send = recv; none for all-to-all). meld_coll_zc_mode then decides
+ * from where the buffers are (send_sym / recv_sym: the whole range lies in one symmetric
+ * buffer mapped from every rank): 0 = not ZC, 1 = ZC, 2 = the one-shot all-reduce (send
+ * symmetric, recv not, not in place). */
+typedef struct {
+  size_t send_bytes, recv_bytes; /* the ranges to look up                                   */
+  int need_send, need_recv;      /* which must be symmetric (all-gather / all-to-all: recv;
+                                    reduce-scatter: send; all-reduce: send, recv optional)  */
+  int inplace;                   /* all-gather: send == recv + rank * B                      */
+} meld_coll_zc_req_t;
+int meld_coll_zc_request(const meld_coll_args_t *a, int nranks, int rank, int nnodes, meld_coll_zc_req_t *req);
+int meld_coll_zc_mode(const meld_coll_args_t *a, const meld_coll_zc_req_t *req, int send_sym, int recv_sym);
+
 /* Fills *plan for a validated call: heuristic, then MELD_COMM_CTAS / MELD_CHUNK_BYTES from
  * the environment (malformed values: MELD_ERR_INVALID_ARG naming the variable), then `hint`
  * (may be NULL); then shrinks the chunk (and CTAs) to fit workspace_bytes, unless they were

@@ -1392,62 +1392,25 @@ static meld_result_t coll_zc_env(int *on) {
   return MELD_OK;
 }
 
-static int ranges_overlap(const void *x, size_t xn, const void *y, size_t yn) {
-  const uintptr_t a = (uintptr_t)x, b = (uintptr_t)y;
-  return xn && yn && a < b + yn && b < a + xn;
-}
-
-/* 1 if the call may take ZC: the buffers peers touch (AG / A2A recv, RS send, AR both) lie
- * in meld_mem_alloc buffers mapped from every rank; AG / RS / A2A blocks are 16-byte
- * multiples (all-reduce: any count); uniform splits; and this rank's send and recv either do
- * not overlap or are the op's in-place form (AG send = own block of recv, RS recv = own
- * block of send, AR send = recv; none for all-to-all). The result must agree on every rank,
- * which it does for any correct use: it depends on sizes (equal everywhere) and on where the
- * shared buffers are (their allocation and offset go into the argument hash, so ranks that
- * disagree fail the entry handshake with MELD_ERR_INVALID_ARG rather than race). */
+/* The call's ZC mode (meld_coll_zc_mode: 0 no, 1 ZC, 2 one-shot all-reduce) and where its
+ * buffers are: the rules are coll_plan.c's (unit-tested), the lookups of the ranges in the
+ * comm's symmetric buffers (meld_mem_alloc's, or the workspace for ops) happen here, and every
+ * rank must have mapped them. The result agrees on every rank for any correct use: it depends
+ * on sizes (equal everywhere) and on where the shared buffers are (their allocation and offset
+ * go into the argument hash, so ranks that disagree fail the entry handshake rather than
+ * race). */
 static int coll_zc_view(const struct meld_comm *comm, const meld_coll_args_t *a, coll_zc_view_t *v) {
   memset(v, 0, sizeof *v);
-  const int P = comm->nranks, me = comm->rank;
-  const uint64_t es = meld_coll_dtype_bytes(a->dtype);
-  if (comm->nnodes > 1 || a->vector || es == 0) return 0;
-  const uint64_t B = a->op == MELD_COLL_ALL_TO_ALL ? a->send_counts[0] * es : a->count * es;
-  for (int q = 0; a->op == MELD_COLL_ALL_TO_ALL && q < P; q++) /* meld_coll_run callers: uniform only */
-    if (a->send_counts[q] * es != B || a->recv_counts[q] * es != B || a->send_offsets[q] * es != q * B ||
-        a->recv_offsets[q] * es != q * B)
-      return 0;
-  if (B == 0 || (a->op != MELD_COLL_ALL_REDUCE && B % 16)) return 0;
-  const uint8_t *s = (const uint8_t *)a->send;
-  const uint8_t *r = (const uint8_t *)a->recv;
-  uint64_t sb = B, rb = B; /* bytes of send and recv */
-  switch (a->op) {
-    case MELD_COLL_ALL_GATHER:
-      rb = (uint64_t)P * B;
-      v->inplace = s == r + (uint64_t)me * B;
-      if (!v->inplace && ranges_overlap(s, sb, r, rb)) return 0;
-      break;
-    case MELD_COLL_REDUCE_SCATTER:
-      sb = (uint64_t)P * B;
-      if (r != s + (uint64_t)me * B && ranges_overlap(s, sb, r, rb)) return 0;
-      break;
-    case MELD_COLL_ALL_REDUCE:
-      if (s != r && ranges_overlap(s, sb, r, rb)) return 0;
-      break;
-    default:
-      sb = rb = (uint64_t)P * B;
-      if (ranges_overlap(s, sb, r, rb)) return 0;
-      break;
-  }
-  const int need_send = a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE;
-  const int need_recv = a->op != MELD_COLL_REDUCE_SCATTER;
-  if (need_send && !(v->send_buf = meld_symbuf_find(comm, s, sb, &v->send_off))) return 0;
-  if (need_recv && !(v->recv_buf = meld_symbuf_find(comm, r, rb, &v->recv_off))) {
-    /* An all-reduce whose send only is symmetric: one-shot (not in place: the peers read it). */
-    if (a->op != MELD_COLL_ALL_REDUCE || s == r) return 0;
-    v->oneshot = 1;
-  }
-  for (int q = 0; q < P; q++)
+  meld_coll_zc_req_t req;
+  if (!meld_coll_zc_request(a, comm->nranks, comm->rank, comm->nnodes, &req)) return 0;
+  v->inplace = req.inplace;
+  if (req.need_send) v->send_buf = meld_symbuf_find(comm, a->send, req.send_bytes, &v->send_off);
+  if (req.need_recv) v->recv_buf = meld_symbuf_find(comm, a->recv, req.recv_bytes, &v->recv_off);
+  const int mode = meld_coll_zc_mode(a, &req, v->send_buf != NULL, v->recv_buf != NULL);
+  v->oneshot = mode == 2;
+  for (int q = 0; q < comm->nranks; q++)
     if ((v->send_buf && !v->send_buf->peer[q]) || (v->recv_buf && !v->recv_buf->peer[q])) return 0;
-  return v->oneshot ? 2 : 1;
+  return mode;
 }
 
 static void coll_zc_fill(const struct meld_comm *comm, const meld_coll_args_t *a, const meld_coll_plan_t *p,

@@ -389,6 +389,90 @@ static void test_plan_zc(void **state) {
   assert_non_null(strstr(buf, "proto=zc"));
 }
 
+/* ZC eligibility rules (pure): which calls could take ZC, which ranges must be symmetric, and
+ * the mode from where the buffers are. Pointers are fake addresses (never dereferenced). */
+static void test_zc_rules(void **state) {
+  (void)state;
+  meld_coll_args_t a;
+  memset(&a, 0, sizeof a);
+  meld_coll_zc_req_t req;
+  const uintptr_t S = 0x100000, R = 0x900000;
+  a.dtype = MELD_BF16;
+  a.count = 1024; /* 2 KB blocks */
+  a.send = (const void *)S;
+  a.recv = (void *)R;
+  /* all-gather: recv (P blocks) must be symmetric; send may be anything */
+  a.op = MELD_COLL_ALL_GATHER;
+  assert_int_equal(meld_coll_zc_request(&a, 4, 1, 1, &req), 1);
+  assert_int_equal(req.recv_bytes, 4 * 2048);
+  assert_int_equal(req.send_bytes, 2048);
+  assert_true(req.need_recv && !req.need_send && !req.inplace);
+  assert_int_equal(meld_coll_zc_mode(&a, &req, 0, 1), 1);
+  assert_int_equal(meld_coll_zc_mode(&a, &req, 1, 0), 0);
+  /* ... in place (send = own block of recv) allowed; another overlap refused */
+  a.send = (const void *)(R + 2048);
+  assert_int_equal(meld_coll_zc_request(&a, 4, 1, 1, &req), 1);
+  assert_true(req.inplace);
+  a.send = (const void *)(R + 4096);
+  assert_int_equal(meld_coll_zc_request(&a, 4, 1, 1, &req), 0);
+  a.send = (const void *)S;
+  /* blocks that are not 16-byte multiples, count 0, more than one node, unknown dtype */
+  a.count = 1001;
+  assert_int_equal(meld_coll_zc_request(&a, 2, 0, 1, &req), 0);
+  a.count = 0;
+  assert_int_equal(meld_coll_zc_request(&a, 2, 0, 1, &req), 0);
+  a.count = 1024;
+  assert_int_equal(meld_coll_zc_request(&a, 2, 0, 2, &req), 0);
+  a.dtype = (meld_dtype_t)7;
+  assert_int_equal(meld_coll_zc_request(&a, 2, 0, 1, &req), 0);
+  a.dtype = MELD_BF16;
+  /* reduce-scatter: send (P blocks) must be symmetric, recv may be anything; in place allowed */
+  a.op = MELD_COLL_REDUCE_SCATTER;
+  assert_int_equal(meld_coll_zc_request(&a, 2, 1, 1, &req), 1);
+  assert_true(req.need_send && !req.need_recv);
+  assert_int_equal(req.send_bytes, 2 * 2048);
+  assert_int_equal(meld_coll_zc_mode(&a, &req, 1, 0), 1);
+  assert_int_equal(meld_coll_zc_mode(&a, &req, 0, 1), 0);
+  a.recv = (void *)(S + 2048); /* rank 1's own block */
+  assert_int_equal(meld_coll_zc_request(&a, 2, 1, 1, &req), 1);
+  a.recv = (void *)(S + 1024); /* overlapping, not the in-place form */
+  assert_int_equal(meld_coll_zc_request(&a, 2, 1, 1, &req), 0);
+  a.recv = (void *)R;
+  /* all-reduce: any count; both symmetric -> ZC, send only -> one-shot, recv only -> no;
+   * in place needs both (the peers read the send that becomes the result) */
+  a.op = MELD_COLL_ALL_REDUCE;
+  a.count = 1001;
+  assert_int_equal(meld_coll_zc_request(&a, 2, 0, 1, &req), 1);
+  assert_true(req.need_send && req.need_recv);
+  assert_int_equal(meld_coll_zc_mode(&a, &req, 1, 1), 1);
+  assert_int_equal(meld_coll_zc_mode(&a, &req, 1, 0), 2);
+  assert_int_equal(meld_coll_zc_mode(&a, &req, 0, 1), 0);
+  a.recv = (void *)S;
+  assert_int_equal(meld_coll_zc_request(&a, 2, 0, 1, &req), 1);
+  assert_int_equal(meld_coll_zc_mode(&a, &req, 1, 0), 0);
+  a.recv = (void *)(S + 64); /* partial overlap */
+  assert_int_equal(meld_coll_zc_request(&a, 2, 0, 1, &req), 0);
+  a.recv = (void *)R;
+  /* all-to-all: uniform splits only, recv symmetric, no in-place form */
+  a.op = MELD_COLL_ALL_TO_ALL;
+  for (int q = 0; q < 3; q++) {
+    a.send_counts[q] = a.recv_counts[q] = 1024;
+    a.send_offsets[q] = a.recv_offsets[q] = (size_t)q * 1024;
+  }
+  assert_int_equal(meld_coll_zc_request(&a, 3, 2, 1, &req), 1);
+  assert_int_equal(req.send_bytes, 3 * 2048);
+  assert_int_equal(req.recv_bytes, 3 * 2048);
+  assert_true(req.need_recv && !req.need_send);
+  a.recv_offsets[2] = 2049;
+  assert_int_equal(meld_coll_zc_request(&a, 3, 2, 1, &req), 0);
+  a.recv_offsets[2] = 2048;
+  a.vector = 1;
+  assert_int_equal(meld_coll_zc_request(&a, 3, 2, 1, &req), 0);
+  a.vector = 0;
+  a.recv = (void *)S;
+  assert_int_equal(meld_coll_zc_request(&a, 3, 2, 1, &req), 0);
+}
+
 static void test_plan_env_and_errors(void **state) {
   (void)state;
   meld_coll_args_t a;
@@ -541,6 +625,7 @@ int main(void) {
       cmocka_unit_test(test_plan_all_reduce_algo),
       cmocka_unit_test(test_plan_protocols),
       cmocka_unit_test(test_plan_zc),
+      cmocka_unit_test(test_zc_rules),
       cmocka_unit_test(test_plan_env_and_errors),
       cmocka_unit_test(test_validate_direct),
       cmocka_unit_test(test_ref_bf16),
