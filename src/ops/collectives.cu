@@ -1206,6 +1206,7 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
    * grid and memory before the handshake tells the peers our buffers are ready. A no-op on
    * an ordinary launch. */
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
     const uint64_t t0 = meld_trace_begin(&ctx);
@@ -1233,6 +1234,11 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
 __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                           const __grid_constant__ coll_kargs_t a) {
   meld_ctx_t ctx;
+  /* Programmatic dependent launch (meld_coll_run: MELD_COLL_PDL): wait for the previous
+   * kernel's grid and memory, then let the next such launch be scheduled now, so that its
+   * launch overlaps this kernel. No-ops on an ordinary launch. */
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   coll_ll(&ctx, &proto, &a);
 }
 
@@ -1384,6 +1390,14 @@ typedef struct {
   int oneshot; /* all_reduce: send symmetric, recv not */
 } coll_zc_view_t;
 
+/* MELD_COLL_PDL: unset or 1 = LL and ZC kernels are launched with programmatic stream
+ * serialization (each starts with griddepcontrol.wait, then triggers its own dependents, so
+ * back-to-back calls overlap their launches), 0 = ordinary launches. */
+static int coll_pdl_env(void) {
+  const char *v = getenv("MELD_COLL_PDL");
+  return !(v && v[0] == '0' && v[1] == 0);
+}
+
 /* MELD_COLL_ZC: unset or 1 = the ZC engine on symmetric buffers, 0 = never. */
 static meld_result_t coll_zc_env(int *on) {
   int64_t v = 1;
@@ -1509,7 +1523,8 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     meld_proto_dev_t proto = meld_proto_dev(comm);
     void *kargs[] = {&proto, &zk};
     /* Plain launch: a ZC CTA waits only for the peers' CTAs of its own ticket (see the kernel). */
-    meld_result_t r = coll_launch_plain((const void *)coll_zc_kernel, &plan, kargs, stream, hint && hint->pdl);
+    meld_result_t r =
+        coll_launch_plain((const void *)coll_zc_kernel, &plan, kargs, stream, (hint && hint->pdl) || coll_pdl_env());
     if (r != MELD_OK) meld_error_prefix("%s", fn);
     return r;
   }
@@ -1536,7 +1551,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
      * CTA started before them there (tickets < t) waits only for peers' tickets < t, which
      * have started (this rank's ticket t started after them), so they finish and free their
      * SMs. No cycle, whatever the grid size or other kernels that do not wait for this one. */
-    r = coll_launch_plain(kern, &plan, kargs, stream, 0);
+    r = coll_launch_plain(kern, &plan, kargs, stream, coll_pdl_env());
   } else {
     size_t smem = 0;
     if (plan.proto == MELD_PROTO_RING && plan.bulk) {
