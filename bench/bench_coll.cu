@@ -479,9 +479,9 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
       float nms[2] = {NAN, NAN};
       const int graph = bytes <= ((size_t)16 << 20);
       s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", graph, nms, bufs, d_acc, samples);
-      if (bytes <= ((size_t)4 << 20)) { /* the same without programmatic dependent launch */
-        setenv("MELD_COLL_PDL", "0", 1);
-        s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto_nopdl", graph, nms, bufs, d_acc, samples);
+      if (bytes <= ((size_t)4 << 20)) { /* the same with programmatic dependent launch */
+        setenv("MELD_COLL_PDL", "1", 1);
+        s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto_pdl", graph, nms, bufs, d_acc, samples);
         unsetenv("MELD_COLL_PDL");
       }
       meld_coll_plan_hint_t h;

@@ -1390,12 +1390,13 @@ typedef struct {
   int oneshot; /* all_reduce: send symmetric, recv not */
 } coll_zc_view_t;
 
-/* MELD_COLL_PDL: unset or 1 = LL and ZC kernels are launched with programmatic stream
- * serialization (each starts with griddepcontrol.wait, then triggers its own dependents, so
- * back-to-back calls overlap their launches), 0 = ordinary launches. */
+/* MELD_COLL_PDL: 1 = LL and ZC kernels are launched with programmatic stream serialization
+ * (each starts with griddepcontrol.wait, then triggers its own dependents, so back-to-back
+ * calls overlap their launches); unset or 0 = ordinary launches. Opt-in until measured on two
+ * GPUs (session 4 ended without a 2-GPU machine for it). */
 static int coll_pdl_env(void) {
   const char *v = getenv("MELD_COLL_PDL");
-  return !(v && v[0] == '0' && v[1] == 0);
+  return v && v[0] == '1' && v[1] == 0;
 }
 
 /* MELD_COLL_ZC: unset or 1 = the ZC engine on symmetric buffers, 0 = never. */

@@ -481,6 +481,12 @@ static void rank_main(int rank, int nranks) {
       test_reference(&c);
       test_back_to_back(&c, 1000);
       test_graph(&c, 100);
+      /* Again with programmatic dependent launches of the LL and ZC kernels (opt-in): each
+       * call's launch overlaps the previous kernel, which it waits for on the device. */
+      setenv("MELD_COLL_PDL", "1", 1);
+      test_back_to_back(&c, 1000);
+      test_graph(&c, 100);
+      unsetenv("MELD_COLL_PDL");
     }
     meld_bootstrap_barrier(c.comm->boot);
     GT_MELD(meld_mem_free(c.comm, c.d_send));
