@@ -393,8 +393,9 @@ static void test_back_to_back(ctx_t *c, int iters) {
   GT_CUDA(cudaMemcpy(h, d_cnt, sizeof h, cudaMemcpyDeviceToHost));
   GT_CHECK(h[0] == 0 && h[1] == expect_seen, "%d back-to-back calls: %llu mismatches, %llu of %llu elements checked",
            iters, h[0], h[1], expect_seen);
-  gt_log("%d back-to-back calls (no host sync%s): %llu mismatches in %llu elements, %.2f s", iters,
-         c->sym ? ", symmetric buffers, ZC in turn" : "", h[0], h[1], gt_now_s() - t0);
+  gt_log("%d back-to-back calls (no host sync%s%s): %llu mismatches in %llu elements, %.2f s", iters,
+         c->sym ? ", symmetric buffers, ZC in turn" : "", getenv("MELD_COLL_PDL") ? ", PDL" : "", h[0], h[1],
+         gt_now_s() - t0);
   cudaFree(d_cnt);
 }
 
@@ -440,8 +441,8 @@ static void test_graph(ctx_t *c, int replays) {
   unsigned long long want = (unsigned long long)replays * (cnts[0] + cnts[1] * P + cnts[2]);
   GT_CHECK(h[0] == 0 && h[1] == want && it == (uint32_t)replays,
            "graph: %llu mismatches, %llu of %llu elements checked, %u of %d replays", h[0], h[1], want, it, replays);
-  gt_log("graph%s: %d replays x 3 collectives, %llu mismatches, %.3f s", c->sym ? " (symmetric, ZC)" : "", replays,
-         h[0], gt_now_s() - t0);
+  gt_log("graph%s%s: %d replays x 3 collectives, %llu mismatches, %.3f s", c->sym ? " (symmetric, ZC)" : "",
+         getenv("MELD_COLL_PDL") ? " (PDL)" : "", replays, h[0], gt_now_s() - t0);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   cudaFree(d_it);
