@@ -100,6 +100,7 @@ typedef struct {
   int32_t inplace;      /* RING: send == recv (all-reduce): drain j after pushing j       */
   int32_t unroll;       /* 16-byte loads in flight per thread in the data loops (4 or 8)  */
   int32_t bulk;         /* RING: one push warp whose lane 0 pushes with TMA bulk copies   */
+  int32_t pdl;          /* LL: launched with programmatic stream serialization            */
   uint64_t ll_region;   /* LL: bytes of one producer's region in a half (multiple of 16)  */
   uint32_t op_id, arg_hash;
   uint64_t chunk;       /* C: bytes per slot                                           */
@@ -1039,6 +1040,7 @@ typedef struct {
   int32_t inplace;     /* AG: send == recv + me * B (own block not stored)        */
   int32_t oneshot;     /* AR: every send summed whole into this rank's recv only  */
   int32_t unroll;      /* 16-byte loads in flight per thread and source: 8 or 4   */
+  int32_t pdl;         /* MELD_COLL_PDL: trigger the next programmatic launch     */
   uint32_t op_id, arg_hash;
   uint64_t B;          /* AG / RS / A2A: bytes per block; AR: total bytes          */
   uint64_t part;       /* AR: bytes of each rank's part (multiple of 16)           */
@@ -1206,7 +1208,7 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
    * grid and memory before the handshake tells the peers our buffers are ready. A no-op on
    * an ordinary launch. */
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (a.pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); /* MELD_COLL_PDL */
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
     const uint64_t t0 = meld_trace_begin(&ctx);
@@ -1234,11 +1236,13 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
 __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                           const __grid_constant__ coll_kargs_t a) {
   meld_ctx_t ctx;
-  /* Programmatic dependent launch (meld_coll_run: MELD_COLL_PDL): wait for the previous
-   * kernel's grid and memory, then let the next such launch be scheduled now, so that its
-   * launch overlaps this kernel. No-ops on an ordinary launch. */
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  /* Programmatic dependent launch (a.pdl: meld_coll_run, MELD_COLL_PDL): wait for the
+   * previous kernel's grid and memory, then let the next such launch be scheduled now, so
+   * that its launch overlaps this kernel. */
+  if (a.pdl) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  }
   coll_ll(&ctx, &proto, &a);
 }
 
@@ -1520,6 +1524,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   if (plan.proto == MELD_PROTO_ZC) {
     coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */
     coll_zc_fill(comm, args, &plan, &zv, &zk);
+    zk.pdl = coll_pdl_env();
     coll_trace_plan(fn, &plan);
     meld_proto_dev_t proto = meld_proto_dev(comm);
     void *kargs[] = {&proto, &zk};
@@ -1531,6 +1536,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   }
   coll_kargs_t k; /* ~3 KB of kernel parameters */
   coll_kargs_fill(comm, args, &plan, &k);
+  k.pdl = plan.proto == MELD_PROTO_LL && coll_pdl_env();
   /* The rounds of the longest stream must fit the stamps' sequence bits. */
   uint64_t per_round = (uint64_t)plan.ctas * plan.chunk_bytes;
   if ((k.max_len + per_round - 1) / per_round / (uint64_t)plan.slots >= MELD_STAMP_SEQ_MAX)
@@ -1552,7 +1558,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
      * CTA started before them there (tickets < t) waits only for peers' tickets < t, which
      * have started (this rank's ticket t started after them), so they finish and free their
      * SMs. No cycle, whatever the grid size or other kernels that do not wait for this one. */
-    r = coll_launch_plain(kern, &plan, kargs, stream, coll_pdl_env());
+    r = coll_launch_plain(kern, &plan, kargs, stream, k.pdl);
   } else {
     size_t smem = 0;
     if (plan.proto == MELD_PROTO_RING && plan.bulk) {
