@@ -1033,7 +1033,9 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
  * with these register loads (run 1, 2 x H200), and deeper pipelines were slower, not faster:
  * TMA bulk loads of the peer's memory into shared memory (6 x 32 KB in flight per CTA) gave
  * reduce_scatter 175-180 GB/s at 16 CTAs, cp.async (LDGSTS) staging 126-136 (runs 2, 3), against
- * 251-290 with registers. So sums run on more CTAs (plan: up to 32) instead. */
+ * 251-290 with registers. With the two-source loop in coll_sum2_vec (pointers computed once),
+ * a pull CTA moves ~30 GB/s (run 10: reduce_scatter 287/316/330 GB/s at 64 MB / 256 MB / 1 GB
+ * with 16 CTAs); sums still run on up to 32 CTAs (plan), which helps below 16 MB. */
 
 typedef struct {
   int32_t rank, nranks, ctas, op, dtype;
