@@ -216,12 +216,18 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *plan, int sm_count,
 void meld_coll_plan_derive(meld_coll_plan_t *plan);
 
 struct meld_comm;
+/* 0 when MELD_COLL_ZC=0 (or malformed): ops that put a collective's buffer in the workspace
+ * (which only ZC may carry) check it first (src/ops/collectives.cu). */
+int meld_coll_zc_enabled(void);
+
 /* Plans and launches one validated, non-empty intra-node call (src/ops/collectives.cu): the
  * engine behind the public functions, with `hint` (may be NULL) forcing plan fields (bench,
  * tests). *plan_out (may be NULL) receives the plan used. Fails as the public functions. */
 meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, const meld_coll_args_t *args,
                             const meld_coll_plan_hint_t *hint, cudaStream_t stream,
                             meld_coll_plan_t *plan_out);
+/* (A send or recv inside the comm's workspace, as ops pass, is refused with MELD_ERR_INTERNAL
+ * when the plan is a staged engine, whose slots live there.) */
 
 /* One line describing every field ("all_reduce P=2 ctas=16 threads=512 chunk=262144 ..."). */
 int meld_coll_plan_format(const meld_coll_plan_t *plan, char *buf, size_t len);

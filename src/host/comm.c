@@ -281,23 +281,21 @@ static meld_symbuf_t *find_buf(meld_comm_t comm, const void *ptr, meld_symbuf_t 
   return NULL;
 }
 
+/* 1 if b holds all of [p, p + bytes); *offset = p - its start. */
+static int symbuf_holds(const meld_symbuf_t *b, uintptr_t p, size_t bytes, size_t *offset) {
+  const uintptr_t base = (uintptr_t)b->local;
+  if (!b->local || p < base || p - base > b->bytes || bytes > b->bytes - (p - base)) return 0;
+  if (offset) *offset = (size_t)(p - base);
+  return 1;
+}
+
 const meld_symbuf_t *meld_symbuf_find(const struct meld_comm *comm, const void *ptr, size_t bytes,
                                       size_t *offset) {
+  if (!comm || !ptr) return NULL;
   const uintptr_t p = (uintptr_t)ptr;
-  if (comm && ptr && comm->workspace.local) { /* ops' own use of the workspace (not users') */
-    const uintptr_t base = (uintptr_t)comm->workspace.local;
-    if (p >= base && p - base <= comm->workspace.bytes && bytes <= comm->workspace.bytes - (p - base)) {
-      if (offset) *offset = (size_t)(p - base);
-      return &comm->workspace;
-    }
-  }
-  for (const meld_symbuf_t *b = comm ? comm->user_bufs : NULL; b && ptr; b = b->next) {
-    const uintptr_t base = (uintptr_t)b->local;
-    if (p >= base && p - base <= b->bytes && bytes <= b->bytes - (p - base)) {
-      if (offset) *offset = (size_t)(p - base);
-      return b;
-    }
-  }
+  if (symbuf_holds(&comm->workspace, p, bytes, offset)) return &comm->workspace; /* ops' own use */
+  for (const meld_symbuf_t *b = comm->user_bufs; b; b = b->next)
+    if (symbuf_holds(b, p, bytes, offset)) return b;
   return NULL;
 }
 

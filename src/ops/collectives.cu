@@ -1315,6 +1315,7 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
   k->mode = (int32_t)p->proto;
   k->cons_warps = p->cons_warps;
   k->unroll = p->unroll;
+  k->bulk = p->bulk;
   k->inplace = p->proto == MELD_PROTO_RING && a->op == MELD_COLL_ALL_REDUCE && a->send == a->recv;
   k->ll_region = P > 1 ? MELD_COLL_LL_HALF_BYTES / (uint64_t)(P - 1) / 16 * 16 : 0;
   for (int r = 0; r < P; r++) k->peer_ws[r] = (uint8_t *)comm->workspace.peer[r];
@@ -1411,6 +1412,10 @@ static meld_result_t coll_zc_env(int *on) {
   MELD_CHECK(meld_env_int64("MELD_COLL_ZC", 0, 1, &v));
   *on = (int)v;
   return MELD_OK;
+}
+extern "C" int meld_coll_zc_enabled(void) {
+  int on = 0;
+  return coll_zc_env(&on) == MELD_OK && on;
 }
 
 /* The call's ZC mode (meld_coll_zc_mode: 0 no, 1 ZC, 2 one-shot all-reduce) and where its
@@ -1523,6 +1528,14 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   free(za);
   MELD_CHECK(pr);
   if (plan_out) *plan_out = plan;
+  /* A buffer inside the comm's workspace (an op's own, e.g. the decode GEMM+AR's partial)
+   * must not travel by the staged engines: their slots would overwrite it. */
+  if ((plan.proto == MELD_PROTO_ROUNDS || plan.proto == MELD_PROTO_RING) &&
+      ((zc && (zv.send_buf == &comm->workspace || zv.recv_buf == &comm->workspace)) ||
+       (!zc && (meld_symbuf_find(comm, args->send, 0, NULL) == &comm->workspace ||
+                meld_symbuf_find(comm, args->recv, 0, NULL) == &comm->workspace))))
+    return meld_error(MELD_ERR_INTERNAL, "%s: a buffer inside the comm's workspace cannot take the staged engines (%s planned%s)",
+                      fn, meld_coll_proto_name(plan.proto), zc_on ? "" : "; MELD_COLL_ZC=0");
   if (plan.proto == MELD_PROTO_ZC) {
     coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */
     coll_zc_fill(comm, args, &plan, &zv, &zk);
@@ -1532,7 +1545,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     void *kargs[] = {&proto, &zk};
     /* Plain launch: a ZC CTA waits only for the peers' CTAs of its own ticket (see the kernel). */
     meld_result_t r =
-        coll_launch_plain((const void *)coll_zc_kernel, &plan, kargs, stream, (hint && hint->pdl) || coll_pdl_env());
+        coll_launch_plain((const void *)coll_zc_kernel, &plan, kargs, stream, (hint && hint->pdl) || zk.pdl);
     if (r != MELD_OK) meld_error_prefix("%s", fn);
     return r;
   }

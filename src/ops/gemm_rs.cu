@@ -471,7 +471,7 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
      * rank's workspace before its kernel ended (the ZC "done" signals, the staged engines'
      * consumed slots). Decided alike on every rank (sizes, comm and env agree). */
     const int zc_mode = gemm_rs_env_int("MELD_GEMM_AR_DECODE_ZC", 1);
-    if (direct && zc_mode && comm->nnodes == 1 && part_bytes <= comm->workspace.bytes &&
+    if (direct && zc_mode && meld_coll_zc_enabled() && comm->nnodes == 1 && part_bytes <= comm->workspace.bytes &&
         (zc_mode == 2 || part_bytes >= GEMM_AR_ZC_MIN_BYTES)) {
       g.c = comm->workspace.local;
       g.ldc = a->n;
