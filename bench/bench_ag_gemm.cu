@@ -243,9 +243,19 @@ static void rank_main(int rank, int P) {
         ag_gemm_hint_t h = h0;
         h.stream_k = 1; /* the fused GEMM with stream-K over the partial wave (default: off) */
         ADDV("stream_k", f_meld, h);
+        h = h0;
+        h.epi_defer = 0; /* without the deferred epilogue (the default before session 5) */
+        ADDV("nodefer", f_meld, h);
+        if (P == 1) { /* the fused kernel on one GPU (nothing to gather): its GEMM vs meld_gemm */
+          h = h0;
+          h.schedule = AG_GEMM_FUSED;
+          ADDV("fused_p1", f_meld, h);
+          h.epi_defer = 0;
+          ADDV("fused_p1_nodefer", f_meld, h);
+        }
       }
       static char vnames[MAXV][32];
-      if (sh->sweep) {
+      if (sh->sweep && P > 1) {
         const int ccs[] = {4, 8, 16};
         for (int ci = 0; ci < 3; ci++) {
           ag_gemm_hint_t h = h0;

@@ -32,6 +32,7 @@
 #include "../tests/gpu/gpu_test.h"
 #include "bench_common.h"
 #include "comm.h"
+#include "gemm_plan.h"
 #include "meld.h"
 
 /* ---- NCCL through dlopen (the few calls used; ABI of nccl.h 2.x) ----------------------- */
@@ -210,6 +211,18 @@ static void op_meld_gemm(bctx_t *x, void *v, int i) {
   g.c = r->part, g.ldc = r->sh.n, g.m = r->sh.m, g.n = r->sh.n, g.k = r->k;
   meld_gemm(&g, x->s);
 }
+/* meld_gemm's engine with the fused kernels' GEMM options: no stream-K, no deferred epilogue */
+static void op_meld_gemm_plain(bctx_t *x, void *v, int i) {
+  run_t *r = (run_t *)v;
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = r->a[i & 1], g.lda = r->k, g.b = r->b, g.ldb = r->k, g.b_layout = MELD_B_NK;
+  g.c = r->part, g.ldc = r->sh.n, g.m = r->sh.m, g.n = r->sh.n, g.k = r->k;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.stream_k = 1;
+  o.epi_defer = 1;
+  gemm_launch(&g, &o, x->s);
+}
 static void op_nccl(bctx_t *x, void *v, int i) {
   (void)i;
   run_t *r = (run_t *)v;
@@ -307,17 +320,20 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
       const char *env[3][2];
     } tv_t;
+    /* big1: one GPU, the fused kernel forced (every tile its own, nothing exchanged): its GEMM
+     * and epilogue against meld_gemm without a second GPU's pace or skew */
     const int big2 = P == 2 && sh->m >= 2048, dec = P > 1 && sh->is_ar && sh->m <= 512;
+    const int big1 = P == 1 && sh->m >= 2048;
     /* (designators in enum order: older g++ rejects out-of-order ones) */
     const tv_t tv[V_N] = {
         [V_MELD] = {op_meld, MELD_GEMM_RS_AUTO, 1, {{0}}},
-        [V_FUSED] = {op_meld, MELD_GEMM_RS_FUSED, P > 1, {{0}}},
+        [V_FUSED] = {op_meld, MELD_GEMM_RS_FUSED, P > 1 || big1, {{0}}},
         [V_UNFUSED] = {op_meld, MELD_GEMM_RS_UNFUSED, 1, {{0}}},
         [V_SEQ] = {op_seq, MELD_GEMM_RS_AUTO, x->nccl != NULL, {{0}}},
         [V_CUBLAS] = {op_cublas, MELD_GEMM_RS_AUTO, 1, {{0}}},
@@ -339,12 +355,16 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_DIN] = {op_diag_inplace, MELD_GEMM_RS_AUTO, dec, {{0}}},
         [V_DOOP] = {op_diag_oop, MELD_GEMM_RS_AUTO, dec, {{0}}},
         [V_DCOLL] = {op_coll_inplace, MELD_GEMM_RS_AUTO, dec, {{0}}},
-        [V_D8] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "8"}}},
-        [V_NOSK] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_STREAM_K", "1"}}},
+        [V_D8] = {op_meld, MELD_GEMM_RS_FUSED, (big2 || big1) && g_diag, {{"MELD_GEMM_RS_DIAG", "8"}}},
+        [V_NOSK] = {op_meld, MELD_GEMM_RS_FUSED, big2 || big1, {{"MELD_GEMM_RS_STREAM_K", "1"}}},
         /* decode AUTO without the zero-copy all-reduce (session 3's path: LL / staged on C) */
         [V_NOZC] = {op_meld, MELD_GEMM_RS_AUTO, dec, {{"MELD_GEMM_AR_DECODE_ZC", "0"}}},
         /* ... and with it but without the programmatic dependent launch */
         [V_NOPDL] = {op_meld, MELD_GEMM_RS_AUTO, dec, {{"MELD_GEMM_AR_DECODE_PDL", "0"}}},
+        /* the bare GEMM of D8 in a kernel without hook g, with the deferred epilogue */
+        [V_D16] = {op_meld, MELD_GEMM_RS_FUSED, (big2 || big1) && g_diag, {{"MELD_GEMM_RS_DIAG", "16"}}},
+        /* meld_gemm with the fused kernel's GEMM options: no stream-K, no deferred epilogue */
+        [V_MG_PLAIN] = {op_meld_gemm_plain, MELD_GEMM_RS_AUTO, (big2 || big1) && g_diag, {{0}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -414,6 +434,10 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, err,
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
       if (st_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f | fused without stream-K %7.3f\n", st_ms, tm[V_NOSK]);
+      if (tm[V_D8] > 0)
+        printf("        diag: bare GEMM in the fused kernel %7.3f, same without hook g + deferred epilogue %7.3f | "
+               "meld_gemm without stream-K and deferred epilogue %7.3f | fused without stream-K %7.3f\n",
+               tm[V_D8], tm[V_D16], tm[V_MG_PLAIN], tm[V_NOSK]);
       if (tm[V_D1] > 0)
         printf("        diag (wrong results): no NVLink push %7.3f | no own wait %7.3f | no own loads/adds %7.3f | none of the three %7.3f | bare GEMM in the fused kernel %7.3f\n",
                tm[V_D1], tm[V_D2], tm[V_D4], tm[V_D3], tm[V_D8]);

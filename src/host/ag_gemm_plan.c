@@ -175,7 +175,10 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
   /* Hint. */
   if (hint) {
     if (hint->schedule >= 0) {
-      if (hint->schedule > AG_GEMM_DIRECT || (hint->schedule == AG_GEMM_DIRECT) != (nranks == 1))
+      /* DIRECT needs one rank; FUSED may run at one rank (nothing to gather: its GEMM and
+       * epilogue tested and timed on one GPU); UNFUSED needs two or more */
+      if (hint->schedule > AG_GEMM_DIRECT || (hint->schedule == AG_GEMM_DIRECT && nranks != 1) ||
+          (hint->schedule == AG_GEMM_UNFUSED && nranks == 1))
         return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: schedule %d is not possible with %d ranks",
                           hint->schedule, nranks);
       p->schedule = (ag_gemm_schedule_t)hint->schedule;
@@ -209,6 +212,10 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
     if (hint && hint->stream_k >= 0) sk = hint->stream_k && tiles >= sm_count && tiles % sm_count != 0;
     p->stream_k = sk;
   }
+  /* The deferred epilogue (the engine's epi_defer: +1.6% mean on meld_gemm, s5-1): only where
+   * the fused GEMM stores C by TMA (not compact). */
+  p->epi_defer = p->schedule == AG_GEMM_FUSED && !p->compact;
+  if (hint && hint->epi_defer >= 0) p->epi_defer = hint->epi_defer && !p->compact;
   p->chunk_rows = fit_chunk_rows(chunk_rows, p->m_loc_pad > 0 ? p->m_loc_pad : AG_GEMM_BM);
   plan_derive(p);
   return ag_gemm_plan_check(p, sm_count, workspace_bytes);
@@ -281,9 +288,9 @@ static const char *schedule_name(ag_gemm_schedule_t s) {
 int ag_gemm_plan_format(const ag_gemm_plan_t *p, char *buf, size_t len) {
   return snprintf(buf, len,
                   "ag_gemm P=%d m_loc=%lld (pad %lld) n_loc=%lld k=%lld %s copy=%s grid=%d comm_ctas=%d "
-                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d ws=%zu signals=%zu",
+                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d defer=%d ws=%zu signals=%zu",
                   p->nranks, (long long)p->m_loc, (long long)p->m_loc_pad, (long long)p->n_loc, (long long)p->k,
                   schedule_name(p->schedule), p->copy == AG_GEMM_COPY_BULK ? "bulk" : "vec", p->grid,
                   p->comm_ctas, (long long)p->chunk_rows, (long long)p->chunks_per_rank, p->compact, p->group_m,
-                  p->inplace, p->stream_k, p->ws_bytes, p->signal_slots);
+                  p->inplace, p->stream_k, p->epi_defer, p->ws_bytes, p->signal_slots);
 }

@@ -60,6 +60,8 @@ typedef struct {
   int group_m;             /* GEMM raster group (m-blocks per sweep)                       */
   int inplace;             /* 1: own m-blocks read the shard in place (default); 0: staged  */
   int stream_k;            /* fused: 1 = the GEMM runs stream-K over its last partial wave  */
+  int epi_defer;           /* fused: 1 = the GEMM's deferred epilogue (TMA-store path only:   */
+                           /* a tile's second half is stored during the next tile's mainloop) */
   size_t ws_bytes;         /* fused: staging bytes = nranks * m_loc_pad * k * 2            */
   size_t signal_slots;     /* fused: nranks * chunks_per_rank                              */
 } ag_gemm_plan_t;
@@ -68,16 +70,18 @@ typedef struct {
  * (MELD_COMM_CTAS, MELD_CHUNK_BYTES, MELD_SCHEDULE=fused|unfused) overrides the heuristic,
  * the hint overrides both. */
 typedef struct {
-  int schedule;     /* -1 = choose, else ag_gemm_schedule_t (DIRECT only with one rank)   */
+  int schedule;     /* -1 = choose, else ag_gemm_schedule_t (DIRECT only with one rank;
+                       FUSED with one rank runs the fused kernel with nothing to gather) */
   int copy;         /* -1 = choose, else ag_gemm_copy_t                                    */
   int comm_ctas;    /* 0 = choose                                                          */
   int64_t chunk_rows; /* 0 = choose; a multiple of 128                                     */
   int group_m;      /* 0 = choose                                                          */
   int inplace;      /* -1 = choose (1), 0 = copy the own shard into the staging first       */
   int stream_k;     /* -1 = choose (off; MELD_AG_GEMM_STREAM_K=2: meld_gemm's rule), 0 = off, 1 = on */
+  int epi_defer;    /* -1 = choose (on wherever the epilogue is the TMA store), 0 = off, 1 = on */
 } ag_gemm_hint_t;
 
-#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1}
+#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1}
 
 /* Checks meld_ag_gemm's arguments for a communicator of nranks ranks. Never touches CUDA.
  * Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence ("meld_ag_gemm: k 4100 is not a

@@ -141,7 +141,9 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
   pl->algo = MELD_GEMM_RS_FUSED;
   const char *why_not = NULL;
   int ws_short = 0;
-  if (P == 1) why_not = "one rank: a plain GEMM";
+  /* One rank: AUTO is a plain GEMM (meld_gemm); a forced FUSED runs the fused kernel with every
+   * tile its own and nothing exchanged (its GEMM and epilogue can be tested and timed on one GPU). */
+  if (P == 1 && a->algo != MELD_GEMM_RS_FUSED) why_not = "one rank: a plain GEMM";
   else if (nnodes > 1) why_not = "ranks on several nodes (the fused kernel is intra-node)";
   else if (P > GEMM_RS_MAX_RANKS) why_not = "more than 16 ranks";
   else if (!is_ar && pl->split_rows % 128) why_not = "rows per rank ceil(M/P) are not a multiple of 128";
@@ -198,7 +200,7 @@ int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *w
     MELD_WHY("gemm_rs: rows [%lld, +%lld) outside M %lld", (long long)pl->rows_first, (long long)pl->rows_count,
         (long long)pl->m);
   if (pl->algo == MELD_GEMM_RS_UNFUSED) return 0;
-  if (pl->nranks < 2 || pl->nranks > GEMM_RS_MAX_RANKS) MELD_WHY("gemm_rs: fused needs 2..%d ranks, not %d", GEMM_RS_MAX_RANKS, pl->nranks);
+  if (pl->nranks < 1 || pl->nranks > GEMM_RS_MAX_RANKS) MELD_WHY("gemm_rs: fused needs 1..%d ranks, not %d", GEMM_RS_MAX_RANKS, pl->nranks);
   if (pl->rpo < 128 || pl->rpo % 128) MELD_WHY("gemm_rs: rows per owner %lld is not a positive multiple of 128", (long long)pl->rpo);
   if (pl->rpo * pl->nranks < pl->m) MELD_WHY("gemm_rs: %d owners x %lld rows do not cover M %lld", pl->nranks, (long long)pl->rpo, (long long)pl->m);
   if (pl->sym && (!pl->is_ar || pl->nranks != 2 || pl->rpo != (int64_t)pl->tiles_m * 128 || pl->m_rotate != 0))

@@ -219,7 +219,9 @@ __device__ __noinline__ void ag_comm(meld_ctx_t ctx_v, const ag_kargs_t *a, uint
   __syncthreads(); /* the engine's barrier inits and TMA writes reuse this smem */
 }
 
-template <bool BKN>
+/* DEFER = a.g.epi_defer: the engine's deferred epilogue (a tile's second half stored while the
+ * next tile's first k-block runs; plain TMA-store path only). */
+template <bool BKN, int DEFER>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     ag_gemm_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ ag_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -238,7 +240,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
   /* Every CTA whose entry succeeded runs the engine (comm CTAs join when done), so that the
    * engine's worker count is the grid. A failed call leaves the flags unset: the ready hook
    * sees the abort word (or its deadline) and the engine drains. */
-  if (run_gemm) gemm_cta_run<BKN>(&a.g, ag_smem, (int)blockIdx.x, (int)gridDim.x);
+  if (run_gemm) gemm_cta_run<BKN, false, false, DEFER>(&a.g, ag_smem, (int)blockIdx.x, (int)gridDim.x);
   /* Post-engine work by thread 128 (a consumer thread: the engine left warpgroup 0 with 40
    * registers). A fresh ctx: nothing of the entry's stays live across the engine. */
   __syncthreads();
@@ -280,8 +282,10 @@ static meld_result_t ag_device_setup(int dev, int sm_count) {
                       "meld_ag_gemm: device %d has compute capability %d.x; the fused kernel needs Hopper (sm_90a)",
                       dev, major);
   int grid = 0;
-  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
-  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<true>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
+  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
+  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<true, 0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
+  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
+  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<true, 1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
   if (dev < AG_MAX_DEVICES) g_dev_ready[dev] = 1;
   return MELD_OK;
 }
@@ -422,6 +426,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   o.split_k = 1;
   o.group_m = p->group_m;
   o.epi_tma = p->compact ? 0 : -1;
+  o.epi_defer = p->epi_defer ? 2 : 1; /* the engine keeps it off where it stores without TMA */
   /* Stream-K (plan->stream_k): the pieces are queue tickets like tiles (any CTA, comm CTAs
    * included once they join, may run one); each waits for its rows like a tile; pieces combine
    * through the op's private workspace (no CTA waits for another). */
@@ -479,7 +484,9 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
 static meld_result_t ag_launch(struct meld_comm *comm, ag_kargs_t *k, int grid, int b_kn, cudaStream_t stream) {
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *args[] = {&proto, k};
-  const void *fn = b_kn ? (const void *)ag_gemm_kernel<true> : (const void *)ag_gemm_kernel<false>;
+  const int d = k->g.epi_defer ? 1 : 0;
+  const void *fn = b_kn ? (d ? (const void *)ag_gemm_kernel<true, 1> : (const void *)ag_gemm_kernel<true, 0>)
+                        : (d ? (const void *)ag_gemm_kernel<false, 1> : (const void *)ag_gemm_kernel<false, 0>);
   return meld_launch_coop(fn, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
 }
 

@@ -202,7 +202,9 @@ struct gemm_rs_tail {
 
 /* G2: the variant with gemm.cuh hook g2 (TMA push of the peer's tiles, deferred flags; 2 ranks):
  * a separate instantiation, so the default kernel's code and registers are unchanged. */
-template <bool BKN, bool G2>
+/* BARE (diagnostic MELD_GEMM_RS_DIAG bit 4 only): the engine without hook g and with the
+ * stand-alone kernel's deferred epilogue, inside this kernel's launch and entry. */
+template <bool BKN, bool G2, bool BARE = false>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_rs_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_rs_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -216,9 +218,13 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     }
   }
   __syncthreads(); /* this CTA's header stores before its epilogues read them (CTA scope) */
-  if (meld_cta_shared()->ok)
-    gemm_cta_run<BKN, true, G2>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x,
-                                gemm_rs_tail{&proto, &a, gemm_rs_smem});
+  if (meld_cta_shared()->ok) {
+    if constexpr (BARE)
+      gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x);
+    else
+      gemm_cta_run<BKN, true, G2>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x,
+                                  gemm_rs_tail{&proto, &a, gemm_rs_smem});
+  }
   __syncthreads();
   meld_ctx_t ctx;
   gemm_rs_ctx_reload(&ctx, &proto, &a);
@@ -254,8 +260,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         for the partials' flags, bit 2 = own tiles do not load/add the partials
  *                         (their own values are stored), bit 3 = every hook off and the engine's
  *                         TMA-store epilogue into the workspace (the fused kernel's bare GEMM; needs
- *                         a workspace of M x N x 2 bytes). Time a variant with a stage left out
- *                         and take differences (docs/perf-notes.md). */
+ *                         a workspace of M x N x 2 bytes), bit 4 = as bit 3 in a kernel built
+ *                         without hook g and with the stand-alone engine's deferred epilogue.
+ *                         Time a variant with a stage left out and take differences
+ *                         (docs/perf-notes.md). */
 static int gemm_rs_env_int(const char *name, int dflt) {
   const char *v = getenv(name);
   if (!v || !*v) return dflt;
@@ -289,10 +297,13 @@ static meld_result_t gemm_rs_map_c(const meld_gemm_args_t *g, const gemm_plan_op
 static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
                                    cudaStream_t stream) {
   const int P = comm->nranks, r = comm->rank;
-  const int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
+  int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
+  if (diag & 16) diag |= 8;
   const int g2 = P == 2 && !pl->sym && !(diag & 8) && gemm_rs_env_push_tma();
-  const void *kern = a->b_layout == MELD_B_KN ? (g2 ? (const void *)gemm_rs_kernel<true, true> : (const void *)gemm_rs_kernel<true, false>)
-                                               : (g2 ? (const void *)gemm_rs_kernel<false, true> : (const void *)gemm_rs_kernel<false, false>);
+  const int kn = a->b_layout == MELD_B_KN;
+  const void *kern = diag & 16 ? (kn ? (const void *)gemm_rs_kernel<true, false, true> : (const void *)gemm_rs_kernel<false, false, true>)
+                     : kn      ? (g2 ? (const void *)gemm_rs_kernel<true, true> : (const void *)gemm_rs_kernel<true, false>)
+                               : (g2 ? (const void *)gemm_rs_kernel<false, true> : (const void *)gemm_rs_kernel<false, false>);
   int grid = 0;
   MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid));
   static gemm_rs_kargs_t k; /* large: not on the stack; copied by the launch */
@@ -370,6 +381,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     k.g.c = ws + GEMM_RS_HDR_BYTES;
     MELD_CHECK(gemm_rs_map_c(&g, &o, k.g.c, pl->ldn, g.m, &k.g.map_c));
     k.g.epi_tma = 1;
+    k.g.epi_defer = diag & 16 ? 1 : 0;
     e->out = NULL;
     e->signal = NULL;
     e->reduce.on = 0;

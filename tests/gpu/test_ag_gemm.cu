@@ -130,6 +130,10 @@ typedef struct {
   const char *name;
 } shape_t;
 
+/* One rank: run the fused kernel (hint FUSED: nothing to gather) instead of the plain GEMM;
+ * g_defer: the hint's epi_defer (-1 = the plan's choice). */
+static int g_force_fused = 0, g_defer = -1;
+
 static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   const int P = c->P, me = c->rank;
   const int64_t m_loc = sh->m_loc, n = sh->n_loc + 8 * me, k = sh->k, M = m_loc * P; /* n_loc differs per rank */
@@ -165,7 +169,8 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   if (sh->with_gathered) args.a_gathered = ag, args.ld_gathered = ldg;
   ag_gemm_hint_t hint = AG_GEMM_HINT_INIT;
   hint.copy = sh->copy;
-  hint.schedule = P == 1 ? -1 : sh->schedule;
+  hint.schedule = P == 1 ? (g_force_fused ? AG_GEMM_FUSED : -1) : sh->schedule;
+  hint.epi_defer = g_defer;
   hint.comm_ctas = sh->comm_ctas;
   ag_gemm_plan_t plan;
   memset(&plan, 0, sizeof plan);
@@ -199,7 +204,9 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   free(he);
   /* The unfused and one-rank paths run meld_gemm's default plan, which may split K (split- or
    * stream-K): bitwise equality is required of the fused kernel only. */
-  const int bitwise = plan.schedule == AG_GEMM_FUSED && !plan.stream_k; /* stream-K: pieces summed in arrival order */
+  /* (stream-K: pieces summed in arrival order; one rank: the reference is meld_gemm's default
+   * plan, which may split K) */
+  const int bitwise = plan.schedule == AG_GEMM_FUSED && !plan.stream_k && P > 1;
   GT_CHECK(rel <= TOL && bad_tiles == 0, "%s: rel err %.3g, %d of %d tiles over %.0e (worst %.3g)", sh->name, rel,
            bad_tiles, tiles, TOL, worst);
   if (bitwise) GT_CHECK(h[0] == 0, "%s: %llu elements differ from meld_gemm on the gathered A", sh->name, h[0]);
@@ -231,6 +238,19 @@ static void test_shapes(ctx_t *c) {
     if (sk) setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
     test_shape(c, &shapes[i], (int)i);
     if (sk) unsetenv("MELD_AG_GEMM_STREAM_K");
+  }
+  /* the suite shape without the deferred epilogue (the default since session 5) */
+  g_defer = 0;
+  test_shape(c, &shapes[6], 6);
+  g_defer = -1;
+  if (P == 1) { /* the fused kernel at one rank, every shape the plan would not send unfused */
+    g_force_fused = 1;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+      if (shapes[i].schedule != AG_GEMM_UNFUSED) test_shape(c, &shapes[i], (int)i);
+    g_defer = 0;
+    test_shape(c, &shapes[6], 6);
+    g_defer = -1;
+    g_force_fused = 0;
   }
 }
 

@@ -312,7 +312,7 @@ static void rank_main(int rank, int nranks) {
   if (!ctx_init(&x, rank, nranks, (size_t)320 << 20)) return;
   /* tails: M = 1000 (R = 500: RS unfused by AUTO; AR fused), N = 1000, K = 4104 */
   test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_AUTO, 3);
-  if (nranks > 1) {
+  { /* (one rank: the forced fused kernel runs with every tile its own, nothing exchanged) */
     test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);        /* AR fused, tails   */
     test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3); /* RS fused, N/K tails */
     test_shape(&x, 256 * nranks, 1000, 4104, 1, MELD_GEMM_RS_FUSED, 3); /* B [K,N]            */
@@ -323,9 +323,11 @@ static void rank_main(int rank, int nranks) {
   /* the suite shape */
   test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 3);
   if (nranks > 1) test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_UNFUSED, 1);
+  else test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 3); /* AUTO is meld_gemm at one rank */
   test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
   test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200); /* 32 tiles: the decode rule's unfused path */
-  if (nranks > 1) test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
+  test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
+  if (nranks == 1) test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 200);
   /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
    * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
   test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 2);

@@ -252,6 +252,26 @@ static void test_plan_choices(void **state) {
   h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
   h.schedule = AG_GEMM_DIRECT;
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  /* One rank: DIRECT by default; FUSED on request (the fused kernel, nothing to gather) is a
+   * legal plan with the deferred epilogue on; UNFUSED is refused. */
+  h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+  assert_int_equal(ag_gemm_plan_make(&a, 1, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_DIRECT);
+  h.schedule = AG_GEMM_FUSED;
+  if (ag_gemm_plan_make(&a, 1, 132, BIG_WS, &h, &p) != MELD_OK) fail_msg("one rank, FUSED: %s", meld_last_error());
+  assert_int_equal(p.schedule, AG_GEMM_FUSED);
+  assert_int_equal(p.epi_defer, 1);
+  assert_true(p.comm_ctas >= 1 && p.comm_ctas < p.grid);
+  h.epi_defer = 0;
+  assert_int_equal(ag_gemm_plan_make(&a, 1, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.epi_defer, 0);
+  h.schedule = AG_GEMM_UNFUSED;
+  assert_int_equal(ag_gemm_plan_make(&a, 1, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  /* compact shards (m_loc % 128 != 0) store C without TMA: no deferred epilogue */
+  meld_ag_gemm_args_t ac = good_args(1000, 1000, 4104);
+  assert_int_equal(ag_gemm_plan_make(&ac, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_FUSED);
+  assert_int_equal(p.epi_defer, 0);
   /* The hash depends on what ranks must agree on, not on n_loc. */
   ag_gemm_plan_t p2;
   meld_ag_gemm_args_t b = good_args(4096, 1000, 8192);

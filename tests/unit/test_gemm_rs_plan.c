@@ -133,6 +133,17 @@ static void test_choice(void **state) {
   a = args(8192, 8192, 4096);
   assert_int_equal(gemm_rs_plan_make(&a, 0, 1, 0, 1, (size_t)256 << 20, &pl), MELD_OK);
   assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
+  /* one rank, FUSED forced: the fused kernel with every tile its own (no rotation, no staging) */
+  a.algo = MELD_GEMM_RS_FUSED;
+  for (int is_ar = 0; is_ar < 2; is_ar++) {
+    assert_int_equal(gemm_rs_plan_make(&a, is_ar, 1, 0, 1, (size_t)1 << 20, &pl), MELD_OK);
+    assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
+    assert_int_equal(pl.m_rotate, 0);
+    assert_int_equal(pl.rpo, 8192);
+    assert_int_equal(pl.tiles_own, 64 * 32);
+    assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 20, why, sizeof why), 0);
+  }
+  a.algo = MELD_GEMM_RS_AUTO;
   assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 2, (size_t)256 << 20, &pl), MELD_OK);
   assert_int_equal(pl.algo, MELD_GEMM_RS_UNFUSED);
   /* decode-size AR with the node's SM count: AUTO takes the unfused path at <= SMs tiles
