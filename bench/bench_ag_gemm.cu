@@ -80,6 +80,12 @@ static void f_meld(bctx_t *x) {
     printf("[rank %d] meld_ag_gemm: %s\n", x->rank, meld_last_error());
   }
 }
+/* One rank only: the fused kernel with the engine's static schedule (MELD_AG_GEMM_DIAG=1). */
+static void f_meld_static(bctx_t *x) {
+  setenv("MELD_AG_GEMM_DIAG", "1", 1);
+  f_meld(x);
+  unsetenv("MELD_AG_GEMM_DIAG");
+}
 static void cublas_gemm(bctx_t *x, uint16_t *out) {
   const float one = 1.0f, zero = 0.0f;
   cublasGemmEx(x->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)x->n_loc, (int)x->M, (int)x->k, &one, x->b, CUDA_R_16BF,
@@ -252,6 +258,11 @@ static void rank_main(int rank, int P) {
           ADDV("fused_p1", f_meld, h);
           h.epi_defer = 0;
           ADDV("fused_p1_nodefer", f_meld, h);
+          h.epi_defer = -1;
+          h.stream_k = 1;
+          ADDV("fused_p1_sk", f_meld, h);
+          h.stream_k = -1;
+          ADDV("fused_p1_static", f_meld_static, h);
         }
       }
       static char vnames[MAXV][32];

@@ -139,6 +139,14 @@ typedef struct {
     /* Timing diagnostics (WRONG results; 0 in every real call): bit 1 = no wait for the
      * partials' flags, bit 2 = no partial loads/adds (the own values are stored). */
     int32_t diag;
+    /* (additive; 0 = off) 1: the reduced tile reaches dst by TMA store through
+     * gemm_params_t.map_c2 (a map over dst like map_c: dims {n, rows}, ld dst_ld, box {64, 64},
+     * SWIZZLE_128B; rows past its extent are dropped) instead of the threads' 16-byte stores:
+     * each thread writes its rounded sums back into the swizzled staging it read its own values
+     * from, and one thread stores the half. Needs n % 8 == 0; not with npush (symmetric mode).
+     * Session 5 (one H200, the fused GEMM+RS forced at one rank, 8192 x 8192 x 4096): the
+     * 16-byte-store epilogue cost 0.903 ms where the same kernel with TMA stores took 0.800. */
+    int32_t tma;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
@@ -200,6 +208,8 @@ typedef struct {
    * own shard in place while the peers' rows come from the staging. */
   CUtensorMap map_a2;
   int32_t a2_row_begin, a2_rows;
+  /* The reduced tiles' destination map (hook g with epi.reduce.tma; see there). */
+  CUtensorMap map_c2;
   /* Split-K / stream-K combine (additive; 0 = each piece stores its partial, the last
    * arriver reads them; 1 = pieces add into one zeroed fp32 tile with red.global.add.v4.f32,
    * the last reads the sum and re-zeroes it: `workspace` must then be all zeros before the
@@ -596,9 +606,11 @@ __device__ __forceinline__ void gemm_reduce_store(const gemm_epilogue_hook_t *eh
   }
 }
 
+/* to_smem (epi.reduce.tma): the rounded sum replaces the own vector in the staging (the same
+ * thread read it: no hazard) for the half's TMA store; only the copies are stored from here. */
 __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh, uint32_t stg, int tid,
                                                  int row_base, int col_base, int M, int N,
-                                                 int64_t dst_row0, uint16_t *dst, int64_t ld) {
+                                                 int64_t dst_row0, uint16_t *dst, int64_t ld, int to_smem) {
   const int nsrc = eh->reduce.diag & 4 ? 0 : eh->reduce.nsrc;
 #pragma unroll 1
   for (int i0 = 0; i0 < 8; i0 += 4) {
@@ -620,7 +632,8 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
       const int gcol = col_base + 64 * b + 8 * c;
       if (row_base + row >= M || gcol >= N) continue;
       const int64_t off = (dst_row0 + row) * eh->out_ld + gcol;
-      const uint4 own = ld_shared_v4(gemm_stg_vec(stg, b, row, c));
+      const uint32_t sv = gemm_stg_vec(stg, b, row, c);
+      const uint4 own = ld_shared_v4(sv);
       float f[8];
       const uint32_t ov[4] = {own.x, own.y, own.z, own.w};
 #pragma unroll
@@ -630,7 +643,13 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
       } else if (nsrc > 1) {
         for (int s = 0; s < nsrc; ++s) gemm_add_bf16x8(f, __ldcg((const uint4 *)(eh->reduce.src[s] + off)));
       }
-      gemm_reduce_store(eh, gemm_pack_bf16x8(f), off, dst + (dst_row0 + row) * ld + gcol, gcol, N);
+      const uint4 sum = gemm_pack_bf16x8(f);
+      if (to_smem) {
+        for (int cc = 0; cc < eh->reduce.ncopies; ++cc) *(uint4 *)((uint16_t *)eh->reduce.copies[cc] + off) = sum;
+        st_shared_v4(sv, sum);
+      } else {
+        gemm_reduce_store(eh, sum, off, dst + (dst_row0 + row) * ld + gcol, gcol, N);
+      }
     }
   }
 }
@@ -730,9 +749,12 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   const int red = RED && eh->out && eh->reduce.on && owner == eh->reduce.owner; /* hook g */
   const int64_t red_tile =
       red ? (int64_t)(t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk : 0;
+  const int red_tma = RED && red && eh->reduce.tma;
   if (red) {
     dst = (uint16_t *)eh->reduce.dst;
     ld = eh->reduce.dst_ld;
+    /* (the previous tile's TMA store may still read this warpgroup's staging) */
+    if (red_tma && eh->reduce.npush > 0 && tid == 0) cp_async_bulk_wait_group_read0();
     if (eh->reduce.npush > 0) gemm_reduce_push(p, acc, stg, g, tid, row_base, col_base, dst_row0, red_tile);
     /* Ordered before the other threads' loads by the named barrier below (causality). */
     if (tid == 0 && row_base < M && !(eh->reduce.diag & 2)) gemm_reduce_wait(eh, red_tile);
@@ -763,7 +785,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
       *pk_row = row_base;
       continue;
     }
-    if (use_tma && tid == 0) cp_async_bulk_wait_group_read0();      /* staging free again */
+    if ((use_tma || red_tma) && tid == 0) cp_async_bulk_wait_group_read0(); /* staging free again */
     named_bar_sync(bar, 128);
     gemm_stage_half(acc, stg, h, r0, l);
     if (use_tma) fence_proxy_async_smem_cta(); /* generic smem writes -> TMA reads */
@@ -778,7 +800,19 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
         cp_async_bulk_commit_group();
       }
     } else if (red) { /* hook g */
-      gemm_reduce_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0, dst, ld);
+      gemm_reduce_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0, dst, ld, red_tma);
+      if (red_tma) { /* the sums are in the staging: one thread stores the half */
+        fence_proxy_async_smem_cta();
+        named_bar_sync(bar, 128);
+        if (tid == 0) {
+#pragma unroll
+          for (int b = 0; b < 2; ++b) {
+            const int c0 = col_base + 128 * h + 64 * b;
+            if (c0 < N) tma_store_2d(&p->map_c2, stg + 8192 * b, c0, (int)dst_row0);
+          }
+          cp_async_bulk_commit_group();
+        }
+      }
     } else if (!G2) { /* (hook g2 kernels: every tile is pushed by TMA or reduced) */
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
@@ -1116,7 +1150,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   }
   if (DEFER > 0 && pk_on) gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */
-  if (p->epi_tma && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
+  if ((p->epi_tma || (RED && p->epi.reduce.tma)) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }
 
 /* The engine entry for one CTA of 384 threads (all must call it; it starts with
@@ -1147,6 +1181,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     prefetch_tensormap(&p->map_a);
     prefetch_tensormap(&p->map_b);
     if (p->epi_tma) prefetch_tensormap(&p->map_c);
+    if (p->epi.reduce.tma) prefetch_tensormap(&p->map_c2);
     if (p->a2_rows > 0) prefetch_tensormap(&p->map_a2);
   }
   if (cl == 2) cluster_sync();

@@ -358,6 +358,12 @@ PA_INLINE uint32_t ld_shared_u32(uint32_t addr) {
   return v;
 }
 
+/* 16-byte store to shared memory. */
+PA_INLINE void st_shared_v4(uint32_t addr, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 /* 16-byte load from shared memory. */
 PA_INLINE uint4 ld_shared_v4(uint32_t addr) {
   uint4 v;

@@ -20,7 +20,7 @@ static const char *const g_known_env[] = {
     "MELD_COMM_CTAS",       "MELD_CHUNK_BYTES",  "MELD_SCHEDULE",     "MELD_COLL_ZC", "MELD_COLL_PDL",
     /* plan overrides of the GEMM engine and the fused ops (tuning and experiments) */
     "MELD_GEMM_SPLIT_K", "MELD_GEMM_STREAM_K", "MELD_GEMM_SKINNY", "MELD_GEMM_GROUP_M", "MELD_GEMM_RS_SPLIT_K",
-    "MELD_GEMM_RS_PUSH", "MELD_GEMM_AR_DECODE_UNFUSED", "MELD_GEMM_AR_DECODE_ZC", "MELD_GEMM_AR_DECODE_PDL", "MELD_GEMM_RS_DIAG", "MELD_GEMM_AR_SYM", "MELD_GEMM_RS_STREAM_K", "MELD_AG_GEMM_STREAM_K", NULL};
+    "MELD_GEMM_RS_PUSH", "MELD_GEMM_RS_STORE", "MELD_GEMM_AR_DECODE_UNFUSED", "MELD_GEMM_AR_DECODE_ZC", "MELD_GEMM_AR_DECODE_PDL", "MELD_GEMM_RS_DIAG", "MELD_GEMM_AR_SYM", "MELD_GEMM_RS_STREAM_K", "MELD_AG_GEMM_STREAM_K", "MELD_AG_GEMM_DIAG", NULL};
 
 int meld_parse_int64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
   if (!s || !*s) return -1;

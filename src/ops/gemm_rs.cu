@@ -254,6 +254,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         next epilogue (gemm.cuh hook g2); "st" = 16-byte stores from the
  *                         consumer warpgroups, flag released in the epilogue after a fence that
  *                         waits for them (s2 run 2 diag: 0.1-0.17 ms of 0.87 at 8192x4096x7168)
+ *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
+ *                         store into C from the staging; "st" = the threads' 16-byte stores
  *   MELD_GEMM_RS_DIAG     timing diagnostics, WRONG RESULTS (benchmarks only): bit 0 = the peers'
  *                         partial tiles are written into this rank's own slots (no NVLink stores,
  *                         st or TMA; flags still go to the peers), bit 1 = own tiles do not wait
@@ -270,6 +272,10 @@ static int gemm_rs_env_int(const char *name, int dflt) {
   char *end = NULL;
   const long x = strtol(v, &end, 10);
   return end && *end == 0 ? (int)x : dflt;
+}
+static int gemm_rs_env_store_st(void) {
+  const char *v = getenv("MELD_GEMM_RS_STORE");
+  return v && !strcmp(v, "st");
 }
 static int gemm_rs_env_push_tma(void) {
   const char *v = getenv("MELD_GEMM_RS_PUSH");
@@ -367,6 +373,17 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->reduce.status = (uint32_t *)((uint8_t *)comm->pad.local + MELD_PAD_OFF_SCRATCH); /* scratch word 0 */
   meld_proto_dev_t proto = meld_proto_dev(comm);
   e->reduce.timeout_ns = proto.timeout_ns;
+  /* Own (reduced) tiles reach C by TMA store (hook g, reduce.tma) where C allows it: n and ldc
+   * multiples of 8, C 16-byte aligned; not in symmetric mode. MELD_GEMM_RS_STORE=st: the
+   * threads' 16-byte stores (one H200, fused RS forced at one rank, 8192 x 8192 x 4096: 0.903 ms
+   * with them vs 0.800 for the same kernel with TMA stores and no reduction). */
+  const int64_t own_rows = pl->is_ar ? (a->m - (int64_t)r * pl->rpo < pl->rpo ? a->m - (int64_t)r * pl->rpo : pl->rpo)
+                                     : pl->rows_count;
+  if (!pl->sym && a->n % 8 == 0 && a->ldc % 8 == 0 && ((uintptr_t)e->reduce.dst & 15) == 0 && own_rows > 0 &&
+      !gemm_rs_env_store_st()) {
+    MELD_CHECK(gemm_rs_map_c(&g, &o, e->reduce.dst, a->ldc, own_rows, &k.g.map_c2));
+    e->reduce.tma = 1;
+  }
   if (g2) {
     /* Hook g2: map_c over the peer's partial slot (R rows x N, ld ldn): every tile of the peer
      * goes there by TMA. Slot index (r - q - 1 + 2) % 2 = 0; diag 1: own slot, no NVLink. */
@@ -385,6 +402,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     e->out = NULL;
     e->signal = NULL;
     e->reduce.on = 0;
+    e->reduce.tma = 0;
     e->out_tma = 0;
   }
   char why[256];

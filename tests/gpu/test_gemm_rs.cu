@@ -374,6 +374,11 @@ static void rank_variants(int rank, int nranks) {
     test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
     unsetenv("MELD_GEMM_AR_SYM");
   }
+  setenv("MELD_GEMM_RS_STORE", "st", 1); /* own tiles by the threads' 16-byte stores (TMA: the default) */
+  gt_log("MELD_GEMM_RS_STORE=st");
+  test_shape(&x, 256 * nranks, 1024, 4104, 0, MELD_GEMM_RS_FUSED, 3);
+  test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);
+  unsetenv("MELD_GEMM_RS_STORE");
   setenv("MELD_GEMM_RS_PUSH", "st", 1); /* the non-default push (16-byte stores; TMA is the default) */
   gt_log("MELD_GEMM_RS_PUSH=st");
   test_shape(&x, 1000, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);        /* AR tails          */
@@ -450,7 +455,7 @@ int main(void) {
   }
   double t0 = gt_now_s();
   run("reference, back-to-back, graphs", g_ndev, rank_main);
-  if (g_ndev > 1) run("variants: decode split-K, TMA push", g_ndev, rank_variants);
+  run("variants: decode split-K, TMA push, 16-byte own-tile stores", g_ndev, rank_variants);
   if (g_ndev > 1) run("one rank", 1, rank_main);
   if (g_ndev > 1) {
     run("mismatched shapes", g_ndev, rank_mismatch);
