@@ -320,7 +320,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -347,7 +347,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
          * own tiles skip the partial loads/adds (own values stored); D3: no push, no wait, no
          * add (the GEMM with the fused kernel's epilogues) */
         [V_D1] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "1"}}},
-        [V_D2] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "2"}}},
+        [V_D2] = {op_meld, MELD_GEMM_RS_FUSED, (big2 || big1) && g_diag, {{"MELD_GEMM_RS_DIAG", "2"}}},
         [V_D4] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "4"}}},
         [V_D3] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "7"}}},
         [V_NOSPLIT] = {op_meld, MELD_GEMM_RS_FUSED, dec, {{"MELD_GEMM_RS_SPLIT_K", "1"}}},
@@ -366,6 +366,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         /* meld_gemm with the fused kernel's GEMM options: no stream-K, no deferred epilogue */
         [V_MG_PLAIN] = {op_meld_gemm_plain, MELD_GEMM_RS_AUTO, (big2 || big1) && g_diag, {{0}}},
         /* own (reduced) tiles stored by the threads' 16-byte stores (the default before s5) */
+        [V_D32] = {op_meld, MELD_GEMM_RS_FUSED, (big2 || big1) && g_diag, {{"MELD_GEMM_RS_DIAG", "32"}}},
+        [V_D34] = {op_meld, MELD_GEMM_RS_FUSED, (big2 || big1) && g_diag, {{"MELD_GEMM_RS_DIAG", "38"}}},
         [V_STORE_ST] = {op_meld, MELD_GEMM_RS_FUSED, big2 || big1, {{"MELD_GEMM_RS_STORE", "st"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
@@ -436,11 +438,15 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, err,
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
       if (st_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f | fused without stream-K %7.3f\n", st_ms, tm[V_NOSK]);
+      if (tm[V_D32] > 0)
+        printf("        diag: fused, own tiles stored as staged (no reduce pass) %7.3f, and no wait/loads %7.3f\n",
+               tm[V_D32], tm[V_D34]);
       if (tm[V_STORE_ST] > 0) printf("        variant: fused, own tiles by 16-byte stores (MELD_GEMM_RS_STORE=st) %7.3f\n", tm[V_STORE_ST]);
       if (tm[V_D8] > 0)
         printf("        diag: bare GEMM in the fused kernel %7.3f, same without hook g + deferred epilogue %7.3f | "
                "meld_gemm without stream-K and deferred epilogue %7.3f | fused without stream-K %7.3f\n",
                tm[V_D8], tm[V_D16], tm[V_MG_PLAIN], tm[V_NOSK]);
+      if (tm[V_D2] > 0 && tm[V_D1] < 0) printf("        diag: fused, own tiles do not wait (diag 2) %7.3f\n", tm[V_D2]);
       if (tm[V_D1] > 0)
         printf("        diag (wrong results): no NVLink push %7.3f | no own wait %7.3f | no own loads/adds %7.3f | none of the three %7.3f | bare GEMM in the fused kernel %7.3f\n",
                tm[V_D1], tm[V_D2], tm[V_D4], tm[V_D3], tm[V_D8]);

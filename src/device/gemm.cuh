@@ -137,7 +137,8 @@ typedef struct {
     void *const *push;
     uint64_t *const *push_signal;
     /* Timing diagnostics (WRONG results; 0 in every real call): bit 1 = no wait for the
-     * partials' flags, bit 2 = no partial loads/adds (the own values are stored). */
+     * partials' flags, bit 2 = no partial loads/adds (the own values are stored), bit 3 = with
+     * tma: no pass over the staging at all (the own values go out by TMA as staged). */
     int32_t diag;
     /* (additive; 0 = off) 1: the reduced tile reaches dst by TMA store through
      * gemm_params_t.map_c2 (a map over dst like map_c: dims {n, rows}, ld dst_ld, box {64, 64},
@@ -800,7 +801,8 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
         cp_async_bulk_commit_group();
       }
     } else if (red) { /* hook g */
-      gemm_reduce_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0, dst, ld, red_tma);
+      if (!(red_tma && (eh->reduce.diag & 8)))
+        gemm_reduce_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0, dst, ld, red_tma);
       if (red_tma) { /* the sums are in the staging: one thread stores the half */
         fence_proxy_async_smem_cta();
         named_bar_sync(bar, 128);

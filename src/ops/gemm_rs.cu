@@ -263,7 +263,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         (their own values are stored), bit 3 = every hook off and the engine's
  *                         TMA-store epilogue into the workspace (the fused kernel's bare GEMM; needs
  *                         a workspace of M x N x 2 bytes), bit 4 = as bit 3 in a kernel built
- *                         without hook g and with the stand-alone engine's deferred epilogue.
+ *                         without hook g and with the stand-alone engine's deferred epilogue,
+ *                         bit 5 = own tiles stored by TMA as staged (no pass over the staging).
  *                         Time a variant with a stage left out and take differences
  *                         (docs/perf-notes.md). */
 static int gemm_rs_env_int(const char *name, int dflt) {
@@ -356,7 +357,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->signal = (uint64_t *const *)(ws + GEMM_RS_HDR_SIGNAL);
   e->epoch_src = (const uint64_t *)(ws + GEMM_RS_HDR_STAMP);
   e->reduce.on = 1;
-  e->reduce.diag = diag & 6;
+  e->reduce.diag = (diag & 6) | (diag & 32 ? 8 : 0);
   e->reduce.owner = pl->sym ? 0 : r; /* symmetric: one owner block (0) of all rows on every rank */
   e->reduce.nsrc = P - 1;
   e->reduce.src = (const uint16_t *const *)(ws + GEMM_RS_HDR_SRC);
