@@ -366,9 +366,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         /* meld_gemm with the fused kernel's GEMM options: no stream-K, no deferred epilogue */
         [V_MG_PLAIN] = {op_meld_gemm_plain, MELD_GEMM_RS_AUTO, (big2 || big1) && g_diag, {{0}}},
         /* own (reduced) tiles stored by the threads' 16-byte stores (the default before s5) */
+        [V_STORE_ST] = {op_meld, MELD_GEMM_RS_FUSED, big2 || big1, {{"MELD_GEMM_RS_STORE", "st"}}},
         [V_D32] = {op_meld, MELD_GEMM_RS_FUSED, (big2 || big1) && g_diag, {{"MELD_GEMM_RS_DIAG", "32"}}},
         [V_D34] = {op_meld, MELD_GEMM_RS_FUSED, (big2 || big1) && g_diag, {{"MELD_GEMM_RS_DIAG", "38"}}},
-        [V_STORE_ST] = {op_meld, MELD_GEMM_RS_FUSED, big2 || big1, {{"MELD_GEMM_RS_STORE", "st"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
