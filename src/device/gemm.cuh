@@ -595,14 +595,11 @@ __device__ __forceinline__ void gemm_stage_half(const float *acc, uint32_t stg, 
  * together: 2 dependent L2/HBM round trips per half instead of 8 (a vector's stores kept the
  * next vector's load behind them: they may alias). Registers: 16 loaded next to the other
  * half's 64 live accumulators (the kernel is capped at 168). */
-/* The hook's values the reduction loop needs, read once per half. `eh` points into the kernel's
- * parameter space through a generic pointer: every asm volatile("memory") in the loop (the
- * shared-memory accesses) made the compiler read eh->... again, dependent parameter loads of
- * hundreds of cycles per 16-byte vector (session 5, one H200: the pass over a tile's staging
- * cost ~5 us per tile, 0.912 vs 0.83 ms for the fused GEMM+RS at 8192 x 8192 x 4096). */
+/* The hook's values the reduction loop needs, read once per half (`eh` points into the kernel's
+ * parameter space through a generic pointer, which the compiler re-reads after every asm
+ * volatile("memory") in the loop; hoisting them alone did not change the time, see below). */
 typedef struct {
   const uint16_t *src0;  /* src[0] (2 ranks: the only partial)                        */
-  uint16_t *copy0;       /* copies[0] when ncopies == 1                               */
   int64_t out_ld;
   int nsrc, ncopies;
 } gemm_red_args_t;
@@ -613,74 +610,74 @@ __device__ __forceinline__ gemm_red_args_t gemm_red_args(const gemm_epilogue_hoo
   r.ncopies = eh->reduce.ncopies;
   r.out_ld = eh->out_ld;
   r.src0 = r.nsrc > 0 ? eh->reduce.src[0] : nullptr;
-  r.copy0 = r.ncopies == 1 ? (uint16_t *)eh->reduce.copies[0] : nullptr;
   return r;
 }
 
-__device__ __forceinline__ void gemm_reduce_copies(const gemm_epilogue_hook_t *eh, const gemm_red_args_t &ra, uint4 r,
-                                                   int64_t off) {
-  if (ra.ncopies == 1) *(uint4 *)(ra.copy0 + off) = r;
-  else
-    for (int cc = 0; cc < ra.ncopies; ++cc) *(uint4 *)((uint16_t *)eh->reduce.copies[cc] + off) = r;
-}
-
-__device__ __forceinline__ void gemm_reduce_store(const gemm_epilogue_hook_t *eh, const gemm_red_args_t &ra, uint4 r,
-                                                  int64_t off, uint16_t *o, int gcol, int N) {
-  gemm_reduce_copies(eh, ra, r, off);
-  if (gcol + 8 <= N) {
-    *(uint4 *)o = r;
-  } else {
-    const uint32_t wv[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int x = 0; x < 8; ++x)
-      if (x < N - gcol) o[x] = (uint16_t)(wv[x >> 1] >> (16 * (x & 1)));
+/* The first n (< 8) bf16 of r to o[0..n) (a vector that straddles N). Rolled: rare, small. */
+__device__ __forceinline__ void gemm_store_bf16_tail(uint16_t *o, uint4 r, int n) {
+#pragma unroll 1
+  for (int x = 0; x < n; ++x) {
+    const uint32_t w = x < 2 ? r.x : x < 4 ? r.y : x < 6 ? r.z : r.w;
+    o[x] = (uint16_t)(w >> (16 * (x & 1)));
   }
 }
 
-/* to_smem (epi.reduce.tma): the rounded sum replaces the own vector in the staging (the same
- * thread read it: no hazard) for the half's TMA store; only the copies are stored from here. */
+/* Hook g, the reduction of one 64x128 half: see the comment above gemm_red_args_t. Thread tid
+ * owns the 16-byte column chunk c = tid % 8 of rows rt + 16 k (rt = tid / 8, k = 0..3) in both
+ * 64-column blocks b: 8 vectors, the same ones as the staging's other passes. The swizzle of
+ * those rows is the same (16 k is a multiple of 8), so one staging address per thread serves
+ * all of them.
+ * Code size matters here more than instruction count: this pass runs once per tile, between
+ * two mainloops, from a cold instruction cache. Unrolled over all 16 vectors of both halves
+ * (as it was until session 5) it was ~7,800 instructions (125 KB) with every instruction
+ * stalled on fetch (ncu: stall_no_inst), ~10k cycles per tile: the fused GEMM+RS at
+ * 8192 x 8192 x 4096 took 0.91-0.95 ms on one H200 where the same kernel without this pass
+ * took 0.83. Now the block loop is rolled and only the 4 vectors of one block (whose partial
+ * loads are in flight together) are unrolled; rare paths (n % 8 tails, > 1 partial, > 1 copy)
+ * are rolled loops. */
 __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh, uint32_t stg, int tid,
                                                  int row_base, int col_base, int M, int N,
                                                  int64_t dst_row0, uint16_t *dst, int64_t ld, int to_smem) {
   const gemm_red_args_t ra = gemm_red_args(eh);
   const int nsrc = ra.nsrc;
-#pragma unroll 1
-  for (int i0 = 0; i0 < 8; i0 += 4) {
+  const int rt = tid >> 3, c = tid & 7;
+  const uint32_t s_t = stg + (uint32_t)rt * 128u + ((uint32_t)(c ^ (rt & 7)) << 4);
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    const int gcol = col_base + 64 * b + 8 * c;
+    if (gcol >= N) continue;
     uint4 v[4];
     if (nsrc == 1) {
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int q = tid + 128 * (i0 + u);
-        const int row = (q >> 3) & 63, gcol = col_base + 64 * (q >> 9) + 8 * (q & 7);
-        v[u] = row_base + row < M && gcol < N
-                   ? __ldcg((const uint4 *)(ra.src0 + (dst_row0 + row) * ra.out_ld + gcol))
-                   : make_uint4(0, 0, 0, 0);
-      }
+      for (int k = 0; k < 4; ++k)
+        v[k] = row_base + rt + 16 * k < M ? __ldcg((const uint4 *)(ra.src0 + (dst_row0 + rt + 16 * k) * ra.out_ld + gcol))
+                                          : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int q = tid + 128 * (i0 + u);
-      const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
-      const int gcol = col_base + 64 * b + 8 * c;
-      if (row_base + row >= M || gcol >= N) continue;
-      const int64_t off = (dst_row0 + row) * ra.out_ld + gcol;
-      const uint32_t sv = gemm_stg_vec(stg, b, row, c);
+    for (int k = 0; k < 4; ++k) {
+      if (row_base + rt + 16 * k >= M) continue;
+      const int64_t off = (dst_row0 + rt + 16 * k) * ra.out_ld + gcol; /* partials and copies */
+      const uint32_t sv = s_t + (uint32_t)b * 8192u + (uint32_t)k * 2048u;
       const uint4 own = ld_shared_v4(sv);
       float f[8];
       const uint32_t ov[4] = {own.x, own.y, own.z, own.w};
 #pragma unroll
       for (int x = 0; x < 8; ++x) f[x] = __uint_as_float((ov[x >> 1] >> (16 * (x & 1))) << 16);
       if (nsrc == 1) {
-        gemm_add_bf16x8(f, v[u]);
+        gemm_add_bf16x8(f, v[k]);
       } else if (nsrc > 1) {
+#pragma unroll 1
         for (int s = 0; s < nsrc; ++s) gemm_add_bf16x8(f, __ldcg((const uint4 *)(eh->reduce.src[s] + off)));
       }
       const uint4 sum = gemm_pack_bf16x8(f);
+#pragma unroll 1
+      for (int cc = 0; cc < ra.ncopies; ++cc) *(uint4 *)((uint16_t *)eh->reduce.copies[cc] + off) = sum;
       if (to_smem) {
-        gemm_reduce_copies(eh, ra, sum, off);
         st_shared_v4(sv, sum);
       } else {
-        gemm_reduce_store(eh, ra, sum, off, dst + (dst_row0 + row) * ld + gcol, gcol, N);
+        uint16_t *o = dst + (dst_row0 + rt + 16 * k) * ld + gcol;
+        if (gcol + 8 <= N) *(uint4 *)o = sum;
+        else gemm_store_bf16_tail(o, sum, N - gcol);
       }
     }
   }
