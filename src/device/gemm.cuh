@@ -653,12 +653,17 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
         v[k] = row_base + rt + 16 * k < M ? __ldcg((const uint4 *)(ra.src0 + (dst_row0 + rt + 16 * k) * ra.out_ld + gcol))
                                           : make_uint4(0, 0, 0, 0);
     }
+    /* the 4 own vectors first (the shared accesses are asm volatile: in program order, so
+     * interleaving them with the stores below would serialize load -> add -> store per vector) */
+    uint4 ownv[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ownv[k] = ld_shared_v4(s_t + (uint32_t)b * 8192u + (uint32_t)k * 2048u);
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       if (row_base + rt + 16 * k >= M) continue;
       const int64_t off = (dst_row0 + rt + 16 * k) * ra.out_ld + gcol; /* partials and copies */
       const uint32_t sv = s_t + (uint32_t)b * 8192u + (uint32_t)k * 2048u;
-      const uint4 own = ld_shared_v4(sv);
+      const uint4 own = ownv[k];
       float f[8];
       const uint32_t ov[4] = {own.x, own.y, own.z, own.w};
 #pragma unroll
