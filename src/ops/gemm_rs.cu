@@ -248,7 +248,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         workspace for partials >= 512 KB, 2 = always, 0 = the public
  *                         all-reduce on C (LL / staged); alike on every rank
  *   MELD_GEMM_AR_DECODE_PDL 0: the zero-copy all-reduce without programmatic dependent launch
- *   MELD_GEMM_RS_STREAM_K fused path's stream-K over the last partial wave (meld_gemm's rule): 1 = off
+ *   MELD_GEMM_RS_STREAM_K fused path's stream-K over the last partial wave (meld_gemm's rule): 2 = on
+ *                         (off by default since session 5: slower in every same-job pair measured,
+ *                         s2 on 2 x H200 0.965 vs 0.933 / 3.049 vs 3.024 / 0.836 vs 0.824 ms, s5 on
+ *                         one H200 with the fused kernel at one rank 0.918 vs 0.884, 0.758 vs 0.740)
  *   MELD_GEMM_RS_PUSH     fused path's partial push at 2 ranks: "tma" (default since s2 run 3) =
  *                         TMA store into the peer's staging, flag released at the start of the
  *                         next epilogue (gemm.cuh hook g2); "st" = 16-byte stores from the
@@ -328,12 +331,12 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   o.split_k = (int64_t)pl->tiles_m * pl->tiles_n < grid ? (sk_env >= 0 && sk_env <= 8 ? sk_env : 0) : 1;
   o.group_m = pl->group_m;
   o.epi_tma = 0;
-  /* Stream-K over the last partial wave where meld_gemm's measured rule takes it (the last
-   * tiles in schedule order are own tiles: their pieces combine like split-K and the last
-   * arriver runs the reduce epilogue; no CTA waits for another's piece). Variant
-   * MELD_GEMM_RS_STREAM_K=1: off. */
+  /* Stream-K over the last partial wave where meld_gemm's measured rule takes it, only with
+   * MELD_GEMM_RS_STREAM_K=2 (the last tiles in schedule order are own tiles: their pieces
+   * combine like split-K and the last arriver runs the reduce epilogue; no CTA waits for
+   * another's piece). Off by default: see the variable's note above. */
   const int64_t tiles = (int64_t)pl->tiles_m * pl->tiles_n;
-  if (o.split_k == 1 && gemm_rs_env_int("MELD_GEMM_RS_STREAM_K", 0) != 1 && !(diag & 8))
+  if (o.split_k == 1 && gemm_rs_env_int("MELD_GEMM_RS_STREAM_K", 1) == 2 && !(diag & 8))
     o.stream_k = gemm_plan_default_sk(tiles, grid, (int)((a->k + GEMM_BK - 1) / GEMM_BK)) == 2 ? 2 : 1;
   int workers = 0;
   MELD_CHECK(gemm_plan_make(&g, &o, &k.g, &workers));
