@@ -635,56 +635,78 @@ __device__ __forceinline__ void gemm_store_bf16_tail(uint16_t *o, uint4 r, int n
  * took 0.83. Now the block loop is rolled and only the 4 vectors of one block (whose partial
  * loads are in flight together) are unrolled; rare paths (n % 8 tails, > 1 partial, > 1 copy)
  * are rolled loops. */
+/* One vector of the pass below: own (from the staging) + partials, rounded once, to the
+ * staging (to_smem) or dst, and to every copy. Vector i: block b = i / 4, rows rt + 16 (i % 4). */
+__device__ __forceinline__ void gemm_reduce_vec(const gemm_epilogue_hook_t *eh, const gemm_red_args_t &ra, int i,
+                                                uint4 own, uint4 part, uint32_t sv, int row_base, int rt, int gcol,
+                                                int M, int N, int64_t dst_row0, uint16_t *dst, int64_t ld,
+                                                int to_smem) {
+  const int row = rt + 16 * (i & 3);
+  if (gcol >= N || row_base + row >= M) return;
+  const int64_t off = (dst_row0 + row) * ra.out_ld + gcol; /* partials and copies */
+  float f[8];
+  const uint32_t ov[4] = {own.x, own.y, own.z, own.w};
+#pragma unroll
+  for (int x = 0; x < 8; ++x) f[x] = __uint_as_float((ov[x >> 1] >> (16 * (x & 1))) << 16);
+  if (ra.nsrc == 1) {
+    gemm_add_bf16x8(f, part);
+  } else if (ra.nsrc > 1) {
+#pragma unroll 1
+    for (int s = 0; s < ra.nsrc; ++s) gemm_add_bf16x8(f, __ldcg((const uint4 *)(eh->reduce.src[s] + off)));
+  }
+  const uint4 sum = gemm_pack_bf16x8(f);
+#pragma unroll 1
+  for (int cc = 0; cc < ra.ncopies; ++cc) *(uint4 *)((uint16_t *)eh->reduce.copies[cc] + off) = sum;
+  if (to_smem) {
+    st_shared_v4(sv, sum);
+  } else {
+    uint16_t *o = dst + (dst_row0 + row) * ld + gcol;
+    if (gcol + 8 <= N) *(uint4 *)o = sum;
+    else gemm_store_bf16_tail(o, sum, N - gcol);
+  }
+}
+
+/* Hook g, the reduction of one 64x128 half: see the comment above gemm_red_args_t. Thread tid
+ * owns the 16-byte column chunk c = tid % 8 of rows rt + 16 k (rt = tid / 8, k = 0..3) in both
+ * 64-column blocks b: 8 vectors, the same ones as the staging's other passes. The swizzle of
+ * those rows is the same (16 k is a multiple of 8), so one staging address per thread serves
+ * all of them.
+ * What this pass costs is its code: it runs once per tile, between two mainloops, from a cold
+ * instruction cache, so its time follows the instructions it brings in, not those it executes
+ * (ncu, one H200, fused GEMM+RS at one rank: the original pass, fully unrolled over 16 vectors,
+ * fetched ~7,800 instructions per tile, each stalled on fetch (stall_no_inst); unrolled 4 per
+ * block, 1,227 executed straight through, the time did not move: 0.90-0.93 ms against 0.83 for
+ * the same kernel without the pass). So the loop is rolled: one iteration handles 2 vectors
+ * (~2 x 40 instructions) while the next 2 vectors' partials are loaded (2 ranks: 2-4 loads in
+ * flight per thread). */
 __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh, uint32_t stg, int tid,
                                                  int row_base, int col_base, int M, int N,
                                                  int64_t dst_row0, uint16_t *dst, int64_t ld, int to_smem) {
   const gemm_red_args_t ra = gemm_red_args(eh);
-  const int nsrc = ra.nsrc;
   const int rt = tid >> 3, c = tid & 7;
   const uint32_t s_t = stg + (uint32_t)rt * 128u + ((uint32_t)(c ^ (rt & 7)) << 4);
-#pragma unroll
-  for (int b = 0; b < 2; ++b) {
-    const int gcol = col_base + 64 * b + 8 * c;
-    if (gcol >= N) continue;
-    uint4 v[4];
-    if (nsrc == 1) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        v[k] = row_base + rt + 16 * k < M ? __ldcg((const uint4 *)(ra.src0 + (dst_row0 + rt + 16 * k) * ra.out_ld + gcol))
-                                          : make_uint4(0, 0, 0, 0);
-    }
-    /* the 4 own vectors first (the shared accesses are asm volatile: in program order, so
-     * interleaving them with the stores below would serialize load -> add -> store per vector) */
-    uint4 ownv[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) ownv[k] = ld_shared_v4(s_t + (uint32_t)b * 8192u + (uint32_t)k * 2048u);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      if (row_base + rt + 16 * k >= M) continue;
-      const int64_t off = (dst_row0 + rt + 16 * k) * ra.out_ld + gcol; /* partials and copies */
-      const uint32_t sv = s_t + (uint32_t)b * 8192u + (uint32_t)k * 2048u;
-      const uint4 own = ownv[k];
-      float f[8];
-      const uint32_t ov[4] = {own.x, own.y, own.z, own.w};
-#pragma unroll
-      for (int x = 0; x < 8; ++x) f[x] = __uint_as_float((ov[x >> 1] >> (16 * (x & 1))) << 16);
-      if (nsrc == 1) {
-        gemm_add_bf16x8(f, v[k]);
-      } else if (nsrc > 1) {
+  /* the partial of vector i (zeros where it does not exist or there is no single source) */
+  auto part = [&](int i) -> uint4 {
+    const int row = rt + 16 * (i & 3), gcol = col_base + 64 * (i >> 2) + 8 * c;
+    return ra.nsrc == 1 && gcol < N && row_base + row < M
+               ? __ldcg((const uint4 *)(ra.src0 + (dst_row0 + row) * ra.out_ld + gcol))
+               : make_uint4(0, 0, 0, 0);
+  };
+  uint4 p0 = part(0), p1 = part(1);
 #pragma unroll 1
-        for (int s = 0; s < nsrc; ++s) gemm_add_bf16x8(f, __ldcg((const uint4 *)(eh->reduce.src[s] + off)));
-      }
-      const uint4 sum = gemm_pack_bf16x8(f);
-#pragma unroll 1
-      for (int cc = 0; cc < ra.ncopies; ++cc) *(uint4 *)((uint16_t *)eh->reduce.copies[cc] + off) = sum;
-      if (to_smem) {
-        st_shared_v4(sv, sum);
-      } else {
-        uint16_t *o = dst + (dst_row0 + rt + 16 * k) * ld + gcol;
-        if (gcol + 8 <= N) *(uint4 *)o = sum;
-        else gemm_store_bf16_tail(o, sum, N - gcol);
-      }
+  for (int i = 0; i < 8; i += 2) {
+    uint4 n0 = make_uint4(0, 0, 0, 0), n1 = n0;
+    if (i < 6) {
+      n0 = part(i + 2);
+      n1 = part(i + 3);
     }
+    const uint32_t sv0 = s_t + (uint32_t)(i >> 2) * 8192u + (uint32_t)(i & 3) * 2048u;
+    const uint4 o0 = ld_shared_v4(sv0), o1 = ld_shared_v4(sv0 + 2048u);
+    const int gcol = col_base + 64 * (i >> 2) + 8 * c;
+    gemm_reduce_vec(eh, ra, i, o0, p0, sv0, row_base, rt, gcol, M, N, dst_row0, dst, ld, to_smem);
+    gemm_reduce_vec(eh, ra, i + 1, o1, p1, sv0 + 2048u, row_base, rt, gcol, M, N, dst_row0, dst, ld, to_smem);
+    p0 = n0;
+    p1 = n1;
   }
 }
 
