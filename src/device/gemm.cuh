@@ -42,7 +42,10 @@
 #define GEMM_INFO_OFF (GEMM_BAR_OFF + 16 * GEMM_STAGES)
 #define GEMM_INFO_BYTES 32 /* one gemm_tile_t per stage */
 #define GEMM_FLAG_OFF (GEMM_INFO_OFF + GEMM_INFO_BYTES * GEMM_STAGES) /* split-K "last" word */
-#define GEMM_SMEM_USED (GEMM_FLAG_OFF + 16)
+/* + 8: hook g2's pending flag; + 16: the call's epilogue value (hook g kernels read
+ * epi.epoch_src once into it, gemm_consumer) */
+#define GEMM_EPOCH_OFF (GEMM_FLAG_OFF + 16)
+#define GEMM_SMEM_USED (GEMM_FLAG_OFF + 32)
 #define GEMM_SMEM_BYTES (GEMM_SMEM_USED + 1024) /* + slack to align the base to 1024 B */
 /* Named barriers used by the engine's consumers (fused kernels must use other ids). */
 #define GEMM_BAR_WG0 1
@@ -514,8 +517,13 @@ __device__ __forceinline__ uint32_t gemm_pack_bf16x2(float lo, float hi) {
   return *(uint32_t *)&v;
 }
 
-/* The value the epilogue releases (signal, copy_signal) and the reduce hook waits for. */
-__device__ __forceinline__ uint64_t gemm_epi_value(const gemm_epilogue_hook_t *eh) {
+/* The value the epilogue releases (signal, copy_signal) and the reduce hook waits for.
+ * cache_sa: 0, or the shared word where the hook g kernels keep *epoch_src (read once per CTA:
+ * the volatile global load cost one thread ~1 us per tile, and its warpgroup waited for it at
+ * the next barrier; one H200, fused GEMM+RS at one rank: 0.896 ms with the wait, 0.867
+ * without). */
+__device__ __forceinline__ uint64_t gemm_epi_value(const gemm_epilogue_hook_t *eh, uint32_t cache_sa = 0) {
+  if (eh->epoch_src && cache_sa) return ld_shared_u64(cache_sa);
   /* NOTE: not `src ? *(volatile *)src : eh->epoch`: in C++ that conditional is a volatile
    * lvalue, so eh->epoch (a __grid_constant__ parameter) was read by a volatile generic load
    * from the parameter symbol without cvta.param: an illegal address on the GPU (seen with
@@ -526,8 +534,9 @@ __device__ __forceinline__ uint64_t gemm_epi_value(const gemm_epilogue_hook_t *e
 
 /* Hook g: one thread waits for the nsrc partials of local tile `lt` (acquire). Gives up like
  * hook a, and at once when another warpgroup already gave up (*status != 0). */
-__device__ __forceinline__ void gemm_reduce_wait(const gemm_epilogue_hook_t *eh, int64_t lt) {
-  const uint64_t want = gemm_epi_value(eh);
+__device__ __forceinline__ void gemm_reduce_wait(const gemm_epilogue_hook_t *eh, int64_t lt, uint32_t cache_sa) {
+  if (eh->reduce.nsrc <= 0) return;
+  const uint64_t want = gemm_epi_value(eh, cache_sa);
   volatile uint32_t *status = eh->reduce.status;
   for (int s = 0; s < eh->reduce.nsrc; ++s) {
     const uint64_t *flag = eh->reduce.flags[s] + lt;
@@ -734,7 +743,7 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
     const uint32_t pend = ld_shared_u32(pend_sa);
     if (pend != 0xffffffffu) {
       fence_acq_rel_sys();
-      st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi));
+      st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, pend_sa + 8));
     }
     st_shared_u32(pend_sa, next);
   }
@@ -775,7 +784,7 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
   }
   named_bar_sync(GEMM_BAR_CONSUMERS, 256);
   if (g == 0 && tid == 0) {
-    const uint64_t value = gemm_epi_value(eh);
+    const uint64_t value = gemm_epi_value(eh, stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_EPOCH_OFF - GEMM_EPI_OFF));
     fence_acq_rel_sys();
     for (int cc = 0; cc < eh->reduce.npush; ++cc) st_release_sys_u64(eh->reduce.push_signal[cc] + lt, value);
   }
@@ -818,7 +827,8 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     if (red_tma && eh->reduce.npush > 0 && tid == 0) cp_async_bulk_wait_group_read0();
     if (eh->reduce.npush > 0) gemm_reduce_push(p, acc, stg, g, tid, row_base, col_base, dst_row0, red_tile);
     /* Ordered before the other threads' loads by the named barrier below (causality). */
-    if (tid == 0 && row_base < M && !(eh->reduce.diag & 2)) gemm_reduce_wait(eh, red_tile);
+    if (tid == 0 && row_base < M && !(eh->reduce.diag & 2))
+      gemm_reduce_wait(eh, red_tile, stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_EPOCH_OFF - GEMM_EPI_OFF));
   }
   const int tma_out = G2 && RED && eh->out_tma && eh->out && eh->reduce.on && owner != eh->reduce.owner; /* g2 */
   const uint32_t pend_sa = stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_FLAG_OFF - GEMM_EPI_OFF) + 8;
@@ -907,7 +917,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);     /* every consumer thread's stores precede */
     if (g == 0 && tid == 0) {
       const int local_mb = eh->out ? t.m_blk - owner * (eh->rows_per_owner / GEMM_BM) : t.m_blk;
-      const uint64_t value = gemm_epi_value(eh);
+      const uint64_t value = gemm_epi_value(eh, RED ? pend_sa + 8 : 0);
       /* Cumulativity: the barrier ordered all threads' stores before this thread's fence. */
       fence_acq_rel_sys();
       if (eh->signal && !red) st_release_sys_u64(eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk, value);
@@ -1139,6 +1149,10 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   const uint32_t stg = sbase + GEMM_EPI_OFF + g * GEMM_EPI_BYTES;
   const int lane = tid & 31;
   if (G2 && g == 0 && tid == 0) st_shared_u32(sbase + GEMM_FLAG_OFF + 8, 0xffffffffu); /* hook g2: none pending */
+  if (RED && p->epi.epoch_src) { /* the call's epilogue value, once per CTA (gemm_epi_value) */
+    if (g == 0 && tid == 0) st_shared_u64(sbase + GEMM_EPOCH_OFF, *(const volatile uint64_t *)p->epi.epoch_src);
+    named_bar_sync(GEMM_BAR_CONSUMERS, 256);
+  }
   uint32_t stage = 0, phase = 0;
   for (;;) {
     mbar_wait(full0 + 8 * stage, phase);

@@ -358,6 +358,16 @@ PA_INLINE uint32_t ld_shared_u32(uint32_t addr) {
   return v;
 }
 
+/* 64-bit store / volatile load, shared memory. */
+PA_INLINE void st_shared_u64(uint32_t addr, uint64_t v) {
+  asm volatile("st.shared.u64 [%0], %1;" ::"r"(addr), "l"(v) : "memory");
+}
+PA_INLINE uint64_t ld_shared_u64(uint32_t addr) {
+  uint64_t v;
+  asm volatile("ld.shared.u64 %0, [%1];" : "=l"(v) : "r"(addr) : "memory");
+  return v;
+}
+
 /* 16-byte store to shared memory. */
 PA_INLINE void st_shared_v4(uint32_t addr, uint4 v) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
