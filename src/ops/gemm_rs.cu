@@ -81,6 +81,13 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
     ((uint64_t *volatile *)(h + GEMM_RS_HDR_PUSH_SIGNAL))[s] =
         meld_peer_signal(c, q, meld_signal_index(r, P, 0, 0, (uint32_t)a->tiles_own));
   }
+  /* Test mode (MELD_GEMM_RS_DIAG bit 7, one rank): one synthetic partial, from the slot area of
+   * the workspace (filled by the test), with its flags right after it (the test sets them all
+   * ones: every wait passes), so that the 2-rank reduction path runs on one GPU. */
+  if ((a->diag & 128) && P == 1 && t == 32) {
+    ((const uint16_t *volatile *)(h + GEMM_RS_HDR_SRC))[0] = (const uint16_t *)(a->ws + hdr);
+    ((const uint64_t *volatile *)(h + GEMM_RS_HDR_FLAGS))[0] = (const uint64_t *)(a->ws + hdr + a->slot_bytes);
+  }
 }
 
 /* Step 4 (AR), warp 0 of the first consumer warpgroup (run as the engine's consumer tail:
@@ -267,7 +274,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         TMA-store epilogue into the workspace (the fused kernel's bare GEMM; needs
  *                         a workspace of M x N x 2 bytes), bit 4 = as bit 3 in a kernel built
  *                         without hook g and with the stand-alone engine's deferred epilogue,
- *                         bit 5 = own tiles stored by TMA as staged (no pass over the staging).
+ *                         bit 5 = own tiles stored by TMA as staged (no pass over the staging),
+ *                         bit 7 = (a test, one rank only, results right) own tiles add one
+ *                         synthetic partial from the workspace after the header, with its flags
+ *                         after it, both written by the test (tests/gpu/test_gemm_rs.cu).
  *                         Time a variant with a stage left out and take differences
  *                         (docs/perf-notes.md). */
 static int gemm_rs_env_int(const char *name, int dflt) {
@@ -363,6 +373,11 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->reduce.diag = (diag & 6) | (diag & 32 ? 8 : 0);
   e->reduce.owner = pl->sym ? 0 : r; /* symmetric: one owner block (0) of all rows on every rank */
   e->reduce.nsrc = P - 1;
+  if ((diag & 128) && P == 1) { /* test mode: one synthetic partial (gemm_rs_header_fill) */
+    if (comm->workspace.bytes < GEMM_RS_HDR_BYTES + pl->slot_bytes + (size_t)pl->tiles_own * 8)
+      return meld_error(MELD_ERR_INVALID_ARG, "MELD_GEMM_RS_DIAG=128: the workspace cannot hold the synthetic partial");
+    e->reduce.nsrc = 1;
+  }
   e->reduce.src = (const uint16_t *const *)(ws + GEMM_RS_HDR_SRC);
   e->reduce.flags = (const uint64_t *const *)(ws + GEMM_RS_HDR_FLAGS);
   e->reduce.dst = pl->is_ar && !pl->sym ? (uint16_t *)a->c + (int64_t)r * pl->rpo * a->ldc : a->c;

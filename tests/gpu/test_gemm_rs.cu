@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 
 #include "comm.h"
+#include "gemm_rs_plan.h"
 #include "gpu/gpu_test.h"
 #include "meld.h"
 
@@ -198,6 +199,50 @@ static check_slot_t *slots_alloc(int n) {
 }
 
 /* One call of each op on one problem, poisoned output, checked. */
+/* One rank, MELD_GEMM_RS_DIAG=128: the fused kernel's 2-rank reduction (own tile + one partial,
+ * its flag wait, the L2 prefetch, the pass over the staging) with a synthetic partial S that this
+ * test writes into the workspace after the header (rows of ld ceil8(n), then all-ones flags).
+ * Reference: A B^T + S. S is as large as the product, so a misplaced or missing partial fails. */
+__global__ void gen_partial(__nv_bfloat16 *s, int64_t rows, int64_t n, int64_t lds, float *ref) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / n, c = i % n;
+    const __nv_bfloat16 v = __float2bfloat16(32.f * gen_val(7, 3, 2, (uint64_t)i));
+    s[r * lds + c] = v;
+    ref[i] += __bfloat162float(v);
+  }
+}
+
+static void test_synthetic_partial(ctx_t *x, int64_t m, int64_t n, int64_t k, int is_ar, const char *store) {
+  prob_t p;
+  const int64_t ldn = ((n + 7) / 8) * 8, rpo = ((m + 127) / 128) * 128;
+  prob_init(x, &p, m, n, k, 0, 1, ldn);
+  const size_t slot_bytes = (((size_t)rpo * (size_t)ldn * 2) + 255) / 256 * 256;
+  const size_t tiles_own = (size_t)(rpo / 128) * (size_t)((n + 255) / 256);
+  uint8_t *ws = (uint8_t *)x->comm->workspace.local;
+  GT_CHECK(x->comm->workspace.bytes >= GEMM_RS_HDR_BYTES + slot_bytes + tiles_own * 8, "workspace too small");
+  gen_partial<<<1024, 256, 0, x->s>>>((__nv_bfloat16 *)(ws + GEMM_RS_HDR_BYTES), m, n, ldn, p.ref[0]);
+  GT_CUDA(cudaMemsetAsync(ws + GEMM_RS_HDR_BYTES + slot_bytes, 0xff, tiles_own * 8, x->s));
+  GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * p.ldc * 2, x->s));
+  setenv("MELD_GEMM_RS_DIAG", "128", 1);
+  if (store) setenv("MELD_GEMM_RS_STORE", store, 1);
+  meld_gemm_rs_args_t a = prob_args(&p, 0, MELD_GEMM_RS_FUSED);
+  meld_result_t r = is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
+  unsetenv("MELD_GEMM_RS_DIAG");
+  unsetenv("MELD_GEMM_RS_STORE");
+  char what[160];
+  snprintf(what, sizeof what, "%s M %lld N %lld K %lld, one synthetic partial (2-rank reduction path)%s%s",
+           is_ar ? "gemm_ar" : "gemm_rs", (long long)m, (long long)n, (long long)k, store ? ", store " : "",
+           store ? store : "");
+  GT_CHECK(r == MELD_OK, "%s -> %s: %s", what, meld_strerror(r), meld_last_error());
+  check_slot_t *sl = slots_alloc(1);
+  enqueue_check(x, &p, is_ar, 0, sl);
+  GT_CUDA(cudaStreamSynchronize(x->s));
+  GT_MELD(meld_comm_check(x->comm));
+  judge(what, sl, 1);
+  cudaFree(sl);
+  prob_free(&p);
+}
+
 static void test_shape(ctx_t *x, int64_t m, int64_t n, int64_t k, int kn, meld_gemm_rs_algo_t algo, int ops) {
   prob_t p;
   prob_init(x, &p, m, n, k, kn, 1, ((n + 7) / 8) * 8 + (kn ? 8 : 0));
@@ -327,7 +372,13 @@ static void rank_main(int rank, int nranks) {
   test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
   test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200); /* 32 tiles: the decode rule's unfused path */
   test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
-  if (nranks == 1) test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 200);
+  if (nranks == 1) {
+    test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 200);
+    test_synthetic_partial(&x, 1000, 1000, 4104, 1, NULL);  /* AR, tails, TMA store of C */
+    test_synthetic_partial(&x, 1000, 1000, 4104, 1, "st");  /* 16-byte stores            */
+    test_synthetic_partial(&x, 1000, 1003, 4104, 1, NULL);  /* N % 8: 16-byte stores, tail */
+    test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);  /* RS, several tiles per CTA */
+  }
   /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
    * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
   test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 2);
