@@ -16,7 +16,7 @@ L="$OUT/log.txt"
 { nvidia-smi -L; nvidia-smi topo -m; } > "$L" 2>&1
 make -j32 all build/bench/bench_gemm_rs build/bench/bench_ag_gemm >> "$L" 2>&1 || { grep -E "error" "$L" | head -30; exit 1; }
 echo "build: $(el) s" | tee -a "$L"
-MELD_TEST_TIMEOUT_S=150 tests/gpu/run.sh > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$? at $(el) s" | tee -a "$L"
+TEST_TIMEOUT_S=150 tests/gpu/run.sh > "$OUT/gpu_tests.log" 2>&1; echo "gpu tests rc=$? at $(el) s" | tee -a "$L"
 grep -E "PASSED|FAILED|FAIL |checks|rc=" "$OUT/gpu_tests.log" | tail -25
 run_b() { # name timeout cmd...
   local n=$1 t=$2; shift 2

@@ -17,7 +17,7 @@ make -j32 all build/bench/bench_gemm build/bench/bench_gemm_rs > "$OUT/build.log
 echo "build: $(el) s"
 if [ -z "${SKIP_TESTS:-}" ]; then
   # shellcheck disable=SC2086
-  MELD_TEST_TIMEOUT_S=150 tests/gpu/run.sh ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
+  TEST_TIMEOUT_S=150 tests/gpu/run.sh ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
   echo "gpu tests rc=$? at $(el) s"
   grep -E "PASSED|FAILED|FAIL |checks" "$OUT/gpu_tests.log" | tail -20
 fi

@@ -8,7 +8,7 @@ mkdir -p build/tests
 passed=0; failed=0
 for bin in "$@"; do
   log=$(mktemp)
-  timeout -k 5 ${MELD_TEST_TIMEOUT_S:-300} "$bin" >"$log" 2>&1
+  timeout -k 5 ${TEST_TIMEOUT_S:-300} "$bin" >"$log" 2>&1
   rc=$?
   cat "$log"
   p=$(grep -E '^\[  PASSED  \] [0-9]+ test' "$log" | awk '{s+=$4} END {print s+0}')

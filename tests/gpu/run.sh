@@ -14,4 +14,4 @@ fi
 bins=()
 for n in "${names[@]}"; do bins+=("build/tests/gpu/$n"); done
 make --no-print-directory -j"$(nproc)" "${bins[@]}" || { echo "[  FAILED  ] 1 test(s): GPU tests did not build"; echo "0 1" > build/tests/summary-gpu; exit 1; }
-MELD_TEST_TIMEOUT_S=${MELD_TEST_TIMEOUT_S:-240} tests/run.sh gpu "${bins[@]}"
+TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-240} tests/run.sh gpu "${bins[@]}"
