@@ -1,3 +1,5 @@
+"""ncu_diff.py A.csv B.csv [N] — two Nsight Compute source pages of the same kernel binary: the N
+instructions (by offset from the first) whose warp-stall samples grew most from B to A."""
 import csv,sys
 def load(f):
     lines=open(f).read().splitlines()

@@ -1,3 +1,6 @@
+"""ncu_top.py SOURCE.csv [N] — reads an Nsight Compute source page (ncu -i R --page source --csv
+--print-source sass): total warp-stall samples, the stall reasons, and the N instructions with
+the most samples (bench/ncu_rs.sh writes such files)."""
 import csv,sys
 f=sys.argv[1]
 lines=open(f).read().splitlines()
