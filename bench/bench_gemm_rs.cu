@@ -203,21 +203,21 @@ static void cublas_gemm(bctx_t *x, run_t *r, int i, void *c, cudaDataType ct) {
                CUBLAS_GEMM_DEFAULT);
 }
 static void op_cublas(bctx_t *x, void *v, int i) { cublas_gemm(x, (run_t *)v, i, ((run_t *)v)->part, CUDA_R_16BF); }
-static void op_meld_gemm(bctx_t *x, void *v, int i) {
-  run_t *r = (run_t *)v;
+/* The per-rank GEMM of input set i & 1 into `part`. */
+static meld_gemm_args_t part_gemm_args(const run_t *r, int i) {
   meld_gemm_args_t g;
   memset(&g, 0, sizeof g);
   g.a = r->a[i & 1], g.lda = r->k, g.b = r->b, g.ldb = r->k, g.b_layout = MELD_B_NK;
   g.c = r->part, g.ldc = r->sh.n, g.m = r->sh.m, g.n = r->sh.n, g.k = r->k;
+  return g;
+}
+static void op_meld_gemm(bctx_t *x, void *v, int i) {
+  const meld_gemm_args_t g = part_gemm_args((run_t *)v, i);
   meld_gemm(&g, x->s);
 }
 /* meld_gemm's engine with the fused kernels' GEMM options: no stream-K, no deferred epilogue */
 static void op_meld_gemm_plain(bctx_t *x, void *v, int i) {
-  run_t *r = (run_t *)v;
-  meld_gemm_args_t g;
-  memset(&g, 0, sizeof g);
-  g.a = r->a[i & 1], g.lda = r->k, g.b = r->b, g.ldb = r->k, g.b_layout = MELD_B_NK;
-  g.c = r->part, g.ldc = r->sh.n, g.m = r->sh.m, g.n = r->sh.n, g.k = r->k;
+  const meld_gemm_args_t g = part_gemm_args((run_t *)v, i);
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.stream_k = 1;
   o.epi_defer = 1;

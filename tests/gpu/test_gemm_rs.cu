@@ -195,10 +195,21 @@ static check_slot_t *slots_alloc(int n) {
   check_slot_t *d = NULL;
   GT_CUDA(cudaMalloc(&d, (size_t)n * sizeof *d));
   GT_CUDA(cudaMemset(d, 0, (size_t)n * sizeof *d));
+  GT_CUDA(cudaDeviceSynchronize()); /* (the memset is on the legacy stream; checks run on x->s) */
   return d;
 }
 
 /* One call of each op on one problem, poisoned output, checked. */
+/* Checks the output of the call just enqueued against input set 0 (waits for it). */
+static void check_one(ctx_t *x, const prob_t *p, int is_ar, const char *what) {
+  check_slot_t *sl = slots_alloc(1);
+  enqueue_check(x, p, is_ar, 0, sl);
+  GT_CUDA(cudaStreamSynchronize(x->s));
+  GT_MELD(meld_comm_check(x->comm));
+  judge(what, sl, 1);
+  cudaFree(sl);
+}
+
 /* One rank, MELD_GEMM_RS_DIAG=128: the fused kernel's 2-rank reduction (own tile + one partial,
  * its flag wait, the L2 prefetch, the pass over the staging) with a synthetic partial S that this
  * test writes into the workspace after the header (rows of ld ceil8(n), then all-ones flags).
@@ -234,12 +245,7 @@ static void test_synthetic_partial(ctx_t *x, int64_t m, int64_t n, int64_t k, in
            is_ar ? "gemm_ar" : "gemm_rs", (long long)m, (long long)n, (long long)k, store ? ", store " : "",
            store ? store : "");
   GT_CHECK(r == MELD_OK, "%s -> %s: %s", what, meld_strerror(r), meld_last_error());
-  check_slot_t *sl = slots_alloc(1);
-  enqueue_check(x, &p, is_ar, 0, sl);
-  GT_CUDA(cudaStreamSynchronize(x->s));
-  GT_MELD(meld_comm_check(x->comm));
-  judge(what, sl, 1);
-  cudaFree(sl);
+  check_one(x, &p, is_ar, what);
   prob_free(&p);
 }
 
@@ -251,16 +257,11 @@ static void test_shape(ctx_t *x, int64_t m, int64_t n, int64_t k, int kn, meld_g
     char what[160];
     snprintf(what, sizeof what, "%s M %lld N %lld K %lld B %s %s", is_ar ? "gemm_ar" : "gemm_rs", (long long)m,
              (long long)n, (long long)k, kn ? "KN" : "NK", algo_name(algo));
-    check_slot_t *sl = slots_alloc(1);
     GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * p.ldc * 2, x->s)); /* bf16 NaN */
     meld_gemm_rs_args_t a = prob_args(&p, 0, algo);
     meld_result_t r = is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
     GT_CHECK(r == MELD_OK, "%s -> %s: %s", what, meld_strerror(r), meld_last_error());
-    enqueue_check(x, &p, is_ar, 0, sl);
-    GT_CUDA(cudaStreamSynchronize(x->s));
-    GT_MELD(meld_comm_check(x->comm));
-    judge(what, sl, 1);
-    cudaFree(sl);
+    check_one(x, &p, is_ar, what);
   }
   prob_free(&p);
 }
