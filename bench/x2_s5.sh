@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# x2_s5.sh — session 5's one 2-GPU call (budget ~6 min with start-up): build; the GPU tests the
+# session's one-GPU changes touch (test_gemm_rs, test_ag_gemm, test_coll's opt-in TMA-bulk RING
+# left unverified by session 4); GEMM+RS/AR at the three M = 8192 shapes (one with --diag) and
+# AG+GEMM --quick; then PyTorch async-TP for both while time is left. Logs and JSON in $OUT.
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=s5-x2
+t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+LIMIT=${LIMIT:-300}
+nvidia-smi -L > "$OUT/gpus.txt" 2>&1
+make -j32 lib build/tests/gpu/test_gemm_rs build/tests/gpu/test_ag_gemm build/tests/gpu/test_coll \
+  build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
+echo "build: $(el) s"
+for t in test_gemm_rs test_ag_gemm; do
+  MELD_TIMEOUT_MS=3000 timeout -k 5 100 build/tests/gpu/$t > "$OUT/$t.log" 2>&1; echo "$t rc=$? at $(el) s"
+  grep -E "FAIL|PASSED|FAILED|checks" "$OUT/$t.log" | head -8
+done
+TEST_COLL_ONLY=bulk MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/tests/gpu/test_coll > "$OUT/test_coll_bulk.log" 2>&1
+echo "test_coll bulk rc=$? at $(el) s"; grep -E "FAIL|PASSED|FAILED|checks" "$OUT/test_coll_bulk.log" | head -5
+d=$(date -u +%Y-%m-%d)
+for s in "8192,8192,8192 --diag" "8192,4096,14336" "8192,8192,28672"; do
+  timeout -k 5 60 build/bench/bench_gemm_rs --op both --shape $s --json "$OUT/gemm_rs-x2-$d.jsonl" >> "$OUT/bench_gemm_rs.log" 2>&1
+  echo "bench_gemm_rs $s rc=$? at $(el) s"
+done
+grep -v "^\[" "$OUT/bench_gemm_rs.log" | grep -v "^bench_gemm_rs:" | head -60
+timeout -k 5 90 build/bench/bench_ag_gemm --quick --json "$OUT/ag_gemm-x2-$d.jsonl" > "$OUT/bench_ag_gemm.log" 2>&1
+echo "bench_ag_gemm rc=$? at $(el) s"; grep -v "^\[" "$OUT/bench_ag_gemm.log" | grep -vE "vec_cc|group_m|chunk256|bulk |staged" | head -40
+left=$(( LIMIT - $(el) - 10 ))
+if [ $left -gt 40 ]; then
+  timeout -k 5 $left torchrun --nproc_per_node=2 bench/gemm_rs_torch.py --quick --json "$OUT/torch-rs-$d.jsonl" > "$OUT/torch_rs.log" 2>&1
+  echo "torch rs rc=$? at $(el) s"; grep -E "gemm_rs|Error" "$OUT/torch_rs.log" | head -8
+fi
+left=$(( LIMIT - $(el) - 5 ))
+if [ $left -gt 40 ]; then
+  timeout -k 5 $left torchrun --nproc_per_node=2 bench/ag_gemm_torch.py --quick --json "$OUT/torch-ag-$d.jsonl" > "$OUT/torch_ag.log" 2>&1
+  echo "torch ag rc=$? at $(el) s"; grep -vE "^W|warn" "$OUT/torch_ag.log" | tail -6
+fi
+echo "total: $(el) s"
