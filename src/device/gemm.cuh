@@ -141,7 +141,8 @@ typedef struct {
     uint64_t *const *push_signal;
     /* Timing diagnostics (WRONG results; 0 in every real call): bit 1 = no wait for the
      * partials' flags, bit 2 = no partial loads/adds (the own values are stored), bit 3 = with
-     * tma: no pass over the staging at all (the own values go out by TMA as staged). */
+     * tma: no pass over the staging at all (the own values go out by TMA as staged), bit 5 =
+     * hook g2's deferred flag released without its fence.acq_rel.sys (unordered). */
     int32_t diag;
     /* (additive; 0 = off) 1: the reduced tile reaches dst by TMA store through
      * gemm_params_t.map_c2 (a map over dst like map_c: dims {n, rows}, ld dst_ld, box {64, 64},
@@ -742,7 +743,7 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
   if (g == 0 && tid == 0) {
     const uint32_t pend = ld_shared_u32(pend_sa);
     if (pend != 0xffffffffu) {
-      fence_acq_rel_sys();
+      if (!(p->epi.reduce.diag & 32)) fence_acq_rel_sys(); /* (diag 32: timing only, unordered) */
       st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, pend_sa + 8));
     }
     st_shared_u32(pend_sa, next);

@@ -275,6 +275,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         a workspace of M x N x 2 bytes), bit 4 = as bit 3 in a kernel built
  *                         without hook g and with the stand-alone engine's deferred epilogue,
  *                         bit 5 = own tiles stored by TMA as staged (no pass over the staging),
+ *                         bit 8 = the TMA push's flags released without their system fence
+ *                         (unordered: the fence's cost on the epilogue's path),
  *                         bit 7 = (a test, one rank only, results right) own tiles add one
  *                         synthetic partial from the workspace after the header, with its flags
  *                         after it, both written by the test (tests/gpu/test_gemm_rs.cu).
@@ -370,7 +372,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->signal = (uint64_t *const *)(ws + GEMM_RS_HDR_SIGNAL);
   e->epoch_src = (const uint64_t *)(ws + GEMM_RS_HDR_STAMP);
   e->reduce.on = 1;
-  e->reduce.diag = (diag & 6) | (diag & 32 ? 8 : 0);
+  e->reduce.diag = (diag & 6) | (diag & 32 ? 8 : 0) | (diag & 256 ? 32 : 0);
   e->reduce.owner = pl->sym ? 0 : r; /* symmetric: one owner block (0) of all rows on every rank */
   e->reduce.nsrc = P - 1;
   if ((diag & 128) && P == 1) { /* test mode: one synthetic partial (gemm_rs_header_fill) */
