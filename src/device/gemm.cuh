@@ -149,8 +149,9 @@ typedef struct {
      * SWIZZLE_128B; rows past its extent are dropped) instead of the threads' 16-byte stores:
      * each thread writes its rounded sums back into the swizzled staging it read its own values
      * from, and one thread stores the half. Needs n % 8 == 0; not with npush (symmetric mode).
-     * Session 5 (one H200, the fused GEMM+RS forced at one rank, 8192 x 8192 x 4096): the
-     * 16-byte-store epilogue cost 0.903 ms where the same kernel with TMA stores took 0.800. */
+     * Session 5: within noise of the 16-byte stores at one rank; on 2 x H200 0.971 vs 1.082 ms
+     * (RS 8192 x 8192 x 4096), 3.031 vs 3.052 and AR 3.141 vs 3.244 (K 14336), 0.797 vs 0.790
+     * and AR 0.831 vs 0.794 (8192 x 4096 x 7168). */
     int32_t tma;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
@@ -601,13 +602,11 @@ __device__ __forceinline__ void gemm_stage_half(const float *acc, uint32_t stg, 
 /* Hook g, the reduction of one 64x128 half (staging `stg` holds this CTA's bf16 values, the
  * partials arrived, gemm_reduce_wait done): each thread sums its 8 vectors of 8 bf16, own value
  * first and then src[0], src[1], ... in fp32 (the same order on every rank), rounds once and
- * stores to dst and every copy. With one source (2 ranks) the loads of 4 vectors are in flight
- * together: 2 dependent L2/HBM round trips per half instead of 8 (a vector's stores kept the
- * next vector's load behind them: they may alias). Registers: 16 loaded next to the other
- * half's 64 live accumulators (the kernel is capped at 168). */
-/* The hook's values the reduction loop needs, read once per half (`eh` points into the kernel's
- * parameter space through a generic pointer, which the compiler re-reads after every asm
- * volatile("memory") in the loop; hoisting them alone did not change the time, see below). */
+ * stores to the staging (reduce.tma: one TMA store of the half follows) or to dst, and to
+ * every copy. The pieces: gemm_red_args (the hook's values, read once per half: `eh` points into
+ * the kernel's parameter space through a generic pointer, which the compiler re-reads after
+ * every asm volatile("memory"); hoisting alone did not change the time), gemm_reduce_vec (one
+ * vector), gemm_reduce_half (the rolled loop, partial loads two vectors ahead). */
 typedef struct {
   const uint16_t *src0;  /* src[0] (2 ranks: the only partial)                        */
   int64_t out_ld;
@@ -632,19 +631,6 @@ __device__ __forceinline__ void gemm_store_bf16_tail(uint16_t *o, uint4 r, int n
   }
 }
 
-/* Hook g, the reduction of one 64x128 half: see the comment above gemm_red_args_t. Thread tid
- * owns the 16-byte column chunk c = tid % 8 of rows rt + 16 k (rt = tid / 8, k = 0..3) in both
- * 64-column blocks b: 8 vectors, the same ones as the staging's other passes. The swizzle of
- * those rows is the same (16 k is a multiple of 8), so one staging address per thread serves
- * all of them.
- * Code size matters here more than instruction count: this pass runs once per tile, between
- * two mainloops, from a cold instruction cache. Unrolled over all 16 vectors of both halves
- * (as it was until session 5) it was ~7,800 instructions (125 KB) with every instruction
- * stalled on fetch (ncu: stall_no_inst), ~10k cycles per tile: the fused GEMM+RS at
- * 8192 x 8192 x 4096 took 0.91-0.95 ms on one H200 where the same kernel without this pass
- * took 0.83. Now the block loop is rolled and only the 4 vectors of one block (whose partial
- * loads are in flight together) are unrolled; rare paths (n % 8 tails, > 1 partial, > 1 copy)
- * are rolled loops. */
 /* One vector of the pass below: own (from the staging) + partials, rounded once, to the
  * staging (to_smem) or dst, and to every copy. Vector i: block b = i / 4, rows rt + 16 (i % 4). */
 __device__ __forceinline__ void gemm_reduce_vec(const gemm_epilogue_hook_t *eh, const gemm_red_args_t &ra, int i,
@@ -676,19 +662,18 @@ __device__ __forceinline__ void gemm_reduce_vec(const gemm_epilogue_hook_t *eh, 
   }
 }
 
-/* Hook g, the reduction of one 64x128 half: see the comment above gemm_red_args_t. Thread tid
+/* Hook g, the reduction of one 64x128 half (see the comment above gemm_red_args_t). Thread tid
  * owns the 16-byte column chunk c = tid % 8 of rows rt + 16 k (rt = tid / 8, k = 0..3) in both
  * 64-column blocks b: 8 vectors, the same ones as the staging's other passes. The swizzle of
  * those rows is the same (16 k is a multiple of 8), so one staging address per thread serves
- * all of them.
- * What this pass costs is its code: it runs once per tile, between two mainloops, from a cold
- * instruction cache, so its time follows the instructions it brings in, not those it executes
- * (ncu, one H200, fused GEMM+RS at one rank: the original pass, fully unrolled over 16 vectors,
- * fetched ~7,800 instructions per tile, each stalled on fetch (stall_no_inst); unrolled 4 per
- * block, 1,227 executed straight through, the time did not move: 0.90-0.93 ms against 0.83 for
- * the same kernel without the pass). So the loop is rolled: one iteration handles 2 vectors
- * (~2 x 40 instructions) while the next 2 vectors' partials are loaded (2 ranks: 2-4 loads in
- * flight per thread). */
+ * all of them. One iteration handles 2 vectors while the next 2 vectors' partials are loaded
+ * (2 ranks: 2-4 loads in flight per thread).
+ * Cost (ncu cycles, one H200, fused GEMM+RS forced at one rank, 8192 x 8192 x 4096): ~6,800
+ * cycles per tile with the tensor cores idle (1,276,801 cycles vs 1,171,249 without the pass).
+ * The pass was first unrolled over all 16 vectors of both halves (~1,000 distinct instructions
+ * per tile, fetched cold: stall_no_inst; 1,354,913 vs 1,194,869 cycles), then 4 vectors per
+ * block (1,227 straight-line instructions, no faster), now rolled. Hiding it needs overlap with
+ * the next tile's mainloop (docs/perf-notes.md, session 5). */
 __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh, uint32_t stg, int tid,
                                                  int row_base, int col_base, int M, int N,
                                                  int64_t dst_row0, uint16_t *dst, int64_t ld, int to_smem) {
