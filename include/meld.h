@@ -273,6 +273,7 @@ meld_result_t meld_all_to_allv(meld_comm_t comm, const void *send, const size_t 
 typedef enum {
   MELD_GEMM_RS_AUTO = 0,    /* fused where legal and the workspace holds the staging      */
   MELD_GEMM_RS_FUSED = 1,   /* one persistent kernel: GEMM, push of partial tiles, reduce  */
+                            /* (with one rank: the same kernel, nothing to exchange)        */
   MELD_GEMM_RS_UNFUSED = 2  /* meld_gemm, then meld_reduce_scatter / meld_all_reduce       */
 } meld_gemm_rs_algo_t;
 
