@@ -320,7 +320,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -373,6 +373,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_SK] = {op_meld, MELD_GEMM_RS_FUSED, big2 || big1, {{"MELD_GEMM_RS_STREAM_K", "2"}}},
         /* the TMA push's flags without their system fence (wrong ordering, timing only) */
         [V_NOFENCE] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "256"}}},
+        /* the opt-in flag helper (the push flags' fence off the consumers' path) */
+        [V_HELPER] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_FLAG_HELPER", "1"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -445,6 +447,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_D32] > 0)
         printf("        diag: fused, own tiles stored as staged (no reduce pass) %7.3f, and no wait/loads %7.3f\n",
                tm[V_D32], tm[V_D34]);
+      if (tm[V_HELPER] > 0) printf("        variant: fused with the flag helper (MELD_GEMM_RS_FLAG_HELPER=1) %7.3f\n", tm[V_HELPER]);
       if (tm[V_NOFENCE] > 0) printf("        diag: push flags without their fence.acq_rel.sys %7.3f\n", tm[V_NOFENCE]);
       if (tm[V_SK] > 0) printf("        variant: fused with stream-K (MELD_GEMM_RS_STREAM_K=2) %7.3f\n", tm[V_SK]);
       if (tm[V_STORE_ST] > 0) printf("        variant: fused, own tiles by 16-byte stores (MELD_GEMM_RS_STORE=st) %7.3f\n", tm[V_STORE_ST]);

@@ -45,7 +45,12 @@
 /* + 8: hook g2's pending flag; + 16: the call's epilogue value (hook g kernels read
  * epi.epoch_src once into it, gemm_consumer) */
 #define GEMM_EPOCH_OFF (GEMM_FLAG_OFF + 16)
-#define GEMM_SMEM_USED (GEMM_FLAG_OFF + 32)
+/* Flag helper (hook g2 with HELPER): a ring of GEMM_HELPER_SLOTS pending-tile words, a post
+ * counter, and per slot a "full" and an "empty" mbarrier. */
+#define GEMM_HELPER_SLOTS 4
+#define GEMM_HELPER_OFF (GEMM_FLAG_OFF + 32)                       /* u32 ring[4], u32 count */
+#define GEMM_HELPER_BAR_OFF (GEMM_HELPER_OFF + 32)                 /* u64 full[4], empty[4]  */
+#define GEMM_SMEM_USED (GEMM_HELPER_BAR_OFF + 16 * GEMM_HELPER_SLOTS)
 #define GEMM_SMEM_BYTES (GEMM_SMEM_USED + 1024) /* + slack to align the base to 1024 B */
 /* Named barriers used by the engine's consumers (fused kernels must use other ids). */
 #define GEMM_BAR_WG0 1
@@ -717,6 +722,43 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
  * test_signal): the issuing threads' cp.async.bulk.wait_group (writes complete; implies the
  * async-generic proxy fence) -> bar.sync -> one thread's fence.acq_rel.sys + st.release.sys.
  * Then `next` (or ~0) becomes the pending tile. */
+/* Flag helper (HELPER): consumer thread 0 of warpgroup 0 hands the word `v` (a pending tile,
+ * or GEMM_HELPER_END) to the helper warp through the shared ring: waits until the slot is free
+ * (the helper runs ahead: a flag takes ~1-3 us, a tile tens), writes it, arrives on the slot's
+ * "full" barrier (release, CTA scope). fl = pend_sa - 8 = GEMM_FLAG_OFF. */
+#define GEMM_HELPER_END 0xfffffffeu
+__device__ __forceinline__ void gemm_helper_post(uint32_t fl, uint32_t v) {
+  const uint32_t ring = fl + (GEMM_HELPER_OFF - GEMM_FLAG_OFF), bars = fl + (GEMM_HELPER_BAR_OFF - GEMM_FLAG_OFF);
+  const uint32_t n = ld_shared_u32(ring + 4 * GEMM_HELPER_SLOTS), k = n % GEMM_HELPER_SLOTS;
+  mbar_wait(bars + 8 * (GEMM_HELPER_SLOTS + k), ((n / GEMM_HELPER_SLOTS) & 1u) ^ 1u);
+  st_shared_u32(ring + 4 * k, v);
+  st_shared_u32(ring + 4 * GEMM_HELPER_SLOTS, n + 1);
+  mbar_arrive(bars + 8 * k);
+}
+
+/* The flag helper (HELPER): one thread of the producer warpgroup's warp 1 (40 registers)
+ * releases the pushed tiles' flags that gemm_epi_flush hands it, so that the system-scope
+ * fence of each release is off the consumers' path. Chain: the issuing threads' wait_group 0
+ * -> consumers' bar.sync -> the posting thread's mbarrier arrive (release) -> this thread's
+ * wait (acquire) -> fence.acq_rel.sys + st.release.sys. Ends at GEMM_HELPER_END (posted after
+ * the consumers' last flush, always). A wait over 10 s traps (a bug, not a peer: the consumers
+ * post without waiting for anyone). */
+__device__ __forceinline__ void gemm_flag_helper(const gemm_params_t *p, uint32_t sbase) {
+  const uint32_t ring = sbase + GEMM_HELPER_OFF, bars = sbase + GEMM_HELPER_BAR_OFF;
+  for (uint32_t n = 0;; ++n) {
+    const uint32_t k = n % GEMM_HELPER_SLOTS, par = (n / GEMM_HELPER_SLOTS) & 1u;
+    const uint64_t t0 = globaltimer_ns();
+    while (!mbarrier_try_wait_parity_cta(bars + 8 * k, par))
+      if (globaltimer_ns() - t0 > 10000000000ull) __trap();
+    const uint32_t v = ld_shared_u32(ring + 4 * k);
+    if (v == GEMM_HELPER_END) break;
+    if (!(p->epi.reduce.diag & 32)) fence_acq_rel_sys();
+    st_release_sys_u64(p->epi.signal[v >> 24] + (v & 0xffffffu), gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF));
+    mbar_arrive(bars + 8 * (GEMM_HELPER_SLOTS + k));
+  }
+}
+
+template <bool HELPER = false>
 __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, int tid, uint32_t pend_sa, int keep,
                                                uint32_t next) {
   if (tid == 0) {
@@ -728,8 +770,12 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
   if (g == 0 && tid == 0) {
     const uint32_t pend = ld_shared_u32(pend_sa);
     if (pend != 0xffffffffu) {
-      if (!(p->epi.reduce.diag & 32)) fence_acq_rel_sys(); /* (diag 32: timing only, unordered) */
-      st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, pend_sa + 8));
+      if constexpr (HELPER) {
+        gemm_helper_post(pend_sa - 8, pend);
+      } else {
+        if (!(p->epi.reduce.diag & 32)) fence_acq_rel_sys(); /* (diag 32: timing only, unordered) */
+        st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, pend_sa + 8));
+      }
     }
     st_shared_u32(pend_sa, next);
   }
@@ -776,7 +822,7 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
   }
 }
 
-template <bool RED, bool G2 = false, int DEFER = 0>
+template <bool RED, bool G2 = false, int DEFER = 0, bool HELPER = false>
 __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
                                               uint32_t *pk = nullptr, int *pk_on = nullptr,
@@ -821,7 +867,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   /* hook g2: the pending (previous pushed) tile's flag goes first, before any wait of this
    * epilogue and before this tile's TMA stores are in flight, so that the fence.acq_rel.sys
    * has nothing of ours on NVLink to wait for (the previous tile's stores had a mainloop). */
-  if (G2 && RED && eh->out_tma && t.m_blk < p->tiles_m) gemm_epi_flush(p, g, tid, pend_sa, 0, 0xffffffffu);
+  if (G2 && RED && eh->out_tma && t.m_blk < p->tiles_m) gemm_epi_flush<HELPER>(p, g, tid, pend_sa, 0, 0xffffffffu);
   const int use_tma = G2 ? tma_out : (p->epi_tma && !eh->out && eh->rows_valid <= 0);
   /* Deferred half 1 (DEFER, plain TMA-store path, no hooks): packed into 32 registers now,
    * staged and stored by gemm_epi_deferred during the next tile's first k-block. */
@@ -1122,7 +1168,7 @@ __device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gem
     }
 }
 
-template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0>
+template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
   float acc[128];
@@ -1208,10 +1254,11 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
         continue;
     }
     if (DEFER > 0) gemm_epilogue<RED, G2, DEFER>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
-    else gemm_epilogue<RED, G2>(p, acc, t, stg, g, tid);
+    else gemm_epilogue<RED, G2, 0, HELPER>(p, acc, t, stg, g, tid);
   }
   if (DEFER > 0 && pk_on) gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
-  if (G2 && RED && p->epi.out_tma) gemm_epi_flush(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */
+  if (G2 && RED && p->epi.out_tma) gemm_epi_flush<HELPER>(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */
+  if (HELPER && g == 0 && tid == 0) gemm_helper_post(sbase + GEMM_FLAG_OFF, GEMM_HELPER_END); /* always: the helper ends */
   if ((p->epi_tma || (RED && p->epi.reduce.tma)) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }
 
@@ -1226,7 +1273,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * warpgroups finished their tiles (the pipeline smem is then free; TMA-store epilogues may
  * still be reading their staging): work after the engine that needs more than 40 registers
  * must go there. */
-template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, class Tail = gemm_no_tail>
+/* HELPER (hook g2 kernels only): warp 1 of the producer warpgroup runs gemm_flag_helper. */
+template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, class Tail = gemm_no_tail>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers, const Tail &tail = Tail()) {
   const uint32_t raw = smem_addr(smem_raw);
@@ -1245,6 +1293,14 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     if (p->epi_tma) prefetch_tensormap(&p->map_c);
     if (p->epi.reduce.tma) prefetch_tensormap(&p->map_c2);
     if (p->a2_rows > 0) prefetch_tensormap(&p->map_a2);
+    if (HELPER) {
+      for (int k = 0; k < GEMM_HELPER_SLOTS; ++k) {
+        mbarrier_init_cta(sbase + GEMM_HELPER_BAR_OFF + 8 * k, 1);
+        mbarrier_init_cta(sbase + GEMM_HELPER_BAR_OFF + 8 * (GEMM_HELPER_SLOTS + k), 1);
+      }
+      st_shared_u32(sbase + GEMM_HELPER_OFF + 4 * GEMM_HELPER_SLOTS, 0u); /* post count */
+      fence_mbar_init();
+    }
   }
   if (cl == 2) cluster_sync();
   else __syncthreads();
@@ -1252,10 +1308,11 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   if (wg == 0) {
     setmaxnreg_dec_40();
     if (threadIdx.x == 0) gemm_producer<BKN>(p, smem, sbase, worker, nworkers);
+    else if (HELPER && threadIdx.x == 32) gemm_flag_helper(p, sbase);
     __syncwarp();
   } else {
     setmaxnreg_inc_232();
-    gemm_consumer<BKN, RED, G2, DEFER>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    gemm_consumer<BKN, RED, G2, DEFER, HELPER>(p, smem, sbase, wg - 1, threadIdx.x & 127);
     /* Work after this CTA's last tile that needs registers: code after the role join below is
      * reachable from the producer warpgroup (setmaxnreg 40), so ptxas fits it in 40 registers
      * and spills beyond that. The consumer warpgroups' barriers are theirs to name (not 1..3

@@ -211,7 +211,9 @@ struct gemm_rs_tail {
  * a separate instantiation, so the default kernel's code and registers are unchanged. */
 /* BARE (diagnostic MELD_GEMM_RS_DIAG bit 4 only): the engine without hook g and with the
  * stand-alone kernel's deferred epilogue, inside this kernel's launch and entry. */
-template <bool BKN, bool G2, bool BARE = false>
+/* HELPER (with G2; opt-in MELD_GEMM_RS_FLAG_HELPER=1): the pushed tiles' flags are released by
+ * a producer-warpgroup warp (gemm.cuh gemm_flag_helper) instead of consumer thread 0. */
+template <bool BKN, bool G2, bool BARE = false, bool HELPER = false>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_rs_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_rs_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -229,8 +231,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     if constexpr (BARE)
       gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x);
     else
-      gemm_cta_run<BKN, true, G2>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x,
-                                  gemm_rs_tail{&proto, &a, gemm_rs_smem});
+      gemm_cta_run<BKN, true, G2, 0, HELPER>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x,
+                                             gemm_rs_tail{&proto, &a, gemm_rs_smem});
   }
   __syncthreads();
   meld_ctx_t ctx;
@@ -264,6 +266,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         next epilogue (gemm.cuh hook g2); "st" = 16-byte stores from the
  *                         consumer warpgroups, flag released in the epilogue after a fence that
  *                         waits for them (s2 run 2 diag: 0.1-0.17 ms of 0.87 at 8192x4096x7168)
+ *   MELD_GEMM_RS_FLAG_HELPER  1: at 2 ranks the pushed tiles' flags are released by a producer-
+ *                         warpgroup warp, so that their system fence is off the consumers' path
+ *                         (opt-in, session 5: built and tested on the CPU only; to be measured
+ *                         with diag bit 8, which drops the fence, as the bound)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
  *   MELD_GEMM_RS_DIAG     timing diagnostics, WRONG RESULTS (benchmarks only): bit 0 = the peers'
@@ -322,8 +328,11 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
   if (diag & 16) diag |= 8;
   const int g2 = P == 2 && !pl->sym && !(diag & 8) && gemm_rs_env_push_tma();
+  const int helper = g2 && gemm_rs_env_int("MELD_GEMM_RS_FLAG_HELPER", 0) == 1;
   const int kn = a->b_layout == MELD_B_KN;
   const void *kern = diag & 16 ? (kn ? (const void *)gemm_rs_kernel<true, false, true> : (const void *)gemm_rs_kernel<false, false, true>)
+                     : helper  ? (kn ? (const void *)gemm_rs_kernel<true, true, false, true>
+                                     : (const void *)gemm_rs_kernel<false, true, false, true>)
                      : kn      ? (g2 ? (const void *)gemm_rs_kernel<true, true> : (const void *)gemm_rs_kernel<true, false>)
                                : (g2 ? (const void *)gemm_rs_kernel<false, true> : (const void *)gemm_rs_kernel<false, false>);
   int grid = 0;

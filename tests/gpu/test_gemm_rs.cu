@@ -426,6 +426,15 @@ static void rank_variants(int rank, int nranks) {
     test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
     unsetenv("MELD_GEMM_AR_SYM");
   }
+  if (nranks == 2) { /* the opt-in flag helper (pushed tiles' flags released by a producer warp) */
+    setenv("MELD_GEMM_RS_FLAG_HELPER", "1", 1);
+    gt_log("MELD_GEMM_RS_FLAG_HELPER=1");
+    test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3);
+    test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 3);
+    test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 200);
+    test_graph(&x, 0, 20);
+    unsetenv("MELD_GEMM_RS_FLAG_HELPER");
+  }
   setenv("MELD_GEMM_RS_STORE", "st", 1); /* own tiles by the threads' 16-byte stores (TMA: the default) */
   gt_log("MELD_GEMM_RS_STORE=st");
   test_shape(&x, 256 * nranks, 1024, 4104, 0, MELD_GEMM_RS_FUSED, 3);
