@@ -45,12 +45,11 @@
 /* + 8: hook g2's pending flag; + 16: the call's epilogue value (hook g kernels read
  * epi.epoch_src once into it, gemm_consumer) */
 #define GEMM_EPOCH_OFF (GEMM_FLAG_OFF + 16)
+#define GEMM_SMEM_USED (GEMM_FLAG_OFF + 32)
 /* Flag helper (hook g2 with HELPER): a ring of GEMM_HELPER_SLOTS pending-tile words, a post
- * counter, and per slot a "full" and an "empty" mbarrier. */
+ * counter, and per slot a "full" and an "empty" mbarrier, in static shared memory of the kernels
+ * that use it (gemm_helper_smem), so that no other kernel's layout changes. */
 #define GEMM_HELPER_SLOTS 4
-#define GEMM_HELPER_OFF (GEMM_FLAG_OFF + 32)                       /* u32 ring[4], u32 count */
-#define GEMM_HELPER_BAR_OFF (GEMM_HELPER_OFF + 32)                 /* u64 full[4], empty[4]  */
-#define GEMM_SMEM_USED (GEMM_HELPER_BAR_OFF + 16 * GEMM_HELPER_SLOTS)
 #define GEMM_SMEM_BYTES (GEMM_SMEM_USED + 1024) /* + slack to align the base to 1024 B */
 /* Named barriers used by the engine's consumers (fused kernels must use other ids). */
 #define GEMM_BAR_WG0 1
@@ -727,8 +726,13 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
  * (the helper runs ahead: a flag takes ~1-3 us, a tile tens), writes it, arrives on the slot's
  * "full" barrier (release, CTA scope). fl = pend_sa - 8 = GEMM_FLAG_OFF. */
 #define GEMM_HELPER_END 0xfffffffeu
-__device__ __forceinline__ void gemm_helper_post(uint32_t fl, uint32_t v) {
-  const uint32_t ring = fl + (GEMM_HELPER_OFF - GEMM_FLAG_OFF), bars = fl + (GEMM_HELPER_BAR_OFF - GEMM_FLAG_OFF);
+/* [0, 2 * SLOTS): full[k], empty[k] mbarriers; then ring[SLOTS] and the post count (u32). */
+__device__ __forceinline__ uint32_t gemm_helper_smem(void) {
+  __shared__ __align__(8) uint64_t s_helper[2 * GEMM_HELPER_SLOTS + GEMM_HELPER_SLOTS / 2 + 1];
+  return smem_addr(s_helper);
+}
+__device__ __forceinline__ void gemm_helper_post(uint32_t v) {
+  const uint32_t bars = gemm_helper_smem(), ring = bars + 16 * GEMM_HELPER_SLOTS;
   const uint32_t n = ld_shared_u32(ring + 4 * GEMM_HELPER_SLOTS), k = n % GEMM_HELPER_SLOTS;
   mbar_wait(bars + 8 * (GEMM_HELPER_SLOTS + k), ((n / GEMM_HELPER_SLOTS) & 1u) ^ 1u);
   st_shared_u32(ring + 4 * k, v);
@@ -744,7 +748,7 @@ __device__ __forceinline__ void gemm_helper_post(uint32_t fl, uint32_t v) {
  * the consumers' last flush, always). A wait over 10 s traps (a bug, not a peer: the consumers
  * post without waiting for anyone). */
 __device__ __forceinline__ void gemm_flag_helper(const gemm_params_t *p, uint32_t sbase) {
-  const uint32_t ring = sbase + GEMM_HELPER_OFF, bars = sbase + GEMM_HELPER_BAR_OFF;
+  const uint32_t bars = gemm_helper_smem(), ring = bars + 16 * GEMM_HELPER_SLOTS;
   for (uint32_t n = 0;; ++n) {
     const uint32_t k = n % GEMM_HELPER_SLOTS, par = (n / GEMM_HELPER_SLOTS) & 1u;
     const uint64_t t0 = globaltimer_ns();
@@ -771,7 +775,7 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
     const uint32_t pend = ld_shared_u32(pend_sa);
     if (pend != 0xffffffffu) {
       if constexpr (HELPER) {
-        gemm_helper_post(pend_sa - 8, pend);
+        gemm_helper_post(pend);
       } else {
         if (!(p->epi.reduce.diag & 32)) fence_acq_rel_sys(); /* (diag 32: timing only, unordered) */
         st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, pend_sa + 8));
@@ -1258,7 +1262,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   }
   if (DEFER > 0 && pk_on) gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush<HELPER>(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */
-  if (HELPER && g == 0 && tid == 0) gemm_helper_post(sbase + GEMM_FLAG_OFF, GEMM_HELPER_END); /* always: the helper ends */
+  if (HELPER && g == 0 && tid == 0) gemm_helper_post(GEMM_HELPER_END); /* always: the helper ends */
   if ((p->epi_tma || (RED && p->epi.reduce.tma)) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }
 
@@ -1294,11 +1298,9 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     if (p->epi.reduce.tma) prefetch_tensormap(&p->map_c2);
     if (p->a2_rows > 0) prefetch_tensormap(&p->map_a2);
     if (HELPER) {
-      for (int k = 0; k < GEMM_HELPER_SLOTS; ++k) {
-        mbarrier_init_cta(sbase + GEMM_HELPER_BAR_OFF + 8 * k, 1);
-        mbarrier_init_cta(sbase + GEMM_HELPER_BAR_OFF + 8 * (GEMM_HELPER_SLOTS + k), 1);
-      }
-      st_shared_u32(sbase + GEMM_HELPER_OFF + 4 * GEMM_HELPER_SLOTS, 0u); /* post count */
+      const uint32_t hb = gemm_helper_smem();
+      for (int k = 0; k < 2 * GEMM_HELPER_SLOTS; ++k) mbarrier_init_cta(hb + 8 * k, 1);
+      st_shared_u32(hb + 16 * GEMM_HELPER_SLOTS + 4 * GEMM_HELPER_SLOTS, 0u); /* post count */
       fence_mbar_init();
     }
   }
