@@ -452,9 +452,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
         ready_ok = fi;
       }
     }
-    /* cluster pad tile: a valid box. Hook h per tile (read once: parameter loads through the
-     * generic pointer p are re-issued after every asm volatile in the k-loop). */
-    const int a_row = min(t.m_blk, last_m) * GEMM_BM;
+    const int a_row = min(t.m_blk, last_m) * GEMM_BM; /* cluster pad tile: a valid box */
     const int n0 = t.n_blk * GEMM_BN;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       mbar_wait(empty0 + 8 * stage, phase ^ 1);
@@ -472,6 +470,8 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       const int k0 = (t.k_blk0 + kb * t.k_step) * GEMM_BK;
       /* Every CTA expects its full stage: A (own) + both B halves (own + multicast). */
       mbarrier_arrive_expect_tx_cta(full, GEMM_STAGE_BYTES);
+      /* Hook h, decided per k-block (nothing more stays live: the producer has 40 registers;
+       * deciding it per tile, 2 more live registers, spilled 4-24 bytes in session 5). */
       const uint32_t a2_row = (uint32_t)(a_row - p->a2_row_begin);
       const int a2 = a2_row < (uint32_t)p->a2_rows;
       tma_load_2d(a_dst, a2 ? (const void *)&p->map_a2 : map_a, full, k0, a2 ? (int)a2_row : a_row);
