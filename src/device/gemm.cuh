@@ -418,8 +418,15 @@ __device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, u
 }
 
 /* The producer: one thread. Takes tiles, waits the ready hook, streams k-blocks into the
- * ring, then publishes the end marker. */
-template <bool BKN>
+ * ring, then publishes the end marker.
+ * SKQ (the tile queue with stream-K; AG+GEMM): the queue hands out whole tiles only; the first
+ * ticket at or past the stream-K tiles switches this worker to its own pieces (tickets sk_from +
+ * part * W + worker, part = 0, 1, ...), so every worker runs the equal k-range the partition
+ * assumes. (From the queue, a worker could take two pieces and another none: one H200, AG+GEMM
+ * 2048 x 5120 x 8192 fused at one rank ran 0.280-0.282 ms with stream-K, 0.284-0.288 without,
+ * while meld_gemm's static stream-K ran 0.245.) A separate instantiation: the producer has 40
+ * registers, and the other kernels' producers stay as they were. */
+template <bool BKN, bool SKQ = false>
 __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int worker, int nworkers) {
   const int cl = p->cluster_m;
@@ -429,7 +436,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
   const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
   volatile int32_t *info = (volatile int32_t *)(smem + GEMM_INFO_OFF);
   const void *map_a = &p->map_a, *map_b = &p->map_b;
-  uint32_t *queue = p->order.queue;
+  uint32_t *queue = SKQ ? nullptr : p->order.queue; /* (SKQ: read from p where used) */
   const int last_m = p->tiles_m - 1;
   const int has_ready = p->ready.flags != 0;
   int ready_ok = -1; /* last flag index found ready */
@@ -438,8 +445,24 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
     ready_target = ((*(const volatile uint64_t *)p->ready.epoch_counter + 1) << p->ready.epoch_shift) +
                    p->ready.epoch;
   uint32_t stage = 0, phase = 0;
+  int base = -1; /* SKQ: -1 while taking from the queue, then the first stream-K ticket */
   for (int i = 0;; ++i) {
-    const int ticket = queue ? (int)atomicAdd(queue, 1u) : uw + i * unw;
+    int ticket;
+    if (SKQ) {
+      if (base < 0) {
+        ticket = (int)atomicAdd(p->order.queue, 1u);
+        const int sk_from = p->tiles_m * p->tiles_n - p->sk_tiles; /* (cluster_m 1 with the queue) */
+        if (ticket >= sk_from) {
+          base = sk_from;
+          i = 0;
+          ticket = base + uw;
+        }
+      } else {
+        ticket = base + uw + i * unw;
+      }
+    } else {
+      ticket = queue ? (int)atomicAdd(queue, 1u) : uw + i * unw;
+    }
     gemm_tile_t t;
     const int got = gemm_tile_of(p, ticket, (int)rank, &t);
     if (got == 0) break;
@@ -496,6 +519,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       if (++stage == GEMM_STAGES) { stage = 0; phase ^= 1; }
     }
   }
+  if (SKQ) queue = p->order.queue;
   if (queue) {
     /* Reset by the last worker: every worker's final claim precedes its "done" add. */
     __threadfence();
@@ -1277,8 +1301,10 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * warpgroups finished their tiles (the pipeline smem is then free; TMA-store epilogues may
  * still be reading their staging): work after the engine that needs more than 40 registers
  * must go there. */
-/* HELPER (hook g2 kernels only): warp 1 of the producer warpgroup runs gemm_flag_helper. */
-template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, class Tail = gemm_no_tail>
+/* HELPER (hook g2 kernels only): warp 1 of the producer warpgroup runs gemm_flag_helper.
+ * SKQ: the producer's queue + static stream-K pieces (gemm_producer). */
+template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, bool SKQ = false,
+          class Tail = gemm_no_tail>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers, const Tail &tail = Tail()) {
   const uint32_t raw = smem_addr(smem_raw);
@@ -1309,7 +1335,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec_40();
-    if (threadIdx.x == 0) gemm_producer<BKN>(p, smem, sbase, worker, nworkers);
+    if (threadIdx.x == 0) gemm_producer<BKN, SKQ>(p, smem, sbase, worker, nworkers);
     else if (HELPER && threadIdx.x == 32) gemm_flag_helper(p, sbase);
     __syncwarp();
   } else {

@@ -221,7 +221,9 @@ __device__ __noinline__ void ag_comm(meld_ctx_t ctx_v, const ag_kargs_t *a, uint
 
 /* DEFER = a.g.epi_defer: the engine's deferred epilogue (a tile's second half stored while the
  * next tile's first k-block runs; plain TMA-store path only). */
-template <bool BKN, int DEFER>
+/* SKQ = (a.g.sk_tiles > 0): stream-K pieces are not taken from the queue but run by their own
+ * worker (gemm.cuh gemm_producer). */
+template <bool BKN, int DEFER, bool SKQ = false>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     ag_gemm_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ ag_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -240,7 +242,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
   /* Every CTA whose entry succeeded runs the engine (comm CTAs join when done), so that the
    * engine's worker count is the grid. A failed call leaves the flags unset: the ready hook
    * sees the abort word (or its deadline) and the engine drains. */
-  if (run_gemm) gemm_cta_run<BKN, false, false, DEFER>(&a.g, ag_smem, (int)blockIdx.x, (int)gridDim.x);
+  if (run_gemm) gemm_cta_run<BKN, false, false, DEFER, false, SKQ>(&a.g, ag_smem, (int)blockIdx.x, (int)gridDim.x);
   /* Post-engine work by thread 128 (a consumer thread: the engine left warpgroup 0 with 40
    * registers). A fresh ctx: nothing of the entry's stays live across the engine. */
   __syncthreads();
@@ -286,6 +288,8 @@ static meld_result_t ag_device_setup(int dev, int sm_count) {
   MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<true, 0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
   MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
   MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<true, 1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
+  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 0, true>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
+  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 1, true>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
   if (dev < AG_MAX_DEVICES) g_dev_ready[dev] = 1;
   return MELD_OK;
 }
@@ -491,8 +495,14 @@ static meld_result_t ag_launch(struct meld_comm *comm, ag_kargs_t *k, int grid, 
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *args[] = {&proto, k};
   const int d = k->g.epi_defer ? 1 : 0;
-  const void *fn = b_kn ? (d ? (const void *)ag_gemm_kernel<true, 1> : (const void *)ag_gemm_kernel<true, 0>)
-                        : (d ? (const void *)ag_gemm_kernel<false, 1> : (const void *)ag_gemm_kernel<false, 0>);
+  const void *fn;
+  /* stream-K: each worker runs its own pieces after the queue (B [N,K] only: with B [K,N] the
+   * producer's 40 registers spilled 4 bytes, so there the pieces still come from the queue) */
+  if (k->g.sk_tiles > 0 && !b_kn)
+    fn = d ? (const void *)ag_gemm_kernel<false, 1, true> : (const void *)ag_gemm_kernel<false, 0, true>;
+  else
+    fn = b_kn ? (d ? (const void *)ag_gemm_kernel<true, 1> : (const void *)ag_gemm_kernel<true, 0>)
+              : (d ? (const void *)ag_gemm_kernel<false, 1> : (const void *)ag_gemm_kernel<false, 0>);
   return meld_launch_coop(fn, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
 }
 

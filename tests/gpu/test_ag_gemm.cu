@@ -245,8 +245,13 @@ static void test_shapes(ctx_t *c) {
   g_defer = -1;
   if (P == 1) { /* the fused kernel at one rank, every shape the plan would not send unfused */
     g_force_fused = 1;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-      if (shapes[i].schedule != AG_GEMM_UNFUSED) test_shape(c, &shapes[i], (int)i);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+      if (shapes[i].schedule == AG_GEMM_UNFUSED) continue;
+      const int sk = i + 1 == sizeof shapes / sizeof shapes[0]; /* stream-K: each worker's own pieces */
+      if (sk) setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
+      test_shape(c, &shapes[i], (int)i);
+      if (sk) unsetenv("MELD_AG_GEMM_STREAM_K");
+    }
     g_defer = 0;
     test_shape(c, &shapes[6], 6);
     g_defer = -1;
