@@ -297,6 +297,20 @@ GEMM_HD int gemm_sk_contrib(int j, int tiles, int kb, int W, int *c_lo) {
   return gemm_sk_owner(ts + (uint32_t)kb - 1, total, (uint32_t)W) - lo + 1;
 }
 
+/* The next ticket of a worker under the queue with stream-K (gemm_producer SKQ): while *base <
+ * 0, `drawn` is the ticket the queue gave; the first one at or past sk_from switches the worker
+ * to its own pieces (tickets sk_from + part * W + uw: the caller's loop counter *i is reset here
+ * and advanced by the caller after every ticket). Shared with the unit test. */
+GEMM_HD int gemm_skq_next(int drawn, int sk_from, int uw, int unw, int *base, int *i) {
+  if (*base < 0) {
+    if (drawn < sk_from) return drawn;
+    *base = sk_from;
+    *i = 0;
+    return sk_from + uw;
+  }
+  return *base + uw + *i * unw;
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -448,18 +462,9 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
   int base = -1; /* SKQ: -1 while taking from the queue, then the first stream-K ticket */
   for (int i = 0;; ++i) {
     int ticket;
-    if (SKQ) {
-      if (base < 0) {
-        ticket = (int)atomicAdd(p->order.queue, 1u);
-        const int sk_from = p->tiles_m * p->tiles_n - p->sk_tiles; /* (cluster_m 1 with the queue) */
-        if (ticket >= sk_from) {
-          base = sk_from;
-          i = 0;
-          ticket = base + uw;
-        }
-      } else {
-        ticket = base + uw + i * unw;
-      }
+    if (SKQ) { /* (cluster_m 1 with the queue) */
+      ticket = gemm_skq_next(base < 0 ? (int)atomicAdd(p->order.queue, 1u) : 0, p->tiles_m * p->tiles_n - p->sk_tiles,
+                             uw, unw, &base, &i);
     } else {
       ticket = queue ? (int)atomicAdd(queue, 1u) : uw + i * unw;
     }

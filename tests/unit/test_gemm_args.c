@@ -183,6 +183,51 @@ static void test_stream_k_partition(void **state) {
   }
 }
 
+/* The queue with stream-K (AG+GEMM's producer, gemm_skq_next): W workers draw whole tiles from
+ * a shared counter in a random interleaving; each one's first ticket at or past the stream-K
+ * tiles switches it to its own pieces. Every k-block of every tile runs exactly once, and
+ * every stream-K piece runs on the worker whose range it is (the balance the partition
+ * assumes). */
+static void test_stream_k_queue(void **state) {
+  (void)state;
+  static const int cfg[][4] = {{320, 128, 132, 132}, {448, 128, 132, 68}, {140, 64, 132, 8}, {7, 5, 3, 4}};
+  unsigned seed = 12345;
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    const int tiles = cfg[c][0], kb = cfg[c][1], W = cfg[c][2], sk_tiles = cfg[c][3];
+    const int sk_from = tiles - sk_tiles, total = sk_tiles * kb;
+    const int len = (total + W - 1) / W, parts = (len + kb - 1) / kb + 1;
+    int *cover = calloc((size_t)tiles * kb, sizeof *cover);
+    int base[132], it[132], done[132], queue = 0, left = W;
+    assert_non_null(cover);
+    for (int w = 0; w < W; w++) base[w] = -1, it[w] = 0, done[w] = 0;
+    while (left > 0) {
+      seed = seed * 1103515245u + 12345u;
+      const int w = (int)((seed >> 8) % (unsigned)W);
+      if (done[w]) continue;
+      const int t = gemm_skq_next(base[w] < 0 ? queue++ : 0, sk_from, w, W, &base[w], &it[w]);
+      it[w]++;
+      if (t < sk_from) { /* a whole tile */
+        for (int k = 0; k < kb; k++) cover[t * kb + k]++;
+        continue;
+      }
+      int j = 0, kb0 = 0, nkb = 0, ww = 0;
+      const int r = gemm_sk_piece(sk_tiles, kb, W, parts, t - sk_from, &j, &kb0, &nkb, &ww);
+      if (r == 0) {
+        done[w] = 1;
+        left--;
+        continue;
+      }
+      if (r < 0) continue;
+      assert_int_equal(ww, w); /* its own range */
+      for (int k = kb0; k < kb0 + nkb; k++) cover[(sk_from + j) * kb + k]++;
+    }
+    for (int i = 0; i < tiles * kb; i++)
+      if (cover[i] != 1) fail_msg("tiles %d kb %d W %d sk %d: k-block %d of tile %d ran %d times", tiles, kb, W, sk_tiles,
+                                  i % kb, i / kb, cover[i]);
+    free(cover);
+  }
+}
+
 /* gemm_params_check on stream-K fields (no GPU: pure validation). */
 static void test_stream_k_check(void **state) {
   (void)state;
@@ -304,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_dims),         cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_leading_dims), cmocka_unit_test(test_empty_is_noop),
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
+    cmocka_unit_test(test_stream_k_queue),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
