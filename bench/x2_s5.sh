@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# x2_s5.sh — session 5's one 2-GPU call (budget ~6 min with start-up): build; the GPU tests the
-# session's one-GPU changes touch (test_gemm_rs, test_ag_gemm, test_coll's opt-in TMA-bulk RING
-# left unverified by session 4); GEMM+RS/AR at the three M = 8192 shapes (one with --diag) and
-# AG+GEMM --quick; then PyTorch async-TP for both while time is left. Logs and JSON in $OUT.
+# x2_s5.sh — a 2-GPU check of the fused ops in one call (session 5's, and the first call of the
+# next session): build; test_gemm_rs (incl. the opt-in flag helper), test_ag_gemm (incl. the
+# opt-in stream-K with each worker's own pieces), test_coll's TMA-bulk RING; GEMM+RS/AR at the
+# three M = 8192 shapes (RS 8192^2 x 4096 with --diag: the no-fence and flag-helper rows) and
+# AG+GEMM --quick (its stream_k row); then PyTorch async-TP for both while LIMIT seconds last.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -20,8 +21,10 @@ done
 TEST_COLL_ONLY=bulk MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/tests/gpu/test_coll > "$OUT/test_coll_bulk.log" 2>&1
 echo "test_coll bulk rc=$? at $(el) s"; grep -E "FAIL|PASSED|FAILED|checks" "$OUT/test_coll_bulk.log" | head -5
 d=$(date -u +%Y-%m-%d)
-for s in "8192,8192,8192 --diag" "8192,4096,14336" "8192,8192,28672"; do
-  timeout -k 5 60 build/bench/bench_gemm_rs --op both --shape $s --json "$OUT/gemm_rs-x2-$d.jsonl" >> "$OUT/bench_gemm_rs.log" 2>&1
+# (the --diag rows at one shape, RS only: with --op both they ran past 60 s in session 5)
+for s in "rs 8192,8192,8192 --diag" "ar 8192,8192,8192" "both 8192,4096,14336" "both 8192,8192,28672"; do
+  set -- $s
+  timeout -k 5 90 build/bench/bench_gemm_rs --op "$1" --shape "$2" ${3:-} --json "$OUT/gemm_rs-x2-$d.jsonl" >> "$OUT/bench_gemm_rs.log" 2>&1
   echo "bench_gemm_rs $s rc=$? at $(el) s"
 done
 grep -v "^\[" "$OUT/bench_gemm_rs.log" | grep -v "^bench_gemm_rs:" | head -60
