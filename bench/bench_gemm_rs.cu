@@ -20,7 +20,9 @@
  * PyTorch async-TP (peer_ms) comes from bench/gemm_rs_torch.py and is merged into the JSON
  * afterwards (same shape keys).
  *
- * Usage: bench_gemm_rs [--quick] [--diag] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
+ * Usage: bench_gemm_rs [--quick] [--diag] [--trace] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
+ *   (--trace: 3 fused calls per shape and nothing timed; with MELD_TRACE=file each rank writes
+ *   the per-tile timeline at comm destroy, tools/trace_png.py draws it)
  *   (--decode: only the decode-size GEMM+AR shapes, M 16 / 128 / 512)
  *   (--quick: M 8192 and the decode sizes only; --diag: stage-left-out timings of the fused
  *   kernel, MELD_GEMM_RS_DIAG). NCCL_NVLS_ENABLE=0 is set here. */
@@ -66,7 +68,7 @@ static int nccl_load(void) {
 }
 
 /* ---- shapes and options -------------------------------------------------------------------- */
-static int g_quick = 0, g_ops = 3, g_diag = 0, g_decode = 0;
+static int g_quick = 0, g_ops = 3, g_diag = 0, g_decode = 0, g_trace = 0;
 #define ROUNDS 3 /* interleaved timing rounds per shape */
 static long long g_pm = 0, g_pn = 0, g_pk = 0; /* --shape M,N,K_total: one point per op */
 static const char *g_json = NULL;
@@ -314,6 +316,15 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
   for (int s = 0; s < 2; s++) gt_fill_bf16<<<1024, 256, 0, x->s>>>((uint16_t *)r.a[s], mk, 1000 * x->rank + s + 1);
   gt_fill_bf16<<<1024, 256, 0, x->s>>>((uint16_t *)r.b, nk, 77 + x->rank);
   cudaStreamSynchronize(x->s);
+  if (g_trace) { /* --trace: 3 fused calls for MELD_TRACE (the trace is written at comm destroy) */
+    r.algo = MELD_GEMM_RS_FUSED;
+    for (int i = 0; i < 3; i++) op_meld(x, &r, i);
+    cudaStreamSynchronize(x->s);
+    if (x->rank == 0)
+      printf("trace: 3 fused %s calls, M %lld N %lld K_loc %lld%s\n", sh->is_ar ? "gemm_ar" : "gemm_rs", (long long)sh->m,
+             (long long)sh->n, (long long)r.k, r.failed ? " (FAILED)" : "");
+    goto out;
+  }
   {
     const int W = 2, I = g_quick ? 8 : 16;
     /* Every eager timing of this shape in one table, timed in ROUNDS interleaved rounds (the
@@ -555,6 +566,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--quick")) g_quick = 1;
     else if (!strcmp(argv[i], "--decode")) g_decode = 1;
     else if (!strcmp(argv[i], "--diag")) g_diag = 1;
+    else if (!strcmp(argv[i], "--trace")) g_trace = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
              sscanf(argv[i + 1], "%lld,%lld,%lld", &g_pm, &g_pn, &g_pk) == 3 && g_pm > 0 && g_pn > 0 && g_pk > 0)
@@ -563,7 +575,7 @@ int main(int argc, char **argv) {
       ++i;
       g_ops = !strcmp(argv[i], "rs") ? 1 : !strcmp(argv[i], "ar") ? 2 : 3;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--diag] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--diag] [--trace] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]\n", argv[0]);
       return 2;
     }
   }

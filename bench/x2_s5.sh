@@ -28,6 +28,12 @@ for s in "rs 8192,8192,8192 --diag" "ar 8192,8192,8192" "both 8192,4096,14336" "
   echo "bench_gemm_rs $s rc=$? at $(el) s"
 done
 grep -v "^\[" "$OUT/bench_gemm_rs.log" | grep -v "^bench_gemm_rs:" | head -60
+# Per-tile timeline of 3 fused GEMM+RS calls (issue 7's trace picture); another bootstrap port:
+# the bench just before may leave its port in TIME_WAIT.
+MELD_PORT=${TRACE_PORT:-47913} MELD_TRACE="$OUT/gemm_rs-trace.json" timeout -k 5 40 build/bench/bench_gemm_rs --trace --op rs \
+  --shape 8192,8192,8192 > "$OUT/trace.log" 2>&1; echo "trace rc=$? at $(el) s"
+python3 tools/trace_png.py -o "$OUT/gemm_rs-trace.png" --title "GEMM+RS 8192x8192x4096, 2 x H200, 3 calls" \
+  "$OUT"/gemm_rs-trace.rank*.json >> "$OUT/trace.log" 2>&1; echo "trace png rc=$?"
 timeout -k 5 90 build/bench/bench_ag_gemm --quick --json "$OUT/ag_gemm-x2-$d.jsonl" > "$OUT/bench_ag_gemm.log" 2>&1
 echo "bench_ag_gemm rc=$? at $(el) s"; grep -v "^\[" "$OUT/bench_ag_gemm.log" | grep -vE "vec_cc|group_m|chunk256|bulk |staged" | head -40
 left=$(( LIMIT - $(el) - 10 ))

@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 
-COLORS = {"comm": "#d62728", "compute": "#1f77b4", "wait": "#ff7f0e", "other": "#7f7f7f"}
+COLORS = {"comm": "#d62728", "compute": "#1f77b4", "wait": "#ff7f0e", "reduce": "#2ca02c", "other": "#7f7f7f"}
 
 
 def load(path):

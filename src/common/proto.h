@@ -137,7 +137,7 @@ MELD_HD uint64_t meld_ring_credit_needed(uint64_t epoch, uint32_t k, uint32_t ns
 
 /* ---- roles --------------------------------------------------------------------------------- */
 
-enum { MELD_ROLE_COMM = 0, MELD_ROLE_COMPUTE = 1, MELD_ROLE_WAIT = 2, MELD_ROLE_OTHER = 3 };
+enum { MELD_ROLE_COMM = 0, MELD_ROLE_COMPUTE = 1, MELD_ROLE_WAIT = 2, MELD_ROLE_OTHER = 3, MELD_ROLE_REDUCE = 4 };
 
 /* The first ncomm tickets (in the order CTAs actually start) are communication CTAs. */
 MELD_HD int meld_role_of_ticket(uint32_t ticket, uint32_t ncomm) {

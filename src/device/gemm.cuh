@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/proto.h" /* meld_trace_dev_t */
+
 /* ---- compile-time shape ------------------------------------------------------------------ */
 #define GEMM_BM 128
 #define GEMM_BN 256
@@ -43,7 +45,7 @@
 #define GEMM_INFO_BYTES 32 /* one gemm_tile_t per stage */
 #define GEMM_FLAG_OFF (GEMM_INFO_OFF + GEMM_INFO_BYTES * GEMM_STAGES) /* split-K "last" word */
 /* + 8: hook g2's pending flag; + 16: the call's epilogue value (hook g kernels read
- * epi.epoch_src once into it, gemm_consumer) */
+ * epi.epoch_src once into it, gemm_consumer); + 24: the per-tile trace's start time */
 #define GEMM_EPOCH_OFF (GEMM_FLAG_OFF + 16)
 #define GEMM_SMEM_USED (GEMM_FLAG_OFF + 32)
 /* Flag helper (hook g2 with HELPER): a ring of GEMM_HELPER_SLOTS pending-tile words, a post
@@ -248,6 +250,12 @@ typedef struct {
   int32_t skinny_mt;
   int32_t skinny_split;
   int32_t skinny_hint;
+  /* Per-tile timeline (additive; trace.events NULL = off; fused kernels pass the comm's
+   * MELD_TRACE buffer): consumer thread 0 of warpgroup 0 records each tile's mainloop
+   * (role compute) and its epilogue (reduce: own tile of hook g; comm: redirected/pushed;
+   * other: plain store), item = m_blk * tiles_n + n_blk. The kernel's other recorders must not
+   * record at the same time (one writer per CTA). */
+  meld_trace_dev_t trace;
 } gemm_params_t;
 
 #ifdef __CUDACC__
@@ -328,6 +336,7 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
 #include <cuda_bf16.h>
 
 #include "device/ptx_async.cuh"
+#include "device/trace.cuh"
 
 #include <type_traits>
 
@@ -1236,6 +1245,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     t.k_nblk = (int32_t)ti.w;
     const int32_t piece = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);
     const int32_t slot = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 20);
+    if (g == 0 && tid == 0 && p->trace.events) /* per-tile timeline: mainloop start */
+      st_shared_u64(sbase + GEMM_FLAG_OFF + 24, globaltimer_ns());
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       if (kb) mbar_wait(full0 + 8 * stage, phase);
@@ -1267,6 +1278,11 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     wgmma_wait0();
     wgmma_fence_acc128(acc);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
+    if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the mainloop, then the epilogue's start */
+      meld_trace_record(&p->trace, MELD_ROLE_COMPUTE, (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0,
+                        ld_shared_u64(sbase + GEMM_FLAG_OFF + 24));
+      st_shared_u64(sbase + GEMM_FLAG_OFF + 24, globaltimer_ns());
+    }
     if (piece >= 0) {
       if (DEFER > 0) { /* pk was stored at kb 0 (pk_on is 0): free its registers for the fixup */
 #pragma unroll
@@ -1288,6 +1304,12 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     }
     if (DEFER > 0) gemm_epilogue<RED, G2, DEFER>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
     else gemm_epilogue<RED, G2, 0, HELPER>(p, acc, t, stg, g, tid);
+    if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the epilogue */
+      const int own = RED && p->epi.out && p->epi.reduce.on &&
+                      t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner;
+      meld_trace_record(&p->trace, own ? MELD_ROLE_REDUCE : p->epi.out ? MELD_ROLE_COMM : MELD_ROLE_OTHER,
+                        (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, ld_shared_u64(sbase + GEMM_FLAG_OFF + 24));
+    }
   }
   if (DEFER > 0 && pk_on) gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush<HELPER>(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */

@@ -20,6 +20,7 @@ const char *meld_role_name(int role) {
   case MELD_ROLE_COMM: return "comm";
   case MELD_ROLE_COMPUTE: return "compute";
   case MELD_ROLE_WAIT: return "wait";
+  case MELD_ROLE_REDUCE: return "reduce";
   default: return "other";
   }
 }

@@ -475,6 +475,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   gp->ready.status = k->status;
   gp->order.m_rotate = (int32_t)((int64_t)comm->rank * p->m_loc_pad / AG_GEMM_BM);
   gp->order.queue = (uint32_t *)(pad + MELD_PAD_OFF_QUEUES); /* queues 0, 1: per-call scratch */
+  gp->trace = meld_proto_dev(comm).trace; /* per-tile timeline with MELD_TRACE (gemm.cuh) */
   /* MELD_AG_GEMM_DIAG bit 0 (timing diagnostic, one rank only: with peers, comm CTAs would run
    * their static share of tiles late): the engine's static schedule instead of the queue. */
   {

@@ -403,6 +403,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->reduce.status = (uint32_t *)((uint8_t *)comm->pad.local + MELD_PAD_OFF_SCRATCH); /* scratch word 0 */
   meld_proto_dev_t proto = meld_proto_dev(comm);
   e->reduce.timeout_ns = proto.timeout_ns;
+  k.g.trace = proto.trace; /* per-tile timeline with MELD_TRACE (gemm.cuh) */
   /* Own (reduced) tiles reach C by TMA store (hook g, reduce.tma) where C allows it: n and ldc
    * multiples of 8, C 16-byte aligned; not in symmetric mode. MELD_GEMM_RS_STORE=st: the
    * threads' 16-byte stores (session 5 on 2 x H200: TMA equal or faster at 4 of 5 shapes, e.g.

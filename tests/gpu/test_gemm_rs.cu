@@ -455,6 +455,35 @@ static void rank_variants(int rank, int nranks) {
   ctx_free(&x);
 }
 
+/* MELD_TRACE on: the fused kernel's per-tile timeline (gemm.cuh) is recorded, the results stay
+ * right, and each rank's trace file holds mainloop ("compute") and own-tile ("reduce") events
+ * (and at 2 ranks pushed-tile "comm" events). */
+#define TRACE_FILE "build/tests/gpu/trace_gemm_rs.json"
+static void rank_traced(int rank, int nranks) {
+  setenv("MELD_TRACE", TRACE_FILE, 1);
+  ctx_t x;
+  const int ok = ctx_init(&x, rank, nranks, (size_t)64 << 20);
+  unsetenv("MELD_TRACE");
+  if (!ok) return;
+  test_shape(&x, 256 * nranks, 1024, 1024, 0, MELD_GEMM_RS_FUSED, 3);
+  meld_bootstrap_barrier(x.comm->boot);
+  ctx_free(&x); /* writes the trace */
+  char path[256];
+  if (nranks > 1) snprintf(path, sizeof path, "build/tests/gpu/trace_gemm_rs.rank%d.json", rank);
+  else snprintf(path, sizeof path, "%s", TRACE_FILE);
+  FILE *f = fopen(path, "r");
+  GT_CHECK(f != NULL, "trace file %s was not written", path);
+  if (!f) return;
+  static char buf[1 << 22];
+  const size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  GT_CHECK(strstr(buf, "\"name\":\"reduce\"") != NULL, "%s: no own-tile (reduce) event", path);
+  GT_CHECK(strstr(buf, "\"name\":\"compute\"") != NULL, "%s: no mainloop (compute) event", path);
+  if (nranks > 1) GT_CHECK(strstr(buf, "\"name\":\"comm\"") != NULL, "%s: no pushed-tile (comm) event", path);
+  gt_log("trace %s: %zu bytes with reduce / compute%s events", path, n, nranks > 1 ? " / comm" : "");
+}
+
 /* Rank 0 passes a different M: every rank must see an error, none may hang. */
 static void rank_mismatch(int rank, int nranks) {
   ctx_t x;
@@ -517,6 +546,7 @@ int main(void) {
   double t0 = gt_now_s();
   run("reference, back-to-back, graphs", g_ndev, rank_main);
   run("variants: decode split-K, TMA push, 16-byte own-tile stores", g_ndev, rank_variants);
+  run("per-tile trace (MELD_TRACE)", g_ndev, rank_traced);
   if (g_ndev > 1) run("one rank", 1, rank_main);
   if (g_ndev > 1) {
     run("mismatched shapes", g_ndev, rank_mismatch);
