@@ -219,6 +219,22 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   cudaFree(cnt);
 }
 
+/* Every shape (the last with stream-K on: MELD_AG_GEMM_STREAM_K=2, off by default; with
+ * g_force_fused, the forced-unfused ones are skipped), then the suite shape (index 6) without
+ * the deferred epilogue (the default since session 5). */
+static void run_shapes(ctx_t *c, const shape_t *shapes, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (g_force_fused && shapes[i].schedule == AG_GEMM_UNFUSED) continue;
+    const int sk = i + 1 == n;
+    if (sk) setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
+    test_shape(c, &shapes[i], (int)i);
+    if (sk) unsetenv("MELD_AG_GEMM_STREAM_K");
+  }
+  g_defer = 0;
+  test_shape(c, &shapes[6], 6);
+  g_defer = -1;
+}
+
 static void test_shapes(ctx_t *c) {
   const int P = c->P;
   const int64_t suite_m_loc = 8192 / P, suite_n = 5120; /* M = 8192, K = 8192, N_loc = 5120 */
@@ -233,28 +249,10 @@ static void test_shapes(ctx_t *c) {
       {suite_m_loc, suite_n, 8192, 0, AG_GEMM_COPY_BULK, -1, 0, 0, 0, "suite shape, bulk copies"},
       {2048 / P, suite_n, 8192, 0, -1, -1, 1, 0, 0, "suite M=2048, MELD_AG_GEMM_STREAM_K=2 (stream-K at P = 2)"},
   };
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-    const int sk = i + 1 == sizeof shapes / sizeof shapes[0]; /* the last: stream-K on (off by default) */
-    if (sk) setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
-    test_shape(c, &shapes[i], (int)i);
-    if (sk) unsetenv("MELD_AG_GEMM_STREAM_K");
-  }
-  /* the suite shape without the deferred epilogue (the default since session 5) */
-  g_defer = 0;
-  test_shape(c, &shapes[6], 6);
-  g_defer = -1;
+  run_shapes(c, shapes, sizeof shapes / sizeof shapes[0]);
   if (P == 1) { /* the fused kernel at one rank, every shape the plan would not send unfused */
     g_force_fused = 1;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-      if (shapes[i].schedule == AG_GEMM_UNFUSED) continue;
-      const int sk = i + 1 == sizeof shapes / sizeof shapes[0]; /* stream-K: each worker's own pieces */
-      if (sk) setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
-      test_shape(c, &shapes[i], (int)i);
-      if (sk) unsetenv("MELD_AG_GEMM_STREAM_K");
-    }
-    g_defer = 0;
-    test_shape(c, &shapes[6], 6);
-    g_defer = -1;
+    run_shapes(c, shapes, sizeof shapes / sizeof shapes[0]);
     g_force_fused = 0;
   }
 }
