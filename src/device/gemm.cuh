@@ -783,15 +783,17 @@ __device__ __forceinline__ void gemm_helper_post(uint32_t v) {
  * fence of each release is off the consumers' path. Chain: the issuing threads' wait_group 0
  * -> consumers' bar.sync -> the posting thread's mbarrier arrive (release) -> this thread's
  * wait (acquire) -> fence.acq_rel.sys + st.release.sys. Ends at GEMM_HELPER_END (posted after
- * the consumers' last flush, always). A wait over 10 s traps (a bug, not a peer: the consumers
- * post without waiting for anyone). */
+ * the consumers' last flush, always: their own waits have deadlines and stop on abort). So the
+ * helper waits only as long as the consumers' slowest wait; past twice the call's deadline
+ * plus 10 s it traps (a bug, not a peer). */
 __device__ __forceinline__ void gemm_flag_helper(const gemm_params_t *p, uint32_t sbase) {
   const uint32_t bars = gemm_helper_smem(), ring = bars + 16 * GEMM_HELPER_SLOTS;
+  const uint64_t limit = p->epi.reduce.timeout_ns ? 2 * p->epi.reduce.timeout_ns + 10000000000ull : 0;
   for (uint32_t n = 0;; ++n) {
     const uint32_t k = n % GEMM_HELPER_SLOTS, par = (n / GEMM_HELPER_SLOTS) & 1u;
     const uint64_t t0 = globaltimer_ns();
     while (!mbarrier_try_wait_parity_cta(bars + 8 * k, par))
-      if (globaltimer_ns() - t0 > 10000000000ull) __trap();
+      if (limit && globaltimer_ns() - t0 > limit) __trap();
     const uint32_t v = ld_shared_u32(ring + 4 * k);
     if (v == GEMM_HELPER_END) break;
     if (!(p->epi.reduce.diag & 32)) fence_acq_rel_sys();
