@@ -63,11 +63,20 @@ def main():
     height = max(2.5, 0.18 * len(keys) + 1.2)
     fig, ax = plt.subplots(figsize=(14, height))
     for row, key in enumerate(keys):
-        by_name = {}
-        for start, dur, name in tracks[key]:
-            by_name.setdefault(name, []).append((start, max(dur, 0.05)))
-        for name, bars in by_name.items():
-            ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=COLORS.get(name, COLORS["other"]), linewidth=0)
+        # Spans that cover most of the track (a kernel's whole GEMM) are drawn first and faint,
+        # so that the per-tile events inside them (mainloop, epilogue) and their gaps show.
+        evs = tracks[key]
+        lo = min(s for s, _, _ in evs)
+        hi = max(s + d for s, d, _ in evs)
+        long_cut = 0.3 * max(hi - lo, 1e-9)
+        for faint in (True, False):
+            by_name = {}
+            for start, dur, name in evs:
+                if (dur > long_cut) == faint:
+                    by_name.setdefault(name, []).append((start, max(dur, 0.05)))
+            for name, bars in by_name.items():
+                ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=COLORS.get(name, COLORS["other"]), linewidth=0,
+                               alpha=0.3 if faint and len(evs) > 1 else 1.0)
     ax.set_yticks(range(len(keys)))
     ax.set_yticklabels([f"r{p} CTA {t}" for p, t in keys], fontsize=6 if len(keys) > 40 else 8)
     ax.invert_yaxis()
