@@ -44,9 +44,11 @@
 #define GEMM_INFO_OFF (GEMM_BAR_OFF + 16 * GEMM_STAGES)
 #define GEMM_INFO_BYTES 32 /* one gemm_tile_t per stage */
 #define GEMM_FLAG_OFF (GEMM_INFO_OFF + GEMM_INFO_BYTES * GEMM_STAGES) /* split-K "last" word */
-/* + 8: hook g2's pending flag; + 16: the call's epilogue value (hook g kernels read
- * epi.epoch_src once into it, gemm_consumer); + 24: the per-tile trace's start time */
+/* Words after the split-K "last" flag: hook g2's pending tile, the call's epilogue value (hook g
+ * kernels read epi.epoch_src once into it, gemm_consumer), the per-tile trace's start time. */
+#define GEMM_PEND_OFF (GEMM_FLAG_OFF + 8)
 #define GEMM_EPOCH_OFF (GEMM_FLAG_OFF + 16)
+#define GEMM_TRACE_T0_OFF (GEMM_FLAG_OFF + 24)
 #define GEMM_SMEM_USED (GEMM_FLAG_OFF + 32)
 /* Flag helper (hook g2 with HELPER): a ring of GEMM_HELPER_SLOTS pending-tile words, a post
  * counter, and per slot a "full" and an "empty" mbarrier, in static shared memory of the kernels
@@ -631,6 +633,11 @@ __device__ __forceinline__ uint32_t gemm_stg_vec(uint32_t stg, int b, int row, i
   return stg + b * 8192 + row * 128 + ((c ^ (row & 7)) << 4);
 }
 /* Writes half h of this thread's accumulators into the staging as bf16 (rows r0 and r0 + 8). */
+/* The CTA's (aligned) shared base from warpgroup g's epilogue staging address. */
+__device__ __forceinline__ uint32_t gemm_sbase_of(uint32_t stg, int g) {
+  return stg - (uint32_t)g * GEMM_EPI_BYTES - GEMM_EPI_OFF;
+}
+
 __device__ __forceinline__ void gemm_stage_half(const float *acc, uint32_t stg, int h, int r0, int l) {
 #pragma unroll
   for (int jj = 0; jj < 16; ++jj) {
@@ -748,7 +755,7 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
 }
 
 /* Hook g2: releases the deferred signal of this CTA's previous TMA-pushed tile. The pending
- * flag (owner << 24 | local tile, or ~0) lives in a shared word (GEMM_FLAG_OFF + 8) that only
+ * flag (owner << 24 | local tile, or ~0) lives in a shared word (GEMM_PEND_OFF) that only
  * consumer thread 0 of warpgroup 0 touches. All 256 consumer threads call this (uniform:
  * both warpgroups see the same tiles), with keep 0: at the START of every epilogue of a g2
  * kernel (before this tile's TMA stores and before any reduce wait: the previous pushed
@@ -762,7 +769,7 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
 /* Flag helper (HELPER): consumer thread 0 of warpgroup 0 hands the word `v` (a pending tile,
  * or GEMM_HELPER_END) to the helper warp through the shared ring: waits until the slot is free
  * (the helper runs ahead: a flag takes ~1-3 us, a tile tens), writes it, arrives on the slot's
- * "full" barrier (release, CTA scope). fl = pend_sa - 8 = GEMM_FLAG_OFF. */
+ * "full" barrier (release, CTA scope). */
 #define GEMM_HELPER_END 0xfffffffeu
 /* [0, 2 * SLOTS): full[k], empty[k] mbarriers; then ring[SLOTS] and the post count (u32). */
 __device__ __forceinline__ uint32_t gemm_helper_smem(void) {
@@ -803,7 +810,7 @@ __device__ __forceinline__ void gemm_flag_helper(const gemm_params_t *p, uint32_
 }
 
 template <bool HELPER = false>
-__device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, int tid, uint32_t pend_sa, int keep,
+__device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, int tid, uint32_t sbase, int keep,
                                                uint32_t next) {
   if (tid == 0) {
     if (keep >= 2) asm volatile("cp.async.bulk.wait_group 2;" ::: "memory");
@@ -812,13 +819,14 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
   }
   named_bar_sync(GEMM_BAR_CONSUMERS, 256);
   if (g == 0 && tid == 0) {
+    const uint32_t pend_sa = sbase + GEMM_PEND_OFF;
     const uint32_t pend = ld_shared_u32(pend_sa);
     if (pend != 0xffffffffu) {
       if constexpr (HELPER) {
         gemm_helper_post(pend);
       } else {
         if (!(p->epi.reduce.diag & 32)) fence_acq_rel_sys(); /* (diag 32: timing only, unordered) */
-        st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, pend_sa + 8));
+        st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF));
       }
     }
     st_shared_u32(pend_sa, next);
@@ -860,7 +868,7 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
   }
   named_bar_sync(GEMM_BAR_CONSUMERS, 256);
   if (g == 0 && tid == 0) {
-    const uint64_t value = gemm_epi_value(eh, stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_EPOCH_OFF - GEMM_EPI_OFF));
+    const uint64_t value = gemm_epi_value(eh, gemm_sbase_of(stg, g) + GEMM_EPOCH_OFF);
     fence_acq_rel_sys();
     for (int cc = 0; cc < eh->reduce.npush; ++cc) st_release_sys_u64(eh->reduce.push_signal[cc] + lt, value);
   }
@@ -877,6 +885,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
   const int row_base = row0 + 64 * g;
   const int col_base = t.n_blk * GEMM_BN;
   const gemm_epilogue_hook_t *eh = &p->epi;
+  const uint32_t sb = gemm_sbase_of(stg, g);
   int owner = 0;
   uint16_t *dst = (uint16_t *)p->c;
   int64_t ld = p->ldc;
@@ -904,14 +913,14 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     if (eh->reduce.npush > 0) gemm_reduce_push(p, acc, stg, g, tid, row_base, col_base, dst_row0, red_tile);
     /* Ordered before the other threads' loads by the named barrier below (causality). */
     if (tid == 0 && row_base < M && !(eh->reduce.diag & 2))
-      gemm_reduce_wait(eh, red_tile, stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_EPOCH_OFF - GEMM_EPI_OFF));
+      gemm_reduce_wait(eh, red_tile, sb + GEMM_EPOCH_OFF);
   }
   const int tma_out = G2 && RED && eh->out_tma && eh->out && eh->reduce.on && owner != eh->reduce.owner; /* g2 */
-  const uint32_t pend_sa = stg - (uint32_t)g * GEMM_EPI_BYTES + (GEMM_FLAG_OFF - GEMM_EPI_OFF) + 8;
+  const uint32_t pend_sa = sb + GEMM_PEND_OFF;
   /* hook g2: the pending (previous pushed) tile's flag goes first, before any wait of this
    * epilogue and before this tile's TMA stores are in flight, so that the fence.acq_rel.sys
    * has nothing of ours on NVLink to wait for (the previous tile's stores had a mainloop). */
-  if (G2 && RED && eh->out_tma && t.m_blk < p->tiles_m) gemm_epi_flush<HELPER>(p, g, tid, pend_sa, 0, 0xffffffffu);
+  if (G2 && RED && eh->out_tma && t.m_blk < p->tiles_m) gemm_epi_flush<HELPER>(p, g, tid, sb, 0, 0xffffffffu);
   const int use_tma = G2 ? tma_out : (p->epi_tma && !eh->out && eh->rows_valid <= 0);
   /* Deferred half 1 (DEFER, plain TMA-store path, no hooks): packed into 32 registers now,
    * staged and stored by gemm_epi_deferred during the next tile's first k-block. */
@@ -993,7 +1002,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);     /* every consumer thread's stores precede */
     if (g == 0 && tid == 0) {
       const int local_mb = eh->out ? t.m_blk - owner * (eh->rows_per_owner / GEMM_BM) : t.m_blk;
-      const uint64_t value = gemm_epi_value(eh, RED ? pend_sa + 8 : 0);
+      const uint64_t value = gemm_epi_value(eh, RED ? sb + GEMM_EPOCH_OFF : 0);
       /* Cumulativity: the barrier ordered all threads' stores before this thread's fence. */
       fence_acq_rel_sys();
       if (eh->signal && !red) st_release_sys_u64(eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk, value);
@@ -1224,7 +1233,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   const uint32_t info0 = sbase + GEMM_INFO_OFF; /* 32-bit smem addresses: fewer registers */
   const uint32_t stg = sbase + GEMM_EPI_OFF + g * GEMM_EPI_BYTES;
   const int lane = tid & 31;
-  if (G2 && g == 0 && tid == 0) st_shared_u32(sbase + GEMM_FLAG_OFF + 8, 0xffffffffu); /* hook g2: none pending */
+  if (G2 && g == 0 && tid == 0) st_shared_u32(sbase + GEMM_PEND_OFF, 0xffffffffu); /* hook g2: none pending */
   if (RED && p->epi.epoch_src) { /* the call's epilogue value, once per CTA (gemm_epi_value) */
     if (g == 0 && tid == 0) st_shared_u64(sbase + GEMM_EPOCH_OFF, *(const volatile uint64_t *)p->epi.epoch_src);
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);
@@ -1248,7 +1257,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     const int32_t piece = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);
     const int32_t slot = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 20);
     if (g == 0 && tid == 0 && p->trace.events) /* per-tile timeline: mainloop start */
-      st_shared_u64(sbase + GEMM_FLAG_OFF + 24, globaltimer_ns());
+      st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       if (kb) mbar_wait(full0 + 8 * stage, phase);
@@ -1282,8 +1291,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the mainloop, then the epilogue's start */
       meld_trace_record(&p->trace, MELD_ROLE_COMPUTE, (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0,
-                        ld_shared_u64(sbase + GEMM_FLAG_OFF + 24));
-      st_shared_u64(sbase + GEMM_FLAG_OFF + 24, globaltimer_ns());
+                        ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
+      st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     }
     if (piece >= 0) {
       if (DEFER > 0) { /* pk was stored at kb 0 (pk_on is 0): free its registers for the fixup */
@@ -1310,11 +1319,11 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       const int own = RED && p->epi.out && p->epi.reduce.on &&
                       t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner;
       meld_trace_record(&p->trace, own ? MELD_ROLE_REDUCE : p->epi.out ? MELD_ROLE_COMM : MELD_ROLE_OTHER,
-                        (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, ld_shared_u64(sbase + GEMM_FLAG_OFF + 24));
+                        (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
     }
   }
   if (DEFER > 0 && pk_on) gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
-  if (G2 && RED && p->epi.out_tma) gemm_epi_flush<HELPER>(p, g, tid, sbase + GEMM_FLAG_OFF + 8, 0, 0xffffffffu); /* hook g2: last */
+  if (G2 && RED && p->epi.out_tma) gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu); /* hook g2: last */
   if (HELPER && g == 0 && tid == 0) gemm_helper_post(GEMM_HELPER_END); /* always: the helper ends */
   if ((p->epi_tma || (RED && p->epi.reduce.tma)) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }

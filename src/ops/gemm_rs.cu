@@ -295,13 +295,10 @@ static int gemm_rs_env_int(const char *name, int dflt) {
   const long x = strtol(v, &end, 10);
   return end && *end == 0 ? (int)x : dflt;
 }
-static int gemm_rs_env_store_st(void) {
-  const char *v = getenv("MELD_GEMM_RS_STORE");
-  return v && !strcmp(v, "st");
-}
-static int gemm_rs_env_push_tma(void) {
-  const char *v = getenv("MELD_GEMM_RS_PUSH");
-  return !(v && !strcmp(v, "st"));
+/* 1 when the variable is set to `value`. */
+static int gemm_rs_env_is(const char *name, const char *value) {
+  const char *v = getenv(name);
+  return v && !strcmp(v, value);
 }
 
 /* The TMA-store map of C = `c` [m rows, ld ldc] for this GEMM, encoded through a second plan
@@ -327,7 +324,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int P = comm->nranks, r = comm->rank;
   int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
   if (diag & 16) diag |= 8;
-  const int g2 = P == 2 && !pl->sym && !(diag & 8) && gemm_rs_env_push_tma();
+  const int g2 = P == 2 && !pl->sym && !(diag & 8) && !gemm_rs_env_is("MELD_GEMM_RS_PUSH", "st");
   const int helper = g2 && gemm_rs_env_int("MELD_GEMM_RS_FLAG_HELPER", 0) == 1;
   const int kn = a->b_layout == MELD_B_KN;
   const void *kern = diag & 16 ? (kn ? (const void *)gemm_rs_kernel<true, false, true> : (const void *)gemm_rs_kernel<false, false, true>)
@@ -411,7 +408,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int64_t own_rows = pl->is_ar ? (a->m - (int64_t)r * pl->rpo < pl->rpo ? a->m - (int64_t)r * pl->rpo : pl->rpo)
                                      : pl->rows_count;
   if (!pl->sym && a->n % 8 == 0 && a->ldc % 8 == 0 && ((uintptr_t)e->reduce.dst & 15) == 0 && own_rows > 0 &&
-      !gemm_rs_env_store_st()) {
+      !gemm_rs_env_is("MELD_GEMM_RS_STORE", "st")) {
     MELD_CHECK(gemm_rs_map_c(&g, &o, e->reduce.dst, a->ldc, own_rows, &k.g.map_c2));
     e->reduce.tma = 1;
   }
