@@ -331,7 +331,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -386,6 +386,12 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_NOFENCE] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "256"}}},
         /* the opt-in flag helper (the push flags' fence off the consumers' path) */
         [V_HELPER] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_FLAG_HELPER", "1"}}},
+        /* own tiles add the partials in the pass over the staging (s5's default; s6: in registers) */
+        [V_NOPRE] = {op_meld, MELD_GEMM_RS_FUSED, big2 || big1, {{"MELD_GEMM_RS_PRELOAD", "0"}}},
+        /* one rank: one synthetic partial (diag 128) without its flag wait (2): the 2-rank own-tile
+         * work (loads, adds) without a peer, in registers (default) and by the pass */
+        [V_D130] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}}},
+        [V_D130P] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_PRELOAD", "0"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -463,6 +469,10 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         printf("        diag: fused, own tiles stored as staged (no reduce pass) %7.3f, and no wait/loads %7.3f\n",
                tm[V_D32], tm[V_D34]);
       if (tm[V_HELPER] > 0) printf("        variant: fused with the flag helper (MELD_GEMM_RS_FLAG_HELPER=1) %7.3f\n", tm[V_HELPER]);
+      if (tm[V_NOPRE] > 0) printf("        variant: fused, own tiles add the partials in the staging pass (MELD_GEMM_RS_PRELOAD=0) %7.3f\n", tm[V_NOPRE]);
+      if (tm[V_D130] > 0)
+        printf("        diag: one synthetic partial, no wait (diag 130): added in registers %7.3f, by the staging pass %7.3f\n",
+               tm[V_D130], tm[V_D130P]);
       if (tm[V_NOFENCE] > 0) printf("        diag: push flags without their fence.acq_rel.sys %7.3f\n", tm[V_NOFENCE]);
       if (tm[V_SK] > 0) printf("        variant: fused with stream-K (MELD_GEMM_RS_STREAM_K=2) %7.3f\n", tm[V_SK]);
       if (tm[V_STORE_ST] > 0) printf("        variant: fused, own tiles by 16-byte stores (MELD_GEMM_RS_STORE=st) %7.3f\n", tm[V_STORE_ST]);
@@ -499,13 +509,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"meld_fused_nosplit_ms\": %.5f, \"graph_meld_fused_nosplit_ms\": %.5f, \"diag_gemm_ar_inplace_ms\": %.5f, "
                 "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_nowait_ms\": %.5f, "
                 "\"diag_noadd_ms\": %.5f, \"diag_none_ms\": %.5f, \"diag_bare_gemm_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "
-                "\"graph_meld_fused_owner_ms\": %.5f, \"meld_nozc_ms\": %.5f, \"graph_meld_nozc_ms\": %.5f, \"meld_nopdl_ms\": %.5f, \"graph_meld_nopdl_ms\": %.5f, \"meld_fused_store_st_ms\": %.5f, \"diag_bare_defer_ms\": %.5f, \"meld_gemm_plain_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
+                "\"graph_meld_fused_owner_ms\": %.5f, \"meld_nozc_ms\": %.5f, \"graph_meld_nozc_ms\": %.5f, \"meld_nopdl_ms\": %.5f, \"graph_meld_nopdl_ms\": %.5f, \"meld_fused_store_st_ms\": %.5f, \"diag_bare_defer_ms\": %.5f, \"meld_gemm_plain_ms\": %.5f, \"meld_fused_nopreload_ms\": %.5f, \"diag_synth_ms\": %.5f, \"diag_synth_pass_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"nccl\": \"%s\", \"torch\": null, \"date\": \"%s\", \"commit\": \"%s\"}\n",
                 op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,
                 unfused_ms, seq_ms, compute_ms, cublas_ms, mgemm_ms, comm_ms, nccl_ms, mcoll_ms, bound_ms,
                 meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, g_fused,
                 st_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, tm[V_D1], tm[V_D2], tm[V_D4], tm[V_D3],
-                tm[V_D8], owner_ms, g_owner, tm[V_NOZC], g_nozc, tm[V_NOPDL], g_nopdl, tm[V_STORE_ST], tm[V_D16], tm[V_MG_PLAIN], getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
+                tm[V_D8], owner_ms, g_owner, tm[V_NOZC], g_nozc, tm[V_NOPDL], g_nopdl, tm[V_STORE_ST], tm[V_D16], tm[V_MG_PLAIN], tm[V_NOPRE], tm[V_D130], tm[V_D130P], getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
                 x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, x->env.date, x->env.commit);
         fflush(x->json);
       }

@@ -161,6 +161,14 @@ typedef struct {
      * (RS 8192 x 8192 x 4096), 3.031 vs 3.052 and AR 3.141 vs 3.244 (K 14336), 0.797 vs 0.790
      * and AR 0.831 vs 0.794 (8192 x 4096 x 7168). */
     int32_t tma;
+    /* (additive; 0 = off; only with tma, npush 0, and tiles that are not split) 1, "add
+     * mode": after an own tile's mainloop, one thread per warpgroup waits for the flags (as
+     * above) and every thread adds its fragment of each src[s] (bf16 pairs, ld.global.cg) to
+     * its fp32 accumulators (gemm_reduce_add); the epilogue then stores the staged sums like a
+     * plain tile (no pass over the staging; copies[c] from the staging). The sum is rounded
+     * once, like the pass's, from this rank's unrounded products (the pass added its bf16-
+     * rounded values); its order: own, then src[0], src[1], ... (docs/perf-notes.md, s6). */
+    int32_t preload;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
@@ -754,6 +762,24 @@ __device__ __forceinline__ void gemm_reduce_half(const gemm_epilogue_hook_t *eh,
   }
 }
 
+/* Hook g, add mode with copies (AllReduce, owner mode): the staged sums of one half go to
+ * every copies[c] (local rows, ld out_ld) with 16-byte stores; the flags follow in the
+ * epilogue (barrier, fence, release). */
+__device__ __forceinline__ void gemm_copy_half(const gemm_epilogue_hook_t *eh, uint32_t stg, int tid, int row_base,
+                                               int col_base, int M, int N, int64_t dst_row0) {
+#pragma unroll 1
+  for (int i = 0; i < 8; ++i) {
+    const int q = tid + 128 * i;
+    const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
+    const int gcol = col_base + 64 * b + 8 * c;
+    if (row_base + row >= M || gcol >= N) continue;
+    const uint4 v = ld_shared_v4(gemm_stg_vec(stg, b, row, c));
+#pragma unroll 1
+    for (int cc = 0; cc < eh->reduce.ncopies; ++cc)
+      *(uint4 *)((uint16_t *)eh->reduce.copies[cc] + (dst_row0 + row) * eh->out_ld + gcol) = v;
+  }
+}
+
 /* Hook g2: releases the deferred signal of this CTA's previous TMA-pushed tile. The pending
  * flag (owner << 24 | local tile, or ~0) lives in a shared word (GEMM_PEND_OFF) that only
  * consumer thread 0 of warpgroup 0 touches. All 256 consumer threads call this (uniform:
@@ -912,7 +938,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
     if (red_tma && eh->reduce.npush > 0 && tid == 0) cp_async_bulk_wait_group_read0();
     if (eh->reduce.npush > 0) gemm_reduce_push(p, acc, stg, g, tid, row_base, col_base, dst_row0, red_tile);
     /* Ordered before the other threads' loads by the named barrier below (causality). */
-    if (tid == 0 && row_base < M && !(eh->reduce.diag & 2))
+    if (tid == 0 && row_base < M && !(eh->reduce.diag & 2) && !eh->reduce.preload)
       gemm_reduce_wait(eh, red_tile, sb + GEMM_EPOCH_OFF);
   }
   const int tma_out = G2 && RED && eh->out_tma && eh->out && eh->reduce.on && owner != eh->reduce.owner; /* g2 */
@@ -956,7 +982,9 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
         cp_async_bulk_commit_group();
       }
     } else if (red) { /* hook g */
-      if (!(red_tma && (eh->reduce.diag & 8)))
+      if (red_tma && eh->reduce.preload) { /* add mode: the staging holds the sums */
+        if (eh->reduce.ncopies > 0) gemm_copy_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0);
+      } else if (!(red_tma && (eh->reduce.diag & 8)))
         gemm_reduce_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0, dst, ld, red_tma);
       if (red_tma) { /* the sums are in the staging: one thread stores the half */
         fence_proxy_async_smem_cta();
@@ -1200,6 +1228,56 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
   return 1;
 }
 
+/* Hook g, add mode (reduce.preload): after own tile t's mainloop, warpgroup g's fp32
+ * accumulators (rows row_base .. +64) get the tile's arrived partials added in registers, so
+ * the epilogue stores the sums as staged (no pass over the staging). The wait is
+ * gemm_reduce_wait by thread 0; the warpgroup's barrier orders every thread's loads after its
+ * acquire (causality). Fragment layout (wgmma m64n256 D): thread (warp w, lane l) holds rows
+ * 16 w + l / 4 (+8) and columns 8 j + 2 (l % 4) (+1), j = 0..31: one bf16 pair each, so 64
+ * 4-byte loads per source, 16 in flight (the partials were asked into L2 at the tile's start,
+ * gemm_reduce_prefetch). n % 8 == 0 (the mode needs reduce.tma): a pair is whole or past n.
+ * Like the split-K fixup, this runs after wgmma_wait0 (accumulators written outside a wgmma
+ * pipeline stage; at the tile's start they serialized every wgmma, ptxas C7515). */
+__device__ __forceinline__ void gemm_reduce_add(const gemm_params_t *p, float *acc, gemm_tile_t t, int g, int tid,
+                                                uint32_t sbase) {
+  const gemm_epilogue_hook_t *eh = &p->epi;
+  const int row_base = t.m_blk * GEMM_BM + 64 * g;
+  const int owner = eh->reduce.owner;
+  if (tid == 0 && row_base < p->m && !(eh->reduce.diag & 2))
+    gemm_reduce_wait(eh, (int64_t)(t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk,
+                     sbase + GEMM_EPOCH_OFF);
+  named_bar_sync(GEMM_BAR_WG0 + g, 128);
+  const int nsrc = eh->reduce.diag & 4 ? 0 : eh->reduce.nsrc;
+  const int l = tid & 31, r = 16 * (tid >> 5) + (l >> 2);
+  const int col0 = t.n_blk * GEMM_BN + 2 * (l & 3);
+  const int lim = p->n - col0;                                 /* pair j exists: 8 j < lim */
+  const int rows = p->m - row_base - r;                        /* row r: 0 < rows, r + 8: 8 < rows */
+  const int64_t off = ((int64_t)row_base - (int64_t)owner * eh->rows_per_owner + r) * eh->out_ld + col0;
+  const int64_t ld8 = 8 * eh->out_ld;
+  for (int s = 0; s < nsrc; ++s) {
+    const uint16_t *src = eh->reduce.src[s] + off;
+#pragma unroll
+    for (int j0 = 0; j0 < 32; j0 += 8) {
+      uint32_t v[16];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int in = 8 * (j0 + j) < lim;
+        v[2 * j] = 0 < rows && in ? __ldcg((const unsigned int *)(src + 8 * (j0 + j))) : 0u;
+        v[2 * j + 1] = 8 < rows && in ? __ldcg((const unsigned int *)(src + ld8 + 8 * (j0 + j))) : 0u;
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float *a = acc + 4 * (j0 + j);
+        a[0] += __uint_as_float(v[2 * j] << 16);
+        a[1] += __uint_as_float(v[2 * j] & 0xffff0000u);
+        a[2] += __uint_as_float(v[2 * j + 1] << 16);
+        a[3] += __uint_as_float(v[2 * j + 1] & 0xffff0000u);
+      }
+      asm volatile("" ::: "memory"); /* the next group's loads after these adds */
+    }
+  }
+}
+
 /* A consumer warpgroup g (0/1): waits stages, issues wgmma, releases stages, epilogue. */
 /* Hook g: L2 prefetch of the partials of own tile t, rows of warpgroup g, by lanes of one warp
  * (cp.async.bulk.prefetch.L2: 2 rows of up to 512 bytes per lane and source). */
@@ -1249,9 +1327,12 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     /* hook g: this own tile's partials are (being) written into local memory by the peers:
      * warp 0 of each warpgroup asks L2 to fetch them while the mainloop runs, so that the
      * epilogue's loads hit L2 (a hint: later peer writes update L2, the acquire still orders). */
-    if (RED && p->epi.out && p->epi.reduce.on && lane == tid &&
-        t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner)
-      gemm_reduce_prefetch(p, t, g, lane);
+    /* (recomputed where needed: one more register live across the mainloop spilled) */
+    auto own_tile = [&]() {
+      return RED && p->epi.out && p->epi.reduce.on &&
+             t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner;
+    };
+    if (own_tile() && lane == tid) gemm_reduce_prefetch(p, t, g, lane);
     t.k_blk0 = (int32_t)ti.z;
     t.k_nblk = (int32_t)ti.w;
     const int32_t piece = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);
@@ -1294,6 +1375,9 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
                         ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     }
+    /* hook g, add mode: the partials join the accumulators here (never a split tile: the host
+     * sets reduce.preload only without split-K / stream-K) */
+    if (RED && p->epi.reduce.preload && own_tile()) gemm_reduce_add(p, acc, t, g, tid, sbase);
     if (piece >= 0) {
       if (DEFER > 0) { /* pk was stored at kb 0 (pk_on is 0): free its registers for the fixup */
 #pragma unroll
@@ -1316,9 +1400,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     if (DEFER > 0) gemm_epilogue<RED, G2, DEFER>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
     else gemm_epilogue<RED, G2, 0, HELPER>(p, acc, t, stg, g, tid);
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the epilogue */
-      const int own = RED && p->epi.out && p->epi.reduce.on &&
-                      t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner;
-      meld_trace_record(&p->trace, own ? MELD_ROLE_REDUCE : p->epi.out ? MELD_ROLE_COMM : MELD_ROLE_OTHER,
+      meld_trace_record(&p->trace, own_tile() ? MELD_ROLE_REDUCE : p->epi.out ? MELD_ROLE_COMM : MELD_ROLE_OTHER,
                         (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
     }
   }

@@ -379,6 +379,10 @@ static void rank_main(int rank, int nranks) {
     test_synthetic_partial(&x, 1000, 1000, 4104, 1, "st");  /* 16-byte stores            */
     test_synthetic_partial(&x, 1000, 1003, 4104, 1, NULL);  /* N % 8: 16-byte stores, tail */
     test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);  /* RS, several tiles per CTA */
+    setenv("MELD_GEMM_RS_PRELOAD", "0", 1);                 /* the pass over the staging (s5) */
+    test_synthetic_partial(&x, 1000, 1000, 4104, 1, NULL);
+    test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);
+    unsetenv("MELD_GEMM_RS_PRELOAD");
   }
   /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
    * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
@@ -435,6 +439,12 @@ static void rank_variants(int rank, int nranks) {
     test_graph(&x, 0, 20);
     unsetenv("MELD_GEMM_RS_FLAG_HELPER");
   }
+  setenv("MELD_GEMM_RS_PRELOAD", "0", 1); /* own tiles: the pass over the staging (s5's default) */
+  gt_log("MELD_GEMM_RS_PRELOAD=0");
+  test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3);
+  test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 3);
+  test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 100);
+  unsetenv("MELD_GEMM_RS_PRELOAD");
   setenv("MELD_GEMM_RS_STORE", "st", 1); /* own tiles by the threads' 16-byte stores (TMA: the default) */
   gt_log("MELD_GEMM_RS_STORE=st");
   test_shape(&x, 256 * nranks, 1024, 4104, 0, MELD_GEMM_RS_FUSED, 3);

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# p1_s6.sh — session 6's one-GPU call: build; every GPU test at one rank (the session-5 code
+# never run on a GPU: the per-tile trace hook, the AG stream-K pieces; and s6's own-tile add
+# in registers, incl. the synthetic-partial cases); then GEMM+RS/AR forced fused at one rank
+# with the add in registers vs the staging pass (--diag), AG+GEMM's one-rank stream-K row,
+# and a per-tile trace picture. Usage (device): OUT=... bash bench/p1_s6.sh
+set -u
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-s6-p1}
+t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+nvidia-smi -L > "$OUT/gpus.txt" 2>&1
+make -j16 lib build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
+echo "build: $(el) s"
+if [ "${SKIP_TESTS:-0}" = 0 ]; then
+  TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-150} MELD_TIMEOUT_MS=3000 tests/gpu/run.sh ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
+  echo "gpu tests rc=$? at $(el) s"; grep -E "FAILED|^== |worst rel 0\.[1-9]|FAIL" "$OUT/gpu_tests.log" | head -20
+fi
+d=$(date -u +%Y-%m-%d)
+for s in ${RS_RUNS:-"rs 8192,8192,4096 --diag" "rs 8192,4096,7168 --diag" "ar 8192,8192,4096"}; do
+  set -- $s
+  timeout -k 5 120 build/bench/bench_gemm_rs --op "$1" --shape "$2" ${3:-} --json "$OUT/gemm_rs-p1-$d.jsonl" >> "$OUT/bench_gemm_rs.log" 2>&1
+  echo "bench_gemm_rs $s rc=$? at $(el) s"
+done
+grep -v "^\[" "$OUT/bench_gemm_rs.log" | grep -v "^bench_gemm_rs:" | head -60
+MELD_TRACE="$OUT/gemm_rs-trace.json" timeout -k 5 40 build/bench/bench_gemm_rs --trace --op rs --shape 8192,8192,4096 > "$OUT/trace.log" 2>&1
+echo "trace rc=$? at $(el) s"
+python3 tools/trace_png.py -o "$OUT/gemm_rs-trace-p1.png" --title "GEMM+RS fused at one rank, 8192x8192x4096, 1 x H200, 3 calls" \
+  "$OUT"/gemm_rs-trace*.json >> "$OUT/trace.log" 2>&1; echo "trace png rc=$?"; tail -3 "$OUT/trace.log"
+for s in ${AG_SHAPES:-2048,5120,8192}; do
+  timeout -k 5 120 build/bench/bench_ag_gemm --shape $s --json "$OUT/ag_gemm-p1-$d.jsonl" >> "$OUT/bench_ag_gemm.log" 2>&1
+  echo "bench_ag_gemm $s rc=$? at $(el) s"
+done
+grep -E "^ |^[0-9a-z]" "$OUT/bench_ag_gemm.log" | grep -vE "vec_cc|group_m|chunk256|bulk|staged|run2|^\[" | head -30
+echo "total: $(el) s"
