@@ -331,7 +331,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -392,6 +392,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
          * work (loads, adds) without a peer, in registers (default) and by the pass */
         [V_D130] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}}},
         [V_D130P] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_PRELOAD", "0"}}},
+        [V_D130R16] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_PRELOAD", "2"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -471,8 +472,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_HELPER] > 0) printf("        variant: fused with the flag helper (MELD_GEMM_RS_FLAG_HELPER=1) %7.3f\n", tm[V_HELPER]);
       if (tm[V_NOPRE] > 0) printf("        variant: fused, own tiles add the partials in the staging pass (MELD_GEMM_RS_PRELOAD=0) %7.3f\n", tm[V_NOPRE]);
       if (tm[V_D130] > 0)
-        printf("        diag: one synthetic partial, no wait (diag 130): added in registers %7.3f, by the staging pass %7.3f\n",
-               tm[V_D130], tm[V_D130P]);
+        printf("        diag: one synthetic partial, no wait (diag 130): added in registers %7.3f (loads in rounds of 16: %7.3f), "
+               "by the staging pass %7.3f\n", tm[V_D130], tm[V_D130R16], tm[V_D130P]);
       if (tm[V_NOFENCE] > 0) printf("        diag: push flags without their fence.acq_rel.sys %7.3f\n", tm[V_NOFENCE]);
       if (tm[V_SK] > 0) printf("        variant: fused with stream-K (MELD_GEMM_RS_STREAM_K=2) %7.3f\n", tm[V_SK]);
       if (tm[V_STORE_ST] > 0) printf("        variant: fused, own tiles by 16-byte stores (MELD_GEMM_RS_STORE=st) %7.3f\n", tm[V_STORE_ST]);

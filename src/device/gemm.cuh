@@ -161,10 +161,11 @@ typedef struct {
      * (RS 8192 x 8192 x 4096), 3.031 vs 3.052 and AR 3.141 vs 3.244 (K 14336), 0.797 vs 0.790
      * and AR 0.831 vs 0.794 (8192 x 4096 x 7168). */
     int32_t tma;
-    /* (additive; 0 = off; only with tma, npush 0, and tiles that are not split) 1, "add
-     * mode": after an own tile's mainloop, one thread per warpgroup waits for the flags (as
-     * above) and every thread adds its fragment of each src[s] (bf16 pairs, ld.global.cg) to
-     * its fp32 accumulators (gemm_reduce_add); the epilogue then stores the staged sums like a
+    /* (additive; 0 = off; only with tma and npush 0) 1, 2, 3: "add mode": after an own tile's
+     * mainloop (a split tile: after its pieces are combined), one thread per warpgroup waits
+     * for the flags (as above) and every thread adds its fragment of each src[s] (bf16 pairs,
+     * ld.global.cg; 1: 64 loads in flight, 2: 16, 3: 32) to its fp32 accumulators
+     * (gemm_reduce_add); the epilogue then stores the staged sums like a
      * plain tile (no pass over the staging; copies[c] from the staging). The sum is rounded
      * once, like the pass's, from this rank's unrounded products (the pass added its bf16-
      * rounded values); its order: own, then src[0], src[1], ... (docs/perf-notes.md, s6). */
@@ -1228,53 +1229,83 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
   return 1;
 }
 
-/* Hook g, add mode (reduce.preload): after own tile t's mainloop, warpgroup g's fp32
- * accumulators (rows row_base .. +64) get the tile's arrived partials added in registers, so
- * the epilogue stores the sums as staged (no pass over the staging). The wait is
- * gemm_reduce_wait by thread 0; the warpgroup's barrier orders every thread's loads after its
- * acquire (causality). Fragment layout (wgmma m64n256 D): thread (warp w, lane l) holds rows
- * 16 w + l / 4 (+8) and columns 8 j + 2 (l % 4) (+1), j = 0..31: one bf16 pair each, so 64
- * 4-byte loads per source, 16 in flight (the partials were asked into L2 at the tile's start,
- * gemm_reduce_prefetch). n % 8 == 0 (the mode needs reduce.tma): a pair is whole or past n.
- * Like the split-K fixup, this runs after wgmma_wait0 (accumulators written outside a wgmma
- * pipeline stage; at the tile's start they serialized every wgmma, ptxas C7515). */
-__device__ __forceinline__ void gemm_reduce_add(const gemm_params_t *p, float *acc, gemm_tile_t t, int g, int tid,
-                                                uint32_t sbase) {
+/* Hook g, add mode (reduce.preload): own tile t's partials are added to warpgroup g's fp32
+ * accumulators (rows row_base .. +64) in registers, so the epilogue stores the sums as staged
+ * (no pass over the staging). Pieces:
+ * - gemm_reduce_add_wait: thread 0 waits for the flags (gemm_reduce_wait); the warpgroup's
+ *   barrier orders every thread's loads after its acquire (causality).
+ * - gemm_reduce_load: pairs j0 .. j0+J-1 of source s into v[2J]. Fragment layout (wgmma
+ *   m64n256 D): thread (warp w, lane l) holds rows 16 w + l / 4 (+8) and columns 8 j + 2 (l % 4)
+ *   (+1), j = 0..31: one bf16 pair each, 64 4-byte loads per source. n % 8 == 0 (the mode needs
+ *   reduce.tma): a pair is whole or past n.
+ * - gemm_reduce_acc: v into the accumulators.
+ * It all runs after wgmma_wait0, like the split-K fixup: accumulators written before the first
+ * wgmma of the tile serialized every wgmma (ptxas C7515), and partial loads issued inside the
+ * mainloop (their registers live across it) spilled in every hook g kernel. One H200, one
+ * rank, a synthetic partial (bench_gemm_rs --diag): loads in rounds of 16 cost ~10 us per tile
+ * with the tensor cores idle (loaded-system latency), no better than the pass. */
+__device__ __forceinline__ void gemm_reduce_add_wait(const gemm_params_t *p, gemm_tile_t t, int g, int tid,
+                                                     uint32_t sbase) {
   const gemm_epilogue_hook_t *eh = &p->epi;
-  const int row_base = t.m_blk * GEMM_BM + 64 * g;
   const int owner = eh->reduce.owner;
-  if (tid == 0 && row_base < p->m && !(eh->reduce.diag & 2))
+  if (tid == 0 && t.m_blk * GEMM_BM + 64 * g < p->m && !(eh->reduce.diag & 2))
     gemm_reduce_wait(eh, (int64_t)(t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk,
                      sbase + GEMM_EPOCH_OFF);
   named_bar_sync(GEMM_BAR_WG0 + g, 128);
-  const int nsrc = eh->reduce.diag & 4 ? 0 : eh->reduce.nsrc;
+}
+template <int J>
+__device__ __forceinline__ void gemm_reduce_load(const gemm_params_t *p, gemm_tile_t t, int g, int tid, int s, int j0,
+                                                 uint32_t *v) {
+  const gemm_epilogue_hook_t *eh = &p->epi;
+  const int row_base = t.m_blk * GEMM_BM + 64 * g;
   const int l = tid & 31, r = 16 * (tid >> 5) + (l >> 2);
   const int col0 = t.n_blk * GEMM_BN + 2 * (l & 3);
-  const int lim = p->n - col0;                                 /* pair j exists: 8 j < lim */
-  const int rows = p->m - row_base - r;                        /* row r: 0 < rows, r + 8: 8 < rows */
-  const int64_t off = ((int64_t)row_base - (int64_t)owner * eh->rows_per_owner + r) * eh->out_ld + col0;
+  const int lim = p->n - col0;          /* pair j exists: 8 j < lim */
+  const int rows = p->m - row_base - r; /* row r: 0 < rows; row r + 8: 8 < rows */
+  const uint16_t *src = eh->reduce.src[s] +
+                        ((int64_t)row_base - (int64_t)eh->reduce.owner * eh->rows_per_owner + r) * eh->out_ld + col0;
   const int64_t ld8 = 8 * eh->out_ld;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int in = 8 * (j0 + j) < lim;
+    v[2 * j] = 0 < rows && in ? __ldcg((const unsigned int *)(src + 8 * (j0 + j))) : 0u;
+    v[2 * j + 1] = 8 < rows && in ? __ldcg((const unsigned int *)(src + ld8 + 8 * (j0 + j))) : 0u;
+  }
+}
+template <int J>
+__device__ __forceinline__ void gemm_reduce_acc(float *acc, int j0, const uint32_t *v) {
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    float *a = acc + 4 * (j0 + j);
+    a[0] += __uint_as_float(v[2 * j] << 16);
+    a[1] += __uint_as_float(v[2 * j] & 0xffff0000u);
+    a[2] += __uint_as_float(v[2 * j + 1] << 16);
+    a[3] += __uint_as_float(v[2 * j + 1] & 0xffff0000u);
+  }
+}
+/* After the mainloop (reduce.preload: 1 = all 64 loads of a source in flight at once, 2 = in
+ * rounds of 16, 3 = rounds of 32: each round costs a loaded-system latency with the tensor
+ * cores idle). */
+template <int J>
+__device__ __forceinline__ void gemm_reduce_add_src(const gemm_params_t *p, float *acc, gemm_tile_t t, int g, int tid,
+                                                    int s) {
+#pragma unroll
+  for (int j0 = 0; j0 < 32; j0 += J) {
+    uint32_t v[2 * J];
+    gemm_reduce_load<J>(p, t, g, tid, s, j0, v);
+    gemm_reduce_acc<J>(acc, j0, v);
+    asm volatile("" ::: "memory"); /* the next round's loads after these adds */
+  }
+}
+__device__ __forceinline__ void gemm_reduce_add(const gemm_params_t *p, float *acc, gemm_tile_t t, int g, int tid,
+                                                uint32_t sbase) {
+  const int nsrc = p->epi.reduce.diag & 4 ? 0 : p->epi.reduce.nsrc, mode = p->epi.reduce.preload;
+  gemm_reduce_add_wait(p, t, g, tid, sbase);
+#pragma unroll 1
   for (int s = 0; s < nsrc; ++s) {
-    const uint16_t *src = eh->reduce.src[s] + off;
-#pragma unroll
-    for (int j0 = 0; j0 < 32; j0 += 8) {
-      uint32_t v[16];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int in = 8 * (j0 + j) < lim;
-        v[2 * j] = 0 < rows && in ? __ldcg((const unsigned int *)(src + 8 * (j0 + j))) : 0u;
-        v[2 * j + 1] = 8 < rows && in ? __ldcg((const unsigned int *)(src + ld8 + 8 * (j0 + j))) : 0u;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        float *a = acc + 4 * (j0 + j);
-        a[0] += __uint_as_float(v[2 * j] << 16);
-        a[1] += __uint_as_float(v[2 * j] & 0xffff0000u);
-        a[2] += __uint_as_float(v[2 * j + 1] << 16);
-        a[3] += __uint_as_float(v[2 * j + 1] & 0xffff0000u);
-      }
-      asm volatile("" ::: "memory"); /* the next group's loads after these adds */
-    }
+    if (mode == 2) gemm_reduce_add_src<8>(p, acc, t, g, tid, s);
+    else if (mode == 3) gemm_reduce_add_src<16>(p, acc, t, g, tid, s);
+    else gemm_reduce_add_src<32>(p, acc, t, g, tid, s);
   }
 }
 
@@ -1375,9 +1406,6 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
                         ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     }
-    /* hook g, add mode: the partials join the accumulators here (never a split tile: the host
-     * sets reduce.preload only without split-K / stream-K) */
-    if (RED && p->epi.reduce.preload && own_tile()) gemm_reduce_add(p, acc, t, g, tid, sbase);
     if (piece >= 0) {
       if (DEFER > 0) { /* pk was stored at kb 0 (pk_on is 0): free its registers for the fixup */
 #pragma unroll
@@ -1397,6 +1425,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
                              sbase + GEMM_FLAG_OFF, live))
         continue;
     }
+    /* hook g, add mode: the partials join the (whole: split pieces combined) accumulators */
+    if (RED && p->epi.reduce.preload && own_tile()) gemm_reduce_add(p, acc, t, g, tid, sbase);
     if (DEFER > 0) gemm_epilogue<RED, G2, DEFER>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
     else gemm_epilogue<RED, G2, 0, HELPER>(p, acc, t, stg, g, tid);
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the epilogue */

@@ -274,7 +274,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         store into C from the staging; "st" = the threads' 16-byte stores
  *   MELD_GEMM_RS_PRELOAD  0: own tiles add the partials in a pass over the staging after the
  *                         mainloop (session 5); default 1 (with "tma" and unsplit tiles): the
- *                         accumulators start as the partials' sum (gemm.cuh reduce.preload)
+ *                         partials are added to the fp32 accumulators in registers after the
+ *                         mainloop (gemm.cuh reduce.preload; 2, 3: the loads in rounds of 16, 32)
  *   MELD_GEMM_RS_DIAG     timing diagnostics, WRONG RESULTS (benchmarks only): bit 0 = the peers'
  *                         partial tiles are written into this rank's own slots (no NVLink stores,
  *                         st or TMA; flags still go to the peers), bit 1 = own tiles do not wait
@@ -414,10 +415,11 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       !gemm_rs_env_is("MELD_GEMM_RS_STORE", "st")) {
     MELD_CHECK(gemm_rs_map_c(&g, &o, e->reduce.dst, a->ldc, own_rows, &k.g.map_c2));
     e->reduce.tma = 1;
-    /* Own tiles' accumulators start as the partials' sum (gemm.cuh reduce.preload): no pass
-     * over the staging. Not for split tiles (each piece would add the partials).
-     * MELD_GEMM_RS_PRELOAD=0: the pass after the mainloop (session 5's default). */
-    e->reduce.preload = k.g.split_k == 1 && k.g.sk_tiles == 0 && gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 1) != 0;
+    /* Own tiles add the partials to their fp32 accumulators in registers (gemm.cuh
+     * reduce.preload; split tiles: after the pieces are combined): no pass over the staging.
+     * MELD_GEMM_RS_PRELOAD=0: the pass (session 5's default). */
+    const int pre = gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 1);
+    e->reduce.preload = pre >= 0 && pre <= 3 ? pre : 0;
   }
   if (g2) {
     /* Hook g2: map_c over the peer's partial slot (R rows x N, ld ldn): every tile of the peer

@@ -379,6 +379,11 @@ static void rank_main(int rank, int nranks) {
     test_synthetic_partial(&x, 1000, 1000, 4104, 1, "st");  /* 16-byte stores            */
     test_synthetic_partial(&x, 1000, 1003, 4104, 1, NULL);  /* N % 8: 16-byte stores, tail */
     test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);  /* RS, several tiles per CTA */
+    setenv("MELD_GEMM_RS_STREAM_K", "2", 1); /* stream-K pieces, combined before the add */
+    test_synthetic_partial(&x, 4096, 2560, 4096, 0, NULL); /* 320 tiles, 64 k-blocks: stream-K */
+    unsetenv("MELD_GEMM_RS_STREAM_K");
+    setenv("MELD_GEMM_RS_PRELOAD", "2", 1);                 /* loads in rounds of 16 */
+    test_synthetic_partial(&x, 1000, 1000, 4104, 1, NULL);
     setenv("MELD_GEMM_RS_PRELOAD", "0", 1);                 /* the pass over the staging (s5) */
     test_synthetic_partial(&x, 1000, 1000, 4104, 1, NULL);
     test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);
@@ -439,6 +444,11 @@ static void rank_variants(int rank, int nranks) {
     test_graph(&x, 0, 20);
     unsetenv("MELD_GEMM_RS_FLAG_HELPER");
   }
+  setenv("MELD_GEMM_RS_STREAM_K", "2", 1); /* stream-K over the last wave (own tiles' pieces) */
+  gt_log("MELD_GEMM_RS_STREAM_K=2");
+  test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 3);
+  test_shape(&x, 4096, 4096, 2048, 0, MELD_GEMM_RS_FUSED, 3);
+  unsetenv("MELD_GEMM_RS_STREAM_K");
   setenv("MELD_GEMM_RS_PRELOAD", "0", 1); /* own tiles: the pass over the staging (s5's default) */
   gt_log("MELD_GEMM_RS_PRELOAD=0");
   test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3);
