@@ -49,7 +49,9 @@ all: lib tools
 lib: $(LIB_SO) $(LIB_A)
 tools: $(TOOL_BINS)
 
-$(BUILD)/obj/%.o: %.c $(wildcard src/host/*.h src/common/*.h) include/meld.h
+# (host code includes device/*.cuh for shared structs such as gemm_params_t: a layout change
+# there must rebuild it)
+$(BUILD)/obj/%.o: %.c $(wildcard src/host/*.h) $(DEV_HDRS) include/meld.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -78,7 +80,7 @@ $(BUILD)/tests/mp/%: tests/mp/%.c $(LIB_A) $(TEST_COMMON)
 	$(CC) $(CFLAGS) -Itests $< $(TEST_COMMON) -o $@ $(LIB_A) -lcmocka $(LDLIBS)
 
 # Same tests under AddressSanitizer + UndefinedBehaviorSanitizer (host code rebuilt).
-$(BUILD)/asan/%.o: %.c $(wildcard src/host/*.h src/common/*.h) include/meld.h
+$(BUILD)/asan/%.o: %.c $(wildcard src/host/*.h) $(DEV_HDRS) include/meld.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -c $< -o $@
 $(BUILD)/asan/tests/unit/%: tests/unit/%.c $(ASAN_OBJS) $(CU_OBJS) $(TEST_COMMON)

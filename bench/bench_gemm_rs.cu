@@ -331,7 +331,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -386,13 +386,16 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_NOFENCE] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "256"}}},
         /* the opt-in flag helper (the push flags' fence off the consumers' path) */
         [V_HELPER] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_FLAG_HELPER", "1"}}},
-        /* own tiles add the partials in the pass over the staging (s5's default; s6: in registers) */
+        /* own tiles add the partials in the pass over the staging (s5's default; s6: by TMA, mode 4) */
         [V_NOPRE] = {op_meld, MELD_GEMM_RS_FUSED, big2 || big1, {{"MELD_GEMM_RS_PRELOAD", "0"}}},
         /* one rank: one synthetic partial (diag 128) without its flag wait (2): the 2-rank own-tile
          * work (loads, adds) without a peer, in registers (default) and by the pass */
         [V_D130] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}}},
         [V_D130P] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_PRELOAD", "0"}}},
         [V_D130R16] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_PRELOAD", "2"}}},
+        [V_D130R64] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_PRELOAD", "1"}}},
+        /* own tiles' partials loaded into registers (64 in flight) instead of by TMA */
+        [V_PRE1] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_PRELOAD", "1"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -472,8 +475,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_HELPER] > 0) printf("        variant: fused with the flag helper (MELD_GEMM_RS_FLAG_HELPER=1) %7.3f\n", tm[V_HELPER]);
       if (tm[V_NOPRE] > 0) printf("        variant: fused, own tiles add the partials in the staging pass (MELD_GEMM_RS_PRELOAD=0) %7.3f\n", tm[V_NOPRE]);
       if (tm[V_D130] > 0)
-        printf("        diag: one synthetic partial, no wait (diag 130): added in registers %7.3f (loads in rounds of 16: %7.3f), "
-               "by the staging pass %7.3f\n", tm[V_D130], tm[V_D130R16], tm[V_D130P]);
+        printf("        diag: one synthetic partial, no wait (diag 130): by TMA into the staging %7.3f, by loads into registers "
+               "%7.3f (rounds of 16: %7.3f), by the staging pass %7.3f\n", tm[V_D130], tm[V_D130R64], tm[V_D130R16], tm[V_D130P]);
+      if (tm[V_PRE1] > 0) printf("        variant: fused, own tiles' partials by loads into registers (MELD_GEMM_RS_PRELOAD=1) %7.3f\n", tm[V_PRE1]);
       if (tm[V_NOFENCE] > 0) printf("        diag: push flags without their fence.acq_rel.sys %7.3f\n", tm[V_NOFENCE]);
       if (tm[V_SK] > 0) printf("        variant: fused with stream-K (MELD_GEMM_RS_STREAM_K=2) %7.3f\n", tm[V_SK]);
       if (tm[V_STORE_ST] > 0) printf("        variant: fused, own tiles by 16-byte stores (MELD_GEMM_RS_STORE=st) %7.3f\n", tm[V_STORE_ST]);

@@ -3,7 +3,8 @@
 # never run on a GPU: the per-tile trace hook, the AG stream-K pieces; and s6's own-tile add
 # in registers, incl. the synthetic-partial cases); then GEMM+RS/AR forced fused at one rank
 # with the add in registers vs the staging pass (--diag), AG+GEMM's one-rank stream-K row,
-# and a per-tile trace picture. Usage (device): OUT=... bash bench/p1_s6.sh
+# and a per-tile trace picture. Usage (device): OUT=... [SKIP_TESTS=1] [TESTS="test_x ..."]
+# [RS_RUNS="rs M,N,K --diag;ar M,N,K"] [NO_AG=1] [NO_TRACE=1] bash bench/p1_s6.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -17,17 +18,18 @@ if [ "${SKIP_TESTS:-0}" = 0 ]; then
   echo "gpu tests rc=$? at $(el) s"; grep -E "FAILED|^== |worst rel 0\.[1-9]|FAIL" "$OUT/gpu_tests.log" | head -20
 fi
 d=$(date -u +%Y-%m-%d)
-for s in ${RS_RUNS:-"rs 8192,8192,4096 --diag" "rs 8192,4096,7168 --diag" "ar 8192,8192,4096"}; do
+IFS=';' read -ra runs <<< "${RS_RUNS:-rs 8192,8192,4096 --diag;rs 8192,4096,7168 --diag;ar 8192,8192,4096}"
+for s in "${runs[@]}"; do
   set -- $s
   timeout -k 5 120 build/bench/bench_gemm_rs --op "$1" --shape "$2" ${3:-} --json "$OUT/gemm_rs-p1-$d.jsonl" >> "$OUT/bench_gemm_rs.log" 2>&1
   echo "bench_gemm_rs $s rc=$? at $(el) s"
 done
 grep -v "^\[" "$OUT/bench_gemm_rs.log" | grep -v "^bench_gemm_rs:" | head -60
-MELD_TRACE="$OUT/gemm_rs-trace.json" timeout -k 5 40 build/bench/bench_gemm_rs --trace --op rs --shape 8192,8192,4096 > "$OUT/trace.log" 2>&1
+[ "${NO_TRACE:-0}" = 1 ] || { MELD_TRACE="$OUT/gemm_rs-trace.json" timeout -k 5 40 build/bench/bench_gemm_rs --trace --op rs --shape 8192,8192,4096 > "$OUT/trace.log" 2>&1
 echo "trace rc=$? at $(el) s"
 python3 tools/trace_png.py -o "$OUT/gemm_rs-trace-p1.png" --title "GEMM+RS fused at one rank, 8192x8192x4096, 1 x H200, 3 calls" \
-  "$OUT"/gemm_rs-trace*.json >> "$OUT/trace.log" 2>&1; echo "trace png rc=$?"; tail -3 "$OUT/trace.log"
-for s in ${AG_SHAPES:-2048,5120,8192}; do
+  "$OUT"/gemm_rs-trace*.json >> "$OUT/trace.log" 2>&1; echo "trace png rc=$?"; tail -3 "$OUT/trace.log"; }
+[ "${NO_AG:-0}" = 1 ] || for s in ${AG_SHAPES:-2048,5120,8192}; do
   timeout -k 5 120 build/bench/bench_ag_gemm --shape $s --json "$OUT/ag_gemm-p1-$d.jsonl" >> "$OUT/bench_ag_gemm.log" 2>&1
   echo "bench_ag_gemm $s rc=$? at $(el) s"
 done

@@ -49,7 +49,11 @@
 #define GEMM_PEND_OFF (GEMM_FLAG_OFF + 8)
 #define GEMM_EPOCH_OFF (GEMM_FLAG_OFF + 16)
 #define GEMM_TRACE_T0_OFF (GEMM_FLAG_OFF + 24)
-#define GEMM_SMEM_USED (GEMM_FLAG_OFF + 32)
+/* Hook g, add mode 4: per consumer warpgroup an mbarrier for the partial's TMA loads into its
+ * staging, and the count of its completed loads (the wait's parity). */
+#define GEMM_PBAR_OFF (GEMM_FLAG_OFF + 32)
+#define GEMM_PCNT_OFF (GEMM_FLAG_OFF + 48)
+#define GEMM_SMEM_USED (GEMM_FLAG_OFF + 56)
 /* Flag helper (hook g2 with HELPER): a ring of GEMM_HELPER_SLOTS pending-tile words, a post
  * counter, and per slot a "full" and an "empty" mbarrier, in static shared memory of the kernels
  * that use it (gemm_helper_smem), so that no other kernel's layout changes. */
@@ -162,10 +166,14 @@ typedef struct {
      * and AR 0.831 vs 0.794 (8192 x 4096 x 7168). */
     int32_t tma;
     /* (additive; 0 = off; only with tma and npush 0) 1, 2, 3: "add mode": after an own tile's
-     * mainloop (a split tile: after its pieces are combined), one thread per warpgroup waits
+     * mainloop (a split tile: after its pieces are combined; the host never sets 4 for split
+     * tiles nor in flag-helper kernels, which lack its code), one thread per warpgroup waits
      * for the flags (as above) and every thread adds its fragment of each src[s] (bf16 pairs,
      * ld.global.cg; 1: 64 loads in flight, 2: 16, 3: 32) to its fp32 accumulators
-     * (gemm_reduce_add); the epilogue then stores the staged sums like a
+     * (gemm_reduce_add); 4 (unsplit tiles only): src[0] comes by TMA through map_p into the
+     * staging, one 64 x 128 half at a time (the first issued at the tile's start, before
+     * the mainloop), and each thread adds its pairs from there while staging the sums
+     * (gemm_stage_half_add; further sources as in 1); the epilogue then stores the staged sums like a
      * plain tile (no pass over the staging; copies[c] from the staging). The sum is rounded
      * once, like the pass's, from this rank's unrounded products (the pass added its bf16-
      * rounded values); its order: own, then src[0], src[1], ... (docs/perf-notes.md, s6). */
@@ -233,6 +241,9 @@ typedef struct {
   int32_t a2_row_begin, a2_rows;
   /* The reduced tiles' destination map (hook g with epi.reduce.tma; see there). */
   CUtensorMap map_c2;
+  /* The first partial's source map (hook g, reduce.preload 4): over reduce.src[0] like map_c
+   * (dims {n, rows_per_owner}, ld out_ld, box {64, 64}, SWIZZLE_128B). */
+  CUtensorMap map_p;
   /* Split-K / stream-K combine (additive; 0 = each piece stores its partial, the last
    * arriver reads them; 1 = pieces add into one zeroed fp32 tile with red.global.add.v4.f32,
    * the last reads the sum and re-zeroes it: `workspace` must then be all zeros before the
@@ -720,6 +731,53 @@ __device__ __forceinline__ void gemm_reduce_vec(const gemm_epilogue_hook_t *eh, 
   }
 }
 
+/* Hook g, add mode 4: as gemm_stage_half, but each bf16 pair of the staging (the partial,
+ * landed there by TMA in the same swizzled layout) is first added to this thread's
+ * accumulators: a thread reads and then overwrites only its own words, so no barrier between.
+ * The accumulators keep the sums (copies, later sources). */
+__device__ __forceinline__ void gemm_stage_half_add(float *acc, uint32_t stg, int h, int r0, int l) {
+#pragma unroll
+  for (int jj = 0; jj < 16; ++jj) {
+    const int j = 16 * h + jj;
+    const uint32_t a0 = gemm_stg_addr(stg, jj, r0, l);
+    const uint32_t v0 = ld_shared_u32(a0), v1 = ld_shared_u32(a0 + 8 * 128);
+    acc[4 * j] += __uint_as_float(v0 << 16);
+    acc[4 * j + 1] += __uint_as_float(v0 & 0xffff0000u);
+    acc[4 * j + 2] += __uint_as_float(v1 << 16);
+    acc[4 * j + 3] += __uint_as_float(v1 & 0xffff0000u);
+    st_shared_u32(a0, gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]));
+    st_shared_u32(a0 + 8 * 128, gemm_pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]));
+  }
+}
+
+/* Hook g, add mode 4: one thread of warpgroup g asks for half h of the first partial of own
+ * tile t (local rows dst_row0 .., columns col_base + 128 h ..) into its staging `stg`, on the
+ * warpgroup's barrier. The staging must be free: the previous TMA stores from it read out. */
+__device__ __forceinline__ void gemm_partial_tma(const gemm_params_t *p, uint32_t stg, uint32_t sbase, int g, int h,
+                                                 int col_base, int64_t dst_row0) {
+  const uint32_t pbar = sbase + GEMM_PBAR_OFF + 8 * g;
+  const int c0 = col_base + 128 * h, two = c0 + 64 < p->n;
+  cp_async_bulk_wait_group_read0();
+  mbarrier_arrive_expect_tx_cta(pbar, two ? 16384u : 8192u);
+  tma_load_2d(stg, &p->map_p, pbar, c0, (int32_t)dst_row0);
+  if (two) tma_load_2d(stg + 8192, &p->map_p, pbar, c0 + 64, (int32_t)dst_row0);
+}
+
+/* Hook g, add mode 4, at the start of own tile t (thread 0 of warpgroup g, before the
+ * mainloop): waits for the tile's partials (acquire; not with diag bit 1), then
+ * fence.proxy.async.global (the TMA reads after the acquire) and asks for half 0. A warpgroup
+ * whose rows all lie past m asks nothing (its epilogue skips both halves). */
+__device__ __forceinline__ void gemm_partial_first(const gemm_params_t *p, gemm_tile_t t, int g, uint32_t stg,
+                                                   uint32_t sbase) {
+  const gemm_epilogue_hook_t *eh = &p->epi;
+  const int row_base = t.m_blk * GEMM_BM + 64 * g;
+  if (row_base >= p->m) return;
+  const int64_t lmb = t.m_blk - eh->reduce.owner * (eh->rows_per_owner / GEMM_BM);
+  if (!(eh->reduce.diag & 2)) gemm_reduce_wait(eh, lmb * p->tiles_n + t.n_blk, sbase + GEMM_EPOCH_OFF);
+  fence_proxy_async_gmem();
+  gemm_partial_tma(p, stg, sbase, g, 0, t.n_blk * GEMM_BN, lmb * GEMM_BM + 64 * g);
+}
+
 /* Hook g, the reduction of one 64x128 half (see the comment above gemm_red_args_t). Thread tid
  * owns the 16-byte column chunk c = tid % 8 of rows rt + 16 k (rt = tid / 8, k = 0..3) in both
  * 64-column blocks b: 8 vectors, the same ones as the staging's other passes. The swizzle of
@@ -902,7 +960,7 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
 }
 
 template <bool RED, bool G2 = false, int DEFER = 0, bool HELPER = false>
-__device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const float *acc,
+__device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
                                               uint32_t *pk = nullptr, int *pk_on = nullptr,
                                               int *pk_col = nullptr, int *pk_row = nullptr) {
@@ -968,9 +1026,24 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, const floa
       *pk_row = row_base;
       continue;
     }
-    if ((use_tma || red_tma) && tid == 0) cp_async_bulk_wait_group_read0(); /* staging free again */
+    /* add mode 4: half 0 of the partial was asked for in the mainloop, half 1 now */
+    const int red_tl = RED && !HELPER && red_tma && eh->reduce.preload == 4; /* (helper kernels: spilled) */
+    if ((use_tma || red_tma) && tid == 0) {
+      if (red_tl && h == 1) gemm_partial_tma(p, stg, sb, g, 1, col_base, dst_row0); /* (frees the staging first) */
+      else cp_async_bulk_wait_group_read0(); /* staging free again */
+    }
+    uint32_t pcnt = 0;
+    if (red_tl) {
+      pcnt = ld_shared_u32(sb + GEMM_PCNT_OFF + 4 * g);
+      mbar_wait(sb + GEMM_PBAR_OFF + 8 * g, pcnt & 1u);
+    }
     named_bar_sync(bar, 128);
-    gemm_stage_half(acc, stg, h, r0, l);
+    if (red_tl) {
+      if (tid == 0) st_shared_u32(sb + GEMM_PCNT_OFF + 4 * g, pcnt + 1); /* (all have read it) */
+      gemm_stage_half_add(acc, stg, h, r0, l);
+    } else {
+      gemm_stage_half(acc, stg, h, r0, l);
+    }
     if (use_tma) fence_proxy_async_smem_cta(); /* generic smem writes -> TMA reads */
     named_bar_sync(bar, 128);
     if (use_tma) {
@@ -1300,9 +1373,13 @@ __device__ __forceinline__ void gemm_reduce_add_src(const gemm_params_t *p, floa
 __device__ __forceinline__ void gemm_reduce_add(const gemm_params_t *p, float *acc, gemm_tile_t t, int g, int tid,
                                                 uint32_t sbase) {
   const int nsrc = p->epi.reduce.diag & 4 ? 0 : p->epi.reduce.nsrc, mode = p->epi.reduce.preload;
-  gemm_reduce_add_wait(p, t, g, tid, sbase);
+  /* mode 4: src[0] comes through the staging (gemm_stage_half_add) and thread 0 acquired
+   * every flag at the tile's start (gemm_partial_first): the barrier orders the others' loads */
+  const int s0 = mode == 4 ? 1 : 0;
+  if (s0 == 0) gemm_reduce_add_wait(p, t, g, tid, sbase);
+  else if (nsrc > 1) named_bar_sync(GEMM_BAR_WG0 + g, 128);
 #pragma unroll 1
-  for (int s = 0; s < nsrc; ++s) {
+  for (int s = s0; s < nsrc; ++s) {
     if (mode == 2) gemm_reduce_add_src<8>(p, acc, t, g, tid, s);
     else if (mode == 3) gemm_reduce_add_src<16>(p, acc, t, g, tid, s);
     else gemm_reduce_add_src<32>(p, acc, t, g, tid, s);
@@ -1370,6 +1447,9 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     const int32_t slot = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 20);
     if (g == 0 && tid == 0 && p->trace.events) /* per-tile timeline: mainloop start */
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
+    /* hook g, add mode 4: the partial's first half, landing during the mainloop (issued here,
+     * not inside it: there its registers next to the accumulators spilled) */
+    if (RED && !HELPER && tid == 0 && p->epi.reduce.preload == 4 && own_tile()) gemm_partial_first(p, t, g, stg, sbase);
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       if (kb) mbar_wait(full0 + 8 * stage, phase);
@@ -1472,6 +1552,15 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     prefetch_tensormap(&p->map_b);
     if (p->epi_tma) prefetch_tensormap(&p->map_c);
     if (p->epi.reduce.tma) prefetch_tensormap(&p->map_c2);
+    if (p->epi.reduce.preload == 4) {
+      prefetch_tensormap(&p->map_p);
+      for (int g = 0; g < 2; ++g) {
+        mbarrier_init_cta(sbase + GEMM_PBAR_OFF + 8 * g, 1);
+        st_shared_u32(sbase + GEMM_PCNT_OFF + 4 * g, 0u);
+      }
+      fence_mbar_init();
+      fence_proxy_async_smem_cta(); /* the TMA unit sees initialized barriers */
+    }
     if (p->a2_rows > 0) prefetch_tensormap(&p->map_a2);
     if (HELPER) {
       const uint32_t hb = gemm_helper_smem();

@@ -272,10 +272,11 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         with diag bit 8, which drops the fence, as the bound)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
- *   MELD_GEMM_RS_PRELOAD  0: own tiles add the partials in a pass over the staging after the
- *                         mainloop (session 5); default 1 (with "tma" and unsplit tiles): the
- *                         partials are added to the fp32 accumulators in registers after the
- *                         mainloop (gemm.cuh reduce.preload; 2, 3: the loads in rounds of 16, 32)
+ *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 4 (default; unsplit tiles, else 0) =
+ *                         the first partial by TMA into the staging, added to the fp32
+ *                         accumulators while staging the sums; 0 = a pass over the staging after
+ *                         the mainloop (session 5); 1, 2, 3 = loads into registers after the
+ *                         mainloop, 64 / 16 / 32 in flight (gemm.cuh reduce.preload)
  *   MELD_GEMM_RS_DIAG     timing diagnostics, WRONG RESULTS (benchmarks only): bit 0 = the peers'
  *                         partial tiles are written into this rank's own slots (no NVLink stores,
  *                         st or TMA; flags still go to the peers), bit 1 = own tiles do not wait
@@ -415,11 +416,16 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       !gemm_rs_env_is("MELD_GEMM_RS_STORE", "st")) {
     MELD_CHECK(gemm_rs_map_c(&g, &o, e->reduce.dst, a->ldc, own_rows, &k.g.map_c2));
     e->reduce.tma = 1;
-    /* Own tiles add the partials to their fp32 accumulators in registers (gemm.cuh
-     * reduce.preload; split tiles: after the pieces are combined): no pass over the staging.
-     * MELD_GEMM_RS_PRELOAD=0: the pass (session 5's default). */
-    const int pre = gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 1);
-    e->reduce.preload = pre >= 0 && pre <= 3 ? pre : 0;
+    /* Own tiles add the partials to their fp32 accumulators (gemm.cuh reduce.preload): by
+     * default (4) the first partial comes by TMA into the staging (unsplit tiles; split tiles
+     * keep the pass); MELD_GEMM_RS_PRELOAD=0: the pass (session 5's default), 1..3: loads into
+     * registers (one H200, synthetic partial: slower than the pass, kept for comparison). */
+    const int split = k.g.split_k > 1 || k.g.sk_tiles > 0;
+    const int pre = gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 4);
+    /* (mode 4 is not compiled into the flag-helper kernels: their registers spilled) */
+    e->reduce.preload = pre >= 1 && pre <= 3 ? pre : pre == 4 && !split && !helper && !(diag & 4) ? 4 : 0;
+    if (e->reduce.preload == 4)
+      MELD_CHECK(gemm_rs_map_c(&g, &o, (uint8_t *)ws + GEMM_RS_HDR_BYTES, pl->ldn, pl->rpo, &k.g.map_p));
   }
   if (g2) {
     /* Hook g2: map_c over the peer's partial slot (R rows x N, ld ldn): every tile of the peer

@@ -384,6 +384,9 @@ static void rank_main(int rank, int nranks) {
     unsetenv("MELD_GEMM_RS_STREAM_K");
     setenv("MELD_GEMM_RS_PRELOAD", "2", 1);                 /* loads in rounds of 16 */
     test_synthetic_partial(&x, 1000, 1000, 4104, 1, NULL);
+    setenv("MELD_GEMM_RS_PRELOAD", "1", 1);                 /* 64 loads in flight */
+    test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);
+    test_synthetic_partial(&x, 1000, 1000, 4104, 0, NULL);
     setenv("MELD_GEMM_RS_PRELOAD", "0", 1);                 /* the pass over the staging (s5) */
     test_synthetic_partial(&x, 1000, 1000, 4104, 1, NULL);
     test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);
@@ -449,6 +452,10 @@ static void rank_variants(int rank, int nranks) {
   test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 3);
   test_shape(&x, 4096, 4096, 2048, 0, MELD_GEMM_RS_FUSED, 3);
   unsetenv("MELD_GEMM_RS_STREAM_K");
+  setenv("MELD_GEMM_RS_PRELOAD", "1", 1); /* own tiles: partials by loads into registers */
+  gt_log("MELD_GEMM_RS_PRELOAD=1");
+  test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3);
+  test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 3);
   setenv("MELD_GEMM_RS_PRELOAD", "0", 1); /* own tiles: the pass over the staging (s5's default) */
   gt_log("MELD_GEMM_RS_PRELOAD=0");
   test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3);
