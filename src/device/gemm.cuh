@@ -154,7 +154,8 @@ typedef struct {
     /* Timing diagnostics (WRONG results; 0 in every real call): bit 1 = no wait for the
      * partials' flags, bit 2 = no partial loads/adds (the own values are stored), bit 3 = with
      * tma: no pass over the staging at all (the own values go out by TMA as staged), bit 5 =
-     * hook g2's deferred flag released without its fence.acq_rel.sys (unordered). */
+     * hook g2's deferred flag released without its fence.acq_rel.sys (unordered), bit 6 = no
+     * L2 prefetch of own tiles' partials (gemm_reduce_prefetch; a hint: results stay right). */
     int32_t diag;
     /* (additive; 0 = off) 1: the reduced tile reaches dst by TMA store through
      * gemm_params_t.map_c2 (a map over dst like map_c: dims {n, rows}, ld dst_ld, box {64, 64},
@@ -1440,7 +1441,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       return RED && p->epi.out && p->epi.reduce.on &&
              t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner;
     };
-    if (own_tile() && lane == tid) gemm_reduce_prefetch(p, t, g, lane);
+    if (own_tile() && lane == tid && !(p->epi.reduce.diag & 64)) gemm_reduce_prefetch(p, t, g, lane);
     t.k_blk0 = (int32_t)ti.z;
     t.k_nblk = (int32_t)ti.w;
     const int32_t piece = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);

@@ -286,6 +286,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         a workspace of M x N x 2 bytes), bit 4 = as bit 3 in a kernel built
  *                         without hook g and with the stand-alone engine's deferred epilogue,
  *                         bit 5 = own tiles stored by TMA as staged (no pass over the staging),
+ *                         bit 9 = own tiles' partials not asked into L2 at the tile's start,
  *                         bit 8 = the TMA push's flags released without their system fence
  *                         (unordered: the fence's cost on the epilogue's path),
  *                         bit 7 = (a test, one rank only, results right) own tiles add one
@@ -383,7 +384,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->signal = (uint64_t *const *)(ws + GEMM_RS_HDR_SIGNAL);
   e->epoch_src = (const uint64_t *)(ws + GEMM_RS_HDR_STAMP);
   e->reduce.on = 1;
-  e->reduce.diag = (diag & 6) | (diag & 32 ? 8 : 0) | (diag & 256 ? 32 : 0);
+  e->reduce.diag = (diag & 6) | (diag & 32 ? 8 : 0) | (diag & 256 ? 32 : 0) | (diag & 512 ? 64 : 0);
   e->reduce.owner = pl->sym ? 0 : r; /* symmetric: one owner block (0) of all rows on every rank */
   e->reduce.nsrc = P - 1;
   if ((diag & 128) && P == 1) { /* test mode: one synthetic partial (gemm_rs_header_fill) */
@@ -424,6 +425,8 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     const int pre = gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 4);
     /* (mode 4 is not compiled into the flag-helper kernels: their registers spilled) */
     e->reduce.preload = pre >= 1 && pre <= 3 ? pre : pre == 4 && !split && !helper && !(diag & 4) ? 4 : 0;
+    /* nothing to add (one rank): own tiles are stored as staged (mode 1 without sources) */
+    if (e->reduce.nsrc == 0 && e->reduce.preload) e->reduce.preload = 1;
     if (e->reduce.preload == 4)
       MELD_CHECK(gemm_rs_map_c(&g, &o, (uint8_t *)ws + GEMM_RS_HDR_BYTES, pl->ldn, pl->rpo, &k.g.map_p));
   }

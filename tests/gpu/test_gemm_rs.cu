@@ -386,11 +386,14 @@ static void rank_main(int rank, int nranks) {
     test_synthetic_partial(&x, 1000, 1000, 4104, 1, NULL);
     setenv("MELD_GEMM_RS_PRELOAD", "1", 1);                 /* 64 loads in flight */
     test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);
-    test_synthetic_partial(&x, 1000, 1000, 4104, 0, NULL);
+    test_synthetic_partial(&x, 1000, 1000, 4104, 1, NULL);
     setenv("MELD_GEMM_RS_PRELOAD", "0", 1);                 /* the pass over the staging (s5) */
     test_synthetic_partial(&x, 1000, 1000, 4104, 1, NULL);
     test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);
     unsetenv("MELD_GEMM_RS_PRELOAD");
+    /* the workspace now holds a partial: a real one-rank call must not add it (s6: the TMA
+     * add mode once did, with no source to add) */
+    test_shape(&x, 2048, 2048, 1024, 0, MELD_GEMM_RS_FUSED, 3);
   }
   /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
    * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
