@@ -53,7 +53,8 @@
  * staging, and the count of its completed loads (the wait's parity). */
 #define GEMM_PBAR_OFF (GEMM_FLAG_OFF + 32)
 #define GEMM_PCNT_OFF (GEMM_FLAG_OFF + 48)
-#define GEMM_SMEM_USED (GEMM_FLAG_OFF + 56)
+#define GEMM_PASK_OFF (GEMM_FLAG_OFF + 56) /* loads asked (thread 0 of the warpgroup only) */
+#define GEMM_SMEM_USED (GEMM_FLAG_OFF + 64)
 /* Flag helper (hook g2 with HELPER): a ring of GEMM_HELPER_SLOTS pending-tile words, a post
  * counter, and per slot a "full" and an "empty" mbarrier, in static shared memory of the kernels
  * that use it (gemm_helper_smem), so that no other kernel's layout changes. */
@@ -167,11 +168,11 @@ typedef struct {
      * and AR 0.831 vs 0.794 (8192 x 4096 x 7168). */
     int32_t tma;
     /* (additive; 0 = off; only with tma and npush 0) 1, 2, 3: "add mode": after an own tile's
-     * mainloop (a split tile: after its pieces are combined; the host never sets 4 for split
-     * tiles nor in flag-helper kernels, which lack its code), one thread per warpgroup waits
+     * mainloop (a split tile: after its pieces are combined; the host never sets 4 in
+     * flag-helper kernels, which lack its code), one thread per warpgroup waits
      * for the flags (as above) and every thread adds its fragment of each src[s] (bf16 pairs,
      * ld.global.cg; 1: 64 loads in flight, 2: 16, 3: 32) to its fp32 accumulators
-     * (gemm_reduce_add); 4 (unsplit tiles only): src[0] comes by TMA through map_p into the
+     * (gemm_reduce_add); 4: src[0] comes by TMA through map_p into the
      * staging, one 64 x 128 half at a time (the first issued at the tile's start, before
      * the mainloop), and each thread adds its pairs from there while staging the sums
      * (gemm_stage_half_add; further sources as in 1); the epilogue then stores the staged sums like a
@@ -759,6 +760,7 @@ __device__ __forceinline__ void gemm_partial_tma(const gemm_params_t *p, uint32_
   const uint32_t pbar = sbase + GEMM_PBAR_OFF + 8 * g;
   const int c0 = col_base + 128 * h, two = c0 + 64 < p->n;
   cp_async_bulk_wait_group_read0();
+  st_shared_u32(sbase + GEMM_PASK_OFF + 4 * g, ld_shared_u32(sbase + GEMM_PASK_OFF + 4 * g) + 1);
   mbarrier_arrive_expect_tx_cta(pbar, two ? 16384u : 8192u);
   tma_load_2d(stg, &p->map_p, pbar, c0, (int32_t)dst_row0);
   if (two) tma_load_2d(stg + 8192, &p->map_p, pbar, c0 + 64, (int32_t)dst_row0);
@@ -1027,10 +1029,13 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
       *pk_row = row_base;
       continue;
     }
-    /* add mode 4: half 0 of the partial was asked for in the mainloop, half 1 now */
+    /* add mode 4: half 0 of the partial was asked for at the tile's start (a split tile: now),
+     * half 1 now */
     const int red_tl = RED && !HELPER && red_tma && eh->reduce.preload == 4; /* (helper kernels: spilled) */
     if ((use_tma || red_tma) && tid == 0) {
       if (red_tl && h == 1) gemm_partial_tma(p, stg, sb, g, 1, col_base, dst_row0); /* (frees the staging first) */
+      else if (red_tl && h == 0 && ld_shared_u32(sb + GEMM_PASK_OFF + 4 * g) == ld_shared_u32(sb + GEMM_PCNT_OFF + 4 * g))
+        gemm_partial_first(p, t, g, stg, sb); /* not asked yet: a split tile's last piece */
       else cp_async_bulk_wait_group_read0(); /* staging free again */
     }
     uint32_t pcnt = 0;
@@ -1455,7 +1460,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     /* hook g, add mode 4: the partial's first half, landing during the mainloop (issued here,
      * not inside it: there its registers next to the accumulators spilled) */
-    if (RED && !HELPER && tid == 0 && p->epi.reduce.preload == 4 && own_tile()) gemm_partial_first(p, t, g, stg, sbase);
+    if (RED && !HELPER && tid == 0 && piece < 0 && p->epi.reduce.preload == 4 && own_tile())
+      gemm_partial_first(p, t, g, stg, sbase); /* (a split tile: its last piece's epilogue asks) */
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       if (kb) mbar_wait(full0 + 8 * stage, phase);
@@ -1563,6 +1569,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
       for (int g = 0; g < 2; ++g) {
         mbarrier_init_cta(sbase + GEMM_PBAR_OFF + 8 * g, 1);
         st_shared_u32(sbase + GEMM_PCNT_OFF + 4 * g, 0u);
+        st_shared_u32(sbase + GEMM_PASK_OFF + 4 * g, 0u);
       }
       fence_mbar_init();
       fence_proxy_async_smem_cta(); /* the TMA unit sees initialized barriers */

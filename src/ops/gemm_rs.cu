@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         with diag bit 8, which drops the fence, as the bound)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
- *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 4 (default; unsplit tiles, else 0) =
+ *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 4 (default) =
  *                         the first partial by TMA into the staging, added to the fp32
  *                         accumulators while staging the sums; 0 = a pass over the staging after
  *                         the mainloop (session 5); 1, 2, 3 = loads into registers after the
@@ -418,13 +418,11 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     MELD_CHECK(gemm_rs_map_c(&g, &o, e->reduce.dst, a->ldc, own_rows, &k.g.map_c2));
     e->reduce.tma = 1;
     /* Own tiles add the partials to their fp32 accumulators (gemm.cuh reduce.preload): by
-     * default (4) the first partial comes by TMA into the staging (unsplit tiles; split tiles
-     * keep the pass); MELD_GEMM_RS_PRELOAD=0: the pass (session 5's default), 1..3: loads into
+     * default (4) the first partial comes by TMA into the staging; MELD_GEMM_RS_PRELOAD=0: the pass (session 5's default), 1..3: loads into
      * registers (one H200, synthetic partial: slower than the pass, kept for comparison). */
-    const int split = k.g.split_k > 1 || k.g.sk_tiles > 0;
     const int pre = gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 4);
     /* (mode 4 is not compiled into the flag-helper kernels: their registers spilled) */
-    e->reduce.preload = pre >= 1 && pre <= 3 ? pre : pre == 4 && !split && !helper && !(diag & 4) ? 4 : 0;
+    e->reduce.preload = pre >= 1 && pre <= 3 ? pre : pre == 4 && !helper && !(diag & 4) ? 4 : 0;
     /* nothing to add (one rank): own tiles are stored as staged (mode 1 without sources) */
     if (e->reduce.nsrc == 0 && e->reduce.preload) e->reduce.preload = 1;
     if (e->reduce.preload == 4)
