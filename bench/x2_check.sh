@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# x2_s5.sh — a 2-GPU check of the fused ops in one call (session 5's, and the first call of the
-# next session): build; test_gemm_rs (incl. the opt-in flag helper), test_ag_gemm (incl. the
-# opt-in stream-K with each worker's own pieces), test_coll's TMA-bulk RING; GEMM+RS/AR at the
-# three M = 8192 shapes (RS 8192^2 x 4096 with --diag: the no-fence and flag-helper rows) and
-# AG+GEMM --quick (its stream_k row); then PyTorch async-TP for both while LIMIT seconds last.
+# x2_check.sh — the 2-GPU check of the fused ops in one call (sessions 5, 6; run it first on 2
+# GPUs): build; test_gemm_rs (incl. the flag helper, stream-K and the own-tile modes),
+# test_ag_gemm (incl. stream-K with each worker's own pieces), test_coll's TMA-bulk RING;
+# GEMM+RS/AR at the three M = 8192 shapes (RS 8192^2 x 4096 with --diag: no-push, no-fence,
+# flag-helper, own-tile-mode rows), a per-tile trace picture, AG+GEMM --quick; then PyTorch
+# async-TP for both while LIMIT seconds last.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=s5-x2
+export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2}
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 LIMIT=${LIMIT:-300}
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# p1_s6.sh — session 6's one-GPU call: build; every GPU test at one rank (the session-5 code
-# never run on a GPU: the per-tile trace hook, the AG stream-K pieces; and s6's own-tile add
-# in registers, incl. the synthetic-partial cases); then GEMM+RS/AR forced fused at one rank
-# with the add in registers vs the staging pass (--diag), AG+GEMM's one-rank stream-K row,
+# p1_check.sh — one device call on ONE GPU for the fused kernels' own cost (sessions 5, 6):
+# build; every GPU test at one rank; then GEMM+RS/AR forced fused at one rank (every tile its
+# own) against meld_gemm with the diagnostics that strip it down, incl. the synthetic-partial
+# rows (the 2-rank own-tile work without a peer; --diag), AG+GEMM's one-rank rows,
 # and a per-tile trace picture. Usage (device): OUT=... [SKIP_TESTS=1] [TESTS="test_x ..."]
-# [RS_RUNS="rs M,N,K --diag;ar M,N,K"] [NO_AG=1] [NO_TRACE=1] bash bench/p1_s6.sh
+# [RS_RUNS="rs M,N,K --diag;ar M,N,K"] [NO_AG=1] [NO_TRACE=1] bash bench/p1_check.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
