@@ -9,7 +9,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 make -j16 lib build/bench/bench_gemm_rs > "$OUT/build.log" 2>&1 || { tail -5 "$OUT/build.log"; exit 1; }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-IFS=';' read -ra cfgs <<< "${CFGS:-d32:MELD_GEMM_RS_DIAG=32;add64:MELD_GEMM_RS_DIAG=130;add16:MELD_GEMM_RS_DIAG=130 MELD_GEMM_RS_PRELOAD=2;pass:MELD_GEMM_RS_DIAG=130 MELD_GEMM_RS_PRELOAD=0}"
+IFS=';' read -ra cfgs <<< "${CFGS:-d32:MELD_GEMM_RS_DIAG=32;stages:MELD_GEMM_RS_DIAG=130;tma:MELD_GEMM_RS_DIAG=130 MELD_GEMM_RS_PRELOAD=4;pass:MELD_GEMM_RS_DIAG=130 MELD_GEMM_RS_PRELOAD=0}"
 for c in "${cfgs[@]}"; do
   name=${c%%:*}; envs=${c#*:}
   env $envs timeout -k 5 150 "$NCU" --clock-control none -k regex:gemm_rs_kernel --launch-skip 2 --launch-count 1 \

@@ -172,7 +172,10 @@ typedef struct {
      * flag-helper kernels, which lack its code), one thread per warpgroup waits
      * for the flags (as above) and every thread adds its fragment of each src[s] (bf16 pairs,
      * ld.global.cg; 1: 64 loads in flight, 2: 16, 3: 32) to its fp32 accumulators
-     * (gemm_reduce_add); 4: src[0] comes by TMA through map_p into the
+     * (gemm_reduce_add); 5: the producer loads src[0] through map_p into two more pipeline
+     * stages after an own tile's k-blocks and the consumers add it from there after the
+     * mainloop (gemm_part_stages; whole tiles of >= GEMM_STAGES k-blocks, cluster_m 1: the
+     * host's rule); 4: src[0] comes by TMA through map_p into the
      * staging, one 64 x 128 half at a time (the first issued at the tile's start, before
      * the mainloop), and each thread adds its pairs from there while staging the sums
      * (gemm_stage_half_add; further sources as in 1); the epilogue then stores the staged sums like a
@@ -473,7 +476,11 @@ __device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, u
  * 2048 x 5120 x 8192 fused at one rank ran 0.280-0.282 ms with stream-K, 0.284-0.288 without,
  * while meld_gemm's static stream-K ran 0.245.) A separate instantiation: the producer has 40
  * registers, and the other kernels' producers stay as they were. */
-template <bool BKN, bool SKQ = false>
+/* (defined after gemm_reduce_wait) */
+__device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase,
+                                                 uint32_t &stage, uint32_t &phase);
+
+template <bool BKN, bool SKQ = false, bool PART = false>
 __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int worker, int nworkers) {
   const int cl = p->cluster_m;
@@ -556,6 +563,11 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       }
       if (++stage == GEMM_STAGES) { stage = 0; phase ^= 1; }
     }
+    /* hook g, add mode 5 (PART kernels): after an own, whole tile's k-blocks, two more stages
+     * carry the first partial (gemm_part_stages) */
+    if (PART && t.split < 0 && p->epi.reduce.preload == 5 &&
+        t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner)
+      gemm_part_stages(p, t, sbase, stage, phase);
   }
   if (SKQ) queue = p->order.queue;
   if (queue) {
@@ -625,6 +637,39 @@ __device__ __forceinline__ void gemm_reduce_wait(const gemm_epilogue_hook_t *eh,
         return; /* the call is failing: the tile's value no longer matters */
       }
     }
+  }
+}
+
+/* Hook g, add mode 5 (reduce.preload 5): after own tile t's k-blocks the producer (one
+ * thread) loads the first partial through map_p into two more pipeline stages: stage h holds
+ * columns 128 h .. +128 of both warpgroups' 64 rows (warpgroup g at +16 KB g, two 64 x 64 boxes
+ * 8 KB apart: the staging's format). Boxes wholly past n or m are not loaded. The flags were
+ * acquired by consumer thread 0 of each warpgroup at the tile's start (gemm_part_wait); the
+ * chain to these reads: that acquire, then (program order) its arrival on the empty barrier of
+ * one of this tile's k-blocks (release), the producer's wait on it for the first partial
+ * stage (acquire: the host uses mode 5 only with >= GEMM_STAGES k-blocks per tile, so the
+ * stage's previous occupant is a k-block of this tile), then fence.proxy.async.global. (The
+ * wait inside the producer, 40 registers, spilled.) */
+__device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase,
+                                                 uint32_t &stage, uint32_t &phase) {
+  const gemm_epilogue_hook_t *eh = &p->epi;
+  const int lmb = t.m_blk - eh->reduce.owner * (eh->rows_per_owner / GEMM_BM);
+#pragma unroll 1
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t full = sbase + GEMM_BAR_OFF + 8 * stage;
+    mbar_wait(full + 8 * GEMM_STAGES, phase ^ 1); /* its empty barrier */
+    fence_proxy_async_gmem();
+    const int c0 = t.n_blk * GEMM_BN + 128 * h;
+    const int nb = c0 >= p->n ? 0 : c0 + 64 >= p->n ? 1 : 2;
+    const int ng = t.m_blk * GEMM_BM + 64 >= p->m ? 1 : 2;
+    mbarrier_arrive_expect_tx_cta(full, (uint32_t)(nb * ng) * 8192u);
+#pragma unroll 1
+    for (int q = 0; q < nb * ng; ++q) {
+      const int g = q / nb, b = q % nb;
+      tma_load_2d(sbase + stage * GEMM_STAGE_BYTES + 16384u * g + 8192u * b, &p->map_p, full, c0 + 64 * b,
+                  lmb * GEMM_BM + 64 * g);
+    }
+    if (++stage == GEMM_STAGES) { stage = 0; phase ^= 1; }
   }
 }
 
@@ -752,6 +797,21 @@ __device__ __forceinline__ void gemm_stage_half_add(float *acc, uint32_t stg, in
   }
 }
 
+/* Hook g, add mode 5: this thread's bf16 pairs of half h of a partial laid out like the
+ * staging at `src` (a pipeline stage) added to its accumulators. */
+__device__ __forceinline__ void gemm_add_staged_half(float *acc, uint32_t src, int h, int r0, int l) {
+#pragma unroll
+  for (int jj = 0; jj < 16; ++jj) {
+    const int j = 16 * h + jj;
+    const uint32_t a0 = gemm_stg_addr(src, jj, r0, l);
+    const uint32_t v0 = ld_shared_u32(a0), v1 = ld_shared_u32(a0 + 8 * 128);
+    acc[4 * j] += __uint_as_float(v0 << 16);
+    acc[4 * j + 1] += __uint_as_float(v0 & 0xffff0000u);
+    acc[4 * j + 2] += __uint_as_float(v1 << 16);
+    acc[4 * j + 3] += __uint_as_float(v1 & 0xffff0000u);
+  }
+}
+
 /* Hook g, add mode 4: one thread of warpgroup g asks for half h of the first partial of own
  * tile t (local rows dst_row0 .., columns col_base + 128 h ..) into its staging `stg`, on the
  * warpgroup's barrier. The staging must be free: the previous TMA stores from it read out. */
@@ -764,6 +824,14 @@ __device__ __forceinline__ void gemm_partial_tma(const gemm_params_t *p, uint32_
   mbarrier_arrive_expect_tx_cta(pbar, two ? 16384u : 8192u);
   tma_load_2d(stg, &p->map_p, pbar, c0, (int32_t)dst_row0);
   if (two) tma_load_2d(stg + 8192, &p->map_p, pbar, c0 + 64, (int32_t)dst_row0);
+}
+
+/* Hook g, add mode 5, at the start of own tile t (thread 0 of each warpgroup): the flags'
+ * acquire that orders the producer's partial stages (gemm_part_stages). */
+__device__ __forceinline__ void gemm_part_wait(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase) {
+  const gemm_epilogue_hook_t *eh = &p->epi;
+  const int64_t lmb = t.m_blk - eh->reduce.owner * (eh->rows_per_owner / GEMM_BM);
+  if (!(eh->reduce.diag & 2)) gemm_reduce_wait(eh, lmb * p->tiles_n + t.n_blk, sbase + GEMM_EPOCH_OFF);
 }
 
 /* Hook g, add mode 4, at the start of own tile t (thread 0 of warpgroup g, before the
@@ -1381,7 +1449,7 @@ __device__ __forceinline__ void gemm_reduce_add(const gemm_params_t *p, float *a
   const int nsrc = p->epi.reduce.diag & 4 ? 0 : p->epi.reduce.nsrc, mode = p->epi.reduce.preload;
   /* mode 4: src[0] comes through the staging (gemm_stage_half_add) and thread 0 acquired
    * every flag at the tile's start (gemm_partial_first): the barrier orders the others' loads */
-  const int s0 = mode == 4 ? 1 : 0;
+  const int s0 = mode >= 4 ? 1 : 0; /* (mode 5: the producer acquired; the stages' barriers order) */
   if (s0 == 0) gemm_reduce_add_wait(p, t, g, tid, sbase);
   else if (nsrc > 1) named_bar_sync(GEMM_BAR_WG0 + g, 128);
 #pragma unroll 1
@@ -1460,8 +1528,10 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     /* hook g, add mode 4: the partial's first half, landing during the mainloop (issued here,
      * not inside it: there its registers next to the accumulators spilled) */
-    if (RED && !HELPER && tid == 0 && piece < 0 && p->epi.reduce.preload == 4 && own_tile())
-      gemm_partial_first(p, t, g, stg, sbase); /* (a split tile: its last piece's epilogue asks) */
+    if (RED && !HELPER && tid == 0 && piece < 0 && p->epi.reduce.preload >= 4 && own_tile()) {
+      if (p->epi.reduce.preload == 4) gemm_partial_first(p, t, g, stg, sbase); /* (a split tile: its last piece's epilogue asks) */
+      else gemm_part_wait(p, t, sbase); /* mode 5: the flags, for the producer's partial stages */
+    }
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       if (kb) mbar_wait(full0 + 8 * stage, phase);
@@ -1516,6 +1586,19 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       if (!gemm_splitk_fixup<16, DEFER == 0>(p, acc, slot, split, ncontrib, stride, g * 128 + tid,
                              sbase + GEMM_FLAG_OFF, live))
         continue;
+    }
+    /* hook g, add mode 5: the producer's two partial stages (gemm_part_stages) join the
+     * accumulators; each warp releases a stage once all its lanes have read their pairs */
+    if (RED && !HELPER && piece < 0 && p->epi.reduce.preload == 5 && own_tile()) {
+      const int l = tid & 31, r0 = 16 * (tid >> 5) + (l >> 2);
+#pragma unroll /* (h indexes the accumulators: rolled, they went to local memory) */
+      for (int h = 0; h < 2; ++h) {
+        mbar_wait(full0 + 8 * stage, phase);
+        gemm_add_staged_half(acc, sbase + stage * GEMM_STAGE_BYTES + 16384u * g, h, r0, l);
+        __syncwarp();
+        gemm_release(empty0 + 8 * stage, lane, cl, peer);
+        if (++stage == GEMM_STAGES) { stage = 0; phase ^= 1; }
+      }
     }
     /* hook g, add mode: the partials join the (whole: split pieces combined) accumulators */
     if (RED && p->epi.reduce.preload && own_tile()) gemm_reduce_add(p, acc, t, g, tid, sbase);
@@ -1587,7 +1670,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec_40();
-    if (threadIdx.x == 0) gemm_producer<BKN, SKQ>(p, smem, sbase, worker, nworkers);
+    if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER>(p, smem, sbase, worker, nworkers);
     else if (HELPER && threadIdx.x == 32) gemm_flag_helper(p, sbase);
     __syncwarp();
   } else {
