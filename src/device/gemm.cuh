@@ -1647,7 +1647,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     prefetch_tensormap(&p->map_b);
     if (p->epi_tma) prefetch_tensormap(&p->map_c);
     if (p->epi.reduce.tma) prefetch_tensormap(&p->map_c2);
-    if (p->epi.reduce.preload == 4) {
+    if (p->epi.reduce.preload >= 4) { /* (mode 5 uses only the map) */
       prefetch_tensormap(&p->map_p);
       for (int g = 0; g < 2; ++g) {
         mbarrier_init_cta(sbase + GEMM_PBAR_OFF + 8 * g, 1);

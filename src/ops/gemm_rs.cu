@@ -434,7 +434,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
                                                            : 0;
     /* nothing to add (one rank): own tiles are stored as staged (mode 1 without sources) */
     if (e->reduce.nsrc == 0 && e->reduce.preload) e->reduce.preload = 1;
-    if (e->reduce.preload == 4)
+    if (e->reduce.preload >= 4)
       MELD_CHECK(gemm_rs_map_c(&g, &o, (uint8_t *)ws + GEMM_RS_HDR_BYTES, pl->ldn, pl->rpo, &k.g.map_p));
   }
   if (g2) {
