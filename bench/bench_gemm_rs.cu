@@ -400,9 +400,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_D642] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "642"}}},
         [V_NOPF] = {op_meld, MELD_GEMM_RS_FUSED, big2 && g_diag, {{"MELD_GEMM_RS_DIAG", "512"}}},
         [V_D130SK] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_STREAM_K", "2"}}},
-        /* the partial by TMA into the staging (mode 4; the default is mode 5, the producer's stages) */
-        [V_D130M4] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_PRELOAD", "4"}}},
-        [V_PRE4] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_PRELOAD", "4"}}},
+        /* the partial in the producer's pipeline stages (mode 5; the default is mode 4, by TMA into the staging) */
+        [V_D130M4] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_PRELOAD", "5"}}},
+        [V_PRE4] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_PRELOAD", "5"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -482,12 +482,12 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_HELPER] > 0) printf("        variant: fused with the flag helper (MELD_GEMM_RS_FLAG_HELPER=1) %7.3f\n", tm[V_HELPER]);
       if (tm[V_NOPRE] > 0) printf("        variant: fused, own tiles add the partials in the staging pass (MELD_GEMM_RS_PRELOAD=0) %7.3f\n", tm[V_NOPRE]);
       if (tm[V_D130] > 0)
-        printf("        diag: one synthetic partial, no wait (diag 130): by the producer's stages %7.3f, by TMA into the staging %7.3f, "
+        printf("        diag: one synthetic partial, no wait (diag 130): by TMA into the staging %7.3f, by the producer's stages %7.3f, "
                "by loads into registers %7.3f (rounds of 16: %7.3f), by the staging pass %7.3f\n", tm[V_D130], tm[V_D130M4],
                tm[V_D130R64], tm[V_D130R16], tm[V_D130P]);
       if (tm[V_D642] > 0) printf("        diag: the same without the partials' L2 prefetch (diag 642) %7.3f, with stream-K %7.3f\n", tm[V_D642], tm[V_D130SK]);
       if (tm[V_NOPF] > 0) printf("        diag: fused without the partials' L2 prefetch (diag 512) %7.3f\n", tm[V_NOPF]);
-      if (tm[V_PRE4] > 0) printf("        variant: fused, own tiles' partial by TMA into the staging (MELD_GEMM_RS_PRELOAD=4) %7.3f\n", tm[V_PRE4]);
+      if (tm[V_PRE4] > 0) printf("        variant: fused, own tiles' partial in the producer's stages (MELD_GEMM_RS_PRELOAD=5) %7.3f\n", tm[V_PRE4]);
       if (tm[V_PRE1] > 0) printf("        variant: fused, own tiles' partials by loads into registers (MELD_GEMM_RS_PRELOAD=1) %7.3f\n", tm[V_PRE1]);
       if (tm[V_NOFENCE] > 0) printf("        diag: push flags without their fence.acq_rel.sys %7.3f\n", tm[V_NOFENCE]);
       if (tm[V_SK] > 0) printf("        variant: fused with stream-K (MELD_GEMM_RS_STREAM_K=2) %7.3f\n", tm[V_SK]);

@@ -272,11 +272,11 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         with diag bit 8, which drops the fence, as the bound)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
- *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 5 (default; whole tiles of >= 4
- *                         k-blocks, else 4) = the producer loads the first partial into two
- *                         pipeline stages after the tile's k-blocks, added to the fp32
- *                         accumulators; 4 = by TMA into the staging, added while staging the
- *                         sums; 0 = a pass over the staging after
+ *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 4 (default) = the first partial by
+ *                         TMA into the staging, added to the fp32 accumulators while staging
+ *                         the sums; 5 (whole tiles of >= 4 k-blocks, else 4) = the producer
+ *                         loads it into two pipeline stages after the tile's k-blocks; 0 = a
+ *                         pass over the staging after
  *                         the mainloop (session 5); 1, 2, 3 = loads into registers after the
  *                         mainloop, 64 / 16 / 32 in flight (gemm.cuh reduce.preload)
  *   MELD_GEMM_RS_DIAG     timing diagnostics, WRONG RESULTS (benchmarks only): bit 0 = the peers'
@@ -420,11 +420,12 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     MELD_CHECK(gemm_rs_map_c(&g, &o, e->reduce.dst, a->ldc, own_rows, &k.g.map_c2));
     e->reduce.tma = 1;
     /* Own tiles add the partials to their fp32 accumulators (gemm.cuh reduce.preload): by
-     * default (5) the producer loads the first partial into two more pipeline stages after
-     * the tile's k-blocks; 4: by TMA into the staging; 0: the pass (session 5's default);
-     * 1..3: loads into registers (one H200, synthetic partial: slower than the pass). */
+     * default (4) the first partial comes by TMA into the staging; 5: the producer loads it
+     * into two more pipeline stages after the tile's k-blocks (one H200, every tile own with a
+     * synthetic partial: 1,313,004 cycles vs 1,300,063 for 4, floor 1,203,638); 0: the pass
+     * (session 5's default); 1..3: loads into registers (slower than the pass). */
 
-    const int pre = gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 5);
+    const int pre = gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 4);
     /* (modes 4 and 5 are not compiled into the flag-helper kernels: their registers spilled;
      * mode 5 needs whole tiles of >= GEMM_STAGES k-blocks and no cluster: else mode 4) */
     const int m5 = k.g.split_k == 1 && k.g.sk_tiles == 0 && k.g.k_blocks >= GEMM_STAGES && k.g.cluster_m == 1;

@@ -379,9 +379,9 @@ static void rank_main(int rank, int nranks) {
     test_synthetic_partial(&x, 1000, 1000, 4104, 1, "st");  /* 16-byte stores            */
     test_synthetic_partial(&x, 1000, 1003, 4104, 1, NULL);  /* N % 8: 16-byte stores, tail */
     test_synthetic_partial(&x, 2048, 2048, 1024, 0, NULL);  /* RS, several tiles per CTA */
-    test_synthetic_partial(&x, 4096, 4096, 1024, 0, NULL);  /* 512 whole tiles: partial stages (mode 5) */
-    test_synthetic_partial(&x, 2000, 4000, 1024, 1, NULL);  /* AR, mode 5 with M and N tails */
-    setenv("MELD_GEMM_RS_PRELOAD", "4", 1);                 /* by TMA into the staging */
+    test_synthetic_partial(&x, 4096, 4096, 1024, 0, NULL);  /* 512 whole tiles */
+    test_synthetic_partial(&x, 2000, 4000, 1024, 1, NULL);  /* AR, M and N tails */
+    setenv("MELD_GEMM_RS_PRELOAD", "5", 1);                 /* the producer's partial stages */
     test_synthetic_partial(&x, 4096, 4096, 1024, 0, NULL);
     test_synthetic_partial(&x, 2000, 4000, 1024, 1, NULL);
     unsetenv("MELD_GEMM_RS_PRELOAD");
@@ -461,8 +461,8 @@ static void rank_variants(int rank, int nranks) {
   test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 3);
   test_shape(&x, 4096, 4096, 2048, 0, MELD_GEMM_RS_FUSED, 3);
   unsetenv("MELD_GEMM_RS_STREAM_K");
-  setenv("MELD_GEMM_RS_PRELOAD", "4", 1); /* own tiles: the partial by TMA into the staging */
-  gt_log("MELD_GEMM_RS_PRELOAD=4");
+  setenv("MELD_GEMM_RS_PRELOAD", "5", 1); /* own tiles: the partial in the producer's stages */
+  gt_log("MELD_GEMM_RS_PRELOAD=5");
   test_shape(&x, 256 * nranks, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 3);
   test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 3);
   test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 100);
