@@ -179,7 +179,7 @@ typedef struct {
      * host's rule); 4: src[0] comes by TMA through map_p into the
      * staging, one 64 x 128 half at a time (the first issued at the tile's start, before
      * the mainloop), and each thread adds its pairs from there while staging the sums
-     * (gemm_stage_half_add; further sources as in 1); the epilogue then stores the staged sums like a
+     * (gemm_add_staged_half, then gemm_stage_half; further sources as in 1); the epilogue then stores the staged sums like a
      * plain tile (no pass over the staging; copies[c] from the staging). The sum is rounded
      * once, like the pass's, from this rank's unrounded products (the pass added its bf16-
      * rounded values); its order: own, then src[0], src[1], ... (docs/perf-notes.md, s6). */
@@ -779,37 +779,24 @@ __device__ __forceinline__ void gemm_reduce_vec(const gemm_epilogue_hook_t *eh, 
   }
 }
 
-/* Hook g, add mode 4: as gemm_stage_half, but each bf16 pair of the staging (the partial,
- * landed there by TMA in the same swizzled layout) is first added to this thread's
- * accumulators: a thread reads and then overwrites only its own words, so no barrier between.
- * The accumulators keep the sums (copies, later sources). */
-__device__ __forceinline__ void gemm_stage_half_add(float *acc, uint32_t stg, int h, int r0, int l) {
-#pragma unroll
-  for (int jj = 0; jj < 16; ++jj) {
-    const int j = 16 * h + jj;
-    const uint32_t a0 = gemm_stg_addr(stg, jj, r0, l);
-    const uint32_t v0 = ld_shared_u32(a0), v1 = ld_shared_u32(a0 + 8 * 128);
-    acc[4 * j] += __uint_as_float(v0 << 16);
-    acc[4 * j + 1] += __uint_as_float(v0 & 0xffff0000u);
-    acc[4 * j + 2] += __uint_as_float(v1 << 16);
-    acc[4 * j + 3] += __uint_as_float(v1 & 0xffff0000u);
-    st_shared_u32(a0, gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]));
-    st_shared_u32(a0 + 8 * 128, gemm_pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]));
-  }
+/* Hook g, add modes: the bf16 pairs v0 (row r, columns c, c+1) and v1 (row r + 8) of a
+ * partial added to the 4 accumulators a[0..3] of one n8 block of the wgmma fragment. */
+__device__ __forceinline__ void gemm_add_pairs(float *a, uint32_t v0, uint32_t v1) {
+  a[0] += __uint_as_float(v0 << 16);
+  a[1] += __uint_as_float(v0 & 0xffff0000u);
+  a[2] += __uint_as_float(v1 << 16);
+  a[3] += __uint_as_float(v1 & 0xffff0000u);
 }
 
-/* Hook g, add mode 5: this thread's bf16 pairs of half h of a partial laid out like the
- * staging at `src` (a pipeline stage) added to its accumulators. */
+/* Hook g, add modes 4 and 5: this thread's bf16 pairs of half h of a partial laid out like
+ * the staging at `src` (the staging itself, landed there by TMA; or a pipeline stage) added
+ * to its accumulators. The words a thread reads are the ones gemm_stage_half(acc, src, h, ..)
+ * then writes (mode 4 restages the sums in place): no barrier between. */
 __device__ __forceinline__ void gemm_add_staged_half(float *acc, uint32_t src, int h, int r0, int l) {
 #pragma unroll
   for (int jj = 0; jj < 16; ++jj) {
-    const int j = 16 * h + jj;
     const uint32_t a0 = gemm_stg_addr(src, jj, r0, l);
-    const uint32_t v0 = ld_shared_u32(a0), v1 = ld_shared_u32(a0 + 8 * 128);
-    acc[4 * j] += __uint_as_float(v0 << 16);
-    acc[4 * j + 1] += __uint_as_float(v0 & 0xffff0000u);
-    acc[4 * j + 2] += __uint_as_float(v1 << 16);
-    acc[4 * j + 3] += __uint_as_float(v1 & 0xffff0000u);
+    gemm_add_pairs(acc + 4 * (16 * h + jj), ld_shared_u32(a0), ld_shared_u32(a0 + 8 * 128));
   }
 }
 
@@ -1115,7 +1102,8 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
     named_bar_sync(bar, 128);
     if (red_tl) {
       if (tid == 0) st_shared_u32(sb + GEMM_PCNT_OFF + 4 * g, pcnt + 1); /* (all have read it) */
-      gemm_stage_half_add(acc, stg, h, r0, l);
+      gemm_add_staged_half(acc, stg, h, r0, l);
+      gemm_stage_half(acc, stg, h, r0, l);
     } else {
       gemm_stage_half(acc, stg, h, r0, l);
     }
@@ -1423,13 +1411,7 @@ __device__ __forceinline__ void gemm_reduce_load(const gemm_params_t *p, gemm_ti
 template <int J>
 __device__ __forceinline__ void gemm_reduce_acc(float *acc, int j0, const uint32_t *v) {
 #pragma unroll
-  for (int j = 0; j < J; ++j) {
-    float *a = acc + 4 * (j0 + j);
-    a[0] += __uint_as_float(v[2 * j] << 16);
-    a[1] += __uint_as_float(v[2 * j] & 0xffff0000u);
-    a[2] += __uint_as_float(v[2 * j + 1] << 16);
-    a[3] += __uint_as_float(v[2 * j + 1] & 0xffff0000u);
-  }
+  for (int j = 0; j < J; ++j) gemm_add_pairs(acc + 4 * (j0 + j), v[2 * j], v[2 * j + 1]);
 }
 /* After the mainloop (reduce.preload: 1 = all 64 loads of a source in flight at once, 2 = in
  * rounds of 16, 3 = rounds of 32: each round costs a loaded-system latency with the tensor
@@ -1448,7 +1430,7 @@ __device__ __forceinline__ void gemm_reduce_add_src(const gemm_params_t *p, floa
 __device__ __forceinline__ void gemm_reduce_add(const gemm_params_t *p, float *acc, gemm_tile_t t, int g, int tid,
                                                 uint32_t sbase) {
   const int nsrc = p->epi.reduce.diag & 4 ? 0 : p->epi.reduce.nsrc, mode = p->epi.reduce.preload;
-  /* mode 4: src[0] comes through the staging (gemm_stage_half_add) and thread 0 acquired
+  /* mode 4: src[0] comes through the staging (gemm_add_staged_half) and thread 0 acquired
    * every flag at the tile's start (gemm_partial_first): the barrier orders the others' loads */
   const int s0 = mode >= 4 ? 1 : 0; /* (mode 5: the producer acquired; the stages' barriers order) */
   if (s0 == 0) gemm_reduce_add_wait(p, t, g, tid, sbase);
