@@ -331,7 +331,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -403,6 +403,12 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         /* the partial in the producer's pipeline stages (mode 5; the default is mode 4, by TMA into the staging) */
         [V_D130M4] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_PRELOAD", "5"}}},
         [V_PRE4] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_PRELOAD", "5"}}},
+        /* one rank, loopback (diag 1024): the 2-rank kernel of rank 0, rows [M/2, M) pushed into
+         * this rank's own slot and added to rows [0, M/2): push, flags and the add without NVLink;
+         * with the staging pass; and without the push flags' fence (diag 256, unordered) */
+        [V_LOOP] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}}},
+        [V_LOOPP] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_PRELOAD", "0"}}},
+        [V_LOOPNF] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1280"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -487,6 +493,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                tm[V_D130R64], tm[V_D130R16], tm[V_D130P]);
       if (tm[V_D642] > 0) printf("        diag: the same without the partials' L2 prefetch (diag 642) %7.3f, with stream-K %7.3f\n", tm[V_D642], tm[V_D130SK]);
       if (tm[V_NOPF] > 0) printf("        diag: fused without the partials' L2 prefetch (diag 512) %7.3f\n", tm[V_NOPF]);
+      if (tm[V_LOOP] > 0)
+        printf("        diag: loopback (the 2-rank kernel on one GPU, diag 1024) %7.3f, with the staging pass %7.3f, push flags "
+               "without their fence %7.3f\n", tm[V_LOOP], tm[V_LOOPP], tm[V_LOOPNF]);
       if (tm[V_PRE4] > 0) printf("        variant: fused, own tiles' partial in the producer's stages (MELD_GEMM_RS_PRELOAD=5) %7.3f\n", tm[V_PRE4]);
       if (tm[V_PRE1] > 0) printf("        variant: fused, own tiles' partials by loads into registers (MELD_GEMM_RS_PRELOAD=1) %7.3f\n", tm[V_PRE1]);
       if (tm[V_NOFENCE] > 0) printf("        diag: push flags without their fence.acq_rel.sys %7.3f\n", tm[V_NOFENCE]);

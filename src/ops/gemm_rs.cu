@@ -63,7 +63,9 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
     const int q = t;
     uint8_t *out = q == r ? a->ws + hdr
                           : (a->diag & 1 ? a->ws : a->peer_ws[q]) + hdr + (uint64_t)gemm_rs_sidx(r, q, P) * a->slot_bytes;
-    uint64_t *sig = meld_peer_signal(c, q, meld_signal_index(r, P, 0, 0, (uint32_t)a->tiles_own));
+    /* loopback (diag bit 10): the virtual peer's flag is the one this rank's own tiles wait for */
+    uint64_t *sig = a->diag & 1024 ? meld_local_signal(c, meld_signal_index(1, P, 0, 0, (uint32_t)a->tiles_own))
+                                   : meld_peer_signal(c, q, meld_signal_index(r, P, 0, 0, (uint32_t)a->tiles_own));
     ((void *volatile *)(h + GEMM_RS_HDR_OUT))[q] = out;
     ((uint64_t *volatile *)(h + GEMM_RS_HDR_SIGNAL))[q] = sig;
   }
@@ -74,12 +76,14 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
         meld_local_signal(c, meld_signal_index(q, P, 0, 0, (uint32_t)a->tiles_own));
     ((void *volatile *)(h + GEMM_RS_HDR_COPIES))[s] =
         a->peer_ws[q] + hdr + (uint64_t)(P - 1 + gemm_rs_sidx(r, q, P)) * a->slot_bytes;
-    ((uint64_t *volatile *)(h + GEMM_RS_HDR_COPY_SIGNAL))[s] =
-        meld_peer_signal(c, q, meld_signal_index(r, P, 1, 0, (uint32_t)a->tiles_own));
+    if (!(a->diag & 1024)) /* (loopback: RS only, no copies, no symmetric push) */
+      ((uint64_t *volatile *)(h + GEMM_RS_HDR_COPY_SIGNAL))[s] =
+          meld_peer_signal(c, q, meld_signal_index(r, P, 1, 0, (uint32_t)a->tiles_own));
     /* symmetric AR: this rank's partial goes where peer q's SRC reads it, flagged as above */
     ((void *volatile *)(h + GEMM_RS_HDR_PUSH))[s] = a->peer_ws[q] + hdr + (uint64_t)gemm_rs_sidx(r, q, P) * a->slot_bytes;
-    ((uint64_t *volatile *)(h + GEMM_RS_HDR_PUSH_SIGNAL))[s] =
-        meld_peer_signal(c, q, meld_signal_index(r, P, 0, 0, (uint32_t)a->tiles_own));
+    if (!(a->diag & 1024))
+      ((uint64_t *volatile *)(h + GEMM_RS_HDR_PUSH_SIGNAL))[s] =
+          meld_peer_signal(c, q, meld_signal_index(r, P, 0, 0, (uint32_t)a->tiles_own));
   }
   /* Test mode (MELD_GEMM_RS_DIAG bit 7, one rank): one synthetic partial, from the slot area of
    * the workspace (filled by the test), with its flags right after it (the test sets them all
@@ -291,6 +295,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         bit 9 = own tiles' partials not asked into L2 at the tile's start,
  *                         bit 8 = the TMA push's flags released without their system fence
  *                         (unordered: the fence's cost on the epilogue's path),
+ *                         bit 10 = (a test, one rank, RS only, results right) loopback: the
+ *                         2-rank fused kernel of rank 0 with rows [R, 2R) as the peer's (pushed
+ *                         into this rank's own slot, flagged where own tiles wait): C [R rows] =
+ *                         (A B^T)[0, R) + (A B^T)[R, 2R) (tests/gpu/test_gemm_rs.cu),
  *                         bit 7 = (a test, one rank only, results right) own tiles add one
  *                         synthetic partial from the workspace after the header, with its flags
  *                         after it, both written by the test (tests/gpu/test_gemm_rs.cu).
@@ -327,10 +335,13 @@ static meld_result_t gemm_rs_map_c(const meld_gemm_args_t *g, const gemm_plan_op
   return MELD_OK;
 }
 
-static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
+/* loop: the one-rank loopback (MELD_GEMM_RS_DIAG bit 10; pl planned for 2 ranks, rank 0). */
+static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl, int loop,
                                    cudaStream_t stream) {
-  const int P = comm->nranks, r = comm->rank;
+  const int P = loop ? 2 : comm->nranks, r = loop ? 0 : comm->rank;
   int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
+  if (loop) diag = (diag | 1024 | 1) & ~(128 | 8 | 16); /* the virtual peer's slot is this rank's own */
+  else diag &= ~1024;
   if (diag & 16) diag |= 8;
   const int g2 = P == 2 && !pl->sym && !(diag & 8) && !gemm_rs_env_is("MELD_GEMM_RS_PUSH", "st");
   const int helper = g2 && gemm_rs_env_int("MELD_GEMM_RS_FLAG_HELPER", 0) == 1;
@@ -464,7 +475,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   if (gemm_params_check(&k.g, grid, why, sizeof why))
     return meld_error(MELD_ERR_INTERNAL, "%s: engine plan rejected: %s", pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs", why);
   k.ws = ws;
-  for (int q = 0; q < P; q++) k.peer_ws[q] = (uint8_t *)comm->workspace.peer[q];
+  for (int q = 0; q < P; q++) k.peer_ws[q] = loop ? ws : (uint8_t *)comm->workspace.peer[q];
   k.peer_ws[r] = ws;
   k.c = (uint16_t *)a->c;
   k.ldc = a->ldc;
@@ -618,7 +629,17 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
    * milliseconds apart; with a host barrier first they are gone.) The node's smallest SM count
    * makes every rank plan the same algorithm. */
   const int sm = gemm_rs_env_int("MELD_GEMM_AR_DECODE_UNFUSED", 1) == 1 ? meld_comm_node_sm_count(comm) : 0;
-  MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, comm->nranks, comm->rank, comm->nnodes, comm->workspace.bytes, sm, &pl));
+  /* Loopback (MELD_GEMM_RS_DIAG bit 10, one rank, RS; a test and timing mode): the fused
+   * 2-rank kernel of rank 0 with the peer's rows [R, 2R) standing in for the peer: their tiles
+   * are pushed by TMA into this rank's own partial slot and flagged where its own tiles wait,
+   * and own tile i adds the pushed tile i. So C [R rows] = (A B^T)[0, R) + (A B^T)[R, 2R):
+   * push, flags, waits and the add of 2 ranks on one GPU, without NVLink. */
+  const int loop = comm->nranks == 1 && !is_ar && (gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0) & 1024);
+  MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, loop ? 2 : comm->nranks, loop ? 0 : comm->rank, comm->nnodes,
+                                  comm->workspace.bytes, sm, &pl));
+  if (loop && pl.algo != MELD_GEMM_RS_FUSED)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_GEMM_RS_DIAG=1024 (loopback) needs the fused plan at 2 ranks "
+                      "(M a multiple of 256, enough tiles)", fn);
   if (comm->nnodes > 1 && comm->nranks > 1)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,
                       comm->nnodes, is_ar ? "AR" : "RS");
@@ -627,7 +648,7 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
   char why[256];
   if (gemm_rs_plan_check(&pl, comm->workspace.bytes, why, sizeof why))
     return meld_error(MELD_ERR_INTERNAL, "%s: %s", fn, why);
-  meld_result_t r = pl.algo == MELD_GEMM_RS_FUSED ? gemm_rs_fused(comm, a, &pl, stream) : gemm_rs_unfused(comm, a, &pl, stream);
+  meld_result_t r = pl.algo == MELD_GEMM_RS_FUSED ? gemm_rs_fused(comm, a, &pl, loop, stream) : gemm_rs_unfused(comm, a, &pl, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
 }

@@ -249,6 +249,48 @@ static void test_synthetic_partial(ctx_t *x, int64_t m, int64_t n, int64_t k, in
   prob_free(&p);
 }
 
+/* One rank, MELD_GEMM_RS_DIAG=1024 (loopback): the 2-rank fused GEMM+RS kernel of rank 0 with
+ * rows [R, 2R) of this rank's product standing in for the peer's partial (pushed by TMA into
+ * this rank's own slot and flagged where its own tiles wait). Reference: C [R rows] =
+ * (A B^T)[0, R) + (A B^T)[R, 2R), R = M / 2. `calls` back-to-back calls alternate two input
+ * sets (the flags live across calls in the pad: stale ones must not pass), every output
+ * poisoned before and checked. */
+__global__ void fold_rows(float *ref, int64_t rows, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < rows * n; i += (int64_t)gridDim.x * blockDim.x)
+    ref[i] += ref[i + rows * n];
+}
+
+static void test_loopback(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, const char *preload) {
+  prob_t p;
+  const int64_t R = m / 2;
+  prob_init(x, &p, m, n, k, 0, 2, ((n + 7) / 8) * 8);
+  for (int st = 0; st < 2; st++) fold_rows<<<1024, 256, 0, x->s>>>(p.ref[st], R, n);
+  if (preload) setenv("MELD_GEMM_RS_PRELOAD", preload, 1);
+  setenv("MELD_GEMM_RS_DIAG", "1024", 1);
+  check_slot_t *sl = slots_alloc(calls);
+  for (int i = 0; i < calls; i++) {
+    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)R * p.ldc * 2, x->s));
+    meld_gemm_rs_args_t a = prob_args(&p, i & 1, MELD_GEMM_RS_FUSED);
+    const meld_result_t r = meld_gemm_rs(x->comm, &a, x->s);
+    if (r != MELD_OK) {
+      GT_CHECK(0, "loopback call %d -> %s: %s", i, meld_strerror(r), meld_last_error());
+      break;
+    }
+    dim3 grid((unsigned)((n + 255) / 256), (unsigned)((R + 127) / 128));
+    check_kernel<<<grid, 256, 0, x->s>>>(p.c, p.ldc, p.ref[i & 1], n, 0, R, sl + i);
+  }
+  unsetenv("MELD_GEMM_RS_DIAG");
+  unsetenv("MELD_GEMM_RS_PRELOAD");
+  GT_CUDA(cudaStreamSynchronize(x->s));
+  GT_MELD(meld_comm_check(x->comm));
+  char what[160];
+  snprintf(what, sizeof what, "gemm_rs M %lld N %lld K %lld, loopback (2-rank kernel of rank 0 on one GPU)%s%s x%d",
+           (long long)m, (long long)n, (long long)k, preload ? ", MELD_GEMM_RS_PRELOAD=" : "", preload ? preload : "", calls);
+  judge(what, sl, calls);
+  cudaFree(sl);
+  prob_free(&p);
+}
+
 static void test_shape(ctx_t *x, int64_t m, int64_t n, int64_t k, int kn, meld_gemm_rs_algo_t algo, int ops) {
   prob_t p;
   prob_init(x, &p, m, n, k, kn, 1, ((n + 7) / 8) * 8 + (kn ? 8 : 0));
@@ -400,6 +442,14 @@ static void rank_main(int rank, int nranks) {
     /* the workspace now holds a partial: a real one-rank call must not add it (s6: the TMA
      * add mode once did, with no source to add) */
     test_shape(&x, 2048, 2048, 1024, 0, MELD_GEMM_RS_FUSED, 3);
+    /* loopback: the 2-rank kernel (push, flags, waits, add) on one GPU */
+    test_loopback(&x, 4096, 4096, 1024, 1, NULL);
+    test_loopback(&x, 4096, 1000, 4104, 1, NULL);   /* N, K tails */
+    test_loopback(&x, 4096, 1003, 4104, 1, NULL);   /* N % 8: no TMA store of C, the pass */
+    test_loopback(&x, 8192, 8192, 4096, 1, NULL);   /* suite shape */
+    test_loopback(&x, 4096, 2048, 1024, 100, NULL); /* back to back, stale flags */
+    test_loopback(&x, 4096, 2048, 1024, 20, "0");
+    test_loopback(&x, 4096, 2048, 1024, 20, "5");
   }
   /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
    * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
