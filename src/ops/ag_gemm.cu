@@ -59,6 +59,7 @@ typedef struct {
   int32_t rank, nranks, comm_ctas, copy, has_gemm, handshake_only;
   uint32_t arg_hash;
   int32_t inplace; /* 1: own rows read in place (no own copy, phase 0 skipped) */
+  int32_t loop;    /* loopback (one rank, MELD_AG_GEMM_DIAG bit 1): see ag_push_chunk */
   int64_t m_loc, m_loc_pad, k, lda, chunk_rows, chunks_per_rank;
   const uint8_t *a_shard;
   uint8_t *a_gathered;
@@ -143,14 +144,22 @@ MELD_DEV void ag_copy_bulk(const ag_copy_t *c, uint32_t sbase, uint32_t *gpiece)
 
 /* Chunk j of this rank's shard -> rank dst's staging. All threads; returns after the
  * signal is released. */
+/* Loopback (a->loop; one real rank planned as rank 0 of 2): a push to the virtual peer (dst 1)
+ * acts as rank 1 pushing its shard (this rank's own) to rank 0: into this rank's own staging at
+ * rank 1's rows, signalled in this rank's pad where the GEMM's ready hook waits for rank 1's
+ * chunk. So the 2-rank kernel's pushes, signals and waits run on one GPU without NVLink, and
+ * the gathered A is [shard; shard]. */
 MELD_DEV void ag_push_chunk(meld_ctx_t *ctx, const ag_kargs_t *a, int dst, int64_t j, uint32_t sbase,
                             uint32_t *gpiece) {
   const int64_t row0 = j * a->chunk_rows;
   const int64_t rows = min(a->chunk_rows, a->m_loc - row0);
   const int64_t rb = a->k * 2;
+  const int lb = a->loop && dst != a->rank; /* loopback: as rank 1 into our own staging */
+  const int src_rank = lb ? 1 : a->rank;
   if (rows > 0) {
     const ag_copy_t c = ag_copy_make(a->a_shard + row0 * a->lda * 2, a->lda * 2,
-                                     a->stage[dst] + ((int64_t)a->rank * a->m_loc_pad + row0) * rb, rb, rows, rb);
+                                     a->stage[lb ? a->rank : dst] + ((int64_t)src_rank * a->m_loc_pad + row0) * rb,
+                                     rb, rows, rb);
     if (a->copy == AG_GEMM_COPY_BULK) {
       if (threadIdx.x == 0) ag_copy_bulk(&c, sbase, gpiece);
     } else {
@@ -159,10 +168,11 @@ MELD_DEV void ag_push_chunk(meld_ctx_t *ctx, const ag_kargs_t *a, int dst, int64
   }
   /* bar.sync: every thread's stores (or thread 0's completed bulk writes) precede the release. */
   __syncthreads();
-  if (threadIdx.x == 0)
-    meld_signal_put(ctx, dst,
-                    meld_signal_index(a->rank, a->nranks, 0, (uint32_t)j, (uint32_t)a->chunks_per_rank),
-                    meld_stamp(ctx->epoch, 1));
+  if (threadIdx.x == 0) {
+    const uint32_t idx = meld_signal_index(src_rank, a->nranks, 0, (uint32_t)j, (uint32_t)a->chunks_per_rank);
+    if (lb) st_release_sys_u64(meld_local_signal(ctx, idx), meld_stamp(ctx->epoch, 1));
+    else meld_signal_put(ctx, dst, idx, meld_stamp(ctx->epoch, 1));
+  }
 }
 
 /* Comm role of CTA c (of comm_ctas): pushes in arrival order (phase t = 1 .. P-1). */
@@ -398,12 +408,13 @@ static meld_result_t ag_run_unfused(struct meld_comm *comm, const meld_ag_gemm_a
 
 /* Fills the fused kernel's arguments (GEMM plan and hooks included). */
 static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_args_t *a, const ag_gemm_plan_t *p,
-                                   cudaStream_t stream, ag_kargs_t *k) {
+                                   int loop, cudaStream_t stream, ag_kargs_t *k) {
   memset(k, 0, sizeof *k);
-  const int P = comm->nranks;
+  const int P = loop ? 2 : comm->nranks, me = loop ? 0 : comm->rank;
   uint8_t *pad = (uint8_t *)comm->pad.local;
-  k->rank = comm->rank;
+  k->rank = me;
   k->nranks = P;
+  k->loop = loop;
   k->comm_ctas = p->comm_ctas;
   k->copy = p->copy;
   k->has_gemm = a->n_loc > 0;
@@ -419,8 +430,8 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   k->a_gathered = (uint8_t *)a->a_gathered;
   k->ld_gathered = a->ld_gathered;
   k->status = (uint32_t *)(pad + MELD_PAD_OFF_SCRATCH);
-  for (int r = 0; r < P; r++) k->stage[r] = (uint8_t *)comm->workspace.peer[r];
-  k->stage[comm->rank] = (uint8_t *)comm->workspace.local;
+  for (int r = 0; r < P; r++) k->stage[r] = loop ? (uint8_t *)comm->workspace.local : (uint8_t *)comm->workspace.peer[r];
+  k->stage[me] = (uint8_t *)comm->workspace.local;
   if (!k->has_gemm) return MELD_OK;
   meld_gemm_args_t g;
   ag_gemm_args_of(a, comm->workspace.local, p->k, (int64_t)P * p->m_loc_pad, &g);
@@ -461,7 +472,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
     int w2 = 0;
     MELD_CHECK(gemm_plan_make(&g2, &o_map, &own, &w2));
     gp->map_a2 = own.map_a;
-    gp->a2_row_begin = (int32_t)((int64_t)comm->rank * p->m_loc_pad);
+    gp->a2_row_begin = (int32_t)((int64_t)me * p->m_loc_pad);
     gp->a2_rows = (int32_t)p->m_loc_pad;
   }
   gp->workers = p->grid;
@@ -473,7 +484,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   gp->ready.abort_word = (const uint32_t *)(pad + MELD_PAD_OFF_ABORT);
   gp->ready.timeout_ns = (uint64_t)comm->cfg.timeout_ms * 1000000ull;
   gp->ready.status = k->status;
-  gp->order.m_rotate = (int32_t)((int64_t)comm->rank * p->m_loc_pad / AG_GEMM_BM);
+  gp->order.m_rotate = (int32_t)((int64_t)me * p->m_loc_pad / AG_GEMM_BM);
   gp->order.queue = (uint32_t *)(pad + MELD_PAD_OFF_QUEUES); /* queues 0, 1: per-call scratch */
   gp->trace = meld_proto_dev(comm).trace; /* per-tile timeline with MELD_TRACE (gemm.cuh) */
   /* MELD_AG_GEMM_DIAG bit 0 (timing diagnostic, one rank only: with peers, comm CTAs would run
@@ -517,9 +528,17 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
                       comm->nnodes);
   MELD_CHECK(meld_proto_sticky_error(comm, fn));
   const int sms = meld_comm_node_sm_count(comm);
+  /* Loopback (MELD_AG_GEMM_DIAG bit 1, one rank; a test and timing mode): the fused kernel of
+   * rank 0 of 2, the virtual peer's shard being this rank's own (ag_push_chunk): C = [shard;
+   * shard] x B^T through the 2-rank pushes, signals and ready waits, without NVLink. */
+  const char *dg = getenv("MELD_AG_GEMM_DIAG");
+  const int loop = comm->nranks == 1 && dg && (atoi(dg) & 2);
+  const int Pp = loop ? 2 : comm->nranks;
   ag_gemm_plan_t plan;
-  meld_result_t vr = ag_gemm_validate(args, comm->nranks);
-  if (vr == MELD_OK) vr = ag_gemm_plan_make(args, comm->nranks, sms, comm->workspace.bytes, hint, &plan);
+  meld_result_t vr = ag_gemm_validate(args, Pp);
+  if (vr == MELD_OK) vr = ag_gemm_plan_make(args, Pp, sms, comm->workspace.bytes, hint, &plan);
+  if (vr == MELD_OK && loop && plan.schedule != AG_GEMM_FUSED)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_AG_GEMM_DIAG=2 (loopback) needs the fused schedule", fn);
   if (vr != MELD_OK) {
     /* A call this rank cannot make must not leave its peers waiting: launch the entry
      * handshake alone with a hash no valid call has. Peers whose call was valid see the
@@ -550,7 +569,7 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
   if (plan.schedule == AG_GEMM_UNFUSED) return ag_run_unfused(comm, args, stream);
   MELD_CHECK(ag_device_setup(comm->device, sms));
   ag_kargs_t k; /* ~1.3 KB of kernel parameters */
-  MELD_CHECK(ag_kargs_fill(comm, args, &plan, stream, &k));
+  MELD_CHECK(ag_kargs_fill(comm, args, &plan, loop, stream, &k));
   meld_result_t r = ag_launch(comm, &k, plan.grid, args->b_layout == MELD_B_KN, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;

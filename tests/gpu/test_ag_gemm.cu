@@ -133,9 +133,13 @@ typedef struct {
 /* One rank: run the fused kernel (hint FUSED: nothing to gather) instead of the plain GEMM;
  * g_defer: the hint's epi_defer (-1 = the plan's choice). */
 static int g_force_fused = 0, g_defer = -1;
+/* One rank, loopback (MELD_AG_GEMM_DIAG=2, ag_gemm.cu): the fused kernel of rank 0 of 2 whose
+ * virtual peer's shard is this rank's own, pushed and signalled on this GPU: the reference is
+ * the 2-rank one with both shards equal. */
+static int g_loop = 0;
 
 static void test_shape(ctx_t *c, const shape_t *sh, int index) {
-  const int P = c->P, me = c->rank;
+  const int P = g_loop ? 2 : c->P, me = c->rank;
   const int64_t m_loc = sh->m_loc, n = sh->n_loc + 8 * me, k = sh->k, M = m_loc * P; /* n_loc differs per rank */
   const int64_t lda = k + sh->lda_extra, ldc = (n + 15) / 8 * 8, ldg = k;
   const int64_t ldb = sh->b_kn ? n : k;
@@ -155,7 +159,7 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   GT_CUDA(cudaMalloc(&cnt, 4 * sizeof *cnt));
   const uint64_t call = 1000 + (uint64_t)index;
   fill(a, m_loc, k, lda, shard_seed(call, me), c->s);
-  for (int r = 0; r < P; r++) fill(full + (size_t)r * m_loc * k, m_loc, k, k, shard_seed(call, r), c->s);
+  for (int r = 0; r < P; r++) fill(full + (size_t)r * m_loc * k, m_loc, k, k, shard_seed(call, g_loop ? me : r), c->s);
   fill(b, sh->b_kn ? k : n, sh->b_kn ? n : k, ldb, 99 + me, c->s);
   GT_CUDA(cudaMemsetAsync(cm, 0xff, (size_t)M * ldc * 2, c->s)); /* poison: NaN */
   GT_CUDA(cudaMemsetAsync(ag, 0xff, (size_t)M * ldg * 2, c->s));
@@ -169,7 +173,7 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   if (sh->with_gathered) args.a_gathered = ag, args.ld_gathered = ldg;
   ag_gemm_hint_t hint = AG_GEMM_HINT_INIT;
   hint.copy = sh->copy;
-  hint.schedule = P == 1 ? (g_force_fused ? AG_GEMM_FUSED : -1) : sh->schedule;
+  hint.schedule = g_loop ? AG_GEMM_FUSED : P == 1 ? (g_force_fused ? AG_GEMM_FUSED : -1) : sh->schedule;
   hint.epi_defer = g_defer;
   hint.comm_ctas = sh->comm_ctas;
   ag_gemm_plan_t plan;
@@ -213,7 +217,7 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   if (sh->with_gathered) GT_CHECK(h[1] == 0, "%s: a_gathered: %llu elements wrong", sh->name, h[1]);
   char pb[512];
   ag_gemm_plan_format(&plan, pb, sizeof pb);
-  gt_log("%s: rel %.2e worst tile %.2e, %llu bitwise diffs%s, %.1f ms (first call) | %s", sh->name, rel, worst,
+  gt_log("%s%s: rel %.2e worst tile %.2e, %llu bitwise diffs%s, %.1f ms (first call) | %s", g_loop ? "[loopback] " : "", sh->name, rel, worst,
          h[0], bitwise ? "" : " (not required)", dt * 1e3, pb);
   cudaFree(a), cudaFree(full), cudaFree(b), cudaFree(cm), cudaFree(cr), cudaFree(ag), cudaFree(ref), cudaFree(e2);
   cudaFree(cnt);
@@ -254,6 +258,16 @@ static void test_shapes(ctx_t *c) {
     g_force_fused = 1;
     run_shapes(c, shapes, sizeof shapes / sizeof shapes[0]);
     g_force_fused = 0;
+    /* loopback: the 2-rank kernel (pushes, signals, ready waits) on one GPU */
+    setenv("MELD_AG_GEMM_DIAG", "2", 1);
+    g_loop = 1;
+    const int idx[] = {0, 1, 2, 3, 6, 7};
+    for (size_t i = 0; i < sizeof idx / sizeof idx[0]; i++) test_shape(c, &shapes[idx[i]], 100 + idx[i]);
+    setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
+    test_shape(c, &shapes[8], 108);
+    unsetenv("MELD_AG_GEMM_STREAM_K");
+    g_loop = 0;
+    unsetenv("MELD_AG_GEMM_DIAG");
   }
 }
 
