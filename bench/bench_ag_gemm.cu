@@ -86,6 +86,17 @@ static void f_meld_static(bctx_t *x) {
   f_meld(x);
   unsetenv("MELD_AG_GEMM_DIAG");
 }
+/* One rank only: loopback (MELD_AG_GEMM_DIAG=2): the 2-rank fused kernel of rank 0 with half
+ * the shape's rows as the shard and the other half as the virtual peer's (pushed and signalled
+ * on this GPU): the GEMM of the full M x N_loc x K with the 2-rank comm path, without NVLink. */
+static void f_meld_loop(bctx_t *x) {
+  setenv("MELD_AG_GEMM_DIAG", "2", 1);
+  const int64_t m_loc = x->m_loc;
+  x->m_loc = m_loc / 2;
+  f_meld(x);
+  x->m_loc = m_loc;
+  unsetenv("MELD_AG_GEMM_DIAG");
+}
 static void cublas_gemm(bctx_t *x, uint16_t *out) {
   const float one = 1.0f, zero = 0.0f;
   cublasGemmEx(x->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)x->n_loc, (int)x->M, (int)x->k, &one, x->b, CUDA_R_16BF,
@@ -263,6 +274,7 @@ static void rank_main(int rank, int P) {
           ADDV("fused_p1_sk", f_meld, h);
           h.stream_k = -1;
           ADDV("fused_p1_static", f_meld_static, h);
+          if (x.m_loc % 256 == 0) ADDV("loopback_p1", f_meld_loop, h);
         }
       }
       static char vnames[MAXV][32];
