@@ -814,18 +814,21 @@ __device__ __forceinline__ void gemm_partial_tma(const gemm_params_t *p, uint32_
   if (two) tma_load_2d(stg + 8192, &p->map_p, pbar, c0 + 64, (int32_t)dst_row0);
 }
 
-/* Hook g, add mode 5, at the start of own tile t (thread 0 of each warpgroup): the flags'
- * acquire that orders the producer's partial stages (gemm_part_stages). */
+/* Hook g, add mode 5, at the start of own tile t (thread 0 of each warpgroup, after the CTA
+ * released its pending push flag): the flags' acquire that orders the producer's partial
+ * stages (gemm_part_stages). */
 __device__ __forceinline__ void gemm_part_wait(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase) {
   const gemm_epilogue_hook_t *eh = &p->epi;
   const int64_t lmb = t.m_blk - eh->reduce.owner * (eh->rows_per_owner / GEMM_BM);
   if (!(eh->reduce.diag & 2)) gemm_reduce_wait(eh, lmb * p->tiles_n + t.n_blk, sbase + GEMM_EPOCH_OFF);
 }
 
-/* Hook g, add mode 4, at the start of own tile t (thread 0 of warpgroup g, before the
- * mainloop): waits for the tile's partials (acquire; not with diag bit 1), then
- * fence.proxy.async.global (the TMA reads after the acquire) and asks for half 0. A warpgroup
- * whose rows all lie past m asks nothing (its epilogue skips both halves). */
+/* Hook g, add mode 4: thread 0 of warpgroup g waits for own tile t's partials (acquire; not
+ * with diag bit 1), then fence.proxy.async.global (the TMA reads after the acquire), and asks
+ * for half 0 of the first partial. Called at the tile's start (after the CTA released any
+ * pending push flag: waiting while holding it could deadlock at 2 ranks, see gemm_consumer)
+ * or, for a split tile, in its last piece's epilogue. A warpgroup whose rows all lie past m
+ * asks nothing (its epilogue skips both halves). */
 __device__ __forceinline__ void gemm_partial_first(const gemm_params_t *p, gemm_tile_t t, int g, uint32_t stg,
                                                    uint32_t sbase) {
   const gemm_epilogue_hook_t *eh = &p->epi;
@@ -1511,6 +1514,17 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     /* hook g, add mode 4: the partial's first half, landing during the mainloop (issued here,
      * not inside it: there its registers next to the accumulators spilled) */
+    /* Hook g2: a CTA whose previous tile was pushed holds that tile's flag until its next
+     * epilogue. Waiting here for the peer's partial while holding it could deadlock at 2
+     * ranks (with own tiles = CTAs, or one wave of pushes, the peer CTA holding the awaited
+     * flag may wait, the same way, for ours) or chain the waits CTA after CTA: release it
+     * first (all 256 consumer threads, only when one is pending: the word is written by
+     * consumer thread 0 at the end of an epilogue, so the 256 threads meet first and then all
+     * read the same value). */
+    if (RED && G2 && !HELPER && piece < 0 && p->epi.reduce.preload >= 4 && p->epi.out_tma && own_tile()) {
+      named_bar_sync(GEMM_BAR_CONSUMERS, 256);
+      if (ld_shared_u32(sbase + GEMM_PEND_OFF) != 0xffffffffu) gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu);
+    }
     if (RED && !HELPER && tid == 0 && piece < 0 && p->epi.reduce.preload >= 4 && own_tile()) {
       if (p->epi.reduce.preload == 4) gemm_partial_first(p, t, g, stg, sbase); /* (a split tile: its last piece's epilogue asks) */
       else gemm_part_wait(p, t, sbase); /* mode 5: the flags, for the producer's partial stages */

@@ -448,6 +448,11 @@ static void rank_main(int rank, int nranks) {
     test_loopback(&x, 4096, 1003, 4104, 1, NULL);   /* N % 8: no TMA store of C, the pass */
     test_loopback(&x, 8192, 8192, 4096, 1, NULL);   /* suite shape */
     test_loopback(&x, 4096, 2048, 1024, 100, NULL); /* back to back, stale flags */
+    /* 132 own tiles = the CTAs (H200): every CTA pushes one tile, then its own tile needs the
+     * push of the same index, i.e. its own (pending) flag: waiting at the tile's start while
+     * holding it deadlocked (s6, caught by reasoning; this case now guards it) */
+    test_loopback(&x, 8448, 1024, 1024, 3, NULL);
+    test_loopback(&x, 8448, 1024, 1024, 3, "5");
     test_loopback(&x, 4096, 2048, 1024, 20, "0");
     test_loopback(&x, 4096, 2048, 1024, 20, "5");
   }
@@ -505,6 +510,12 @@ static void rank_variants(int rank, int nranks) {
     test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 200);
     test_graph(&x, 0, 20);
     unsetenv("MELD_GEMM_RS_FLAG_HELPER");
+  }
+  /* 2 ranks: 132 own tiles per rank (one wave of pushes on an H200): each CTA's own tile waits
+   * for a peer CTA that may hold its own pending push flag (see gemm.cuh, add mode 4) */
+  if (nranks == 2) {
+    test_shape(&x, 8448, 1024, 1024, 0, MELD_GEMM_RS_FUSED, 3);
+    test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 50);
   }
   setenv("MELD_GEMM_RS_STREAM_K", "2", 1); /* stream-K over the last wave (own tiles' pieces) */
   gt_log("MELD_GEMM_RS_STREAM_K=2");
