@@ -237,3 +237,13 @@ void gemm_rs_plan_format(const gemm_rs_plan_t *pl, char *buf, size_t len) {
            pl->tiles_own, pl->m_rotate, pl->own_first, pl->group_m, pl->sym, pl->slot_bytes, pl->ws_needed, pl->scratch_bytes,
            pl->arg_hash);
 }
+
+int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
+                         int cluster_m) {
+  int mode = 0;
+  if (requested >= 1 && requested <= 3) mode = requested;
+  else if (requested >= 4 && requested <= 5 && !helper && !(diag & 4))
+    mode = requested == 5 && !split && k_blocks >= min_kb && cluster_m == 1 ? 5 : 4;
+  if (nsrc == 0 && mode) mode = 1;
+  return mode;
+}

@@ -92,6 +92,16 @@ meld_result_t gemm_rs_plan_make(const meld_gemm_rs_args_t *a, int is_ar, int nra
 meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int nranks, int rank, int nnodes,
                                    size_t workspace_bytes, int sm_count, gemm_rs_plan_t *pl);
 
+/* The own-tile add mode of the fused kernel (gemm.cuh hook g reduce.preload) for a call whose
+ * own tiles reach C by TMA store: `requested` (MELD_GEMM_RS_PRELOAD; 4 unset) = 0 the pass,
+ * 1..3 loads into registers, 4 the first partial by TMA into the staging, 5 the producer's
+ * partial stages. Modes 4 and 5 are not in the flag-helper kernels (`helper`: the pass) nor
+ * with diag bit 2 (no partial loads); 5 needs whole tiles (`split` 0) of >= `min_kb` k-blocks
+ * (`k_blocks`) and cluster 1, else 4; with no source to add (`nsrc` 0, one rank) own tiles are
+ * stored as staged (1). Other values: the pass. */
+int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
+                         int cluster_m);
+
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */
 int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len);

@@ -436,16 +436,11 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
      * synthetic partial: 1,313,004 cycles vs 1,300,063 for 4, floor 1,203,638); 0: the pass
      * (session 5's default); 1..3: loads into registers (slower than the pass). */
 
-    const int pre = gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 4);
     /* (modes 4 and 5 are not compiled into the flag-helper kernels: their registers spilled;
-     * mode 5 needs whole tiles of >= GEMM_STAGES k-blocks and no cluster: else mode 4) */
-    const int m5 = k.g.split_k == 1 && k.g.sk_tiles == 0 && k.g.k_blocks >= GEMM_STAGES && k.g.cluster_m == 1;
-    e->reduce.preload = pre >= 1 && pre <= 3               ? pre
-                        : pre >= 4 && helper               ? 0
-                        : pre >= 4 && pre <= 5 && !(diag & 4) ? (pre == 5 && m5 ? 5 : 4)
-                                                           : 0;
-    /* nothing to add (one rank): own tiles are stored as staged (mode 1 without sources) */
-    if (e->reduce.nsrc == 0 && e->reduce.preload) e->reduce.preload = 1;
+     * mode 5 needs whole tiles of >= GEMM_STAGES k-blocks (its ordering chain) and no cluster) */
+    e->reduce.preload = gemm_rs_preload_mode(gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 4), helper, diag, e->reduce.nsrc,
+                                             k.g.split_k > 1 || k.g.sk_tiles > 0, k.g.k_blocks, GEMM_STAGES,
+                                             k.g.cluster_m);
     if (e->reduce.preload >= 4)
       MELD_CHECK(gemm_rs_map_c(&g, &o, (uint8_t *)ws + GEMM_RS_HDR_BYTES, pl->ldn, pl->rpo, &k.g.map_p));
   }

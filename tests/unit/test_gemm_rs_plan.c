@@ -212,8 +212,40 @@ static void test_order(void **state) {
       }
 }
 
+/* The own-tile add mode (gemm_rs_preload_mode): each rule that the kernels depend on. */
+static void test_preload_mode(void **state) {
+  (void)state;
+  /* default (4) at 2 ranks, whole tiles */
+  assert_int_equal(gemm_rs_preload_mode(4, 0, 0, 1, 0, 64, 4, 1), 4);
+  /* explicit choices */
+  assert_int_equal(gemm_rs_preload_mode(0, 0, 0, 1, 0, 64, 4, 1), 0);
+  for (int m = 1; m <= 3; m++) assert_int_equal(gemm_rs_preload_mode(m, 0, 0, 1, 0, 64, 4, 1), m);
+  assert_int_equal(gemm_rs_preload_mode(5, 0, 0, 1, 0, 64, 4, 1), 5);
+  /* mode 5 falls back to 4: split tiles, short K (its ordering chain needs >= min_kb), cluster 2 */
+  assert_int_equal(gemm_rs_preload_mode(5, 0, 0, 1, 1, 64, 4, 1), 4);
+  assert_int_equal(gemm_rs_preload_mode(5, 0, 0, 1, 0, 3, 4, 1), 4);
+  assert_int_equal(gemm_rs_preload_mode(5, 0, 0, 1, 0, 4, 4, 1), 5);
+  assert_int_equal(gemm_rs_preload_mode(5, 0, 0, 1, 0, 64, 4, 2), 4);
+  /* mode 4 with split tiles stays 4 (the last piece's epilogue asks) */
+  assert_int_equal(gemm_rs_preload_mode(4, 0, 0, 1, 1, 64, 4, 1), 4);
+  /* the flag-helper kernels lack modes 4 and 5: the pass; registers modes are kept */
+  assert_int_equal(gemm_rs_preload_mode(4, 1, 0, 1, 0, 64, 4, 1), 0);
+  assert_int_equal(gemm_rs_preload_mode(5, 1, 0, 1, 0, 64, 4, 1), 0);
+  assert_int_equal(gemm_rs_preload_mode(2, 1, 0, 1, 0, 64, 4, 1), 2);
+  /* diag bit 2 (no partial loads) keeps the pass, which honours it */
+  assert_int_equal(gemm_rs_preload_mode(4, 0, 4, 1, 0, 64, 4, 1), 0);
+  /* one rank, nothing to add: stored as staged (1), never a TMA read of the workspace */
+  assert_int_equal(gemm_rs_preload_mode(4, 0, 0, 0, 0, 64, 4, 1), 1);
+  assert_int_equal(gemm_rs_preload_mode(5, 0, 0, 0, 0, 64, 4, 1), 1);
+  assert_int_equal(gemm_rs_preload_mode(0, 0, 0, 0, 0, 64, 4, 1), 0);
+  /* out of range: the pass */
+  assert_int_equal(gemm_rs_preload_mode(6, 0, 0, 1, 0, 64, 4, 1), 0);
+  assert_int_equal(gemm_rs_preload_mode(-1, 0, 0, 1, 0, 64, 4, 1), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_preload_mode),
       cmocka_unit_test(test_rows),
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_choice),
