@@ -1,9 +1,11 @@
 /* test_gemm_rs_plan.c — GEMM+RS / GEMM+AR planning on the CPU: argument validation, the row
- * split, fused legality, layout bounds and the tile order that keeps own tiles last. */
+ * split, fused legality, layout bounds, the tile order that keeps own tiles last, the own-tile
+ * add mode rule, and a model of the fused kernel's flag order (no deadlock). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -243,9 +245,70 @@ static void test_preload_mode(void **state) {
   assert_int_equal(gemm_rs_preload_mode(-1, 0, 0, 1, 0, 64, 4, 1), 0);
 }
 
+/* A model of the fused GEMM+RS kernel's flag order at 2 ranks (gemm.cuh hooks g and g2, add
+ * modes 4 and 5), to check that the order of its waits and releases cannot deadlock. Worker w
+ * of W runs tickets w, w + W, ... of 2 T tiles: tickets < T push the peer's tile of that index,
+ * tickets >= T are own tile i = ticket - T, which needs the peer's push of index i. The ranks
+ * run the same schedule, so the peer's push i is released when this rank's push i is (the
+ * one-rank loopback is exactly this). A push's flag is held ("pending") until the start of the
+ * worker's next epilogue or its end; an own tile waits for its flag at the tile's start, after
+ * releasing its pending flag (release_first; session 6's first version did not). Each round
+ * every worker that can moves one step; returns 1 when all finish, 0 on a round without
+ * progress (a deadlock). */
+static int flag_model_runs(int W, int T, int release_first) {
+  enum { START, LOOP, EPI, DONE };
+  int *st = calloc((size_t)W, sizeof *st), *k = calloc((size_t)W, sizeof *k), *pend = malloc((size_t)W * sizeof *pend);
+  unsigned char *rel = calloc((size_t)T + 1, 1);
+  for (int w = 0; w < W; w++) pend[w] = -1;
+  int done = 0, ok = 1;
+  while (done < W) {
+    int moved = 0;
+    for (int w = 0; w < W; w++) {
+      const int ticket = w + k[w] * W;
+      if (st[w] == DONE) continue;
+      if (st[w] == START) {
+        if (ticket >= 2 * T) { /* after the last tile: the final flush */
+          if (pend[w] >= 0) rel[pend[w]] = 1, pend[w] = -1;
+          st[w] = DONE, done++, moved = 1;
+          continue;
+        }
+        if (ticket >= T) { /* own tile i: wait for the peer's push i at the start */
+          if (release_first && pend[w] >= 0) rel[pend[w]] = 1, pend[w] = -1;
+          if (!rel[ticket - T]) continue; /* blocked */
+        }
+        st[w] = LOOP, moved = 1;
+      } else if (st[w] == LOOP) {
+        st[w] = EPI, moved = 1;
+      } else { /* epilogue: the pending flag first, then this push becomes pending */
+        if (pend[w] >= 0) rel[pend[w]] = 1, pend[w] = -1;
+        if (ticket < T) pend[w] = ticket;
+        k[w]++, st[w] = START, moved = 1;
+      }
+    }
+    if (!moved) {
+      ok = 0;
+      break;
+    }
+  }
+  free(st), free(k), free(pend), free(rel);
+  return ok;
+}
+
+static void test_flag_order_model(void **state) {
+  (void)state;
+  const int ws[] = {1, 2, 3, 4, 7, 8, 16, 33, 64, 132};
+  for (size_t a = 0; a < sizeof ws / sizeof ws[0]; a++)
+    for (int T = 1; T <= 3 * ws[a] + 2; T++)
+      if (!flag_model_runs(ws[a], T, 1)) fail_msg("flag order deadlocks with %d workers and %d own tiles", ws[a], T);
+  /* the model sees the bug it guards against: waiting while holding the flag, one wave */
+  assert_int_equal(flag_model_runs(132, 132, 0), 0);
+  assert_int_equal(flag_model_runs(4, 4, 0), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_preload_mode),
+      cmocka_unit_test(test_flag_order_model),
       cmocka_unit_test(test_rows),
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_choice),
