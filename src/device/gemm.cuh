@@ -167,22 +167,23 @@ typedef struct {
      * (RS 8192 x 8192 x 4096), 3.031 vs 3.052 and AR 3.141 vs 3.244 (K 14336), 0.797 vs 0.790
      * and AR 0.831 vs 0.794 (8192 x 4096 x 7168). */
     int32_t tma;
-    /* (additive; 0 = off; only with tma and npush 0) 1, 2, 3: "add mode": after an own tile's
-     * mainloop (a split tile: after its pieces are combined; the host never sets 4 in
-     * flag-helper kernels, which lack its code), one thread per warpgroup waits
-     * for the flags (as above) and every thread adds its fragment of each src[s] (bf16 pairs,
-     * ld.global.cg; 1: 64 loads in flight, 2: 16, 3: 32) to its fp32 accumulators
-     * (gemm_reduce_add); 5 (opt-in: measured equal to 4, +9.1% vs +8.0% cycles over
-     * diag 32 with every tile own): the producer loads src[0] through map_p into two more pipeline
-     * stages after an own tile's k-blocks and the consumers add it from there after the
-     * mainloop (gemm_part_stages; whole tiles of >= GEMM_STAGES k-blocks, cluster_m 1: the
-     * host's rule); 4: src[0] comes by TMA through map_p into the
-     * staging, one 64 x 128 half at a time (the first issued at the tile's start, before
-     * the mainloop), and each thread adds its pairs from there while staging the sums
-     * (gemm_add_staged_half, then gemm_stage_half; further sources as in 1); the epilogue then stores the staged sums like a
-     * plain tile (no pass over the staging; copies[c] from the staging). The sum is rounded
-     * once, like the pass's, from this rank's unrounded products (the pass added its bf16-
-     * rounded values); its order: own, then src[0], src[1], ... (docs/perf-notes.md, s6). */
+    /* Own tiles' add mode (additive; 0 = the pass above; only with tma and npush 0; chosen by
+     * gemm_rs_preload_mode). The partials are added to the fp32 accumulators, so the epilogue
+     * stores the sums like a plain tile (no pass; copies[c] from the staging); the sum is
+     * rounded once from this rank's unrounded products, in the order own, src[0], src[1], ...
+     *   4 (the default): thread 0 of each warpgroup waits for the flags at the tile's start
+     *     (after the CTA released a pending push flag: see gemm_consumer) and asks for half 0
+     *     of src[0] by TMA through map_p into its staging, landing during the mainloop; half 1
+     *     is asked once half 0's store has read the staging out; each thread adds its own
+     *     pairs from the staging and restages the sums (gemm_add_staged_half). A split tile's
+     *     last piece asks in its epilogue. Further sources as in 1.
+     *   5 (opt-in, measured equal to 4): the producer loads src[0] into two more pipeline
+     *     stages after an own tile's k-blocks (gemm_part_stages; whole tiles of >=
+     *     GEMM_STAGES k-blocks, cluster_m 1); the consumers add it after the mainloop.
+     *   1, 2, 3: after the mainloop every thread loads its fragment's pairs of each src[s]
+     *     (ld.global.cg; 64 / 16 / 32 in flight) into registers (gemm_reduce_add); slower than
+     *     the pass (4-byte loads).
+     * The flag-helper kernels lack 4 and 5 (docs/perf-notes.md, session 6). */
     int32_t preload;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
