@@ -478,6 +478,11 @@ __device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, u
  * 2048 x 5120 x 8192 fused at one rank ran 0.280-0.282 ms with stream-K, 0.284-0.288 without,
  * while meld_gemm's static stream-K ran 0.245.) A separate instantiation: the producer has 40
  * registers, and the other kernels' producers stay as they were. */
+/* Hook g: tile t belongs to this rank (reduce.owner) in a kernel with the reduction on. */
+__device__ __forceinline__ int gemm_own_tile(const gemm_params_t *p, gemm_tile_t t) {
+  return p->epi.out && p->epi.reduce.on && t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner;
+}
+
 /* (defined after gemm_reduce_wait) */
 __device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase,
                                                  uint32_t &stage, uint32_t &phase);
@@ -567,8 +572,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
     }
     /* hook g, add mode 5 (PART kernels): after an own, whole tile's k-blocks, two more stages
      * carry the first partial (gemm_part_stages) */
-    if (PART && t.split < 0 && p->epi.reduce.preload == 5 &&
-        t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner)
+    if (PART && t.split < 0 && p->epi.reduce.preload == 5 && gemm_own_tile(p, t))
       gemm_part_stages(p, t, sbase, stage, phase);
   }
   if (SKQ) queue = p->order.queue;
@@ -642,11 +646,22 @@ __device__ __forceinline__ void gemm_reduce_wait(const gemm_epilogue_hook_t *eh,
   }
 }
 
+/* Hook g: own tile t's m-block within its owner's rows, and its local tile index (the index of
+ * its flags and of its partial in the slots). */
+__device__ __forceinline__ int gemm_own_mblk(const gemm_params_t *p, gemm_tile_t t) {
+  return t.m_blk - p->epi.reduce.owner * (p->epi.rows_per_owner / GEMM_BM);
+}
+/* Hook g: one thread waits for own tile t's partials (gemm_reduce_wait; not with diag bit 1). */
+__device__ __forceinline__ void gemm_own_wait(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase) {
+  if (!(p->epi.reduce.diag & 2))
+    gemm_reduce_wait(&p->epi, (int64_t)gemm_own_mblk(p, t) * p->tiles_n + t.n_blk, sbase + GEMM_EPOCH_OFF);
+}
+
 /* Hook g, add mode 5 (reduce.preload 5): after own tile t's k-blocks the producer (one
  * thread) loads the first partial through map_p into two more pipeline stages: stage h holds
  * columns 128 h .. +128 of both warpgroups' 64 rows (warpgroup g at +16 KB g, two 64 x 64 boxes
  * 8 KB apart: the staging's format). Boxes wholly past n or m are not loaded. The flags were
- * acquired by consumer thread 0 of each warpgroup at the tile's start (gemm_part_wait); the
+ * acquired by consumer thread 0 of each warpgroup at the tile's start (gemm_own_wait); the
  * chain to these reads: that acquire, then (program order) its arrival on the empty barrier of
  * one of this tile's k-blocks (release), the producer's wait on it for the first partial
  * stage (acquire: the host uses mode 5 only with >= GEMM_STAGES k-blocks per tile, so the
@@ -654,8 +669,7 @@ __device__ __forceinline__ void gemm_reduce_wait(const gemm_epilogue_hook_t *eh,
  * wait inside the producer, 40 registers, spilled.) */
 __device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase,
                                                  uint32_t &stage, uint32_t &phase) {
-  const gemm_epilogue_hook_t *eh = &p->epi;
-  const int lmb = t.m_blk - eh->reduce.owner * (eh->rows_per_owner / GEMM_BM);
+  const int lmb = gemm_own_mblk(p, t);
 #pragma unroll 1
   for (int h = 0; h < 2; ++h) {
     const uint32_t full = sbase + GEMM_BAR_OFF + 8 * stage;
@@ -815,15 +829,6 @@ __device__ __forceinline__ void gemm_partial_tma(const gemm_params_t *p, uint32_
   if (two) tma_load_2d(stg + 8192, &p->map_p, pbar, c0 + 64, (int32_t)dst_row0);
 }
 
-/* Hook g, add mode 5, at the start of own tile t (thread 0 of each warpgroup, after the CTA
- * released its pending push flag): the flags' acquire that orders the producer's partial
- * stages (gemm_part_stages). */
-__device__ __forceinline__ void gemm_part_wait(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase) {
-  const gemm_epilogue_hook_t *eh = &p->epi;
-  const int64_t lmb = t.m_blk - eh->reduce.owner * (eh->rows_per_owner / GEMM_BM);
-  if (!(eh->reduce.diag & 2)) gemm_reduce_wait(eh, lmb * p->tiles_n + t.n_blk, sbase + GEMM_EPOCH_OFF);
-}
-
 /* Hook g, add mode 4: thread 0 of warpgroup g waits for own tile t's partials (acquire; not
  * with diag bit 1), then fence.proxy.async.global (the TMA reads after the acquire), and asks
  * for half 0 of the first partial. Called at the tile's start (after the CTA released any
@@ -832,13 +837,10 @@ __device__ __forceinline__ void gemm_part_wait(const gemm_params_t *p, gemm_tile
  * asks nothing (its epilogue skips both halves). */
 __device__ __forceinline__ void gemm_partial_first(const gemm_params_t *p, gemm_tile_t t, int g, uint32_t stg,
                                                    uint32_t sbase) {
-  const gemm_epilogue_hook_t *eh = &p->epi;
-  const int row_base = t.m_blk * GEMM_BM + 64 * g;
-  if (row_base >= p->m) return;
-  const int64_t lmb = t.m_blk - eh->reduce.owner * (eh->rows_per_owner / GEMM_BM);
-  if (!(eh->reduce.diag & 2)) gemm_reduce_wait(eh, lmb * p->tiles_n + t.n_blk, sbase + GEMM_EPOCH_OFF);
+  if (t.m_blk * GEMM_BM + 64 * g >= p->m) return;
+  gemm_own_wait(p, t, sbase);
   fence_proxy_async_gmem();
-  gemm_partial_tma(p, stg, sbase, g, 0, t.n_blk * GEMM_BN, lmb * GEMM_BM + 64 * g);
+  gemm_partial_tma(p, stg, sbase, g, 0, t.n_blk * GEMM_BN, (int64_t)gemm_own_mblk(p, t) * GEMM_BM + 64 * g);
 }
 
 /* Hook g, the reduction of one 64x128 half (see the comment above gemm_red_args_t). Thread tid
@@ -1386,11 +1388,7 @@ __device__ __forceinline__ int gemm_splitk_fixup(const gemm_params_t *p, float *
  * with the tensor cores idle (loaded-system latency), no better than the pass. */
 __device__ __forceinline__ void gemm_reduce_add_wait(const gemm_params_t *p, gemm_tile_t t, int g, int tid,
                                                      uint32_t sbase) {
-  const gemm_epilogue_hook_t *eh = &p->epi;
-  const int owner = eh->reduce.owner;
-  if (tid == 0 && t.m_blk * GEMM_BM + 64 * g < p->m && !(eh->reduce.diag & 2))
-    gemm_reduce_wait(eh, (int64_t)(t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk,
-                     sbase + GEMM_EPOCH_OFF);
+  if (tid == 0 && t.m_blk * GEMM_BM + 64 * g < p->m) gemm_own_wait(p, t, sbase);
   named_bar_sync(GEMM_BAR_WG0 + g, 128);
 }
 template <int J>
@@ -1402,8 +1400,7 @@ __device__ __forceinline__ void gemm_reduce_load(const gemm_params_t *p, gemm_ti
   const int col0 = t.n_blk * GEMM_BN + 2 * (l & 3);
   const int lim = p->n - col0;          /* pair j exists: 8 j < lim */
   const int rows = p->m - row_base - r; /* row r: 0 < rows; row r + 8: 8 < rows */
-  const uint16_t *src = eh->reduce.src[s] +
-                        ((int64_t)row_base - (int64_t)eh->reduce.owner * eh->rows_per_owner + r) * eh->out_ld + col0;
+  const uint16_t *src = eh->reduce.src[s] + ((int64_t)gemm_own_mblk(p, t) * GEMM_BM + 64 * g + r) * eh->out_ld + col0;
   const int64_t ld8 = 8 * eh->out_ld;
 #pragma unroll
   for (int j = 0; j < J; ++j) {
@@ -1497,10 +1494,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
      * warp 0 of each warpgroup asks L2 to fetch them while the mainloop runs, so that the
      * epilogue's loads hit L2 (a hint: later peer writes update L2, the acquire still orders). */
     /* (recomputed where needed: one more register live across the mainloop spilled) */
-    auto own_tile = [&]() {
-      return RED && p->epi.out && p->epi.reduce.on &&
-             t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner;
-    };
+    auto own_tile = [&]() { return RED && gemm_own_tile(p, t); };
     /* (not in add mode 4, which asks for half 0 by TMA right below: one H200, one rank, a
      * synthetic partial at 8192 x 8192 x 4096: 0.849 ms without these prefetches, 0.928 with:
      * 64 small bulk operations per warpgroup and tile queue in the TMA unit ahead of the
@@ -1513,9 +1507,9 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     const int32_t slot = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 20);
     if (g == 0 && tid == 0 && p->trace.events) /* per-tile timeline: mainloop start */
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
-    /* hook g, add mode 4: the partial's first half, landing during the mainloop (issued here,
-     * not inside it: there its registers next to the accumulators spilled) */
-    /* Hook g2: a CTA whose previous tile was pushed holds that tile's flag until its next
+    /* Hook g, add modes 4 and 5, at an own tile's start (not inside the mainloop: there the
+     * registers next to the accumulators spilled): wait for the partials' flags, and (4) ask
+     * for the first half, which lands during the mainloop. Hook g2: a CTA whose previous tile was pushed holds that tile's flag until its next
      * epilogue. Waiting here for the peer's partial while holding it could deadlock at 2
      * ranks (with own tiles = CTAs, or one wave of pushes, the peer CTA holding the awaited
      * flag may wait, the same way, for ours) or chain the waits CTA after CTA: release it
@@ -1528,7 +1522,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     }
     if (RED && !HELPER && tid == 0 && piece < 0 && p->epi.reduce.preload >= 4 && own_tile()) {
       if (p->epi.reduce.preload == 4) gemm_partial_first(p, t, g, stg, sbase); /* (a split tile: its last piece's epilogue asks) */
-      else gemm_part_wait(p, t, sbase); /* mode 5: the flags, for the producer's partial stages */
+      else gemm_own_wait(p, t, sbase); /* mode 5: the acquire that orders the producer's partial stages */
     }
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {

@@ -280,9 +280,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         TMA into the staging, added to the fp32 accumulators while staging
  *                         the sums; 5 (whole tiles of >= 4 k-blocks, else 4) = the producer
  *                         loads it into two pipeline stages after the tile's k-blocks; 0 = a
- *                         pass over the staging after
- *                         the mainloop (session 5); 1, 2, 3 = loads into registers after the
- *                         mainloop, 64 / 16 / 32 in flight (gemm.cuh reduce.preload)
+ *                         pass over the staging after the mainloop (session 5); 1, 2, 3 = loads
+ *                         into registers after the mainloop, 64 / 16 / 32 in flight
  *   MELD_GEMM_RS_DIAG     timing diagnostics, WRONG RESULTS (benchmarks only): bit 0 = the peers'
  *                         partial tiles are written into this rank's own slots (no NVLink stores,
  *                         st or TMA; flags still go to the peers), bit 1 = own tiles do not wait
@@ -430,14 +429,9 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       !gemm_rs_env_is("MELD_GEMM_RS_STORE", "st")) {
     MELD_CHECK(gemm_rs_map_c(&g, &o, e->reduce.dst, a->ldc, own_rows, &k.g.map_c2));
     e->reduce.tma = 1;
-    /* Own tiles add the partials to their fp32 accumulators (gemm.cuh reduce.preload): by
-     * default (4) the first partial comes by TMA into the staging; 5: the producer loads it
-     * into two more pipeline stages after the tile's k-blocks (one H200, every tile own with a
-     * synthetic partial: 1,313,004 cycles vs 1,300,063 for 4, floor 1,203,638); 0: the pass
-     * (session 5's default); 1..3: loads into registers (slower than the pass). */
-
-    /* (modes 4 and 5 are not compiled into the flag-helper kernels: their registers spilled;
-     * mode 5 needs whole tiles of >= GEMM_STAGES k-blocks (its ordering chain) and no cluster) */
+    /* Own tiles add the partials to their fp32 accumulators (gemm.cuh reduce.preload; the rule:
+     * gemm_rs_preload_mode). One H200, every tile own with a synthetic partial: 1,300,063
+     * cycles for 4 (the default), 1,313,004 for 5, floor 1,203,638, the pass ~1,366,800. */
     e->reduce.preload = gemm_rs_preload_mode(gemm_rs_env_int("MELD_GEMM_RS_PRELOAD", 4), helper, diag, e->reduce.nsrc,
                                              k.g.split_k > 1 || k.g.sk_tiles > 0, k.g.k_blocks, GEMM_STAGES,
                                              k.g.cluster_m);
