@@ -22,7 +22,9 @@
  *
  * Usage: bench_ag_gemm [--quick] [--json FILE] [--trace] [--shape M,N_total,K (one point, swept)]
  *   (NCCL_NVLS_ENABLE=0 is set here)
- *   --trace: one shape, 3 calls, for MELD_TRACE (the trace is written at comm destroy). */
+ *   --trace: one shape, 3 calls, for MELD_TRACE (the trace is written at comm destroy);
+ *   with --loopback (one GPU) the 2-rank kernel in loopback (MELD_AG_GEMM_DIAG=2, half the
+ *   rows as the shard), with --sk the stream-K hint. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -40,6 +42,7 @@
 #define TIMED 20
 
 static int g_quick = 0, g_trace = 0;
+static int g_trace_loop = 0, g_trace_sk = -1; /* --trace: loopback (one rank), stream-K hint */
 static long long g_shape_m = 0, g_shape_n = 0, g_shape_k = 0; /* --shape M,N_total,K: one point */
 static const char *g_json = NULL;
 
@@ -230,9 +233,17 @@ static void rank_main(int rank, int P) {
     x.hint = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
     x.err = MELD_OK;
     if (g_trace) {
-      for (int i = 0; i < 3; i++) f_meld(&x);
+      /* --loopback (one rank): the 2-rank kernel with half the rows as the shard (C holds M rows) */
+      const int loop = g_trace_loop && P == 1;
+      if (loop) x.hint.schedule = AG_GEMM_FUSED;
+      x.hint.stream_k = g_trace_sk;
+      for (int i = 0; i < 3; i++) loop ? f_meld_loop(&x) : f_meld(&x);
       cudaStreamSynchronize(x.s);
-      if (rank == 0) printf("trace: 3 calls at M=%lld K=%lld N_loc=%lld\n", (long long)x.M, (long long)x.k, (long long)x.n_loc);
+      if (rank == 0)
+        printf("trace: 3 calls at M=%lld K=%lld N_loc=%lld%s%s: %s\n", (long long)x.M, (long long)x.k,
+               (long long)x.n_loc, loop ? " (loopback)" : "", g_trace_sk == 1 ? " (stream-K)" : "",
+               x.err == MELD_OK ? "ok" : "FAILED");
+      if (x.err != MELD_OK) gt_failed++;
     } else {
       /* Every timing of this shape in one list, timed in ROUNDS interleaved rounds (median of
        * the rounds' medians): s2 run 2 measured the same plan 10-15% slower when timed late
@@ -260,6 +271,12 @@ static void rank_main(int rank, int P) {
         ag_gemm_hint_t h = h0;
         h.stream_k = 1; /* the fused GEMM with stream-K over the partial wave (default: off) */
         ADDV("stream_k", f_meld, h);
+        if (P > 1) {
+          h.sk_pieces = 0; /* one range per worker (SKQ) instead of pieces from the queue */
+          ADDV("stream_k_p0", f_meld, h);
+          h.stream_k = 2, h.sk_pieces = -1; /* over one full + the partial wave */
+          ADDV("stream_k2", f_meld, h);
+        }
         h = h0;
         h.epi_defer = 0; /* without the deferred epilogue (the default before session 5) */
         ADDV("nodefer", f_meld, h);
@@ -272,9 +289,24 @@ static void rank_main(int rank, int P) {
           h.epi_defer = -1;
           h.stream_k = 1;
           ADDV("fused_p1_sk", f_meld, h);
-          h.stream_k = -1;
+          h.sk_pieces = 0;
+          ADDV("fused_p1_sk_p0", f_meld, h);
+          h.stream_k = -1, h.sk_pieces = -1;
           ADDV("fused_p1_static", f_meld_static, h);
-          if (x.m_loc % 256 == 0) ADDV("loopback_p1", f_meld_loop, h);
+          if (x.m_loc % 256 == 0) { /* the 2-rank kernel on one GPU, and its stream-K variants:
+                                       * hint 1 / 2 (partial wave / + one full wave), pieces per
+                                       * tile from the queue (default 4, 8) or 0 (one range per
+                                       * worker, SKQ) */
+            ADDV("loopback_p1", f_meld_loop, h);
+            const int sks[] = {1, 1, 1, 2, 2}, pcs[] = {-1, 0, 8, -1, 8};
+            const char *names[] = {"loopback_p1_sk", "loopback_p1_sk_p0", "loopback_p1_sk_p8", "loopback_p1_sk2",
+                                   "loopback_p1_sk2_p8"};
+            for (int i = 0; i < 5; i++) {
+              h.stream_k = sks[i], h.sk_pieces = pcs[i];
+              ADDV(names[i], f_meld_loop, h);
+            }
+            h.stream_k = -1, h.sk_pieces = -1;
+          }
         }
       }
       static char vnames[MAXV][32];
@@ -366,13 +398,15 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) g_quick = 1;
     else if (!strcmp(argv[i], "--trace")) g_trace = 1;
+    else if (!strcmp(argv[i], "--loopback")) g_trace_loop = 1;
+    else if (!strcmp(argv[i], "--sk")) g_trace_sk = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
              sscanf(argv[i + 1], "%lld,%lld,%lld", &g_shape_m, &g_shape_n, &g_shape_k) == 3 && g_shape_m > 0 &&
              g_shape_n > 0 && g_shape_k > 0)
       i++;
     else {
-      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--trace] [--shape M,N_total,K]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--trace [--loopback] [--sk]] [--shape M,N_total,K]\n", argv[0]);
       return 2;
     }
   }

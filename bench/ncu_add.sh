@@ -3,7 +3,8 @@
 # one synthetic partial (MELD_GEMM_RS_DIAG=130: the 2-rank own-tile loads and adds, no wait)
 # in each own-tile mode, and diag 32 (no pass, no loads) as the base. Each config: the third
 # fused launch of bench_gemm_rs (its first variant after the one-rank AUTO = meld_gemm takes the
-# process-wide env). Writes details/source CSVs under $OUT. Clocks left alone.
+# process-wide env). Writes details/source CSVs under $OUT. Clocks left alone. SECTIONS="--section
+# SpeedOfLight" NO_SOURCE=1: cycles only (faster).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -13,12 +14,12 @@ IFS=';' read -ra cfgs <<< "${CFGS:-d32:MELD_GEMM_RS_DIAG=32;stages:MELD_GEMM_RS_
 for c in "${cfgs[@]}"; do
   name=${c%%:*}; envs=${c#*:}
   env $envs timeout -k 5 150 "$NCU" --clock-control none -k regex:gemm_rs_kernel --launch-skip 2 --launch-count 1 \
-    --section SpeedOfLight --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis \
+    ${SECTIONS:---section SpeedOfLight --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis} \
     -o "$OUT/rs_$name" -f build/bench/bench_gemm_rs --quick --op rs --shape ${SHAPE:-8192,8192,4096} > "$OUT/ncu_$name.log" 2>&1
   echo "ncu $name rc=$?"; grep -E "==ERR|error" "$OUT/ncu_$name.log" | head -3
   "$NCU" -i "$OUT/rs_$name.ncu-rep" --page details --csv > "$OUT/details_$name.csv" 2>&1
-  "$NCU" -i "$OUT/rs_$name.ncu-rep" --page source --csv --print-source sass > "$OUT/source_$name.csv" 2>&1
+  [ "${NO_SOURCE:-0}" = 1 ] || "$NCU" -i "$OUT/rs_$name.ncu-rep" --page source --csv --print-source sass > "$OUT/source_$name.csv" 2>&1
   rm -f "$OUT/rs_$name.ncu-rep"
   grep -E '"(Elapsed Cycles|Duration|L2 Hit Rate|L1/TEX Hit Rate|DRAM Throughput|Memory Throughput)"' "$OUT/details_$name.csv" | cut -d, -f13- | head -8
-  python3 bench/ncu_top.py "$OUT/source_$name.csv" 12 2>&1 | head -16
+  [ "${NO_SOURCE:-0}" = 1 ] || python3 bench/ncu_top.py "$OUT/source_$name.csv" 12 2>&1 | head -16
 done

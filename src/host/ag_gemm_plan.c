@@ -19,6 +19,7 @@
  * and 2-4 CTAs deliver them late (run 2: 8-9 best at both swept shapes, 2 -> 2.1x slower). */
 #define PLAN_MIN_COMM_CTAS 8
 #define PLAN_MAX_COMM_CTAS 16
+#define AG_GEMM_SK_PIECES 4       /* stream-K pieces per tile, from the queue (session 7)    */
 #define PLAN_GROUP_M 16
 
 static int64_t round_up64(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -209,8 +210,23 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
     int sk = 0;
     s = getenv("MELD_AG_GEMM_STREAM_K");
     if (s && !strcmp(s, "2")) sk = gemm_plan_default_sk(tiles, sm_count, kb) == 2;
-    if (hint && hint->stream_k >= 0) sk = hint->stream_k && tiles >= sm_count && tiles % sm_count != 0;
+    if (hint && hint->stream_k >= 0) {
+      if (hint->stream_k > 2)
+        return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: stream_k %d is not 0, 1 or 2", hint->stream_k);
+      sk = tiles >= sm_count && tiles % sm_count != 0 ? hint->stream_k : 0;
+    }
     p->stream_k = sk;
+    /* Pieces per stream-K tile. The comm CTAs join the GEMM only after their pushes (~50-70 us
+     * at 2048 x 5120 x 8192), so with one range per worker (sk_pieces 0) they finished a whole
+     * tile late (one H200, loopback trace, session 7); pieces from the queue balance that. */
+    int64_t v = AG_GEMM_SK_PIECES;
+    MELD_CHECK(meld_env_int64("MELD_AG_GEMM_SK_PIECES", 0, 64, &v)); /* (unset: v stays) */
+    p->sk_pieces = (int)v;
+    if (hint && hint->sk_pieces >= 0) {
+      if (hint->sk_pieces > 64)
+        return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: sk_pieces %d is outside [0, 64]", hint->sk_pieces);
+      p->sk_pieces = hint->sk_pieces;
+    }
   }
   /* The deferred epilogue (the engine's epi_defer: +1.6% mean on meld_gemm, s5-1): only where
    * the fused GEMM stores C by TMA (not compact). */
@@ -288,9 +304,9 @@ static const char *schedule_name(ag_gemm_schedule_t s) {
 int ag_gemm_plan_format(const ag_gemm_plan_t *p, char *buf, size_t len) {
   return snprintf(buf, len,
                   "ag_gemm P=%d m_loc=%lld (pad %lld) n_loc=%lld k=%lld %s copy=%s grid=%d comm_ctas=%d "
-                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d defer=%d ws=%zu signals=%zu",
+                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d sk_pieces=%d defer=%d ws=%zu signals=%zu",
                   p->nranks, (long long)p->m_loc, (long long)p->m_loc_pad, (long long)p->n_loc, (long long)p->k,
                   schedule_name(p->schedule), p->copy == AG_GEMM_COPY_BULK ? "bulk" : "vec", p->grid,
                   p->comm_ctas, (long long)p->chunk_rows, (long long)p->chunks_per_rank, p->compact, p->group_m,
-                  p->inplace, p->stream_k, p->epi_defer, p->ws_bytes, p->signal_slots);
+                  p->inplace, p->stream_k, p->sk_pieces, p->epi_defer, p->ws_bytes, p->signal_slots);
 }

@@ -59,7 +59,11 @@ typedef struct {
   int compact;             /* m_loc % 128 != 0: padded staging, compact-rows epilogue     */
   int group_m;             /* GEMM raster group (m-blocks per sweep)                       */
   int inplace;             /* 1: own m-blocks read the shard in place (default); 0: staged  */
-  int stream_k;            /* fused: 1 = the GEMM runs stream-K over its last partial wave  */
+  int stream_k;            /* fused: 1 = the GEMM runs stream-K over its last partial wave, */
+                           /* 2 = over one full wave + the partial wave; 0 = off            */
+  int sk_pieces;           /* fused stream-K: n >= 1 = n pieces per stream-K tile taken from */
+                           /* the tile queue (a late comm CTA takes fewer); 0 = one range per */
+                           /* worker, run by that worker after the queue (gemm_producer SKQ)  */
   int epi_defer;           /* fused: 1 = the GEMM's deferred epilogue (TMA-store path only:   */
                            /* a tile's second half is stored during the next tile's mainloop) */
   size_t ws_bytes;         /* fused: staging bytes = nranks * m_loc_pad * k * 2            */
@@ -77,11 +81,13 @@ typedef struct {
   int64_t chunk_rows; /* 0 = choose; a multiple of 128                                     */
   int group_m;      /* 0 = choose                                                          */
   int inplace;      /* -1 = choose (1), 0 = copy the own shard into the staging first       */
-  int stream_k;     /* -1 = choose (off; MELD_AG_GEMM_STREAM_K=2: meld_gemm's rule), 0 = off, 1 = on */
+  int stream_k;     /* -1 = choose (off; MELD_AG_GEMM_STREAM_K=2: meld_gemm's rule), 0 = off, 1 = on
+                       (the partial wave), 2 = on over one full wave + the partial wave */
   int epi_defer;    /* -1 = choose (on wherever the epilogue is the TMA store), 0 = off, 1 = on */
+  int sk_pieces;    /* -1 = choose (AG_GEMM_SK_PIECES; MELD_AG_GEMM_SK_PIECES), else plan.sk_pieces */
 } ag_gemm_hint_t;
 
-#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1}
+#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1, -1}
 
 /* Checks meld_ag_gemm's arguments for a communicator of nranks ranks. Never touches CUDA.
  * Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence ("meld_ag_gemm: k 4100 is not a

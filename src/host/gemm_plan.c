@@ -413,21 +413,25 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   int64_t w;
   int64_t skt = 0;
   const int W = (int)(o->sm_count < tiles * p->k_blocks ? o->sm_count : tiles * p->k_blocks);
+  if (o->sk_pieces < 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: sk_pieces %d < 0", o->sk_pieces);
+  int64_t Wsk = W; /* stream-K ranges */
   if (sk > 1) {
     skt = tiles < W ? tiles : tiles % W;
     if (sk == 3 && tiles >= W) skt += W;
     if (skt == 0) skt = tiles >= W ? W : tiles; /* whole waves: the last one */
-    if ((skt * p->k_blocks + 1) * (W + 1) >= GEMM_SK_LIMIT) {
+    if (o->sk_pieces > 0) Wsk = skt * (o->sk_pieces < p->k_blocks ? o->sk_pieces : p->k_blocks);
+    if ((skt * p->k_blocks + 1) * (Wsk + 1) >= GEMM_SK_LIMIT) {
       if (o->stream_k > 1)
         return meld_error(MELD_ERR_INVALID_ARG,
-                          "gemm_plan_make: stream-K over %lld tiles of %d k-blocks on %d CTAs "
+                          "gemm_plan_make: stream-K over %lld tiles of %d k-blocks in %lld ranges "
                           "exceeds the engine's 32-bit partition arithmetic",
-                          (long long)skt, p->k_blocks, W);
+                          (long long)skt, p->k_blocks, (long long)Wsk);
       sk = 1;
     }
   }
   if (sk > 1) {
-    gemm_sk_setup(p, (int)skt, W);
+    gemm_sk_setup(p, (int)skt, (int)Wsk);
     w = W;
   } else if (cl == 1) {
     w = o->sm_count < units ? o->sm_count : units;

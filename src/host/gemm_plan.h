@@ -54,9 +54,15 @@ typedef struct {
   /* NULL = unknown; else [S] (S = 1..8) = how many clusters of S small-M CTAs the device runs
    * at once (cudaOccupancyMaxActiveClusters; gemm_plan_for fills it). */
   const int *skinny_clusters;
+  /* Stream-K ranges (added later; 0 = default): 0 = one range per worker (the static
+   * schedule's stream-K: worker w runs range w); n >= 1 = n equal ranges per stream-K tile
+   * (at most its k-blocks), for a caller whose workers take tickets from a dynamic queue
+   * (the order hook's queue): the pieces are then small enough that a worker that joined late
+   * (a fused kernel's comm CTAs) takes fewer of them. */
+  int sk_pieces;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
 
 /* The default choice of the swapped kernel (B [N,K] only): 1 when m <= 128; or when the
  * engine's 128x256 tiles fill at most 3/4 of sm_count SMs, K has >= 32 k-blocks, and some

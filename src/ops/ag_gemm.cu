@@ -442,11 +442,14 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   o.group_m = p->group_m;
   o.epi_tma = p->compact ? 0 : -1;
   o.epi_defer = p->epi_defer ? 2 : 1; /* the engine keeps it off where it stores without TMA */
-  /* Stream-K (plan->stream_k): the pieces are queue tickets like tiles (any CTA, comm CTAs
-   * included once they join, may run one); each waits for its rows like a tile; pieces combine
-   * through the op's private workspace (no CTA waits for another). */
+  /* Stream-K (plan->stream_k): with sk_pieces n >= 1 each stream-K tile is cut into n pieces
+   * that are queue tickets like tiles (any CTA, comm CTAs included once they join, takes the
+   * next); with 0, one range per worker, run by that worker after the queue (SKQ). Each piece
+   * waits for its rows like a tile; pieces combine through the op's private workspace (no CTA
+   * waits for another). */
   gemm_plan_opts_t o_map = o; /* for the second A map only */
-  if (p->stream_k) o.stream_k = 2;
+  if (p->stream_k) o.stream_k = p->stream_k == 2 ? 3 : 2;
+  o.sk_pieces = p->sk_pieces;
   int workers = 0;
   MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
   if (k->g.sk_tiles > 0) {
@@ -503,14 +506,17 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   return MELD_OK;
 }
 
-static meld_result_t ag_launch(struct meld_comm *comm, ag_kargs_t *k, int grid, int b_kn, cudaStream_t stream) {
+/* skq: stream-K with one range per worker (plan sk_pieces 0) */
+static meld_result_t ag_launch(struct meld_comm *comm, ag_kargs_t *k, int grid, int b_kn, int skq,
+                               cudaStream_t stream) {
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *args[] = {&proto, k};
   const int d = k->g.epi_defer ? 1 : 0;
   const void *fn;
-  /* stream-K: each worker runs its own pieces after the queue (B [N,K] only: with B [K,N] the
-   * producer's 40 registers spilled 4 bytes, so there the pieces still come from the queue) */
-  if (k->g.sk_tiles > 0 && !b_kn)
+  /* stream-K with one range per worker (sk_pieces 0): each worker runs its own range after the
+   * queue (B [N,K] only: with B [K,N] the producer's 40 registers spilled 4 bytes, so there the
+   * ranges still come from the queue); with n pieces per tile they come from the queue */
+  if (k->g.sk_tiles > 0 && skq && !b_kn)
     fn = d ? (const void *)ag_gemm_kernel<false, 1, true> : (const void *)ag_gemm_kernel<false, 0, true>;
   else
     fn = b_kn ? (d ? (const void *)ag_gemm_kernel<true, 1> : (const void *)ag_gemm_kernel<true, 0>)
@@ -552,7 +558,7 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
         memset(&k, 0, sizeof k);
         k.handshake_only = 1;
         k.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_init(), 0xbad0a66e33ull));
-        (void)ag_launch(comm, &k, sms, 0, stream);
+        (void)ag_launch(comm, &k, sms, 0, 0, stream);
       }
       meld_error(vr, "%s", msg);
     }
@@ -570,7 +576,7 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
   MELD_CHECK(ag_device_setup(comm->device, sms));
   ag_kargs_t k; /* ~1.3 KB of kernel parameters */
   MELD_CHECK(ag_kargs_fill(comm, args, &plan, loop, stream, &k));
-  meld_result_t r = ag_launch(comm, &k, plan.grid, args->b_layout == MELD_B_KN, stream);
+  meld_result_t r = ag_launch(comm, &k, plan.grid, args->b_layout == MELD_B_KN, plan.sk_pieces == 0, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
 }

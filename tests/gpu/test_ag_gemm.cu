@@ -137,6 +137,7 @@ static int g_force_fused = 0, g_defer = -1;
  * virtual peer's shard is this rank's own, pushed and signalled on this GPU: the reference is
  * the 2-rank one with both shards equal. */
 static int g_loop = 0;
+static int g_sk = -1, g_sk_pieces = -1; /* stream-K hint (run_sk) */
 
 static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   const int P = g_loop ? 2 : c->P, me = c->rank;
@@ -176,6 +177,7 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   hint.schedule = g_loop ? AG_GEMM_FUSED : P == 1 ? (g_force_fused ? AG_GEMM_FUSED : -1) : sh->schedule;
   hint.epi_defer = g_defer;
   hint.comm_ctas = sh->comm_ctas;
+  hint.stream_k = g_sk, hint.sk_pieces = g_sk_pieces;
   ag_gemm_plan_t plan;
   memset(&plan, 0, sizeof plan);
   const double t0 = gt_now_s();
@@ -211,6 +213,10 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   /* (stream-K: pieces summed in arrival order; one rank: the reference is meld_gemm's default
    * plan, which may split K) */
   const int bitwise = plan.schedule == AG_GEMM_FUSED && !plan.stream_k && P > 1;
+  if (g_sk > 0 && plan.schedule == AG_GEMM_FUSED && tiles >= plan.sm_count && tiles % plan.sm_count)
+    GT_CHECK(plan.stream_k == g_sk && (g_sk_pieces < 0 ? plan.sk_pieces > 0 : plan.sk_pieces == g_sk_pieces),
+             "%s: the plan did not take the stream-K hint (stream_k %d, sk_pieces %d)", sh->name, plan.stream_k,
+             plan.sk_pieces);
   GT_CHECK(rel <= TOL && bad_tiles == 0, "%s: rel err %.3g, %d of %d tiles over %.0e (worst %.3g)", sh->name, rel,
            bad_tiles, tiles, TOL, worst);
   if (bitwise) GT_CHECK(h[0] == 0, "%s: %llu elements differ from meld_gemm on the gathered A", sh->name, h[0]);
@@ -239,6 +245,21 @@ static void run_shapes(ctx_t *c, const shape_t *shapes, size_t n) {
   g_defer = -1;
 }
 
+/* Stream-K forced by the hint: n pieces per tile from the queue (the default 4, and 8 over one
+ * full + the partial wave), and one range per worker (SKQ, pieces 0). The plan must take it. */
+static void run_sk(ctx_t *c, const shape_t *sh, int index) {
+  const int sks[] = {1, 1, 2}, pieces[] = {-1, 0, 8};
+  for (int v = 0; v < 3; v++) {
+    g_sk = sks[v], g_sk_pieces = pieces[v];
+    shape_t s2 = *sh;
+    char name[160];
+    snprintf(name, sizeof name, "%s, stream-K hint %d, pieces %d", sh->name, sks[v], pieces[v]);
+    s2.name = name;
+    test_shape(c, &s2, index + v);
+  }
+  g_sk = -1, g_sk_pieces = -1;
+}
+
 static void test_shapes(ctx_t *c) {
   const int P = c->P;
   const int64_t suite_m_loc = 8192 / P, suite_n = 5120; /* M = 8192, K = 8192, N_loc = 5120 */
@@ -253,7 +274,15 @@ static void test_shapes(ctx_t *c) {
       {suite_m_loc, suite_n, 8192, 0, AG_GEMM_COPY_BULK, -1, 0, 0, 0, "suite shape, bulk copies"},
       {2048 / P, suite_n, 8192, 0, -1, -1, 1, 0, 0, "suite M=2048, MELD_AG_GEMM_STREAM_K=2 (stream-K at P = 2)"},
   };
+  /* stream-K shapes (>= 132 tiles, a partial wave): 2048 x 5120 x 8192 in all (320 tiles);
+   * a tail with k-blocks (65) that the pieces do not divide, a_gathered on, 192 tiles at P = 2 */
+  const shape_t sk_shapes[] = {
+      {2048 / P, suite_n, 8192, 0, -1, -1, 0, 0, 0, "M=2048 N_loc=5120 K=8192"},
+      {1000, 3000, 4104, 0, -1, -1, 1, 0, 0, "tail 1000x3000x4104"},
+  };
   run_shapes(c, shapes, sizeof shapes / sizeof shapes[0]);
+  if (P > 1)
+    for (int i = 0; i < 2; i++) run_sk(c, &sk_shapes[i], 200 + 10 * i);
   if (P == 1) { /* the fused kernel at one rank, every shape the plan would not send unfused */
     g_force_fused = 1;
     run_shapes(c, shapes, sizeof shapes / sizeof shapes[0]);
@@ -266,7 +295,16 @@ static void test_shapes(ctx_t *c) {
     setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
     test_shape(c, &shapes[8], 108);
     unsetenv("MELD_AG_GEMM_STREAM_K");
+    /* stream-K in the 2-rank kernel (M = 2048 in all: half pushed) */
+    shape_t s0 = sk_shapes[0];
+    s0.m_loc = 1024;
+    run_sk(c, &s0, 300);
+    run_sk(c, &sk_shapes[1], 310);
     g_loop = 0;
+    /* and in the fused kernel at one rank */
+    g_force_fused = 1;
+    run_sk(c, &sk_shapes[0], 320);
+    g_force_fused = 0;
     unsetenv("MELD_AG_GEMM_DIAG");
   }
 }

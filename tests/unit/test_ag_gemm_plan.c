@@ -200,6 +200,25 @@ static void test_plan_choices(void **state) {
   hs.stream_k = 1;
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
   assert_int_equal(p.stream_k, 1);
+  assert_int_equal(p.sk_pieces, 4); /* pieces per stream-K tile from the queue (default) */
+  hs.sk_pieces = 0;                 /* one range per worker */
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
+  assert_int_equal(p.sk_pieces, 0);
+  hs.sk_pieces = -1, hs.stream_k = 2; /* over one full + the partial wave */
+  setenv("MELD_AG_GEMM_SK_PIECES", "8", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
+  assert_int_equal(p.stream_k, 2);
+  assert_int_equal(p.sk_pieces, 8);
+  setenv("MELD_AG_GEMM_SK_PIECES", "65", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "MELD_AG_GEMM_SK_PIECES"));
+  unsetenv("MELD_AG_GEMM_SK_PIECES");
+  hs.stream_k = 3;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "stream_k 3"));
+  hs.stream_k = 1, hs.sk_pieces = 65;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_ERR_INVALID_ARG);
+  hs.sk_pieces = -1;
   a = good_args(1000, 1000, 4104);
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
   assert_int_equal(p.stream_k, 0); /* 64 tiles: no partial wave to spread */

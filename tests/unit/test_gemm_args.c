@@ -144,7 +144,9 @@ static void test_stream_k_partition(void **state) {
   (void)state;
   static const int cfg[][3] = {{5, 65, 7},  {12, 65, 7},  {200, 128, 132}, {68, 128, 132},
                                {2, 3, 4},   {32, 64, 132}, {1, 1, 1},       {5, 1, 5},
-                               {264, 128, 132}, {9, 16, 132}, {80, 128, 132}, {48, 63, 132}, {3, 2, 5}};
+                               {264, 128, 132}, {9, 16, 132}, {80, 128, 132}, {48, 63, 132}, {3, 2, 5},
+                               /* sk_pieces n: W = tiles x n ranges (AG+GEMM's pieces from the queue) */
+                               {56, 128, 224}, {188, 128, 752}, {60, 65, 240}, {60, 65, 480}, {7, 3, 21}};
   for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
     const int tiles = cfg[c][0], kb = cfg[c][1], W = cfg[c][2];
     const int total = tiles * kb; /* >= W (the planner's precondition: no empty range) */
