@@ -272,7 +272,9 @@ static void rank_main(int rank, int P) {
         h.stream_k = 1; /* the fused GEMM with stream-K over the partial wave (default: off) */
         ADDV("stream_k", f_meld, h);
         if (P > 1) {
-          h.sk_pieces = 0; /* one range per worker (SKQ) instead of pieces from the queue */
+          h.stream_k = 0; /* stream-K off (the default takes it at < 4 waves, session 7) */
+          ADDV("no_sk", f_meld, h);
+          h.stream_k = 1, h.sk_pieces = 0; /* one range per worker (SKQ), not pieces from the queue */
           ADDV("stream_k_p0", f_meld, h);
           h.stream_k = 2, h.sk_pieces = -1; /* over one full + the partial wave */
           ADDV("stream_k2", f_meld, h);
@@ -298,14 +300,14 @@ static void rank_main(int rank, int P) {
                                        * tile from the queue (default 4, 8) or 0 (one range per
                                        * worker, SKQ) */
             ADDV("loopback_p1", f_meld_loop, h);
-            const int sks[] = {1, 1, 1, 2, 2}, pcs[] = {-1, 0, 8, -1, 8};
-            const char *names[] = {"loopback_p1_sk", "loopback_p1_sk_p0", "loopback_p1_sk_p8", "loopback_p1_sk2",
-                                   "loopback_p1_sk2_p8"};
-            for (int i = 0; i < 5; i++) {
-              h.stream_k = sks[i], h.sk_pieces = pcs[i];
+            const int sks[] = {1, 1, 1, 1, 1, 2}, pcs[] = {-1, -1, 2, 8, 0, -1}, xs[] = {-1, 0, -1, -1, -1, -1};
+            const char *names[] = {"loopback_p1_sk",    "loopback_p1_sk_x0", "loopback_p1_sk_p2",
+                                   "loopback_p1_sk_p8", "loopback_p1_sk_p0", "loopback_p1_sk2"};
+            for (int i = 0; i < 6; i++) {
+              h.stream_k = sks[i], h.sk_pieces = pcs[i], h.sk_extra = xs[i];
               ADDV(names[i], f_meld_loop, h);
             }
-            h.stream_k = -1, h.sk_pieces = -1;
+            h.stream_k = -1, h.sk_pieces = -1, h.sk_extra = -1;
           }
         }
       }

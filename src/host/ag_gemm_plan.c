@@ -199,17 +199,25 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
     if (hint->group_m) p->group_m = hint->group_m;
     if (hint->inplace >= 0) p->inplace = hint->inplace != 0;
   }
-  /* Stream-K over the GEMM's last partial wave: OFF by default. Measured (s2, 2 x H200, same
-   * job, interleaved): with meld_gemm's rule it made the fused kernel slower, 2048x5120x8192
-   * 0.304 vs 0.279 ms, 8192x14336x4096 1.533 vs 1.512 (correct: test_ag_gemm passed with it).
-   * On with hint 1, or MELD_AG_GEMM_STREAM_K=2 (where meld_gemm's rule takes it). Not bitwise
-   * equal to the non-split GEMM (pieces of a tile are summed in fp32 in arrival order). */
+  /* Stream-K over the GEMM's last partial wave. Session 2 (2 x H200) measured it slower in the
+   * fused kernel with one range per worker from the queue (2048x5120x8192 0.304 vs 0.279 ms,
+   * 8192x14336x4096 1.533 vs 1.512); session 7 (one H200, the 2-rank kernel in loopback) found
+   * why in the trace: the comm CTAs join the GEMM ~70 us late and ended a whole tile after the
+   * others. With 4 pieces per stream-K tile from the queue and one whole tile per comm CTA
+   * moved into the pieces, 2048 x 5120 x 8192 (320 tiles, 2.4 waves) ran 0.267-0.269 vs
+   * 0.287-0.297 without; at 13.6 waves (2048 x 28672 x 8192) it was even (1.405 vs 1.401) and
+   * at 0.7-0.8 of a last wave slower. So ON at P > 1 where meld_gemm's rule takes it (last
+   * wave 10..62% full, >= 48 k-blocks) and the GEMM has < 4 waves; MELD_AG_GEMM_STREAM_K: 0 =
+   * off, 1 = this rule, 2 = meld_gemm's rule alone; hint 0 / 1 / 2 (2: one full + the
+   * partial wave). Not bitwise equal to the non-split GEMM (pieces of a tile are summed in
+   * fp32 in arrival order). 2 GPUs: not measured yet. */
   if (p->schedule == AG_GEMM_FUSED && p->n_loc > 0) {
     const int64_t tiles = ((int64_t)nranks * p->m_loc_pad / AG_GEMM_BM) * ((p->n_loc + 255) / 256);
     const int kb = (int)((p->k + 63) / 64);
-    int sk = 0;
-    s = getenv("MELD_AG_GEMM_STREAM_K");
-    if (s && !strcmp(s, "2")) sk = gemm_plan_default_sk(tiles, sm_count, kb) == 2;
+    const int rule = gemm_plan_default_sk(tiles, sm_count, kb) == 2;
+    int64_t mode = 1;
+    MELD_CHECK(meld_env_int64("MELD_AG_GEMM_STREAM_K", 0, 2, &mode)); /* (unset: stays 1) */
+    int sk = mode == 2 ? rule : mode == 1 ? rule && nranks > 1 && tiles < 4LL * sm_count : 0;
     if (hint && hint->stream_k >= 0) {
       if (hint->stream_k > 2)
         return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: stream_k %d is not 0, 1 or 2", hint->stream_k);
@@ -227,6 +235,13 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
         return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: sk_pieces %d is outside [0, 64]", hint->sk_pieces);
       p->sk_pieces = hint->sk_pieces;
     }
+    /* With pieces from the queue, one whole tile per comm CTA moves into the stream-K region:
+     * the comm CTAs join after their pushes, so the queue would hand each a second whole tile
+     * that ends after the others have run out of pieces (loopback trace, session 7). */
+    v = nranks > 1 && p->sk_pieces > 0 ? p->comm_ctas : 0;
+    MELD_CHECK(meld_env_int64("MELD_AG_GEMM_SK_EXTRA", 0, 1 << 20, &v));
+    p->sk_extra = (int)v;
+    if (hint && hint->sk_extra >= 0) p->sk_extra = hint->sk_extra;
   }
   /* The deferred epilogue (the engine's epi_defer: +1.6% mean on meld_gemm, s5-1): only where
    * the fused GEMM stores C by TMA (not compact). */
@@ -304,9 +319,9 @@ static const char *schedule_name(ag_gemm_schedule_t s) {
 int ag_gemm_plan_format(const ag_gemm_plan_t *p, char *buf, size_t len) {
   return snprintf(buf, len,
                   "ag_gemm P=%d m_loc=%lld (pad %lld) n_loc=%lld k=%lld %s copy=%s grid=%d comm_ctas=%d "
-                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d sk_pieces=%d defer=%d ws=%zu signals=%zu",
+                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d sk_pieces=%d sk_extra=%d defer=%d ws=%zu signals=%zu",
                   p->nranks, (long long)p->m_loc, (long long)p->m_loc_pad, (long long)p->n_loc, (long long)p->k,
                   schedule_name(p->schedule), p->copy == AG_GEMM_COPY_BULK ? "bulk" : "vec", p->grid,
                   p->comm_ctas, (long long)p->chunk_rows, (long long)p->chunks_per_rank, p->compact, p->group_m,
-                  p->inplace, p->stream_k, p->sk_pieces, p->epi_defer, p->ws_bytes, p->signal_slots);
+                  p->inplace, p->stream_k, p->sk_pieces, p->sk_extra, p->epi_defer, p->ws_bytes, p->signal_slots);
 }

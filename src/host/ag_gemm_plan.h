@@ -64,6 +64,8 @@ typedef struct {
   int sk_pieces;           /* fused stream-K: n >= 1 = n pieces per stream-K tile taken from */
                            /* the tile queue (a late comm CTA takes fewer); 0 = one range per */
                            /* worker, run by that worker after the queue (gemm_producer SKQ)  */
+  int sk_extra;            /* fused stream-K with pieces: whole tiles moved into the stream-K */
+                           /* region (default: comm_ctas at P > 1: they join the GEMM late)   */
   int epi_defer;           /* fused: 1 = the GEMM's deferred epilogue (TMA-store path only:   */
                            /* a tile's second half is stored during the next tile's mainloop) */
   size_t ws_bytes;         /* fused: staging bytes = nranks * m_loc_pad * k * 2            */
@@ -85,9 +87,10 @@ typedef struct {
                        (the partial wave), 2 = on over one full wave + the partial wave */
   int epi_defer;    /* -1 = choose (on wherever the epilogue is the TMA store), 0 = off, 1 = on */
   int sk_pieces;    /* -1 = choose (AG_GEMM_SK_PIECES; MELD_AG_GEMM_SK_PIECES), else plan.sk_pieces */
+  int sk_extra;     /* -1 = choose (comm_ctas at P > 1 with pieces; MELD_AG_GEMM_SK_EXTRA), else it */
 } ag_gemm_hint_t;
 
-#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1, -1}
+#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1, -1, -1}
 
 /* Checks meld_ag_gemm's arguments for a communicator of nranks ranks. Never touches CUDA.
  * Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence ("meld_ag_gemm: k 4100 is not a

@@ -413,13 +413,15 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   int64_t w;
   int64_t skt = 0;
   const int W = (int)(o->sm_count < tiles * p->k_blocks ? o->sm_count : tiles * p->k_blocks);
-  if (o->sk_pieces < 0)
-    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: sk_pieces %d < 0", o->sk_pieces);
+  if (o->sk_pieces < 0 || o->sk_extra < 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: sk_pieces %d or sk_extra %d < 0", o->sk_pieces,
+                      o->sk_extra);
   int64_t Wsk = W; /* stream-K ranges */
   if (sk > 1) {
     skt = tiles < W ? tiles : tiles % W;
     if (sk == 3 && tiles >= W) skt += W;
     if (skt == 0) skt = tiles >= W ? W : tiles; /* whole waves: the last one */
+    skt = skt + o->sk_extra < tiles ? skt + o->sk_extra : tiles;
     if (o->sk_pieces > 0) Wsk = skt * (o->sk_pieces < p->k_blocks ? o->sk_pieces : p->k_blocks);
     if ((skt * p->k_blocks + 1) * (Wsk + 1) >= GEMM_SK_LIMIT) {
       if (o->stream_k > 1)

@@ -60,9 +60,13 @@ typedef struct {
    * (the order hook's queue): the pieces are then small enough that a worker that joined late
    * (a fused kernel's comm CTAs) takes fewer of them. */
   int sk_pieces;
+  /* Tiles added to the stream-K region (0 = none): a caller whose queue has workers that join
+   * late (AG+GEMM's comm CTAs) moves that many whole tiles into pieces, so that the late ones
+   * are not still on a whole tile when the others have run out of work. */
+  int sk_extra;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0}
 
 /* The default choice of the swapped kernel (B [N,K] only): 1 when m <= 128; or when the
  * engine's 128x256 tiles fill at most 3/4 of sm_count SMs, K has >= 32 k-blocks, and some

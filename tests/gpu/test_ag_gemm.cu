@@ -301,11 +301,11 @@ static void test_shapes(ctx_t *c) {
     run_sk(c, &s0, 300);
     run_sk(c, &sk_shapes[1], 310);
     g_loop = 0;
+    unsetenv("MELD_AG_GEMM_DIAG");
     /* and in the fused kernel at one rank */
     g_force_fused = 1;
     run_sk(c, &sk_shapes[0], 320);
     g_force_fused = 0;
-    unsetenv("MELD_AG_GEMM_DIAG");
   }
 }
 

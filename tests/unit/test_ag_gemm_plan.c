@@ -182,18 +182,32 @@ static void test_plan_choices(void **state) {
   a = good_args(1024, 5120, 8192);
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
   assert_int_equal(p.group_m, 8);
-  /* stream-K: off by default (measured slower in the fused kernel); MELD_AG_GEMM_STREAM_K=2
-   * applies meld_gemm's rule (320 tiles, L/W 0.42, 128 k-blocks: yes; 1280 tiles, L/W 0.70:
-   * no; 64 tiles, below one wave: no); hint 0 / 1 force it off / on */
-  assert_int_equal(p.stream_k, 0);
+  /* stream-K: by default at P > 1 where meld_gemm's rule takes it (last wave 10..62% full,
+   * >= 48 k-blocks) and the GEMM has < 4 waves: 320 tiles (L/W 0.42, 2.4 waves): yes; 1792
+   * tiles (13.6 waves): only with MELD_AG_GEMM_STREAM_K=2 (meld_gemm's rule alone); 1280
+   * tiles (L/W 0.70): no; 64 tiles, below one wave: no; =0 off; hint 0 / 1 force it off / on */
+  assert_int_equal(p.stream_k, 1);
   ag_gemm_hint_t hs = AG_GEMM_HINT_INIT;
+  setenv("MELD_AG_GEMM_STREAM_K", "0", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.stream_k, 0);
+  setenv("MELD_AG_GEMM_STREAM_K", "3", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_ERR_INVALID_ARG);
   setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
   assert_int_equal(p.stream_k, 1);
   hs.stream_k = 0;
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
   assert_int_equal(p.stream_k, 0);
+  a = good_args(1024, 28672, 8192);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.stream_k, 1); /* meld_gemm's rule: yes at 13.6 waves */
   unsetenv("MELD_AG_GEMM_STREAM_K");
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.stream_k, 0); /* the default: not at >= 4 waves */
+  a = good_args(1024, 5120, 8192);
+  assert_int_equal(ag_gemm_plan_make(&a, 1, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.stream_k, 0); /* one rank: meld_gemm (DIRECT) */
   a = good_args(4096, 5120, 8192);
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
   assert_int_equal(p.stream_k, 0);
@@ -201,9 +215,11 @@ static void test_plan_choices(void **state) {
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
   assert_int_equal(p.stream_k, 1);
   assert_int_equal(p.sk_pieces, 4); /* pieces per stream-K tile from the queue (default) */
+  assert_int_equal(p.sk_extra, p.comm_ctas); /* one whole tile per comm CTA into the pieces */
   hs.sk_pieces = 0;                 /* one range per worker */
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
   assert_int_equal(p.sk_pieces, 0);
+  assert_int_equal(p.sk_extra, 0);
   hs.sk_pieces = -1, hs.stream_k = 2; /* over one full + the partial wave */
   setenv("MELD_AG_GEMM_SK_PIECES", "8", 1);
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
