@@ -20,7 +20,8 @@
  * PyTorch async-TP (peer_ms) comes from bench/gemm_rs_torch.py and is merged into the JSON
  * afterwards (same shape keys).
  *
- * Usage: bench_gemm_rs [--quick] [--diag] [--trace] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
+ * Usage: bench_gemm_rs [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
+ *   (--symc: every AR call writes a C in symmetric memory (the zero-copy AR), for profiling)
  *   (--trace: 3 fused calls per shape and nothing timed; with MELD_TRACE=file each rank writes
  *   the per-tile timeline at comm destroy, tools/trace_png.py draws it)
  *   (--decode: only the decode-size GEMM+AR shapes, M 16 / 128 / 512)
@@ -181,21 +182,35 @@ typedef struct {
   int64_t k, rows, first;
   __nv_bfloat16 *a[2], *b, *c, *part; /* part: full [M, N] bf16 partial (baselines)  */
   __nv_bfloat16 *recv;               /* baseline RS / AR output                       */
+  __nv_bfloat16 *c_sym;              /* AR: C in symmetric memory (the zero-copy AR)  */
   meld_gemm_rs_algo_t algo;
   int failed;
 } run_t;
 
+static int g_symc = 0; /* --symc: every AR call writes the symmetric C (Nsight Compute runs;
+                         * with MELD_GEMM_AR_ZC=1 the zero-copy AR) */
 static void op_meld(bctx_t *x, void *v, int i) {
   run_t *r = (run_t *)v;
   meld_gemm_rs_args_t a;
   memset(&a, 0, sizeof a);
   a.a = r->a[i & 1], a.lda = r->k, a.b = r->b, a.ldb = r->k, a.b_layout = MELD_B_NK;
   a.c = r->c, a.ldc = r->sh.n, a.m = r->sh.m, a.n = r->sh.n, a.k = r->k, a.algo = r->algo;
+  if (g_symc && r->c_sym) a.c = r->c_sym;
   meld_result_t res = r->sh.is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
   if (res != MELD_OK && !r->failed) {
     r->failed = 1;
     fprintf(stderr, "[rank %d] meld op failed: %s\n", x->rank, meld_last_error());
   }
+}
+
+/* AR into the symmetric C (meld_mem_alloc): the fused AR stores the reduced tiles straight into
+ * the peers' C (no result slots, no copy phase) */
+static void op_meld_symc(bctx_t *x, void *v, int i) {
+  run_t *r = (run_t *)v;
+  __nv_bfloat16 *c = r->c;
+  r->c = r->c_sym;
+  op_meld(x, v, i);
+  r->c = c;
 }
 
 static void cublas_gemm(bctx_t *x, run_t *r, int i, void *c, cudaDataType ct) {
@@ -309,6 +324,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
   ok &= cudaMalloc(&r.c, (size_t)(r.rows ? r.rows : 1) * sh->n * 2 + 256) == cudaSuccess;
   ok &= cudaMalloc(&r.part, mn * 2) == cudaSuccess;
   ok &= cudaMalloc(&r.recv, mn * 2) == cudaSuccess;
+  if (ok && sh->is_ar && sh->m >= 2048) /* (collective: every rank, same size) */
+    ok &= meld_mem_alloc(x->comm, mn * 2 + 256, (void **)&r.c_sym) == MELD_OK;
   if (!ok) {
     fprintf(stderr, "[rank %d] out of memory for shape m %lld\n", x->rank, (long long)sh->m);
     goto out;
@@ -331,7 +348,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -409,6 +426,11 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_LOOP] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}}},
         [V_LOOPP] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_PRELOAD", "0"}}},
         [V_LOOPNF] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1280"}}},
+        /* AR with C in symmetric memory: the reduced tiles go straight into the peers' C (zero
+         * copy; 2 ranks); and the same in loopback (AR's loopback above: result slot + copy) */
+        [V_SYMC] = {op_meld_symc, MELD_GEMM_RS_FUSED, big2 && r.c_sym != NULL, {{"MELD_GEMM_AR_ZC", "1"}}},
+        [V_LOOPZ] = {op_meld_symc, MELD_GEMM_RS_FUSED, big1 && g_diag && r.c_sym != NULL,
+                     {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_ZC", "1"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -495,7 +517,10 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_NOPF] > 0) printf("        diag: fused without the partials' L2 prefetch (diag 512) %7.3f\n", tm[V_NOPF]);
       if (tm[V_LOOP] > 0)
         printf("        diag: loopback (the 2-rank kernel on one GPU, diag 1024) %7.3f, with the staging pass %7.3f, push flags "
-               "without their fence %7.3f\n", tm[V_LOOP], tm[V_LOOPP], tm[V_LOOPNF]);
+               "without their fence %7.3f%s\n", tm[V_LOOP], tm[V_LOOPP], tm[V_LOOPNF],
+               sh->is_ar ? " (AR: result slot + copy phase)" : "");
+      if (tm[V_LOOPZ] > 0) printf("        diag: loopback AR with C in symmetric memory (zero copy) %7.3f\n", tm[V_LOOPZ]);
+      if (tm[V_SYMC] > 0) printf("        variant: fused AR with C in symmetric memory (zero copy, meld_mem_alloc) %7.3f\n", tm[V_SYMC]);
       if (tm[V_PRE4] > 0) printf("        variant: fused, own tiles' partial in the producer's stages (MELD_GEMM_RS_PRELOAD=5) %7.3f\n", tm[V_PRE4]);
       if (tm[V_PRE1] > 0) printf("        variant: fused, own tiles' partials by loads into registers (MELD_GEMM_RS_PRELOAD=1) %7.3f\n", tm[V_PRE1]);
       if (tm[V_NOFENCE] > 0) printf("        diag: push flags without their fence.acq_rel.sys %7.3f\n", tm[V_NOFENCE]);
@@ -555,6 +580,7 @@ out:
   cudaFree(r.c);
   cudaFree(r.part);
   cudaFree(r.recv);
+  if (r.c_sym) meld_mem_free(x->comm, r.c_sym);
 }
 
 static void rank_main(int rank, int P) {
@@ -606,6 +632,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--decode")) g_decode = 1;
     else if (!strcmp(argv[i], "--diag")) g_diag = 1;
     else if (!strcmp(argv[i], "--trace")) g_trace = 1;
+    else if (!strcmp(argv[i], "--symc")) g_symc = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
              sscanf(argv[i + 1], "%lld,%lld,%lld", &g_pm, &g_pn, &g_pk) == 3 && g_pm > 0 && g_pn > 0 && g_pk > 0)
@@ -614,7 +641,7 @@ int main(int argc, char **argv) {
       ++i;
       g_ops = !strcmp(argv[i], "rs") ? 1 : !strcmp(argv[i], "ar") ? 2 : 3;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--diag] [--trace] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]\n", argv[0]);
       return 2;
     }
   }

@@ -47,6 +47,9 @@ typedef struct {
   uint32_t arg_hash;
   int32_t diag; /* MELD_GEMM_RS_DIAG bit 0: peers' tiles go to this rank's own slots (timing only) */
   int32_t sym;  /* symmetric AR (plan): every rank reduces every tile, no copy phase */
+  int32_t zc;   /* AR with C in symmetric memory (meld_mem_alloc): reduced tiles go straight
+                   into every peer's C; the tail only waits for the peers' tiles (no copy) */
+  uint16_t *peer_c[GEMM_RS_MAX_RANKS]; /* zc: rank q's C as mapped here                    */
 } gemm_rs_kargs_t;
 
 
@@ -74,11 +77,16 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
     ((const uint16_t *volatile *)(h + GEMM_RS_HDR_SRC))[s] = (const uint16_t *)(a->ws + hdr + (uint64_t)s * a->slot_bytes);
     ((const uint64_t *volatile *)(h + GEMM_RS_HDR_FLAGS))[s] =
         meld_local_signal(c, meld_signal_index(q, P, 0, 0, (uint32_t)a->tiles_own));
+    /* AR: this rank's reduced tiles go to peer q's result slot, or (zc) straight into q's C at
+     * this rank's rows; loopback (the virtual peer q = 1 is this rank): into its own slot, or
+     * (zc) its own C at rows [R, 2R), flagged where its own tail waits, so both halves of C
+     * must come out equal */
     ((void *volatile *)(h + GEMM_RS_HDR_COPIES))[s] =
-        a->peer_ws[q] + hdr + (uint64_t)(P - 1 + gemm_rs_sidx(r, q, P)) * a->slot_bytes;
-    if (!(a->diag & 1024)) /* (loopback: RS only, no copies, no symmetric push) */
-      ((uint64_t *volatile *)(h + GEMM_RS_HDR_COPY_SIGNAL))[s] =
-          meld_peer_signal(c, q, meld_signal_index(r, P, 1, 0, (uint32_t)a->tiles_own));
+        a->zc ? (void *)(a->peer_c[q] + (int64_t)(a->diag & 1024 ? q : r) * a->rpo * a->ldc)
+              : (void *)(a->peer_ws[q] + hdr + (uint64_t)(P - 1 + gemm_rs_sidx(r, q, P)) * a->slot_bytes);
+    ((uint64_t *volatile *)(h + GEMM_RS_HDR_COPY_SIGNAL))[s] =
+        a->diag & 1024 ? meld_local_signal(c, meld_signal_index(q, P, 1, 0, (uint32_t)a->tiles_own))
+                       : meld_peer_signal(c, q, meld_signal_index(r, P, 1, 0, (uint32_t)a->tiles_own));
     /* symmetric AR: this rank's partial goes where peer q's SRC reads it, flagged as above */
     ((void *volatile *)(h + GEMM_RS_HDR_PUSH))[s] = a->peer_ws[q] + hdr + (uint64_t)gemm_rs_sidx(r, q, P) * a->slot_bytes;
     if (!(a->diag & 1024))
@@ -137,6 +145,7 @@ __device__ __forceinline__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_
     item = __shfl_sync(0xffffffffu, item, 0);
     ok = __shfl_sync(0xffffffffu, ok, 0);
     if (item >= total || !ok) break;
+    if (a->zc) continue; /* the tile is already in C (the peer stored it there) */
     fence_proxy_async_gmem(); /* generic (acquired) -> async proxy: the bulk reads see the tile */
     const uint64_t t0 = lane == 0 ? meld_trace_begin(c) : 0;
     const int s = (int)(item / (uint32_t)a->tiles_own), tile = (int)(item % (uint32_t)a->tiles_own);
@@ -276,6 +285,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         with diag bit 8, which drops the fence, as the bound)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
+ *   MELD_GEMM_AR_ZC       1: AR with C in symmetric memory (meld_mem_alloc; dense, n % 8 == 0)
+ *                         stores the reduced tiles straight into the peers' C, no result slots
+ *                         and no copy phase (opt-in; alike on every rank: in the argument hash)
  *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 4 (default) = the first partial by
  *                         TMA into the staging, added to the fp32 accumulators while staging
  *                         the sums; 5 (whole tiles of >= 4 k-blocks, else 4) = the producer
@@ -294,10 +306,12 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         bit 9 = own tiles' partials not asked into L2 at the tile's start,
  *                         bit 8 = the TMA push's flags released without their system fence
  *                         (unordered: the fence's cost on the epilogue's path),
- *                         bit 10 = (a test, one rank, RS only, results right) loopback: the
+ *                         bit 10 = (a test, one rank, results right) loopback: the
  *                         2-rank fused kernel of rank 0 with rows [R, 2R) as the peer's (pushed
  *                         into this rank's own slot, flagged where own tiles wait): C [R rows] =
- *                         (A B^T)[0, R) + (A B^T)[R, 2R) (tests/gpu/test_gemm_rs.cu),
+ *                         (A B^T)[0, R) + (A B^T)[R, 2R); AR (owner mode): the reduced tiles
+ *                         also go where the virtual peer's come from, so C [2R rows] holds that
+ *                         sum twice (tests/gpu/test_gemm_rs.cu),
  *                         bit 7 = (a test, one rank only, results right) own tiles add one
  *                         synthetic partial from the workspace after the header, with its flags
  *                         after it, both written by the test (tests/gpu/test_gemm_rs.cu).
@@ -482,6 +496,30 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   k.arg_hash = pl->arg_hash;
   k.diag = diag;
   k.sym = pl->sym;
+  /* Zero-copy AR (opt-in, MELD_GEMM_AR_ZC=1): C [M, N] dense (ldc = n, n % 8 == 0: the reduced
+   * tiles' 16-byte stores use the slots' row pitch) in symmetric memory (meld_mem_alloc) mapped
+   * from every rank. The choice rests on the arguments and the variable (which must be alike on
+   * every rank): the allocation, offset and ldc join the argument hash, so ranks that disagree
+   * fail the entry handshake instead of writing where the peer does not read. Opt-in because
+   * one H200 in loopback measured it both ways (session 7, Nsight Compute cycles against the
+   * result slots + copy phase): -7.7% at 8192 x 8192 x 4096, +6% at 8192 x 4096 x 7168 (some
+   * reduce epilogues stalled 30-50 us on their stores into C; not understood). */
+  if (pl->is_ar && !pl->sym && P > 1 && a->n % 8 == 0 && a->ldc == pl->ldn && gemm_rs_env_int("MELD_GEMM_AR_ZC", 0) == 1) {
+    size_t off = 0;
+    const meld_symbuf_t *sb = meld_symbuf_find(comm, a->c, (size_t)a->m * (size_t)a->ldc * 2, &off);
+    int mapped = sb && sb->seq != MELD_SYMBUF_SEQ_WORKSPACE;
+    for (int q = 0; mapped && q < comm->nranks; q++) mapped = sb->peer[q] != NULL;
+    if (mapped) {
+      k.zc = 1;
+      for (int q = 0; q < P; q++) k.peer_c[q] = (uint16_t *)((uint8_t *)sb->peer[loop ? 0 : q] + off);
+      uint64_t h = meld_hash_u64(meld_hash_init(), pl->arg_hash);
+      h = meld_hash_u64(h, 0x7a63u); /* "zc" */
+      h = meld_hash_u64(h, sb->seq);
+      h = meld_hash_u64(h, (uint64_t)off);
+      h = meld_hash_u64(h, (uint64_t)a->ldc);
+      k.arg_hash = meld_hash_fold(h);
+    }
+  }
   if (meld_log_level() >= MELD_LOG_TRACE) {
     char buf[1024];
     gemm_rs_plan_format(pl, buf, sizeof buf);
@@ -618,17 +656,20 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
    * milliseconds apart; with a host barrier first they are gone.) The node's smallest SM count
    * makes every rank plan the same algorithm. */
   const int sm = gemm_rs_env_int("MELD_GEMM_AR_DECODE_UNFUSED", 1) == 1 ? meld_comm_node_sm_count(comm) : 0;
-  /* Loopback (MELD_GEMM_RS_DIAG bit 10, one rank, RS; a test and timing mode): the fused
-   * 2-rank kernel of rank 0 with the peer's rows [R, 2R) standing in for the peer: their tiles
-   * are pushed by TMA into this rank's own partial slot and flagged where its own tiles wait,
-   * and own tile i adds the pushed tile i. So C [R rows] = (A B^T)[0, R) + (A B^T)[R, 2R):
-   * push, flags, waits and the add of 2 ranks on one GPU, without NVLink. */
-  const int loop = comm->nranks == 1 && !is_ar && (gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0) & 1024);
+  /* Loopback (MELD_GEMM_RS_DIAG bit 10, one rank; a test and timing mode): the fused 2-rank
+   * kernel of rank 0 with the peer's rows [R, 2R) standing in for the peer: their tiles are
+   * pushed by TMA into this rank's own partial slot and flagged where its own tiles wait, and
+   * own tile i adds the pushed tile i. So C [R rows] = (A B^T)[0, R) + (A B^T)[R, 2R): push,
+   * flags, waits and the add of 2 ranks on one GPU, without NVLink. AR (owner mode): the
+   * reduced tiles also go where the virtual peer's would come from (this rank's result slot,
+   * or with a symmetric C its rows [R, 2R)) and the tail copies / waits for them, so C [2R
+   * rows] holds the sum twice. */
+  const int loop = comm->nranks == 1 && (gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0) & 1024);
   MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, loop ? 2 : comm->nranks, loop ? 0 : comm->rank, comm->nnodes,
                                   comm->workspace.bytes, sm, &pl));
-  if (loop && pl.algo != MELD_GEMM_RS_FUSED)
+  if (loop && (pl.algo != MELD_GEMM_RS_FUSED || pl.sym))
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_GEMM_RS_DIAG=1024 (loopback) needs the fused plan at 2 ranks "
-                      "(M a multiple of 256, enough tiles)", fn);
+                      "in owner mode (M a multiple of 256, enough tiles)", fn);
   if (comm->nnodes > 1 && comm->nranks > 1)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,
                       comm->nnodes, is_ar ? "AR" : "RS");

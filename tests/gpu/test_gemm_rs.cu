@@ -260,35 +260,79 @@ __global__ void fold_rows(float *ref, int64_t rows, int64_t n) {
     ref[i] += ref[i + rows * n];
 }
 
-static void test_loopback(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, const char *preload) {
+/* AR (is_ar): the reduced tiles also go where the virtual peer's would come from: this rank's
+ * result slot, copied into C's rows [R, 2R) by the tail; or, with C in symmetric memory
+ * (sym_c: meld_mem_alloc, the zero-copy AR), straight into those rows. Reference: both halves
+ * of C [2R rows] hold the sum. */
+/* sym_c 2: a symmetric C without MELD_GEMM_AR_ZC=1 (the slot path, zero copy being opt-in) */
+static void test_loopback_op(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, const char *preload, int is_ar,
+                             int sym_c) {
   prob_t p;
   const int64_t R = m / 2;
   prob_init(x, &p, m, n, k, 0, 2, ((n + 7) / 8) * 8);
+  __nv_bfloat16 *c_plain = p.c;
+  if (sym_c) {
+    void *cs = NULL;
+    GT_MELD(meld_mem_alloc(x->comm, (size_t)m * p.ldc * 2 + 256, &cs));
+    p.c = (__nv_bfloat16 *)cs;
+  }
   for (int st = 0; st < 2; st++) fold_rows<<<1024, 256, 0, x->s>>>(p.ref[st], R, n);
   if (preload) setenv("MELD_GEMM_RS_PRELOAD", preload, 1);
+  if (sym_c == 1) setenv("MELD_GEMM_AR_ZC", "1", 1);
   setenv("MELD_GEMM_RS_DIAG", "1024", 1);
-  check_slot_t *sl = slots_alloc(calls);
+  const int per = is_ar ? 2 : 1; /* AR: both halves checked */
+  check_slot_t *sl = slots_alloc(calls * per);
   for (int i = 0; i < calls; i++) {
-    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)R * p.ldc * 2, x->s));
+    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)(is_ar ? m : R) * p.ldc * 2, x->s));
     meld_gemm_rs_args_t a = prob_args(&p, i & 1, MELD_GEMM_RS_FUSED);
-    const meld_result_t r = meld_gemm_rs(x->comm, &a, x->s);
+    const meld_result_t r = is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
     if (r != MELD_OK) {
       GT_CHECK(0, "loopback call %d -> %s: %s", i, meld_strerror(r), meld_last_error());
       break;
     }
     dim3 grid((unsigned)((n + 255) / 256), (unsigned)((R + 127) / 128));
-    check_kernel<<<grid, 256, 0, x->s>>>(p.c, p.ldc, p.ref[i & 1], n, 0, R, sl + i);
+    for (int h = 0; h < per; h++) /* half h of C against the sum's R rows */
+      check_kernel<<<grid, 256, 0, x->s>>>(p.c + h * R * p.ldc, p.ldc, p.ref[i & 1], n, 0, R, sl + per * i + h);
   }
   unsetenv("MELD_GEMM_RS_DIAG");
   unsetenv("MELD_GEMM_RS_PRELOAD");
   GT_CUDA(cudaStreamSynchronize(x->s));
   GT_MELD(meld_comm_check(x->comm));
-  char what[160];
-  snprintf(what, sizeof what, "gemm_rs M %lld N %lld K %lld, loopback (2-rank kernel of rank 0 on one GPU)%s%s x%d",
-           (long long)m, (long long)n, (long long)k, preload ? ", MELD_GEMM_RS_PRELOAD=" : "", preload ? preload : "", calls);
-  judge(what, sl, calls);
+  char what[200];
+  snprintf(what, sizeof what, "%s M %lld N %lld K %lld, loopback (2-rank kernel of rank 0 on one GPU)%s%s%s x%d",
+           is_ar ? "gemm_ar" : "gemm_rs", (long long)m, (long long)n, (long long)k,
+           preload ? ", MELD_GEMM_RS_PRELOAD=" : "", preload ? preload : "",
+           sym_c == 1 ? ", C symmetric (zero copy)" : sym_c ? ", C symmetric, zero copy off" : "",
+           calls);
+  judge(what, sl, calls * per);
   cudaFree(sl);
+  if (is_ar) { /* which way the reduced tiles went: the result slot (slot 1) written or not */
+    const int64_t ldn = ((n + 7) / 8) * 8, rpo = (R + 127) / 128 * 128;
+    const size_t slot_bytes = ((size_t)rpo * (size_t)ldn * 2 + 255) / 256 * 256;
+    uint8_t *slot1 = (uint8_t *)x->comm->workspace.local + GEMM_RS_HDR_BYTES + slot_bytes;
+    unsigned char h[256];
+    GT_CUDA(cudaMemset(slot1, 0xff, sizeof h));
+    setenv("MELD_GEMM_RS_DIAG", "1024", 1);
+    meld_gemm_rs_args_t a = prob_args(&p, 0, MELD_GEMM_RS_FUSED);
+    GT_MELD(meld_gemm_ar(x->comm, &a, x->s));
+    unsetenv("MELD_GEMM_RS_DIAG");
+    GT_CUDA(cudaStreamSynchronize(x->s));
+    GT_CUDA(cudaMemcpy(h, slot1, sizeof h, cudaMemcpyDeviceToHost));
+    int untouched = 1;
+    for (size_t i = 0; i < sizeof h; i++) untouched &= h[i] == 0xff;
+    const int zc = sym_c == 1 && n % 8 == 0;
+    GT_CHECK(untouched == zc, "%s: the result slot was %s, expected the %s path", what,
+             untouched ? "not written" : "written", zc ? "zero-copy" : "slot");
+  }
+  unsetenv("MELD_GEMM_AR_ZC");
+  if (sym_c) {
+    GT_MELD(meld_mem_free(x->comm, p.c));
+    p.c = c_plain;
+  }
   prob_free(&p);
+}
+static void test_loopback(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, const char *preload) {
+  test_loopback_op(x, m, n, k, calls, preload, 0, 0);
 }
 
 static void test_shape(ctx_t *x, int64_t m, int64_t n, int64_t k, int kn, meld_gemm_rs_algo_t algo, int ops) {
@@ -455,6 +499,18 @@ static void rank_main(int rank, int nranks) {
     test_loopback(&x, 8448, 1024, 1024, 3, "5");
     test_loopback(&x, 4096, 2048, 1024, 20, "0");
     test_loopback(&x, 4096, 2048, 1024, 20, "5");
+    /* AR in loopback: the result slot and the copy phase; zero copy into a symmetric C */
+    test_loopback_op(&x, 4096, 4096, 1024, 1, NULL, 1, 0);
+    test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0); /* N, K tails (256 tiles: owner mode) */
+    test_loopback_op(&x, 8192, 8192, 4096, 1, NULL, 1, 0); /* suite shape */
+    test_loopback_op(&x, 4096, 2048, 1024, 50, NULL, 1, 0); /* back to back */
+    test_loopback_op(&x, 4096, 4096, 1024, 1, NULL, 1, 1);
+    test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 1); /* N % 8 == 0, ldc = n: zero copy */
+    test_loopback_op(&x, 8192, 1003, 4104, 1, NULL, 1, 1); /* N % 8 != 0: slots (and the pass) */
+    test_loopback_op(&x, 8192, 8192, 4096, 1, NULL, 1, 1);
+    test_loopback_op(&x, 4096, 2048, 1024, 50, NULL, 1, 1);
+    test_loopback_op(&x, 4096, 2048, 1024, 20, "0", 1, 1); /* the pass's copies */
+    test_loopback_op(&x, 4096, 2048, 1024, 3, NULL, 1, 2); /* symmetric C, MELD_GEMM_AR_ZC unset */
   }
   /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
    * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
