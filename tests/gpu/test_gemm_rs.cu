@@ -535,6 +535,41 @@ static void rank_main(int rank, int nranks) {
   ctx_free(&x);
 }
 
+/* AR into a C in symmetric memory with the zero-copy path on (MELD_GEMM_AR_ZC=1, every rank):
+ * the reduced tiles go straight into the peers' C. `calls` calls alternate two input sets,
+ * every output poisoned before and all M rows checked. */
+static void test_ar_symc(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls) {
+  prob_t p;
+  prob_init(x, &p, m, n, k, 0, 2, ((n + 7) / 8) * 8);
+  __nv_bfloat16 *c_plain = p.c;
+  void *cs = NULL;
+  GT_MELD(meld_mem_alloc(x->comm, (size_t)m * p.ldc * 2 + 256, &cs));
+  p.c = (__nv_bfloat16 *)cs;
+  setenv("MELD_GEMM_AR_ZC", "1", 1);
+  check_slot_t *sl = slots_alloc(calls);
+  for (int i = 0; i < calls; i++) {
+    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * p.ldc * 2, x->s));
+    meld_gemm_rs_args_t a = prob_args(&p, i & 1, MELD_GEMM_RS_FUSED);
+    const meld_result_t r = meld_gemm_ar(x->comm, &a, x->s);
+    if (r != MELD_OK) {
+      GT_CHECK(0, "zero-copy AR call %d -> %s: %s", i, meld_strerror(r), meld_last_error());
+      break;
+    }
+    enqueue_check(x, &p, 1, i & 1, sl + i);
+  }
+  unsetenv("MELD_GEMM_AR_ZC");
+  GT_CUDA(cudaStreamSynchronize(x->s));
+  GT_MELD(meld_comm_check(x->comm));
+  char what[160];
+  snprintf(what, sizeof what, "gemm_ar M %lld N %lld K %lld, C symmetric, MELD_GEMM_AR_ZC=1 x%d", (long long)m,
+           (long long)n, (long long)k, calls);
+  judge(what, sl, calls);
+  cudaFree(sl);
+  GT_MELD(meld_mem_free(x->comm, p.c));
+  p.c = c_plain;
+  prob_free(&p);
+}
+
 /* Run-time variants (gemm_rs.cu): 16-byte-store push of the peer's partial tiles
  * (MELD_GEMM_RS_PUSH=st, 2 ranks; the default is the TMA push with deferred flags), and the decode-size fused AR with split-K (default) and
  * without (MELD_GEMM_RS_SPLIT_K=1). */
@@ -566,6 +601,16 @@ static void rank_variants(int rank, int nranks) {
     test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 200);
     test_graph(&x, 0, 20);
     unsetenv("MELD_GEMM_RS_FLAG_HELPER");
+  }
+  /* the opt-in zero-copy AR into a symmetric C: the suite shape, N/K tails, back to back, and
+   * an M tail in owner mode */
+  test_ar_symc(&x, 8192, 8192, 4096, 1);
+  test_ar_symc(&x, 8192, 1000, 4104, 1);
+  test_ar_symc(&x, 8192, 1024, 1024, 50);
+  if (nranks == 2) {
+    setenv("MELD_GEMM_AR_SYM", "0", 1);
+    test_ar_symc(&x, 1000, 1000, 4104, 3);
+    unsetenv("MELD_GEMM_AR_SYM");
   }
   /* 2 ranks: 132 own tiles per rank (one wave of pushes on an H200): each CTA's own tile waits
    * for a peer CTA that may hold its own pending push flag (see gemm.cuh, add mode 4) */
