@@ -1620,10 +1620,14 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * must go there. */
 /* HELPER (hook g2 kernels only): warp 1 of the producer warpgroup runs gemm_flag_helper.
  * SKQ: the producer's queue + static stream-K pieces (gemm_producer). */
+/* Side (optional): work for warps 2 and 3 of the producer warpgroup (idle in the engine), run
+ * WHILE this CTA's consumers run their tiles, with the producer warpgroup's 40 registers and
+ * no shared memory of the engine's: side(w, lane), w = 0 or 1; must not use CTA barriers. */
 template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, bool SKQ = false,
-          class Tail = gemm_no_tail>
+          class Tail = gemm_no_tail, class Side = gemm_no_tail>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
-                                             int worker, int nworkers, const Tail &tail = Tail()) {
+                                             int worker, int nworkers, const Tail &tail = Tail(),
+                                             const Side &side = Side()) {
   const uint32_t raw = smem_addr(smem_raw);
   uint8_t *smem = smem_raw + ((1024 - (raw & 1023)) & 1023);
   const uint32_t sbase = smem_addr(smem);
@@ -1664,6 +1668,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     setmaxnreg_dec_40();
     if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER>(p, smem, sbase, worker, nworkers);
     else if (HELPER && threadIdx.x == 32) gemm_flag_helper(p, sbase);
+    else if (threadIdx.x >= 64) side((int)threadIdx.x / 32 - 2, (int)threadIdx.x & 31);
     __syncwarp();
   } else {
     setmaxnreg_inc_232();

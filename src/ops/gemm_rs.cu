@@ -50,6 +50,8 @@ typedef struct {
   int32_t zc;   /* AR with C in symmetric memory (meld_mem_alloc): reduced tiles go straight
                    into every peer's C; the tail only waits for the peers' tiles (no copy) */
   uint16_t *peer_c[GEMM_RS_MAX_RANKS]; /* zc: rank q's C as mapped here                    */
+  int32_t early; /* AR with result slots: warps 2-3 of the producer warpgroup copy arrived
+                    reduced tiles into C during the GEMM (gemm_ar_copy_early)              */
 } gemm_rs_kargs_t;
 
 
@@ -102,6 +104,79 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
   }
 }
 
+/* AR copy-phase item -> (slot s of peer q, owner-local tile): items run in the peers' raster
+ * order (groups of group_m m-blocks, m fastest, as the engine's tickets), so the early copiers
+ * below meet tiles roughly as they arrive. Owner-local tile = m * tiles_n + n. */
+__device__ __forceinline__ void gemm_ar_item(const gemm_rs_kargs_t *a, uint32_t item, int *s, int *tile) {
+  const uint32_t own = (uint32_t)a->tiles_own, tn = (uint32_t)a->tiles_n;
+  *s = (int)(item / own);
+  const uint32_t i = item % own, B = own / tn, gmx = (uint32_t)(a->g.group_m > 0 ? a->g.group_m : 1);
+  const uint32_t per = gmx * tn, g = i / per, first = g * gmx, gm = min(gmx, B - first), r = i - g * per;
+  *tile = (int)((first + r % gm) * tn + r / gm);
+}
+
+/* The AR's early copy (a->early; the engine's side work, gemm_cta_run): warps 2 and 3 of the
+ * producer warpgroup (40 registers, no shared memory) take peers' reduced tiles from the
+ * copy-phase queue WHILE the GEMM runs, wait for each one's flag and copy it from the result
+ * slot into C with 16-byte loads (ld.global.cg: the slot was written by the peer, so no L1
+ * line of an earlier call may answer) and stores, 4 in flight per lane; the consumers' tail
+ * (below) takes what is left after the GEMM. Ordering: lane 0's acquire of the flag, then
+ * __syncwarp (the other lanes' loads are ordered after it). */
+__device__ __forceinline__ void gemm_ar_copy_early(meld_ctx_t *c, const gemm_rs_kargs_t *a, int lane) {
+  /* (40 registers: little stays live across the wait; the rest is re-read from the parameters) */
+  for (;;) {
+    uint32_t item = 0;
+    int ok = 1;
+    if (lane == 0) {
+      item = meld_queue_next(c, 1);
+      if (item < (uint32_t)(a->nranks - 1) * (uint32_t)a->tiles_own) {
+        int s, tile;
+        gemm_ar_item(a, item, &s, &tile);
+        const int q = (a->rank + 1 + s) % a->nranks;
+        if (q * (int)(a->rpo / GEMM_BM) + tile / a->tiles_n < a->tiles_m)
+          ok = meld_wait_signal(c, meld_signal_index(q, a->nranks, 1, (uint32_t)tile, (uint32_t)a->tiles_own),
+                                meld_stamp(c->epoch, 1), q, "AR reduced tile (early copy)") ? 1 : 0;
+      }
+    }
+    item = __shfl_sync(0xffffffffu, item, 0);
+    ok = __shfl_sync(0xffffffffu, ok, 0);
+    if (item >= (uint32_t)(a->nranks - 1) * (uint32_t)a->tiles_own || !ok) break;
+    int s, tile;
+    gemm_ar_item(a, item, &s, &tile);
+    const int64_t lrow0 = (int64_t)(tile / a->tiles_n) * GEMM_BM;
+    const int col0 = (tile % a->tiles_n) * GEMM_BN;
+    const int64_t grow0 = (int64_t)((a->rank + 1 + s) % a->nranks) * a->rpo + lrow0;
+    const int rows = (int)(a->m - grow0 < GEMM_BM ? a->m - grow0 : GEMM_BM);
+    const int cols = a->n - col0 < GEMM_BN ? (int)(a->n - col0) : GEMM_BN;
+    const uint16_t *src = (const uint16_t *)(a->ws + GEMM_RS_HDR_BYTES + (uint64_t)(a->nranks - 1 + s) * a->slot_bytes) +
+                          lrow0 * a->ldn + col0;
+    uint16_t *dst = a->c + grow0 * a->ldc + col0;
+    if (cols % 8 == 0 && a->ldc % 8 == 0 && ((uintptr_t)a->c & 15) == 0) {
+      /* lane = one 16-byte column vector of the tile (256 columns = 32 vectors), 2 rows in flight */
+      if (8 * lane < cols) {
+        const uint4 *sp = (const uint4 *)(src + 8 * lane);
+        uint4 *dp = (uint4 *)(dst + 8 * lane);
+#pragma unroll 1
+        for (int row = 0; row < rows; row += 2) {
+          const uint4 t0 = __ldcg(sp);
+          uint4 t1 = t0;
+          if (row + 1 < rows) t1 = __ldcg(sp + a->ldn / 8);
+          *dp = t0;
+          if (row + 1 < rows) dp[a->ldc / 8] = t1;
+          sp += a->ldn / 4;
+          dp += a->ldc / 4;
+        }
+      }
+    } else {
+#pragma unroll 1
+      for (int v = lane; v < rows * GEMM_BN; v += 32) {
+        const int row = v / GEMM_BN, col = v % GEMM_BN;
+        if (col < cols) dst[(int64_t)row * a->ldc + col] = __ldcg(src + (int64_t)row * a->ldn + col);
+      }
+    }
+  }
+}
+
 /* Step 4 (AR), warp 0 of the first consumer warpgroup (run as the engine's consumer tail:
  * after the role join ptxas allows 40 registers, gemm.cuh gemm_cta_run): copy the peers'
  * reduced tiles from the result slots into C, in queue order, with bulk copies: each row of a
@@ -135,7 +210,8 @@ __device__ __forceinline__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_
     if (lane == 0) {
       item = meld_queue_next(c, 1);
       if (item < total) {
-        const int s = (int)(item / (uint32_t)a->tiles_own), tile = (int)(item % (uint32_t)a->tiles_own);
+        int s, tile;
+        gemm_ar_item(a, item, &s, &tile);
         const int q = (r + 1 + s) % P;
         if (q * B + tile / a->tiles_n < a->tiles_m) /* the tile exists (short last owner) */
           ok = meld_wait_signal(c, meld_signal_index(q, P, 1, (uint32_t)tile, (uint32_t)a->tiles_own), stamp, q,
@@ -148,7 +224,8 @@ __device__ __forceinline__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_
     if (a->zc) continue; /* the tile is already in C (the peer stored it there) */
     fence_proxy_async_gmem(); /* generic (acquired) -> async proxy: the bulk reads see the tile */
     const uint64_t t0 = lane == 0 ? meld_trace_begin(c) : 0;
-    const int s = (int)(item / (uint32_t)a->tiles_own), tile = (int)(item % (uint32_t)a->tiles_own);
+    int s, tile;
+    gemm_ar_item(a, item, &s, &tile);
     const int q = (r + 1 + s) % P;
     const int64_t lrow0 = (int64_t)(tile / a->tiles_n) * GEMM_BM;
     const int col0 = (tile % a->tiles_n) * GEMM_BN;
@@ -220,6 +297,19 @@ struct gemm_rs_tail {
   }
 };
 
+/* The engine's side work (warps 2-3 of the producer warpgroup, during the GEMM): the AR's
+ * early copy. */
+struct gemm_rs_side {
+  const meld_proto_dev_t *proto;
+  const gemm_rs_kargs_t *a;
+  __device__ __forceinline__ void operator()(int, int lane) const {
+    if (!a->early) return;
+    meld_ctx_t ctx;
+    gemm_rs_ctx_reload(&ctx, proto, a);
+    if (!ctx.failed) gemm_ar_copy_early(&ctx, a, lane);
+  }
+};
+
 /* G2: the variant with gemm.cuh hook g2 (TMA push of the peer's tiles, deferred flags; 2 ranks):
  * a separate instantiation, so the default kernel's code and registers are unchanged. */
 /* BARE (diagnostic MELD_GEMM_RS_DIAG bit 4 only): the engine without hook g and with the
@@ -245,7 +335,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
       gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x);
     else
       gemm_cta_run<BKN, true, G2, 0, HELPER>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x,
-                                             gemm_rs_tail{&proto, &a, gemm_rs_smem});
+                                             gemm_rs_tail{&proto, &a, gemm_rs_smem}, gemm_rs_side{&proto, &a});
   }
   __syncthreads();
   meld_ctx_t ctx;
@@ -285,6 +375,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         with diag bit 8, which drops the fence, as the bound)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
+ *   MELD_GEMM_AR_EARLY_COPY  0: the AR's copy of the peers' reduced tiles into C only after the
+ *                         GEMM (the consumers' tail); 1 (default) = also by warps 2-3 of the
+ *                         producer warpgroup while the GEMM runs, as the tiles arrive
  *   MELD_GEMM_AR_ZC       1: AR with C in symmetric memory (meld_mem_alloc; dense, n % 8 == 0)
  *                         stores the reduced tiles straight into the peers' C, no result slots
  *                         and no copy phase (opt-in; alike on every rank: in the argument hash)
@@ -496,6 +589,8 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   k.arg_hash = pl->arg_hash;
   k.diag = diag;
   k.sym = pl->sym;
+  /* (set below for zc; the early copy only where the tail copies: a local choice, ranks may
+   * differ) */
   /* Zero-copy AR (opt-in, MELD_GEMM_AR_ZC=1): C [M, N] dense (ldc = n, n % 8 == 0: the reduced
    * tiles' 16-byte stores use the slots' row pitch) in symmetric memory (meld_mem_alloc) mapped
    * from every rank. The choice rests on the arguments and the variable (which must be alike on
@@ -520,6 +615,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       k.arg_hash = meld_hash_fold(h);
     }
   }
+  k.early = pl->is_ar && !pl->sym && !k.zc && P > 1 && gemm_rs_env_int("MELD_GEMM_AR_EARLY_COPY", 1) == 1;
   if (meld_log_level() >= MELD_LOG_TRACE) {
     char buf[1024];
     gemm_rs_plan_format(pl, buf, sizeof buf);

@@ -511,6 +511,10 @@ static void rank_main(int rank, int nranks) {
     test_loopback_op(&x, 4096, 2048, 1024, 50, NULL, 1, 1);
     test_loopback_op(&x, 4096, 2048, 1024, 20, "0", 1, 1); /* the pass's copies */
     test_loopback_op(&x, 4096, 2048, 1024, 3, NULL, 1, 2); /* symmetric C, MELD_GEMM_AR_ZC unset */
+    setenv("MELD_GEMM_AR_EARLY_COPY", "0", 1); /* the copy phase alone (after the GEMM) */
+    test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0);
+    test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 0);
+    unsetenv("MELD_GEMM_AR_EARLY_COPY");
   }
   /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
    * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
@@ -607,6 +611,11 @@ static void rank_variants(int rank, int nranks) {
   test_ar_symc(&x, 8192, 8192, 4096, 1);
   test_ar_symc(&x, 8192, 1000, 4104, 1);
   test_ar_symc(&x, 8192, 1024, 1024, 50);
+  setenv("MELD_GEMM_AR_EARLY_COPY", "0", 1); /* the AR's copy phase after the GEMM only */
+  gt_log("MELD_GEMM_AR_EARLY_COPY=0");
+  test_shape(&x, 8192, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);
+  test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 50);
+  unsetenv("MELD_GEMM_AR_EARLY_COPY");
   if (nranks == 2) {
     setenv("MELD_GEMM_AR_SYM", "0", 1);
     test_ar_symc(&x, 1000, 1000, 4104, 3);
