@@ -133,9 +133,19 @@ __device__ __forceinline__ void gemm_ar_copy_early(meld_ctx_t *c, const gemm_rs_
         int s, tile;
         gemm_ar_item(a, item, &s, &tile);
         const int q = (a->rank + 1 + s) % a->nranks;
-        if (q * (int)(a->rpo / GEMM_BM) + tile / a->tiles_n < a->tiles_m)
-          ok = meld_wait_signal(c, meld_signal_index(q, a->nranks, 1, (uint32_t)tile, (uint32_t)a->tiles_own),
-                                meld_stamp(c->epoch, 1), q, "AR reduced tile (early copy)") ? 1 : 0;
+        if (q * (int)(a->rpo / GEMM_BM) + tile / a->tiles_n < a->tiles_m) {
+          const uint32_t idx = meld_signal_index(q, a->nranks, 1, (uint32_t)tile, (uint32_t)a->tiles_own);
+          /* These waits last up to half the GEMM (the peers reduce their tiles last): poll
+           * politely (a sleep between reads, no host mirror) until the flag or an abort shows,
+           * then the ordinary wait (acquire; deadline, abort and mirror if it has to wait). */
+          const uint64_t *slot = meld_local_signal(c, idx);
+          const uint32_t *abort_word = meld_abort_word(c->p);
+#pragma unroll 1
+          for (uint32_t i = 0; i < (1u << 21) && ld_relaxed_sys_u64(slot) < meld_stamp(c->epoch, 1) &&
+                               !ld_relaxed_sys_u32(abort_word); ++i)
+            nanosleep_ns(256);
+          ok = meld_wait_signal(c, idx, meld_stamp(c->epoch, 1), q, "AR reduced tile (early copy)") ? 1 : 0;
+        }
       }
     }
     item = __shfl_sync(0xffffffffu, item, 0);
@@ -375,9 +385,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         with diag bit 8, which drops the fence, as the bound)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
- *   MELD_GEMM_AR_EARLY_COPY  0: the AR's copy of the peers' reduced tiles into C only after the
- *                         GEMM (the consumers' tail); 1 (default) = also by warps 2-3 of the
- *                         producer warpgroup while the GEMM runs, as the tiles arrive
+ *   MELD_GEMM_AR_EARLY_COPY  1: the AR's copy of the peers' reduced tiles into C also by warps
+ *                         2-3 of the producer warpgroup while the GEMM runs, as the tiles arrive
+ *                         (opt-in: slower on one GPU in loopback); 0 (default) = only after the
+ *                         GEMM (the consumers' tail)
  *   MELD_GEMM_AR_ZC       1: AR with C in symmetric memory (meld_mem_alloc; dense, n % 8 == 0)
  *                         stores the reduced tiles straight into the peers' C, no result slots
  *                         and no copy phase (opt-in; alike on every rank: in the argument hash)
@@ -615,7 +626,11 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       k.arg_hash = meld_hash_fold(h);
     }
   }
-  k.early = pl->is_ar && !pl->sym && !k.zc && P > 1 && gemm_rs_env_int("MELD_GEMM_AR_EARLY_COPY", 1) == 1;
+  /* Opt-in: one H200 in loopback (Nsight Compute cycles, session 7) measured the GEMM slowed by
+   * more than the copy phase it hides: 1,670,594 vs 1,443,477 at 8192 x 8192 x 4096, 1,139,523
+   * vs 1,124,918 at 8192 x 4096 x 7168 (with a spinning wait it was 100x slower: 264 long
+   * waiters polling the host abort word over PCIe once past the mirror threshold). */
+  k.early = pl->is_ar && !pl->sym && !k.zc && P > 1 && gemm_rs_env_int("MELD_GEMM_AR_EARLY_COPY", 0) == 1;
   if (meld_log_level() >= MELD_LOG_TRACE) {
     char buf[1024];
     gemm_rs_plan_format(pl, buf, sizeof buf);

@@ -511,8 +511,10 @@ static void rank_main(int rank, int nranks) {
     test_loopback_op(&x, 4096, 2048, 1024, 50, NULL, 1, 1);
     test_loopback_op(&x, 4096, 2048, 1024, 20, "0", 1, 1); /* the pass's copies */
     test_loopback_op(&x, 4096, 2048, 1024, 3, NULL, 1, 2); /* symmetric C, MELD_GEMM_AR_ZC unset */
-    setenv("MELD_GEMM_AR_EARLY_COPY", "0", 1); /* the copy phase alone (after the GEMM) */
+    setenv("MELD_GEMM_AR_EARLY_COPY", "1", 1); /* the opt-in early copy during the GEMM */
     test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0);
+    test_loopback_op(&x, 8192, 1003, 4104, 1, NULL, 1, 0); /* N % 8: element copies */
+    test_loopback_op(&x, 8192, 8192, 4096, 1, NULL, 1, 0);
     test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 0);
     unsetenv("MELD_GEMM_AR_EARLY_COPY");
   }
@@ -611,8 +613,8 @@ static void rank_variants(int rank, int nranks) {
   test_ar_symc(&x, 8192, 8192, 4096, 1);
   test_ar_symc(&x, 8192, 1000, 4104, 1);
   test_ar_symc(&x, 8192, 1024, 1024, 50);
-  setenv("MELD_GEMM_AR_EARLY_COPY", "0", 1); /* the AR's copy phase after the GEMM only */
-  gt_log("MELD_GEMM_AR_EARLY_COPY=0");
+  setenv("MELD_GEMM_AR_EARLY_COPY", "1", 1); /* the opt-in early copy of the AR during the GEMM */
+  gt_log("MELD_GEMM_AR_EARLY_COPY=1");
   test_shape(&x, 8192, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);
   test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 50);
   unsetenv("MELD_GEMM_AR_EARLY_COPY");
