@@ -4,7 +4,7 @@
 # in each own-tile mode, and diag 32 (no pass, no loads) as the base. Each config: the third
 # fused launch of bench_gemm_rs (its first variant after the one-rank AUTO = meld_gemm takes the
 # process-wide env). Writes details/source CSVs under $OUT. Clocks left alone. SECTIONS="--section
-# SpeedOfLight" NO_SOURCE=1: cycles only (faster). OP=ar, ARGS="--symc": other bench runs.
+# SpeedOfLight" NO_SOURCE=1: cycles only (faster). OP=ar, ARGS="--symc": other bench runs; SKIP, COUNT: which launches (default the 3rd).
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -13,7 +13,7 @@ NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -
 IFS=';' read -ra cfgs <<< "${CFGS:-d32:MELD_GEMM_RS_DIAG=32;stages:MELD_GEMM_RS_DIAG=130;tma:MELD_GEMM_RS_DIAG=130 MELD_GEMM_RS_PRELOAD=4;pass:MELD_GEMM_RS_DIAG=130 MELD_GEMM_RS_PRELOAD=0}"
 for c in "${cfgs[@]}"; do
   name=${c%%:*}; envs=${c#*:}
-  env $envs timeout -k 5 150 "$NCU" --clock-control none -k regex:gemm_rs_kernel --launch-skip 2 --launch-count 1 \
+  env $envs timeout -k 5 150 "$NCU" --clock-control none -k regex:gemm_rs_kernel --launch-skip ${SKIP:-2} --launch-count ${COUNT:-1} \
     ${SECTIONS:---section SpeedOfLight --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis} \
     -o "$OUT/rs_$name" -f build/bench/bench_gemm_rs --quick --op ${OP:-rs} ${ARGS:-} --shape ${SHAPE:-8192,8192,4096} > "$OUT/ncu_$name.log" 2>&1
   echo "ncu $name rc=$?"; grep -E "==ERR|error" "$OUT/ncu_$name.log" | head -3
