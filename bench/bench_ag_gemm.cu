@@ -365,6 +365,19 @@ static void rank_main(int rank, int P) {
       }
       char plan[400];
       ag_gemm_plan_format(&x.plan, plan, sizeof plan);
+      /* every rank's own meld_gemm and meld times (a slower GPU paces every fused call) */
+      float per_rank[16 * 2];
+      memset(per_rank, 0, sizeof per_rank);
+      if (P > 1 && P <= 16) {
+        per_rank[2 * rank] = t_mgemm, per_rank[2 * rank + 1] = t_meld;
+        if (meld_bootstrap_allgather(x.comm->boot, per_rank, 2 * sizeof(float)) != MELD_OK)
+          memset(per_rank, 0, sizeof per_rank);
+      }
+      if (rank == 0 && P > 1 && P <= 16 && per_rank[0] != 0.f) {
+        printf("%-24s   per rank (meld_gemm / meld):", "");
+        for (int q = 0; q < P; q++) printf(" r%d %.3f / %.3f", q, per_rank[2 * q], per_rank[2 * q + 1]);
+        printf("\n");
+      }
       if (rank == 0) {
         char name[64];
         snprintf(name, sizeof name, "%lldx%lldx%lld", (long long)x.M, (long long)x.n_loc, (long long)x.k);

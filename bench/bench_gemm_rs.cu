@@ -459,6 +459,17 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     r.algo = MELD_GEMM_RS_AUTO;
     r.failed = 0;
     for (int v = 0; v < V_N; v++) tm[v] = tv[v].on ? bench_median(tr[v], ROUNDS) : -1;
+    /* Every rank's own timings of the GEMM alone, the fused op and its bare GEMM: at 2 ranks the
+     * fused kernel's bare GEMM was 8% slower than meld_gemm (s5), which a slower GPU would
+     * explain (every fused call waits for the slower rank at its entry handshake). */
+    enum { NPR = 3 };
+    float per_rank[16 * NPR];
+    memset(per_rank, 0, sizeof per_rank);
+    if (P > 1 && P <= 16) {
+      const float mine[NPR] = {tm[V_MGEMM], tm[V_FUSED], tm[V_D8]};
+      memcpy(per_rank + NPR * x->rank, mine, sizeof mine);
+      if (meld_bootstrap_allgather(x->comm->boot, per_rank, sizeof mine) != MELD_OK) memset(per_rank, 0, sizeof per_rank);
+    }
     if (x->rank == 0)
       for (int v = 0; v < V_N; v++)
         if (wall[v] > 2.0) printf("        (note: timing %d took %.1f s of wall time)\n", v, wall[v]);
@@ -508,6 +519,12 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
              mgemm_ms, flops / mgemm_ms / 1e9, nccl_ms, mcoll_ms, bytes / comm_ms / 1e6, bound_ms,
              meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, err,
              (r.failed || fused_failed) ? " FAILED-CALLS" : "");
+      if (P > 1 && P <= 16 && per_rank[0] != 0.f) {
+        printf("        per rank (meld_gemm / fused / bare GEMM in the fused kernel):");
+        for (int q = 0; q < P; q++)
+          printf(" r%d %.3f / %.3f / %.3f", q, per_rank[NPR * q], per_rank[NPR * q + 1], per_rank[NPR * q + 2]);
+        printf("\n");
+      }
       if (st_ms > 0) printf("        variant: fused st push (16-byte stores) %7.3f | fused without stream-K %7.3f\n", st_ms, tm[V_NOSK]);
       if (tm[V_D32] > 0)
         printf("        diag: fused, own tiles stored as staged (no reduce pass) %7.3f, and no wait/loads %7.3f\n",
