@@ -718,6 +718,34 @@ static void rank_mismatch(int rank, int nranks) {
   ctx_free(&x);
 }
 
+/* Zero-copy AR (symmetric C) on rank 0 only (MELD_GEMM_AR_ZC=1 there, not on the others): the
+ * ranks would write and read in different places, so the argument hash must differ and every
+ * rank report the mismatch instead of returning a wrong C. */
+static void rank_zc_mismatch(int rank, int nranks) {
+  ctx_t x;
+  if (!ctx_init(&x, rank, nranks, (size_t)320 << 20)) return;
+  prob_t p;
+  prob_init(&x, &p, 8192, 1024, 1024, 0, 1, 1024);
+  __nv_bfloat16 *c_plain = p.c;
+  void *cs = NULL;
+  GT_MELD(meld_mem_alloc(x.comm, (size_t)8192 * 1024 * 2 + 256, &cs));
+  p.c = (__nv_bfloat16 *)cs;
+  if (rank == 0) setenv("MELD_GEMM_AR_ZC", "1", 1);
+  meld_gemm_rs_args_t a = prob_args(&p, 0, MELD_GEMM_RS_FUSED);
+  meld_result_t r = meld_gemm_ar(x.comm, &a, x.s);
+  unsetenv("MELD_GEMM_AR_ZC");
+  GT_CHECK(r == MELD_OK, "zc mismatch call -> %s: %s", meld_strerror(r), meld_last_error());
+  GT_CUDA(cudaStreamSynchronize(x.s));
+  r = meld_comm_check(x.comm);
+  GT_CHECK(r != MELD_OK && strstr(meld_last_error(), "argument"), "zc mismatch: meld_comm_check -> %s (%s)",
+           meld_strerror(r), meld_last_error());
+  gt_log("zero-copy AR on one rank only: %s", meld_last_error());
+  meld_bootstrap_barrier(x.comm->boot);
+  p.c = c_plain;
+  prob_free(&p);
+  ctx_free(&x); /* (frees the symmetric buffer with the comm) */
+}
+
 /* The last rank never calls: the others time out (MELD_TIMEOUT_MS = 2000), not hang. */
 static void rank_missing(int rank, int nranks) {
   ctx_t x;
@@ -764,6 +792,7 @@ int main(void) {
   if (g_ndev > 1) run("one rank", 1, rank_main);
   if (g_ndev > 1) {
     run("mismatched shapes", g_ndev, rank_mismatch);
+    run("zero-copy AR on one rank only", g_ndev, rank_zc_mismatch);
     run("missing rank", g_ndev, rank_missing);
   }
   printf("test_gemm_rs: %.1f s\n", gt_now_s() - t0);
