@@ -184,14 +184,18 @@ MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t targe
   int outcome = MELD_WAIT_PENDING;
   uint64_t now = w.start_ns;
   while (outcome == MELD_WAIT_PENDING) {
-    /* Both loads issue back to back: one L2 round trip per spin. */
+    /* The slot every spin; the abort word (one line that EVERY waiter of this GPU reads) only
+     * every MELD_WAIT_CHECK_EVERY spins, and a short sleep once the wait is not short: on one
+     * H200, 264 waiters spinning on it made a GEMM running beside them 100x slower (session 7;
+     * the line's L2 slice saturates). */
     v = ld_relaxed_sys_u64(slot);
-    ab = ld_relaxed_sys_u32(abort_word);
     if (meld_cmp_reached(cmp, v, target)) {
       outcome = MELD_WAIT_DONE;
-    } else if (ab) {
-      outcome = MELD_WAIT_ABORTED;
     } else if (meld_wait_tick(&w)) {
+      if ((ab = ld_relaxed_sys_u32(abort_word)) != 0u) {
+        outcome = MELD_WAIT_ABORTED;
+        break;
+      }
       now = globaltimer_ns();
       if (meld_wait_should_mirror(&w, now)) {
         meld_mirror_set(c, info, target, w.start_ns);
@@ -209,6 +213,7 @@ MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t targe
       }
       if (outcome == MELD_WAIT_PENDING && meld_wait_expired(&w, now)) outcome = MELD_WAIT_TIMEOUT;
     }
+    if (outcome == MELD_WAIT_PENDING && w.spins > MELD_WAIT_CHECK_EVERY) nanosleep_ns(MELD_WAIT_SLEEP_NS);
   }
   if (w.mirrored) meld_mirror_clear(c);
   /* Acquire side of fence-based synchronization: the relaxed load that saw the flag (or the
@@ -298,8 +303,10 @@ MELD_DEV int meld_mbar_wait_raw(uint32_t bar, uint32_t parity, const uint32_t *a
   meld_wait_start(&w, globaltimer_ns(), timeout_ns);
   for (;;) {
     if (mbarrier_try_wait_parity_cta(bar, parity)) return MELD_WAIT_DONE;
-    if (abort_word && ld_relaxed_sys_u32(abort_word)) return MELD_WAIT_ABORTED;
-    if (meld_wait_tick(&w) && meld_wait_expired(&w, globaltimer_ns())) return MELD_WAIT_TIMEOUT;
+    if (meld_wait_tick(&w)) { /* (the shared abort word only now and then: see meld_wait_impl) */
+      if (abort_word && ld_relaxed_sys_u32(abort_word)) return MELD_WAIT_ABORTED;
+      if (meld_wait_expired(&w, globaltimer_ns())) return MELD_WAIT_TIMEOUT;
+    }
   }
 }
 
@@ -313,9 +320,12 @@ MELD_DEV int meld_wait_ge_raw(const uint64_t *slot, uint64_t target, const uint3
   int outcome = MELD_WAIT_PENDING;
   while (outcome == MELD_WAIT_PENDING) {
     if (meld_stamp_reached(v, target)) outcome = MELD_WAIT_DONE;
-    else if (abort_word && ld_relaxed_sys_u32(abort_word)) outcome = MELD_WAIT_ABORTED;
-    else if (meld_wait_tick(&w) && meld_wait_expired(&w, globaltimer_ns())) outcome = MELD_WAIT_TIMEOUT;
-    else v = ld_relaxed_sys_u64(slot);
+    else if (meld_wait_tick(&w) && abort_word && ld_relaxed_sys_u32(abort_word)) outcome = MELD_WAIT_ABORTED;
+    else if ((w.spins % MELD_WAIT_CHECK_EVERY) == 0 && meld_wait_expired(&w, globaltimer_ns())) outcome = MELD_WAIT_TIMEOUT;
+    else {
+      if (w.spins > MELD_WAIT_CHECK_EVERY) nanosleep_ns(MELD_WAIT_SLEEP_NS);
+      v = ld_relaxed_sys_u64(slot);
+    }
   }
   fence_acq_rel_sys(); /* acquire: pairs with the setter's release */
   *observed = v;
@@ -336,11 +346,11 @@ MELD_DEV bool meld_mbar_wait(meld_ctx_t *c, uint32_t bar, uint32_t parity, const
   while (outcome == MELD_WAIT_PENDING) {
     if (mbarrier_try_wait_parity_cta(bar, parity)) {
       outcome = MELD_WAIT_DONE;
-    } else if ((ab = ld_relaxed_sys_u32(meld_abort_word(p))) != 0u) {
-      outcome = MELD_WAIT_ABORTED;
-    } else if (meld_wait_tick(&w)) {
+    } else if (meld_wait_tick(&w)) { /* (the shared abort word only now and then) */
       const uint64_t now = globaltimer_ns();
-      if (now - w.start_ns >= MELD_WAIT_MIRROR_AFTER_NS && (ab = ld_relaxed_sys_u32(p->host_abort)) != 0u) {
+      if ((ab = ld_relaxed_sys_u32(meld_abort_word(p))) != 0u) {
+        outcome = MELD_WAIT_ABORTED;
+      } else if (now - w.start_ns >= MELD_WAIT_MIRROR_AFTER_NS && (ab = ld_relaxed_sys_u32(p->host_abort)) != 0u) {
         meld_raise_abort(p, ab);
         outcome = MELD_WAIT_ABORTED;
       } else if (meld_wait_expired(&w, now)) {

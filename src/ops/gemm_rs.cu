@@ -141,8 +141,9 @@ __device__ __forceinline__ void gemm_ar_copy_early(meld_ctx_t *c, const gemm_rs_
           const uint64_t *slot = meld_local_signal(c, idx);
           const uint32_t *abort_word = meld_abort_word(c->p);
 #pragma unroll 1
-          for (uint32_t i = 0; i < (1u << 21) && ld_relaxed_sys_u64(slot) < meld_stamp(c->epoch, 1) &&
-                               !ld_relaxed_sys_u32(abort_word); ++i)
+          for (uint32_t i = (a->diag & 2048) ? (1u << 21) : 0u; /* diag 2048: the plain wait only */
+               i < (1u << 21) && ld_relaxed_sys_u64(slot) < meld_stamp(c->epoch, 1) && !ld_relaxed_sys_u32(abort_word);
+               ++i)
             nanosleep_ns(256);
           ok = meld_wait_signal(c, idx, meld_stamp(c->epoch, 1), q, "AR reduced tile (early copy)") ? 1 : 0;
         }
@@ -408,6 +409,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         without hook g and with the stand-alone engine's deferred epilogue,
  *                         bit 5 = own tiles stored by TMA as staged (no pass over the staging),
  *                         bit 9 = own tiles' partials not asked into L2 at the tile's start,
+ *                         bit 11 = the AR early copy's waits without their sleeping pre-poll
+ *                         (only meld_wait_signal's own polling; results right),
  *                         bit 8 = the TMA push's flags released without their system fence
  *                         (unordered: the fence's cost on the epilogue's path),
  *                         bit 10 = (a test, one rank, results right) loopback: the
