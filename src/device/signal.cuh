@@ -213,7 +213,7 @@ MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t targe
       }
       if (outcome == MELD_WAIT_PENDING && meld_wait_expired(&w, now)) outcome = MELD_WAIT_TIMEOUT;
     }
-    if (outcome == MELD_WAIT_PENDING && w.spins > MELD_WAIT_CHECK_EVERY) nanosleep_ns(MELD_WAIT_SLEEP_NS);
+    nanosleep_ns(w.spins > MELD_WAIT_CHECK_EVERY ? MELD_WAIT_SLEEP_NS : 0u);
   }
   if (w.mirrored) meld_mirror_clear(c);
   /* Acquire side of fence-based synchronization: the relaxed load that saw the flag (or the
