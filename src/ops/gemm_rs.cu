@@ -104,15 +104,9 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
   }
 }
 
-/* AR copy-phase item -> (slot s of peer q, owner-local tile): items run in the peers' raster
- * order (groups of group_m m-blocks, m fastest, as the engine's tickets), so the early copiers
- * below meet tiles roughly as they arrive. Owner-local tile = m * tiles_n + n. */
+/* AR copy-phase item -> (slot s of peer q, owner-local tile): gemm_rs_plan.h gemm_ar_item_tile. */
 __device__ __forceinline__ void gemm_ar_item(const gemm_rs_kargs_t *a, uint32_t item, int *s, int *tile) {
-  const uint32_t own = (uint32_t)a->tiles_own, tn = (uint32_t)a->tiles_n;
-  *s = (int)(item / own);
-  const uint32_t i = item % own, B = own / tn, gmx = (uint32_t)(a->g.group_m > 0 ? a->g.group_m : 1);
-  const uint32_t per = gmx * tn, g = i / per, first = g * gmx, gm = min(gmx, B - first), r = i - g * per;
-  *tile = (int)((first + r % gm) * tn + r / gm);
+  gemm_ar_item_tile(item, (uint32_t)a->tiles_own, (uint32_t)a->tiles_n, (uint32_t)a->g.group_m, s, tile);
 }
 
 /* The AR's early copy (a->early; the engine's side work, gemm_cta_run): warps 2 and 3 of the

@@ -305,8 +305,38 @@ static void test_flag_order_model(void **state) {
   assert_int_equal(flag_model_runs(4, 4, 0), 0);
 }
 
+/* The AR copy-phase item order (gemm_ar_item_tile): every source's tiles, each exactly once,
+ * for owner blocks that the raster group does and does not divide. */
+static void test_ar_item_order(void **state) {
+  (void)state;
+  for (uint32_t B = 1; B <= 40; B++)
+    for (uint32_t tn = 1; tn <= 9; tn++)
+      for (uint32_t gi = 0; gi < 5; gi++) {
+        const uint32_t gm = (uint32_t[]){1, 3, 8, 16, 32}[gi], own = B * tn;
+        unsigned char seen[2 * 40 * 9];
+        memset(seen, 0, sizeof seen);
+        for (uint32_t item = 0; item < 2 * own; item++) {
+          int s = -1, tile = -1;
+          gemm_ar_item_tile(item, own, tn, gm, &s, &tile);
+          assert_int_equal(s, (int)(item / own));
+          assert_true(tile >= 0 && (uint32_t)tile < own);
+          seen[s * own + (uint32_t)tile]++;
+        }
+        for (uint32_t i = 0; i < 2 * own; i++)
+          if (seen[i] != 1) fail_msg("B %u tiles_n %u group_m %u: tile %u of source %u seen %d times", B, tn, gm,
+                                     i % own, i / own, seen[i]);
+      }
+  /* raster order: the first items are the first group's m-blocks at n-block 0 */
+  int s, tile;
+  gemm_ar_item_tile(1, 32 * 4, 4, 16, &s, &tile);
+  assert_int_equal(tile, 1 * 4 + 0); /* m-block 1, n-block 0 */
+  gemm_ar_item_tile(16, 32 * 4, 4, 16, &s, &tile);
+  assert_int_equal(tile, 0 * 4 + 1); /* m-block 0, n-block 1 */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ar_item_order),
       cmocka_unit_test(test_preload_mode),
       cmocka_unit_test(test_flag_order_model),
       cmocka_unit_test(test_rows),
