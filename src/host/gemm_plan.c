@@ -310,6 +310,18 @@ int gemm_plan_default_sk(int64_t tiles, int sm_count, int k_blocks) {
   return L * 100 >= (int64_t)sm_count * 10 && L * 100 <= (int64_t)sm_count * 62 ? 2 : 1;
 }
 
+int gemm_plan_sk_region(int64_t tiles, int W, int k_blocks, int full_wave, int pieces, int extra, int64_t *sk_tiles,
+                        int64_t *ranges) {
+  int64_t skt = tiles < W ? tiles : tiles % W;
+  if (full_wave && tiles >= W) skt += W;
+  if (skt == 0) skt = tiles >= W ? W : tiles; /* whole waves: the last one */
+  skt = skt + extra < tiles ? skt + extra : tiles;
+  const int64_t r = pieces > 0 ? skt * (pieces < k_blocks ? pieces : k_blocks) : W;
+  *sk_tiles = skt;
+  *ranges = r;
+  return (skt * k_blocks + 1) * (r + 1) < GEMM_SK_LIMIT;
+}
+
 /* Stream-K choice for tiles >= SMs (k-blocks as the time unit): the data-parallel schedule
  * runs ceil(tiles / W) rounds of kb; stream-K over one full + the partial wave runs
  * floor(tiles / W) - 1 rounds plus (1 + L / W) * kb, plus ~4 k-blocks of partial traffic
@@ -418,12 +430,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
                       o->sk_extra);
   int64_t Wsk = W; /* stream-K ranges */
   if (sk > 1) {
-    skt = tiles < W ? tiles : tiles % W;
-    if (sk == 3 && tiles >= W) skt += W;
-    if (skt == 0) skt = tiles >= W ? W : tiles; /* whole waves: the last one */
-    skt = skt + o->sk_extra < tiles ? skt + o->sk_extra : tiles;
-    if (o->sk_pieces > 0) Wsk = skt * (o->sk_pieces < p->k_blocks ? o->sk_pieces : p->k_blocks);
-    if ((skt * p->k_blocks + 1) * (Wsk + 1) >= GEMM_SK_LIMIT) {
+    if (!gemm_plan_sk_region(tiles, W, p->k_blocks, sk == 3, o->sk_pieces, o->sk_extra, &skt, &Wsk)) {
       if (o->stream_k > 1)
         return meld_error(MELD_ERR_INVALID_ARG,
                           "gemm_plan_make: stream-K over %lld tiles of %d k-blocks in %lld ranges "

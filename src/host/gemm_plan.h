@@ -95,6 +95,12 @@ int gemm_plan_skinny_split_tiles(int64_t tiles, int k_blocks, int sm_count, cons
  * and the partial wave holds 10%..62% of sm_count tiles; else 1 (off). Pure arithmetic. */
 int gemm_plan_default_sk(int64_t tiles, int sm_count, int k_blocks);
 
+/* The stream-K region gemm_plan_make takes for `tiles` tiles of k_blocks on W workers: the
+ * partial wave (+ one full wave with full_wave), + `extra` tiles, in `pieces` ranges per tile
+ * (0: W ranges). Returns 1 when it fits the engine's 32-bit partition arithmetic, else 0. */
+int gemm_plan_sk_region(int64_t tiles, int W, int k_blocks, int full_wave, int pieces, int extra, int64_t *sk_tiles,
+                        int64_t *ranges);
+
 /* Overrides of the plan's choices from the environment, read once (gemm_plan_for applies them
  * to options left at "choose"): MELD_GEMM_GROUP_M, MELD_GEMM_SPLIT_K, MELD_GEMM_STREAM_K;
  * MELD_GEMM_SKINNY=0 turns the small-M kernel's rule off (skinny 1 becomes 0). */

@@ -135,8 +135,9 @@ __device__ __forceinline__ void gemm_ar_copy_early(meld_ctx_t *c, const gemm_rs_
           const uint64_t *slot = meld_local_signal(c, idx);
           const uint32_t *abort_word = meld_abort_word(c->p);
 #pragma unroll 1
-          for (uint32_t i = (a->diag & 2048) ? (1u << 21) : 0u; /* diag 2048: the plain wait only */
-               i < (1u << 21) && ld_relaxed_sys_u64(slot) < meld_stamp(c->epoch, 1) && !ld_relaxed_sys_u32(abort_word);
+          /* (bounded: ~5-20 ms, then the ordinary wait with its deadline and host abort word) */
+          for (uint32_t i = (a->diag & 2048) ? (1u << 14) : 0u; /* diag 2048: the plain wait only */
+               i < (1u << 14) && ld_relaxed_sys_u64(slot) < meld_stamp(c->epoch, 1) && !ld_relaxed_sys_u32(abort_word);
                ++i)
             nanosleep_ns(256);
           ok = meld_wait_signal(c, idx, meld_stamp(c->epoch, 1), q, "AR reduced tile (early copy)") ? 1 : 0;
@@ -145,6 +146,7 @@ __device__ __forceinline__ void gemm_ar_copy_early(meld_ctx_t *c, const gemm_rs_
     }
     item = __shfl_sync(0xffffffffu, item, 0);
     ok = __shfl_sync(0xffffffffu, ok, 0);
+    __syncwarp(); /* orders lane 0's acquire before the other lanes' loads of the tile */
     if (item >= (uint32_t)(a->nranks - 1) * (uint32_t)a->tiles_own || !ok) break;
     int s, tile;
     gemm_ar_item(a, item, &s, &tile);
@@ -225,6 +227,7 @@ __device__ __forceinline__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_
     }
     item = __shfl_sync(0xffffffffu, item, 0);
     ok = __shfl_sync(0xffffffffu, ok, 0);
+    __syncwarp(); /* orders lane 0's acquire before the other lanes' fences and bulk reads */
     if (item >= total || !ok) break;
     if (a->zc) continue; /* the tile is already in C (the peer stored it there) */
     fence_proxy_async_gmem(); /* generic (acquired) -> async proxy: the bulk reads see the tile */
@@ -775,9 +778,11 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int loop = comm->nranks == 1 && (gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0) & 1024);
   MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, loop ? 2 : comm->nranks, loop ? 0 : comm->rank, comm->nnodes,
                                   comm->workspace.bytes, sm, &pl));
-  if (loop && (pl.algo != MELD_GEMM_RS_FUSED || pl.sym))
+  /* (M = 2 x rows per owner: the virtual peer's rows are exactly the second half, or its
+   * partials / reduced rows would be missing or fall past C) */
+  if (loop && (pl.algo != MELD_GEMM_RS_FUSED || pl.sym || a->m != 2 * (int64_t)pl.rpo))
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_GEMM_RS_DIAG=1024 (loopback) needs the fused plan at 2 ranks "
-                      "in owner mode (M a multiple of 256, enough tiles)", fn);
+                      "in owner mode with M = 2 x a multiple of 128 (enough tiles)", fn);
   if (comm->nnodes > 1 && comm->nranks > 1)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,
                       comm->nnodes, is_ar ? "AR" : "RS");

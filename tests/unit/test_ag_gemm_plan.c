@@ -234,6 +234,17 @@ static void test_plan_choices(void **state) {
   assert_non_null(strstr(meld_last_error(), "stream_k 3"));
   hs.stream_k = 1, hs.sk_pieces = 65;
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_ERR_INVALID_ARG);
+  /* a region past the engine's 32-bit partition arithmetic: off by the rule, an error when forced */
+  a = good_args(1024, 5120, 1 << 20); /* 320 tiles, 16384 k-blocks */
+  setenv("MELD_AG_GEMM_SK_PIECES", "64", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, (size_t)1 << 40, NULL, &p), MELD_OK);
+  assert_int_equal(p.stream_k, 0);
+  hs.stream_k = 1, hs.sk_pieces = -1;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, (size_t)1 << 40, &hs, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "32-bit"));
+  unsetenv("MELD_AG_GEMM_SK_PIECES");
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, (size_t)1 << 40, NULL, &p), MELD_OK);
+  assert_int_equal(p.stream_k, 1); /* 4 pieces: (72 x 16384 + 1) x 289 < 2^31 */
   hs.sk_pieces = -1;
   a = good_args(1000, 1000, 4104);
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
