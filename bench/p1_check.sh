@@ -35,3 +35,5 @@ python3 tools/trace_png.py -o "$OUT/gemm_rs-trace-p1.png" --title "GEMM+RS fused
 done
 grep -E "^ |^[0-9a-z]" "$OUT/bench_ag_gemm.log" | grep -vE "vec_cc|group_m|chunk256|bulk|staged|run2|^\[" | head -30
 echo "total: $(el) s"
+# (a device call brings back at most 8 files: logs and traces in one archive)
+cd "$OUT" && tar czf logs.tgz *.log *.txt *.json 2>/dev/null && rm -f *.log *.txt *.json

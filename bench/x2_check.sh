@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# x2_check.sh — the 2-GPU check of the fused ops in one call (sessions 5, 6; run it first on 2
-# GPUs): build; test_gemm_rs (incl. the flag helper, stream-K and the own-tile modes),
-# test_ag_gemm (incl. stream-K with each worker's own pieces), test_coll's TMA-bulk RING;
+# x2_check.sh — the 2-GPU check of the fused ops in one call (sessions 5-7; run it first on 2
+# GPUs): build; every GPU test program (incl. test_gemm_rs's flag helper, stream-K, own-tile
+# modes, zero-copy and early-copy AR; test_ag_gemm's stream-K pieces), test_coll's TMA-bulk RING;
 # GEMM+RS/AR at the three M = 8192 shapes (RS 8192^2 x 4096 with --diag: no-push, no-fence,
 # flag-helper, own-tile-mode rows), a per-tile trace picture, AG+GEMM --quick; then PyTorch
 # async-TP for both while LIMIT seconds last.
@@ -12,13 +12,12 @@ export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || 
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 LIMIT=${LIMIT:-300}
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
-make -j32 lib build/tests/gpu/test_gemm_rs build/tests/gpu/test_ag_gemm build/tests/gpu/test_coll \
-  build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
+make -j32 lib build/tests/gpu/test_coll build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 ||
+  { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
 echo "build: $(el) s"
-for t in test_gemm_rs test_ag_gemm; do
-  MELD_TIMEOUT_MS=3000 timeout -k 5 100 build/tests/gpu/$t > "$OUT/$t.log" 2>&1; echo "$t rc=$? at $(el) s"
-  grep -E "FAIL|PASSED|FAILED|checks" "$OUT/$t.log" | head -8
-done
+# every GPU test program (session 7 changed the protocol's waits: test_signal, test_abort, test_coll)
+TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-150} MELD_TIMEOUT_MS=3000 tests/gpu/run.sh ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
+echo "gpu tests rc=$? at $(el) s"; grep -E "^== |FAILED|FAIL " "$OUT/gpu_tests.log" | head -12
 TEST_COLL_ONLY=bulk MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/tests/gpu/test_coll > "$OUT/test_coll_bulk.log" 2>&1
 echo "test_coll bulk rc=$? at $(el) s"; grep -E "FAIL|PASSED|FAILED|checks" "$OUT/test_coll_bulk.log" | head -5
 d=$(date -u +%Y-%m-%d)
@@ -48,3 +47,5 @@ if [ $left -gt 40 ]; then
   echo "torch ag rc=$? at $(el) s"; grep -vE "^W|warn" "$OUT/torch_ag.log" | tail -6
 fi
 echo "total: $(el) s"
+# (a device call brings back at most 8 files: logs and traces in one archive)
+cd "$OUT" && tar czf logs.tgz *.log *.txt *.json 2>/dev/null && rm -f *.log *.txt *.json
