@@ -197,6 +197,8 @@ MELD_HD int meld_abort_origin(uint32_t word) { return (int)(word & 0xffffffu) - 
 
 /* Spins between two reads of the clock (and of the host-mapped abort word). */
 #define MELD_WAIT_CHECK_EVERY 64u
+/* A slow wait reads the host's abort word (PCIe) every this many clock checks. */
+#define MELD_WAIT_HOST_EVERY 8u
 /* Sleep between spins once a wait has spun MELD_WAIT_CHECK_EVERY times (~tens of us). */
 #define MELD_WAIT_SLEEP_NS 64u
 /* A wait longer than this is mirrored into host-mapped memory (the wait-for picture). */

@@ -201,9 +201,10 @@ MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t targe
         meld_mirror_set(c, info, target, w.start_ns);
         w.mirrored = 1;
       }
-      if (w.mirrored) {
-        /* A slow wait: also poll the host's abort word (a PCIe read, so only here). The
-         * host cannot reliably write device memory while this kernel spins; this is how
+      if (w.mirrored && (w.spins / MELD_WAIT_CHECK_EVERY) % MELD_WAIT_HOST_EVERY == 0) {
+        /* A slow wait: also poll the host's abort word (a PCIe read, so only here, and only
+         * every MELD_WAIT_HOST_EVERY clock checks: hundreds of waiters may be slow at once).
+         * The host cannot reliably write device memory while this kernel spins; this is how
          * meld_comm_abort reaches a stuck kernel. Propagate it to the pad words. */
         ab = ld_relaxed_sys_u32(p->host_abort);
         if (ab) {
