@@ -442,6 +442,22 @@ __device__ __forceinline__ int gemm_tile_of(const gemm_params_t *p, int ticket, 
   return 1;
 }
 
+/* The guard of the hooks' flag waits, at spin `spin`: every 64 spins only, the shared abort
+ * word (one line every waiter of the GPU reads: spinning on it slowed a GEMM beside 264
+ * waiters 100x, HOPPER-GEMM-FACTS 8d), the call's status word (may be NULL) and the clock
+ * against timeout_ns (0: none; *start set at spin 0). Returns GEMM_STATUS_OK or why to give up. */
+__device__ __forceinline__ int gemm_wait_guard(uint32_t spin, const uint32_t *abort_word, const volatile uint32_t *status,
+                                               uint64_t timeout_ns, uint64_t *start) {
+  if ((spin & 63) != 0) return GEMM_STATUS_OK;
+  if ((abort_word && ld_relaxed_sys_u32(abort_word) != 0) || (status && *status != 0)) return GEMM_STATUS_ABORTED;
+  if (timeout_ns) {
+    const uint64_t now = globaltimer_ns();
+    if (spin == 0) *start = now;
+    else if (now - *start > timeout_ns) return GEMM_STATUS_TIMEOUT;
+  }
+  return GEMM_STATUS_OK;
+}
+
 /* Hook (a): wait for A rows of m-block mb. Returns 0 when ready, else the status code. */
 __device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, uint64_t epoch) {
   const uint64_t *flag = p->ready.flags + (mb * GEMM_BM) / p->ready.rows_per_flag;
@@ -453,17 +469,7 @@ __device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, u
       fence_proxy_async_gmem();
       return GEMM_STATUS_OK;
     }
-    int why = GEMM_STATUS_OK;
-    /* The abort word (one line every waiter of the GPU reads) and the clock every 64 spins only
-     * (signal.cuh meld_wait_impl: spinning on it slowed a GEMM beside 264 waiters 100x) */
-    if ((spin & 63) == 0) {
-      if (p->ready.abort_word && ld_relaxed_sys_u32(p->ready.abort_word) != 0) why = GEMM_STATUS_ABORTED;
-      if (p->ready.timeout_ns) {
-        const uint64_t now = globaltimer_ns();
-        if (spin == 0) start = now;
-        else if (now - start > p->ready.timeout_ns) why = GEMM_STATUS_TIMEOUT;
-      }
-    }
+    const int why = gemm_wait_guard(spin, p->ready.abort_word, nullptr, p->ready.timeout_ns, &start);
     if (why != GEMM_STATUS_OK) {
       if (p->ready.status) atomicCAS(p->ready.status, 0u, (uint32_t)why);
       return why;
@@ -632,23 +638,12 @@ __device__ __forceinline__ void gemm_reduce_wait(const gemm_epilogue_hook_t *eh,
     uint64_t start = 0;
     for (uint32_t spin = 0;; ++spin) {
       if (ld_acquire_sys_u64(flag) >= want) break;
-      int why = GEMM_STATUS_OK;
-      /* the shared abort and status words and the clock every 64 spins only, and a short
-       * sleep once the wait is not short (see gemm_ready_wait) */
-      if ((spin & 63) == 0) {
-        if ((eh->reduce.abort_word && ld_relaxed_sys_u32(eh->reduce.abort_word) != 0) || (status && *status != 0))
-          why = GEMM_STATUS_ABORTED;
-        if (eh->reduce.timeout_ns) {
-          const uint64_t now = globaltimer_ns();
-          if (spin == 0) start = now;
-          else if (now - start > eh->reduce.timeout_ns) why = GEMM_STATUS_TIMEOUT;
-        }
-      }
+      const int why = gemm_wait_guard(spin, eh->reduce.abort_word, status, eh->reduce.timeout_ns, &start);
       if (why != GEMM_STATUS_OK) {
         if (status) atomicCAS((uint32_t *)status, 0u, (uint32_t)why);
         return; /* the call is failing: the tile's value no longer matters */
       }
-      if (spin >= 64) __nanosleep(32);
+      if (spin >= 64) __nanosleep(32); /* (a short sleep once the wait is not short) */
     }
   }
 }

@@ -242,13 +242,13 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
     MELD_CHECK(meld_env_int64("MELD_AG_GEMM_SK_EXTRA", 0, 1 << 20, &v));
     p->sk_extra = (int)v;
     if (hint && hint->sk_extra >= 0) p->sk_extra = hint->sk_extra;
+    if (p->sk_pieces == 0) p->sk_extra = 0; /* (only pieces from the queue take extra tiles) */
     /* The region must fit the engine's 32-bit partition arithmetic (gemm_plan_make would
      * refuse it): else off, or a clear error when the hint forced it. */
     int64_t skt = 0, ranges = 0;
     const int W = (int)((int64_t)p->grid < tiles * kb ? p->grid : tiles * kb);
     if (p->stream_k &&
-        !gemm_plan_sk_region(tiles, W, kb, p->stream_k == 2, p->sk_pieces, p->sk_pieces > 0 ? p->sk_extra : 0, &skt,
-                             &ranges)) {
+        !gemm_plan_sk_region(tiles, W, kb, p->stream_k == 2, p->sk_pieces, p->sk_extra, &skt, &ranges)) {
       if (hint && hint->stream_k > 0)
         return meld_error(MELD_ERR_INVALID_ARG,
                           "ag_gemm hint: stream-K over %lld tiles of %d k-blocks in %lld ranges exceeds the engine's "

@@ -450,7 +450,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   gemm_plan_opts_t o_map = o; /* for the second A map only */
   if (p->stream_k) o.stream_k = p->stream_k == 2 ? 3 : 2;
   o.sk_pieces = p->sk_pieces;
-  o.sk_extra = p->sk_pieces > 0 ? p->sk_extra : 0;
+  o.sk_extra = p->sk_extra;
   int workers = 0;
   MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
   if (k->g.sk_tiles > 0) {

@@ -109,77 +109,107 @@ __device__ __forceinline__ void gemm_ar_item(const gemm_rs_kargs_t *a, uint32_t 
   gemm_ar_item_tile(item, (uint32_t)a->tiles_own, (uint32_t)a->tiles_n, (uint32_t)a->g.group_m, s, tile);
 }
 
-/* The AR's early copy (a->early; the engine's side work, gemm_cta_run): warps 2 and 3 of the
- * producer warpgroup (40 registers, no shared memory) take peers' reduced tiles from the
- * copy-phase queue WHILE the GEMM runs, wait for each one's flag and copy it from the result
- * slot into C with 16-byte loads (ld.global.cg: the slot was written by the peer, so no L1
- * line of an earlier call may answer) and stores, 4 in flight per lane; the consumers' tail
- * (below) takes what is left after the GEMM. Ordering: lane 0's acquire of the flag, then
- * __syncwarp (the other lanes' loads are ordered after it). */
-__device__ __forceinline__ void gemm_ar_copy_early(meld_ctx_t *c, const gemm_rs_kargs_t *a, int lane) {
-  /* (40 registers: little stays live across the wait; the rest is re-read from the parameters) */
-  for (;;) {
-    uint32_t item = 0;
-    int ok = 1;
-    if (lane == 0) {
-      item = meld_queue_next(c, 1);
-      if (item < (uint32_t)(a->nranks - 1) * (uint32_t)a->tiles_own) {
-        int s, tile;
-        gemm_ar_item(a, item, &s, &tile);
-        const int q = (a->rank + 1 + s) % a->nranks;
-        if (q * (int)(a->rpo / GEMM_BM) + tile / a->tiles_n < a->tiles_m) {
-          const uint32_t idx = meld_signal_index(q, a->nranks, 1, (uint32_t)tile, (uint32_t)a->tiles_own);
-          /* These waits last up to half the GEMM (the peers reduce their tiles last): poll
-           * politely (a sleep between reads, no host mirror) until the flag or an abort shows,
-           * then the ordinary wait (acquire; deadline, abort and mirror if it has to wait). */
+/* The AR copies' next item, for one warp (the early copy below and the tail's copy phase share
+ * queue 1, so every item is taken once): lane 0 claims it and waits for the tile's flag
+ * (`polite`: first a sleeping poll of the flag alone, bounded to ~5-20 ms, for waits that may
+ * last half the GEMM: many spinning waiters slow the GEMM beside them, HOPPER-GEMM-FACTS 8d;
+ * diag bit 11 leaves it out). Then __syncwarp orders that acquire before the other lanes'
+ * reads of the tile. Returns the item in every lane, or the item count when the queue is
+ * drained or the wait gave up. */
+__device__ __forceinline__ uint32_t gemm_ar_next(meld_ctx_t *c, const gemm_rs_kargs_t *a, int lane, bool polite) {
+  const uint32_t total = (uint32_t)(a->nranks - 1) * (uint32_t)a->tiles_own;
+  uint32_t item = 0;
+  int ok = 1;
+  if (lane == 0) {
+    item = meld_queue_next(c, 1);
+    if (item < total) {
+      int s, tile;
+      gemm_ar_item(a, item, &s, &tile);
+      const int q = (a->rank + 1 + s) % a->nranks;
+      if (q * (int)(a->rpo / GEMM_BM) + tile / a->tiles_n < a->tiles_m) { /* (a short last owner) */
+        const uint32_t idx = meld_signal_index(q, a->nranks, 1, (uint32_t)tile, (uint32_t)a->tiles_own);
+        if (polite) {
           const uint64_t *slot = meld_local_signal(c, idx);
           const uint32_t *abort_word = meld_abort_word(c->p);
 #pragma unroll 1
-          /* (bounded: ~5-20 ms, then the ordinary wait with its deadline and host abort word) */
-          for (uint32_t i = (a->diag & 2048) ? (1u << 14) : 0u; /* diag 2048: the plain wait only */
+          for (uint32_t i = (a->diag & 2048) ? (1u << 14) : 0u;
                i < (1u << 14) && ld_relaxed_sys_u64(slot) < meld_stamp(c->epoch, 1) && !ld_relaxed_sys_u32(abort_word);
                ++i)
             nanosleep_ns(256);
-          ok = meld_wait_signal(c, idx, meld_stamp(c->epoch, 1), q, "AR reduced tile (early copy)") ? 1 : 0;
         }
+        ok = meld_wait_signal(c, idx, meld_stamp(c->epoch, 1), q, "AR reduced tile") ? 1 : 0;
       }
     }
-    item = __shfl_sync(0xffffffffu, item, 0);
-    ok = __shfl_sync(0xffffffffu, ok, 0);
-    __syncwarp(); /* orders lane 0's acquire before the other lanes' loads of the tile */
-    if (item >= (uint32_t)(a->nranks - 1) * (uint32_t)a->tiles_own || !ok) break;
-    int s, tile;
-    gemm_ar_item(a, item, &s, &tile);
-    const int64_t lrow0 = (int64_t)(tile / a->tiles_n) * GEMM_BM;
-    const int col0 = (tile % a->tiles_n) * GEMM_BN;
-    const int64_t grow0 = (int64_t)((a->rank + 1 + s) % a->nranks) * a->rpo + lrow0;
-    const int rows = (int)(a->m - grow0 < GEMM_BM ? a->m - grow0 : GEMM_BM);
-    const int cols = a->n - col0 < GEMM_BN ? (int)(a->n - col0) : GEMM_BN;
-    const uint16_t *src = (const uint16_t *)(a->ws + GEMM_RS_HDR_BYTES + (uint64_t)(a->nranks - 1 + s) * a->slot_bytes) +
-                          lrow0 * a->ldn + col0;
-    uint16_t *dst = a->c + grow0 * a->ldc + col0;
-    if (cols % 8 == 0 && a->ldc % 8 == 0 && ((uintptr_t)a->c & 15) == 0) {
-      /* lane = one 16-byte column vector of the tile (256 columns = 32 vectors), 2 rows in flight */
-      if (8 * lane < cols) {
-        const uint4 *sp = (const uint4 *)(src + 8 * lane);
-        uint4 *dp = (uint4 *)(dst + 8 * lane);
+  }
+  item = __shfl_sync(0xffffffffu, item, 0);
+  ok = __shfl_sync(0xffffffffu, ok, 0);
+  __syncwarp();
+  return ok ? item : total;
+}
+
+/* Where item `item`'s reduced tile is: its origin in the result slot (row pitch ldn) and in C
+ * (row pitch ldc), and its rows and columns (rows <= 0: the tile does not exist). */
+typedef struct {
+  const uint16_t *src;
+  uint16_t *dst;
+  int rows, cols;
+} gemm_ar_tile_t;
+
+__device__ __forceinline__ gemm_ar_tile_t gemm_ar_tile(const gemm_rs_kargs_t *a, uint32_t item) {
+  int s, tile;
+  gemm_ar_item(a, item, &s, &tile);
+  const int64_t lrow0 = (int64_t)(tile / a->tiles_n) * GEMM_BM;
+  const int col0 = (tile % a->tiles_n) * GEMM_BN;
+  const int64_t grow0 = (int64_t)((a->rank + 1 + s) % a->nranks) * a->rpo + lrow0;
+  gemm_ar_tile_t t;
+  t.rows = (int)(a->m - grow0 < GEMM_BM ? a->m - grow0 : GEMM_BM);
+  t.cols = a->n - col0 < GEMM_BN ? (int)(a->n - col0) : GEMM_BN;
+  t.src = (const uint16_t *)(a->ws + GEMM_RS_HDR_BYTES + (uint64_t)(a->nranks - 1 + s) * a->slot_bytes) +
+          lrow0 * a->ldn + col0;
+  t.dst = a->c + grow0 * a->ldc + col0;
+  return t;
+}
+
+/* A tile copied element by element by the warp (rows not a multiple of 16 bytes). ld.global.cg:
+ * the slot was written by a peer, so no L1 line of an earlier call may answer. */
+__device__ __forceinline__ void gemm_ar_copy_elems(const gemm_rs_kargs_t *a, gemm_ar_tile_t t, int lane) {
 #pragma unroll 1
-        for (int row = 0; row < rows; row += 2) {
+  for (int v = lane; v < t.rows * GEMM_BN; v += 32) {
+    const int row = v / GEMM_BN, col = v % GEMM_BN;
+    if (col < t.cols) t.dst[(int64_t)row * a->ldc + col] = __ldcg(t.src + (int64_t)row * a->ldn + col);
+  }
+}
+
+/* The AR's early copy (a->early; the engine's side work, gemm_cta_run): warps 2 and 3 of the
+ * producer warpgroup (40 registers, no shared memory) take peers' reduced tiles from the
+ * copy-phase queue WHILE the GEMM runs and copy each from the result slot into C with 16-byte
+ * loads (ld.global.cg) and stores, 2 rows in flight per lane; the consumers' tail (below)
+ * takes what is left after the GEMM. */
+__device__ __forceinline__ void gemm_ar_copy_early(meld_ctx_t *c, const gemm_rs_kargs_t *a, int lane) {
+  /* (40 registers: little stays live across the wait; the rest is re-read from the parameters) */
+  for (;;) {
+    const uint32_t item = gemm_ar_next(c, a, lane, true);
+    if (item >= (uint32_t)(a->nranks - 1) * (uint32_t)a->tiles_own) break;
+    const gemm_ar_tile_t t = gemm_ar_tile(a, item);
+    if (t.rows <= 0) continue;
+    if (t.cols % 8 == 0 && a->ldc % 8 == 0 && ((uintptr_t)a->c & 15) == 0) {
+      /* lane = one 16-byte column vector of the tile (256 columns = 32 vectors) */
+      if (8 * lane < t.cols) {
+        const uint4 *sp = (const uint4 *)(t.src + 8 * lane);
+        uint4 *dp = (uint4 *)(t.dst + 8 * lane);
+#pragma unroll 1
+        for (int row = 0; row < t.rows; row += 2) {
           const uint4 t0 = __ldcg(sp);
           uint4 t1 = t0;
-          if (row + 1 < rows) t1 = __ldcg(sp + a->ldn / 8);
+          if (row + 1 < t.rows) t1 = __ldcg(sp + a->ldn / 8);
           *dp = t0;
-          if (row + 1 < rows) dp[a->ldc / 8] = t1;
+          if (row + 1 < t.rows) dp[a->ldc / 8] = t1;
           sp += a->ldn / 4;
           dp += a->ldc / 4;
         }
       }
     } else {
-#pragma unroll 1
-      for (int v = lane; v < rows * GEMM_BN; v += 32) {
-        const int row = v / GEMM_BN, col = v % GEMM_BN;
-        if (col < cols) dst[(int64_t)row * a->ldc + col] = __ldcg(src + (int64_t)row * a->ldn + col);
-      }
+      gemm_ar_copy_elems(a, t, lane);
     }
   }
 }
@@ -197,10 +227,7 @@ __device__ __forceinline__ void gemm_ar_copy_early(meld_ctx_t *c, const gemm_rs_
  * for (wait_group 0) before the warp leaves. */
 __device__ __forceinline__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_kargs_t *a, uint8_t *smem_raw, int lane) {
   __shared__ __align__(8) uint64_t s_bar;
-  const int P = a->nranks, r = a->rank;
-  const uint32_t total = (uint32_t)(P - 1) * (uint32_t)a->tiles_own;
-  const int B = (int)(a->rpo / GEMM_BM);
-  const uint64_t stamp = meld_stamp(c->epoch, 1);
+  const uint32_t total = (uint32_t)(a->nranks - 1) * (uint32_t)a->tiles_own;
   const uint32_t raw = smem_addr(smem_raw);
   const uint32_t buf0 = raw + ((128u - (raw & 127u)) & 127u);
   const uint32_t bar = smem_addr(&s_bar);
@@ -212,56 +239,30 @@ __device__ __forceinline__ void gemm_ar_copy_phase(meld_ctx_t *c, const gemm_rs_
   __syncwarp();
   uint32_t phase = 0;
   for (uint32_t it = 0;; ++it) {
-    uint32_t item = 0;
-    int ok = 1;
-    if (lane == 0) {
-      item = meld_queue_next(c, 1);
-      if (item < total) {
-        int s, tile;
-        gemm_ar_item(a, item, &s, &tile);
-        const int q = (r + 1 + s) % P;
-        if (q * B + tile / a->tiles_n < a->tiles_m) /* the tile exists (short last owner) */
-          ok = meld_wait_signal(c, meld_signal_index(q, P, 1, (uint32_t)tile, (uint32_t)a->tiles_own), stamp, q,
-                                "AR reduced tile") ? 1 : 0;
-      }
-    }
-    item = __shfl_sync(0xffffffffu, item, 0);
-    ok = __shfl_sync(0xffffffffu, ok, 0);
-    __syncwarp(); /* orders lane 0's acquire before the other lanes' fences and bulk reads */
-    if (item >= total || !ok) break;
+    const uint32_t item = gemm_ar_next(c, a, lane, false);
+    if (item >= total) break;
     if (a->zc) continue; /* the tile is already in C (the peer stored it there) */
     fence_proxy_async_gmem(); /* generic (acquired) -> async proxy: the bulk reads see the tile */
     const uint64_t t0 = lane == 0 ? meld_trace_begin(c) : 0;
-    int s, tile;
-    gemm_ar_item(a, item, &s, &tile);
-    const int q = (r + 1 + s) % P;
-    const int64_t lrow0 = (int64_t)(tile / a->tiles_n) * GEMM_BM;
-    const int col0 = (tile % a->tiles_n) * GEMM_BN;
-    const int64_t grow0 = (int64_t)q * a->rpo + lrow0;
-    const int rows = (int)(a->m - grow0 < GEMM_BM ? a->m - grow0 : GEMM_BM);
-    const int cols = a->n - col0 < GEMM_BN ? (int)(a->n - col0) : GEMM_BN;
-    const uint16_t *src = (const uint16_t *)(a->ws + GEMM_RS_HDR_BYTES + (uint64_t)(P - 1 + s) * a->slot_bytes);
-    if (rows > 0 && cols % 8 == 0) {
+    const gemm_ar_tile_t t = gemm_ar_tile(a, item);
+    if (t.rows > 0 && t.cols % 8 == 0) {
       const uint32_t buf = buf0 + (it & 1u) * (GEMM_BM * GEMM_BN * 2);
-      const uint32_t bytes = (uint32_t)cols * 2u;
+      const uint32_t bytes = (uint32_t)t.cols * 2u;
       /* This buffer's stores of two tiles ago have read it (the last tile's may still run). */
       asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
       __syncwarp();
-      if (lane == 0) mbarrier_arrive_expect_tx_cta(bar, bytes * (uint32_t)rows);
+      if (lane == 0) mbarrier_arrive_expect_tx_cta(bar, bytes * (uint32_t)t.rows);
       __syncwarp();
-      for (int i = lane; i < rows; i += 32)
-        cp_async_bulk_g2s(buf + (uint32_t)i * (GEMM_BN * 2), src + (lrow0 + i) * a->ldn + col0, bytes, bar);
+      for (int i = lane; i < t.rows; i += 32)
+        cp_async_bulk_g2s(buf + (uint32_t)i * (GEMM_BN * 2), t.src + (int64_t)i * a->ldn, bytes, bar);
       while (!mbarrier_try_wait_parity_cta(bar, phase)) {
       }
       phase ^= 1u;
-      for (int i = lane; i < rows; i += 32)
-        cp_async_bulk_s2g(a->c + (grow0 + i) * a->ldc + col0, buf + (uint32_t)i * (GEMM_BN * 2), bytes);
+      for (int i = lane; i < t.rows; i += 32)
+        cp_async_bulk_s2g(t.dst + (int64_t)i * a->ldc, buf + (uint32_t)i * (GEMM_BN * 2), bytes);
       cp_async_bulk_commit_group();
-    } else if (rows > 0) {
-      for (int v = lane; v < rows * GEMM_BN; v += 32) {
-        const int row = v / GEMM_BN, col = v % GEMM_BN;
-        if (col < cols) a->c[(grow0 + row) * a->ldc + col0 + col] = src[(lrow0 + row) * a->ldn + col0 + col];
-      }
+    } else if (t.rows > 0) {
+      gemm_ar_copy_elems(a, t, lane);
     }
     if (lane == 0) meld_trace_end(c, MELD_ROLE_COMM, item, t0);
   }
@@ -600,8 +601,6 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   k.arg_hash = pl->arg_hash;
   k.diag = diag;
   k.sym = pl->sym;
-  /* (set below for zc; the early copy only where the tail copies: a local choice, ranks may
-   * differ) */
   /* Zero-copy AR (opt-in, MELD_GEMM_AR_ZC=1): C [M, N] dense (ldc = n, n % 8 == 0: the reduced
    * tiles' 16-byte stores use the slots' row pitch) in symmetric memory (meld_mem_alloc) mapped
    * from every rank. The choice rests on the arguments and the variable (which must be alike on
