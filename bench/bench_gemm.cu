@@ -8,6 +8,9 @@
  *   bench_gemm [--quick] [--json FILE] [--commit HASH] [--variants] [--only LIST]
  *              [--rounds N] [--shape M,N,K]
  *
+ * --soak MS runs each timed row (and cuBLASLt) back-to-back for ~MS ms afterwards and prints its
+ * time with the SM clock, power and clock-event reasons NVML saw meanwhile (bench_soak.h).
+ *
  * --variants adds rows for forced plan variants (data-parallel, stream-K over the partial
  * wave / one + partial wave, split-K 2/4/8 where tiles < 2 x SMs, raster group 8 / 32, and
  * "repeat" = the default timed again, a noise gauge). A variant whose plan equals one already
@@ -27,6 +30,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_soak.h"
 #include "gemm_plan.h"
 #include "meld.h"
 
@@ -315,7 +319,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* rows survive a crash */
   signal(SIGSEGV, on_fatal);
   signal(SIGABRT, on_fatal);
-  int quick = 0, variants = 0, rounds = 3, custom_only = 0;
+  int quick = 0, variants = 0, rounds = 3, custom_only = 0, soak_ms = 0;
   const char *json = NULL, *commit = "unknown", *only = NULL;
   for (int i = 1; i < argc; i++) {
     long long m, n, k;
@@ -326,13 +330,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) { only = argv[++i]; variants = 1; }
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--soak") && i + 1 < argc) soak_ms = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc && sscanf(argv[i + 1], "%lld,%lld,%lld", &m, &n, &k) == 3 &&
              g_nshapes < (int)(sizeof g_shapes / sizeof g_shapes[0])) {
       shape_t c = {"custom", m, n, k, 0, 0, 1};
       g_shapes[g_nshapes++] = c;
       i++;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--variants] [--only LIST] [--rounds N] [--shape M,N,K] [--custom-only] [--json FILE] [--commit HASH]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--variants] [--only LIST] [--rounds N] [--shape M,N,K] [--custom-only] [--soak MS] [--json FILE] [--commit HASH]\n", argv[0]);
       return 2;
     }
   }
@@ -368,6 +373,8 @@ int main(int argc, char **argv) {
   CKL(cublasLtCreate(&lt.lt));
   lt.ws_bytes = 64u << 20;
   CK(cudaMalloc(&lt.ws, lt.ws_bytes));
+  soak_nvml_t nvml;
+  soak_nvml_open(&nvml, 0);
   double log_sum = 0;
   int nratio = 0;
   static float samples[NVAR + 1][MAX_ROUNDS * TIMED];
@@ -487,6 +494,22 @@ int main(int argc, char **argv) {
                 flop / meld_ms * 1e-9, flop / lt_ms * 1e-9, flop / (PEAK_TFLOPS * 1e9), rel_err, rounds,
                 ns[i], prop.name, drv, rt, date, commit);
         fflush(jf);
+      }
+    }
+    if (soak_ms > 0) { /* back-to-back for ~soak_ms each, NVML sampled: clock and power per row */
+      if (!nvml.lib) printf("# soak: NVML not available, times only\n");
+      for (int i = -1; i < nv; i++) {
+        const float t = i < 0 ? lt_ms : median(samples[i], ns[i]);
+        const int calls = t > 0 ? (int)(soak_ms / t) + 1 : 1;
+        soak_result_t r;
+        if (i < 0) soak_run(&nvml, lt_call, &lx, NSETS, calls, &r);
+        else soak_run(&nvml, meld_call, &mx[i], NSETS, calls, &r);
+        const double flop = 2.0 * s->m * s->n * s->k;
+        printf("soak %6lld %6lld %6lld %-40s %9.4f ms %7.1f TFLOP/s  SM %6.0f MHz (%u-%u)  %5.0f W  "
+               "reasons 0x%llx  (%d calls, %d samples)\n",
+               (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], r.ms_per_call,
+               flop / r.ms_per_call * 1e-9, r.sm_mhz, r.min_mhz, r.max_mhz, r.power_w, r.reasons, r.calls,
+               r.samples);
       }
     }
     lt_free(&lp);

@@ -1,0 +1,99 @@
+/* bench_soak.h — a kernel run back-to-back for a while, with the GPU's SM clock, power and
+ * clock-event reasons sampled meanwhile through NVML (loaded at run time: nothing to link,
+ * and a machine without the driver just reports no samples). Answers "is this shape slower
+ * per FLOP because the GPU runs it at a lower clock?" — Nsight Compute locks the clocks, so
+ * its cycles cannot. Read-only queries: nothing here changes a clock or a limit. */
+#ifndef MELD_BENCH_SOAK_H
+#define MELD_BENCH_SOAK_H
+
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+  double ms_per_call; /* wall time of the soak / calls, from two events */
+  int calls;
+  int samples;           /* NVML samples taken in the second half of the soak */
+  double sm_mhz, power_w; /* their means */
+  unsigned min_mhz, max_mhz;
+  unsigned long long reasons; /* clock-event reasons seen (OR): 0x4 power cap, 0x8 HW slowdown,
+                                 0x20 / 0x40 SW / HW thermal, 0x80 power brake */
+} soak_result_t;
+
+typedef struct {
+  void *lib, *dev;
+  int (*clock)(void *dev, int type, unsigned *mhz);
+  int (*power)(void *dev, unsigned *mw);
+  int (*reasons)(void *dev, unsigned long long *r);
+} soak_nvml_t;
+
+/* NVML for CUDA device `device`, or lib == NULL when unavailable. */
+static inline void soak_nvml_open(soak_nvml_t *n, int device) {
+  memset(n, 0, sizeof *n);
+  void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return;
+  int (*init)(void) = (int (*)(void))dlsym(lib, "nvmlInit_v2");
+  int (*by_bus)(const char *, void **) = (int (*)(const char *, void **))dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+  n->clock = (int (*)(void *, int, unsigned *))dlsym(lib, "nvmlDeviceGetClockInfo");
+  n->power = (int (*)(void *, unsigned *))dlsym(lib, "nvmlDeviceGetPowerUsage");
+  n->reasons = (int (*)(void *, unsigned long long *))dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");
+  if (!n->reasons)
+    n->reasons = (int (*)(void *, unsigned long long *))dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
+  char bus[32];
+  if (!init || !by_bus || !n->clock || !n->power || init() != 0 ||
+      cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess || by_bus(bus, &n->dev) != 0) {
+    dlclose(lib);
+    memset(n, 0, sizeof *n);
+    return;
+  }
+  n->lib = lib;
+}
+
+/* Runs fn(ctx, i % sets) `calls` times back-to-back on the current stream (0) and samples NVML
+ * every ~2 ms until they are done; samples of the first half are dropped (warming up). */
+typedef void (*soak_fn)(void *ctx, int set);
+static inline void soak_run(const soak_nvml_t *n, soak_fn fn, void *ctx, int sets, int calls, soak_result_t *r) {
+  memset(r, 0, sizeof *r);
+  r->calls = calls;
+  r->min_mhz = ~0u;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0, 0);
+  for (int i = 0; i < calls; i++) fn(ctx, i % sets);
+  cudaEventRecord(e1, 0);
+  enum { MAXS = 4096 };
+  static unsigned mhz[MAXS], mw[MAXS];
+  static unsigned long long rs[MAXS];
+  int ns = 0;
+  const struct timespec nap = {0, 2000000};
+  while (cudaEventQuery(e1) == cudaErrorNotReady) {
+    if (n->lib && ns < MAXS) {
+      mhz[ns] = 0; mw[ns] = 0; rs[ns] = 0;
+      n->clock(n->dev, 1 /* NVML_CLOCK_SM */, &mhz[ns]);
+      n->power(n->dev, &mw[ns]);
+      if (n->reasons) n->reasons(n->dev, &rs[ns]);
+      ns++;
+    }
+    nanosleep(&nap, NULL);
+  }
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  r->ms_per_call = calls ? ms / calls : 0;
+  double sm = 0, pw = 0;
+  for (int i = ns / 2; i < ns; i++) {
+    sm += mhz[i]; pw += mw[i] * 1e-3;
+    r->reasons |= rs[i];
+    if (mhz[i] < r->min_mhz) r->min_mhz = mhz[i];
+    if (mhz[i] > r->max_mhz) r->max_mhz = mhz[i];
+    r->samples++;
+  }
+  if (r->samples) { r->sm_mhz = sm / r->samples; r->power_w = pw / r->samples; }
+  else r->min_mhz = 0;
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+#endif
