@@ -19,6 +19,7 @@ import statistics
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem  # registers torch.ops.symm_mem.*
+from bench_torch_common import settle
 
 SUITE = [(2048, 8192, 10240), (8192, 8192, 10240), (16384, 8192, 10240),
          (2048, 8192, 57344), (8192, 8192, 57344), (16384, 8192, 57344),
@@ -27,9 +28,7 @@ QUICK = [(2048, 8192, 10240), (8192, 8192, 10240), (8192, 4096, 28672)]
 
 
 def timed(fn, warm=5, n=20):
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
+    settle(fn, warm)
     dist.barrier()
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
     for a, b in ev:

@@ -127,8 +127,23 @@ static void f_meld_gemm(bctx_t *x) {
 
 /* Median ms of TIMED calls after WARM; every rank runs it (collective calls inside). */
 static float time_fn(bctx_t *x, call_fn fn, int timed) {
+  cudaEvent_t w0, w1;
+  cudaEventCreate(&w0);
+  cudaEventCreate(&w1);
+  cudaEventRecord(w0, x->s);
   for (int i = 0; i < WARM; i++) fn(x);
+  cudaEventRecord(w1, x->s);
   cudaStreamSynchronize(x->s);
+  const int settle = bench_settle_ms();
+  if (settle) { /* sustained timing; every rank makes rank 0's number of calls (collective) */
+    float w = 0;
+    cudaEventElapsedTime(&w, w0, w1);
+    int n = bench_settle_calls(w / WARM, settle);
+    meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0);
+    for (int i = 0; i < n; i++) fn(x);
+  }
+  cudaEventDestroy(w0);
+  cudaEventDestroy(w1);
   meld_bootstrap_barrier(x->comm->boot);
   cudaEvent_t ev[2 * TIMED];
   for (int i = 0; i < 2 * timed; i++) cudaEventCreate(&ev[i]);
@@ -173,10 +188,10 @@ static void json_row(FILE *jf, const bench_env_t *env, const char *nccl, const b
           "\"peer\":\"torch async-TP fused_all_gather_matmul (bench/ag_gemm_torch.py)\",\"compute_ms\":%.5f,"
           "\"meld_compute_ms\":%.5f,\"comm_ms\":%.5f,\"bound_ms\":%.5f,\"overlap_eff\":%.4f,\"meld_over_bound\":%.4f,"
           "\"rel_err\":%s,\"plan\":\"%s\",\"gpu\":\"%s\",\"driver\":\"%s\",\"cuda\":\"%s\",\"nccl\":\"%s\","
-          "\"torch\":null,\"date\":\"%s\",\"commit\":\"%s\"}\n",
+          "\"torch\":null,\"settle_ms\":%d,\"date\":\"%s\",\"commit\":\"%s\"}\n",
           (long long)x->M, (long long)n_total, (long long)x->n_loc, (long long)x->k, variant, x->P, meld, seq, compute,
           mcomp, comm, bound, meld / fmaxf(mcomp, comm), meld / bound, errs, plan, env->gpu, env->driver, env->cuda,
-          nccl, env->date, env->commit);
+          nccl, bench_settle_ms(), env->date, env->commit);
   fflush(jf);
 }
 

@@ -58,4 +58,22 @@ static inline float bench_median(float *v, int n) {
   return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* Sustained timing (BENCH_SETTLE_MS, default 0 = off): before a row's timed calls it runs back-to-back
+ * for about this long, so the GPU is timed at the clock its power cap holds under steady load
+ * (an H200 under a large GEMM settles near 1450 MHz at its 700 W cap within tens of ms;
+ * short bursts after idle run faster: docs/perf-notes.md, session 8). 0 keeps the burst timing. */
+static inline int bench_settle_ms(void) {
+  const char *e = getenv("BENCH_SETTLE_MS");
+  const int v = e ? atoi(e) : 0;
+  return v > 0 ? v : 0;
+}
+
+/* How many calls of ms_per_call fill settle_ms (0 when settling is off; at most 100000). */
+static inline int bench_settle_calls(float ms_per_call, int settle_ms) {
+  if (settle_ms <= 0) return 0;
+  if (!(ms_per_call > 1e-4f)) ms_per_call = 1e-4f;
+  const double n = settle_ms / ms_per_call;
+  return n > 100000 ? 100000 : (int)n + 1;
+}
+
 #endif

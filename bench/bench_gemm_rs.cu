@@ -134,7 +134,18 @@ typedef void (*op_fn)(bctx_t *, void *, int);
 
 /* Median of `iters` timed calls of fn (after `warm`), each between two events. */
 static float time_op(bctx_t *x, op_fn fn, void *arg, int warm, int iters) {
+  cudaEventRecord(x->ev[0], x->s);
   for (int i = 0; i < warm; i++) fn(x, arg, i);
+  cudaEventRecord(x->ev[1], x->s);
+  const int settle = bench_settle_ms();
+  if (settle && warm > 0) { /* sustained timing; every rank makes rank 0's number of calls */
+    float w = 0;
+    cudaEventSynchronize(x->ev[1]);
+    cudaEventElapsedTime(&w, x->ev[0], x->ev[1]);
+    int n = bench_settle_calls(w / warm, settle);
+    meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0);
+    for (int i = 0; i < n; i++) fn(x, arg, warm + i);
+  }
   /* Ranks start the timed calls together: a rank whose host fell behind (capture, printing)
    * would otherwise be waited for inside the other rank's timed calls. */
   cudaStreamSynchronize(x->s);
@@ -584,13 +595,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_nowait_ms\": %.5f, "
                 "\"diag_noadd_ms\": %.5f, \"diag_none_ms\": %.5f, \"diag_bare_gemm_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "
                 "\"graph_meld_fused_owner_ms\": %.5f, \"meld_nozc_ms\": %.5f, \"graph_meld_nozc_ms\": %.5f, \"meld_nopdl_ms\": %.5f, \"graph_meld_nopdl_ms\": %.5f, \"meld_fused_store_st_ms\": %.5f, \"diag_bare_defer_ms\": %.5f, \"meld_gemm_plain_ms\": %.5f, \"meld_fused_nopreload_ms\": %.5f, \"diag_synth_ms\": %.5f, \"diag_synth_pass_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
-                "\"nccl\": \"%s\", \"torch\": null, \"date\": \"%s\", \"commit\": \"%s\"}\n",
+                "\"nccl\": \"%s\", \"torch\": null, \"settle_ms\": %d, \"date\": \"%s\", \"commit\": \"%s\"}\n",
                 op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,
                 unfused_ms, seq_ms, compute_ms, cublas_ms, mgemm_ms, comm_ms, nccl_ms, mcoll_ms, bound_ms,
                 meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, g_fused,
                 st_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, tm[V_D1], tm[V_D2], tm[V_D4], tm[V_D3],
                 tm[V_D8], owner_ms, g_owner, tm[V_NOZC], g_nozc, tm[V_NOPDL], g_nopdl, tm[V_STORE_ST], tm[V_D16], tm[V_MG_PLAIN], tm[V_NOPRE], tm[V_D130], tm[V_D130P], getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
-                x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, x->env.date, x->env.commit);
+                x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, bench_settle_ms(), x->env.date, x->env.commit);
         fflush(x->json);
       }
     }

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -67,7 +68,10 @@ static inline void soak_run(const soak_nvml_t *n, soak_fn fn, void *ctx, int set
   enum { MAXS = 4096 };
   static unsigned mhz[MAXS], mw[MAXS];
   static unsigned long long rs[MAXS];
+  static double ts[MAXS];
   int ns = 0;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   const struct timespec nap = {0, 2000000};
   while (cudaEventQuery(e1) == cudaErrorNotReady) {
     if (n->lib && ns < MAXS) {
@@ -75,6 +79,9 @@ static inline void soak_run(const soak_nvml_t *n, soak_fn fn, void *ctx, int set
       n->clock(n->dev, 1 /* NVML_CLOCK_SM */, &mhz[ns]);
       n->power(n->dev, &mw[ns]);
       if (n->reasons) n->reasons(n->dev, &rs[ns]);
+      struct timespec t;
+      clock_gettime(CLOCK_MONOTONIC, &t);
+      ts[ns] = (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) * 1e-6;
       ns++;
     }
     nanosleep(&nap, NULL);
@@ -82,6 +89,13 @@ static inline void soak_run(const soak_nvml_t *n, soak_fn fn, void *ctx, int set
   float ms = 0;
   cudaEventElapsedTime(&ms, e0, e1);
   r->ms_per_call = calls ? ms / calls : 0;
+  const char *tr = getenv("BENCH_SOAK_TRACE"); /* the series, one line per ~20 ms: how fast the clock settles */
+  if (tr && *tr == '1')
+    for (int i = 0, next = 0; i < ns; i++)
+      if (ts[i] >= next) {
+        printf("  soak trace %7.1f ms  SM %5u MHz  %5.0f W  reasons 0x%llx\n", ts[i], mhz[i], mw[i] * 1e-3, rs[i]);
+        next += 20;
+      }
   double sm = 0, pw = 0;
   for (int i = ns / 2; i < ns; i++) {
     sm += mhz[i]; pw += mw[i] * 1e-3;

@@ -17,11 +17,11 @@ import os
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem  # registers torch.ops.symm_mem.*
+from bench_torch_common import settle
 
 
 def median_ms(fn, warm=5, iters=20):
-    for _ in range(warm):
-        fn()
+    settle(fn, warm)
     ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
     for s, e in ev:
         s.record()
