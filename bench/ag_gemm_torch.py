@@ -19,7 +19,7 @@ import statistics
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem  # registers torch.ops.symm_mem.*
-from bench_torch_common import settle
+from bench_torch_common import settle, soak_ms
 
 SUITE = [(2048, 8192, 10240), (8192, 8192, 10240), (16384, 8192, 10240),
          (2048, 8192, 57344), (8192, 8192, 57344), (16384, 8192, 57344),
@@ -77,7 +77,9 @@ def main():
         except Exception as e:  # report, keep going
             print(f"[rank {rank}] fused_all_gather_matmul failed at M={M}: {e}")
             t_peer = float("nan")
+        s_peer = soak_ms(fused, t_peer)  # BENCH_SOAK_MS: sustained (power-capped) times
         t_seq = timed(seq)
+        s_seq = soak_ms(seq, t_seq)
         t_mm = timed(lambda: full @ bt)
         t_ag = timed(lambda: dist.all_gather_into_tensor(full, a, group=group))
         row = dict(op="ag_gemm", shape=dict(m=M, n=NT, n_loc=n_loc, k=K, variant="torch"), nranks=P, nnodes=1,
@@ -86,11 +88,12 @@ def main():
                    comm_ms=t_ag, bound_ms=max(t_mm, t_ag), rel_err=err, gpu=torch.cuda.get_device_name(),
                    driver=None, cuda=torch.version.cuda, nccl=".".join(map(str, torch.cuda.nccl.version())),
                    torch=torch.__version__, date=datetime.date.today().isoformat(),
-                   commit=os.environ.get("BENCH_COMMIT", "unknown"))
+                   commit=os.environ.get("BENCH_COMMIT", "unknown"), peer_soak_ms=s_peer, seq_soak_ms=s_seq)
         rows.append(row)
         if rank == 0:
             print(f"{M}x{n_loc}x{K}: async-TP {t_peer:.3f} ms, torch seq {t_seq:.3f}, matmul {t_mm:.3f}, "
-                  f"all_gather {t_ag:.3f}, rel_err {err}", flush=True)
+                  f"all_gather {t_ag:.3f}, rel_err {err}" + (f"; sustained: async-TP {s_peer:.4f}, seq {s_seq:.4f}" if s_peer else ""),
+                  flush=True)
         del a, w, full
         torch.cuda.empty_cache()
     if rank == 0 and args.json:

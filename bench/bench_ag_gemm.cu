@@ -24,7 +24,9 @@
  *   (NCCL_NVLS_ENABLE=0 is set here)
  *   --trace: one shape, 3 calls, for MELD_TRACE (the trace is written at comm destroy);
  *   with --loopback (one GPU) the 2-rank kernel in loopback (MELD_AG_GEMM_DIAG=2, half the
- *   rows as the shard), with --sk the stream-K hint. */
+ *   rows as the shard), with --sk the stream-K hint.
+ *   --soak MS: afterwards every row runs back-to-back for ~MS ms, twice in opposite orders, and
+ *   prints its mean time with the SM clock and power NVML saw (sustained, power-capped). */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -33,6 +35,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "ag_gemm_plan.h"
 #include "bench_common.h"
+#include "bench_soak.h"
 #include "comm.h"
 #include "gemm_plan.h"
 #include "nccl_baseline.h"
@@ -41,7 +44,7 @@
 #define ROUNDS 3 /* interleaved timing rounds per shape */
 #define TIMED 20
 
-static int g_quick = 0, g_trace = 0;
+static int g_quick = 0, g_trace = 0, g_soak = 0;
 static int g_trace_loop = 0, g_trace_sk = -1; /* --trace: loopback (one rank), stream-K hint */
 static long long g_shape_m = 0, g_shape_n = 0, g_shape_k = 0; /* --shape M,N_total,K: one point */
 static const char *g_json = NULL;
@@ -123,6 +126,16 @@ static void f_meld_gemm(bctx_t *x) {
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.split_k = 1;
   gemm_launch(&g, &o, x->s);
+}
+
+/* --soak: a row run back-to-back (bench_soak.h). */
+typedef struct {
+  bctx_t *x;
+  call_fn fn;
+} soak_ctx_t;
+static void soak_call(void *c, int set) {
+  (void)set;
+  ((soak_ctx_t *)c)->fn(((soak_ctx_t *)c)->x);
 }
 
 /* Median ms of TIMED calls after WARM; every rank runs it (collective calls inside). */
@@ -367,6 +380,36 @@ static void rank_main(int rank, int P) {
         }
       x.hint = h0;
       for (int v = 0; v < nv; v++) tv[v] = bench_median(tr[v], ROUNDS);
+      if (g_soak) { /* sustained: each row back-to-back for ~g_soak ms, two passes in opposite orders */
+        static soak_nvml_t nvm;
+        static int nvm_open = 0;
+        if (!nvm_open) {
+          int dev = 0;
+          cudaGetDevice(&dev);
+          soak_nvml_open(&nvm, dev);
+          nvm_open = 1;
+        }
+        soak_result_t sr[MAXV][2];
+        memset(sr, 0, sizeof sr);
+        for (int pass = 0; pass < 2; pass++)
+          for (int j = 0; j < nv; j++) {
+            const int v = pass ? nv - 1 - j : j;
+            int n = bench_settle_calls(tv[v], g_soak);
+            meld_bootstrap_bcast(x.comm->boot, &n, sizeof n, 0);
+            x.hint = vh[v];
+            cudaStreamSynchronize(x.s);
+            meld_bootstrap_barrier(x.comm->boot);
+            soak_ctx_t c = {&x, vf[v]};
+            soak_run_on(&nvm, soak_call, &c, 1, n, x.s, &sr[v][pass]);
+          }
+        x.hint = h0;
+        for (int v = 0; v < nv; v++)
+          printf("[rank %d] soak ag_gemm %5lld %5lld %5lld  %-20s %8.4f ms (passes %.4f %.4f; median %.4f)  SM %4.0f MHz  "
+                 "%3.0f W  reasons 0x%llx\n", rank, (long long)x.M, (long long)x.n_loc, (long long)x.k, vn[v],
+                 0.5 * (sr[v][0].ms_per_call + sr[v][1].ms_per_call), sr[v][0].ms_per_call, sr[v][1].ms_per_call, tv[v],
+                 0.5 * (sr[v][0].sm_mhz + sr[v][1].sm_mhz), 0.5 * (sr[v][0].power_w + sr[v][1].power_w),
+                 sr[v][0].reasons | sr[v][1].reasons);
+      }
       const float t_meld = tv[0], t_seq = tv[1], t_cublas = tv[2], t_mgemm = tv[3], t_nag = tv[4], t_mag = tv[5];
       f_meld(&x); /* C for the error check (after the timed calls: same inputs) */
       f_nccl_ag(&x); /* the gathered A for the references */
@@ -430,13 +473,14 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--trace")) g_trace = 1;
     else if (!strcmp(argv[i], "--loopback")) g_trace_loop = 1;
     else if (!strcmp(argv[i], "--sk")) g_trace_sk = 1;
+    else if (!strcmp(argv[i], "--soak") && i + 1 < argc) g_soak = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
              sscanf(argv[i + 1], "%lld,%lld,%lld", &g_shape_m, &g_shape_n, &g_shape_k) == 3 && g_shape_m > 0 &&
              g_shape_n > 0 && g_shape_k > 0)
       i++;
     else {
-      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--trace [--loopback] [--sk]] [--shape M,N_total,K]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--trace [--loopback] [--sk]] [--shape M,N_total,K] [--soak MS]\n", argv[0]);
       return 2;
     }
   }

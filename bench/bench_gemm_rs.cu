@@ -21,6 +21,10 @@
  * afterwards (same shape keys).
  *
  * Usage: bench_gemm_rs [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
+ *                      [--soak MS]
+ *   (--soak MS: afterwards every timed row runs back-to-back for ~MS ms, twice in opposite
+ *   orders, and prints its mean time with the SM clock and power NVML saw: the sustained,
+ *   power-capped speed, bench_soak.h)
  *   (--symc: every AR call writes a C in symmetric memory (the zero-copy AR), for profiling)
  *   (--trace: 3 fused calls per shape and nothing timed; with MELD_TRACE=file each rank writes
  *   the per-tile timeline at comm destroy, tools/trace_png.py draws it)
@@ -34,6 +38,7 @@
 
 #include "../tests/gpu/gpu_test.h"
 #include "bench_common.h"
+#include "bench_soak.h"
 #include "comm.h"
 #include "gemm_plan.h"
 #include "meld.h"
@@ -69,7 +74,7 @@ static int nccl_load(void) {
 }
 
 /* ---- shapes and options -------------------------------------------------------------------- */
-static int g_quick = 0, g_ops = 3, g_diag = 0, g_decode = 0, g_trace = 0;
+static int g_quick = 0, g_ops = 3, g_diag = 0, g_decode = 0, g_trace = 0, g_soak = 0;
 #define ROUNDS 3 /* interleaved timing rounds per shape */
 static long long g_pm = 0, g_pn = 0, g_pk = 0; /* --shape M,N,K_total: one point per op */
 static const char *g_json = NULL;
@@ -131,6 +136,27 @@ typedef struct {
 } bctx_t;
 
 typedef void (*op_fn)(bctx_t *, void *, int);
+
+/* --soak: one row run back-to-back (bench_soak.h); every rank makes rank 0's number of calls. */
+typedef struct {
+  bctx_t *x;
+  op_fn fn;
+  void *arg;
+  int i;
+} soak_ctx_t;
+static void soak_call(void *c, int set) {
+  soak_ctx_t *s = (soak_ctx_t *)c;
+  (void)set;
+  s->fn(s->x, s->arg, s->i++);
+}
+static void soak_op(bctx_t *x, const soak_nvml_t *nv, op_fn fn, void *arg, float ms_per_call, soak_result_t *res) {
+  int n = bench_settle_calls(ms_per_call, g_soak);
+  meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0);
+  cudaStreamSynchronize(x->s);
+  meld_bootstrap_barrier(x->comm->boot);
+  soak_ctx_t c = {x, fn, arg, 0};
+  soak_run_on(nv, soak_call, &c, 1, n, x->s, res);
+}
 
 /* Median of `iters` timed calls of fn (after `warm`), each between two events. */
 static float time_op(bctx_t *x, op_fn fn, void *arg, int warm, int iters) {
@@ -470,6 +496,49 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     r.algo = MELD_GEMM_RS_AUTO;
     r.failed = 0;
     for (int v = 0; v < V_N; v++) tm[v] = tv[v].on ? bench_median(tr[v], ROUNDS) : -1;
+    if (g_soak) { /* sustained: each row back-to-back for ~g_soak ms, two passes in opposite orders */
+      static soak_nvml_t nv;
+      static int nv_open = 0;
+      if (!nv_open) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        soak_nvml_open(&nv, dev);
+        nv_open = 1;
+      }
+      soak_result_t sr[V_N][2];
+      memset(sr, 0, sizeof sr);
+      for (int pass = 0; pass < 2; pass++)
+        for (int j = 0; j < V_N; j++) {
+          const int v = pass ? V_N - 1 - j : j;
+          if (!tv[v].on || !(tm[v] > 0)) continue;
+          for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
+          r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
+          soak_op(x, &nv, tv[v].fn, &r, tm[v], &sr[v][pass]);
+          for (int e = 0; e < 3 && tv[v].env[e][0]; e++) unsetenv(tv[v].env[e][0]);
+        }
+      r.algo = MELD_GEMM_RS_AUTO;
+      static const struct { op_fn fn; const char *name; } names[] = {
+          {op_meld, "meld"}, {op_meld_symc, "meld_symc"}, {op_cublas, "cublas"}, {op_meld_gemm, "meld_gemm"},
+          {op_meld_gemm_plain, "meld_gemm_plain"}, {op_nccl, "nccl"}, {op_meld_coll, "meld_coll"}, {op_seq, "seq"}};
+      for (int v = 0; v < V_N; v++) {
+        if (!(sr[v][0].calls && sr[v][1].calls)) continue;
+        char label[160];
+        const char *fn = "diag_op";
+        for (size_t q = 0; q < sizeof names / sizeof names[0]; q++)
+          if (names[q].fn == tv[v].fn) fn = names[q].name;
+        int o = snprintf(label, sizeof label, "%s%s", fn,
+                         tv[v].fn != op_meld && tv[v].fn != op_meld_symc ? ""
+                         : tv[v].algo == MELD_GEMM_RS_FUSED ? " fused" : tv[v].algo == MELD_GEMM_RS_UNFUSED ? " unfused" : "");
+        for (int e = 0; e < 3 && tv[v].env[e][0] && o < (int)sizeof label; e++)
+          o += snprintf(label + o, sizeof label - o, " %s=%s", tv[v].env[e][0] + 5, tv[v].env[e][1]);
+        const double ms = 0.5 * (sr[v][0].ms_per_call + sr[v][1].ms_per_call);
+        printf("[rank %d] soak %-7s %5lld %5lld %5lld  %-56s %8.4f ms (passes %.4f %.4f; median %.4f)  SM %4.0f MHz  %3.0f W  "
+               "reasons 0x%llx\n", x->rank, sh->is_ar ? "gemm_ar" : "gemm_rs", (long long)sh->m, (long long)sh->n,
+               (long long)r.k, label, ms, sr[v][0].ms_per_call, sr[v][1].ms_per_call, tm[v],
+               0.5 * (sr[v][0].sm_mhz + sr[v][1].sm_mhz), 0.5 * (sr[v][0].power_w + sr[v][1].power_w),
+               sr[v][0].reasons | sr[v][1].reasons);
+      }
+    }
     /* Every rank's own timings of the GEMM alone, the fused op and its bare GEMM: at 2 ranks the
      * fused kernel's bare GEMM was 8% slower than meld_gemm (s5), which a slower GPU would
      * explain (every fused call waits for the slower rank at its entry handshake). */
@@ -668,6 +737,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--diag")) g_diag = 1;
     else if (!strcmp(argv[i], "--trace")) g_trace = 1;
     else if (!strcmp(argv[i], "--symc")) g_symc = 1;
+    else if (!strcmp(argv[i], "--soak") && i + 1 < argc) g_soak = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
              sscanf(argv[i + 1], "%lld,%lld,%lld", &g_pm, &g_pn, &g_pk) == 3 && g_pm > 0 && g_pn > 0 && g_pk > 0)
@@ -676,7 +746,7 @@ int main(int argc, char **argv) {
       ++i;
       g_ops = !strcmp(argv[i], "rs") ? 1 : !strcmp(argv[i], "ar") ? 2 : 3;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode] [--soak MS]\n", argv[0]);
       return 2;
     }
   }

@@ -52,19 +52,20 @@ static inline void soak_nvml_open(soak_nvml_t *n, int device) {
   n->lib = lib;
 }
 
-/* Runs fn(ctx, i % sets) `calls` times back-to-back on the current stream (0) and samples NVML
+/* Runs fn(ctx, i % sets) `calls` times back-to-back on stream st and samples NVML
  * every ~2 ms until they are done; samples of the first half are dropped (warming up). */
 typedef void (*soak_fn)(void *ctx, int set);
-static inline void soak_run(const soak_nvml_t *n, soak_fn fn, void *ctx, int sets, int calls, soak_result_t *r) {
+static inline void soak_run_on(const soak_nvml_t *n, soak_fn fn, void *ctx, int sets, int calls, cudaStream_t st,
+                               soak_result_t *r) {
   memset(r, 0, sizeof *r);
   r->calls = calls;
   r->min_mhz = ~0u;
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
-  cudaEventRecord(e0, 0);
+  cudaEventRecord(e0, st);
   for (int i = 0; i < calls; i++) fn(ctx, i % sets);
-  cudaEventRecord(e1, 0);
+  cudaEventRecord(e1, st);
   enum { MAXS = 4096 };
   static unsigned mhz[MAXS], mw[MAXS];
   static unsigned long long rs[MAXS];
@@ -108,6 +109,10 @@ static inline void soak_run(const soak_nvml_t *n, soak_fn fn, void *ctx, int set
   else r->min_mhz = 0;
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+}
+
+static inline void soak_run(const soak_nvml_t *n, soak_fn fn, void *ctx, int sets, int calls, soak_result_t *r) {
+  soak_run_on(n, fn, ctx, sets, calls, 0, r);
 }
 
 #endif

@@ -17,7 +17,7 @@ import os
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem  # registers torch.ops.symm_mem.*
-from bench_torch_common import settle
+from bench_torch_common import settle, soak_ms
 
 
 def median_ms(fn, warm=5, iters=20):
@@ -69,14 +69,17 @@ def main():
                 if rank == 0:
                     print(f"fused_matmul_reduce_scatter failed at m {m}: {e}")
                 peer_ms = None
+            s_peer = soak_ms(fused, peer_ms)  # BENCH_SOAK_MS: sustained (power-capped) times
             seq_ms = median_ms(seq)
+            s_seq = soak_ms(seq, seq_ms)
             if rank == 0:
-                print(f"gemm_rs m {m:5d} n {n:5d} k_loc {k:5d} | async-TP {peer_ms} ms | torch seq {seq_ms:.3f} ms",
-                      flush=True)
+                print(f"gemm_rs m {m:5d} n {n:5d} k_loc {k:5d} | async-TP {peer_ms} ms | torch seq {seq_ms:.3f} ms"
+                      + (f" | sustained: async-TP {s_peer:.4f}, seq {s_seq:.4f}" if s_peer else ""), flush=True)
                 if out:
                     out.write(json.dumps({"op": "gemm_rs", "shape": {"m": m, "n": n, "k": k, "k_total": k_total},
                                           "nranks": P, "peer": "torch_async_tp", "peer_ms": peer_ms,
-                                          "torch_seq_ms": seq_ms, "torch": torch.__version__}) + "\n")
+                                          "torch_seq_ms": seq_ms, "peer_soak_ms": s_peer, "seq_soak_ms": s_seq,
+                                          "torch": torch.__version__}) + "\n")
                     out.flush()
             del a, b, bt, recv
             torch.cuda.empty_cache()
