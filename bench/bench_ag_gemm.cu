@@ -409,6 +409,9 @@ static void rank_main(int rank, int P) {
                  0.5 * (sr[v][0].ms_per_call + sr[v][1].ms_per_call), sr[v][0].ms_per_call, sr[v][1].ms_per_call, tv[v],
                  0.5 * (sr[v][0].sm_mhz + sr[v][1].sm_mhz), 0.5 * (sr[v][0].power_w + sr[v][1].power_w),
                  sr[v][0].reasons | sr[v][1].reasons);
+        for (int v = 0; v < nv && rank == 0; v++)
+          soak_json(jf, "ag_gemm", (long long)x.M, (long long)sh->n_total, (long long)x.k, vn[v], P, rank, &sr[v][0],
+                    &sr[v][1], tv[v], env.gpu, env.commit, env.date);
       }
       const float t_meld = tv[0], t_seq = tv[1], t_cublas = tv[2], t_mgemm = tv[3], t_nag = tv[4], t_mag = tv[5];
       f_meld(&x); /* C for the error check (after the timed calls: same inputs) */

@@ -521,6 +521,8 @@ int main(int argc, char **argv) {
                (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], r.ms_per_call,
                flop / r.ms_per_call * 1e-9, r.sm_mhz, r.min_mhz, r.max_mhz, r.power_w, r.reasons, r.calls,
                r.samples);
+        soak_json(jf, "gemm", (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], 1, 0, &r,
+                  NULL, t, prop.name, commit, date);
       }
     }
     lt_free(&lp);

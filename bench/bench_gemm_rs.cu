@@ -537,6 +537,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                (long long)r.k, label, ms, sr[v][0].ms_per_call, sr[v][1].ms_per_call, tm[v],
                0.5 * (sr[v][0].sm_mhz + sr[v][1].sm_mhz), 0.5 * (sr[v][0].power_w + sr[v][1].power_w),
                sr[v][0].reasons | sr[v][1].reasons);
+        if (x->json)
+          soak_json(x->json, sh->is_ar ? "gemm_ar" : "gemm_rs", (long long)sh->m, (long long)sh->n, (long long)sh->k_total,
+                    label, P, x->rank, &sr[v][0], &sr[v][1], tm[v], x->env.gpu, x->env.commit, x->env.date);
       }
     }
     /* Every rank's own timings of the GEMM alone, the fused op and its bare GEMM: at 2 ranks the

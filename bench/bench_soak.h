@@ -111,6 +111,25 @@ static inline void soak_run_on(const soak_nvml_t *n, soak_fn fn, void *ctx, int 
   cudaEventDestroy(e1);
 }
 
+/* One JSON line (BENCH.md keys where they apply) for a soaked row: its two passes (either may
+ * be NULL for one pass), their mean, the burst median it was planned from, clock and power. */
+static inline void soak_json(FILE *f, const char *op, long long m, long long n, long long k, const char *variant,
+                             int nranks, int rank, const soak_result_t *a, const soak_result_t *b, double burst_ms,
+                             const char *gpu, const char *commit, const char *date) {
+  if (!f) return;
+  const soak_result_t *r[2] = {a, b ? b : a};
+  const double ms = 0.5 * (r[0]->ms_per_call + r[1]->ms_per_call);
+  fprintf(f,
+          "{\"op\": \"%s\", \"shape\": {\"m\": %lld, \"n\": %lld, \"k\": %lld}, \"variant\": \"%s\", \"nranks\": %d, "
+          "\"nnodes\": 1, \"rank\": %d, \"dtype\": \"bf16\", \"timing\": \"soak\", \"meld_ms\": %.5f, "
+          "\"soak_pass_ms\": [%.5f, %.5f], \"soak_calls\": %d, \"burst_median_ms\": %.5f, \"sm_mhz\": %.0f, "
+          "\"power_w\": %.1f, \"clock_reasons\": %llu, \"gpu\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
+          op, m, n, k, variant, nranks, rank, ms, r[0]->ms_per_call, r[1]->ms_per_call, r[0]->calls, burst_ms,
+          0.5 * (r[0]->sm_mhz + r[1]->sm_mhz), 0.5 * (r[0]->power_w + r[1]->power_w), r[0]->reasons | r[1]->reasons,
+          gpu, date, commit);
+  fflush(f);
+}
+
 static inline void soak_run(const soak_nvml_t *n, soak_fn fn, void *ctx, int sets, int calls, soak_result_t *r) {
   soak_run_on(n, fn, ctx, sets, calls, 0, r);
 }
