@@ -17,7 +17,9 @@
  *   --quick: sizes up to 256 MB, fewer samples (< 60 s).  NCCL_NVLS_ENABLE=0 is set here.
  *   --s2: the session-2 sweep instead (floor; latency 4 KB..1 MB with LL geometries; 64 MB,
  *   256 MB, 1 GB with ROUNDS/RING geometries and loop depths; GB/s vs CTAs).
- *   --zc: the ZC engine on meld_mem_alloc buffers, 4 KB .. --max-bytes (see zc_run). */
+ *   --zc: the ZC engine on meld_mem_alloc buffers, 4 KB .. --max-bytes (see zc_run).
+ *   --zc-reg: the same on ordinary cudaMalloc buffers registered with meld_mem_register
+ *   (default plan and ZC at 16 CTAs). */
 #include <cuda_bf16.h>
 #include <math.h>
 
@@ -478,6 +480,14 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
       if (g_only >= 0 && g_only < 4 && op != g_only) continue;
       float nms[2] = {NAN, NAN};
       const int graph = bytes <= ((size_t)16 << 20);
+      if (g_zc == 2) { /* --zc-reg: the buffers are ordinary memory registered (meld_mem_register) */
+        meld_coll_plan_hint_t h;
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_ZC, h.ctas = 16;
+        s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "reg_auto", graph, nms, bufs, d_acc, samples);
+        if (bytes >= ((size_t)1 << 20)) s2_point(c, jf, env, nccl_ver, op, bytes, &h, "reg_zc_c16", 0, nms, bufs, d_acc, samples);
+        continue;
+      }
       s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", graph, nms, bufs, d_acc, samples);
       if (bytes <= ((size_t)4 << 20)) { /* the same with programmatic dependent launch */
         setenv("MELD_COLL_PDL", "1", 1);
@@ -593,15 +603,35 @@ static void rank_main(int rank, int P) {
   const int samples = g_quick ? 7 : 20;
   if (g_zc) {
     void *ss = NULL, *sr = NULL;
-    GT_MELD(meld_mem_alloc(c.comm, maxb, &ss));
-    GT_MELD(meld_mem_alloc(c.comm, maxb, &sr));
+    if (g_zc == 2) { /* ordinary cudaMalloc buffers, registered */
+      GT_CUDA(cudaMalloc(&ss, maxb));
+      GT_CUDA(cudaMalloc(&sr, maxb));
+      const meld_result_t r1 = meld_mem_register(c.comm, ss, maxb);
+      const meld_result_t r2 = r1 == MELD_OK ? meld_mem_register(c.comm, sr, maxb) : r1;
+      if (r2 != MELD_OK) {
+        printf("[rank %d] meld_mem_register: %s\n", rank, meld_last_error());
+        gt_failed++;
+        if (r1 == MELD_OK) meld_mem_deregister(c.comm, ss);
+        cudaFree(ss), cudaFree(sr);
+        ss = sr = NULL;
+      }
+    } else {
+      GT_MELD(meld_mem_alloc(c.comm, maxb, &ss));
+      GT_MELD(meld_mem_alloc(c.comm, maxb, &sr));
+    }
     if (ss && sr && P > 1) {
       GT_CUDA(cudaMemcpy(ss, d_send, maxb, cudaMemcpyDeviceToDevice)); /* the same input as NCCL's */
       zc_run(&c, jf, &env, nccl_ver, ss, sr, d_send, d_n, d_acc);
     }
     meld_bootstrap_barrier(c.comm->boot);
-    GT_MELD(meld_mem_free(c.comm, ss));
-    GT_MELD(meld_mem_free(c.comm, sr));
+    if (g_zc == 2 && ss) {
+      GT_MELD(meld_mem_deregister(c.comm, ss));
+      GT_MELD(meld_mem_deregister(c.comm, sr));
+      cudaFree(ss), cudaFree(sr);
+    } else if (g_zc == 1) {
+      GT_MELD(meld_mem_free(c.comm, ss));
+      GT_MELD(meld_mem_free(c.comm, sr));
+    }
     g_point = 1, g_only = 99;
   } else if (g_s2bulk) {
     void *bufs[4] = {d_send, d_m, d_n, NULL};
@@ -766,6 +796,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--s2")) g_s2 = 1;
     else if (!strcmp(argv[i], "--s2bulk")) g_s2bulk = 1;
     else if (!strcmp(argv[i], "--zc")) g_zc = 1;
+    else if (!strcmp(argv[i], "--zc-reg")) g_zc = 2;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) g_max_bytes = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--bytes") && i + 1 < argc) {

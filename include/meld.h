@@ -159,9 +159,27 @@ meld_result_t meld_mem_alloc(meld_comm_t comm, size_t bytes, void **ptr);
  * Fails with MELD_ERR_INVALID_ARG if ptr was not returned by meld_mem_alloc on this comm. */
 meld_result_t meld_mem_free(meld_comm_t comm, void *ptr);
 
+/* Registers the caller's ordinary device memory [ptr, ptr + bytes) as symmetric: every rank
+ * registers a range of the same size, and its same-node peers map it, so ops treat it like
+ * meld_mem_alloc memory (zero copy, with the same offset inside the registered range on every
+ * rank). Collective. The memory stays the caller's and must stay allocated until
+ * meld_mem_deregister. It may be any part of one cudaMalloc allocation (e.g. a tensor of a
+ * caching allocator); ranges in one allocation share one mapping. Registration exchanges
+ * handles over the bootstrap (host work, not capturable): do it once, outside the step.
+ * Fails: MELD_ERR_INVALID_ARG (NULL, bytes == 0, sizes differ between ranks, not device memory
+ * of this rank's GPU, overlaps memory already symmetric on this comm, runs past its
+ * allocation), MELD_ERR_UNSUPPORTED (memory CUDA IPC cannot share: cudaMallocAsync pools,
+ * cuMemCreate, expandable segments), MELD_ERR_CUDA, MELD_ERR_TIMEOUT; every rank fails alike. */
+meld_result_t meld_mem_register(meld_comm_t comm, void *ptr, size_t bytes);
+
+/* Ends a registration (ptr as registered). Collective. NULL is a no-op. Fails with
+ * MELD_ERR_INVALID_ARG if ptr is not the start of a range registered on this comm. */
+meld_result_t meld_mem_deregister(meld_comm_t comm, void *ptr);
+
 /* The address at which this rank can access peer `peer`'s buffer that corresponds to its
- * own symmetric `ptr` (from meld_mem_alloc), or NULL in *peer_ptr if that peer is on another
- * node. Fails with MELD_ERR_INVALID_ARG if ptr is not symmetric or peer is out of range. */
+ * own symmetric `ptr` (from meld_mem_alloc, or registered by meld_mem_register), or NULL in
+ * *peer_ptr if that peer is on another node. Fails with MELD_ERR_INVALID_ARG if ptr is not the
+ * start of such a buffer or peer is out of range. */
 meld_result_t meld_mem_peer_ptr(meld_comm_t comm, const void *ptr, int peer, void **peer_ptr);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -212,13 +230,14 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  *   Data are staged through the comm's symmetric workspace in rings of slots with device-
  *   side credits, so any size works with a bounded workspace (see MELD_CHUNK_BYTES,
  *   MELD_COMM_CTAS). The kernel is launched cooperatively with a few CTAs.
- * - Zero copy: where the buffers that PEERS access come from meld_mem_alloc (all-gather and
- *   all-to-all: recv; reduce-scatter: send; all-reduce: send, and recv too for the two-shot
- *   form), calls above the small-message size skip the staging: each rank stores straight
- *   into the peers' recv or reads the peers' send (one pass per byte; 1.1-1.4x the staged
- *   bandwidth with 16 CTAs on 2 x H200). Every rank must then pass such buffers at the same
- *   offset of the same allocation (a rank passing ordinary memory while another passes a
- *   symmetric buffer fails the call on all ranks: MELD_ERR_ABORTED, "arguments differ");
+ * - Zero copy: where the buffers that PEERS access come from meld_mem_alloc or are
+ *   registered with meld_mem_register (all-gather and all-to-all: recv; reduce-scatter: send;
+ *   all-reduce: send, and recv too for the two-shot form), calls above the small-message size
+ *   skip the staging: each rank stores straight into the peers' recv or reads the peers' send
+ *   (one pass per byte; 1.1-1.4x the staged bandwidth with 16 CTAs on 2 x H200). Every rank
+ *   must then pass such buffers at the same offset of the same allocation or registered range
+ *   (a rank passing ordinary memory while another passes a symmetric buffer fails the call on
+ *   all ranks: MELD_ERR_ABORTED, "arguments differ");
  *   blocks must be 16-byte multiples (else the staged path). MELD_COLL_ZC=0 turns it off.
  * - Counts are in elements. A count of 0 is a no-op success (nothing is launched); it must
  *   then be 0 on every rank.
@@ -327,9 +346,10 @@ meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cu
  * rank copies the peers' reduced tiles into its C once its own GEMM is done. Workspace:
  * 2 * (P - 1) * R' * roundup(N, 8) * 2 bytes + 4 KiB. Unfused: meld_gemm into C, then
  * meld_all_reduce in place. Zero copy (opt-in, MELD_GEMM_AR_ZC=1 on every rank): with C from
- * meld_mem_alloc (same offset on every rank, ldc == n, n % 8 == 0) the owners store their
- * reduced tiles straight into every rank's C: no result slots, no copy after the GEMM; ranks
- * that disagree fail the call with an argument mismatch. Fails as meld_gemm_rs. */
+ * meld_mem_alloc or registered by meld_mem_register (same offset on every rank, ldc == n,
+ * n % 8 == 0) the owners store their reduced tiles straight into every rank's C: no result
+ * slots, no copy after the GEMM; ranks that disagree fail the call with an argument mismatch.
+ * Fails as meld_gemm_rs. */
 meld_result_t meld_gemm_ar(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream);
 
 /* ---------------------------------------------------------------------------------------- */

@@ -93,23 +93,14 @@ static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *
   return res;
 }
 
-/* Closes this rank's mappings of the peers' parts of b (its own part stays). */
-static void symbuf_unmap(struct meld_comm *c, meld_symbuf_t *b) {
-  for (int r = 0; b->peer && r < c->nranks; r++)
-    if (r != c->rank && b->peer[r]) {
-      cudaIpcCloseMemHandle(b->peer[r]);
-      b->peer[r] = NULL;
-    }
-}
-
 static void comm_free(struct meld_comm *c, int collective) {
   if (!c) return;
   if (c->proto) meld_proto_destroy(c);
   /* Close our mappings of the peers' buffers, then wait (briefly: a dead peer must not hold
    * us) until every peer closed its mappings of ours, then free ours. */
-  for (meld_symbuf_t *b = c->user_bufs; b; b = b->next) symbuf_unmap(c, b);
-  symbuf_unmap(c, &c->pad);
-  symbuf_unmap(c, &c->workspace);
+  for (meld_symbuf_t *b = c->user_bufs; b; b = b->next) meld_symbuf_unmap(c, b);
+  meld_symbuf_unmap(c, &c->pad);
+  meld_symbuf_unmap(c, &c->workspace);
   if (collective && c->boot) meld_bootstrap_barrier_timeout(c->boot, MELD_DESTROY_BARRIER_MS);
   while (c->user_bufs) {
     meld_symbuf_t *b = c->user_bufs;
@@ -329,9 +320,53 @@ meld_result_t meld_mem_free(meld_comm_t comm, void *ptr) {
   if (!b)
     return meld_error(MELD_ERR_INVALID_ARG,
                       "meld_mem_free: %p was not returned by meld_mem_alloc on this comm", ptr);
+  if (b->registered)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_mem_free: %p was registered (meld_mem_register), not allocated: use "
+                      "meld_mem_deregister",
+                      ptr);
   *link = b->next;
   /* Unmap the peers' buffers, wait until the peers unmapped ours, then free ours. */
-  symbuf_unmap(comm, b);
+  meld_symbuf_unmap(comm, b);
+  meld_result_t res = meld_bootstrap_barrier(comm->boot);
+  meld_symbuf_destroy(comm, b);
+  free(b);
+  return res;
+}
+
+meld_result_t meld_mem_register(meld_comm_t comm, void *ptr, size_t bytes) {
+  meld_error_clear();
+  if (!comm || !ptr)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_register: %s is NULL", comm ? "ptr" : "comm");
+  if (bytes == 0) return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_register: bytes is 0");
+  meld_symbuf_t *b = calloc(1, sizeof *b);
+  if (!b) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_mem_register: out of host memory");
+  meld_result_t res = meld_symbuf_register(comm, ptr, bytes, b);
+  if (res != MELD_OK) {
+    free(b);
+    meld_error_prefix("meld_mem_register(%p, %zu bytes)", ptr, bytes);
+    return res;
+  }
+  b->seq = ++comm->user_buf_seq;
+  b->next = comm->user_bufs;
+  comm->user_bufs = b;
+  return MELD_OK;
+}
+
+meld_result_t meld_mem_deregister(meld_comm_t comm, void *ptr) {
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_deregister: comm is NULL");
+  if (!ptr) return MELD_OK;
+  meld_symbuf_t **link = NULL;
+  meld_symbuf_t *b = find_buf(comm, ptr, &link);
+  if (!b || !b->registered)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_mem_deregister: %p %s", ptr,
+                      b ? "was allocated by meld_mem_alloc: use meld_mem_free"
+                        : "is not the start of a range registered on this comm");
+  *link = b->next;
+  /* Unmap the peers' ranges, wait until the peers unmapped ours (the memory stays the user's). */
+  meld_symbuf_unmap(comm, b);
   meld_result_t res = meld_bootstrap_barrier(comm->boot);
   meld_symbuf_destroy(comm, b);
   free(b);
@@ -348,7 +383,7 @@ meld_result_t meld_mem_peer_ptr(meld_comm_t comm, const void *ptr, int peer, voi
   meld_symbuf_t *b = find_buf(comm, ptr, NULL);
   if (!b)
     return meld_error(MELD_ERR_INVALID_ARG,
-                      "meld_mem_peer_ptr: %p was not returned by meld_mem_alloc on this comm", ptr);
+                      "meld_mem_peer_ptr: %p was not returned by meld_mem_alloc (or registered) on this comm", ptr);
   *peer_ptr = b->peer[peer];
   return MELD_OK;
 }

@@ -27,8 +27,21 @@ typedef struct meld_symbuf {
   uint64_t seq;            /* user allocations: 1, 2, ... in allocation order (equal on
                               every rank: meld_mem_alloc is collective); the workspace:
                               MELD_SYMBUF_SEQ_WORKSPACE; 0 = other internal buffers       */
-  struct meld_symbuf *next;/* list of user allocations (meld_mem_alloc)                  */
+  struct meld_symbuf *next;/* list of user allocations (meld_mem_alloc, meld_mem_register) */
+  int registered;          /* 1: the user's memory (meld_mem_register): local is not freed,
+                              and peer[r] lies inside the shared mapping maps[r]          */
+  struct meld_ipc_map **maps; /* registered only: [nranks] the mapping of rank r's allocation */
 } meld_symbuf_t;
+
+/* One peer allocation opened through CUDA IPC for registered ranges, shared by every range
+ * that lies in it (a handle is opened once per process) and closed with the last one. */
+typedef struct meld_ipc_map {
+  int rank;
+  unsigned char handle[64]; /* the peer's cudaIpcMemHandle_t                              */
+  void *base;               /* where it is mapped here                                    */
+  int refs;
+  struct meld_ipc_map *next;
+} meld_ipc_map_t;
 
 /* What each rank tells the others at init (all-gathered over the bootstrap). */
 typedef struct {
@@ -55,8 +68,9 @@ struct meld_comm {
   meld_bootstrap_t *boot;
   meld_symbuf_t workspace; /* cfg.workspace_bytes per rank: staging rings               */
   meld_symbuf_t pad;       /* MELD_SIGNAL_PAD_BYTES per rank: signals, credits, abort   */
-  meld_symbuf_t *user_bufs;/* meld_mem_alloc list                                       */
-  uint64_t user_buf_seq;   /* meld_mem_alloc calls so far (the last seq given)           */
+  meld_symbuf_t *user_bufs;/* meld_mem_alloc and meld_mem_register list                 */
+  uint64_t user_buf_seq;   /* meld_mem_alloc / _register calls so far (the last seq given) */
+  meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
 };
 
@@ -77,6 +91,12 @@ uint64_t meld_topo_host_hash(void);
 /* Symmetric memory (symmem.c). Collective over comm->boot. On failure nothing stays
  * allocated or mapped. */
 meld_result_t meld_symbuf_create(struct meld_comm *comm, size_t bytes, meld_symbuf_t *buf);
+/* The same over the caller's [ptr, ptr + bytes) (ordinary device memory that CUDA IPC can
+ * share: cudaMalloc); peers map the allocation that holds it, once per process. */
+meld_result_t meld_symbuf_register(struct meld_comm *comm, void *ptr, size_t bytes, meld_symbuf_t *buf);
+/* Closes this rank's mappings of the peers' parts of buf (its own part stays). */
+void meld_symbuf_unmap(struct meld_comm *comm, meld_symbuf_t *buf);
+/* Unmaps, then frees this rank's part unless it is the user's (registered). */
 void meld_symbuf_destroy(struct meld_comm *comm, meld_symbuf_t *buf);
 
 /* The symmetric buffer (a meld_mem_alloc buffer, or the comm's workspace, which ops may use

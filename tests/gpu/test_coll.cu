@@ -103,7 +103,7 @@ typedef struct {
   uint8_t *d_send, *d_recv; /* device, g_cap bytes each */
   size_t cap;
   int rank, P;
-  int sym; /* d_send and d_recv come from meld_mem_alloc: the ZC engine's buffers */
+  int sym; /* d_send and d_recv are symmetric (meld_mem_alloc or meld_mem_register): ZC's buffers */
   uint8_t *d_plain; /* ordinary device memory, cap bytes (V_ZC1's recv) */
 } ctx_t;
 
@@ -492,6 +492,30 @@ static void rank_main(int rank, int nranks) {
     meld_bootstrap_barrier(c.comm->boot);
     GT_MELD(meld_mem_free(c.comm, c.d_send));
     GT_MELD(meld_mem_free(c.comm, c.d_recv));
+  }
+  if (!g_only_bulk) { /* again on ordinary memory registered with meld_mem_register: ZC too.
+                         send and recv lie in one cudaMalloc allocation (two ranges sharing
+                         one mapping of it on each peer) */
+    uint8_t *blk = NULL;
+    const size_t recv_off = (256 + c.cap + 4095) & ~(size_t)4095;
+    GT_CUDA(cudaMalloc(&blk, recv_off + c.cap + 256));
+    c.d_send = blk + 256;
+    c.d_recv = blk + recv_off;
+    const meld_result_t r1 = meld_mem_register(c.comm, c.d_send, c.cap);
+    const meld_result_t r2 = meld_mem_register(c.comm, c.d_recv, c.cap);
+    GT_CHECK(r1 == MELD_OK && r2 == MELD_OK, "meld_mem_register: %s", meld_last_error());
+    if (r1 == MELD_OK && r2 == MELD_OK) {
+      c.sym = 1;
+      test_reference(&c);
+      test_back_to_back(&c, 200);
+      test_graph(&c, 20);
+    }
+    meld_bootstrap_barrier(c.comm->boot);
+    if (r1 == MELD_OK) GT_MELD(meld_mem_deregister(c.comm, c.d_send));
+    if (r2 == MELD_OK) GT_MELD(meld_mem_deregister(c.comm, c.d_recv));
+    GT_CHECK(c.comm->ipc_maps == NULL, "registered ranges' mappings left open after deregistration");
+    cudaFree(blk);
+    c.sym = 0;
   }
   cudaStreamDestroy(c.s);
   cudaFree(c.d_plain);

@@ -1,5 +1,6 @@
 /* GPU tests of the foundation: init from torchrun-style variables, info, symmetric workspace
- * and meld_mem_alloc buffers read and written across NVLink, emulated nodes (MELD_NODE_ID),
+ * and meld_mem_alloc buffers read and written across NVLink, ordinary memory registered
+ * (meld_mem_register), emulated nodes (MELD_NODE_ID),
  * a failed init leaves nothing allocated, and 100 init/destroy cycles leak nothing. */
 #include "gpu_test.h"
 
@@ -88,6 +89,84 @@ static void rank_exchange(int rank, int nranks) {
   GT_MELD(meld_mem_free(comm, ubuf));
   GT_MELD(meld_comm_check(comm));
   GT_MELD(meld_comm_destroy(comm));
+}
+
+/* 1 (and a check) when r is MELD_ERR_INVALID_ARG with `why` in the sentence. */
+static int refused(meld_result_t r, const char *what, const char *why) {
+  GT_CHECK(r == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), why), "%s: got %s: %s (want \"%s\")", what,
+           meld_strerror(r), meld_last_error(), why);
+  return 1;
+}
+
+/* meld_mem_register: two ranges of one cudaMalloc allocation registered (one shared mapping
+ * per peer), pushed into across NVLink and verified; every bad argument refused on every rank
+ * with its sentence; deregistration closes every mapping; the range registers again. */
+static void rank_register(int rank, int nranks) {
+  meld_config_t cfg = test_config();
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  if (!comm) return;
+  const size_t rb = (size_t)3 << 20, total = (size_t)8 << 20;
+  uint8_t *blk = NULL;
+  GT_CUDA(cudaMalloc(&blk, total));
+  uint8_t *r1 = blk + 256, *r2 = blk + ((size_t)4 << 20);
+  GT_MELD(meld_mem_register(comm, r1, rb));
+  GT_MELD(meld_mem_register(comm, r2, rb));
+  int maps = 0;
+  for (const meld_ipc_map_t *m = comm->ipc_maps; m; m = m->next) maps++;
+  GT_CHECK(maps == nranks - 1, "%d peer mappings for two ranges of one allocation, want %d (one per peer)", maps,
+           nranks - 1);
+  char *host = (char *)malloc(4096);
+  int nb = 0;
+  nb += refused(meld_mem_register(comm, NULL, 64), "NULL ptr", "NULL");
+  nb += refused(meld_mem_register(comm, r1 + rb + 4096, 0), "0 bytes", "bytes is 0");
+  nb += refused(meld_mem_register(comm, host, 4096), "host memory", "not device memory");
+  nb += refused(meld_mem_register(comm, r1 + 4096, 64), "inside a registered range", "overlaps");
+  nb += refused(meld_mem_register(comm, r1 - 128, 256), "across a range's start", "overlaps");
+  nb += refused(meld_mem_register(comm, blk + total - 4096, 8192), "past the allocation", "runs past");
+  nb += refused(meld_mem_free(comm, r1), "meld_mem_free of a registered range", "meld_mem_deregister");
+  nb += refused(meld_mem_deregister(comm, r1 + 256), "deregister inside a range", "not the start");
+  free(host);
+  if (nranks > 1) { /* sizes that differ: refused on every rank */
+    const meld_result_t r = meld_mem_register(comm, blk + ((size_t)7 << 20), 4096 + 256 * (size_t)rank);
+    GT_CHECK(r == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "same size"), "sizes differ: %s: %s",
+             meld_strerror(r), meld_last_error());
+  }
+  /* push (rank, peer) patterns into each peer's two ranges; verify ours */
+  fill_kernel<<<264, 256>>>((uint32_t *)r1, rb / 4, 5000 + rank);
+  GT_CUDA(cudaDeviceSynchronize());
+  GT_MELD(meld_bootstrap_barrier(comm->boot));
+  for (int peer = 0; peer < nranks; peer++) {
+    void *p1 = NULL, *p2 = NULL;
+    GT_MELD(meld_mem_peer_ptr(comm, r1, peer, &p1));
+    GT_MELD(meld_mem_peer_ptr(comm, r2, peer, &p2));
+    GT_CHECK(p1 && p2, "no mapping of rank %d's registered ranges", peer);
+    if (peer == rank) {
+      GT_CHECK(p1 == r1 && p2 == r2, "own peer pointers %p %p, want %p %p", p1, p2, (void *)r1, (void *)r2);
+      continue;
+    }
+    if (!p1 || !p2) continue;
+    GT_CHECK((uint8_t *)p2 - (uint8_t *)p1 == r2 - r1, "the two ranges of one allocation are %td apart on rank %d, want %td",
+             (uint8_t *)p2 - (uint8_t *)p1, peer, r2 - r1);
+    const unsigned long long badp = count_bad(p1, rb, 5000 + peer);
+    GT_CHECK(badp == 0, "pulled rank %d's registered range: %llu wrong words", peer, badp);
+    fill_kernel<<<264, 256>>>((uint32_t *)p2, rb / 4, 77 * rank + peer);
+  }
+  GT_CUDA(cudaDeviceSynchronize());
+  GT_MELD(meld_bootstrap_barrier(comm->boot));
+  if (nranks == 2) {
+    const unsigned long long badp = count_bad(r2, rb, 77 * (1 - rank) + rank);
+    GT_CHECK(badp == 0, "rank %d's push into my registered range: %llu wrong words", 1 - rank, badp);
+  }
+  GT_MELD(meld_mem_deregister(comm, r1));
+  GT_CHECK(comm->ipc_maps != NULL || nranks == 1, "the shared mapping closed while a range still uses it");
+  GT_MELD(meld_mem_deregister(comm, r2));
+  GT_CHECK(comm->ipc_maps == NULL, "mappings left open after every range was deregistered");
+  GT_MELD(meld_mem_register(comm, r1, rb)); /* again, then left for destroy to end */
+  gt_log("register: 2 ranges of one allocation, %d refused arguments, NVLink pull and push verified", nb);
+  GT_MELD(meld_comm_check(comm));
+  GT_MELD(meld_comm_destroy(comm));
+  cudaFree(blk);
 }
 
 static void env_node_id(int rank) {
@@ -196,9 +275,11 @@ int main(void) {
   }
   run("exchange, 1 rank", 1, rank_exchange, NULL);
   run("init/destroy cycles, 1 rank", 1, rank_cycles, NULL);
+  run("register ordinary memory, 1 rank", 1, rank_register, NULL);
   if (g_ndev >= 2) {
     int n = g_ndev > 8 ? 8 : g_ndev;
     run("exchange", n, rank_exchange, NULL);
+    run("register ordinary memory", n, rank_register, NULL);
     run("emulated nodes", 2, rank_emulated_nodes, env_node_id);
     run("failed init frees everything", 2, rank_failed_init, NULL);
     run("init/destroy cycles", 2, rank_cycles, NULL);

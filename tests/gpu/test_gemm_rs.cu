@@ -264,21 +264,27 @@ __global__ void fold_rows(float *ref, int64_t rows, int64_t n) {
  * result slot, copied into C's rows [R, 2R) by the tail; or, with C in symmetric memory
  * (sym_c: meld_mem_alloc, the zero-copy AR), straight into those rows. Reference: both halves
  * of C [2R rows] hold the sum. */
-/* sym_c 2: a symmetric C without MELD_GEMM_AR_ZC=1 (the slot path, zero copy being opt-in) */
+/* sym_c 2: a symmetric C without MELD_GEMM_AR_ZC=1 (the slot path, zero copy being opt-in);
+ * 3: C in ordinary memory registered with meld_mem_register, zero copy on */
 static void test_loopback_op(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, const char *preload, int is_ar,
                              int sym_c) {
   prob_t p;
   const int64_t R = m / 2;
   prob_init(x, &p, m, n, k, 0, 2, ((n + 7) / 8) * 8);
   __nv_bfloat16 *c_plain = p.c;
-  if (sym_c) {
+  uint8_t *c_block = NULL; /* sym_c 3: ordinary memory registered (meld_mem_register) */
+  if (sym_c == 3) {
+    GT_CUDA(cudaMalloc(&c_block, (size_t)m * p.ldc * 2 + 4096));
+    p.c = (__nv_bfloat16 *)(c_block + 1024);
+    GT_MELD(meld_mem_register(x->comm, p.c, (size_t)m * p.ldc * 2));
+  } else if (sym_c) {
     void *cs = NULL;
     GT_MELD(meld_mem_alloc(x->comm, (size_t)m * p.ldc * 2 + 256, &cs));
     p.c = (__nv_bfloat16 *)cs;
   }
   for (int st = 0; st < 2; st++) fold_rows<<<1024, 256, 0, x->s>>>(p.ref[st], R, n);
   if (preload) setenv("MELD_GEMM_RS_PRELOAD", preload, 1);
-  if (sym_c == 1) setenv("MELD_GEMM_AR_ZC", "1", 1);
+  if (sym_c == 1 || sym_c == 3) setenv("MELD_GEMM_AR_ZC", "1", 1);
   setenv("MELD_GEMM_RS_DIAG", "1024", 1);
   const int per = is_ar ? 2 : 1; /* AR: both halves checked */
   check_slot_t *sl = slots_alloc(calls * per);
@@ -302,7 +308,8 @@ static void test_loopback_op(ctx_t *x, int64_t m, int64_t n, int64_t k, int call
   snprintf(what, sizeof what, "%s M %lld N %lld K %lld, loopback (2-rank kernel of rank 0 on one GPU)%s%s%s x%d",
            is_ar ? "gemm_ar" : "gemm_rs", (long long)m, (long long)n, (long long)k,
            preload ? ", MELD_GEMM_RS_PRELOAD=" : "", preload ? preload : "",
-           sym_c == 1 ? ", C symmetric (zero copy)" : sym_c ? ", C symmetric, zero copy off" : "",
+           sym_c == 1 ? ", C symmetric (zero copy)" : sym_c == 3 ? ", C registered (zero copy)"
+                                                    : sym_c ? ", C symmetric, zero copy off" : "",
            calls);
   judge(what, sl, calls * per);
   cudaFree(sl);
@@ -320,12 +327,16 @@ static void test_loopback_op(ctx_t *x, int64_t m, int64_t n, int64_t k, int call
     GT_CUDA(cudaMemcpy(h, slot1, sizeof h, cudaMemcpyDeviceToHost));
     int untouched = 1;
     for (size_t i = 0; i < sizeof h; i++) untouched &= h[i] == 0xff;
-    const int zc = sym_c == 1 && n % 8 == 0;
+    const int zc = (sym_c == 1 || sym_c == 3) && n % 8 == 0;
     GT_CHECK(untouched == zc, "%s: the result slot was %s, expected the %s path", what,
              untouched ? "not written" : "written", zc ? "zero-copy" : "slot");
   }
   unsetenv("MELD_GEMM_AR_ZC");
-  if (sym_c) {
+  if (sym_c == 3) {
+    GT_MELD(meld_mem_deregister(x->comm, p.c));
+    cudaFree(c_block);
+    p.c = c_plain;
+  } else if (sym_c) {
     GT_MELD(meld_mem_free(x->comm, p.c));
     p.c = c_plain;
   }
@@ -510,6 +521,8 @@ static void rank_main(int rank, int nranks) {
     test_loopback_op(&x, 8192, 8192, 4096, 1, NULL, 1, 1);
     test_loopback_op(&x, 4096, 2048, 1024, 50, NULL, 1, 1);
     test_loopback_op(&x, 4096, 2048, 1024, 20, "0", 1, 1); /* the pass's copies */
+    test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 3); /* C registered: zero copy */
+    test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 3);
     test_loopback_op(&x, 4096, 2048, 1024, 3, NULL, 1, 2); /* symmetric C, MELD_GEMM_AR_ZC unset */
     setenv("MELD_GEMM_AR_EARLY_COPY", "1", 1); /* the opt-in early copy during the GEMM */
     test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0);
@@ -544,12 +557,20 @@ static void rank_main(int rank, int nranks) {
 /* AR into a C in symmetric memory with the zero-copy path on (MELD_GEMM_AR_ZC=1, every rank):
  * the reduced tiles go straight into the peers' C. `calls` calls alternate two input sets,
  * every output poisoned before and all M rows checked. */
-static void test_ar_symc(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls) {
+/* reg: C is ordinary memory registered with meld_mem_register (else meld_mem_alloc). */
+static void test_ar_symc(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, int reg = 0) {
   prob_t p;
   prob_init(x, &p, m, n, k, 0, 2, ((n + 7) / 8) * 8);
   __nv_bfloat16 *c_plain = p.c;
   void *cs = NULL;
-  GT_MELD(meld_mem_alloc(x->comm, (size_t)m * p.ldc * 2 + 256, &cs));
+  uint8_t *c_block = NULL;
+  if (reg) {
+    GT_CUDA(cudaMalloc(&c_block, (size_t)m * p.ldc * 2 + 4096));
+    cs = c_block + 2048;
+    GT_MELD(meld_mem_register(x->comm, cs, (size_t)m * p.ldc * 2));
+  } else {
+    GT_MELD(meld_mem_alloc(x->comm, (size_t)m * p.ldc * 2 + 256, &cs));
+  }
   p.c = (__nv_bfloat16 *)cs;
   setenv("MELD_GEMM_AR_ZC", "1", 1);
   check_slot_t *sl = slots_alloc(calls);
@@ -567,11 +588,16 @@ static void test_ar_symc(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls) {
   GT_CUDA(cudaStreamSynchronize(x->s));
   GT_MELD(meld_comm_check(x->comm));
   char what[160];
-  snprintf(what, sizeof what, "gemm_ar M %lld N %lld K %lld, C symmetric, MELD_GEMM_AR_ZC=1 x%d", (long long)m,
-           (long long)n, (long long)k, calls);
+  snprintf(what, sizeof what, "gemm_ar M %lld N %lld K %lld, C %s, MELD_GEMM_AR_ZC=1 x%d", (long long)m,
+           (long long)n, (long long)k, reg ? "registered" : "symmetric", calls);
   judge(what, sl, calls);
   cudaFree(sl);
-  GT_MELD(meld_mem_free(x->comm, p.c));
+  if (reg) {
+    GT_MELD(meld_mem_deregister(x->comm, p.c));
+    cudaFree(c_block);
+  } else {
+    GT_MELD(meld_mem_free(x->comm, p.c));
+  }
   p.c = c_plain;
   prob_free(&p);
 }
@@ -613,6 +639,8 @@ static void rank_variants(int rank, int nranks) {
   test_ar_symc(&x, 8192, 8192, 4096, 1);
   test_ar_symc(&x, 8192, 1000, 4104, 1);
   test_ar_symc(&x, 8192, 1024, 1024, 50);
+  test_ar_symc(&x, 8192, 1000, 4104, 1, 1); /* C registered ordinary memory */
+  test_ar_symc(&x, 8192, 1024, 1024, 20, 1);
   setenv("MELD_GEMM_AR_EARLY_COPY", "1", 1); /* the opt-in early copy of the AR during the GEMM */
   gt_log("MELD_GEMM_AR_EARLY_COPY=1");
   test_shape(&x, 8192, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 2);

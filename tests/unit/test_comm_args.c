@@ -45,6 +45,8 @@ static void test_other_calls_bad_args(void **state) {
   expect(meld_mem_alloc(NULL, 16, &p), MELD_ERR_INVALID_ARG, "NULL");
   expect(meld_mem_free(NULL, p), MELD_ERR_INVALID_ARG, "NULL");
   expect(meld_mem_peer_ptr(NULL, p, 0, &p), MELD_ERR_INVALID_ARG, "NULL");
+  expect(meld_mem_register(NULL, &info, 16), MELD_ERR_INVALID_ARG, "comm is NULL");
+  expect(meld_mem_deregister(NULL, &info), MELD_ERR_INVALID_ARG, "comm is NULL");
   assert_int_equal(meld_comm_destroy(NULL), MELD_OK);
 }
 
