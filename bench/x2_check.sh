@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # x2_check.sh — the 2-GPU check of the fused ops in one call (sessions 5-7; run it first on 2
 # GPUs): build; every GPU test program (incl. test_gemm_rs's flag helper, stream-K, own-tile
-# modes, zero-copy and early-copy AR; test_ag_gemm's stream-K pieces), test_coll's TMA-bulk RING;
+# modes, zero-copy and early-copy AR; test_ag_gemm's stream-K pieces; session 8's registered
+# memory in test_comm, test_coll and test_gemm_rs), test_coll's TMA-bulk RING, bench_coll --zc-reg;
 # GEMM+RS/AR at the three M = 8192 shapes (RS 8192^2 x 4096 with --diag: no-push, no-fence,
 # flag-helper, own-tile-mode rows), a per-tile trace picture, AG+GEMM --quick; then PyTorch
 # async-TP for both while LIMIT seconds last.
@@ -20,6 +21,10 @@ TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-150} MELD_TIMEOUT_MS=3000 tests/gpu/run.sh ${TE
 echo "gpu tests rc=$? at $(el) s"; grep -E "^== |FAILED|FAIL " "$OUT/gpu_tests.log" | head -12
 TEST_COLL_ONLY=bulk MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/tests/gpu/test_coll > "$OUT/test_coll_bulk.log" 2>&1
 echo "test_coll bulk rc=$? at $(el) s"; grep -E "FAIL|PASSED|FAILED|checks" "$OUT/test_coll_bulk.log" | head -5
+# session 8: the zero-copy collectives on registered ordinary memory (meld_mem_register) vs NCCL
+make -j32 build/bench/bench_coll >> "$OUT/build.log" 2>&1
+timeout -k 5 90 build/bench/bench_coll --zc-reg --max-bytes $((256 << 20)) --json "$OUT/coll-zcreg-$(date -u +%Y-%m-%d).jsonl" > "$OUT/bench_coll_zcreg.log" 2>&1
+echo "bench_coll --zc-reg rc=$? at $(el) s"; grep -E "reg_|FAIL" "$OUT/bench_coll_zcreg.log" | grep -E " (67108864|268435456|4096|262144) " | head -24
 d=$(date -u +%Y-%m-%d)
 # (the --diag rows at one shape, RS only: with --op both they ran past 60 s in session 5)
 for s in "rs 8192,8192,8192 --diag" "ar 8192,8192,8192" "both 8192,4096,14336" "both 8192,8192,28672"; do

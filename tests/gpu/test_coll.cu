@@ -283,7 +283,8 @@ static void test_reference(ctx_t *c) {
         }
       }
   }
-  gt_log("reference checks%s: %d cases in %.1f s", c->sym ? " (symmetric buffers)" : "", n, gt_now_s() - t0);
+  gt_log("reference checks%s: %d cases in %.1f s", c->sym == 2 ? " (registered buffers)" : c->sym ? " (symmetric buffers)" : "", n,
+         gt_now_s() - t0);
 }
 
 /* ---- 2 and 3. back-to-back calls and graphs, checked on the device ------------------------------ */
@@ -394,7 +395,7 @@ static void test_back_to_back(ctx_t *c, int iters) {
   GT_CHECK(h[0] == 0 && h[1] == expect_seen, "%d back-to-back calls: %llu mismatches, %llu of %llu elements checked",
            iters, h[0], h[1], expect_seen);
   gt_log("%d back-to-back calls (no host sync%s%s): %llu mismatches in %llu elements, %.2f s", iters,
-         c->sym ? ", symmetric buffers, ZC in turn" : "", getenv("MELD_COLL_PDL") ? ", PDL" : "", h[0], h[1],
+         c->sym == 2 ? ", registered buffers, ZC in turn" : c->sym ? ", symmetric buffers, ZC in turn" : "", getenv("MELD_COLL_PDL") ? ", PDL" : "", h[0], h[1],
          gt_now_s() - t0);
   cudaFree(d_cnt);
 }
@@ -505,7 +506,7 @@ static void rank_main(int rank, int nranks) {
     const meld_result_t r2 = meld_mem_register(c.comm, c.d_recv, c.cap);
     GT_CHECK(r1 == MELD_OK && r2 == MELD_OK, "meld_mem_register: %s", meld_last_error());
     if (r1 == MELD_OK && r2 == MELD_OK) {
-      c.sym = 1;
+      c.sym = 2;
       test_reference(&c);
       test_back_to_back(&c, 200);
       test_graph(&c, 20);
