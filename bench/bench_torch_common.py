@@ -10,47 +10,42 @@ import torch
 import torch.distributed as dist
 
 
-def settle(fn, warm=5):
-    settle_ms = int(os.environ.get("BENCH_SETTLE_MS", "0") or 0)
+def _calls(total_ms, per_call_ms):
+    """Calls of per_call_ms that fill total_ms, rank 0's number on every rank (fn may be collective)."""
+    n = torch.tensor([min(100000, int(total_ms / max(per_call_ms, 1e-4)) + 1)], device="cuda")
+    if dist.is_initialized():
+        dist.broadcast(n, 0)
+    return int(n.item())
+
+
+def _timed_block(fn, n):
+    """Mean ms per call of n back-to-back calls, ranks aligned first."""
+    torch.cuda.synchronize()
+    if dist.is_initialized():
+        dist.barrier()
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
-    for _ in range(warm):
+    for _ in range(n):
         fn()
     b.record()
     torch.cuda.synchronize()
-    if settle_ms <= 0:
-        return
-    per_call = max(a.elapsed_time(b) / warm, 1e-4)
-    n = torch.tensor([min(100000, int(settle_ms / per_call) + 1)], device="cuda")
-    if dist.is_initialized():
-        dist.broadcast(n, 0)
-    for _ in range(int(n.item())):
-        fn()
+    return a.elapsed_time(b) / n
 
 
+def settle(fn, warm=5):
+    per_call = _timed_block(fn, warm)  # the warm-ups
+    settle_ms = int(os.environ.get("BENCH_SETTLE_MS", "0") or 0)
+    if settle_ms > 0:
+        for _ in range(_calls(settle_ms, per_call)):
+            fn()
 
 
 def soak_ms(fn, per_call_ms):
     """Sustained time per call: with BENCH_SOAK_MS > 0, fn runs back-to-back for about that long,
     twice, and the mean time per call is returned (None when off). Like the C benches' --soak
-    (bench_soak.h), without the clock samples. Every rank makes rank 0's number of calls."""
+    (bench_soak.h), without the clock samples."""
     total = int(os.environ.get("BENCH_SOAK_MS", "0") or 0)
     if total <= 0 or not per_call_ms or per_call_ms != per_call_ms:
         return None
-    n = torch.tensor([min(100000, int(total / max(per_call_ms, 1e-4)) + 1)], device="cuda")
-    if dist.is_initialized():
-        dist.broadcast(n, 0)
-    n = int(n.item())
-    times = []
-    for _ in range(2):
-        torch.cuda.synchronize()
-        if dist.is_initialized():
-            dist.barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(n):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) / n)
-    return sum(times) / len(times)
+    n = _calls(total, per_call_ms)
+    return sum(_timed_block(fn, n) for _ in range(2)) / 2

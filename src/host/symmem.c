@@ -84,6 +84,19 @@ void meld_symbuf_destroy(struct meld_comm *comm, meld_symbuf_t *buf) {
   buf->bytes = 0;
 }
 
+/* Everyone learns whether every rank mapped its peers' parts before anyone uses one, so a rank
+ * that failed never leaves the others waiting, and no one frees while another still maps.
+ * map_res: this rank's result (its sentence already set when not MELD_OK). */
+static meld_result_t agree_mapped(struct meld_comm *comm, meld_symbuf_msg_t *msgs, meld_result_t map_res) {
+  for (int r = 0; r < comm->nranks; r++) msgs[r].ok = 1;
+  msgs[comm->rank].ok = map_res == MELD_OK;
+  MELD_CHECK(meld_bootstrap_allgather(comm->boot, msgs, sizeof *msgs));
+  if (map_res != MELD_OK) return map_res;
+  for (int r = 0; r < comm->nranks; r++)
+    if (!msgs[r].ok) return meld_error(MELD_ERR_CUDA, "symmetric memory: rank %d could not map its peers' buffers", r);
+  return MELD_OK;
+}
+
 meld_result_t meld_symbuf_create(struct meld_comm *comm, size_t bytes, meld_symbuf_t *buf) {
   meld_result_t res = MELD_OK;
   memset(buf, 0, sizeof *buf);
@@ -146,20 +159,7 @@ meld_result_t meld_symbuf_create(struct meld_comm *comm, size_t bytes, meld_symb
     }
     buf->peer[r] = p;
   }
-  /* Everyone learns whether every mapping succeeded before anyone uses one, so a rank that
-   * failed never leaves the others waiting; and no one frees while another still maps. */
-  for (int r = 0; r < comm->nranks; r++) msgs[r].ok = 1;
-  msgs[comm->rank].ok = map_res == MELD_OK;
-  MELD_CHECK_GOTO(meld_bootstrap_allgather(comm->boot, msgs, sizeof *msgs), res, fail);
-  if (map_res != MELD_OK) {
-    res = map_res;
-    goto fail;
-  }
-  for (int r = 0; r < comm->nranks; r++)
-    if (!msgs[r].ok) {
-      res = meld_error(MELD_ERR_CUDA, "symmetric memory: rank %d could not map its peers' buffers", r);
-      goto fail;
-    }
+  MELD_CHECK_GOTO(agree_mapped(comm, msgs, map_res), res, fail);
   free(msgs);
   MELD_INFO(MELD_SUB_MEM, "symmetric buffer of %zu bytes at %p", bytes, buf->local);
   return MELD_OK;
@@ -280,18 +280,7 @@ meld_result_t meld_symbuf_register(struct meld_comm *comm, void *ptr, size_t byt
     }
     buf->peer[r] = (uint8_t *)buf->maps[r]->base + msgs[r].offset;
   }
-  for (int r = 0; r < comm->nranks; r++) msgs[r].ok = 1;
-  msgs[comm->rank].ok = map_res == MELD_OK;
-  MELD_CHECK_GOTO(meld_bootstrap_allgather(comm->boot, msgs, sizeof *msgs), res, fail);
-  if (map_res != MELD_OK) {
-    res = map_res;
-    goto fail;
-  }
-  for (int r = 0; r < comm->nranks; r++)
-    if (!msgs[r].ok) {
-      res = meld_error(MELD_ERR_CUDA, "rank %d could not map its peers' registered ranges", r);
-      goto fail;
-    }
+  MELD_CHECK_GOTO(agree_mapped(comm, msgs, map_res), res, fail);
   free(msgs);
   MELD_INFO(MELD_SUB_MEM, "registered %zu bytes at %p as symmetric", bytes, ptr);
   return MELD_OK;
