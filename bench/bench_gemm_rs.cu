@@ -385,7 +385,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -473,6 +473,11 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_EARLY] = {op_meld, MELD_GEMM_RS_FUSED, big2 && sh->is_ar, {{"MELD_GEMM_AR_EARLY_COPY", "1"}}},
         [V_LOOPE] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar,
                      {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_EARLY_COPY", "1"}}},
+        /* diag bit 12: the GEMM's worker index = block index, not arrival ticket (session 8:
+         * does which SM runs which tile explain the bare fused kernel's cost over meld_gemm?) */
+        [V_D16W] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "4112"}}},
+        [V_D8W] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "4104"}}},
+        [V_LOOPW] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "5120"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -624,6 +629,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         printf("        diag: loopback (the 2-rank kernel on one GPU, diag 1024) %7.3f, with the staging pass %7.3f, push flags "
                "without their fence %7.3f%s\n", tm[V_LOOP], tm[V_LOOPP], tm[V_LOOPNF],
                sh->is_ar ? " (AR: result slot + copy phase)" : "");
+      if (tm[V_D16W] > 0)
+        printf("        diag: worker = block index (bit 12): bare GEMM %7.3f, bare without hook g %7.3f, loopback %7.3f\n",
+               tm[V_D8W], tm[V_D16W], tm[V_LOOPW]);
       if (tm[V_LOOPZ] > 0) printf("        diag: loopback AR with C in symmetric memory (zero copy) %7.3f\n", tm[V_LOOPZ]);
       if (tm[V_LOOPE] > 0) printf("        diag: loopback AR with the early copy (MELD_GEMM_AR_EARLY_COPY=1) %7.3f\n", tm[V_LOOPE]);
       if (tm[V_EARLY] > 0) printf("        variant: fused AR with the early copy (MELD_GEMM_AR_EARLY_COPY=1) %7.3f\n", tm[V_EARLY]);

@@ -340,11 +340,13 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
   }
   __syncthreads(); /* this CTA's header stores before its epilogues read them (CTA scope) */
   if (meld_cta_shared()->ok) {
+    /* (diag bit 12, timing only: the worker index is the CTA's block index, not its ticket) */
+    const int w = a.diag & 4096 ? (int)blockIdx.x : (int)meld_cta_shared()->ticket;
     if constexpr (BARE)
-      gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x);
+      gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, w, (int)gridDim.x);
     else
-      gemm_cta_run<BKN, true, G2, 0, HELPER>(&a.g, gemm_rs_smem, (int)meld_cta_shared()->ticket, (int)gridDim.x,
-                                             gemm_rs_tail{&proto, &a, gemm_rs_smem}, gemm_rs_side{&proto, &a});
+      gemm_cta_run<BKN, true, G2, 0, HELPER>(&a.g, gemm_rs_smem, w, (int)gridDim.x, gemm_rs_tail{&proto, &a, gemm_rs_smem},
+                                             gemm_rs_side{&proto, &a});
   }
   __syncthreads();
   meld_ctx_t ctx;
@@ -409,6 +411,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         bit 9 = own tiles' partials not asked into L2 at the tile's start,
  *                         bit 11 = the AR early copy's waits without their sleeping pre-poll
  *                         (only meld_wait_signal's own polling; results right),
+ *                         bit 12 = the GEMM's worker index is the CTA's block index instead
+ *                         of its arrival ticket (which SM runs which tiles; any rank count),
  *                         bit 8 = the TMA push's flags released without their system fence
  *                         (unordered: the fence's cost on the epilogue's path),
  *                         bit 10 = (a test, one rank, results right) loopback: the
