@@ -7,7 +7,10 @@
  *      finished the previous call, so the staging slots are free: no credits needed).
  *   2. Rewrites the workspace header (the call's stamp and the hook pointer arrays: the same
  *      values from every CTA, so the benign overlap needs no grid barrier).
- *   3. Runs the GEMM engine on all CTAs (static schedule, worker = ticket). Tile order
+ *   3. Runs the GEMM engine on all CTAs (static schedule, worker = block index: every CTA is
+ *      co-resident (cooperative launch), and the hardware's block-to-SM order keeps CTAs that
+ *      share operands near each other: session 8 measured 8% fewer L2 reads and 20% less L2
+ *      fabric traffic than with arrival tickets, ~1% faster sustained). Tile order
  *      (m_rotate): the rows of rank r+1 first, then r+2, ..., own rows last. A tile of another
  *      owner goes through the epilogue redirect into that owner's staging slot (bf16, 16-byte
  *      stores over NVLink) and its flag in the owner's pad is released (value: the stamp from
@@ -340,8 +343,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
   }
   __syncthreads(); /* this CTA's header stores before its epilogues read them (CTA scope) */
   if (meld_cta_shared()->ok) {
-    /* (diag bit 12, timing only: the worker index is the CTA's block index, not its ticket) */
-    const int w = a.diag & 4096 ? (int)blockIdx.x : (int)meld_cta_shared()->ticket;
+    /* The GEMM worker index: the block index (see 3. above); diag bit 12: the arrival ticket
+     * (sessions 1-7; for comparison) */
+    const int w = a.diag & 4096 ? (int)meld_cta_shared()->ticket : (int)blockIdx.x;
     if constexpr (BARE)
       gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, w, (int)gridDim.x);
     else
@@ -411,8 +415,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         bit 9 = own tiles' partials not asked into L2 at the tile's start,
  *                         bit 11 = the AR early copy's waits without their sleeping pre-poll
  *                         (only meld_wait_signal's own polling; results right),
- *                         bit 12 = the GEMM's worker index is the CTA's block index instead
- *                         of its arrival ticket (which SM runs which tiles; any rank count),
+ *                         bit 12 = the GEMM's worker index is the CTA's arrival ticket instead
+ *                         of its block index (sessions 1-7; which SM runs which tiles; results
+ *                         right at any rank count),
  *                         bit 8 = the TMA push's flags released without their system fence
  *                         (unordered: the fence's cost on the epilogue's path),
  *                         bit 10 = (a test, one rank, results right) loopback: the
