@@ -34,10 +34,10 @@ typedef struct meld_symbuf {
 } meld_symbuf_t;
 
 /* One peer allocation opened through CUDA IPC for registered ranges, shared by every range
- * that lies in it (a handle is opened once per process) and closed with the last one. */
+ * that lies in it (opened once per process) and closed with the last one. */
 typedef struct meld_ipc_map {
   int rank;
-  unsigned char handle[64]; /* the peer's cudaIpcMemHandle_t                              */
+  uint64_t remote_base, remote_bytes; /* the allocation in rank `rank`'s address space        */
   void *base;               /* where it is mapped here                                    */
   int refs;
   struct meld_ipc_map *next;

@@ -16,14 +16,18 @@ typedef struct {
   cudaIpcMemHandle_t handle;
   uint64_t bytes;
   uint64_t offset; /* registered: the range's start within the allocation the handle names */
+  uint64_t base, alloc_bytes; /* registered: that allocation in the sender's address space (its identity) */
   int32_t ok; /* 0: this rank failed to allocate (everyone then fails together) */
   int32_t err; /* registered: this rank's meld_result_t when ok is 0 */
 } meld_symbuf_msg_t;
 
 /* A registered range's mapping of rank r's allocation: one per (rank, handle) per process. */
-static meld_ipc_map_t *ipc_map_get(struct meld_comm *comm, int r, const cudaIpcMemHandle_t *h, cudaError_t *err) {
+/* Keyed by the allocation's base and size in rank r's address space, not by the handle's bytes
+ * (two exports of one allocation need not be byte-equal). */
+static meld_ipc_map_t *ipc_map_get(struct meld_comm *comm, int r, const cudaIpcMemHandle_t *h, uint64_t base,
+                                   uint64_t bytes, cudaError_t *err) {
   for (meld_ipc_map_t *m = comm->ipc_maps; m; m = m->next)
-    if (m->rank == r && !memcmp(m->handle, h, sizeof *h)) {
+    if (m->rank == r && m->remote_base == base && m->remote_bytes == bytes) {
       m->refs++;
       return m;
     }
@@ -39,7 +43,8 @@ static meld_ipc_map_t *ipc_map_get(struct meld_comm *comm, int r, const cudaIpcM
     return NULL;
   }
   m->rank = r;
-  memcpy(m->handle, h, sizeof *h);
+  m->remote_base = base;
+  m->remote_bytes = bytes;
   m->refs = 1;
   m->next = comm->ipc_maps;
   comm->ipc_maps = m;
@@ -217,6 +222,8 @@ static meld_result_t register_local(struct meld_comm *comm, void *ptr, size_t by
                       "within one allocation",
                       ptr, bytes, size, (void *)(uintptr_t)base);
   mine->offset = (uint64_t)(p - (uintptr_t)base);
+  mine->base = (uint64_t)base;
+  mine->alloc_bytes = (uint64_t)size;
   if (comm->local_size > 1) {
     const cudaError_t e = cudaIpcGetMemHandle(&mine->handle, (void *)(uintptr_t)base);
     if (e != cudaSuccess) {
@@ -272,7 +279,7 @@ meld_result_t meld_symbuf_register(struct meld_comm *comm, void *ptr, size_t byt
   for (int r = 0; r < comm->nranks && map_res == MELD_OK; r++) {
     if (r == comm->rank || comm->rank_node[r] != comm->node) continue;
     cudaError_t e = cudaSuccess;
-    buf->maps[r] = ipc_map_get(comm, r, &msgs[r].handle, &e);
+    buf->maps[r] = ipc_map_get(comm, r, &msgs[r].handle, msgs[r].base, msgs[r].alloc_bytes, &e);
     if (!buf->maps[r]) {
       map_res = meld_error(MELD_ERR_CUDA, "cannot map rank %d's registered range from GPU %s: %s (%s)", r,
                            comm->ranks[comm->rank].bus_id, cudaGetErrorName(e), cudaGetErrorString(e));
