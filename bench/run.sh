@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh — the main job: the benchmark suite on the GPUs present (meld-bench --suite), results
 # as JSON lines under bench/results/<family>-<date>.jsonl and tables on stdout.
-# Usage: bench/run.sh [--quick]
+# Usage: bench/run.sh [--quick] [--soak MS]   (--soak: the GEMM and fused rows also timed sustained)
 set -u
 cd "$(dirname "$0")/.."
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -10,4 +10,4 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   echo "bench/run.sh: no GPU on this machine: nothing to measure"; exit 0
 fi
 mkdir -p bench/results
-exec build/bin/meld-bench --suite ${1:-} --json-dir bench/results
+exec build/bin/meld-bench --suite "$@" --json-dir bench/results

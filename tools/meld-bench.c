@@ -4,7 +4,9 @@
  *                                                          k = K_total for gemm_rs/gemm_ar)
  *   meld-bench --op all_reduce --bytes 67108864            one collective size
  *   meld-bench --suite [--quick]                           the whole suite on the GPUs present
- *   common: --json FILE (JSON lines per BENCH.md), --quick
+ *   common: --json FILE (JSON lines per BENCH.md), --quick, --soak MS (the GEMM and fused
+ *   programs also time every row sustained: back-to-back for ~MS ms, with the SM clock and
+ *   power; an H200 under steady load runs at its power cap, docs/DESIGN.md section 10)
  *
  * It runs the benchmark programs built beside it (build/bench/bench_<family>), translating the
  * arguments; each program prints its table and its own arithmetic. Exit status: that of the
@@ -22,11 +24,16 @@ static char g_bench_dir[PATH_MAX];
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: meld-bench --op OP [--m M --n N --k K | --bytes B] [--json FILE] [--quick]\n"
-          "       meld-bench --suite [--quick] [--json-dir DIR]\n"
+          "usage: meld-bench --op OP [--m M --n N --k K | --bytes B] [--json FILE] [--quick] [--soak MS]\n"
+          "       meld-bench --suite [--quick] [--json-dir DIR] [--soak MS]\n"
           "OP: gemm, ag_gemm, gemm_rs, gemm_ar, all_gather, reduce_scatter, all_reduce,\n"
           "    all_to_all, p2p\n"
           "--suite writes DIR/<family>-<date>.jsonl (default DIR bench/results)\n");
+}
+
+/* The programs that take --soak MS. */
+static int takes_soak(const char *prog) {
+  return !strcmp(prog, "bench_gemm") || !strcmp(prog, "bench_ag_gemm") || !strcmp(prog, "bench_gemm_rs");
 }
 
 /* Runs argv (argv[0] = program name in the bench dir); returns its exit status. */
@@ -52,7 +59,7 @@ static int run(char **argv) {
 }
 
 int main(int argc, char **argv) {
-  const char *op = NULL, *json = NULL, *json_dir = "bench/results";
+  const char *op = NULL, *json = NULL, *json_dir = "bench/results", *soak = NULL;
   long long m = 0, n = 0, k = 0, bytes = 0;
   int suite = 0, quick = 0;
   for (int i = 1; i < argc; i++) {
@@ -66,6 +73,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--json-dir") && v) json_dir = argv[++i];
     else if (!strcmp(a, "--suite")) suite = 1;
     else if (!strcmp(a, "--quick")) quick = 1;
+    else if (!strcmp(a, "--soak") && v && atoi(v) > 0) soak = argv[++i];
     else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
     else { usage(stderr); return 2; }
   }
@@ -89,10 +97,11 @@ int main(int argc, char **argv) {
       time_t t = time(NULL);
       strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
       snprintf(jpath, sizeof jpath, "%.3000s/%s-%s.jsonl", json_dir, fams[f][1], date);
-      char *av[8] = {(char *)fams[f][0], (char *)"--json", jpath, NULL};
+      char *av[10] = {(char *)fams[f][0], (char *)"--json", jpath, NULL};
       int ac = 3;
       if (quick && strcmp(fams[f][1], "p2p") != 0) av[ac++] = (char *)"--quick";
       if (fams[f][2]) av[ac++] = (char *)fams[f][2];
+      if (soak && takes_soak(fams[f][0])) { av[ac++] = (char *)"--soak"; av[ac++] = (char *)soak; }
       av[ac] = NULL;
       int rc = run(av);
       if (rc) worst = rc;
@@ -103,7 +112,7 @@ int main(int argc, char **argv) {
   char shape[96], bstr[32];
   snprintf(shape, sizeof shape, "%lld,%lld,%lld", m, n, k);
   snprintf(bstr, sizeof bstr, "%lld", bytes);
-  char *av[12];
+  char *av[14];
   int ac = 0;
   int needs_mnk = 0;
   if (!strcmp(op, "gemm")) av[ac++] = "bench_gemm", needs_mnk = 1;
@@ -132,10 +141,15 @@ int main(int argc, char **argv) {
       fprintf(stderr, "meld-bench: give all of --m, --n, --k (or none: the op's suite shapes)\n");
       return 2;
     }
-    if (m > 0) { av[ac++] = "--shape"; av[ac++] = shape; }
+    if (m > 0) {
+      av[ac++] = "--shape";
+      av[ac++] = shape;
+      if (!strcmp(av[0], "bench_gemm")) av[ac++] = "--custom-only"; /* one point, not the suite + it */
+    }
   }
   if (json) { av[ac++] = "--json"; av[ac++] = (char *)json; }
   if (quick) av[ac++] = "--quick";
+  if (soak && takes_soak(av[0])) { av[ac++] = "--soak"; av[ac++] = (char *)soak; }
   av[ac] = NULL;
   return run(av);
 }
