@@ -152,7 +152,7 @@ static float time_fn(bctx_t *x, call_fn fn, int timed) {
     float w = 0;
     cudaEventElapsedTime(&w, w0, w1);
     int n = bench_settle_calls(w / WARM, settle);
-    meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0);
+    if (meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0) != MELD_OK) n = 0; /* (ranks must agree) */
     for (int i = 0; i < n; i++) fn(x);
   }
   cudaEventDestroy(w0);
@@ -394,8 +394,10 @@ static void rank_main(int rank, int P) {
         for (int pass = 0; pass < 2; pass++)
           for (int j = 0; j < nv; j++) {
             const int v = pass ? nv - 1 - j : j;
-            int n = bench_settle_calls(tv[v], g_soak);
-            meld_bootstrap_bcast(x.comm->boot, &n, sizeof n, 0);
+            int n = tv[v] > 0 ? bench_settle_calls(tv[v], g_soak) : 0; /* rank 0's count, 0 = skip */
+            if (meld_bootstrap_bcast(x.comm->boot, &n, sizeof n, 0) != MELD_OK) n = 0;
+            memset(&sr[v][pass], 0, sizeof sr[v][pass]);
+            if (n <= 0) continue;
             x.hint = vh[v];
             cudaStreamSynchronize(x.s);
             meld_bootstrap_barrier(x.comm->boot);

@@ -510,6 +510,7 @@ int main(int argc, char **argv) {
     if (soak_ms > 0) { /* back-to-back for ~soak_ms each, NVML sampled: clock and power per row */
       if (!nvml.lib) printf("# soak: NVML not available, times only\n");
       for (int i = -1; i < nv; i++) {
+        if (i >= 0 && mx[i].failed) continue;
         const float t = i < 0 ? lt_ms : median(samples[i], ns[i]);
         const int calls = t > 0 ? (int)(soak_ms / t) + 1 : 1;
         soak_result_t r;

@@ -149,9 +149,12 @@ static void soak_call(void *c, int set) {
   (void)set;
   s->fn(s->x, s->arg, s->i++);
 }
+/* Rank 0 decides (from its own timing) how many calls, 0 = skip the row: every rank follows. */
 static void soak_op(bctx_t *x, const soak_nvml_t *nv, op_fn fn, void *arg, float ms_per_call, soak_result_t *res) {
-  int n = bench_settle_calls(ms_per_call, g_soak);
-  meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0);
+  int n = ms_per_call > 0 ? bench_settle_calls(ms_per_call, g_soak) : 0;
+  if (meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0) != MELD_OK) n = 0;
+  memset(res, 0, sizeof *res);
+  if (n <= 0) return;
   cudaStreamSynchronize(x->s);
   meld_bootstrap_barrier(x->comm->boot);
   soak_ctx_t c = {x, fn, arg, 0};
@@ -169,7 +172,7 @@ static float time_op(bctx_t *x, op_fn fn, void *arg, int warm, int iters) {
     cudaEventSynchronize(x->ev[1]);
     cudaEventElapsedTime(&w, x->ev[0], x->ev[1]);
     int n = bench_settle_calls(w / warm, settle);
-    meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0);
+    if (meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0) != MELD_OK) n = 0; /* (ranks must agree) */
     for (int i = 0; i < n; i++) fn(x, arg, warm + i);
   }
   /* Ranks start the timed calls together: a rank whose host fell behind (capture, printing)
@@ -515,7 +518,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       for (int pass = 0; pass < 2; pass++)
         for (int j = 0; j < V_N; j++) {
           const int v = pass ? V_N - 1 - j : j;
-          if (!tv[v].on || !(tm[v] > 0)) continue;
+          if (!tv[v].on) continue; /* (the same on every rank; a row rank 0 did not time is skipped in soak_op) */
           for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
           r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
           soak_op(x, &nv, tv[v].fn, &r, tm[v], &sr[v][pass]);

@@ -116,8 +116,8 @@ static inline void soak_run_on(const soak_nvml_t *n, soak_fn fn, void *ctx, int 
 static inline void soak_json(FILE *f, const char *op, long long m, long long n, long long k, const char *variant,
                              int nranks, int rank, const soak_result_t *a, const soak_result_t *b, double burst_ms,
                              const char *gpu, const char *commit, const char *date) {
-  if (!f) return;
-  const soak_result_t *r[2] = {a, b ? b : a};
+  if (!f || !a || !a->calls) return; /* (a row that was not soaked) */
+  const soak_result_t *r[2] = {a, b && b->calls ? b : a};
   const double ms = 0.5 * (r[0]->ms_per_call + r[1]->ms_per_call);
   fprintf(f,
           "{\"op\": \"%s\", \"shape\": {\"m\": %lld, \"n\": %lld, \"k\": %lld}, \"variant\": \"%s\", \"nranks\": %d, "

@@ -155,16 +155,17 @@ meld_result_t meld_comm_info(meld_comm_t comm, meld_comm_info_t *info);
  * MELD_ERR_OUT_OF_MEMORY, MELD_ERR_CUDA, MELD_ERR_TIMEOUT. */
 meld_result_t meld_mem_alloc(meld_comm_t comm, size_t bytes, void **ptr);
 
-/* Frees a buffer of meld_mem_alloc. Collective. NULL is a no-op.
- * Fails with MELD_ERR_INVALID_ARG if ptr was not returned by meld_mem_alloc on this comm. */
+/* Frees a buffer of meld_mem_alloc. Collective: every rank frees the same buffer (NULL on every
+ * rank is a no-op). Fails with MELD_ERR_INVALID_ARG on every rank, freeing nothing, if ptr was
+ * not returned by meld_mem_alloc on this comm on some rank, or ranks name different buffers. */
 meld_result_t meld_mem_free(meld_comm_t comm, void *ptr);
 
 /* Registers the caller's ordinary device memory [ptr, ptr + bytes) as symmetric: every rank
  * registers a range of the same size, and its same-node peers map it, so ops treat it like
  * meld_mem_alloc memory (zero copy, with the same offset inside the registered range on every
  * rank). Collective. The memory stays the caller's and must stay allocated until
- * meld_mem_deregister. It may be any part of one cudaMalloc allocation (e.g. a tensor of a
- * caching allocator); ranges in one allocation share one mapping. Registration exchanges
+ * meld_mem_deregister (or meld_comm_destroy). It may be any part of one cudaMalloc allocation
+ * (e.g. a tensor of a caching allocator); ranges in one allocation share one mapping. Registration exchanges
  * handles over the bootstrap (host work, not capturable): do it once, outside the step.
  * Fails: MELD_ERR_INVALID_ARG (NULL, bytes == 0, sizes differ between ranks, not device memory
  * of this rank's GPU, overlaps memory already symmetric on this comm, runs past its
@@ -172,8 +173,10 @@ meld_result_t meld_mem_free(meld_comm_t comm, void *ptr);
  * cuMemCreate, expandable segments), MELD_ERR_CUDA, MELD_ERR_TIMEOUT; every rank fails alike. */
 meld_result_t meld_mem_register(meld_comm_t comm, void *ptr, size_t bytes);
 
-/* Ends a registration (ptr as registered). Collective. NULL is a no-op. Fails with
- * MELD_ERR_INVALID_ARG if ptr is not the start of a range registered on this comm. */
+/* Ends a registration (ptr as registered). Collective: every rank ends the same range (NULL on
+ * every rank is a no-op). Fails with MELD_ERR_INVALID_ARG on every rank, ending nothing, if ptr
+ * is not the start of a range registered on this comm on some rank, or ranks name different
+ * ranges. */
 meld_result_t meld_mem_deregister(meld_comm_t comm, void *ptr);
 
 /* The address at which this rank can access peer `peer`'s buffer that corresponds to its

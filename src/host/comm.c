@@ -110,6 +110,13 @@ static void comm_free(struct meld_comm *c, int collective) {
   }
   meld_symbuf_destroy(c, &c->pad);
   meld_symbuf_destroy(c, &c->workspace);
+  while (c->ipc_maps) { /* (empty unless a refcount went wrong: close what is left) */
+    meld_ipc_map_t *m = c->ipc_maps;
+    c->ipc_maps = m->next;
+    MELD_WARN(MELD_SUB_MEM, "a registered range's mapping of rank %d was still open at destroy", m->rank);
+    cudaIpcCloseMemHandle(m->base);
+    free(m);
+  }
   meld_bootstrap_destroy(c->boot);
   free(c->rank_node);
   free(c->rank_local);
@@ -311,27 +318,51 @@ meld_result_t meld_mem_alloc(meld_comm_t comm, size_t bytes, void **ptr) {
   return MELD_OK;
 }
 
+/* Ends a symmetric buffer on every rank alike (meld_mem_free, meld_mem_deregister): the ranks
+ * first agree that each names a buffer of the right kind, and the same one (its sequence
+ * number), so a rank with a bad argument fails every rank instead of leaving them in a
+ * barrier, and no rank unmaps another buffer than its peers. Then each unmaps the peers'
+ * parts, waits until the peers unmapped its own, and frees its part (unless registered). */
+static meld_result_t mem_end(meld_comm_t comm, void *ptr, int registered, const char *fn) {
+  meld_symbuf_t **link = NULL;
+  meld_symbuf_t *b = find_buf(comm, ptr, &link);
+  const int ok = b && b->registered == registered;
+  char why[256] = "";
+  if (!ok)
+    snprintf(why, sizeof why, "%p %s", ptr,
+             b ? (registered ? "was allocated by meld_mem_alloc: use meld_mem_free"
+                             : "was registered (meld_mem_register), not allocated: use meld_mem_deregister")
+               : (registered ? "is not the start of a range registered on this comm"
+                             : "was not returned by meld_mem_alloc on this comm"));
+  uint64_t *all = calloc((size_t)comm->nranks * 2, sizeof *all);
+  if (!all) return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  all[2 * comm->rank] = (uint64_t)ok;
+  all[2 * comm->rank + 1] = ok ? b->seq : 0;
+  meld_result_t res = meld_bootstrap_allgather(comm->boot, all, 2 * sizeof *all);
+  if (res == MELD_OK && !ok) res = meld_error(MELD_ERR_INVALID_ARG, "%s: %s", fn, why);
+  for (int r = 0; res == MELD_OK && r < comm->nranks; r++)
+    if (!all[2 * r])
+      res = meld_error(MELD_ERR_INVALID_ARG, "%s: rank %d passed a bad pointer; see its log (nothing was ended)", fn, r);
+    else if (all[2 * r + 1] != b->seq)
+      res = meld_error(MELD_ERR_INVALID_ARG,
+                       "%s: rank %d ends buffer #%llu, this rank #%llu: every rank must end the same one "
+                       "(nothing was ended)",
+                       fn, r, (unsigned long long)all[2 * r + 1], (unsigned long long)b->seq);
+  free(all);
+  if (res != MELD_OK) return res;
+  *link = b->next;
+  meld_symbuf_unmap(comm, b);
+  res = meld_bootstrap_barrier(comm->boot);
+  meld_symbuf_destroy(comm, b);
+  free(b);
+  return res;
+}
+
 meld_result_t meld_mem_free(meld_comm_t comm, void *ptr) {
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_free: comm is NULL");
   if (!ptr) return MELD_OK;
-  meld_symbuf_t **link = NULL;
-  meld_symbuf_t *b = find_buf(comm, ptr, &link);
-  if (!b)
-    return meld_error(MELD_ERR_INVALID_ARG,
-                      "meld_mem_free: %p was not returned by meld_mem_alloc on this comm", ptr);
-  if (b->registered)
-    return meld_error(MELD_ERR_INVALID_ARG,
-                      "meld_mem_free: %p was registered (meld_mem_register), not allocated: use "
-                      "meld_mem_deregister",
-                      ptr);
-  *link = b->next;
-  /* Unmap the peers' buffers, wait until the peers unmapped ours, then free ours. */
-  meld_symbuf_unmap(comm, b);
-  meld_result_t res = meld_bootstrap_barrier(comm->boot);
-  meld_symbuf_destroy(comm, b);
-  free(b);
-  return res;
+  return mem_end(comm, ptr, 0, "meld_mem_free");
 }
 
 meld_result_t meld_mem_register(meld_comm_t comm, void *ptr, size_t bytes) {
@@ -357,20 +388,7 @@ meld_result_t meld_mem_deregister(meld_comm_t comm, void *ptr) {
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_mem_deregister: comm is NULL");
   if (!ptr) return MELD_OK;
-  meld_symbuf_t **link = NULL;
-  meld_symbuf_t *b = find_buf(comm, ptr, &link);
-  if (!b || !b->registered)
-    return meld_error(MELD_ERR_INVALID_ARG,
-                      "meld_mem_deregister: %p %s", ptr,
-                      b ? "was allocated by meld_mem_alloc: use meld_mem_free"
-                        : "is not the start of a range registered on this comm");
-  *link = b->next;
-  /* Unmap the peers' ranges, wait until the peers unmapped ours (the memory stays the user's). */
-  meld_symbuf_unmap(comm, b);
-  meld_result_t res = meld_bootstrap_barrier(comm->boot);
-  meld_symbuf_destroy(comm, b);
-  free(b);
-  return res;
+  return mem_end(comm, ptr, 1, "meld_mem_deregister");
 }
 
 meld_result_t meld_mem_peer_ptr(meld_comm_t comm, const void *ptr, int peer, void **peer_ptr) {

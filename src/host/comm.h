@@ -34,7 +34,8 @@ typedef struct meld_symbuf {
 } meld_symbuf_t;
 
 /* One peer allocation opened through CUDA IPC for registered ranges, shared by every range
- * that lies in it (opened once per process) and closed with the last one. */
+ * that lies in it (opened once per comm; the driver counts opens across comms) and closed with
+ * the last one. */
 typedef struct meld_ipc_map {
   int rank;
   uint64_t remote_base, remote_bytes; /* the allocation in rank `rank`'s address space        */
@@ -99,8 +100,8 @@ void meld_symbuf_unmap(struct meld_comm *comm, meld_symbuf_t *buf);
 /* Unmaps, then frees this rank's part unless it is the user's (registered). */
 void meld_symbuf_destroy(struct meld_comm *comm, meld_symbuf_t *buf);
 
-/* The symmetric buffer (a meld_mem_alloc buffer, or the comm's workspace, which ops may use
- * as a zero-copy source) that holds all of [ptr, ptr + bytes) (bytes may be 0: ptr itself),
+/* The symmetric buffer (a meld_mem_alloc buffer, a registered range, or the comm's workspace,
+ * which ops may use as a zero-copy source) that holds all of [ptr, ptr + bytes) (bytes may be 0: ptr itself),
  * or NULL; *offset = ptr - buffer start. Host only, no CUDA call. */
 const meld_symbuf_t *meld_symbuf_find(const struct meld_comm *comm, const void *ptr, size_t bytes,
                                       size_t *offset);

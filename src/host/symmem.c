@@ -21,7 +21,7 @@ typedef struct {
   int32_t err; /* registered: this rank's meld_result_t when ok is 0 */
 } meld_symbuf_msg_t;
 
-/* A registered range's mapping of rank r's allocation: one per (rank, handle) per process. */
+/* A registered range's mapping of rank r's allocation: one per (rank, allocation) per comm. */
 /* Keyed by the allocation's base and size in rank r's address space, not by the handle's bytes
  * (two exports of one allocation need not be byte-equal). */
 static meld_ipc_map_t *ipc_map_get(struct meld_comm *comm, int r, const cudaIpcMemHandle_t *h, uint64_t base,
@@ -204,11 +204,6 @@ static meld_result_t register_local(struct meld_comm *comm, void *ptr, size_t by
   if (at.device != comm->device)
     return meld_error(MELD_ERR_INVALID_ARG, "%p is memory of GPU %d, not of this rank's GPU %d", ptr, at.device,
                       comm->device);
-  if (meld_symbuf_find(comm, ptr, 1, NULL) || meld_symbuf_find(comm, (const uint8_t *)ptr + bytes - 1, 1, NULL))
-    return meld_error(MELD_ERR_INVALID_ARG, "[%p, +%zu) overlaps memory already symmetric on this comm", ptr, bytes);
-  for (const meld_symbuf_t *b = comm->user_bufs; b; b = b->next)
-    if ((uintptr_t)b->local >= (uintptr_t)ptr && (uintptr_t)b->local < (uintptr_t)ptr + bytes)
-      return meld_error(MELD_ERR_INVALID_ARG, "[%p, +%zu) overlaps memory already symmetric on this comm", ptr, bytes);
   pthread_once(&g_range_once, range_lookup);
   if (!g_range) return meld_error(MELD_ERR_CUDA, "the driver's cuMemGetAddressRange is not available");
   CUdeviceptr base = 0;
@@ -221,6 +216,12 @@ static meld_result_t register_local(struct meld_comm *comm, void *ptr, size_t by
                       "[%p, +%zu) runs past the end of its allocation (%zu bytes from %p): register "
                       "within one allocation",
                       ptr, bytes, size, (void *)(uintptr_t)base);
+  /* (after the bounds check: ptr + bytes cannot wrap here) */
+  if (meld_symbuf_find(comm, ptr, 1, NULL) || meld_symbuf_find(comm, (const uint8_t *)ptr + bytes - 1, 1, NULL))
+    return meld_error(MELD_ERR_INVALID_ARG, "[%p, +%zu) overlaps memory already symmetric on this comm", ptr, bytes);
+  for (const meld_symbuf_t *b = comm->user_bufs; b; b = b->next)
+    if ((uintptr_t)b->local >= p && (uintptr_t)b->local < p + bytes)
+      return meld_error(MELD_ERR_INVALID_ARG, "[%p, +%zu) overlaps memory already symmetric on this comm", ptr, bytes);
   mine->offset = (uint64_t)(p - (uintptr_t)base);
   mine->base = (uint64_t)base;
   mine->alloc_bytes = (uint64_t)size;
@@ -259,10 +260,13 @@ meld_result_t meld_symbuf_register(struct meld_comm *comm, void *ptr, size_t byt
   mine->err = (int32_t)lr;
   /* Everyone learns whether everyone's range is usable: no rank proceeds alone. */
   MELD_CHECK_GOTO(meld_bootstrap_allgather(comm->boot, msgs, sizeof *msgs), res, fail);
+  if (lr != MELD_OK) { /* this rank's own reason first */
+    res = meld_error(lr, "%s", local_err);
+    goto fail;
+  }
   for (int r = 0; r < comm->nranks; r++) {
     if (!msgs[r].ok) {
-      res = r == comm->rank ? meld_error(lr, "%s", local_err)
-                            : meld_error((meld_result_t)msgs[r].err, "rank %d could not register its range; see its log", r);
+      res = meld_error((meld_result_t)msgs[r].err, "rank %d could not register its range; see its log", r);
       goto fail;
     }
     if (msgs[r].bytes != bytes) {

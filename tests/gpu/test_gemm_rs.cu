@@ -276,7 +276,14 @@ static void test_loopback_op(ctx_t *x, int64_t m, int64_t n, int64_t k, int call
   if (sym_c == 3) {
     GT_CUDA(cudaMalloc(&c_block, (size_t)m * p.ldc * 2 + 4096));
     p.c = (__nv_bfloat16 *)(c_block + 1024);
-    GT_MELD(meld_mem_register(x->comm, p.c, (size_t)m * p.ldc * 2));
+    const meld_result_t rr = meld_mem_register(x->comm, p.c, (size_t)m * p.ldc * 2);
+    if (rr != MELD_OK) { /* (every rank fails alike: all leave here) */
+      GT_CHECK(0, "meld_mem_register: %s", meld_last_error());
+      cudaFree(c_block);
+      p.c = c_plain;
+      prob_free(&p);
+      return;
+    }
   } else if (sym_c) {
     void *cs = NULL;
     GT_MELD(meld_mem_alloc(x->comm, (size_t)m * p.ldc * 2 + 256, &cs));
@@ -567,7 +574,13 @@ static void test_ar_symc(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, i
   if (reg) {
     GT_CUDA(cudaMalloc(&c_block, (size_t)m * p.ldc * 2 + 4096));
     cs = c_block + 2048;
-    GT_MELD(meld_mem_register(x->comm, cs, (size_t)m * p.ldc * 2));
+    const meld_result_t rr = meld_mem_register(x->comm, cs, (size_t)m * p.ldc * 2);
+    if (rr != MELD_OK) { /* (every rank fails alike: all leave here) */
+      GT_CHECK(0, "meld_mem_register: %s", meld_last_error());
+      cudaFree(c_block);
+      prob_free(&p);
+      return;
+    }
   } else {
     GT_MELD(meld_mem_alloc(x->comm, (size_t)m * p.ldc * 2 + 256, &cs));
   }
