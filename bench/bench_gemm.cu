@@ -272,27 +272,31 @@ typedef struct {
   int skinny;       /* 2: the swapped small-M kernel (only where m <= 128, B [N,K]); 0: engine */
   int skinny_hint;  /* 0 = default; else 1 + hint bits (1: B evict_first, 2: A evict_last) */
   int skinny_mt;    /* 0 = the plan's; else the swapped kernel's padded m-block height */
+  int cluster_m;    /* 0 = the plan's; 2 = the experimental B-multicast pair
+                       (needs MELD_GEMM_CLUSTER_EXPERIMENTAL=1, else skipped with the reason) */
 } variant_t;
 static const variant_t g_variants[] = {
-    {"default", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"sk2", 1, 2, 0, 0, 0, 0, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"split2", 2, 1, 0, 1, 0, 0, 0, 0, 0, 0},
-    {"split4", 4, 1, 0, 1, 0, 0, 0, 0, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0, 0, 0, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0, 0, 0, 0, 0},
-    {"g32", 0, 0, 32, 0, 0, 0, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0, 0, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0, 0, 0, 0},
-    {"split8red", 8, 1, 0, 1, 2, 0, 0, 0, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0, 0, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0, 0, 0, 0},
-    {"nodefer", 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},
-    {"split2il", 2, 1, 0, 1, 0, 0, 2, 0, 0, 0}, {"split8il", 8, 1, 0, 1, 2, 0, 2, 0, 0, 0}, {"early", 0, 0, 0, 0, 3, 0, 0, 0, 0, 0},
-    {"split2early", 2, 1, 0, 1, 3, 0, 0, 0, 0, 0},
+    {"default", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"sk2", 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"split2", 2, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"split4", 4, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"g32", 0, 0, 32, 0, 0, 0, 0, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0},
+    {"split8red", 8, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0, 0, 0, 0, 0},
+    {"nodefer", 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},
+    {"split2il", 2, 1, 0, 1, 0, 0, 2, 0, 0, 0, 0}, {"split8il", 8, 1, 0, 1, 2, 0, 2, 0, 0, 0, 0}, {"early", 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0},
+    {"split2early", 2, 1, 0, 1, 3, 0, 0, 0, 0, 0, 0},
     /* the engine where meld_gemm's default is the small-M kernel, and the small-M kernel's
      * cluster sizes and L2 hints */
-    {"engine", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"skinny", 0, 0, 0, 0, 0, 0, 0, 2, 0, 0},       {"skinny_s1", 1, 0, 0, 0, 0, 0, 0, 2, 0, 0},
-    {"skinny_s2", 2, 0, 0, 0, 0, 0, 0, 2, 0, 0},    {"skinny_s4", 4, 0, 0, 0, 0, 0, 0, 2, 0, 0},
-    {"skinny_s3", 3, 0, 0, 0, 0, 0, 0, 2, 0, 0},    {"skinny_s8", 8, 0, 0, 0, 0, 0, 0, 2, 0, 0},
-    {"skinny_nohint", 0, 0, 0, 0, 0, 0, 0, 2, 1, 0},
-    {"skinny_bfirst", 0, 0, 0, 0, 0, 0, 0, 2, 2, 0},
-    {"sw128", 0, 0, 0, 0, 0, 0, 0, 2, 0, 128},   {"sw160", 0, 0, 0, 0, 0, 0, 0, 2, 0, 160},
-    {"sw192", 0, 0, 0, 0, 0, 0, 0, 2, 0, 192},   {"sw256", 0, 0, 0, 0, 0, 0, 0, 2, 0, 256},
+    {"engine", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"skinny", 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},       {"skinny_s1", 1, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+    {"skinny_s2", 2, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},    {"skinny_s4", 4, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+    {"skinny_s3", 3, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},    {"skinny_s8", 8, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+    {"skinny_nohint", 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0},
+    {"skinny_bfirst", 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0},
+    {"sw128", 0, 0, 0, 0, 0, 0, 0, 2, 0, 128, 0},   {"sw160", 0, 0, 0, 0, 0, 0, 0, 2, 0, 160, 0},
+    {"sw192", 0, 0, 0, 0, 0, 0, 0, 2, 0, 192, 0},   {"sw256", 0, 0, 0, 0, 0, 0, 0, 2, 0, 256, 0},
+    {"cl2", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2}, /* 2x1 cluster, B multicast, no split/stream-K */
+    {"cl2g16", 1, 1, 16, 0, 0, 0, 0, 0, 0, 0, 2},
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 
@@ -428,6 +432,7 @@ int main(int argc, char **argv) {
       o.skinny = vr->skinny;
       o.skinny_hint = vr->skinny_hint;
       o.skinny_mt = vr->skinny_mt;
+      o.cluster_m = vr->cluster_m;
       x->opts = o;
       x->use_opts = v >= 2;
       gemm_params_t plan;

@@ -165,8 +165,9 @@ static int env_int(const char *name, int dflt) {
 }
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static int g_env_group, g_env_split, g_env_sk, g_env_skinny;
+static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp;
 static void env_read(void) {
+  g_env_cluster_exp = env_int("MELD_GEMM_CLUSTER_EXPERIMENTAL", 0);
   g_env_skinny = env_int("MELD_GEMM_SKINNY", 1);
   g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
   g_env_split = env_int("MELD_GEMM_SPLIT_K", 0);
@@ -370,7 +371,10 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   if (cl == 0) cl = 1;
   if (cl != 1 && cl != 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: cluster_m %d is not 1 or 2", cl);
-  if (cl == 2)
+  pthread_once(&g_env_once, env_read);
+  /* MELD_GEMM_CLUSTER_EXPERIMENTAL=1 lets it through, for tests and benches only (session 8:
+   * the L2 traffic it saves is the GEMM's next lever at the power cap; perf-notes) */
+  if (cl == 2 && !g_env_cluster_exp)
     return meld_error(MELD_ERR_UNSUPPORTED,
                       "gemm_plan_make: cluster_m 2 (B multicast) is disabled: it was 0.56-0.75x of "
                       "cluster 1 on H200 and showed wrong tiles / an illegal instruction under load "
