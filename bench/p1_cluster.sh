@@ -16,5 +16,5 @@ shapes=""; for s in ${SHAPES:-2048,5120,8192 8192,8192,4096 4096,4096,4096}; do 
 timeout -k 5 200 build/bench/bench_gemm --custom-only $shapes --only default,dp,cl2,cl2g16 --soak ${SOAK:-600} \
   --json "$OUT/gemm-cl2.jsonl" > "$OUT/bench.log" 2>&1
 echo "bench rc=$? at $(el) s"; grep -E "^custom|^soak|skipped|ERROR" "$OUT/bench.log" | cut -c1-170
-SHAPE=${NCU_SHAPE:-2048,5120,8192} OUT="$OUT/ncu" bash bench/ncu_gemm_vs_cublas.sh 2>&1 | tail -40
+ARGS="--only cl2" COUNT=5 SHAPE=${NCU_SHAPE:-2048,5120,8192} OUT="$OUT/ncu" bash bench/ncu_gemm_vs_cublas.sh 2>&1 | tail -40
 echo "total: $(el) s"
