@@ -606,7 +606,11 @@ static void rank_main(int rank, int P) {
     if (g_zc == 2) { /* ordinary cudaMalloc buffers, registered */
       GT_CUDA(cudaMalloc(&ss, maxb));
       GT_CUDA(cudaMalloc(&sr, maxb));
-      const meld_result_t r1 = meld_mem_register(c.comm, ss, maxb);
+      int oks[64] = {0}, all_ok = 1; /* every rank registers, or none (a collective) */
+      oks[rank] = ss && sr;
+      if (P > 64 || meld_bootstrap_allgather(c.comm->boot, oks, sizeof oks[0]) != MELD_OK) all_ok = 0;
+      for (int q = 0; q < P && q < 64; q++) all_ok &= oks[q];
+      const meld_result_t r1 = all_ok ? meld_mem_register(c.comm, ss, maxb) : MELD_ERR_OUT_OF_MEMORY;
       const meld_result_t r2 = r1 == MELD_OK ? meld_mem_register(c.comm, sr, maxb) : r1;
       if (r2 != MELD_OK) {
         printf("[rank %d] meld_mem_register: %s\n", rank, meld_last_error());
