@@ -32,5 +32,6 @@ BENCH_SOAK_MS=$S timeout -k 5 120 torchrun --nproc_per_node=2 bench/gemm_rs_torc
 echo "torch rs rc=$? at $(el) s"; grep -E "gemm_rs|Error" "$OUT/torch_rs.log" | head -8
 BENCH_SOAK_MS=$S timeout -k 5 120 torchrun --nproc_per_node=2 bench/ag_gemm_torch.py --quick --json "$OUT/torch-ag-sustained-$d.jsonl" > "$OUT/torch_ag.log" 2>&1
 echo "torch ag rc=$? at $(el) s"; grep -E "async-TP|Error" "$OUT/torch_ag.log" | head -8
+python3 tools/soak_table.py "$OUT"/*.jsonl > "$OUT/soak_table.log" 2>&1; grep -E "^[a-z_]+ [0-9]|meld |meld_gemm |cublas |torch |meld fused  " "$OUT/soak_table.log" | head -60
 echo "total: $(el) s"
 cd "$OUT" && tar czf logs.tgz *.log 2>/dev/null && rm -f build.log preheat*.log
