@@ -52,57 +52,83 @@ static inline void soak_nvml_open(soak_nvml_t *n, int device) {
   n->lib = lib;
 }
 
-/* Runs fn(ctx, i % sets) `calls` times back-to-back on stream st and samples NVML
- * every ~2 ms until they are done; samples of the first half are dropped (warming up). */
+/* The samples of one soak: taken every ~2 ms from the first call's enqueue to the end. */
+enum { SOAK_MAXS = 4096 };
+typedef struct {
+  unsigned mhz[SOAK_MAXS], mw[SOAK_MAXS];
+  unsigned long long rs[SOAK_MAXS];
+  double ts[SOAK_MAXS]; /* ms since the soak began */
+  int n;
+  struct timespec t0;
+  double next_ms;
+} soak_samples_t;
+
+static inline double soak_now_ms(const soak_samples_t *q) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (t.tv_sec - q->t0.tv_sec) * 1e3 + (t.tv_nsec - q->t0.tv_nsec) * 1e-6;
+}
+
+/* One sample if ~2 ms passed since the last (the launch loop calls this between enqueues, so
+ * samples span the whole soak even while the launch queue is full). */
+static inline void soak_sample(const soak_nvml_t *n, soak_samples_t *q) {
+  if (!n->lib || q->n >= SOAK_MAXS) return;
+  const double now = soak_now_ms(q);
+  if (now < q->next_ms) return;
+  q->next_ms = now + 2.0;
+  const int i = q->n++;
+  q->mhz[i] = 0; q->mw[i] = 0; q->rs[i] = 0;
+  n->clock(n->dev, 1 /* NVML_CLOCK_SM */, &q->mhz[i]);
+  n->power(n->dev, &q->mw[i]);
+  if (n->reasons) n->reasons(n->dev, &q->rs[i]);
+  q->ts[i] = now;
+}
+
+/* Runs fn(ctx, i % sets) `calls` times back-to-back on stream st and samples NVML every ~2 ms
+ * while they are enqueued and run; samples of the first half of the time are dropped (the
+ * clock still settling). */
 typedef void (*soak_fn)(void *ctx, int set);
 static inline void soak_run_on(const soak_nvml_t *n, soak_fn fn, void *ctx, int sets, int calls, cudaStream_t st,
                                soak_result_t *r) {
   memset(r, 0, sizeof *r);
   r->calls = calls;
   r->min_mhz = ~0u;
+  static soak_samples_t q; /* large: not on the stack */
+  memset(&q, 0, sizeof q);
+  clock_gettime(CLOCK_MONOTONIC, &q.t0);
   cudaEvent_t e0, e1;
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   cudaEventRecord(e0, st);
-  for (int i = 0; i < calls; i++) fn(ctx, i % sets);
+  for (int i = 0; i < calls; i++) {
+    fn(ctx, i % sets);
+    if ((i & 7) == 7) soak_sample(n, &q);
+  }
   cudaEventRecord(e1, st);
-  enum { MAXS = 4096 };
-  static unsigned mhz[MAXS], mw[MAXS];
-  static unsigned long long rs[MAXS];
-  static double ts[MAXS];
-  int ns = 0;
-  struct timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  const struct timespec nap = {0, 2000000};
+  const struct timespec nap = {0, 1000000};
   while (cudaEventQuery(e1) == cudaErrorNotReady) {
-    if (n->lib && ns < MAXS) {
-      mhz[ns] = 0; mw[ns] = 0; rs[ns] = 0;
-      n->clock(n->dev, 1 /* NVML_CLOCK_SM */, &mhz[ns]);
-      n->power(n->dev, &mw[ns]);
-      if (n->reasons) n->reasons(n->dev, &rs[ns]);
-      struct timespec t;
-      clock_gettime(CLOCK_MONOTONIC, &t);
-      ts[ns] = (t.tv_sec - t0.tv_sec) * 1e3 + (t.tv_nsec - t0.tv_nsec) * 1e-6;
-      ns++;
-    }
+    soak_sample(n, &q);
     nanosleep(&nap, NULL);
   }
+  const double end_ms = soak_now_ms(&q);
   float ms = 0;
   cudaEventElapsedTime(&ms, e0, e1);
   r->ms_per_call = calls ? ms / calls : 0;
   const char *tr = getenv("BENCH_SOAK_TRACE"); /* the series, one line per ~20 ms: how fast the clock settles */
   if (tr && *tr == '1')
-    for (int i = 0, next = 0; i < ns; i++)
-      if (ts[i] >= next) {
-        printf("  soak trace %7.1f ms  SM %5u MHz  %5.0f W  reasons 0x%llx\n", ts[i], mhz[i], mw[i] * 1e-3, rs[i]);
+    for (int i = 0, next = 0; i < q.n; i++)
+      if (q.ts[i] >= next) {
+        printf("  soak trace %7.1f ms  SM %5u MHz  %5.0f W  reasons 0x%llx\n", q.ts[i], q.mhz[i], q.mw[i] * 1e-3,
+               q.rs[i]);
         next += 20;
       }
   double sm = 0, pw = 0;
-  for (int i = ns / 2; i < ns; i++) {
-    sm += mhz[i]; pw += mw[i] * 1e-3;
-    r->reasons |= rs[i];
-    if (mhz[i] < r->min_mhz) r->min_mhz = mhz[i];
-    if (mhz[i] > r->max_mhz) r->max_mhz = mhz[i];
+  for (int i = 0; i < q.n; i++) {
+    if (q.ts[i] < 0.5 * end_ms) continue;
+    sm += q.mhz[i]; pw += q.mw[i] * 1e-3;
+    r->reasons |= q.rs[i];
+    if (q.mhz[i] < r->min_mhz) r->min_mhz = q.mhz[i];
+    if (q.mhz[i] > r->max_mhz) r->max_mhz = q.mhz[i];
     r->samples++;
   }
   if (r->samples) { r->sm_mhz = sm / r->samples; r->power_w = pw / r->samples; }
