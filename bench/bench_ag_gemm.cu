@@ -151,9 +151,9 @@ static float time_fn(bctx_t *x, call_fn fn, int timed) {
   if (settle) { /* sustained timing; every rank makes rank 0's number of calls (collective) */
     float w = 0;
     cudaEventElapsedTime(&w, w0, w1);
-    int n = bench_settle_calls(w / WARM, settle);
-    if (meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0) != MELD_OK) n = 0; /* (ranks must agree) */
-    for (int i = 0; i < n; i++) fn(x);
+    soak_ctx_t c = {x, fn};
+    soak_result_t r;
+    soak_row(x->comm->boot, soak_call, &c, w / WARM, settle, x->s, &r);
   }
   cudaEventDestroy(w0);
   cudaEventDestroy(w1);
@@ -381,36 +381,19 @@ static void rank_main(int rank, int P) {
       x.hint = h0;
       for (int v = 0; v < nv; v++) tv[v] = bench_median(tr[v], ROUNDS);
       if (g_soak) { /* sustained: each row back-to-back for ~g_soak ms, two passes in opposite orders */
-        static soak_nvml_t nvm;
-        static int nvm_open = 0;
-        if (!nvm_open) {
-          int dev = 0;
-          cudaGetDevice(&dev);
-          soak_nvml_open(&nvm, dev);
-          nvm_open = 1;
-        }
         soak_result_t sr[MAXV][2];
         memset(sr, 0, sizeof sr);
         for (int pass = 0; pass < 2; pass++)
           for (int j = 0; j < nv; j++) {
             const int v = pass ? nv - 1 - j : j;
-            int n = tv[v] > 0 ? bench_settle_calls(tv[v], g_soak) : 0; /* rank 0's count, 0 = skip */
-            if (meld_bootstrap_bcast(x.comm->boot, &n, sizeof n, 0) != MELD_OK) n = 0;
-            memset(&sr[v][pass], 0, sizeof sr[v][pass]);
-            if (n <= 0) continue;
             x.hint = vh[v];
-            cudaStreamSynchronize(x.s);
-            meld_bootstrap_barrier(x.comm->boot);
             soak_ctx_t c = {&x, vf[v]};
-            soak_run_on(&nvm, soak_call, &c, 1, n, x.s, &sr[v][pass]);
+            soak_row(x.comm->boot, soak_call, &c, tv[v], g_soak, x.s, &sr[v][pass]);
           }
         x.hint = h0;
         for (int v = 0; v < nv; v++)
-          printf("[rank %d] soak ag_gemm %5lld %5lld %5lld  %-20s %8.4f ms (passes %.4f %.4f; median %.4f)  SM %4.0f MHz  "
-                 "%3.0f W  reasons 0x%llx\n", rank, (long long)x.M, (long long)x.n_loc, (long long)x.k, vn[v],
-                 0.5 * (sr[v][0].ms_per_call + sr[v][1].ms_per_call), sr[v][0].ms_per_call, sr[v][1].ms_per_call, tv[v],
-                 0.5 * (sr[v][0].sm_mhz + sr[v][1].sm_mhz), 0.5 * (sr[v][0].power_w + sr[v][1].power_w),
-                 sr[v][0].reasons | sr[v][1].reasons);
+          soak_print(rank, "ag_gemm", (long long)x.M, (long long)x.n_loc, (long long)x.k, vn[v], 20, &sr[v][0],
+                     &sr[v][1], tv[v]);
         for (int v = 0; v < nv && rank == 0; v++)
           soak_json(jf, "ag_gemm", (long long)x.M, (long long)sh->n_total, (long long)x.k, vn[v], P, rank, &sr[v][0],
                     &sr[v][1], tv[v], env.gpu, env.commit, env.date);

@@ -207,8 +207,8 @@ static void time_round(call_fn fn, void *ctx, float *out, int *n) {
     float w = 0;
     CK(cudaEventSynchronize(ev[1]));
     CK(cudaEventElapsedTime(&w, ev[0], ev[1]));
-    const int n = bench_settle_calls(w / WARMUP, settle);
-    for (int i = 0; i < n; i++) fn(ctx, i % NSETS);
+    soak_result_t r;
+    soak_row(NULL, fn, ctx, w / WARMUP, settle, 0, &r); /* (bench_soak.h) */
   }
   for (int i = 0; i < TIMED; i++) {
     CK(cudaEventRecord(ev[2 * i], 0));
@@ -388,8 +388,6 @@ int main(int argc, char **argv) {
   CKL(cublasLtCreate(&lt.lt));
   lt.ws_bytes = 64u << 20;
   CK(cudaMalloc(&lt.ws, lt.ws_bytes));
-  soak_nvml_t nvml;
-  soak_nvml_open(&nvml, 0);
   double log_sum = 0;
   int nratio = 0;
   static float samples[NVAR + 1][MAX_ROUNDS * TIMED];
@@ -513,14 +511,14 @@ int main(int argc, char **argv) {
       }
     }
     if (soak_ms > 0) { /* back-to-back for ~soak_ms each, NVML sampled: clock and power per row */
-      if (!nvml.lib) printf("# soak: NVML not available, times only\n");
+      if (!soak_nvml()->lib) printf("# soak: NVML not available, times only\n");
       for (int i = -1; i < nv; i++) {
         if (i >= 0 && mx[i].failed) continue;
         const float t = i < 0 ? lt_ms : median(samples[i], ns[i]);
         const int calls = t > 0 ? (int)(soak_ms / t) + 1 : 1;
         soak_result_t r;
-        if (i < 0) soak_run(&nvml, lt_call, &lx, NSETS, calls, &r);
-        else soak_run(&nvml, meld_call, &mx[i], NSETS, calls, &r);
+        if (i < 0) soak_run(soak_nvml(), lt_call, &lx, NSETS, calls, &r);
+        else soak_run(soak_nvml(), meld_call, &mx[i], NSETS, calls, &r);
         const double flop = 2.0 * s->m * s->n * s->k;
         printf("soak %6lld %6lld %6lld %-40s %9.4f ms %7.1f TFLOP/s  SM %6.0f MHz (%u-%u)  %5.0f W  "
                "reasons 0x%llx  (%d calls, %d samples)\n",

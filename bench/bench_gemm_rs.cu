@@ -137,7 +137,7 @@ typedef struct {
 
 typedef void (*op_fn)(bctx_t *, void *, int);
 
-/* --soak: one row run back-to-back (bench_soak.h); every rank makes rank 0's number of calls. */
+/* --soak: one row run back-to-back (bench_soak.h soak_row: every rank makes rank 0's number of calls). */
 typedef struct {
   bctx_t *x;
   op_fn fn;
@@ -148,17 +148,6 @@ static void soak_call(void *c, int set) {
   soak_ctx_t *s = (soak_ctx_t *)c;
   (void)set;
   s->fn(s->x, s->arg, s->i++);
-}
-/* Rank 0 decides (from its own timing) how many calls, 0 = skip the row: every rank follows. */
-static void soak_op(bctx_t *x, const soak_nvml_t *nv, op_fn fn, void *arg, float ms_per_call, soak_result_t *res) {
-  int n = ms_per_call > 0 ? bench_settle_calls(ms_per_call, g_soak) : 0;
-  if (meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0) != MELD_OK) n = 0;
-  memset(res, 0, sizeof *res);
-  if (n <= 0) return;
-  cudaStreamSynchronize(x->s);
-  meld_bootstrap_barrier(x->comm->boot);
-  soak_ctx_t c = {x, fn, arg, 0};
-  soak_run_on(nv, soak_call, &c, 1, n, x->s, res);
 }
 
 /* Median of `iters` timed calls of fn (after `warm`), each between two events. */
@@ -171,9 +160,9 @@ static float time_op(bctx_t *x, op_fn fn, void *arg, int warm, int iters) {
     float w = 0;
     cudaEventSynchronize(x->ev[1]);
     cudaEventElapsedTime(&w, x->ev[0], x->ev[1]);
-    int n = bench_settle_calls(w / warm, settle);
-    if (meld_bootstrap_bcast(x->comm->boot, &n, sizeof n, 0) != MELD_OK) n = 0; /* (ranks must agree) */
-    for (int i = 0; i < n; i++) fn(x, arg, warm + i);
+    soak_ctx_t c = {x, fn, arg, warm};
+    soak_result_t r;
+    soak_row(x->comm->boot, soak_call, &c, w / warm, settle, x->s, &r);
   }
   /* Ranks start the timed calls together: a rank whose host fell behind (capture, printing)
    * would otherwise be waited for inside the other rank's timed calls. */
@@ -505,14 +494,6 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     r.failed = 0;
     for (int v = 0; v < V_N; v++) tm[v] = tv[v].on ? bench_median(tr[v], ROUNDS) : -1;
     if (g_soak) { /* sustained: each row back-to-back for ~g_soak ms, two passes in opposite orders */
-      static soak_nvml_t nv;
-      static int nv_open = 0;
-      if (!nv_open) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        soak_nvml_open(&nv, dev);
-        nv_open = 1;
-      }
       soak_result_t sr[V_N][2];
       memset(sr, 0, sizeof sr);
       for (int pass = 0; pass < 2; pass++)
@@ -521,7 +502,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
           if (!tv[v].on) continue; /* (the same on every rank; a row rank 0 did not time is skipped in soak_op) */
           for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
           r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
-          soak_op(x, &nv, tv[v].fn, &r, tm[v], &sr[v][pass]);
+          soak_ctx_t c = {x, tv[v].fn, &r, 0};
+          soak_row(x->comm->boot, soak_call, &c, tm[v], g_soak, x->s, &sr[v][pass]);
           for (int e = 0; e < 3 && tv[v].env[e][0]; e++) unsetenv(tv[v].env[e][0]);
         }
       r.algo = MELD_GEMM_RS_AUTO;
@@ -539,12 +521,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                          : tv[v].algo == MELD_GEMM_RS_FUSED ? " fused" : tv[v].algo == MELD_GEMM_RS_UNFUSED ? " unfused" : "");
         for (int e = 0; e < 3 && tv[v].env[e][0] && o < (int)sizeof label; e++)
           o += snprintf(label + o, sizeof label - o, " %s=%s", tv[v].env[e][0] + 5, tv[v].env[e][1]);
-        const double ms = 0.5 * (sr[v][0].ms_per_call + sr[v][1].ms_per_call);
-        printf("[rank %d] soak %-7s %5lld %5lld %5lld  %-56s %8.4f ms (passes %.4f %.4f; median %.4f)  SM %4.0f MHz  %3.0f W  "
-               "reasons 0x%llx\n", x->rank, sh->is_ar ? "gemm_ar" : "gemm_rs", (long long)sh->m, (long long)sh->n,
-               (long long)r.k, label, ms, sr[v][0].ms_per_call, sr[v][1].ms_per_call, tm[v],
-               0.5 * (sr[v][0].sm_mhz + sr[v][1].sm_mhz), 0.5 * (sr[v][0].power_w + sr[v][1].power_w),
-               sr[v][0].reasons | sr[v][1].reasons);
+        soak_print(x->rank, sh->is_ar ? "gemm_ar" : "gemm_rs", (long long)sh->m, (long long)sh->n, (long long)r.k, label,
+                   56, &sr[v][0], &sr[v][1], tm[v]);
         if (x->json)
           soak_json(x->json, sh->is_ar ? "gemm_ar" : "gemm_rs", (long long)sh->m, (long long)sh->n, (long long)sh->k_total,
                     label, P, x->rank, &sr[v][0], &sr[v][1], tm[v], x->env.gpu, x->env.commit, x->env.date);

@@ -13,6 +13,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h" /* bench_settle_calls */
+#include "bootstrap.h"
+
 typedef struct {
   double ms_per_call; /* wall time of the soak / calls, from two events */
   int calls;
@@ -50,6 +53,19 @@ static inline void soak_nvml_open(soak_nvml_t *n, int device) {
     return;
   }
   n->lib = lib;
+}
+
+/* The process's NVML handle for its current CUDA device, opened on first use. */
+static inline const soak_nvml_t *soak_nvml(void) {
+  static soak_nvml_t n;
+  static int opened = 0;
+  if (!opened) {
+    int dev = 0;
+    cudaGetDevice(&dev);
+    soak_nvml_open(&n, dev);
+    opened = 1;
+  }
+  return &n;
 }
 
 /* The samples of one soak: taken every ~2 ms from the first call's enqueue to the end. */
@@ -135,6 +151,29 @@ static inline void soak_run_on(const soak_nvml_t *n, soak_fn fn, void *ctx, int 
   else r->min_mhz = 0;
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+}
+
+/* One soaked row in a multi-rank bench: rank 0 decides from its burst median how many calls
+ * fill soak_ms (0 = skip the row: not timed), every rank follows (fn may be collective), the
+ * ranks start together. boot NULL: one process. */
+static inline void soak_row(meld_bootstrap_t *boot, soak_fn fn, void *ctx, float burst_ms, int soak_ms,
+                            cudaStream_t st, soak_result_t *res) {
+  int n = burst_ms > 0 ? bench_settle_calls(burst_ms, soak_ms) : 0;
+  if (boot && meld_bootstrap_bcast(boot, &n, sizeof n, 0) != MELD_OK) n = 0;
+  memset(res, 0, sizeof *res);
+  if (n <= 0) return;
+  cudaStreamSynchronize(st);
+  if (boot) meld_bootstrap_barrier(boot);
+  soak_run_on(soak_nvml(), fn, ctx, 1, n, st, res);
+}
+
+/* The line a soaked row prints: the mean of its two passes, each pass, the burst median. */
+static inline void soak_print(int rank, const char *op, long long m, long long n, long long k, const char *label,
+                              int width, const soak_result_t *a, const soak_result_t *b, double burst_ms) {
+  printf("[rank %d] soak %-7s %5lld %5lld %5lld  %-*s %8.4f ms (passes %.4f %.4f; median %.4f)  SM %4.0f MHz  %3.0f W  "
+         "reasons 0x%llx\n",
+         rank, op, m, n, k, width, label, 0.5 * (a->ms_per_call + b->ms_per_call), a->ms_per_call, b->ms_per_call,
+         burst_ms, 0.5 * (a->sm_mhz + b->sm_mhz), 0.5 * (a->power_w + b->power_w), a->reasons | b->reasons);
 }
 
 /* One JSON line (BENCH.md keys where they apply) for a soaked row: its two passes (either may

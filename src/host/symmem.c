@@ -21,8 +21,8 @@ typedef struct {
   int32_t err; /* registered: this rank's meld_result_t when ok is 0 */
 } meld_symbuf_msg_t;
 
-/* A registered range's mapping of rank r's allocation: one per (rank, allocation) per comm. */
-/* Keyed by the allocation's base and size in rank r's address space, not by the handle's bytes
+/* A registered range's mapping of rank r's allocation: one per (rank, allocation) per comm,
+ * keyed by the allocation's base and size in rank r's address space, not by the handle's bytes
  * (two exports of one allocation need not be byte-equal). */
 static meld_ipc_map_t *ipc_map_get(struct meld_comm *comm, int r, const cudaIpcMemHandle_t *h, uint64_t base,
                                    uint64_t bytes, cudaError_t *err) {
@@ -189,6 +189,12 @@ static void range_lookup(void) {
   cudaGetLastError();
 }
 
+/* 1 if b's local part and [p, p + bytes) share a byte. */
+static int symbuf_overlaps(const meld_symbuf_t *b, uintptr_t p, size_t bytes) {
+  const uintptr_t q = (uintptr_t)b->local;
+  return b->local && q < p + bytes && p < q + b->bytes;
+}
+
 /* This rank's checks of [ptr, ptr + bytes): device memory of its GPU, not symmetric already,
  * inside one allocation that CUDA IPC can export. Fills the message (handle, offset). */
 static meld_result_t register_local(struct meld_comm *comm, void *ptr, size_t bytes, meld_symbuf_msg_t *mine) {
@@ -216,12 +222,11 @@ static meld_result_t register_local(struct meld_comm *comm, void *ptr, size_t by
                       "[%p, +%zu) runs past the end of its allocation (%zu bytes from %p): register "
                       "within one allocation",
                       ptr, bytes, size, (void *)(uintptr_t)base);
-  /* (after the bounds check: ptr + bytes cannot wrap here) */
-  if (meld_symbuf_find(comm, ptr, 1, NULL) || meld_symbuf_find(comm, (const uint8_t *)ptr + bytes - 1, 1, NULL))
+  /* (after the bounds check: p + bytes cannot wrap here) */
+  int overlap = symbuf_overlaps(&comm->workspace, p, bytes) || symbuf_overlaps(&comm->pad, p, bytes);
+  for (const meld_symbuf_t *b = comm->user_bufs; b && !overlap; b = b->next) overlap = symbuf_overlaps(b, p, bytes);
+  if (overlap)
     return meld_error(MELD_ERR_INVALID_ARG, "[%p, +%zu) overlaps memory already symmetric on this comm", ptr, bytes);
-  for (const meld_symbuf_t *b = comm->user_bufs; b; b = b->next)
-    if ((uintptr_t)b->local >= p && (uintptr_t)b->local < p + bytes)
-      return meld_error(MELD_ERR_INVALID_ARG, "[%p, +%zu) overlaps memory already symmetric on this comm", ptr, bytes);
   mine->offset = (uint64_t)(p - (uintptr_t)base);
   mine->base = (uint64_t)base;
   mine->alloc_bytes = (uint64_t)size;

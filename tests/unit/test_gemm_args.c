@@ -137,29 +137,6 @@ static void test_no_device(void **state) {
   assert_true(strlen(meld_last_error()) > 0);
 }
 
-/* The 2x1 cluster (B multicast) stays refused, with a sentence, unless the experimental switch
- * is on. (The planner looks up the driver's tensor-map encoder first: skipped without a driver,
- * it runs wherever make test finds one.) */
-static void test_cluster_refused(void **state) {
-  (void)state;
-  const char *e = getenv("MELD_GEMM_CLUSTER_EXPERIMENTAL");
-  if (e && !strcmp(e, "1")) skip();
-  meld_gemm_args_t a = good_args();
-  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
-  o.cluster_m = 2;
-  o.sm_count = 132;
-  o.max_clusters = 66;
-  gemm_params_t p;
-  int w = 0;
-  const meld_result_t r = gemm_plan_make(&a, &o, &p, &w);
-  if (r == MELD_ERR_CUDA && strstr(meld_last_error(), "cuTensorMapEncodeTiled")) skip(); /* no driver here */
-  assert_int_equal(r, MELD_ERR_UNSUPPORTED);
-  assert_non_null(strstr(meld_last_error(), "disabled"));
-  assert_non_null(strstr(meld_last_error(), "cluster_m 1"));
-  o.cluster_m = 3;
-  assert_int_equal(gemm_plan_make(&a, &o, &p, &w), MELD_ERR_INVALID_ARG);
-}
-
 /* Stream-K partition (shared by the device scheduler and the planner): every k-block of every
  * stream-K tile is covered exactly once, pieces of a tile have distinct contributor indices
  * below the count, and the count matches the pieces seen. */
@@ -373,8 +350,7 @@ int main(void) {
       cmocka_unit_test(test_null_args),    cmocka_unit_test(test_null_pointers),
       cmocka_unit_test(test_dims),         cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_leading_dims), cmocka_unit_test(test_empty_is_noop),
-      cmocka_unit_test(test_no_device),    cmocka_unit_test(test_cluster_refused),
-      cmocka_unit_test(test_stream_k_partition),
+      cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
   };
