@@ -348,10 +348,12 @@ meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cu
  * epilogue (as above) and pushes the reduced bf16 tile into every peer's workspace, and each
  * rank copies the peers' reduced tiles into its C once its own GEMM is done. Workspace:
  * 2 * (P - 1) * R' * roundup(N, 8) * 2 bytes + 4 KiB. Unfused: meld_gemm into C, then
- * meld_all_reduce in place. Zero copy (opt-in, MELD_GEMM_AR_ZC=1 on every rank): with C from
- * meld_mem_alloc or registered by meld_mem_register (same offset on every rank, ldc == n,
- * n % 8 == 0) the owners store their reduced tiles straight into every rank's C: no result
- * slots, no copy after the GEMM; ranks that disagree fail the call with an argument mismatch.
+ * meld_all_reduce in place. Zero copy (the default where it applies; MELD_GEMM_AR_ZC=0 turns it
+ * off, alike on every rank): with C from meld_mem_alloc or registered by meld_mem_register
+ * (same offset on every rank, ldc == n, n % 8 == 0) the owners store their reduced tiles
+ * straight into every rank's C: no result slots, no copy after the GEMM (5% faster sustained
+ * at 8192 x 8192 x 8192 on 2 x H200); ranks that disagree fail the call with an argument
+ * mismatch.
  * Fails as meld_gemm_rs. */
 meld_result_t meld_gemm_ar(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream);
 

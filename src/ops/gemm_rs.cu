@@ -394,9 +394,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         2-3 of the producer warpgroup while the GEMM runs, as the tiles arrive
  *                         (opt-in: slower on one GPU in loopback); 0 (default) = only after the
  *                         GEMM (the consumers' tail)
- *   MELD_GEMM_AR_ZC       1: AR with C in symmetric memory (meld_mem_alloc; dense, n % 8 == 0)
- *                         stores the reduced tiles straight into the peers' C, no result slots
- *                         and no copy phase (opt-in; alike on every rank: in the argument hash)
+ *   MELD_GEMM_AR_ZC       1 (default): AR with C in symmetric memory (meld_mem_alloc or
+ *                         registered; dense, n % 8 == 0) stores the reduced tiles straight into
+ *                         the peers' C, no result slots and no copy phase; 0 = the result slots
+ *                         (alike on every rank: in the argument hash)
  *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 4 (default) = the first partial by
  *                         TMA into the staging, added to the fp32 accumulators while staging
  *                         the sums; 5 (whole tiles of >= 4 k-blocks, else 4) = the producer
@@ -610,15 +611,17 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   k.arg_hash = pl->arg_hash;
   k.diag = diag;
   k.sym = pl->sym;
-  /* Zero-copy AR (opt-in, MELD_GEMM_AR_ZC=1): C [M, N] dense (ldc = n, n % 8 == 0: the reduced
-   * tiles' 16-byte stores use the slots' row pitch) in symmetric memory (meld_mem_alloc) mapped
-   * from every rank. The choice rests on the arguments and the variable (which must be alike on
-   * every rank): the allocation, offset and ldc join the argument hash, so ranks that disagree
-   * fail the entry handshake instead of writing where the peer does not read. Opt-in because
-   * one H200 in loopback measured it both ways (session 7, Nsight Compute cycles against the
-   * result slots + copy phase): -7.7% at 8192 x 8192 x 4096, +6% at 8192 x 4096 x 7168 (some
-   * reduce epilogues stalled 30-50 us on their stores into C; not understood). */
-  if (pl->is_ar && !pl->sym && P > 1 && a->n % 8 == 0 && a->ldc == pl->ldn && gemm_rs_env_int("MELD_GEMM_AR_ZC", 0) == 1) {
+  /* Zero-copy AR (the default where it applies; MELD_GEMM_AR_ZC=0 turns it off): C [M, N] dense
+   * (ldc = n, n % 8 == 0: the reduced tiles' 16-byte stores use the slots' row pitch) in
+   * symmetric memory (meld_mem_alloc or meld_mem_register) mapped from every rank. The choice
+   * rests on the arguments and the variable (which must be alike on every rank): the
+   * allocation, offset and ldc join the argument hash, so ranks that disagree fail the entry
+   * handshake instead of writing where the peer does not read. Default since session 9: on 2 x
+   * H200 it took 1.028 vs 1.082 ms sustained at 8192 x 8192 x 8192 (burst 0.977 vs 1.035) and
+   * 0.828 vs 0.847 burst at 8192 x 4096 x 14336; one H200 in loopback, sustained, 0.915 vs
+   * 0.965 and 0.761 vs 0.788 (session 8). (Session 7's Nsight Compute cycles, clocks locked,
+   * had it 6% slower at 8192 x 4096 x 7168: a locked clock hides that it moves fewer bytes.) */
+  if (pl->is_ar && !pl->sym && P > 1 && a->n % 8 == 0 && a->ldc == pl->ldn && gemm_rs_env_int("MELD_GEMM_AR_ZC", 1) == 1) {
     size_t off = 0;
     const meld_symbuf_t *sb = meld_symbuf_find(comm, a->c, (size_t)a->m * (size_t)a->ldc * 2, &off);
     int mapped = sb && sb->seq != MELD_SYMBUF_SEQ_WORKSPACE;

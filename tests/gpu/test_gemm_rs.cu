@@ -264,8 +264,9 @@ __global__ void fold_rows(float *ref, int64_t rows, int64_t n) {
  * result slot, copied into C's rows [R, 2R) by the tail; or, with C in symmetric memory
  * (sym_c: meld_mem_alloc, the zero-copy AR), straight into those rows. Reference: both halves
  * of C [2R rows] hold the sum. */
-/* sym_c 2: a symmetric C without MELD_GEMM_AR_ZC=1 (the slot path, zero copy being opt-in);
- * 3: C in ordinary memory registered with meld_mem_register, zero copy on */
+/* sym_c 1: a symmetric C, zero copy by default (MELD_GEMM_AR_ZC unset); 2: a symmetric C with
+ * MELD_GEMM_AR_ZC=0 (the slot path); 3: C in ordinary memory registered with meld_mem_register,
+ * zero copy by default */
 static void test_loopback_op(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, const char *preload, int is_ar,
                              int sym_c) {
   prob_t p;
@@ -291,7 +292,8 @@ static void test_loopback_op(ctx_t *x, int64_t m, int64_t n, int64_t k, int call
   }
   for (int st = 0; st < 2; st++) fold_rows<<<1024, 256, 0, x->s>>>(p.ref[st], R, n);
   if (preload) setenv("MELD_GEMM_RS_PRELOAD", preload, 1);
-  if (sym_c == 1 || sym_c == 3) setenv("MELD_GEMM_AR_ZC", "1", 1);
+  unsetenv("MELD_GEMM_AR_ZC");
+  if (sym_c == 2) setenv("MELD_GEMM_AR_ZC", "0", 1);
   setenv("MELD_GEMM_RS_DIAG", "1024", 1);
   const int per = is_ar ? 2 : 1; /* AR: both halves checked */
   check_slot_t *sl = slots_alloc(calls * per);
@@ -530,7 +532,7 @@ static void rank_main(int rank, int nranks) {
     test_loopback_op(&x, 4096, 2048, 1024, 20, "0", 1, 1); /* the pass's copies */
     test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 3); /* C registered: zero copy */
     test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 3);
-    test_loopback_op(&x, 4096, 2048, 1024, 3, NULL, 1, 2); /* symmetric C, MELD_GEMM_AR_ZC unset */
+    test_loopback_op(&x, 4096, 2048, 1024, 3, NULL, 1, 2); /* symmetric C, MELD_GEMM_AR_ZC=0 */
     setenv("MELD_GEMM_AR_EARLY_COPY", "1", 1); /* the opt-in early copy during the GEMM */
     test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0);
     test_loopback_op(&x, 8192, 1003, 4104, 1, NULL, 1, 0); /* N % 8: element copies */
@@ -561,7 +563,7 @@ static void rank_main(int rank, int nranks) {
   ctx_free(&x);
 }
 
-/* AR into a C in symmetric memory with the zero-copy path on (MELD_GEMM_AR_ZC=1, every rank):
+/* AR into a C in symmetric memory, the zero-copy path taken by default (MELD_GEMM_AR_ZC unset):
  * the reduced tiles go straight into the peers' C. `calls` calls alternate two input sets,
  * every output poisoned before and all M rows checked. */
 /* reg: C is ordinary memory registered with meld_mem_register (else meld_mem_alloc). */
@@ -585,7 +587,7 @@ static void test_ar_symc(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, i
     GT_MELD(meld_mem_alloc(x->comm, (size_t)m * p.ldc * 2 + 256, &cs));
   }
   p.c = (__nv_bfloat16 *)cs;
-  setenv("MELD_GEMM_AR_ZC", "1", 1);
+  unsetenv("MELD_GEMM_AR_ZC");
   check_slot_t *sl = slots_alloc(calls);
   for (int i = 0; i < calls; i++) {
     GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * p.ldc * 2, x->s));
@@ -597,11 +599,10 @@ static void test_ar_symc(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, i
     }
     enqueue_check(x, &p, 1, i & 1, sl + i);
   }
-  unsetenv("MELD_GEMM_AR_ZC");
   GT_CUDA(cudaStreamSynchronize(x->s));
   GT_MELD(meld_comm_check(x->comm));
   char what[160];
-  snprintf(what, sizeof what, "gemm_ar M %lld N %lld K %lld, C %s, MELD_GEMM_AR_ZC=1 x%d", (long long)m,
+  snprintf(what, sizeof what, "gemm_ar M %lld N %lld K %lld, C %s, zero copy (default) x%d", (long long)m,
            (long long)n, (long long)k, reg ? "registered" : "symmetric", calls);
   judge(what, sl, calls);
   cudaFree(sl);
@@ -759,7 +760,7 @@ static void rank_mismatch(int rank, int nranks) {
   ctx_free(&x);
 }
 
-/* Zero-copy AR (symmetric C) on rank 0 only (MELD_GEMM_AR_ZC=1 there, not on the others): the
+/* Zero-copy AR (symmetric C) on rank 0 only (MELD_GEMM_AR_ZC=0 on the others): the
  * ranks would write and read in different places, so the argument hash must differ and every
  * rank report the mismatch instead of returning a wrong C. */
 static void rank_zc_mismatch(int rank, int nranks) {
@@ -771,7 +772,7 @@ static void rank_zc_mismatch(int rank, int nranks) {
   void *cs = NULL;
   GT_MELD(meld_mem_alloc(x.comm, (size_t)8192 * 1024 * 2 + 256, &cs));
   p.c = (__nv_bfloat16 *)cs;
-  if (rank == 0) setenv("MELD_GEMM_AR_ZC", "1", 1);
+  if (rank != 0) setenv("MELD_GEMM_AR_ZC", "0", 1);
   meld_gemm_rs_args_t a = prob_args(&p, 0, MELD_GEMM_RS_FUSED);
   meld_result_t r = meld_gemm_ar(x.comm, &a, x.s);
   unsetenv("MELD_GEMM_AR_ZC");
