@@ -19,7 +19,6 @@ import statistics
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem  # registers torch.ops.symm_mem.*
-import bench_torch_common
 from bench_torch_common import settle, soak_ms
 
 SUITE = [(2048, 8192, 10240), (8192, 8192, 10240), (16384, 8192, 10240),
@@ -79,10 +78,8 @@ def main():
             print(f"[rank {rank}] fused_all_gather_matmul failed at M={M}: {e}")
             t_peer = float("nan")
         s_peer = soak_ms(fused, t_peer)  # BENCH_SOAK_MS: sustained (power-capped) times
-        mj_peer = bench_torch_common.last_mj_per_call
         t_seq = timed(seq)
         s_seq = soak_ms(seq, t_seq)
-        mj_seq = bench_torch_common.last_mj_per_call
         t_mm = timed(lambda: full @ bt)
         t_ag = timed(lambda: dist.all_gather_into_tensor(full, a, group=group))
         row = dict(op="ag_gemm", shape=dict(m=M, n=NT, n_loc=n_loc, k=K, variant="torch"), nranks=P, nnodes=1,
@@ -91,8 +88,7 @@ def main():
                    comm_ms=t_ag, bound_ms=max(t_mm, t_ag), rel_err=err, gpu=torch.cuda.get_device_name(),
                    driver=None, cuda=torch.version.cuda, nccl=".".join(map(str, torch.cuda.nccl.version())),
                    torch=torch.__version__, date=datetime.date.today().isoformat(),
-                   commit=os.environ.get("BENCH_COMMIT", "unknown"), peer_soak_ms=s_peer, seq_soak_ms=s_seq,
-                   peer_soak_mj=mj_peer, seq_soak_mj=mj_seq)
+                   commit=os.environ.get("BENCH_COMMIT", "unknown"), peer_soak_ms=s_peer, seq_soak_ms=s_seq)
         rows.append(row)
         if rank == 0:
             print(f"{M}x{n_loc}x{K}: async-TP {t_peer:.3f} ms, torch seq {t_seq:.3f}, matmul {t_mm:.3f}, "

@@ -520,11 +520,11 @@ int main(int argc, char **argv) {
         if (i < 0) soak_run(soak_nvml(), lt_call, &lx, NSETS, calls, &r);
         else soak_run(soak_nvml(), meld_call, &mx[i], NSETS, calls, &r);
         const double flop = 2.0 * s->m * s->n * s->k;
-        printf("soak %6lld %6lld %6lld %-40s %9.4f ms %7.1f TFLOP/s  SM %6.0f MHz (%u-%u)  %5.0f W  %6.1f mJ/call  "
+        printf("soak %6lld %6lld %6lld %-40s %9.4f ms %7.1f TFLOP/s  SM %6.0f MHz (%u-%u)  %5.0f W  "
                "reasons 0x%llx  (%d calls, %d samples)\n",
                (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], r.ms_per_call,
-               flop / r.ms_per_call * 1e-9, r.sm_mhz, r.min_mhz, r.max_mhz, r.power_w, r.mj_per_call, r.reasons,
-               r.calls, r.samples);
+               flop / r.ms_per_call * 1e-9, r.sm_mhz, r.min_mhz, r.max_mhz, r.power_w, r.reasons, r.calls,
+               r.samples);
         soak_json(jf, "gemm", (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], 1, 0, &r,
                   NULL, t, prop.name, commit, date);
       }

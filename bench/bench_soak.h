@@ -24,9 +24,6 @@ typedef struct {
   unsigned min_mhz, max_mhz;
   unsigned long long reasons; /* clock-event reasons seen (OR): 0x4 power cap, 0x8 HW slowdown,
                                  0x20 / 0x40 SW / HW thermal, 0x80 power brake */
-  double energy_w;  /* mean power over the second half from the board's energy counter (0: none);
-                       unlike the power samples (a lagged average) it covers exactly that time */
-  double mj_per_call; /* energy_w * ms_per_call: the energy one call costs at steady state */
 } soak_result_t;
 
 typedef struct {
@@ -34,7 +31,6 @@ typedef struct {
   int (*clock)(void *dev, int type, unsigned *mhz);
   int (*power)(void *dev, unsigned *mw);
   int (*reasons)(void *dev, unsigned long long *r);
-  int (*energy)(void *dev, unsigned long long *mj); /* since the driver loaded; may be NULL */
 } soak_nvml_t;
 
 /* NVML for CUDA device `device`, or lib == NULL when unavailable. */
@@ -49,7 +45,6 @@ static inline void soak_nvml_open(soak_nvml_t *n, int device) {
   n->reasons = (int (*)(void *, unsigned long long *))dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");
   if (!n->reasons)
     n->reasons = (int (*)(void *, unsigned long long *))dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
-  n->energy = (int (*)(void *, unsigned long long *))dlsym(lib, "nvmlDeviceGetTotalEnergyConsumption");
   char bus[32];
   if (!init || !by_bus || !n->clock || !n->power || init() != 0 ||
       cudaDeviceGetPCIBusId(bus, sizeof bus, device) != cudaSuccess || by_bus(bus, &n->dev) != 0) {
@@ -77,7 +72,7 @@ static inline const soak_nvml_t *soak_nvml(void) {
 enum { SOAK_MAXS = 4096 };
 typedef struct {
   unsigned mhz[SOAK_MAXS], mw[SOAK_MAXS];
-  unsigned long long rs[SOAK_MAXS], mj[SOAK_MAXS]; /* mj: the energy counter (0: unread) */
+  unsigned long long rs[SOAK_MAXS];
   double ts[SOAK_MAXS]; /* ms since the soak began */
   int n;
   struct timespec t0;
@@ -98,11 +93,10 @@ static inline void soak_sample(const soak_nvml_t *n, soak_samples_t *q) {
   if (now < q->next_ms) return;
   q->next_ms = now + 2.0;
   const int i = q->n++;
-  q->mhz[i] = 0; q->mw[i] = 0; q->rs[i] = 0; q->mj[i] = 0;
+  q->mhz[i] = 0; q->mw[i] = 0; q->rs[i] = 0;
   n->clock(n->dev, 1 /* NVML_CLOCK_SM */, &q->mhz[i]);
   n->power(n->dev, &q->mw[i]);
   if (n->reasons) n->reasons(n->dev, &q->rs[i]);
-  if (n->energy && n->energy(n->dev, &q->mj[i]) != 0) q->mj[i] = 0;
   q->ts[i] = now;
 }
 
@@ -145,13 +139,8 @@ static inline void soak_run_on(const soak_nvml_t *n, soak_fn fn, void *ctx, int 
         next += 20;
       }
   double sm = 0, pw = 0;
-  int e0i = -1, e1i = -1; /* the second half's first and last energy readings */
   for (int i = 0; i < q.n; i++) {
     if (q.ts[i] < 0.5 * end_ms) continue;
-    if (q.mj[i]) {
-      if (e0i < 0) e0i = i;
-      e1i = i;
-    }
     sm += q.mhz[i]; pw += q.mw[i] * 1e-3;
     r->reasons |= q.rs[i];
     if (q.mhz[i] < r->min_mhz) r->min_mhz = q.mhz[i];
@@ -160,11 +149,6 @@ static inline void soak_run_on(const soak_nvml_t *n, soak_fn fn, void *ctx, int 
   }
   if (r->samples) { r->sm_mhz = sm / r->samples; r->power_w = pw / r->samples; }
   else r->min_mhz = 0;
-  /* (the counter ticks in steps of some ms: over >= 50 ms its error stays within a few %) */
-  if (e0i >= 0 && q.ts[e1i] - q.ts[e0i] >= 50 && q.mj[e1i] > q.mj[e0i]) {
-    r->energy_w = (double)(q.mj[e1i] - q.mj[e0i]) / (q.ts[e1i] - q.ts[e0i]); /* mJ / ms = W */
-    r->mj_per_call = r->energy_w * r->ms_per_call;
-  }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
 }
@@ -187,10 +171,9 @@ static inline void soak_row(meld_bootstrap_t *boot, soak_fn fn, void *ctx, float
 static inline void soak_print(int rank, const char *op, long long m, long long n, long long k, const char *label,
                               int width, const soak_result_t *a, const soak_result_t *b, double burst_ms) {
   printf("[rank %d] soak %-7s %5lld %5lld %5lld  %-*s %8.4f ms (passes %.4f %.4f; median %.4f)  SM %4.0f MHz  %3.0f W  "
-         "%6.1f mJ/call  reasons 0x%llx\n",
+         "reasons 0x%llx\n",
          rank, op, m, n, k, width, label, 0.5 * (a->ms_per_call + b->ms_per_call), a->ms_per_call, b->ms_per_call,
-         burst_ms, 0.5 * (a->sm_mhz + b->sm_mhz), 0.5 * (a->power_w + b->power_w),
-         0.5 * (a->mj_per_call + b->mj_per_call), a->reasons | b->reasons);
+         burst_ms, 0.5 * (a->sm_mhz + b->sm_mhz), 0.5 * (a->power_w + b->power_w), a->reasons | b->reasons);
 }
 
 /* One JSON line (BENCH.md keys where they apply) for a soaked row: its two passes (either may
@@ -205,12 +188,10 @@ static inline void soak_json(FILE *f, const char *op, long long m, long long n, 
           "{\"op\": \"%s\", \"shape\": {\"m\": %lld, \"n\": %lld, \"k\": %lld}, \"variant\": \"%s\", \"nranks\": %d, "
           "\"nnodes\": 1, \"rank\": %d, \"dtype\": \"bf16\", \"timing\": \"soak\", \"meld_ms\": %.5f, "
           "\"soak_pass_ms\": [%.5f, %.5f], \"soak_calls\": %d, \"burst_median_ms\": %.5f, \"sm_mhz\": %.0f, "
-          "\"power_w\": %.1f, \"energy_w\": %.1f, \"mj_per_call\": %.3f, \"clock_reasons\": %llu, \"gpu\": \"%s\", "
-          "\"date\": \"%s\", \"commit\": \"%s\"}\n",
+          "\"power_w\": %.1f, \"clock_reasons\": %llu, \"gpu\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
           op, m, n, k, variant, nranks, rank, ms, r[0]->ms_per_call, r[1]->ms_per_call, r[0]->calls, burst_ms,
-          0.5 * (r[0]->sm_mhz + r[1]->sm_mhz), 0.5 * (r[0]->power_w + r[1]->power_w),
-          0.5 * (r[0]->energy_w + r[1]->energy_w), 0.5 * (r[0]->mj_per_call + r[1]->mj_per_call),
-          r[0]->reasons | r[1]->reasons, gpu, date, commit);
+          0.5 * (r[0]->sm_mhz + r[1]->sm_mhz), 0.5 * (r[0]->power_w + r[1]->power_w), r[0]->reasons | r[1]->reasons,
+          gpu, date, commit);
   fflush(f);
 }
 

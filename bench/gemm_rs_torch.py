@@ -17,7 +17,6 @@ import os
 import torch
 import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem  # registers torch.ops.symm_mem.*
-import bench_torch_common
 from bench_torch_common import settle, soak_ms
 
 
@@ -71,10 +70,8 @@ def main():
                     print(f"fused_matmul_reduce_scatter failed at m {m}: {e}")
                 peer_ms = None
             s_peer = soak_ms(fused, peer_ms)  # BENCH_SOAK_MS: sustained (power-capped) times
-            mj_peer = bench_torch_common.last_mj_per_call
             seq_ms = median_ms(seq)
             s_seq = soak_ms(seq, seq_ms)
-            mj_seq = bench_torch_common.last_mj_per_call
             if rank == 0:
                 print(f"gemm_rs m {m:5d} n {n:5d} k_loc {k:5d} | async-TP {peer_ms} ms | torch seq {seq_ms:.3f} ms"
                       + (f" | sustained: async-TP {s_peer:.4f}, seq {s_seq:.4f}" if s_peer else ""), flush=True)
@@ -82,7 +79,6 @@ def main():
                     out.write(json.dumps({"op": "gemm_rs", "shape": {"m": m, "n": n, "k": k, "k_total": k_total},
                                           "nranks": P, "peer": "torch_async_tp", "peer_ms": peer_ms,
                                           "torch_seq_ms": seq_ms, "peer_soak_ms": s_peer, "seq_soak_ms": s_seq,
-                                          "peer_soak_mj": mj_peer, "seq_soak_mj": mj_seq,
                                           "torch": torch.__version__}) + "\n")
                     out.flush()
             del a, b, bt, recv

@@ -43,21 +43,21 @@ def main():
             if r.get("timing") == "soak" and r.get("meld_ms"):
                 p = r.get("soak_pass_ms") or [r["meld_ms"]] * 2
                 rows.append((r.get("variant", "?"), r["meld_ms"], abs(p[0] - p[-1]) / r["meld_ms"],
-                             r.get("burst_median_ms"), r.get("sm_mhz"), r.get("power_w"), r.get("mj_per_call")))
+                             r.get("burst_median_ms"), r.get("sm_mhz"), r.get("power_w")))
             for field, name in (("peer_soak_ms", "torch async-TP"), ("seq_soak_ms", "torch sequential")):
                 if r.get(field):
                     rows.append((name, r[field], None, r.get("peer_ms" if field == "peer_soak_ms" else "seq_ms"),
-                                 None, None, r.get(field.replace("_ms", "_mj"))))
+                                 None, None))
     for (op, m, n, k, P), rows in sorted(groups.items(), key=lambda kv: str(kv[0])):
         if not rows:
             continue
         base = next((r[1] for r in rows if r[0] == a.base), rows[0][1])
         print(f"\n{op} {m} x {n} x {k}, {P} rank(s): sustained ms (ratio to {a.base if any(r[0] == a.base for r in rows) else rows[0][0]})")
-        print(f"  {'row':60s} {'soak ms':>9s} {'ratio':>6s} {'passes':>7s} {'burst':>8s} {'MHz':>5s} {'W':>4s} {'mJ':>6s}")
-        for v, ms, spread, burst, mhz, w, mj in rows:
+        print(f"  {'row':60s} {'soak ms':>9s} {'ratio':>6s} {'passes':>7s} {'burst':>8s} {'MHz':>5s} {'W':>4s}")
+        for v, ms, spread, burst, mhz, w in rows:
             sp = f"{100 * spread:5.1f}%" if spread is not None else "     -"
             b = f"{burst:8.4f}" if isinstance(burst, (int, float)) else "       -"
-            print(f"  {v[:60]:60s} {ms:9.4f} {ms / base:6.3f} {sp:>7s} {b} {mhz or '':>5} {round(w) if w else '':>4} {f'{mj:6.1f}' if mj else '':>6}")
+            print(f"  {v[:60]:60s} {ms:9.4f} {ms / base:6.3f} {sp:>7s} {b} {mhz or '':>5} {round(w) if w else '':>4}")
     return 0
 
 
