@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# x2_s9.sh — 2 GPUs, session 9: (1) test_gemm_rs at 2 ranks with zero-copy AR as the default;
-# (2) sustained GEMM+RS / GEMM+AR / AG+GEMM rows with each row's energy per call (NVML's energy
-# counter, bench_soak.h) and the torch async-TP baselines' energy, to test "at the power cap a
-# fused op costs the GEMM's energy plus the communication's"; (3) on GPU 0 alone, the
-# experimental 2-CTA multicast GEMM (bench/p1_cluster.sh) while time is left.
+# x2_s9.sh — 2 GPUs, session 9 call 3: (1) test_gemm_rs at 2 ranks with zero-copy AR as the
+# default; (2) sustained GEMM+RS / GEMM+AR / AG+GEMM rows and the torch async-TP baselines (run
+# once with an energy-per-call column from NVML's energy counter, removed after that run: too
+# coarse over 0.3 s and it slowed the short rows; tests/gpu/results/2026-12-01-h200x2-s9-energy/
+# NOTE.md); (3) on GPU 0 alone, the experimental 2-CTA multicast GEMM (bench/p1_cluster.sh)
+# while time is left.
 # Usage (device): OUT=... [SOAK=600] [LIMIT=560] bash bench/x2_s9.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
