@@ -13,7 +13,9 @@
  *                half) -> TMA store (or 16-byte generic stores for redirected output).
  *   Optional 2x1 cluster: the two CTAs compute vertically adjacent tiles of one n-block and
  *   each loads half of B, multicast to both (halves B's L2->SM traffic). EXPERIMENTAL: the
- *   planner refuses it (slower, and a race seen on H200; docs/perf-notes.md "GEMM engine").
+ *   planner refuses it (slower in run 1; docs/perf-notes.md "GEMM engine"). The wrong tiles
+ *   and illegal instruction seen on H200 were the scheduler's, not the pair protocol's: tickets
+ *   past the last m-pair ran as phantom tiles (fixed in gemm_tile_of; GPU re-run pending).
  *
  * Why 128x256x64: 256 is wgmma's widest N; a 64x256 fp32 accumulator is 128 registers, under
  * the 232 cap; 4 stages x 48 KB = 192 KB leaves 32 KB for two 16 KB epilogue stagings.
@@ -348,6 +350,89 @@ GEMM_HD int gemm_skq_next(int drawn, int sk_from, int uw, int unw, int *base, in
   return *base + uw + *i * unw;
 }
 
+/* One unit of work, passed from the producer to the consumers through smem next to the
+ * stage that holds its first k-block. m_blk < 0 means "no more tiles". A split tile has
+ * split >= 0 and its workspace/counter slot; a whole tile has split -1. */
+typedef struct {
+  int32_t m_blk, n_blk, k_blk0, k_nblk;
+  int32_t split, slot, k_step, pad1; /* stream-K: split = the range w; k_step: see split_ileave */
+} gemm_tile_t;
+
+/* The tile for scheduler ticket `ticket`; returns 0 when the ticket is past the last tile,
+ * -1 for an empty stream-K piece (skip it and take the next ticket).
+ * Raster: groups of group_m m-units sweep all n-blocks, m fastest, so the ~#SM live tiles
+ * share A and B panels in L2. Grouped mode (hook f, not implemented) would map the ticket
+ * through a device-side prefix sum of per-group tile counts here.
+ * An m-unit is an m-block, or with cluster_m 2 an m-pair (rank r of the pair takes m-block
+ * 2 um + r; m-block tiles_m, when tiles_m is odd, is the pad tile: loaded clamped, never
+ * stored), so the scheduler has units_m * tiles_n tickets, half of tiles_m * tiles_n.
+ * Shared with the host (tests/unit/test_gemm_args.c runs every worker's static schedule);
+ * host callers pass m_order NULL (it points to device memory). */
+GEMM_HD int gemm_tile_of(const gemm_params_t *p, int ticket, int rank, gemm_tile_t *t) {
+  const int cl = p->cluster_m;
+  const int units_m = (p->tiles_m + cl - 1) / cl;
+  const int tiles_n = p->tiles_n;
+  const int S = p->split_k, from = p->split_from;
+  int split = -1, slot = 0, kb0 = 0, nkb = p->k_blocks;
+  if (p->sk_tiles > 0) {
+    const int sk_from = units_m * tiles_n - p->sk_tiles;
+    if (ticket >= sk_from) { /* split = the range w; the consumers derive its contributor index */
+      const int r = gemm_sk_piece(p->sk_tiles, p->k_blocks, p->sk_workers, p->sk_parts,
+                                  ticket - sk_from, &slot, &kb0, &nkb, &split);
+      if (r <= 0) return r;
+      ticket = sk_from + slot;
+    }
+  } else if (ticket >= from) { /* a tile's splits are consecutive tickets: they run at once */
+    const int u = ticket - from;
+    slot = u / S;
+    split = u - slot * S;
+    ticket = from + slot;
+  }
+  /* The end, for every mode. (From 41d9b5e until this fix it sat inside the split branch
+   * above; split_from is tiles_m * tiles_n when split_k is 1, so with cluster_m 2 the tickets
+   * [units_m * tiles_n, tiles_m * tiles_n) ran as phantom tiles. Their group has
+   * gm = units_m - first <= 0; gm 0 divides by zero below, which on the GPU gave -1 for both
+   * (as the damage shows): m-blocks 2 (first - 1) + rank, n-block -1, zeros (the B box lies
+   * wholly left of column 0), stored by the generic-store epilogue (no lower column bound)
+   * into the row above. One H200, 4096^3 on 66 clusters (session 9 call 3): tiles (29, 15)
+   * 1 row, (30, 15) 128 rows, (31, 15) 127 rows wrong (errors 8.5e-2 / 1.0 / 0.996); the
+   * TMA-store launch after it, whose phantom stores start left of column 0, died with an
+   * illegal instruction. Each cluster also ran about twice its tiles. Small problems hid it:
+   * their phantom n-blocks lay past tiles_n and were never stored.) */
+  if (ticket >= units_m * tiles_n) return 0;
+  const int per_group = p->group_m * tiles_n;
+  const int g = ticket / per_group;
+  const int first = g * p->group_m;
+  const int gm = p->group_m < units_m - first ? p->group_m : units_m - first; /* >= 1 here */
+  const int r = ticket - g * per_group;
+  int um = first + r % gm;
+  if (cl == 1) {
+    um = (um + p->order.m_rotate) % p->tiles_m;
+    if (p->order.m_order) um = p->order.m_order[um];
+    t->m_blk = um;
+  } else {
+    t->m_blk = um * 2 + rank;
+  }
+  t->n_blk = r / gm;
+  t->split = split;
+  t->slot = slot;
+  t->k_step = 1;
+  t->pad1 = 0;
+  if (split >= 0 && p->sk_tiles == 0) {
+    if (p->split_ileave) { /* split-K: k-blocks split, split + S, split + 2S, ... */
+      kb0 = split;
+      nkb = (p->k_blocks - split + S - 1) / S;
+      t->k_step = S;
+    } else { /* split-K: equal ranges */
+      kb0 = split * p->kb_per_split;
+      nkb = p->kb_per_split < p->k_blocks - kb0 ? p->kb_per_split : p->k_blocks - kb0;
+    }
+  }
+  t->k_blk0 = kb0;
+  t->k_nblk = nkb;
+  return 1;
+}
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -373,74 +458,6 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
 struct gemm_no_tail {
   __device__ __forceinline__ void operator()(int, int) const {}
 };
-
-/* One unit of work, passed from the producer to the consumers through smem next to the
- * stage that holds its first k-block. m_blk < 0 means "no more tiles". A split tile has
- * split >= 0 and its workspace/counter slot; a whole tile has split -1. */
-typedef struct {
-  int32_t m_blk, n_blk, k_blk0, k_nblk;
-  int32_t split, slot, k_step, pad1; /* stream-K: split = the range w; k_step: see split_ileave */
-} gemm_tile_t;
-
-/* The tile for scheduler ticket `ticket`; returns 0 when the ticket is past the last tile,
- * -1 for an empty stream-K piece (skip it and take the next ticket).
- * Raster: groups of group_m m-units sweep all n-blocks, m fastest, so the ~#SM live tiles
- * share A and B panels in L2. Grouped mode (hook f, not implemented) would map the ticket
- * through a device-side prefix sum of per-group tile counts here. */
-__device__ __forceinline__ int gemm_tile_of(const gemm_params_t *p, int ticket, int rank,
-                                            gemm_tile_t *t) {
-  const int cl = p->cluster_m;
-  const int units_m = (p->tiles_m + cl - 1) / cl;
-  const int tiles_n = p->tiles_n;
-  const int S = p->split_k, from = p->split_from;
-  int split = -1, slot = 0, kb0 = 0, nkb = p->k_blocks;
-  if (p->sk_tiles > 0) {
-    const int sk_from = units_m * tiles_n - p->sk_tiles;
-    if (ticket >= sk_from) { /* split = the range w; the consumers derive its contributor index */
-      const int r = gemm_sk_piece(p->sk_tiles, p->k_blocks, p->sk_workers, p->sk_parts,
-                                  ticket - sk_from, &slot, &kb0, &nkb, &split);
-      if (r <= 0) return r;
-      ticket = sk_from + slot;
-    }
-  } else if (ticket >= from) { /* a tile's splits are consecutive tickets: they run at once */
-    const int u = ticket - from;
-    slot = u / S;
-    split = u - slot * S;
-    ticket = from + slot;
-    if (ticket >= units_m * tiles_n) return 0;
-  }
-  const int per_group = p->group_m * tiles_n;
-  const int g = ticket / per_group;
-  const int first = g * p->group_m;
-  const int gm = min(p->group_m, units_m - first);
-  const int r = ticket - g * per_group;
-  int um = first + r % gm;
-  if (cl == 1) {
-    um = (um + p->order.m_rotate) % p->tiles_m;
-    if (p->order.m_order) um = p->order.m_order[um];
-    t->m_blk = um;
-  } else {
-    t->m_blk = um * 2 + rank;
-  }
-  t->n_blk = r / gm;
-  t->split = split;
-  t->slot = slot;
-  t->k_step = 1;
-  t->pad1 = 0;
-  if (split >= 0 && p->sk_tiles == 0) {
-    if (p->split_ileave) { /* split-K: k-blocks split, split + S, split + 2S, ... */
-      kb0 = split;
-      nkb = (p->k_blocks - split + S - 1) / S;
-      t->k_step = S;
-    } else { /* split-K: equal ranges */
-      kb0 = split * p->kb_per_split;
-      nkb = min(p->kb_per_split, p->k_blocks - kb0);
-    }
-  }
-  t->k_blk0 = kb0;
-  t->k_nblk = nkb;
-  return 1;
-}
 
 /* The guard of the hooks' flag waits, at spin `spin`: every 64 spins only, the shared abort
  * word (one line every waiter of the GPU reads: spinning on it slowed a GEMM beside 264

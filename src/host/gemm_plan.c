@@ -377,8 +377,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   if (cl == 2 && !g_env_cluster_exp)
     return meld_error(MELD_ERR_UNSUPPORTED,
                       "gemm_plan_make: cluster_m 2 (B multicast) is disabled: it was 0.56-0.75x of "
-                      "cluster 1 on H200 and showed wrong tiles / an illegal instruction under load "
-                      "(run 2, docs/perf-notes.md); use cluster_m 1");
+                      "cluster 1 on H200 (run 1, docs/perf-notes.md) and is not re-measured since "
+                      "its schedule fix (phantom tiles past the last m-pair); use cluster_m 1");
   if (cl == 2 && (o->sm_count < 2 || o->max_clusters < 1))
     return meld_error(MELD_ERR_INVALID_ARG,
                       "gemm_plan_make: cluster_m 2 needs >= 2 SMs and co-resident clusters "

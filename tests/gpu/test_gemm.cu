@@ -724,13 +724,21 @@ int main(void) {
   if (cl_exp && !strcmp(cl_exp, "1")) {
     /* the experimental 2x1 cluster with B multicast (session 8: to be re-measured): both
      * layouts, every dimension a tail (an odd number of m-blocks: the pair's pad tile),
-     * generic and TMA-store epilogues, repeated runs of a large shape (the race once seen) */
+     * generic and TMA-store epilogues, repeated runs of a large shape (session 9: wrong last tiles,
+     * then an illegal instruction; the phantom tickets past the last m-pair, see gemm_tile_of) */
     const gemm_case_t cl_cases[] = {
         {256, 512, 640, 0, 0, 0, 2, -1, 1, 0, 0, 0, 0, 0, 0, 0},
         {256, 512, 640, 1, 0, 0, 2, -1, 1, 0, 0, 0, 0, 0, 0, 0},
         {300, 200, 72, 0, 8, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0},
         {300, 200, 72, 1, 8, 0, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0},
         {1000, 1000, 4104, 0, 0, 16, 2, -1, 0, 0, 0, 0, 0, 0, 0, 0},
+        /* 8 m-pairs x 2 n-blocks on 16 clusters, group_m 8: before the scheduler's end check
+         * was unconditional, tickets 16..31 ran as phantom tiles (m-blocks 14/15, n-block -1;
+         * the 4096^3 failure of session 9 in small): their zeros land in the row above, in
+         * tiles (13..15, 1) and the padding past n (generic stores), or at negative columns by
+         * TMA store */
+        {2048, 512, 640, 0, 8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2048, 512, 640, 1, 8, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0},
         {4096, 4096, 4096, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
         {4096, 4096, 4096, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0},
         {4096, 4096, 4096, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},

@@ -230,6 +230,113 @@ static void test_stream_k_queue(void **state) {
   }
 }
 
+/* The static schedule (gemm_producer: worker w's i-th ticket is uw + i * unw, counted in m-units:
+ * with cluster_m 2, uw = w / 2 and unw = workers / 2, so both CTAs of a pair take the same
+ * tickets) through gemm_tile_of, for workers as gemm_plan_make counts them: every k-block of
+ * every tile runs exactly once; every tile lies in the grid (with cluster_m 2 and odd tiles_m,
+ * also the pad m-block tiles_m, loaded clamped and never stored); the two CTAs of a pair run
+ * the same tickets step by step (same end, n-block, m-pair and k-range), so every multicast and
+ * remote arrival has a live partner. Before the end check was made unconditional, cluster_m 2
+ * with split_k 1 ran tickets [units_m * tiles_n, tiles_m * tiles_n) as phantom tiles (4096^3
+ * on 132 SMs: tickets 256..511, a division by zero in the raster; on the GPU n-block -1, tiles
+ * (29..31, 15) overwritten; here SIGFPE or the range check). */
+static void test_static_schedule(void **state) {
+  (void)state;
+  /* m, n, k_blocks, SMs, cluster_m, group_m, split_k (0: none), split_from (-1: 0), stream_k
+   * (0: off, 2: partial wave, 3: one + partial wave) */
+  static const int cfg[][9] = {
+      {4096, 4096, 64, 132, 2, 8, 0, 0, 0},  /* the H200 failure: 256 m-pair tickets, 66 clusters */
+      {4096, 4096, 64, 132, 2, 16, 0, 0, 0}, /* bench row cl2g16 */
+      {2048, 5120, 128, 132, 2, 8, 0, 0, 0}, /* bench: plan w132 c2 s1/128/320 g8 */
+      {8192, 8192, 64, 132, 2, 8, 0, 0, 0},
+      {8000, 7000, 63, 132, 2, 8, 0, 0, 0},  /* tiles_m 63: the pad m-block in every n-block */
+      {8000, 7000, 63, 132, 2, 16, 0, 0, 0},
+      {256, 512, 10, 132, 2, 8, 0, 0, 0},    /* fewer m-pairs than clusters */
+      {300, 200, 2, 132, 2, 8, 0, 0, 0},
+      {1000, 1000, 65, 16, 2, 8, 0, 0, 0},
+      {1000, 1000, 65, 6, 2, 3, 0, 0, 0},    /* 3 clusters, groups of 3 of 4 m-pairs */
+      {130, 300, 3, 2, 2, 8, 0, 0, 0},       /* one cluster, one m-pair with its pad tile */
+      {4096, 4096, 64, 132, 1, 16, 0, 0, 0},
+      {8000, 7000, 63, 132, 1, 16, 0, 0, 0},
+      {1000, 1000, 65, 1, 1, 16, 0, 0, 0},
+      {300, 200, 65, 132, 1, 16, 3, -1, 0},  /* split-K, every tile */
+      {1000, 1000, 65, 20, 1, 16, 3, -1, 0}, /* split-K, 5 rounds */
+      {8192, 8192, 128, 132, 1, 16, 2, 1980, 0}, /* hybrid: the last 68 tiles split */
+      {2048, 5120, 128, 132, 1, 16, 0, 0, 2},
+      {2048, 5120, 128, 132, 1, 16, 0, 0, 3},
+      {1000, 1000, 65, 13, 1, 16, 0, 0, 2},
+  };
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    const int m = cfg[c][0], n = cfg[c][1], kb = cfg[c][2], sms = cfg[c][3], cl = cfg[c][4];
+    gemm_params_t p;
+    memset(&p, 0, sizeof p);
+    p.m = m; p.n = n; p.k = kb * 64;
+    p.tiles_m = (m + 127) / 128; p.tiles_n = (n + 255) / 256; p.k_blocks = kb;
+    p.cluster_m = cl; p.group_m = cfg[c][5];
+    const int tiles = p.tiles_m * p.tiles_n, units_m = (p.tiles_m + cl - 1) / cl;
+    p.split_k = cfg[c][6] > 1 ? cfg[c][6] : 1;
+    p.kb_per_split = (kb + p.split_k - 1) / p.split_k;
+    p.split_from = p.split_k > 1 ? (cfg[c][7] < 0 ? 0 : cfg[c][7]) : tiles;
+    int W; /* engine CTAs, as gemm_plan_make counts them */
+    if (cfg[c][8] > 1) {
+      W = sms < tiles * kb ? sms : tiles * kb;
+      int64_t skt = 0, ranges = 0;
+      assert_true(gemm_plan_sk_region(tiles, W, kb, cfg[c][8] == 3, 0, 0, &skt, &ranges));
+      const uint32_t total = (uint32_t)skt * (uint32_t)kb, len = (total + (uint32_t)ranges - 1) / (uint32_t)ranges;
+      p.sk_tiles = (int32_t)skt;
+      p.sk_workers = (int32_t)ranges;
+      p.sk_parts = (int)((len + kb - 1) / kb) + 1;
+    } else if (cl == 2) {
+      const int pairs = sms / 2 < units_m * p.tiles_n ? sms / 2 : units_m * p.tiles_n;
+      W = 2 * pairs;
+    } else {
+      const int units = p.split_k == 1 ? tiles : p.split_from + (tiles - p.split_from) * p.split_k;
+      W = sms < units ? sms : units;
+    }
+    const int unw = W / cl;
+    int *cover = calloc((size_t)tiles * kb, sizeof *cover);
+    assert_non_null(cover);
+    for (int uw = 0; uw < unw; uw++) {
+      for (int i = 0;; i++) {
+        if (i > tiles * kb) fail_msg("case %zu: unit worker %d does not end", c, uw);
+        const int ticket = uw + i * unw;
+        gemm_tile_t t[2];
+        int got[2] = {0, 0};
+        for (int rank = 0; rank < cl; rank++) {
+          memset(&t[rank], 0x5a, sizeof t[rank]);
+          got[rank] = gemm_tile_of(&p, ticket, rank, &t[rank]);
+        }
+        if (cl == 2) { /* the pair agrees at every step */
+          if (got[0] != got[1] || (got[0] > 0 && (t[0].n_blk != t[1].n_blk || t[0].m_blk / 2 != t[1].m_blk / 2 ||
+                                                  t[0].m_blk % 2 != 0 || t[1].m_blk % 2 != 1 ||
+                                                  t[0].k_blk0 != t[1].k_blk0 || t[0].k_nblk != t[1].k_nblk)))
+            fail_msg("case %zu: the CTAs of pair %d disagree on ticket %d", c, uw, ticket);
+        }
+        if (got[0] == 0) break;
+        if (got[0] < 0) continue;
+        for (int rank = 0; rank < cl; rank++) {
+          const gemm_tile_t *u = &t[rank];
+          const int pad = cl == 2 && p.tiles_m % 2 && u->m_blk == p.tiles_m;
+          if (u->n_blk < 0 || u->n_blk >= p.tiles_n || u->m_blk < 0 || (u->m_blk >= p.tiles_m && !pad))
+            fail_msg("case %zu (%d x %d, cluster_m %d, %d workers): ticket %d -> tile (%d, %d) outside %d x %d tiles",
+                     c, m, n, cl, W, ticket, u->m_blk, u->n_blk, p.tiles_m, p.tiles_n);
+          if (u->k_nblk < 1 || u->k_step < 1) fail_msg("case %zu: ticket %d has no k-blocks", c, ticket);
+          for (int j = 0; j < u->k_nblk && !pad; j++) {
+            const int k = u->k_blk0 + j * u->k_step;
+            assert_true(k >= 0 && k < kb);
+            cover[(u->m_blk * p.tiles_n + u->n_blk) * kb + k]++;
+          }
+        }
+      }
+    }
+    for (int i = 0; i < tiles * kb; i++)
+      if (cover[i] != 1)
+        fail_msg("case %zu (%d x %d, cluster_m %d, %d workers): k-block %d of tile (%d, %d) ran %d times", c, m, n, cl, W,
+                 i % kb, i / kb / p.tiles_n, i / kb % p.tiles_n, cover[i]);
+    free(cover);
+  }
+}
+
 /* gemm_params_check on stream-K fields (no GPU: pure validation). */
 static void test_stream_k_check(void **state) {
   (void)state;
@@ -351,7 +458,7 @@ int main(void) {
       cmocka_unit_test(test_dims),         cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_leading_dims), cmocka_unit_test(test_empty_is_noop),
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
-    cmocka_unit_test(test_stream_k_queue),
+    cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
