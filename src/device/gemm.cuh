@@ -212,6 +212,9 @@ typedef struct {
   int32_t tiles_m, tiles_n, k_blocks; /* ceil(M/128), ceil(N/256), ceil(K/64)              */
   int32_t b_kn;      /* 1: B stored [K,N] (kernel variant), 0: [N,K]                         */
   int32_t cluster_m; /* 1, or 2: 2x1 cluster, B multicast                                    */
+  int32_t cluster_mc; /* cluster_m 2: 1 = B multicast (the design); 0 = diagnosis only: the
+                       * pair's schedule and launch, but each CTA loads all of B itself and
+                       * releases only its own stages (MELD_GEMM_CLUSTER_EXPERIMENTAL=2)      */
   int32_t group_m;   /* raster group: this many m-blocks (m-pairs if cluster_m 2) per sweep  */
   int32_t epi_tma;   /* 1: TMA-store epilogue from map_c; 0: 16-byte generic stores          */
   int32_t workers;   /* CTAs that run the engine in the launch it was planned for            */
@@ -576,7 +579,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       const uint32_t a2_row = (uint32_t)(a_row - p->a2_row_begin);
       const int a2 = a2_row < (uint32_t)p->a2_rows;
       tma_load_2d(a_dst, a2 ? (const void *)&p->map_a2 : map_a, full, k0, a2 ? (int)a2_row : a_row);
-      if (cl == 1) {
+      if (!p->cluster_mc) {
         if (!BKN) {
           tma_load_2d(b_dst, map_b, full, k0, n0);
         } else {
@@ -1490,7 +1493,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   float acc[128];
   uint32_t pk[DEFER ? 32 : 1]; /* DEFER: the previous tile's half 1, packed bf16x2 */
   int pk_on = 0, pk_col = 0, pk_row = 0;
-  const int cl = p->cluster_m;
+  const int cl = p->cluster_mc ? 2 : 1; /* (stage releases: the peer's too only with multicast) */
   const uint32_t peer = cl == 2 ? (cluster_ctarank() ^ 1) : 0;
   const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
   const uint32_t info0 = sbase + GEMM_INFO_OFF; /* 32-bit smem addresses: fewer registers */
@@ -1654,7 +1657,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   if (threadIdx.x == 0) {
     for (int s = 0; s < GEMM_STAGES; ++s) {
       mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * s, 1);
-      mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * (GEMM_STAGES + s), 8 * cl);
+      mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * (GEMM_STAGES + s), p->cluster_mc ? 16 : 8);
     }
     fence_mbar_init();         /* peers may arrive / multicast on them */
     fence_proxy_async_smem_cta(); /* the TMA unit sees initialized barriers */

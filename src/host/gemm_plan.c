@@ -373,7 +373,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: cluster_m %d is not 1 or 2", cl);
   pthread_once(&g_env_once, env_read);
   /* MELD_GEMM_CLUSTER_EXPERIMENTAL=1 lets it through, for tests and benches only (session 8:
-   * the L2 traffic it saves is the GEMM's next lever at the power cap; perf-notes) */
+   * the L2 traffic it saves is the GEMM's next lever at the power cap; perf-notes); =2 runs
+   * the pairs without the multicast (diagnosis: session 9 measured cl2 at 0.53-0.58x) */
   if (cl == 2 && !g_env_cluster_exp)
     return meld_error(MELD_ERR_UNSUPPORTED,
                       "gemm_plan_make: cluster_m 2 (B multicast) is disabled: it was 0.56-0.75x of "
@@ -385,6 +386,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
                       "(sm_count %d, max_clusters %d)",
                       o->sm_count, o->max_clusters);
   p->cluster_m = cl;
+  /* (=2: the pair without its multicast, to tell the cluster's cost from the multicast's) */
+  p->cluster_mc = cl == 2 && g_env_cluster_exp != 2;
   int split = o->split_k;
   if (split < 0 || split > 8)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: split_k %d is outside [0, 8]", split);
@@ -483,7 +486,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, GEMM_BM,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "A"));
   if (!p->b_kn)
-    MELD_CHECK(encode_2d(&p->map_b, a->b, a->k, a->n, a->ldb, GEMM_BK, (uint32_t)(GEMM_BN / cl),
+    MELD_CHECK(encode_2d(&p->map_b, a->b, a->k, a->n, a->ldb, GEMM_BK, (uint32_t)(GEMM_BN / (p->cluster_mc ? 2 : 1)),
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "B"));
   else
     MELD_CHECK(encode_2d(&p->map_b, a->b, a->n, a->k, a->ldb, 64, GEMM_BK,
@@ -525,6 +528,7 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
     return 0;
   }
   if (p->cluster_m != 1 && p->cluster_m != 2) MELD_WHY("gemm: cluster_m %d is not 1 or 2", p->cluster_m);
+  if (p->cluster_mc && p->cluster_m != 2) MELD_WHY("gemm: B multicast (cluster_mc) needs cluster_m 2");
   if (p->epi.reduce.tma && (!p->epi.reduce.on || p->epi.reduce.npush > 0 || p->n % 8))
     MELD_WHY("gemm: the reduced tiles' TMA store needs the reduce hook on, no symmetric push and n %% 8 == 0 (n %d)",
         p->n);
