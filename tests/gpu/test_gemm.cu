@@ -721,7 +721,7 @@ int main(void) {
     if (cudaGetLastError() != cudaSuccess) break;
   }
   const char *cl_exp = getenv("MELD_GEMM_CLUSTER_EXPERIMENTAL");
-  if (cl_exp && !strcmp(cl_exp, "1")) {
+  if (cl_exp && (!strcmp(cl_exp, "1") || !strcmp(cl_exp, "2"))) { /* (2: the pairs without multicast) */
     /* the experimental 2x1 cluster with B multicast (session 8: to be re-measured): both
      * layouts, every dimension a tail (an odd number of m-blocks: the pair's pad tile),
      * generic and TMA-store epilogues, repeated runs of a large shape (session 9: wrong last tiles,
