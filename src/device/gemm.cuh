@@ -13,9 +13,10 @@
  *                half) -> TMA store (or 16-byte generic stores for redirected output).
  *   Optional 2x1 cluster: the two CTAs compute vertically adjacent tiles of one n-block and
  *   each loads half of B, multicast to both (halves B's L2->SM traffic). EXPERIMENTAL: the
- *   planner refuses it (slower in run 1; docs/perf-notes.md "GEMM engine"). The wrong tiles
- *   and illegal instruction seen on H200 were the scheduler's, not the pair protocol's: tickets
- *   past the last m-pair ran as phantom tiles (fixed in gemm_tile_of; GPU re-run pending).
+ *   planner refuses it unless MELD_GEMM_CLUSTER_EXPERIMENTAL is set. Session 9 on H200: the
+ *   wrong tiles and illegal instruction were the scheduler's (phantom tiles past the last
+ *   m-pair, fixed in gemm_tile_of), the 0.5x speed a cluster-scope release on every stage
+ *   (mbar_arrive_cluster); now exact and 0.90-1.0x of cluster 1 (perf-notes "Session 9").
  *
  * Why 128x256x64: 256 is wgmma's widest N; a 64x256 fp32 accumulator is 128 registers, under
  * the 232 cap; 4 stages x 48 KB = 192 KB leaves 32 KB for two 16 KB epilogue stagings.

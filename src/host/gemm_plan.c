@@ -374,12 +374,12 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   pthread_once(&g_env_once, env_read);
   /* MELD_GEMM_CLUSTER_EXPERIMENTAL=1 lets it through, for tests and benches only (session 8:
    * the L2 traffic it saves is the GEMM's next lever at the power cap; perf-notes); =2 runs
-   * the pairs without the multicast (diagnosis: session 9 measured cl2 at 0.53-0.58x) */
+   * the pairs without the multicast (diagnosis: it told the 0.5x of session 9 was the
+   * multicast path's, found to be a cluster-scope release per stage) */
   if (cl == 2 && !g_env_cluster_exp)
     return meld_error(MELD_ERR_UNSUPPORTED,
-                      "gemm_plan_make: cluster_m 2 (B multicast) is disabled: it was 0.56-0.75x of "
-                      "cluster 1 on H200 (run 1, docs/perf-notes.md) and is not re-measured since "
-                      "its schedule fix (phantom tiles past the last m-pair); use cluster_m 1");
+                      "gemm_plan_make: cluster_m 2 (B multicast) is disabled: exact since session 9 but "
+                      "0.86-1.0x of cluster 1 on H200 (docs/perf-notes.md); use cluster_m 1");
   if (cl == 2 && (o->sm_count < 2 || o->max_clusters < 1))
     return meld_error(MELD_ERR_INVALID_ARG,
                       "gemm_plan_make: cluster_m 2 needs >= 2 SMs and co-resident clusters "
