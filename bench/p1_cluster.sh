@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# p1_cluster.sh — ONE GPU: the experimental 2x1 cluster with B multicast (disabled since
-# session 1) run again (session 8's next step): test_gemm's cluster cases (MELD_GEMM_CLUSTER_
-# EXPERIMENTAL=1), then meld_gemm default vs cl2 vs cuBLASLt burst and sustained (--soak), then
-# Nsight Compute traffic counters of the cl2 kernel (target: ~30% fewer L2 reads).
-# Usage (device): OUT=... bash bench/p1_cluster.sh
+# p1_cluster.sh — ONE GPU: the 2x1 cluster with B multicast (MELD_GEMM_CLUSTER_EXPERIMENTAL=1):
+# test_gemm's cluster cases, then meld_gemm default vs cl2 vs cuBLASLt burst and sustained
+# (--soak), then Nsight Compute traffic counters of the cl2 kernel (target: ~30% fewer L2
+# reads). Session 9 fixed its schedule and its per-stage cluster-scope release (now exact and
+# 0.86-1.0x of cluster 1 in burst); the sustained rows and counters are the next measurement.
+# Usage (device): OUT=... [SHAPES="m,n,k ..."] bash bench/p1_cluster.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
