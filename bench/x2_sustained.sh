@@ -4,7 +4,9 @@
 # short burst after a pause runs 10-17% faster, so rows timed in different bursts or processes
 # are not comparable). Both GPUs are heated first; the C benches' --soak runs every row
 # back-to-back for SOAK ms twice (opposite orders); the torch baselines do the same with
-# BENCH_SOAK_MS. Burst medians are printed too. Usage (device): OUT=... [SOAK=800] bash bench/x2_sustained.sh
+# BENCH_SOAK_MS. Burst medians are printed too. Usage (device): OUT=... [SOAK=800]
+# [RS_RUNS="rs,8192,8192,8192,--diag ..." (the diagnostic rows soaked too: where the fused
+# kernel's +18% over meld_gemm goes, sustained)] bash bench/x2_sustained.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -21,8 +23,8 @@ for g in 0 1; do # heat both GPUs (3 s of a big GEMM each, at once)
 done
 wait; echo "preheat at $(el) s"; grep -h "^soak" "$OUT"/preheat*.log
 for s in ${RS_RUNS:-"rs,8192,8192,8192" "ar,8192,8192,8192" "rs,8192,4096,14336"}; do
-  IFS=, read -r op m n k <<< "$s"
-  timeout -k 5 150 build/bench/bench_gemm_rs --op $op --shape $m,$n,$k --soak $S --json "$OUT/gemm_rs-x2-sustained-$d.jsonl" >> "$OUT/gemm_rs.log" 2>&1
+  IFS=, read -r op m n k flags <<< "$s" # (a 5th field: more bench flags, e.g. --diag)
+  timeout -k 5 150 build/bench/bench_gemm_rs --op $op --shape $m,$n,$k ${flags:-} --soak $S --json "$OUT/gemm_rs-x2-sustained-$d.jsonl" >> "$OUT/gemm_rs.log" 2>&1
   echo "bench_gemm_rs $s rc=$? at $(el) s"
 done
 grep -E "soak|^gemm_|per rank" "$OUT/gemm_rs.log" | cut -c1-170

@@ -722,7 +722,7 @@ int main(void) {
   }
   const char *cl_exp = getenv("MELD_GEMM_CLUSTER_EXPERIMENTAL");
   if (cl_exp && (!strcmp(cl_exp, "1") || !strcmp(cl_exp, "2"))) { /* (2: the pairs without multicast) */
-    /* the experimental 2x1 cluster with B multicast (session 8: to be re-measured): both
+    /* the experimental 2x1 cluster with B multicast (exact since session 9, not yet faster): both
      * layouts, every dimension a tail (an odd number of m-blocks: the pair's pad tile),
      * generic and TMA-store epilogues, repeated runs of a large shape (session 9: wrong last tiles,
      * then an illegal instruction; the phantom tickets past the last m-pair, see gemm_tile_of) */
