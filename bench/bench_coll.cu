@@ -19,7 +19,10 @@
  *   256 MB, 1 GB with ROUNDS/RING geometries and loop depths; GB/s vs CTAs).
  *   --zc: the ZC engine on meld_mem_alloc buffers, 4 KB .. --max-bytes (see zc_run).
  *   --zc-reg: the same on ordinary cudaMalloc buffers registered with meld_mem_register
- *   (default plan and ZC at 16 CTAs). */
+ *   (default plan and ZC at 16 CTAs, each with and without MELD_COLL_PDL=1).
+ *   --trace (with --zc / --zc-reg): 4 back-to-back default calls per op at --max-bytes and
+ *   nothing timed; with MELD_TRACE=file each rank writes the per-CTA timeline at comm destroy
+ *   (ZC: entry handshake, move, wait for the peers' done), tools/trace_png.py draws it. */
 #include <cuda_bf16.h>
 #include <math.h>
 
@@ -470,13 +473,28 @@ static void s2_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
  * peer, ZC above), ZC forced at 4..32 CTAs, and the staged ROUNDS engine on the same buffers;
  * all-gather also in place (send = own block of recv). */
 static int g_zc = 0;
+static int g_trace = 0; /* --trace: 4 back-to-back default calls per op, nothing timed */
 static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *sym_send,
                    void *sym_recv, void *d_send, void *d_n, double *d_acc) {
   const int samples = 9;
   s2_header(c);
   void *bufs[4] = {sym_send, sym_recv, d_n, d_send};
+  if (g_trace) { /* --trace: calls for MELD_TRACE's timeline (written at comm destroy) */
+    for (int op = 0; op < 4; op++) {
+      if (g_only >= 0 && g_only < 4 && op != g_only) continue;
+      const size_t count = op == OP_AR ? g_max_bytes / 2 : g_max_bytes / 2 / (size_t)c->P;
+      bc_run_t rm = {0, op, sym_send, sym_recv, count, NULL};
+      meld_bootstrap_barrier(c->comm->boot);
+      int ok = 1;
+      for (int i = 0; i < 4; i++) ok &= bc_enqueue(c, &rm);
+      GT_CUDA(cudaStreamSynchronize(c->s));
+      GT_CHECK(ok, "trace: %s %zu bytes failed", g_opname[op], g_max_bytes);
+      if (c->rank == 0) printf("trace: 4 %s calls of %zu bytes\n", g_opname[op], g_max_bytes);
+    }
+    return;
+  }
   for (int op = 0; op < 4; op++)
-    for (size_t bytes = 4096; bytes <= g_max_bytes; bytes *= 4) {
+    for (size_t bytes = g_min_bytes; bytes <= g_max_bytes; bytes *= 4) {
       if (g_only >= 0 && g_only < 4 && op != g_only) continue;
       float nms[2] = {NAN, NAN};
       const int graph = bytes <= ((size_t)16 << 20);
@@ -484,8 +502,17 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
         meld_coll_plan_hint_t h;
         memset(&h, 0, sizeof h);
         h.proto = MELD_PROTO_ZC, h.ctas = 16;
-        s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "reg_auto", graph, nms, bufs, d_acc, samples);
-        if (bytes >= ((size_t)1 << 20)) s2_point(c, jf, env, nccl_ver, op, bytes, &h, "reg_zc_c16", 0, nms, bufs, d_acc, samples);
+        /* each also with programmatic dependent launch (MELD_COLL_PDL=1: back-to-back calls
+         * overlap their launches; session 10 asks whether it pays at every size) */
+        for (int pdl = 0; pdl < 2; pdl++) {
+          if (pdl) setenv("MELD_COLL_PDL", "1", 1);
+          s2_point(c, jf, env, nccl_ver, op, bytes, NULL, pdl ? "reg_auto_pdl" : "reg_auto", graph, nms, bufs, d_acc,
+                   samples);
+          if (bytes >= ((size_t)1 << 20))
+            s2_point(c, jf, env, nccl_ver, op, bytes, &h, pdl ? "reg_zc_c16_pdl" : "reg_zc_c16", 0, nms, bufs, d_acc,
+                     samples);
+          if (pdl) unsetenv("MELD_COLL_PDL");
+        }
         continue;
       }
       s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", graph, nms, bufs, d_acc, samples);
@@ -801,6 +828,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--s2bulk")) g_s2bulk = 1;
     else if (!strcmp(argv[i], "--zc")) g_zc = 1;
     else if (!strcmp(argv[i], "--zc-reg")) g_zc = 2;
+    else if (!strcmp(argv[i], "--trace")) g_trace = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--max-bytes") && i + 1 < argc) g_max_bytes = strtoull(argv[++i], NULL, 0);
     else if (!strcmp(argv[i], "--bytes") && i + 1 < argc) {
@@ -817,7 +845,7 @@ int main(int argc, char **argv) {
       g_point = 1;
     }
     else {
-      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--max-bytes N] [--bytes N] [--only OP]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--s2] [--s2bulk] [--zc | --zc-reg [--trace]] [--json FILE] [--max-bytes N] [--bytes N] [--only OP]\n", argv[0]);
       return 2;
     }
   }

@@ -1203,6 +1203,17 @@ MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
   }
 }
 
+/* Thread 0's trace of a ZC call (MELD_TRACE; a no-op when off): role < 0 starts the clock,
+ * else records the event since the last call and restarts it. The start time lives in shared
+ * memory and the calls are not inlined: the move uses all 128 registers, and a 64-bit start
+ * time kept across it spilled. */
+__device__ __noinline__ void zc_trace(const meld_trace_dev_t *t, int role, uint32_t item, uint64_t epoch) {
+  __shared__ uint64_t start;
+  if (!t->events) return;
+  if (role >= 0) meld_trace_record(t, role, item, epoch, start);
+  start = globaltimer_ns();
+}
+
 __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                         const __grid_constant__ coll_zc_args_t a) {
   meld_ctx_t ctx;
@@ -1211,14 +1222,18 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
    * an ordinary launch. */
   asm volatile("griddepcontrol.wait;" ::: "memory");
   if (a.pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); /* MELD_COLL_PDL */
+  /* Trace (MELD_TRACE): three events per CTA and call: the entry handshake (wait), the move
+   * (comm) and the wait for the peers' done (wait), to tell a call's fixed cost apart. */
+  if (threadIdx.x == 0) zc_trace(&proto.trace, -1, 0, 0);
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
-    const uint64_t t0 = meld_trace_begin(&ctx);
+    if (threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
     zc_move(&a, c);
     const int P = a.nranks, me = a.rank, tid = (int)threadIdx.x;
     const uint64_t stamp = meld_stamp(ctx.epoch, 1);
     /* bar.sync: this CTA's loads and stores happen before the releases (cumulativity). */
     __syncthreads();
+    if (threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_COMM, c, ctx.epoch);
     if (tid < P - 1) {
       const int q = (me + 1 + tid) % P;
       meld_signal_put(&ctx, q, meld_signal_index(me, P, c, 0, 1), stamp);
@@ -1229,7 +1244,7 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
       ok = meld_wait_signal(&ctx, meld_signal_index(p, P, c, 0, 1), stamp, p, "coll zc: peer done");
     }
     if (!__syncthreads_and(ok)) ctx.failed = 1;
-    if (threadIdx.x == 0) meld_trace_end(&ctx, MELD_ROLE_COMM, c, t0);
+    if (threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
   }
   meld_call_end(&ctx);
 }
