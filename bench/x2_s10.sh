@@ -4,7 +4,8 @@
 # 4 KB .. 256 MB with and without programmatic dependent launch (MELD_COLL_PDL=1: never measured
 # on 2 GPUs; the question is whether it buys issue 5's latency (<= 0.7x NCCL) and part of the
 # ~10-15 us fixed cost at 64 MB); (3) a per-CTA trace of 4 back-to-back 64 MB ZC all-gathers and
-# reduce-scatters (entry handshake / move / done wait: where the fixed cost goes); (4) GEMM+RS
+# reduce-scatters (entry handshake / move / done wait: where the fixed cost goes; since session
+# 10 every wait ends with an ld.acquire.sys instead of a fence.acq_rel.sys); (4) GEMM+RS
 # 8192^3 with the diagnostic rows, sustained after both GPUs are heated (where the fused
 # kernel's +18% over meld_gemm goes). Usage (device): OUT=... bash bench/x2_s10.sh
 set -u
@@ -14,9 +15,11 @@ export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || 
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 d=$(date -u +%Y-%m-%d)
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
-make -j32 lib build/bench/bench_coll build/bench/bench_gemm build/bench/bench_gemm_rs > "$OUT/build.log" 2>&1 ||
+make -j32 lib build/bench/bench_coll build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_fence > "$OUT/build.log" 2>&1 ||
   { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
 echo "build: $(el) s"
+# what a release costs when its stores went over NVLink (session 10: 0.6 us with local stores)
+timeout -k 5 60 build/bench/bench_fence --peer > "$OUT/bench_fence_peer.log" 2>&1; cat "$OUT/bench_fence_peer.log"
 if [ -z "${SKIP_TESTS:-}" ]; then
   TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-150} MELD_TIMEOUT_MS=3000 tests/gpu/run.sh ${TESTS:-} > "$OUT/gpu_tests.log" 2>&1
   echo "gpu tests rc=$? at $(el) s"; grep -E "^== |FAILED|FAIL |checks passed|PASSED" "$OUT/gpu_tests.log" | head -14

@@ -162,8 +162,17 @@ MELD_DEV void meld_mirror_clear(const meld_ctx_t *c) {
   if (c->cta < MELD_MIRROR_CTAS) st_relaxed_sys_u32(&c->p->mirror[c->cta].state, 0u);
 }
 
+/* The acquire that ends a successful wait: one ld.acquire.sys of the slot whose relaxed load
+ * saw the producer's st.release.sys (the value only grows until this wait's call ends, so the
+ * re-read observes that release or a later one of the same writer). An acquire pattern by
+ * itself, it replaces the fence.acq_rel.sys that followed the relaxed load until session 10:
+ * a fence with release semantics at system scope costs microseconds on the critical path
+ * (session 2: ~1.5-3.5 us per system-scope fence in the entry handshake), an acquire load
+ * only invalidates the SM's L1 (bench/bench_fence.cu measures both). */
+MELD_DEV void meld_acquire_slot(const uint64_t *slot) { (void)ld_acquire_sys_u64(slot); }
+
 /* One thread waits until *slot reaches target (cmp: stamp >=, or argument post of epoch
- * `target`). On success returns true with acquire ordering (fence.acq_rel.sys after the
+ * `target`). On success returns true with acquire ordering (meld_acquire_slot after the
  * relaxed load that saw the value) and *observed = the value. On abort or timeout fills the
  * record (see meld_fail) and returns false. `slot` must be in this GPU's memory (spin only on
  * local memory; peers write into it). */
@@ -174,7 +183,7 @@ MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t targe
   const uint32_t *abort_word = meld_abort_word(p);
   uint64_t v = ld_relaxed_sys_u64(slot);
   if (meld_cmp_reached(cmp, v, target)) {
-    fence_acq_rel_sys(); /* pairs with the producer's st.release.sys: its data is visible now */
+    meld_acquire_slot(slot); /* pairs with the producer's st.release.sys: its data is visible now */
     *observed = v;
     return true;
   }
@@ -217,9 +226,14 @@ MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t targe
     nanosleep_ns(w.spins > MELD_WAIT_CHECK_EVERY ? MELD_WAIT_SLEEP_NS : 0u);
   }
   if (w.mirrored) meld_mirror_clear(c);
-  /* Acquire side of fence-based synchronization: the relaxed load that saw the flag (or the
-   * abort word, raised with acq_rel) happened before this fence, so the writer's earlier
-   * writes are visible after it. */
+  if (outcome == MELD_WAIT_DONE) {
+    meld_acquire_slot(slot);
+    *observed = v;
+    return true;
+  }
+  /* Acquire side of fence-based synchronization: the relaxed load that saw the abort word
+   * (raised with acq_rel) happened before this fence, so the raiser's earlier writes are
+   * visible after it. */
   fence_acq_rel_sys();
   if (outcome == MELD_WAIT_ABORTED) {
     /* The value may have been published before the abort (a peer posts its argument hash,
@@ -328,7 +342,8 @@ MELD_DEV int meld_wait_ge_raw(const uint64_t *slot, uint64_t target, const uint3
       v = ld_relaxed_sys_u64(slot);
     }
   }
-  fence_acq_rel_sys(); /* acquire: pairs with the setter's release */
+  if (outcome == MELD_WAIT_DONE) meld_acquire_slot(slot); /* pairs with the setter's release */
+  else fence_acq_rel_sys();
   *observed = v;
   return outcome;
 }
