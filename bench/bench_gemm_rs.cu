@@ -619,7 +619,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_SYMC] > 0) printf("        variant: fused AR with C in symmetric memory (zero copy, meld_mem_alloc) %7.3f\n", tm[V_SYMC]);
       if (tm[V_PRE4] > 0) printf("        variant: fused, own tiles' partial in the producer's stages (MELD_GEMM_RS_PRELOAD=5) %7.3f\n", tm[V_PRE4]);
       if (tm[V_PRE1] > 0) printf("        variant: fused, own tiles' partials by loads into registers (MELD_GEMM_RS_PRELOAD=1) %7.3f\n", tm[V_PRE1]);
-      if (tm[V_NOFENCE] > 0) printf("        diag: push flags without their fence.acq_rel.sys %7.3f\n", tm[V_NOFENCE]);
+      if (tm[V_NOFENCE] > 0) printf("        diag: push flags relaxed, unordered (timing only) %7.3f\n", tm[V_NOFENCE]);
       if (tm[V_SK] > 0) printf("        variant: fused with stream-K (MELD_GEMM_RS_STREAM_K=2) %7.3f\n", tm[V_SK]);
       if (tm[V_STORE_ST] > 0) printf("        variant: fused, own tiles by 16-byte stores (MELD_GEMM_RS_STORE=st) %7.3f\n", tm[V_STORE_ST]);
       if (tm[V_D8] > 0)

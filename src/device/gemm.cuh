@@ -958,11 +958,20 @@ __device__ __forceinline__ void gemm_helper_post(uint32_t v) {
   mbar_arrive(bars + 8 * k);
 }
 
+/* Publishes a pushed tile's flag: st.release.sys alone (cumulative: it covers the stores the
+ * barriers ordered before it; until session 10 a fence.acq_rel.sys preceded it, a second
+ * system-scope barrier of ~0.6 us with nothing left to drain: facts sheet 8g). diag 32: a
+ * relaxed store, unordered (timing only). */
+__device__ __forceinline__ void gemm_flag_put(const gemm_params_t *p, uint64_t *flag, uint64_t value) {
+  if (p->epi.reduce.diag & 32) st_relaxed_sys_u64(flag, value);
+  else st_release_sys_u64(flag, value);
+}
+
 /* The flag helper (HELPER): one thread of the producer warpgroup's warp 1 (40 registers)
  * releases the pushed tiles' flags that gemm_epi_flush hands it, so that the system-scope
  * fence of each release is off the consumers' path. Chain: the issuing threads' wait_group 0
  * -> consumers' bar.sync -> the posting thread's mbarrier arrive (release) -> this thread's
- * wait (acquire) -> fence.acq_rel.sys + st.release.sys. Ends at GEMM_HELPER_END (posted after
+ * wait (acquire) -> st.release.sys (gemm_flag_put). Ends at GEMM_HELPER_END (posted after
  * the consumers' last flush, always: their own waits have deadlines and stop on abort). So the
  * helper waits only as long as the consumers' slowest wait; past twice the call's deadline
  * plus 10 s it traps (a bug, not a peer). */
@@ -976,8 +985,7 @@ __device__ __forceinline__ void gemm_flag_helper(const gemm_params_t *p, uint32_
       if (limit && globaltimer_ns() - t0 > limit) __trap();
     const uint32_t v = ld_shared_u32(ring + 4 * k);
     if (v == GEMM_HELPER_END) break;
-    if (!(p->epi.reduce.diag & 32)) fence_acq_rel_sys();
-    st_release_sys_u64(p->epi.signal[v >> 24] + (v & 0xffffffu), gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF));
+    gemm_flag_put(p, p->epi.signal[v >> 24] + (v & 0xffffffu), gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF));
     mbar_arrive(bars + 8 * (GEMM_HELPER_SLOTS + k));
   }
 }
@@ -998,8 +1006,7 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
       if constexpr (HELPER) {
         gemm_helper_post(pend);
       } else {
-        if (!(p->epi.reduce.diag & 32)) fence_acq_rel_sys(); /* (diag 32: timing only, unordered) */
-        st_release_sys_u64(p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF));
+        gemm_flag_put(p, p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF));
       }
     }
     st_shared_u32(pend_sa, next);
@@ -1042,8 +1049,8 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
   named_bar_sync(GEMM_BAR_CONSUMERS, 256);
   if (g == 0 && tid == 0) {
     const uint64_t value = gemm_epi_value(eh, gemm_sbase_of(stg, g) + GEMM_EPOCH_OFF);
-    fence_acq_rel_sys();
-    for (int cc = 0; cc < eh->reduce.npush; ++cc) st_release_sys_u64(eh->reduce.push_signal[cc] + lt, value);
+    fence_acq_rel_sys(); /* then relaxed flags: a release pattern for each, one fence for all */
+    for (int cc = 0; cc < eh->reduce.npush; ++cc) st_relaxed_sys_u64(eh->reduce.push_signal[cc] + lt, value);
   }
 }
 
@@ -1197,12 +1204,14 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
     if (g == 0 && tid == 0) {
       const int local_mb = eh->out ? t.m_blk - owner * (eh->rows_per_owner / GEMM_BM) : t.m_blk;
       const uint64_t value = gemm_epi_value(eh, RED ? sb + GEMM_EPOCH_OFF : 0);
-      /* Cumulativity: the barrier ordered all threads' stores before this thread's fence. */
+      /* Cumulativity: the barrier ordered all threads' stores before this thread's fence.
+       * Fence, then relaxed flags: a release pattern for each flag with one system-scope
+       * barrier (fence + st.release paid two, ~0.6 us each: facts sheet 8g). */
       fence_acq_rel_sys();
-      if (eh->signal && !red) st_release_sys_u64(eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk, value);
+      if (eh->signal && !red) st_relaxed_sys_u64(eh->signal[owner] + (int64_t)local_mb * p->tiles_n + t.n_blk, value);
       if (red)
         for (int cc = 0; cc < eh->reduce.ncopies; ++cc)
-          st_release_sys_u64(eh->reduce.copy_signal[cc] + red_tile, value);
+          st_relaxed_sys_u64(eh->reduce.copy_signal[cc] + red_tile, value);
     }
   }
 }

@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *   MELD_GEMM_RS_FLAG_HELPER  1: at 2 ranks the pushed tiles' flags are released by a producer-
  *                         warpgroup warp, so that their system fence is off the consumers' path
  *                         (opt-in, session 5: built and tested on the CPU only; to be measured
- *                         with diag bit 8, which drops the fence, as the bound)
+ *                         with diag bit 8, which drops the release, as the bound)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
  *   MELD_GEMM_AR_EARLY_COPY  1: the AR's copy of the peers' reduced tiles into C also by warps
@@ -419,8 +419,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         bit 12 = the GEMM's worker index is the CTA's arrival ticket instead
  *                         of its block index (sessions 1-7; which SM runs which tiles; results
  *                         right at any rank count),
- *                         bit 8 = the TMA push's flags released without their system fence
- *                         (unordered: the fence's cost on the epilogue's path),
+ *                         bit 8 = the TMA push's flags as relaxed stores (unordered: the
+ *                         release's cost on the epilogue's path; since session 10 the flag is
+ *                         one st.release.sys, without the fence.acq_rel.sys that preceded it),
  *                         bit 10 = (a test, one rank, results right) loopback: the
  *                         2-rank fused kernel of rank 0 with rows [R, 2R) as the peer's (pushed
  *                         into this rank's own slot, flagged where own tiles wait): C [R rows] =
