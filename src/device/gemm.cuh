@@ -63,6 +63,15 @@
  * that use it (gemm_helper_smem), so that no other kernel's layout changes. */
 #define GEMM_HELPER_SLOTS 4
 #define GEMM_SMEM_BYTES (GEMM_SMEM_USED + 1024) /* + slack to align the base to 1024 B */
+/* The wide tile (gemm_params_t.bn 320, stand-alone kernel only): 128 x 320 in 3 stages of
+ * 16 + 40 KB, inside the 4 x 48 KB ring region, so every offset above stays. Why: at
+ * M = 2048, N = 5120 the 128 x 256 tiles make 2.42 waves on 132 SMs (3 rounds), 128 x 320 make
+ * 1.94 (2 rounds of 1.25 x the work); cuBLASLt's kernel there has this tile (perf-notes,
+ * session 8). Each consumer warpgroup holds 64 x 320 in 160 fp32 registers (m64n256k16 +
+ * m64n64k16 per k-step); B comes as two TMA boxes of 160 rows. */
+#define GEMM_BN_WIDE 320
+#define GEMM_STAGES_OF(BN) ((BN) == GEMM_BN_WIDE ? 3 : GEMM_STAGES)
+#define GEMM_STAGE_BYTES_OF(BN) (GEMM_A_BYTES + (BN) * GEMM_BK * 2)
 /* Named barriers used by the engine's consumers (fused kernels must use other ids). */
 #define GEMM_BAR_WG0 1
 #define GEMM_BAR_WG1 2
@@ -291,7 +300,14 @@ typedef struct {
    * other: plain store), item = m_blk * tiles_n + n_blk. The kernel's other recorders must not
    * record at the same time (one writer per CTA). */
   meld_trace_dev_t trace;
+  /* Tile width (additive; 0 = GEMM_BN): GEMM_BN_WIDE selects the 128 x 320 tile of the
+   * stand-alone kernel (B [N,K], cluster_m 1, no split-K / stream-K / deferred half / hooks);
+   * tiles_n is then ceil(n / 320) and map_b's box {64, 160}. */
+  int32_t bn;
 } gemm_params_t;
+
+/* The plan's tile width. */
+#define GEMM_BN_OF(p) ((p)->bn == GEMM_BN_WIDE ? GEMM_BN_WIDE : GEMM_BN)
 
 #ifdef __CUDACC__
 #define GEMM_HD __host__ __device__ __forceinline__
@@ -517,9 +533,12 @@ __device__ __forceinline__ int gemm_own_tile(const gemm_params_t *p, gemm_tile_t
 __device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase,
                                                  uint32_t &stage, uint32_t &phase);
 
-template <bool BKN, bool SKQ = false, bool PART = false>
+template <bool BKN, bool SKQ = false, bool PART = false, int BN = GEMM_BN>
 __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int worker, int nworkers) {
+  static_assert(BN == GEMM_BN || (!BKN && !PART), "the wide tile: B [N,K], no partial stages");
+  constexpr int NST = GEMM_STAGES_OF(BN);
+  constexpr uint32_t SB = GEMM_STAGE_BYTES_OF(BN);
   const int cl = p->cluster_m;
   const uint32_t rank = cl == 2 ? cluster_ctarank() : 0;
   const int uw = cl == 2 ? worker / 2 : worker;
@@ -558,7 +577,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       }
     }
     const int a_row = min(t.m_blk, last_m) * GEMM_BM; /* cluster pad tile: a valid box */
-    const int n0 = t.n_blk * GEMM_BN;
+    const int n0 = t.n_blk * BN;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       mbar_wait(empty0 + 8 * stage, phase ^ 1);
       if (kb == 0) {
@@ -571,16 +590,19 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
         ti[5] = t.slot;
       }
       const uint32_t full = full0 + 8 * stage;
-      const uint32_t a_dst = sbase + stage * GEMM_STAGE_BYTES, b_dst = a_dst + GEMM_A_BYTES;
+      const uint32_t a_dst = sbase + stage * SB, b_dst = a_dst + GEMM_A_BYTES;
       const int k0 = (t.k_blk0 + kb * t.k_step) * GEMM_BK;
       /* Every CTA expects its full stage: A (own) + both B halves (own + multicast). */
-      mbarrier_arrive_expect_tx_cta(full, GEMM_STAGE_BYTES);
+      mbarrier_arrive_expect_tx_cta(full, SB);
       /* Hook h, decided per k-block (nothing more stays live: the producer has 40 registers;
        * deciding it per tile, 2 more live registers, spilled 4-24 bytes in session 5). */
       const uint32_t a2_row = (uint32_t)(a_row - p->a2_row_begin);
       const int a2 = a2_row < (uint32_t)p->a2_rows;
       tma_load_2d(a_dst, a2 ? (const void *)&p->map_a2 : map_a, full, k0, a2 ? (int)a2_row : a_row);
-      if (!p->cluster_mc) {
+      if (BN == GEMM_BN_WIDE) { /* two boxes of 160 rows */
+        tma_load_2d(b_dst, map_b, full, k0, n0);
+        tma_load_2d(b_dst + 160 * 128, map_b, full, k0, n0 + 160);
+      } else if (!p->cluster_mc) {
         if (!BKN) {
           tma_load_2d(b_dst, map_b, full, k0, n0);
         } else {
@@ -598,7 +620,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
           }
         }
       }
-      if (++stage == GEMM_STAGES) { stage = 0; phase ^= 1; }
+      if (++stage == NST) { stage = 0; phase ^= 1; }
     }
     /* hook g, add mode 5 (PART kernels): after an own, whole tile's k-blocks, two more stages
      * carry the first partial (gemm_part_stages) */
@@ -744,9 +766,11 @@ __device__ __forceinline__ uint32_t gemm_sbase_of(uint32_t stg, int g) {
   return stg - (uint32_t)g * GEMM_EPI_BYTES - GEMM_EPI_OFF;
 }
 
-__device__ __forceinline__ void gemm_stage_half(const float *acc, uint32_t stg, int h, int r0, int l) {
+/* nj < 16: only the first nj n8 groups (the wide tile's last half is 64 columns). */
+__device__ __forceinline__ void gemm_stage_half(const float *acc, uint32_t stg, int h, int r0, int l, int nj = 16) {
 #pragma unroll
   for (int jj = 0; jj < 16; ++jj) {
+    if (jj >= nj) break;
     const int j = 16 * h + jj;
     const uint32_t a0 = gemm_stg_addr(stg, jj, r0, l);
     st_shared_u32(a0, gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]));
@@ -1054,16 +1078,17 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
   }
 }
 
-template <bool RED, bool G2 = false, int DEFER = 0, bool HELPER = false>
+template <bool RED, bool G2 = false, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN>
 __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
                                               uint32_t *pk = nullptr, int *pk_on = nullptr,
                                               int *pk_col = nullptr, int *pk_row = nullptr) {
+  static_assert(BN == GEMM_BN || (!RED && !G2 && DEFER == 0 && !HELPER), "the wide tile: plain epilogue only");
   const int w = tid >> 5, l = tid & 31;
   const int M = p->m, N = p->n;
   const int row0 = t.m_blk * GEMM_BM; /* tile's first row */
   const int row_base = row0 + 64 * g;
-  const int col_base = t.n_blk * GEMM_BN;
+  const int col_base = t.n_blk * BN;
   const gemm_epilogue_hook_t *eh = &p->epi;
   const uint32_t sb = gemm_sbase_of(stg, g);
   int owner = 0;
@@ -1108,7 +1133,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
   const int r0 = 16 * w + (l >> 2); /* this thread's first row in the warpgroup's 64 */
   const uint32_t bar = GEMM_BAR_WG0 + g;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
+  for (int h = 0; h < (BN + 127) / 128; ++h) { /* halves of 128 columns (the wide tile's third: 64) */
     if (row_base >= M || col_base + 128 * h >= N) continue; /* warpgroup-uniform */
     if (DEFER > 0 && defer && h == 1) {
 #pragma unroll
@@ -1141,7 +1166,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
       gemm_add_staged_half(acc, stg, h, r0, l);
       gemm_stage_half(acc, stg, h, r0, l);
     } else {
-      gemm_stage_half(acc, stg, h, r0, l);
+      gemm_stage_half(acc, stg, h, r0, l, (BN - 128 * h) / 8 < 16 ? (BN - 128 * h) / 8 : 16);
     }
     if (use_tma) fence_proxy_async_smem_cta(); /* generic smem writes -> TMA reads */
     named_bar_sync(bar, 128);
@@ -1150,7 +1175,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
 #pragma unroll
         for (int b = 0; b < 2; ++b) {
           const int c0 = col_base + 128 * h + 64 * b;
-          if (c0 < N) tma_store_2d(&p->map_c, stg + 8192 * b, c0, tma_out ? (int)dst_row0 : row_base);
+          if (c0 < N && 128 * h + 64 * b < BN) tma_store_2d(&p->map_c, stg + 8192 * b, c0, tma_out ? (int)dst_row0 : row_base);
         }
         cp_async_bulk_commit_group();
       }
@@ -1176,6 +1201,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
       for (int i = 0; i < 8; ++i) {
         const int q = tid + 128 * i;
         const int b = q >> 9, row = (q >> 3) & 63, c = q & 7;
+        if (128 * h + 64 * b >= BN) continue; /* (the wide tile's last half has one block) */
         const uint4 v = ld_shared_v4(gemm_stg_vec(stg, b, row, c));
         const int grow = row_base + row;
         const int gcol = col_base + 128 * h + 64 * b + 8 * c;
@@ -1497,10 +1523,14 @@ __device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gem
     }
 }
 
-template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false>
+template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
-  float acc[128];
+  static_assert(BN == GEMM_BN || (BN == GEMM_BN_WIDE && !BKN && !RED && !G2 && DEFER == 0 && !HELPER),
+                "the wide tile: B [N,K], plain epilogue");
+  constexpr int NST = GEMM_STAGES_OF(BN);
+  constexpr uint32_t SB = GEMM_STAGE_BYTES_OF(BN);
+  float acc[BN / 2];
   uint32_t pk[DEFER ? 32 : 1]; /* DEFER: the previous tile's half 1, packed bf16x2 */
   int pk_on = 0, pk_col = 0, pk_row = 0;
   const int cl = p->cluster_mc ? 2 : 1; /* (stage releases: the peer's too only with multicast) */
@@ -1559,13 +1589,16 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       if (kb) mbar_wait(full0 + 8 * stage, phase);
-      const uint32_t a = sbase + stage * GEMM_STAGE_BYTES + g * 8192;
-      const uint32_t b = sbase + stage * GEMM_STAGE_BYTES + GEMM_A_BYTES;
+      const uint32_t a = sbase + stage * SB + g * 8192;
+      const uint32_t b = sbase + stage * SB + GEMM_A_BYTES;
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint64_t da = wgmma_desc_sw128(a + 32 * j, 16, 1024);
-        if (BKN) {
+        if (BN == GEMM_BN_WIDE) { /* columns 0..255, then 256..319 (B rows 128 B apart) */
+          wgmma_m64n256k16_ss(acc, da, wgmma_desc_sw128(b + 32 * j, 16, 1024), kb | j);
+          wgmma_m64nNk16_ss<64>(acc + 128, da, wgmma_desc_sw128(b + 256 * 128 + 32 * j, 16, 1024), kb | j);
+        } else if (BKN) {
           /* N-major B: 64-wide N blocks 8 KB apart (LBO), 8 K-rows 1 KB apart (SBO). */
           wgmma_m64n256k16_ss_tb(acc, da, wgmma_desc_sw128(b + 2048 * j, 8192, 1024), kb | j);
         } else {
@@ -1582,17 +1615,18 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
         gemm_release(empty0 + 8 * prev, lane, cl, peer);
       }
       prev = stage;
-      if (++stage == GEMM_STAGES) { stage = 0; phase ^= 1; }
+      if (++stage == NST) { stage = 0; phase ^= 1; }
     }
     wgmma_wait0();
     wgmma_fence_acc128(acc);
+    if (BN == GEMM_BN_WIDE) wgmma_fence_acc32(acc + 128);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the mainloop, then the epilogue's start */
       meld_trace_record(&p->trace, MELD_ROLE_COMPUTE, (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0,
                         ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     }
-    if (piece >= 0) {
+    if (BN == GEMM_BN && piece >= 0) { /* (the wide tile has no split-K / stream-K) */
       if (DEFER > 0) { /* pk was stored at kb 0 (pk_on is 0): free its registers for the fixup */
 #pragma unroll
         for (int i = 0; i < 32; ++i) pk[i] = 0;
@@ -1618,16 +1652,16 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
 #pragma unroll /* (h indexes the accumulators: rolled, they went to local memory) */
       for (int h = 0; h < 2; ++h) {
         mbar_wait(full0 + 8 * stage, phase);
-        gemm_add_staged_half(acc, sbase + stage * GEMM_STAGE_BYTES + 16384u * g, h, r0, l);
+        gemm_add_staged_half(acc, sbase + stage * SB + 16384u * g, h, r0, l);
         __syncwarp();
         gemm_release(empty0 + 8 * stage, lane, cl, peer);
-        if (++stage == GEMM_STAGES) { stage = 0; phase ^= 1; }
+        if (++stage == NST) { stage = 0; phase ^= 1; }
       }
     }
     /* hook g, add mode: the partials join the (whole: split pieces combined) accumulators */
     if (RED && p->epi.reduce.preload && own_tile()) gemm_reduce_add(p, acc, t, g, tid, sbase);
     if (DEFER > 0) gemm_epilogue<RED, G2, DEFER>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
-    else gemm_epilogue<RED, G2, 0, HELPER>(p, acc, t, stg, g, tid);
+    else gemm_epilogue<RED, G2, 0, HELPER, BN>(p, acc, t, stg, g, tid);
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the epilogue */
       meld_trace_record(&p->trace, own_tile() ? MELD_ROLE_REDUCE : p->epi.out ? MELD_ROLE_COMM : MELD_ROLE_OTHER,
                         (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
@@ -1656,7 +1690,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * WHILE this CTA's consumers run their tiles, with the producer warpgroup's 40 registers and
  * no shared memory of the engine's: side(w, lane), w = 0 or 1; must not use CTA barriers. */
 template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, bool SKQ = false,
-          class Tail = gemm_no_tail, class Side = gemm_no_tail>
+          class Tail = gemm_no_tail, class Side = gemm_no_tail, int BN = GEMM_BN>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers, const Tail &tail = Tail(),
                                              const Side &side = Side()) {
@@ -1698,13 +1732,13 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec_40();
-    if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER>(p, smem, sbase, worker, nworkers);
+    if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER, BN>(p, smem, sbase, worker, nworkers);
     else if (HELPER && threadIdx.x == 32) gemm_flag_helper(p, sbase);
     else if (threadIdx.x >= 64) side((int)threadIdx.x / 32 - 2, (int)threadIdx.x & 31);
     __syncwarp();
   } else {
     setmaxnreg_inc_232();
-    gemm_consumer<BKN, RED, G2, DEFER, HELPER>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    gemm_consumer<BKN, RED, G2, DEFER, HELPER, BN>(p, smem, sbase, wg - 1, threadIdx.x & 127);
     /* Work after this CTA's last tile that needs registers: code after the role join below is
      * reachable from the producer warpgroup (setmaxnreg 40), so ptxas fits it in 40 registers
      * and spills beyond that. The consumer warpgroups' barriers are theirs to name (not 1..3

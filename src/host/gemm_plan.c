@@ -165,8 +165,9 @@ static int env_int(const char *name, int dflt) {
 }
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp;
+static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n;
 static void env_read(void) {
+  g_env_tile_n = env_int("MELD_GEMM_TILE_N", 0);
   g_env_cluster_exp = env_int("MELD_GEMM_CLUSTER_EXPERIMENTAL", 0);
   g_env_skinny = env_int("MELD_GEMM_SKINNY", 1);
   g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
@@ -181,6 +182,17 @@ void gemm_plan_env(gemm_plan_opts_t *o) {
   if (o->split_k == 0) o->split_k = g_env_split;
   if (o->stream_k == 0) o->stream_k = g_env_sk;
   if (o->skinny == 1 && g_env_skinny == 0) o->skinny = 0;
+  if (o->tile_n == 1 && (g_env_tile_n == GEMM_BN || g_env_tile_n == GEMM_BN_WIDE)) o->tile_n = g_env_tile_n;
+}
+
+int gemm_plan_default_tile_n(int64_t m, int64_t n, int64_t k, int b_kn, int sm_count) {
+  if (b_kn || sm_count < 1 || m < 1 || n < 1 || (k + GEMM_BK - 1) / GEMM_BK < 16) return GEMM_BN;
+  const int64_t tm = (m + GEMM_BM - 1) / GEMM_BM;
+  const int64_t t256 = tm * ((n + GEMM_BN - 1) / GEMM_BN), t320 = tm * ((n + GEMM_BN_WIDE - 1) / GEMM_BN_WIDE);
+  if (t256 < sm_count) return GEMM_BN;
+  const int64_t c256 = (t256 + sm_count - 1) / sm_count * GEMM_BN;
+  const int64_t c320 = (t320 + sm_count - 1) / sm_count * GEMM_BN_WIDE;
+  return c320 * 10 <= c256 * 9 ? GEMM_BN_WIDE : GEMM_BN;
 }
 
 /* Scored choice of the swapped kernel's height and cluster size (run 4, docs/perf-notes.md):
@@ -358,6 +370,9 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->tiles_n = (int32_t)((a->n + GEMM_BN - 1) / GEMM_BN);
   p->k_blocks = (int32_t)((a->k + GEMM_BK - 1) / GEMM_BK);
   p->b_kn = a->b_layout == MELD_B_KN;
+  if (o->tile_n != 0 && o->tile_n != 1 && o->tile_n != GEMM_BN && o->tile_n != GEMM_BN_WIDE)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: tile_n %d is not 0, 1, %d or %d", o->tile_n, GEMM_BN,
+                      GEMM_BN_WIDE);
   p->c = a->c;
   p->ldc = a->ldc;
   if (o->skinny < 0 || o->skinny > 2)
@@ -365,6 +380,19 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   if (o->skinny == 2 || (o->skinny == 1 && gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn, o->sm_count)))
     return gemm_plan_skinny(a, o, p, workers);
 
+  /* The wide tile: forced, or chosen (tile_n 1) where the caller forces none of what it lacks. */
+  const int wide_forced = o->tile_n == GEMM_BN_WIDE;
+  if (wide_forced && (p->b_kn || o->cluster_m == 2 || o->split_k > 1 || o->stream_k > 1 || o->epi_defer == 2))
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "gemm_plan_make: the 128 x %d tile needs B stored [N,K] and takes no cluster_m 2, split-K, "
+                      "stream-K or deferred epilogue half",
+                      GEMM_BN_WIDE);
+  if (wide_forced || (o->tile_n == 1 && o->cluster_m != 2 && o->split_k == 0 && o->stream_k == 0 &&
+                      gemm_plan_default_tile_n(a->m, a->n, a->k, p->b_kn, o->sm_count) == GEMM_BN_WIDE)) {
+    p->bn = GEMM_BN_WIDE;
+    p->tiles_n = (int32_t)((a->n + GEMM_BN_WIDE - 1) / GEMM_BN_WIDE);
+  }
+  const int wide = p->bn == GEMM_BN_WIDE;
   /* Cluster 2x1 (B multicast) only when asked: measured on H200 (run 1, perf-notes) it was
    * 0.56-0.75x of cluster 1 with this kernel, so the default is 1. */
   int cl = o->cluster_m;
@@ -396,7 +424,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   if (split == 0) { /* chosen: only when there are fewer tiles than SMs */
     /* Splitting the last partial wave of a large problem (hybrid, split_from > 0) works but
      * measured slower at 8192^3 (run 2: 0.944x vs 0.984x unsplit), so it is not chosen. */
-    from = tiles < o->sm_count ? 0 : tiles;
+    from = tiles < o->sm_count && !wide ? 0 : tiles;
     split = cl == 1 && from == 0 ? gemm_choose_split(tiles, o->sm_count, p->k_blocks) : 1;
   }
   if (split > p->k_blocks) split = p->k_blocks;
@@ -421,9 +449,9 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   if (sk < 0 || sk > 4)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: stream_k %d is outside [0, 4]", sk);
   if (sk == 0) /* default: the measured rule (needs the caller's workspace) */
-    sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0
+    sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0 && !wide
              ? gemm_plan_default_sk(tiles, o->sm_count, p->k_blocks) : 1;
-  if (sk == 4) sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0
+  if (sk == 4) sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0 && !wide
                         ? gemm_choose_sk(tiles, o->sm_count, p->k_blocks) : 1;
   if (sk > 1 && (cl != 1 || p->split_k > 1))
     return meld_error(MELD_ERR_INVALID_ARG,
@@ -480,13 +508,14 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->epi_tma = (o->epi_tma < 0 ? 1 : (o->epi_tma != 0)) && a->n % 8 == 0;
   if (o->epi_defer < 0 || o->epi_defer > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: epi_defer %d is outside [0, 2]", o->epi_defer);
-  p->epi_defer = p->epi_tma ? (o->epi_defer == 0 ? GEMM_EPI_DEFER_DEFAULT : o->epi_defer - 1) : 0;
+  p->epi_defer = p->epi_tma && !wide ? (o->epi_defer == 0 ? GEMM_EPI_DEFER_DEFAULT : o->epi_defer - 1) : 0;
   if (p->fixup_red == 2) p->epi_defer = 0; /* gemm_kernel<., 1> has no early-ticket code */
 
   MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, GEMM_BM,
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "A"));
   if (!p->b_kn)
-    MELD_CHECK(encode_2d(&p->map_b, a->b, a->k, a->n, a->ldb, GEMM_BK, (uint32_t)(GEMM_BN / (p->cluster_mc ? 2 : 1)),
+    MELD_CHECK(encode_2d(&p->map_b, a->b, a->k, a->n, a->ldb, GEMM_BK,
+                         (uint32_t)(wide ? GEMM_BN_WIDE / 2 : GEMM_BN / (p->cluster_mc ? 2 : 1)),
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "B"));
   else
     MELD_CHECK(encode_2d(&p->map_b, a->b, a->n, a->k, a->ldb, 64, GEMM_BK,
@@ -503,7 +532,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
 int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len) {
   if (!p) MELD_WHY("gemm: params is NULL");
   if (p->m < 1 || p->n < 1 || p->k < 1) MELD_WHY("gemm: empty problem %d x %d x %d", p->m, p->n, p->k);
-  if (p->tiles_m != (p->m + GEMM_BM - 1) / GEMM_BM || p->tiles_n != (p->n + GEMM_BN - 1) / GEMM_BN ||
+  if (p->bn != 0 && p->bn != GEMM_BN_WIDE) MELD_WHY("gemm: bn %d is not 0 (%d) or %d", p->bn, GEMM_BN, GEMM_BN_WIDE);
+  if (p->tiles_m != (p->m + GEMM_BM - 1) / GEMM_BM || p->tiles_n != (p->n + GEMM_BN_OF(p) - 1) / GEMM_BN_OF(p) ||
       p->k_blocks != (p->k + GEMM_BK - 1) / GEMM_BK)
     MELD_WHY("gemm: tile counts %d x %d x %d do not match the problem %d x %d x %d", p->tiles_m,
         p->tiles_n, p->k_blocks, p->m, p->n, p->k);
@@ -528,6 +558,13 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
     return 0;
   }
   if (p->cluster_m != 1 && p->cluster_m != 2) MELD_WHY("gemm: cluster_m %d is not 1 or 2", p->cluster_m);
+  if (p->bn == GEMM_BN_WIDE &&
+      (p->b_kn || p->cluster_m != 1 || p->split_k != 1 || p->sk_tiles || p->epi_defer || p->ready.flags ||
+       p->order.queue || p->order.m_order || p->order.m_rotate || p->epi.out || p->epi.signal || p->epi.rows_valid ||
+       p->epi.reduce.on || p->epi.out_tma || p->a2_rows))
+    MELD_WHY("gemm: the 128 x %d tile (stand-alone kernel) needs B [N,K] and takes no cluster, split-K, stream-K, "
+        "deferred half or hooks",
+        GEMM_BN_WIDE);
   if (p->cluster_mc && p->cluster_m != 2) MELD_WHY("gemm: B multicast (cluster_mc) needs cluster_m 2");
   if (p->epi.reduce.tma && (!p->epi.reduce.on || p->epi.reduce.npush > 0 || p->n % 8))
     MELD_WHY("gemm: the reduced tiles' TMA store needs the reduce hook on, no symmetric push and n %% 8 == 0 (n %d)",
@@ -632,7 +669,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            "  order: m_rotate %d m_order %p queue %p\n"
            "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
            p->m, p->n, p->k, p->b_kn ? "[K,N]" : "[N,K]", p->tiles_m, p->tiles_n, p->k_blocks,
-           GEMM_BM, GEMM_BN, GEMM_BK, GEMM_STAGES, GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
+           GEMM_BM, GEMM_BN_OF(p), GEMM_BK, GEMM_STAGES_OF(GEMM_BN_OF(p)), GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
            p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->epi_defer, p->workers,
            p->split_k, p->kb_per_split, p->split_from, p->split_ileave, (void *)p->workspace, (void *)p->counters,
            p->sk_tiles, p->sk_workers, p->sk_parts, p->sk_cmax,

@@ -64,9 +64,21 @@ typedef struct {
    * late (AG+GEMM's comm CTAs) moves that many whole tiles into pieces, so that the late ones
    * are not still on a whole tile when the others have run out of work. */
   int sk_extra;
+  /* Tile width (added later): 0 = GEMM_BN (what fused ops get: their kernels have only that
+   * tile), 1 = choose by gemm_plan_default_tile_n (meld_gemm's default; MELD_GEMM_TILE_N=256
+   * or 320 overrides the choice), 256 or 320 = forced. 320 (GEMM_BN_WIDE) needs B [N,K] and
+   * takes no cluster, split-K, stream-K or deferred half; the stand-alone kernel only. */
+  int tile_n;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
+
+/* The default tile width: GEMM_BN_WIDE (320) for B [N,K] when the 128 x 256 tiles number at
+ * least sm_count and the wide tiles' rounds (ceil(tiles / sm_count) x 320 columns of work)
+ * cost at most 0.9 x the 256 tiles' rounds, and k has >= 16 k-blocks; else GEMM_BN. E.g. on
+ * 132 SMs 2048 x 5120: 3 rounds x 256 against 2 x 320 (0.83) -> 320; 8192 x 5120: 10 x 256
+ * against 8 x 320 (1.0) -> 256. Pure arithmetic. */
+int gemm_plan_default_tile_n(int64_t m, int64_t n, int64_t k, int b_kn, int sm_count);
 
 /* The default choice of the swapped kernel (B [N,K] only): 1 when m <= 128; or when the
  * engine's 128x256 tiles fill at most 3/4 of sm_count SMs, K has >= 32 k-blocks, and some
@@ -103,7 +115,8 @@ int gemm_plan_sk_region(int64_t tiles, int W, int k_blocks, int full_wave, int p
 
 /* Overrides of the plan's choices from the environment, read once (gemm_plan_for applies them
  * to options left at "choose"): MELD_GEMM_GROUP_M, MELD_GEMM_SPLIT_K, MELD_GEMM_STREAM_K;
- * MELD_GEMM_SKINNY=0 turns the small-M kernel's rule off (skinny 1 becomes 0). */
+ * MELD_GEMM_SKINNY=0 turns the small-M kernel's rule off (skinny 1 becomes 0);
+ * MELD_GEMM_TILE_N=256 or 320 replaces tile_n 1 (choose). */
 void gemm_plan_env(gemm_plan_opts_t *o);
 
 /* Checks meld_gemm arguments. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence

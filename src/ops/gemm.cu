@@ -16,12 +16,14 @@
  * serialization (the decode GEMM+AR's zero-copy all-reduce) be scheduled once every CTA has
  * started; that kernel waits (griddepcontrol.wait) for this grid's completion and memory
  * before touching its output. No effect on ordinary launches. */
-template <bool BKN, int DEFER>
+/* BN: the tile width (GEMM_BN, or GEMM_BN_WIDE for p.bn 320: B [N,K], DEFER 0). */
+template <bool BKN, int DEFER, int BN = GEMM_BN>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ gemm_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   extern __shared__ __align__(1024) uint8_t gemm_smem[];
-  gemm_cta_run<BKN, false, false, DEFER>(&p, gemm_smem, (int)blockIdx.x, (int)gridDim.x);
+  gemm_cta_run<BKN, false, false, DEFER, false, false, gemm_no_tail, gemm_no_tail, BN>(&p, gemm_smem, (int)blockIdx.x,
+                                                                                      (int)gridDim.x);
 #endif
 }
 
@@ -48,9 +50,10 @@ static gemm_kernel_fn gemm_skinny_kernel_for(int mt) {
     default: return gemm_skinny_kernel<256>;
   }
 }
-static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer) {
+static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer, int bn) {
   static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},
                                          {gemm_kernel<true, 0>, gemm_kernel<true, 1>}};
+  if (bn == GEMM_BN_WIDE) return gemm_kernel<false, 0, GEMM_BN_WIDE>; /* (gemm_params_check: B [N,K], DEFER 0) */
   return k[b_kn ? 1 : 0][defer > 0 ? 1 : 0];
 }
 
@@ -66,8 +69,10 @@ static meld_result_t gemm_device_setup(int dev) {
   if (dev < GEMM_MAX_DEVICES && g_dev_ready[dev]) return MELD_OK;
   for (int kn = 0; kn < 2; kn++)
     for (int d = 0; d < 2; d++)
-      MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d),
+      MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d, GEMM_BN),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+  MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(0, 0, GEMM_BN_WIDE), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       GEMM_SMEM_BYTES));
   for (int i = 0; i < SKINNY_NHEIGHTS; i++)
     MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(skinny_heights[i]),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, SKINNY_SMEM_BYTES(skinny_heights[i])));
@@ -83,7 +88,7 @@ static meld_result_t gemm_device_setup(int dev) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, gemm_kernel_for(0, 0), &cfg) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, gemm_kernel_for(0, 0, GEMM_BN), &cfg) != cudaSuccess) {
     (void)cudaGetLastError(); /* no clusters: plans fall back to cluster_m 1 */
     clusters = 0;
   }
@@ -145,7 +150,7 @@ extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = p->cluster_m > 1 ? 1 : 0;
-  MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_kernel_for(p->b_kn, p->epi_defer), *p));
+  MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_kernel_for(p->b_kn, p->epi_defer, p->bn), *p));
   return MELD_OK;
 }
 
@@ -253,7 +258,10 @@ extern "C" meld_result_t gemm_plan_for(const meld_gemm_args_t *a, const gemm_pla
   MELD_CHECK(gemm_device_setup(dev));
   gemm_plan_opts_t opts = GEMM_PLAN_OPTS_INIT;
   if (o) opts = *o;
-  else opts.skinny = 1; /* meld_gemm's defaults: the small-M kernel where its rule says */
+  else {
+    opts.skinny = 1; /* meld_gemm's defaults: the small-M kernel where its rule says */
+    opts.tile_n = 1; /* and the wide tile where its rule says */
+  }
   gemm_plan_env(&opts);
   opts.has_workspace = 1; /* the per-stream workspace below */
   if (opts.sm_count <= 0 || opts.sm_count > sms)

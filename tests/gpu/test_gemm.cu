@@ -85,6 +85,7 @@ typedef struct {
   int skinny;    /* 0 = plan's choice (meld_gemm: small-M kernel for m <= 128, B [N,K]); 1 = the
                     engine (gemm_launch); 2 = the small-M kernel forced (split_k = its cluster size) */
   int skinny_mt; /* with skinny 2: 0 = plan's height, else forced (16 .. 256) */
+  int tile_n;    /* 0 = plan's choice (meld_gemm: the wide tile where its rule says); 320 = forced */
 } gemm_case_t;
 
 static void run_case(const gemm_case_t *tc) {
@@ -94,12 +95,13 @@ static void run_case(const gemm_case_t *tc) {
   const int64_t ldb = brow + tc->pad + (8 - brow % 8) % 8;
   const int64_t ldc = n + tc->pad + (8 - n % 8) % 8;
   const int64_t extra = 8;
-  char name[160];
-  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d sk %d%s%s%s%s", (long long)m,
+  char name[176];
+  snprintf(name, sizeof name, "%lldx%lldx%lld B%s pad %d sms %d cl %d epi %d split %d sk %d%s%s%s%s%s", (long long)m,
            (long long)n, (long long)k, tc->b_kn ? "kn" : "nk", tc->pad, tc->sm_count, tc->cluster_m,
            tc->epi_tma, tc->split_k, tc->stream_k, tc->fixup_red == 3 ? " early" : tc->fixup_red == 2 ? " red" : tc->fixup_red == 1 ? " stores" : "",
            tc->epi_defer == 1 ? " nodefer" : "", tc->split_ileave == 2 ? " ileave" : "",
-           tc->skinny == 2 ? (tc->skinny_mt == 160 ? " swapped160" : tc->skinny_mt == 192 ? " swapped192" : tc->skinny_mt == 256 ? " swapped256" : " swapped") : tc->skinny == 1 ? " engine" : "");
+           tc->skinny == 2 ? (tc->skinny_mt == 160 ? " swapped160" : tc->skinny_mt == 192 ? " swapped192" : tc->skinny_mt == 256 ? " swapped256" : " swapped") : tc->skinny == 1 ? " engine" : "",
+           tc->tile_n == GEMM_BN_WIDE ? " wide320" : "");
   uint16_t *a = dev_random((size_t)m * lda, 1 + m * 3 + k);
   uint16_t *b = dev_random((size_t)bn * ldb, 2 + n * 5 + k);
   uint16_t *c = NULL;
@@ -121,8 +123,9 @@ static void run_case(const gemm_case_t *tc) {
   o.split_ileave = tc->split_ileave;
   o.skinny = tc->skinny == 2 ? 2 : 0;
   o.skinny_mt = tc->skinny_mt;
+  o.tile_n = tc->tile_n;
   if (tc->cluster_m == 0 && tc->epi_tma < 0 && tc->split_k == 0 && tc->stream_k == 0 && tc->fixup_red == 0 &&
-      tc->epi_defer == 0 && tc->split_ileave == 0 && tc->skinny == 0)
+      tc->epi_defer == 0 && tc->split_ileave == 0 && tc->skinny == 0 && tc->tile_n == 0)
     GT_MELD(meld_gemm(&args, 0));
   else GT_MELD(gemm_launch(&args, &o, 0));
   GT_CUDA(cudaDeviceSynchronize());
@@ -505,6 +508,27 @@ static void test_default_rules(void) {
     GT_CHECK(gemm_plan_default_sk(r[i].tiles, r[i].sms, r[i].kb) == r[i].want,
              "default stream-K for %lld tiles, %d SMs, %d k-blocks: %d, want %d", (long long)r[i].tiles,
              r[i].sms, r[i].kb, gemm_plan_default_sk(r[i].tiles, r[i].sms, r[i].kb), r[i].want);
+  /* meld_gemm's plan (gemm_plan_for with no options) on this GPU: the wide tile at 2048 x 5120
+   * x 8192 on 132 SMs (the rule's own cases are in the CPU test), 256 where the rule says so or
+   * MELD_GEMM_TILE_N forces it */
+  void *x = NULL;
+  GT_CUDA(cudaMalloc(&x, (size_t)5120 * 8192 * 2));
+  meld_gemm_args_t a;
+  memset(&a, 0, sizeof a);
+  a.a = x; a.lda = 8192; a.b = x; a.ldb = 8192; a.c = x; a.ldc = 5120; a.m = 2048; a.n = 5120; a.k = 8192;
+  gemm_params_t p;
+  int w = 0;
+  GT_MELD(gemm_plan_for(&a, NULL, 0, &p, &w));
+  const int want = gemm_plan_default_tile_n(2048, 5120, 8192, 0, g_sms);
+  const char *env = getenv("MELD_GEMM_TILE_N");
+  const int want_env = env && (atoi(env) == 256 || atoi(env) == 320) ? atoi(env) : want;
+  GT_CHECK(GEMM_BN_OF(&p) == want_env && p.sk_tiles == 0 && (p.bn == 0 || p.epi_defer == 0),
+           "meld_gemm 2048 x 5120 x 8192 on %d SMs: tile width %d (stream-K tiles %d), want %d", g_sms,
+           GEMM_BN_OF(&p), p.sk_tiles, want_env);
+  a.m = 8192; a.n = 2048; /* 8192 x 2048: 512 tiles of 256 (4 rounds) vs 448 of 320 (4 rounds x 1.25) */
+  GT_MELD(gemm_plan_for(&a, NULL, 0, &p, &w));
+  GT_CHECK(env || p.bn == 0, "meld_gemm 8192 x 2048 x 8192: the wide tile taken");
+  cudaFree(x);
 }
 
 /* H200 fact probe (logged, not a check): does a TMA store whose box straddles n (n % 8 != 0)
@@ -593,126 +617,142 @@ int main(void) {
   const gemm_case_t cases[] = {
       /* m, n, k, b_kn, pad, sms, cluster, epi, cpu, split, stream_k, fixup_red,
        * epi_defer, split_ileave */
-      {128, 256, 64, 0, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0},     /* one tile, one k-block: the layout itself */
-      {128, 256, 64, 1, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0},
-      {256, 512, 640, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},
-      {256, 512, 640, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},
-      {1, 8, 8, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},          /* tiny tails */
-      {1, 8, 8, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},
-      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},     /* every dimension a tail, padded leading dims */
-      {300, 200, 72, 1, 8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},      /* ... generic-store epilogue */
-      {520, 1000, 1000, 1, 16, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},  /* odd tile count, TMA-store epilogue forced */
-      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0}, /* the issue's tail shapes vs cuBLAS */
-      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
-      {1000, 1000, 4104, 1, 8, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* 16 SMs, generic stores */
-      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0}, /* no cluster */
-      {4096, 4096, 4096, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {128, 256, 64, 0, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},     /* one tile, one k-block: the layout itself */
+      {128, 256, 64, 1, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+      {256, 512, 640, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+      {256, 512, 640, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+      {1, 8, 8, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},          /* tiny tails */
+      {1, 8, 8, 1, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},     /* every dimension a tail, padded leading dims */
+      {300, 200, 72, 1, 8, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},      /* ... generic-store epilogue */
+      {520, 1000, 1000, 1, 16, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},  /* odd tile count, TMA-store epilogue forced */
+      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* the issue's tail shapes vs cuBLAS */
+      {1000, 1000, 4104, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* 1 SM: the persistent loop over 32 tiles */
+      {1000, 1000, 4104, 1, 8, 16, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* 16 SMs, generic stores */
+      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {8000, 7000, 4000, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* no cluster */
+      {4096, 4096, 4096, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
       /* split-K: forced, and chosen by the plan for few tiles (decode, 160-tile shapes) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0, 0, 0, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4, 0, 0, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 1, 0}, /* the engine, again: the tile counters reset themselves */
-      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0, 0, 0, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 4, 0, 0, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 1, 0, 0}, /* the engine, again: the tile counters reset themselves */
+      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
       /* stream-K: forced over the partial wave (2) / one + partial wave (3), tails, both B
        * layouts, both epilogues, few SMs (ranges spanning several tiles), M past the tile */
-      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 0, 0, 0, 0, 0},   /* 12 tiles on 7 SMs: 5 split over 7 */
-      {300, 1000, 4104, 1, 8, 7, 1, 0, 1, 1, 3, 0, 0, 0, 0, 0},    /* 12 tiles: 7 + 5 over 7 */
-      {1000, 1000, 4104, 0, 0, 5, 1, -1, 0, 1, 3, 0, 0, 0, 0, 0},  /* 32 tiles on 5 SMs */
-      {1000, 1000, 4104, 1, 0, 13, 1, -1, 0, 1, 2, 0, 0, 0, 0, 0}, /* 32 tiles on 13 SMs */
-      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0, 0, 0, 0},    /* 32 tiles < SMs: all stream-K, rows past M */
-      {16, 8192, 8192, 1, 0, 0, 1, -1, 0, 1, 3, 0, 0, 0, 0, 0},
-      {200, 600, 192, 0, 0, 4, 1, -1, 1, 1, 2, 0, 0, 0, 0, 0},     /* 3 k-blocks: ranges of 1..2 k-blocks */
-      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 3, 0, 0, 0, 0, 0},  /* 320 tiles: the AG P2 qkv shape */
-      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0, 0, 0, 0},
-      {2048, 5120, 8192, 1, 0, 0, 0, -1, 0, 1, 4, 0, 0, 0, 0, 0},  /* the cost model's stream-K choice, B [K,N] */
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 0, 0, 0, 0, 0, 0},   /* 12 tiles on 7 SMs: 5 split over 7 */
+      {300, 1000, 4104, 1, 8, 7, 1, 0, 1, 1, 3, 0, 0, 0, 0, 0, 0},    /* 12 tiles: 7 + 5 over 7 */
+      {1000, 1000, 4104, 0, 0, 5, 1, -1, 0, 1, 3, 0, 0, 0, 0, 0, 0},  /* 32 tiles on 5 SMs */
+      {1000, 1000, 4104, 1, 0, 13, 1, -1, 0, 1, 2, 0, 0, 0, 0, 0, 0}, /* 32 tiles on 13 SMs */
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0, 0, 0, 0, 0},    /* 32 tiles < SMs: all stream-K, rows past M */
+      {16, 8192, 8192, 1, 0, 0, 1, -1, 0, 1, 3, 0, 0, 0, 0, 0, 0},
+      {200, 600, 192, 0, 0, 4, 1, -1, 1, 1, 2, 0, 0, 0, 0, 0, 0},     /* 3 k-blocks: ranges of 1..2 k-blocks */
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 3, 0, 0, 0, 0, 0, 0},  /* 320 tiles: the AG P2 qkv shape */
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 1, 2, 0, 0, 0, 0, 0, 0},
+      {2048, 5120, 8192, 1, 0, 0, 0, -1, 0, 1, 4, 0, 0, 0, 0, 0, 0},  /* the cost model's stream-K choice, B [K,N] */
       /* partials added in L2 (fixup_red 2): split-K forced / chosen, stream-K; each shape
        * twice in a row: the last arriver must leave the workspace zeroed */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0, 0, 0, 0},
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0, 0, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2, 0, 0, 0, 0},   /* split 8, generic stores */
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0, 0, 0}, /* decode: split 4 chosen */
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0, 0, 0},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0, 0, 0},  /* rows past M */
-      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 2, 0, 0, 0, 0}, /* stream-K: ranges spanning tiles */
-      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0, 0, 0},
-      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0, 0, 0},
-      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 2, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 1, 0}, /* engine default (early ticket: one round) */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0, 0, 0, 0, 0},
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 2, 0, 0, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2, 0, 0, 0, 0, 0},   /* split 8, generic stores */
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0, 0, 0, 0}, /* decode: split 4 chosen */
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0, 0, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 2, 0, 0, 0, 0, 0},  /* rows past M */
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 2, 0, 0, 0, 0, 0}, /* stream-K: ranges spanning tiles */
+      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0, 0, 0, 0},
+      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 2, 0, 0, 0, 0, 0},
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 2, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 1, 0, 0}, /* engine default (early ticket: one round) */
       /* early ticket (fixup_red 3, the default for one-round split-K): forced split 3 / 8,
        * stream-K on 5..7 SMs (several rounds: the last waits only for running pieces) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 3, 0, 0, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 0, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 2, 0, 0},
-      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 3, 0, 0, 0, 0},
-      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 3, 0, 0, 0, 0},
-      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 3, 0, 0, 0, 0},
-      {1000, 1000, 4104, 0, 0, 20, 1, -1, 0, 3, 1, 3, 0, 0, 0, 0}, /* split 3 over 5 rounds */
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 3, 0, 0, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 0, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 3, 0, 2, 0, 0, 0},
+      {300, 1000, 4104, 0, 8, 7, 1, -1, 1, 1, 2, 3, 0, 0, 0, 0, 0},
+      {1000, 1000, 4104, 1, 0, 5, 1, -1, 0, 1, 3, 3, 0, 0, 0, 0, 0},
+      {40, 8192, 4096, 0, 0, 0, 1, -1, 0, 1, 2, 3, 0, 0, 0, 0, 0},
+      {1000, 1000, 4104, 0, 0, 20, 1, -1, 0, 3, 1, 3, 0, 0, 0, 0, 0}, /* split 3 over 5 rounds */
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
       /* split-K with the partials stored and read back (fixup_red 1; the default with more
        * pieces than CTAs, and in fused ops) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 1, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 1, 0, 0, 0, 0},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 1, 0, 0, 0, 0},
-      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 1, 0, 0, 0, 0},
-      {1000, 1000, 4104, 0, 0, 20, 1, -1, 0, 3, 1, 0, 0, 0, 0, 0}, /* 32 tiles x 3 on 20 SMs: 5 rounds (loads) */
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 1, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+      {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 1, 0, 0, 0, 0, 0},
+      {1000, 1000, 4104, 0, 0, 20, 1, -1, 0, 3, 1, 0, 0, 0, 0, 0, 0}, /* 32 tiles x 3 on 20 SMs: 5 rounds (loads) */
       /* epilogue overlap (half 1 stored during the next tile's first k-block): off for
        * comparison; on with tiles that have no half 1 (n-block 1024..1088) between tiles that
        * have one, several tiles per CTA */
-      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 1, 0, 0, 0},
-      {1000, 1000, 4104, 1, 0, 3, 1, -1, 0, 0, 0, 0, 1, 0, 0, 0},
-      {384, 1088, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2, 0, 0, 0},
-      {384, 1088, 512, 1, 8, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0, 0},
+      {300, 200, 72, 0, 8, 0, 0, -1, 1, 0, 0, 0, 1, 0, 0, 0, 0},
+      {1000, 1000, 4104, 1, 0, 3, 1, -1, 0, 0, 0, 0, 1, 0, 0, 0, 0},
+      {384, 1088, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2, 0, 0, 0, 0},
+      {384, 1088, 512, 1, 8, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0, 0, 0},
       /* n % 8 != 0: the plan falls back to 16-byte stores even when the TMA store is asked
        * for (run s5-1: the TMA store wrote columns 1100..1103 past n) */
-      {384, 1100, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2, 0, 0, 0},
-      {384, 1100, 512, 1, 8, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0, 0},
-      {130, 1001, 200, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},
-      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 1, 0, 0, 0},
+      {384, 1100, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2, 0, 0, 0, 0},
+      {384, 1100, 512, 1, 8, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0, 0, 0},
+      {130, 1001, 200, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 1, 0, 0, 0, 0},
       /* split-K k-blocks interleaved across the splits: forced 3 (65 k-blocks: 22/22/21),
        * split 8 with the L2 reduction, decode (split 4 chosen, twice) */
-      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0, 0, 2, 0, 0},
-      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2, 0, 2, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 2, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 1, 0, 2, 0, 0},
-      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 2, 0, 0},
+      {300, 200, 4104, 0, 8, 0, 1, -1, 1, 3, 0, 0, 0, 2, 0, 0, 0},
+      {300, 200, 4104, 1, 8, 0, 1, 0, 1, 8, 0, 2, 0, 2, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 2, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 1, 0, 2, 0, 0, 0},
+      {16, 8192, 8192, 1, 0, 0, 0, -1, 0, 0, 0, 0, 0, 2, 0, 0, 0},
       /* the swapped small-M kernel (m <= 128, B [N,K]): padded rows 16/32/64/128, cluster
        * sizes 1..8 (forced by split_k), tails in n (not a multiple of 8 or 128) and k (not of
        * 64), leading-dimension padding, 1 SM; chosen by default (meld_gemm) and forced */
-      {1, 256, 64, 0, 0, 0, 0, -1, 1, 1, 0, 0, 0, 0, 2, 0},
-      {7, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 2, 0},
-      {7, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},
-      {16, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {16, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0}, /* twice in a row */
-      {33, 1100, 520, 0, 8, 0, 0, -1, 1, 8, 0, 0, 0, 0, 2, 0},
-      {33, 1100, 520, 0, 0, 0, 0, -1, 1, 3, 0, 0, 0, 0, 2, 0},
-      {64, 4096, 4096, 0, 0, 0, 0, -1, 0, 4, 0, 0, 0, 0, 2, 0},
-      {64, 4096, 4096, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {100, 8192, 4104, 0, 8, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {128, 264, 8192, 0, 0, 0, 0, -1, 1, 8, 0, 0, 0, 0, 2, 0},
-      {128, 264, 8192, 0, 0, 0, 0, -1, 1, 1, 0, 0, 0, 0, 2, 0},
-      {16, 14336, 4096, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {20, 512, 1024, 0, 0, 1, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},   /* sm_count 1: cluster size 1 */
-      {128, 4096, 128, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0},  /* 2 k-blocks: cluster size 2 */
+      {1, 256, 64, 0, 0, 0, 0, -1, 1, 1, 0, 0, 0, 0, 2, 0, 0},
+      {7, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 2, 0, 0},
+      {7, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+      {16, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {16, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, /* twice in a row */
+      {33, 1100, 520, 0, 8, 0, 0, -1, 1, 8, 0, 0, 0, 0, 2, 0, 0},
+      {33, 1100, 520, 0, 0, 0, 0, -1, 1, 3, 0, 0, 0, 0, 2, 0, 0},
+      {64, 4096, 4096, 0, 0, 0, 0, -1, 0, 4, 0, 0, 0, 0, 2, 0, 0},
+      {64, 4096, 4096, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {100, 8192, 4104, 0, 8, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {128, 264, 8192, 0, 0, 0, 0, -1, 1, 8, 0, 0, 0, 0, 2, 0, 0},
+      {128, 264, 8192, 0, 0, 0, 0, -1, 1, 1, 0, 0, 0, 0, 2, 0, 0},
+      {16, 14336, 4096, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {20, 512, 1024, 0, 0, 1, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},   /* sm_count 1: cluster size 1 */
+      {128, 4096, 128, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},  /* 2 k-blocks: cluster size 2 */
       /* the swapped kernel with several m-blocks (128..256 rows each): chosen for fewer engine
        * tiles than SMs (2048 x 1280: 130 tiles of 128 x 160; 512 x 4096: 4 m-blocks of 128),
        * forced with every height, m / n / k tails, clusters */
-      {2048, 1280, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {512, 4096, 7168, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {700, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 2, 0},
-      {700, 1000, 4104, 0, 8, 0, 0, -1, 1, 2, 0, 0, 0, 0, 2, 0},
-      {300, 264, 520, 0, 0, 0, 0, -1, 1, 3, 0, 0, 0, 0, 2, 0},
-      {1000, 200, 4104, 0, 0, 0, 0, -1, 1, 1, 0, 0, 0, 0, 2, 0},
-      {700, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 2, 160},
-      {700, 1000, 4104, 0, 0, 0, 0, -1, 1, 2, 0, 0, 0, 0, 2, 192},
-      {700, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 2, 256},
-      {1000, 520, 8192, 0, 0, 0, 0, -1, 0, 3, 0, 0, 0, 0, 2, 256},
+      {2048, 1280, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {512, 4096, 7168, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {700, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 2, 0, 0},
+      {700, 1000, 4104, 0, 8, 0, 0, -1, 1, 2, 0, 0, 0, 0, 2, 0, 0},
+      {300, 264, 520, 0, 0, 0, 0, -1, 1, 3, 0, 0, 0, 0, 2, 0, 0},
+      {1000, 200, 4104, 0, 0, 0, 0, -1, 1, 1, 0, 0, 0, 0, 2, 0, 0},
+      {700, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 2, 160, 0},
+      {700, 1000, 4104, 0, 0, 0, 0, -1, 1, 2, 0, 0, 0, 0, 2, 192, 0},
+      {700, 1000, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 2, 256, 0},
+      {1000, 520, 8192, 0, 0, 0, 0, -1, 0, 3, 0, 0, 0, 0, 2, 256, 0},
+      /* the 128 x 320 tile (forced; meld_gemm's default at 2048 x 5120 x 8192 above): one tile,
+       * every dimension a tail (n below one tile, the third 64-column half absent or partial),
+       * both epilogues, 1 SM and 2 SMs (the persistent loop; 3 stages), n % 8 != 0 (16-byte
+       * stores), large shapes against cuBLAS */
+      {128, 320, 64, 0, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 320},
+      {300, 200, 72, 0, 8, 0, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 320},
+      {300, 200, 72, 0, 8, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 320},
+      {520, 1000, 1000, 0, 16, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 320},
+      {384, 1100, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 320},
+      {130, 1001, 200, 0, 0, 0, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 320},
+      {1000, 1000, 4104, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320},
+      {1000, 1000, 4104, 0, 8, 1, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320},
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320},
+      {2048, 5120, 8192, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320},
+      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320},
+      {4096, 4096, 4096, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320},
   };
   /* TEST_GEMM_ONLY=hooks: only the hook tests (small problems: fast under compute-sanitizer). */
   const int only_hooks = getenv("TEST_GEMM_ONLY") && !strcmp(getenv("TEST_GEMM_ONLY"), "hooks");
@@ -727,24 +767,24 @@ int main(void) {
      * generic and TMA-store epilogues, repeated runs of a large shape (session 9: wrong last tiles,
      * then an illegal instruction; the phantom tickets past the last m-pair, see gemm_tile_of) */
     const gemm_case_t cl_cases[] = {
-        {256, 512, 640, 0, 0, 0, 2, -1, 1, 0, 0, 0, 0, 0, 0, 0},
-        {256, 512, 640, 1, 0, 0, 2, -1, 1, 0, 0, 0, 0, 0, 0, 0},
-        {300, 200, 72, 0, 8, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0},
-        {300, 200, 72, 1, 8, 0, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0},
-        {1000, 1000, 4104, 0, 0, 16, 2, -1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {256, 512, 640, 0, 0, 0, 2, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {256, 512, 640, 1, 0, 0, 2, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {300, 200, 72, 0, 8, 0, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {300, 200, 72, 1, 8, 0, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {1000, 1000, 4104, 0, 0, 16, 2, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
         /* 8 m-pairs x 2 n-blocks on 16 clusters, group_m 8: before the scheduler's end check
          * was unconditional, tickets 16..31 ran as phantom tiles (m-blocks 14/15, n-block -1;
          * the 4096^3 failure of session 9 in small): their zeros land in the row above, in
          * tiles (13..15, 1) and the padding past n (generic stores), or at negative columns by
          * TMA store */
-        {2048, 512, 640, 0, 8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {2048, 512, 640, 1, 8, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 4096, 4096, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 4096, 4096, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {4096, 4096, 4096, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-        {8000, 7000, 4000, 0, 0, 0, 2, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {8000, 7000, 4000, 1, 0, 0, 2, -1, 0, 0, 0, 0, 0, 0, 0, 0},
-        {2048, 5120, 8192, 0, 0, 0, 2, -1, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2048, 512, 640, 0, 8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2048, 512, 640, 1, 8, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 4096, 4096, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 4096, 4096, 0, 0, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {4096, 4096, 4096, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {8000, 7000, 4000, 0, 0, 0, 2, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {8000, 7000, 4000, 1, 0, 0, 2, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+        {2048, 5120, 8192, 0, 0, 0, 2, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cl_cases / sizeof cl_cases[0]; i++) {
       run_case(&cl_cases[i]);
@@ -759,6 +799,26 @@ int main(void) {
     o.cluster_m = 2;
     GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "disabled"),
              "cluster_m 2 not refused: %s", meld_last_error());
+    cudaFree(x);
+  }
+  { /* the wide tile forced where it cannot run: a clear error, nothing launched */
+    meld_gemm_args_t a;
+    memset(&a, 0, sizeof a);
+    uint16_t *x = dev_random(512 * 512, 7);
+    a.a = x; a.lda = 512; a.b = x; a.ldb = 512; a.c = x; a.ldc = 512; a.m = 512; a.n = 512; a.k = 512;
+    gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+    o.tile_n = GEMM_BN_WIDE;
+    a.b_layout = MELD_B_KN;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "128 x 320"),
+             "wide tile with B [K,N] not refused: %s", meld_last_error());
+    a.b_layout = MELD_B_NK;
+    o.stream_k = 2;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "128 x 320"),
+             "wide tile with stream-K not refused: %s", meld_last_error());
+    o.stream_k = 0;
+    o.tile_n = 300;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "tile_n 300"),
+             "tile_n 300 not refused: %s", meld_last_error());
     cudaFree(x);
   }
   { /* the small-M kernel forced where it cannot run: a clear error, nothing launched */

@@ -452,6 +452,59 @@ static void test_skinny_rules(void **state) {
   assert_non_null(strstr(buf, "small-M kernel"));
 }
 
+/* The 128 x 320 tile: when meld_gemm takes it, and what the legality check refuses with it. */
+static void test_wide_tile(void **state) {
+  (void)state;
+  /* 132 SMs, 2048 x 5120: 320 tiles of 256 (3 rounds) vs 256 of 320 (2 rounds x 1.25) -> wide */
+  assert_int_equal(gemm_plan_default_tile_n(2048, 5120, 8192, 0, 132), GEMM_BN_WIDE);
+  assert_int_equal(gemm_plan_default_tile_n(2048, 5120, 8192, 1, 132), GEMM_BN); /* B [K,N] */
+  assert_int_equal(gemm_plan_default_tile_n(2048, 5120, 512, 0, 132), GEMM_BN); /* 8 k-blocks */
+  assert_int_equal(gemm_plan_default_tile_n(8192, 5120, 8192, 0, 132), GEMM_BN); /* 10 x 256 = 8 x 320 */
+  assert_int_equal(gemm_plan_default_tile_n(4096, 4096, 4096, 0, 132), GEMM_BN); /* 4 x 256 < 4 x 320 */
+  assert_int_equal(gemm_plan_default_tile_n(8192, 14336, 4096, 0, 132), GEMM_BN); /* 28 x 256 vs 22 x 320: 0.98 */
+  assert_int_equal(gemm_plan_default_tile_n(512, 4096, 8192, 0, 132), GEMM_BN); /* 64 tiles < SMs */
+  assert_int_equal(gemm_plan_default_tile_n(2048, 5120, 8192, 0, 0), GEMM_BN);
+
+  gemm_params_t p;
+  memset(&p, 0, sizeof p);
+  char why[256];
+  p.m = 2048; p.n = 5000; p.k = 8192;
+  p.tiles_m = 16; p.tiles_n = 16; p.k_blocks = 128; /* ceil(5000 / 320) */
+  p.cluster_m = 1; p.group_m = 16; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 128;
+  p.split_from = 16 * 16;
+  p.bn = GEMM_BN_WIDE;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  p.tiles_n = 20; /* the 256-wide count */
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "tile counts"));
+  p.tiles_n = 16;
+  p.bn = 300;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "bn 300"));
+  p.bn = GEMM_BN_WIDE;
+  p.b_kn = 1; /* each refused combination, one at a time */
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "128 x 320"));
+  p.b_kn = 0; p.epi_defer = 1;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  p.epi_defer = 0; p.epi.reduce.on = 1;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  p.epi.reduce.on = 0; p.order.m_rotate = 1;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  p.order.m_rotate = 0; p.sk_tiles = 20; p.sk_workers = 132; p.sk_parts = 2; p.sk_cmax = 2;
+  p.workspace = (float *)64; p.counters = (uint32_t *)64;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "128 x 320"));
+  p.sk_tiles = 0;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  char buf[1024];
+  gemm_params_format(&p, buf, sizeof buf);
+  assert_non_null(strstr(buf, "128x320x64, 3 stages"));
+  p.bn = 0; p.tiles_n = 20;
+  gemm_params_format(&p, buf, sizeof buf);
+  assert_non_null(strstr(buf, "128x256x64, 4 stages"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_args),    cmocka_unit_test(test_null_pointers),
@@ -460,6 +513,7 @@ int main(void) {
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
+      cmocka_unit_test(test_wide_tile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
