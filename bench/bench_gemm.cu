@@ -301,6 +301,7 @@ static const variant_t g_variants[] = {
     /* the 128 x 320 tile (meld_gemm's default where gemm_plan_default_tile_n says), and the
      * 128 x 256 default with its stream-K rule ("n256": meld_gemm's default before) */
     {"w320", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320}, {"n256", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256},
+    {"w320nd", 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 320}, /* the wide tile without its deferred third */
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 

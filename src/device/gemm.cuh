@@ -301,7 +301,8 @@ typedef struct {
    * record at the same time (one writer per CTA). */
   meld_trace_dev_t trace;
   /* Tile width (additive; 0 = GEMM_BN): GEMM_BN_WIDE selects the 128 x 320 tile of the
-   * stand-alone kernel (B [N,K], cluster_m 1, no split-K / stream-K / deferred half / hooks);
+   * stand-alone kernel (B [N,K], cluster_m 1, no split-K / stream-K / hooks; epi_defer defers
+   * the 64-column third);
    * tiles_n is then ceil(n / 320) and map_b's box {64, 160}. */
   int32_t bn;
 } gemm_params_t;
@@ -1083,7 +1084,8 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
                                               uint32_t *pk = nullptr, int *pk_on = nullptr,
                                               int *pk_col = nullptr, int *pk_row = nullptr) {
-  static_assert(BN == GEMM_BN || (!RED && !G2 && DEFER == 0 && !HELPER), "the wide tile: plain epilogue only");
+  static_assert(BN == GEMM_BN || (!RED && !G2 && !HELPER), "the wide tile: plain epilogue only");
+  constexpr int NH = (BN + 127) / 128; /* halves of 128 columns (the wide tile's third: 64) */
   const int w = tid >> 5, l = tid & 31;
   const int M = p->m, N = p->n;
   const int row0 = t.m_blk * GEMM_BM; /* tile's first row */
@@ -1133,16 +1135,18 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
   const int r0 = 16 * w + (l >> 2); /* this thread's first row in the warpgroup's 64 */
   const uint32_t bar = GEMM_BAR_WG0 + g;
 #pragma unroll
-  for (int h = 0; h < (BN + 127) / 128; ++h) { /* halves of 128 columns (the wide tile's third: 64) */
+  for (int h = 0; h < NH; ++h) {
     if (row_base >= M || col_base + 128 * h >= N) continue; /* warpgroup-uniform */
-    if (DEFER > 0 && defer && h == 1) {
+    if (DEFER > 0 && defer && h == NH - 1) { /* the last half (wide: the 64-column third) */
+      constexpr int NJ = (BN - 128 * (NH - 1)) / 8;
 #pragma unroll
-      for (int jj = 0; jj < 16; ++jj) {
-        pk[2 * jj] = gemm_pack_bf16x2(acc[4 * (16 + jj)], acc[4 * (16 + jj) + 1]);
-        pk[2 * jj + 1] = gemm_pack_bf16x2(acc[4 * (16 + jj) + 2], acc[4 * (16 + jj) + 3]);
+      for (int jj = 0; jj < NJ; ++jj) {
+        const int j = 16 * (NH - 1) + jj;
+        pk[2 * jj] = gemm_pack_bf16x2(acc[4 * j], acc[4 * j + 1]);
+        pk[2 * jj + 1] = gemm_pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
       }
       *pk_on = 1;
-      *pk_col = col_base + 128;
+      *pk_col = col_base + 128 * (NH - 1);
       *pk_row = row_base;
       continue;
     }
@@ -1247,6 +1251,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
  * registers in the same swizzled layout as gemm_epilogue, and TMA-stores the 64 x 128 block
  * at (col c0, row). Called by all 128 threads of warpgroup g while the tensor cores run the
  * next tile's first k-block (or after the last tile). */
+template <int NJ = 16> /* n8 groups deferred: 16 (a 128-column half) or 8 (the wide tile's third) */
 __device__ __forceinline__ void gemm_epi_deferred(const gemm_params_t *p, const uint32_t *pk, int c0,
                                                   int row, uint32_t stg, int g, int tid) {
   const int w = tid >> 5, l = tid & 31;
@@ -1255,7 +1260,7 @@ __device__ __forceinline__ void gemm_epi_deferred(const gemm_params_t *p, const 
   if (tid == 0) cp_async_bulk_wait_group_read0();
   named_bar_sync(bar, 128);
 #pragma unroll
-  for (int jj = 0; jj < 16; ++jj) {
+  for (int jj = 0; jj < NJ; ++jj) {
     const uint32_t a0 = gemm_stg_addr(stg, jj, r0, l);
     st_shared_u32(a0, pk[2 * jj]);
     st_shared_u32(a0 + 8 * 128, pk[2 * jj + 1]);
@@ -1264,7 +1269,7 @@ __device__ __forceinline__ void gemm_epi_deferred(const gemm_params_t *p, const 
   named_bar_sync(bar, 128);
   if (tid == 0) {
 #pragma unroll
-    for (int b = 0; b < 2; ++b)
+    for (int b = 0; b < NJ / 8; ++b)
       if (c0 + 64 * b < p->n) tma_store_2d(&p->map_c, stg + 8192 * b, c0 + 64 * b, row);
     cp_async_bulk_commit_group();
   }
@@ -1526,12 +1531,13 @@ __device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gem
 template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
-  static_assert(BN == GEMM_BN || (BN == GEMM_BN_WIDE && !BKN && !RED && !G2 && DEFER == 0 && !HELPER),
+  static_assert(BN == GEMM_BN || (BN == GEMM_BN_WIDE && !BKN && !RED && !G2 && !HELPER),
                 "the wide tile: B [N,K], plain epilogue");
+  constexpr int PKJ = BN == GEMM_BN ? 16 : 8; /* n8 groups of the deferred last half */
   constexpr int NST = GEMM_STAGES_OF(BN);
   constexpr uint32_t SB = GEMM_STAGE_BYTES_OF(BN);
   float acc[BN / 2];
-  uint32_t pk[DEFER ? 32 : 1]; /* DEFER: the previous tile's half 1, packed bf16x2 */
+  uint32_t pk[DEFER ? 2 * PKJ : 1]; /* DEFER: the previous tile's last half, packed bf16x2 */
   int pk_on = 0, pk_col = 0, pk_row = 0;
   const int cl = p->cluster_mc ? 2 : 1; /* (stage releases: the peer's too only with multicast) */
   const uint32_t peer = cl == 2 ? (cluster_ctarank() ^ 1) : 0;
@@ -1607,7 +1613,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       }
       wgmma_commit();
       if (DEFER > 0 && pk_on) { /* the previous tile's last store overlaps this k-block */
-        gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
+        gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
         pk_on = 0;
       }
       if (kb) {
@@ -1660,14 +1666,14 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     }
     /* hook g, add mode: the partials join the (whole: split pieces combined) accumulators */
     if (RED && p->epi.reduce.preload && own_tile()) gemm_reduce_add(p, acc, t, g, tid, sbase);
-    if (DEFER > 0) gemm_epilogue<RED, G2, DEFER>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
+    if (DEFER > 0) gemm_epilogue<RED, G2, DEFER, false, BN>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
     else gemm_epilogue<RED, G2, 0, HELPER, BN>(p, acc, t, stg, g, tid);
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the epilogue */
       meld_trace_record(&p->trace, own_tile() ? MELD_ROLE_REDUCE : p->epi.out ? MELD_ROLE_COMM : MELD_ROLE_OTHER,
                         (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
     }
   }
-  if (DEFER > 0 && pk_on) gemm_epi_deferred(p, pk, pk_col, pk_row, stg, g, tid);
+  if (DEFER > 0 && pk_on) gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu); /* hook g2: last */
   if (HELPER && g == 0 && tid == 0) gemm_helper_post(GEMM_HELPER_END); /* always: the helper ends */
   if ((p->epi_tma || (RED && p->epi.reduce.tma)) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */

@@ -382,10 +382,10 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
 
   /* The wide tile: forced, or chosen (tile_n 1) where the caller forces none of what it lacks. */
   const int wide_forced = o->tile_n == GEMM_BN_WIDE;
-  if (wide_forced && (p->b_kn || o->cluster_m == 2 || o->split_k > 1 || o->stream_k > 1 || o->epi_defer == 2))
+  if (wide_forced && (p->b_kn || o->cluster_m == 2 || o->split_k > 1 || o->stream_k > 1))
     return meld_error(MELD_ERR_INVALID_ARG,
-                      "gemm_plan_make: the 128 x %d tile needs B stored [N,K] and takes no cluster_m 2, split-K, "
-                      "stream-K or deferred epilogue half",
+                      "gemm_plan_make: the 128 x %d tile needs B stored [N,K] and takes no cluster_m 2, split-K or "
+                      "stream-K",
                       GEMM_BN_WIDE);
   if (wide_forced || (o->tile_n == 1 && o->cluster_m != 2 && o->split_k == 0 && o->stream_k == 0 &&
                       gemm_plan_default_tile_n(a->m, a->n, a->k, p->b_kn, o->sm_count) == GEMM_BN_WIDE)) {
@@ -508,7 +508,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->epi_tma = (o->epi_tma < 0 ? 1 : (o->epi_tma != 0)) && a->n % 8 == 0;
   if (o->epi_defer < 0 || o->epi_defer > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: epi_defer %d is outside [0, 2]", o->epi_defer);
-  p->epi_defer = p->epi_tma && !wide ? (o->epi_defer == 0 ? GEMM_EPI_DEFER_DEFAULT : o->epi_defer - 1) : 0;
+  /* (the wide tile defers its 64-column third: 16 registers) */
+  p->epi_defer = p->epi_tma ? (o->epi_defer == 0 ? GEMM_EPI_DEFER_DEFAULT : o->epi_defer - 1) : 0;
   if (p->fixup_red == 2) p->epi_defer = 0; /* gemm_kernel<., 1> has no early-ticket code */
 
   MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, GEMM_BM,
@@ -559,11 +560,11 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
   }
   if (p->cluster_m != 1 && p->cluster_m != 2) MELD_WHY("gemm: cluster_m %d is not 1 or 2", p->cluster_m);
   if (p->bn == GEMM_BN_WIDE &&
-      (p->b_kn || p->cluster_m != 1 || p->split_k != 1 || p->sk_tiles || p->epi_defer || p->ready.flags ||
+      (p->b_kn || p->cluster_m != 1 || p->split_k != 1 || p->sk_tiles || p->ready.flags ||
        p->order.queue || p->order.m_order || p->order.m_rotate || p->epi.out || p->epi.signal || p->epi.rows_valid ||
        p->epi.reduce.on || p->epi.out_tma || p->a2_rows))
-    MELD_WHY("gemm: the 128 x %d tile (stand-alone kernel) needs B [N,K] and takes no cluster, split-K, stream-K, "
-        "deferred half or hooks",
+    MELD_WHY("gemm: the 128 x %d tile (stand-alone kernel) needs B [N,K] and takes no cluster, split-K, stream-K "
+        "or hooks",
         GEMM_BN_WIDE);
   if (p->cluster_mc && p->cluster_m != 2) MELD_WHY("gemm: B multicast (cluster_mc) needs cluster_m 2");
   if (p->epi.reduce.tma && (!p->epi.reduce.on || p->epi.reduce.npush > 0 || p->n % 8))

@@ -67,7 +67,8 @@ typedef struct {
   /* Tile width (added later): 0 = GEMM_BN (what fused ops get: their kernels have only that
    * tile), 1 = choose by gemm_plan_default_tile_n (meld_gemm's default; MELD_GEMM_TILE_N=256
    * or 320 overrides the choice), 256 or 320 = forced. 320 (GEMM_BN_WIDE) needs B [N,K] and
-   * takes no cluster, split-K, stream-K or deferred half; the stand-alone kernel only. */
+   * takes no cluster, split-K or stream-K; the stand-alone kernel only (its deferred epilogue
+   * part is the 64-column third). */
   int tile_n;
 } gemm_plan_opts_t;
 

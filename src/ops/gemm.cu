@@ -53,7 +53,8 @@ static gemm_kernel_fn gemm_skinny_kernel_for(int mt) {
 static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer, int bn) {
   static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},
                                          {gemm_kernel<true, 0>, gemm_kernel<true, 1>}};
-  if (bn == GEMM_BN_WIDE) return gemm_kernel<false, 0, GEMM_BN_WIDE>; /* (gemm_params_check: B [N,K], DEFER 0) */
+  if (bn == GEMM_BN_WIDE) /* (gemm_params_check: B [N,K]) */
+    return defer > 0 ? gemm_kernel<false, 1, GEMM_BN_WIDE> : gemm_kernel<false, 0, GEMM_BN_WIDE>;
   return k[b_kn ? 1 : 0][defer > 0 ? 1 : 0];
 }
 
@@ -71,8 +72,9 @@ static meld_result_t gemm_device_setup(int dev) {
     for (int d = 0; d < 2; d++)
       MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d, GEMM_BN),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
-  MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(0, 0, GEMM_BN_WIDE), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       GEMM_SMEM_BYTES));
+  for (int d = 0; d < 2; d++)
+    MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(0, d, GEMM_BN_WIDE), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         GEMM_SMEM_BYTES));
   for (int i = 0; i < SKINNY_NHEIGHTS; i++)
     MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(skinny_heights[i]),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, SKINNY_SMEM_BYTES(skinny_heights[i])));
