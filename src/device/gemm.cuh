@@ -301,8 +301,8 @@ typedef struct {
    * record at the same time (one writer per CTA). */
   meld_trace_dev_t trace;
   /* Tile width (additive; 0 = GEMM_BN): GEMM_BN_WIDE selects the 128 x 320 tile of the
-   * stand-alone kernel (B [N,K], cluster_m 1, no split-K / stream-K / hooks; epi_defer defers
-   * the 64-column third);
+   * stand-alone kernel (B [N,K], cluster_m 1, no split-K / stream-K / hooks; epi_defer, off by
+   * default for it, defers the 64-column third);
    * tiles_n is then ceil(n / 320) and map_b's box {64, 160}. */
   int32_t bn;
 } gemm_params_t;

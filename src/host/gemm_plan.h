@@ -37,7 +37,8 @@ typedef struct {
    * Default: 3 for split-K whose pieces all run at once (tiles x split_k <= CTAs), else 1. */
   int fixup_red;
   /* Epilogue overlap of the stand-alone kernel (p->epi_defer): 0 = default, 1 = off, 2 = on
-   * (each tile's second half stored during the next tile's first k-block). Only with the
+   * (each tile's second half stored during the next tile's first k-block; the 128 x 320 tile's
+   * default is off, its 64-column third deferred only when forced). Only with the
    * TMA-store epilogue (which needs n % 8 == 0: else 16-byte stores, even if epi_tma is 1);
    * fused kernels ignore it. */
   int epi_defer;
