@@ -267,7 +267,7 @@ typedef struct {
   int split_k, stream_k, group_m;
   int small_only; /* only where tiles < 2 x SMs */
   int fixup_red;  /* 1: stored partials, 2: added in L2, 3: added in L2, early ticket */
-  int epi_defer;  /* 1: epilogue half 1 not deferred (the pre-session-5 epilogue) */
+  int epi_defer;  /* 1: the last epilogue part not deferred (the pre-session-5 epilogue); 2: deferred */
   int split_ileave; /* 2: split-K k-blocks interleaved across the splits */
   int skinny;       /* 2: the swapped small-M kernel (only where m <= 128, B [N,K]); 0: engine */
   int skinny_hint;  /* 0 = default; else 1 + hint bits (1: B evict_first, 2: A evict_last) */
@@ -301,7 +301,8 @@ static const variant_t g_variants[] = {
     /* the 128 x 320 tile (meld_gemm's default where gemm_plan_default_tile_n says), and the
      * 128 x 256 default with its stream-K rule ("n256": meld_gemm's default before) */
     {"w320", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320}, {"n256", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256},
-    {"w320nd", 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 320}, /* the wide tile without its deferred third */
+    {"w320nd", 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 320}, /* the wide tile, deferral off (its default since s11) */
+    {"w320d", 1, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 320},  /* the wide tile with its 64-column third deferred */
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 

@@ -80,7 +80,7 @@ typedef struct {
   int split_k;   /* 0 = plan's choice */
   int stream_k;  /* 0 = plan's choice; 1 off; 2 partial wave; 3 one + partial wave */
   int fixup_red; /* 0 = plan's choice; 1 = stored; 2 = added in L2 (red.global.add); 3 = 2 + early ticket */
-  int epi_defer; /* 0 = plan's choice (on); 1 = off; 2 = on */
+  int epi_defer; /* 0 = plan's choice (on; off for the wide tile); 1 = off; 2 = on */
   int split_ileave; /* 0 = plan's choice (contiguous); 2 = split-K k-blocks interleaved */
   int skinny;    /* 0 = plan's choice (meld_gemm: small-M kernel for m <= 128, B [N,K]); 1 = the
                     engine (gemm_launch); 2 = the small-M kernel forced (split_k = its cluster size) */
@@ -742,7 +742,9 @@ int main(void) {
        * both epilogues, 1 SM and 2 SMs (the persistent loop; 3 stages), n % 8 != 0 (16-byte
        * stores), large shapes against cuBLAS */
       {128, 320, 64, 0, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 320},
-      {384, 1280, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 1, 0, 0, 0, 320}, /* deferred third off */
+      {384, 1280, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 1, 0, 0, 0, 320}, /* deferred third off (forced) */
+      {384, 1280, 512, 0, 0, 2, 1, -1, 1, 0, 0, 0, 2, 0, 0, 0, 320}, /* deferred third on (forced) */
+      {520, 1000, 1000, 0, 16, 1, 1, 1, 1, 0, 0, 0, 2, 0, 0, 0, 320}, /* on, every dimension a tail */
       {384, 1088, 512, 0, 8, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0, 0, 320}, /* a last tile of 128 columns: no third */
       {300, 200, 72, 0, 8, 0, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 320},
       {300, 200, 72, 0, 8, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 320},
@@ -753,6 +755,7 @@ int main(void) {
       {1000, 1000, 4104, 0, 8, 1, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320},
       {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320},
       {2048, 5120, 8192, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320},
+      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 0, 0, 0, 2, 0, 0, 0, 320},
       {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320},
       {4096, 4096, 4096, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320},
   };
