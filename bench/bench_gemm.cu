@@ -10,6 +10,8 @@
  *
  * --soak MS runs each timed row (and cuBLASLt) back-to-back for ~MS ms afterwards and prints its
  * time with the SM clock, power and clock-event reasons NVML saw meanwhile (bench_soak.h).
+ * --soak-rounds R (1..8) soaks the rows R times, in order and then reversed, and prints each
+ * row's median: a row's place in the sequence can move its clock by a few percent.
  *
  * --variants adds rows for forced plan variants (data-parallel, stream-K over the partial
  * wave / one + partial wave, split-K 2/4/8 where tiles < 2 x SMs, raster group 8 / 32, and
@@ -261,6 +263,11 @@ static void lt_call(void *vctx, int set) {
   lt_run(x->lt, x->p, x->bf->a[set], x->bf->b[set], x->out);
 }
 
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
 /* Plan variants (--variants). */
 typedef struct {
   const char *name;
@@ -340,7 +347,7 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* rows survive a crash */
   signal(SIGSEGV, on_fatal);
   signal(SIGABRT, on_fatal);
-  int quick = 0, variants = 0, rounds = 3, custom_only = 0, soak_ms = 0;
+  int quick = 0, variants = 0, rounds = 3, custom_only = 0, soak_ms = 0, soak_rounds = 1;
   const char *json = NULL, *commit = "unknown", *only = NULL;
   for (int i = 1; i < argc; i++) {
     long long m, n, k;
@@ -352,13 +359,17 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) { only = argv[++i]; variants = 1; }
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--soak") && i + 1 < argc) soak_ms = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--soak-rounds") && i + 1 < argc) {
+      soak_rounds = atoi(argv[++i]);
+      if (soak_rounds < 1 || soak_rounds > 8) { fprintf(stderr, "--soak-rounds: 1..8\n"); return 2; }
+    }
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc && sscanf(argv[i + 1], "%lld,%lld,%lld", &m, &n, &k) == 3 &&
              g_nshapes < (int)(sizeof g_shapes / sizeof g_shapes[0])) {
       shape_t c = {"custom", m, n, k, 0, 0, 1};
       g_shapes[g_nshapes++] = c;
       i++;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--variants] [--only LIST] [--rounds N] [--shape M,N,K] [--custom-only] [--soak MS] [--json FILE] [--commit HASH]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--variants] [--only LIST] [--rounds N] [--shape M,N,K] [--custom-only] [--soak MS] [--soak-rounds R (1..8)] [--json FILE] [--commit HASH]\n", argv[0]);
       return 2;
     }
   }
@@ -519,7 +530,12 @@ int main(int argc, char **argv) {
     }
     if (soak_ms > 0) { /* back-to-back for ~soak_ms each, NVML sampled: clock and power per row */
       if (!soak_nvml()->lib) printf("# soak: NVML not available, times only\n");
-      for (int i = -1; i < nv; i++) {
+      /* --soak-rounds R: the rows soaked R times, in order then reversed (a row's place in the
+       * sequence moves its clock: session 11 saw the later of two rows win in both orders) */
+      double sk_ms[NVAR + 1][8], sk_mhz[NVAR + 1][8];
+      for (int rr = 0; rr < soak_rounds; rr++)
+      for (int ii = -1; ii < nv; ii++) {
+        const int i = rr % 2 ? nv - 2 - ii : ii; /* (odd rounds: nv-1 .. -1) */
         if (i >= 0 && mx[i].failed) continue;
         const float t = i < 0 ? lt_ms : median(samples[i], ns[i]);
         const int calls = t > 0 ? (int)(soak_ms / t) + 1 : 1;
@@ -527,13 +543,25 @@ int main(int argc, char **argv) {
         if (i < 0) soak_run(soak_nvml(), lt_call, &lx, NSETS, calls, &r);
         else soak_run(soak_nvml(), meld_call, &mx[i], NSETS, calls, &r);
         const double flop = 2.0 * s->m * s->n * s->k;
-        printf("soak %6lld %6lld %6lld %-40s %9.4f ms %7.1f TFLOP/s  SM %6.0f MHz (%u-%u)  %5.0f W  "
-               "reasons 0x%llx  (%d calls, %d samples)\n",
+        sk_ms[i + 1][rr] = r.ms_per_call;
+        sk_mhz[i + 1][rr] = r.sm_mhz;
+        printf("soak%s%.0d %6lld %6lld %6lld %-40s %9.4f ms %7.1f TFLOP/s  SM %6.0f MHz (%u-%u)  %5.0f W  "
+               "reasons 0x%llx  (%d calls, %d samples)\n", soak_rounds > 1 ? " r" : "", soak_rounds > 1 ? rr + 1 : 0,
                (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], r.ms_per_call,
                flop / r.ms_per_call * 1e-9, r.sm_mhz, r.min_mhz, r.max_mhz, r.power_w, r.reasons, r.calls,
                r.samples);
         soak_json(jf, "gemm", (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], 1, 0, &r,
                   NULL, t, prop.name, commit, date);
+      }
+      for (int i = -1; soak_rounds > 1 && i < nv; i++) { /* per row: the median over the rounds */
+        if (i >= 0 && mx[i].failed) continue;
+        double ms[8], mhz = 0;
+        for (int rr = 0; rr < soak_rounds; rr++) ms[rr] = sk_ms[i + 1][rr], mhz += sk_mhz[i + 1][rr] / soak_rounds;
+        qsort(ms, (size_t)soak_rounds, sizeof ms[0], cmp_double);
+        const double med = soak_rounds % 2 ? ms[soak_rounds / 2] : 0.5 * (ms[soak_rounds / 2 - 1] + ms[soak_rounds / 2]);
+        printf("soak median %6lld %6lld %6lld %-40s %9.4f ms (%.4f .. %.4f over %d rounds)  SM %6.0f MHz\n",
+               (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], med, ms[0],
+               ms[soak_rounds - 1], soak_rounds, mhz);
       }
     }
     lt_free(&lp);
