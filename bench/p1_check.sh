@@ -5,11 +5,8 @@
 # rows (the 2-rank own-tile work without a peer; --diag), AG+GEMM's one-rank rows,
 # and a per-tile trace picture. Usage (device): OUT=... [SKIP_TESTS=1] [TESTS="test_x ..."]
 # [RS_RUNS="rs M,N,K --diag;ar M,N,K"] [NO_AG=1] [NO_TRACE=1] bash bench/p1_check.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-s6-p1}
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 make -j16 lib build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 echo "build: $(el) s"

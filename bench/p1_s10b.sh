@@ -3,10 +3,7 @@
 # load (bench_fence, plus the SASS each compiles to), then every GPU test program at one rank
 # with the waits' acquire loads (signal.cuh meld_acquire_slot, launch.cuh meld_args_verify),
 # which replaced a fence.acq_rel.sys per wait. Usage (device): OUT=... bash bench/p1_s10b.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 make -j16 lib build/bench/bench_fence > "$OUT/build.log" 2>&1 || { grep -E "error:|ptxas error" "$OUT/build.log" | head; exit 1; }
 echo "build: $(el) s"
 timeout -k 5 60 build/bench/bench_fence | tee "$OUT/bench_fence.log"

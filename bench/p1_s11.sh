@@ -11,10 +11,7 @@
 # cuBLASLt 0.211), sustained 0.245-0.26 (n256 0.276, cuBLASLt 0.248); counters: SM cycles near
 # cuBLASLt's 352 K, L2 reads ~-6% per MAC vs 128 x 256 (no multicast), no stream-K partials.
 # Usage (device): OUT=... bash bench/p1_s11.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 make -j16 lib build/tests/gpu/test_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 ||
   { grep -E "error" "$OUT/build.log" | head; exit 1; }
 echo "build: $(el) s"

@@ -6,10 +6,7 @@
 # Prediction (before the run): the deferral gains ~1% (it hides a fifth of the epilogue; the
 # 128 x 256 half-deferral was worth ~2.7% of cycles).
 # Usage (device): OUT=... bash bench/p1_s11b.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 make -j16 lib build/tests/gpu/test_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 ||
   { grep -E "error" "$OUT/build.log" | head; exit 1; }
 echo "build: $(el) s"

@@ -10,10 +10,7 @@
 # Prediction: default = call 2's w320nd (0.252 / 0.262 sustained), w320d +1-4%; suite geomean
 # unchanged (only 2 shapes differ).
 # Usage (device): OUT=... bash bench/p1_s11c.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 make -j16 all bench > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }
 echo "build: $(el) s"
 TEST_TIMEOUT_S=150 MELD_TIMEOUT_MS=3000 tests/gpu/run.sh > "$OUT/gpu_tests.log" 2>&1

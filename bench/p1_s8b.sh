@@ -3,11 +3,8 @@
 # the same rows timed "burst" (BENCH_SETTLE_MS=0) and "sustained" (BENCH_SETTLE_MS=300): the GEMM
 # at the AG chunk shapes, GEMM+RS/AR with their diagnostics (loopback incl.), AG+GEMM.
 # Usage (device): OUT=... [SETTLE=300] bash bench/p1_s8b.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-s8-p1b}
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 d=$(date -u +%Y-%m-%d)
 make -j16 lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }
 echo "build: $(el) s"

@@ -3,11 +3,8 @@
 # SOAK ms, twice in opposite orders. meld_gemm's stream-K vs data-parallel; GEMM+RS/AR with
 # their diagnostics (loopback, zero copy, early copy); AG+GEMM incl. loopback rows.
 # Usage (device): OUT=... [SOAK=500] bash bench/p1_s8c.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-s8-p1c}
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 d=$(date -u +%Y-%m-%d)
 S=${SOAK:-500}
 make -j16 lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }

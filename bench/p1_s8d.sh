@@ -3,10 +3,7 @@
 # explain its bare GEMM's cost over meld_gemm? test_comm (registration, after a refactor), then
 # GEMM+RS 8192^2 x 4096 --diag --soak (rows with diag bit 12), then Nsight Compute counters of
 # meld_gemm and the bare / loopback fused kernels with both numberings (L2 sectors by source).
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 make -j16 lib build/bench/bench_gemm_rs build/tests/gpu/test_comm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }
 echo "build: $(el) s"
 MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/tests/gpu/test_comm > "$OUT/test_comm.log" 2>&1

@@ -6,11 +6,8 @@
 # GEMM+RS/AR at the three M = 8192 shapes (RS 8192^2 x 4096 with --diag: no-push, no-fence,
 # flag-helper, own-tile-mode rows), a per-tile trace picture, AG+GEMM --quick; then PyTorch
 # async-TP for both while LIMIT seconds last.
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2}
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 LIMIT=${LIMIT:-300}
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 make -j32 lib build/tests/gpu/test_coll build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 ||

@@ -8,11 +8,8 @@
 # 10 every wait ends with an ld.acquire.sys instead of a fence.acq_rel.sys); (4) GEMM+RS
 # 8192^3 with the diagnostic rows, sustained after both GPUs are heated (where the fused
 # kernel's +18% over meld_gemm goes). Usage (device): OUT=... bash bench/x2_s10.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s10}
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 d=$(date -u +%Y-%m-%d)
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 make -j32 lib build/bench/bench_coll build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_fence > "$OUT/build.log" 2>&1 ||

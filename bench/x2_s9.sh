@@ -6,11 +6,8 @@
 # NOTE.md); (3) on GPU 0 alone, the experimental 2-CTA multicast GEMM (bench/p1_cluster.sh)
 # while time is left.
 # Usage (device): OUT=... [SOAK=600] [LIMIT=560] bash bench/x2_s9.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s9}
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 S=${SOAK:-600}; LIMIT=${LIMIT:-560}; d=$(date -u +%Y-%m-%d)
 make -j32 lib build/tests/gpu/test_gemm_rs build/tests/gpu/test_gemm build/bench/bench_gemm build/bench/bench_gemm_rs \
   build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }

@@ -7,11 +7,8 @@
 # BENCH_SOAK_MS. Burst medians are printed too. Usage (device): OUT=... [SOAK=800]
 # [RS_RUNS="rs,8192,8192,8192,--diag ..." (the diagnostic rows soaked too: where the fused
 # kernel's +18% over meld_gemm goes, sustained)] bash bench/x2_sustained.sh
-set -u
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-sustained}
-t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 S=${SOAK:-800}
 d=$(date -u +%Y-%m-%d)
 make -j32 lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 ||
