@@ -138,7 +138,9 @@ MELD_DEV void mbarrier_arrive_expect_tx_cta(uint32_t bar, uint32_t bytes) {
 /* One probe: 1 if the phase of parity `parity` has completed (acquire at CTA scope: the
  * bulk copy's bytes are then visible to this thread), else 0 after a bounded hardware wait.
  * MELD_MBAR_SUSPEND_NS > 0 (build-time experiment) passes that suspend-time hint: the thread
- * may sleep up to that long, woken when the phase completes, instead of the system's limit. */
+ * may sleep up to that long, woken when the phase completes, instead of the system's limit.
+ * Measured (session 11, 10 ms hint): no effect on instructions (-0.8%), cycles or sustained
+ * time at 3 shapes; the default wait already sleeps in hardware. Left off. */
 #ifndef MELD_MBAR_SUSPEND_NS
 #define MELD_MBAR_SUSPEND_NS 0
 #endif
