@@ -13,15 +13,12 @@ timeout -k 5 240 "$NCU" --clock-control none -k regex:'nvjet|gemm_kernel' --laun
   --shape ${SHAPE:-2048,5120,8192} --rounds 1 > "$OUT/ncu.log" 2>&1
 echo "ncu rc=$? at $(el) s"; grep -E "==ERR|error" "$OUT/ncu.log" | head -3
 "$NCU" -i "$OUT/stall.ncu-rep" --page details > "$OUT/details.txt" 2>&1
-"$NCU" -i "$OUT/stall.ncu-rep" --page details --csv > "$OUT/details.csv" 2>&1
 "$NCU" -i "$OUT/stall.ncu-rep" --page raw --csv > "$OUT/raw.csv" 2>&1
 for id in 0 1; do
   "$NCU" -i "$OUT/stall.ncu-rep" --page source --csv --print-source sass --launch-skip $id --launch-count 1 \
-    > "$OUT/source_sass_$id.csv" 2>&1 || "$NCU" -i "$OUT/stall.ncu-rep" --page source --csv --launch-skip $id --launch-count 1 > "$OUT/source_sass_$id.csv" 2>&1
-  "$NCU" -i "$OUT/stall.ncu-rep" --page source --csv --print-source cuda --launch-skip $id --launch-count 1 \
-    > "$OUT/source_cuda_$id.csv" 2>&1
+    > "$OUT/source_sass_$id.csv" 2>&1
 done
-gzip -f "$OUT"/source_*.csv "$OUT/raw.csv"; rm -f "$OUT/stall.ncu-rep"
+gzip -f "$OUT"/source_*.csv "$OUT/raw.csv"; rm -f "$OUT/stall.ncu-rep" "$OUT/details.csv" "$OUT/build.log"
 ls -la "$OUT"
 grep -E "Stall|stall|Warp Cycles|Issued Warp|No Eligible|Active Warps|Eligible Warps|gemm_kernel|nvjet|Duration|Throughput" "$OUT/details.txt" | head -80
 echo "total: $(el) s"
