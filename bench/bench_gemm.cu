@@ -310,6 +310,7 @@ static const variant_t g_variants[] = {
     {"w320", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320}, {"n256", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256},
     {"w320nd", 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 320}, /* the wide tile, deferral off (its default since s11) */
     {"w320d", 1, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 320},  /* the wide tile with its 64-column third deferred */
+    {"w320cl2", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 320}, /* the wide tile in B-multicast pairs (experimental) */
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 

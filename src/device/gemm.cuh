@@ -301,7 +301,8 @@ typedef struct {
    * record at the same time (one writer per CTA). */
   meld_trace_dev_t trace;
   /* Tile width (additive; 0 = GEMM_BN): GEMM_BN_WIDE selects the 128 x 320 tile of the
-   * stand-alone kernel (B [N,K], cluster_m 1, no split-K / stream-K / hooks; epi_defer, off by
+   * stand-alone kernel (B [N,K], no split-K / stream-K / hooks; cluster_m 2 only as the
+   * experimental B multicast, one 160-row box per CTA; epi_defer, off by
    * default for it, defers the 64-column third);
    * tiles_n is then ceil(n / 320) and map_b's box {64, 160}. */
   int32_t bn;
@@ -600,9 +601,13 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       const uint32_t a2_row = (uint32_t)(a_row - p->a2_row_begin);
       const int a2 = a2_row < (uint32_t)p->a2_rows;
       tma_load_2d(a_dst, a2 ? (const void *)&p->map_a2 : map_a, full, k0, a2 ? (int)a2_row : a_row);
-      if (BN == GEMM_BN_WIDE) { /* two boxes of 160 rows */
-        tma_load_2d(b_dst, map_b, full, k0, n0);
-        tma_load_2d(b_dst + 160 * 128, map_b, full, k0, n0 + 160);
+      if (BN == GEMM_BN_WIDE) { /* two boxes of 160 rows; with multicast, one per CTA of the pair */
+        if (!p->cluster_mc) {
+          tma_load_2d(b_dst, map_b, full, k0, n0);
+          tma_load_2d(b_dst + 160 * 128, map_b, full, k0, n0 + 160);
+        } else {
+          tma_load_2d_multicast(b_dst + 160 * 128 * rank, map_b, full, k0, n0 + 160 * (int)rank, 0x3);
+        }
       } else if (!p->cluster_mc) {
         if (!BKN) {
           tma_load_2d(b_dst, map_b, full, k0, n0);

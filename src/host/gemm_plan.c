@@ -382,10 +382,9 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
 
   /* The wide tile: forced, or chosen (tile_n 1) where the caller forces none of what it lacks. */
   const int wide_forced = o->tile_n == GEMM_BN_WIDE;
-  if (wide_forced && (p->b_kn || o->cluster_m == 2 || o->split_k > 1 || o->stream_k > 1))
+  if (wide_forced && (p->b_kn || o->split_k > 1 || o->stream_k > 1))
     return meld_error(MELD_ERR_INVALID_ARG,
-                      "gemm_plan_make: the 128 x %d tile needs B stored [N,K] and takes no cluster_m 2, split-K or "
-                      "stream-K",
+                      "gemm_plan_make: the 128 x %d tile needs B stored [N,K] and takes no split-K or stream-K",
                       GEMM_BN_WIDE);
   if (wide_forced || (o->tile_n == 1 && o->cluster_m != 2 && o->split_k == 0 && o->stream_k == 0 &&
                       gemm_plan_default_tile_n(a->m, a->n, a->k, p->b_kn, o->sm_count) == GEMM_BN_WIDE)) {
@@ -562,10 +561,10 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
   }
   if (p->cluster_m != 1 && p->cluster_m != 2) MELD_WHY("gemm: cluster_m %d is not 1 or 2", p->cluster_m);
   if (p->bn == GEMM_BN_WIDE &&
-      (p->b_kn || p->cluster_m != 1 || p->split_k != 1 || p->sk_tiles || p->ready.flags ||
+      (p->b_kn || p->split_k != 1 || p->sk_tiles || p->ready.flags ||
        p->order.queue || p->order.m_order || p->order.m_rotate || p->epi.out || p->epi.signal || p->epi.rows_valid ||
        p->epi.reduce.on || p->epi.out_tma || p->a2_rows))
-    MELD_WHY("gemm: the 128 x %d tile (stand-alone kernel) needs B [N,K] and takes no cluster, split-K, stream-K "
+    MELD_WHY("gemm: the 128 x %d tile (stand-alone kernel) needs B [N,K] and takes no split-K, stream-K "
         "or hooks",
         GEMM_BN_WIDE);
   if (p->cluster_mc && p->cluster_m != 2) MELD_WHY("gemm: B multicast (cluster_mc) needs cluster_m 2");
