@@ -306,6 +306,11 @@ typedef struct {
    * default for it, defers the 64-column third);
    * tiles_n is then ceil(n / 320) and map_b's box {64, 160}. */
   int32_t bn;
+  /* Stage release (additive; experiment, MELD_GEMM_EARLY_RELEASE): 0 = the previous k-block's
+   * stage is released after the next k-block's wgmmas are issued (wgmma wait 1); 1 = when the
+   * next stage has not landed yet, wait for all wgmmas and release first, then wait for it
+   * (a late stage no longer holds back the refill of the one before). */
+  int32_t early_release;
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -1545,6 +1550,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   uint32_t pk[DEFER ? 2 * PKJ : 1]; /* DEFER: the previous tile's last half, packed bf16x2 */
   int pk_on = 0, pk_col = 0, pk_row = 0;
   const int cl = p->cluster_mc ? 2 : 1; /* (stage releases: the peer's too only with multicast) */
+  const int early_rel = p->early_release;
   const uint32_t peer = cl == 2 ? (cluster_ctarank() ^ 1) : 0;
   const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
   const uint32_t info0 = sbase + GEMM_INFO_OFF; /* 32-bit smem addresses: fewer registers */
@@ -1599,7 +1605,15 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     }
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
-      if (kb) mbar_wait(full0 + 8 * stage, phase);
+      bool released = false;
+      if (kb) {
+        if (early_rel && !mbarrier_test_wait_parity_cta(full0 + 8 * stage, phase)) {
+          wgmma_wait0(); /* the stage is late: free the previous one now */
+          gemm_release(empty0 + 8 * prev, lane, cl, peer);
+          released = true;
+        }
+        mbar_wait(full0 + 8 * stage, phase);
+      }
       const uint32_t a = sbase + stage * SB + g * 8192;
       const uint32_t b = sbase + stage * SB + GEMM_A_BYTES;
       wgmma_fence();
@@ -1621,7 +1635,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
         gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
         pk_on = 0;
       }
-      if (kb) {
+      if (kb && !released) {
         wgmma_wait1(); /* the previous k-block's wgmmas are done reading their stage */
         gemm_release(empty0 + 8 * prev, lane, cl, peer);
       }

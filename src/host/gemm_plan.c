@@ -165,9 +165,10 @@ static int env_int(const char *name, int dflt) {
 }
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n;
+static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n, g_env_early_rel;
 static void env_read(void) {
   g_env_tile_n = env_int("MELD_GEMM_TILE_N", 0);
+  g_env_early_rel = env_int("MELD_GEMM_EARLY_RELEASE", 0); /* experiment: gemm_params_t.early_release */
   g_env_cluster_exp = env_int("MELD_GEMM_CLUSTER_EXPERIMENTAL", 0);
   g_env_skinny = env_int("MELD_GEMM_SKINNY", 1);
   g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
@@ -511,6 +512,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
    * measured on one H200 (session 11 call 2) it lost 1-4% sustained (2048 x 5120 x 8192:
    * 0.2620 ms deferred vs 0.2524 not; ncu 400.7K vs 387.7K cycles). epi_defer 2 forces it. */
   p->epi_defer = p->epi_tma ? (o->epi_defer == 0 ? (wide ? 0 : GEMM_EPI_DEFER_DEFAULT) : o->epi_defer - 1) : 0;
+  p->early_release = g_env_early_rel == 1; /* (experiment, off by default) */
   if (p->fixup_red == 2) p->epi_defer = 0; /* gemm_kernel<., 1> has no early-ticket code */
 
   MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, GEMM_BM,
