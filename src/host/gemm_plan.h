@@ -71,9 +71,12 @@ typedef struct {
    * takes no cluster, split-K or stream-K; the stand-alone kernel only (its deferred epilogue
    * part is the 64-column third). */
   int tile_n;
+  /* Early stage release (p->early_release; added later): 0 = the plan's (on for the wide tile
+   * only), 1 = off, 2 = on. MELD_GEMM_EARLY_RELEASE=0/1 replaces 0. */
+  int early_release;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0}
 
 /* The default tile width: GEMM_BN_WIDE (320) for B [N,K] when the 128 x 256 tiles number at
  * least sm_count and the wide tiles' rounds (ceil(tiles / sm_count) x 320 columns of work)

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# p1_s11h.sh — ONE GPU, session 11, call 8: the early stage release as the wide tile's default
+# (gemm_plan_opts_t.early_release 0 = plan's): test_gemm (default rule expects it with the wide
+# tile only; forced-off wide and forced-on 128 x 256 cases), then a burst check of the default
+# against MELD_GEMM_EARLY_RELEASE=0 at the two wide shapes.
+# Usage (device): OUT=... bash bench/p1_s11h.sh
+. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+make -j16 lib build/tests/gpu/test_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 ||
+  { grep -E "error" "$OUT/build.log" | head; exit 1; }
+echo "build: $(el) s"
+MELD_TIMEOUT_MS=3000 timeout -k 5 150 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
+echo "test_gemm rc=$? at $(el) s"; grep -E "FAIL|checks passed| early| late" "$OUT/test_gemm.log" | cut -c1-150 | head -12
+for e in 0 1; do
+  MELD_GEMM_EARLY_RELEASE=$e timeout -k 5 40 build/bench/bench_gemm --custom-only --shape 2048,5120,8192 --shape 8192,1280,8192 \
+    > "$OUT/bench_er$e.log" 2>&1
+  grep -E "^custom" "$OUT/bench_er$e.log" | sed "s/^/er$e /" | cut -c1-150
+done
+echo "total: $(el) s"
