@@ -597,6 +597,8 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
         p->split_from);
   }
   if (p->epi_defer < 0 || p->epi_defer > 1) MELD_WHY("gemm: epi_defer %d is not 0 or 1", p->epi_defer);
+  if (p->early_release != 0 && p->early_release != 1)
+    MELD_WHY("gemm: early_release %d is not 0 or 1", p->early_release);
   if (p->fixup_red < 0 || p->fixup_red > 2) MELD_WHY("gemm: fixup_red %d is outside [0, 2]", p->fixup_red);
   if (p->fixup_red == 2 && p->epi_defer)
     MELD_WHY("gemm: fixup_red 2 (early ticket) needs epi_defer 0 (the deferred-epilogue kernel lacks it)");
@@ -670,7 +672,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
     return;
   }
   snprintf(buf, len,
-           "gemm %d x %d x %d (B %s), tiles %d x %d x %d of %dx%dx%d, %d stages, smem %d B\n"
+           "gemm %d x %d x %d (B %s), tiles %d x %d x %d of %dx%dx%d, %d stages%s, smem %d B\n"
            "  c %p ldc %lld, cluster_m %d, group_m %d, epilogue %s (half 1 deferred %d), workers %d\n"
            "  split_k %d (kb_per_split %d, from tile %d, interleaved %d) workspace %p counters %p\n"
            "  stream-K: %d tiles, %d ranges, %d parts, %d contributors max; fixup %s\n"
@@ -678,7 +680,8 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            "  order: m_rotate %d m_order %p queue %p\n"
            "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
            p->m, p->n, p->k, p->b_kn ? "[K,N]" : "[N,K]", p->tiles_m, p->tiles_n, p->k_blocks,
-           GEMM_BM, GEMM_BN_OF(p), GEMM_BK, GEMM_STAGES_OF(GEMM_BN_OF(p)), GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
+           GEMM_BM, GEMM_BN_OF(p), GEMM_BK, GEMM_STAGES_OF(GEMM_BN_OF(p)), p->early_release ? " (early release)" : "",
+           GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
            p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->epi_defer, p->workers,
            p->split_k, p->kb_per_split, p->split_from, p->split_ileave, (void *)p->workspace, (void *)p->counters,
            p->sk_tiles, p->sk_workers, p->sk_parts, p->sk_cmax,

@@ -499,9 +499,15 @@ static void test_wide_tile(void **state) {
   assert_non_null(strstr(why, "128 x 320"));
   p.sk_tiles = 0;
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  p.early_release = 2; /* a flag: 0 or 1 */
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "early_release 2"));
+  p.early_release = 1;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
   char buf[1024];
   gemm_params_format(&p, buf, sizeof buf);
-  assert_non_null(strstr(buf, "128x320x64, 3 stages"));
+  assert_non_null(strstr(buf, "128x320x64, 3 stages (early release)"));
+  p.early_release = 0;
   p.bn = 0; p.tiles_n = 20;
   gemm_params_format(&p, buf, sizeof buf);
   assert_non_null(strstr(buf, "128x256x64, 4 stages"));
