@@ -2,7 +2,7 @@
 # p1_s11h.sh — ONE GPU, session 11, call 8: the early stage release as the wide tile's default
 # (gemm_plan_opts_t.early_release 0 = plan's): test_gemm (default rule expects it with the wide
 # tile only; forced-off wide and forced-on 128 x 256 cases), then a burst check of the default
-# against MELD_GEMM_EARLY_RELEASE=0 at the two wide shapes.
+# against MELD_GEMM_EARLY_RELEASE=0 at the two wide shapes; the wide B-multicast pairs with it.
 # Usage (device): OUT=... bash bench/p1_s11h.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 make -j16 lib build/tests/gpu/test_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 ||
@@ -15,4 +15,8 @@ for e in 0 1; do
     > "$OUT/bench_er$e.log" 2>&1
   grep -E "^custom" "$OUT/bench_er$e.log" | sed "s/^/er$e /" | cut -c1-150
 done
+# the wide pairs (call 6: -0.8..0.9% sustained) now with early release too: does it still add?
+MELD_GEMM_CLUSTER_EXPERIMENTAL=1 timeout -k 5 150 build/bench/bench_gemm --custom-only --shape 2048,5120,8192 --shape 8192,1280,8192 \
+  --only default,w320cl2,n256 --soak ${SOAK:-600} --soak-rounds 2 --json "$OUT/gemm-wide-er-cl2.jsonl" > "$OUT/bench_cl2.log" 2>&1
+echo "bench (pairs) rc=$? at $(el) s"; grep -E "^custom|^soak median" "$OUT/bench_cl2.log" | cut -c1-160
 echo "total: $(el) s"
