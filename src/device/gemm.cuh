@@ -1608,6 +1608,9 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       bool released = false;
       if (kb) {
+        /* (the probe is one instruction of a converged warp on one word: the same answer in
+         * every lane, as wgmma.wait_group's .aligned needs; warps of a warpgroup may answer
+         * differently, which is fine: each warp waits for its own wgmmas and arrives once) */
         if (early_rel && !mbarrier_test_wait_parity_cta(full0 + 8 * stage, phase)) {
           wgmma_wait0(); /* the stage is late: free the previous one now */
           gemm_release(empty0 + 8 * prev, lane, cl, peer);
