@@ -306,7 +306,7 @@ static const variant_t g_variants[] = {
     {"cl2", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0}, /* 2x1 cluster, B multicast, no split/stream-K */
     {"cl2g16", 1, 1, 16, 0, 0, 0, 0, 0, 0, 0, 2, 0},
     /* the 128 x 320 tile (meld_gemm's default where gemm_plan_default_tile_n says), and the
-     * 128 x 256 default with its stream-K rule ("n256": meld_gemm's default before) */
+     * 128 x 256 default with its stream-K rule ("n256": meld_gemm's default before where the engine runs; m <= 128 takes the engine here, not the small-M kernel) */
     {"w320", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320}, {"n256", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256},
     {"w320nd", 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 320}, /* the wide tile, deferral off (its default since s11) */
     {"w320d", 1, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 320},  /* the wide tile with its 64-column third deferred */

@@ -219,7 +219,7 @@ typedef struct {
   void *c;           /* C base (bf16) and leading dimension (elements)                        */
   int64_t ldc;
   int32_t m, n, k;
-  int32_t tiles_m, tiles_n, k_blocks; /* ceil(M/128), ceil(N/256), ceil(K/64)              */
+  int32_t tiles_m, tiles_n, k_blocks; /* ceil(M/128), ceil(N/bn: 256 or 320), ceil(K/64)   */
   int32_t b_kn;      /* 1: B stored [K,N] (kernel variant), 0: [N,K]                         */
   int32_t cluster_m; /* 1, or 2: 2x1 cluster, B multicast                                    */
   int32_t cluster_mc; /* cluster_m 2: 1 = B multicast (the design); 0 = diagnosis only: the
@@ -1609,8 +1609,12 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       bool released = false;
       if (kb) {
         /* (the probe is one instruction of a converged warp on one word: the same answer in
-         * every lane, as wgmma.wait_group's .aligned needs; warps of a warpgroup may answer
-         * differently, which is fine: each warp waits for its own wgmmas and arrives once) */
+         * every lane. Warps of a warpgroup may answer differently: the empty-barrier counts
+         * stay right (each warp arrives once per stage, early or late), but then
+         * wgmma.wait_group runs in some warps of the warpgroup and not others, which PTX's
+         * .aligned does not allow. What runs (SASS WARPGROUP.DEPBAR, a per-warp wait) passed
+         * every test_gemm case and was measured this way (session 11); a warpgroup-uniform
+         * decision (bar.red.or over the 128 threads) is the conforming variant, to measure.) */
         if (early_rel && !mbarrier_test_wait_parity_cta(full0 + 8 * stage, phase)) {
           wgmma_wait0(); /* the stage is late: free the previous one now */
           gemm_release(empty0 + 8 * prev, lane, cl, peer);
@@ -1658,7 +1662,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     if (BN == GEMM_BN && piece >= 0) { /* (the wide tile has no split-K / stream-K) */
       if (DEFER > 0) { /* pk was stored at kb 0 (pk_on is 0): free its registers for the fixup */
 #pragma unroll
-        for (int i = 0; i < 32; ++i) pk[i] = 0;
+        for (int i = 0; i < 2 * PKJ; ++i) pk[i] = 0;
       }
       const int live = t.m_blk * GEMM_BM + 64 * g + 16 * (tid >> 5) + ((tid & 31) >> 2) < p->m;
       int split = piece, ncontrib = p->split_k, stride = p->split_k;

@@ -140,7 +140,9 @@ MELD_DEV void mbarrier_arrive_expect_tx_cta(uint32_t bar, uint32_t bytes) {
  * MELD_MBAR_SUSPEND_NS > 0 (build-time experiment) passes that suspend-time hint: the thread
  * may sleep up to that long, woken when the phase completes, instead of the system's limit.
  * Measured (session 11, 10 ms hint): no effect on instructions (-0.8%), cycles or sustained
- * time at 3 shapes; the default wait already sleeps in hardware. Left off. */
+ * time at 3 shapes; the default wait already sleeps in hardware. Left off. (It would apply to
+ * every user of this probe, the deadline-checked waits of signal.cuh included: their abort
+ * and timeout checks would then come up to N x the hint late.) */
 #ifndef MELD_MBAR_SUSPEND_NS
 #define MELD_MBAR_SUSPEND_NS 0
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "log.h"
 
 /* ---- validation --------------------------------------------------------------------------- */
 
@@ -168,7 +169,17 @@ static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n, g_env_early_rel;
 static void env_read(void) {
   g_env_tile_n = env_int("MELD_GEMM_TILE_N", 0);
+  if (g_env_tile_n != 0 && g_env_tile_n != GEMM_BN && g_env_tile_n != GEMM_BN_WIDE) {
+    MELD_WARN(MELD_SUB_OPS, "MELD_GEMM_TILE_N=%s ignored: give %d or %d", getenv("MELD_GEMM_TILE_N"), GEMM_BN,
+              GEMM_BN_WIDE);
+    g_env_tile_n = 0;
+  }
   g_env_early_rel = env_int("MELD_GEMM_EARLY_RELEASE", -1); /* gemm_params_t.early_release: 0 / 1 forced */
+  if (g_env_early_rel != -1 && g_env_early_rel != 0 && g_env_early_rel != 1) {
+    MELD_WARN(MELD_SUB_OPS, "MELD_GEMM_EARLY_RELEASE=%s ignored: give 0 (off) or 1 (on)",
+              getenv("MELD_GEMM_EARLY_RELEASE"));
+    g_env_early_rel = -1;
+  }
   g_env_cluster_exp = env_int("MELD_GEMM_CLUSTER_EXPERIMENTAL", 0);
   g_env_skinny = env_int("MELD_GEMM_SKINNY", 1);
   g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
@@ -183,7 +194,8 @@ void gemm_plan_env(gemm_plan_opts_t *o) {
   if (o->split_k == 0) o->split_k = g_env_split;
   if (o->stream_k == 0) o->stream_k = g_env_sk;
   if (o->skinny == 1 && g_env_skinny == 0) o->skinny = 0;
-  if (o->tile_n == 1 && (g_env_tile_n == GEMM_BN || g_env_tile_n == GEMM_BN_WIDE)) o->tile_n = g_env_tile_n;
+  /* (MELD_GEMM_TILE_N is a preference applied in gemm_plan_make where tile_n is 1 (choose):
+   * rewriting tile_n here would turn it into "forced" and fail B [K,N] / split-K calls) */
 }
 
 int gemm_plan_default_tile_n(int64_t m, int64_t n, int64_t k, int b_kn, int sm_count) {
@@ -378,17 +390,24 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->ldc = a->ldc;
   if (o->skinny < 0 || o->skinny > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny %d is outside [0, 2]", o->skinny);
+  if (o->early_release < 0 || o->early_release > 2)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: early_release %d is outside [0, 2]", o->early_release);
   if (o->skinny == 2 || (o->skinny == 1 && gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn, o->sm_count)))
-    return gemm_plan_skinny(a, o, p, workers);
+    return gemm_plan_skinny(a, o, p, workers); /* (its own kernel: no tile width, no stage-release option) */
 
-  /* The wide tile: forced, or chosen (tile_n 1) where the caller forces none of what it lacks. */
+  /* The wide tile: forced, or chosen (tile_n 1) where the caller forces none of what it lacks
+   * (B [K,N], split-K, stream-K; the experimental cluster only when forced). With tile_n 1,
+   * MELD_GEMM_TILE_N=256|320 replaces the rule (320 still only where the tile is legal). */
   const int wide_forced = o->tile_n == GEMM_BN_WIDE;
   if (wide_forced && (p->b_kn || o->split_k > 1 || o->stream_k > 1))
     return meld_error(MELD_ERR_INVALID_ARG,
                       "gemm_plan_make: the 128 x %d tile needs B stored [N,K] and takes no split-K or stream-K",
                       GEMM_BN_WIDE);
-  if (wide_forced || (o->tile_n == 1 && o->cluster_m != 2 && o->split_k == 0 && o->stream_k == 0 &&
-                      gemm_plan_default_tile_n(a->m, a->n, a->k, p->b_kn, o->sm_count) == GEMM_BN_WIDE)) {
+  pthread_once(&g_env_once, env_read);
+  const int wide_legal = !p->b_kn && o->cluster_m != 2 && o->split_k <= 1 && o->stream_k <= 1;
+  const int wide_pref = g_env_tile_n ? g_env_tile_n
+                                     : gemm_plan_default_tile_n(a->m, a->n, a->k, p->b_kn, o->sm_count);
+  if (wide_forced || (o->tile_n == 1 && wide_legal && wide_pref == GEMM_BN_WIDE)) {
     p->bn = GEMM_BN_WIDE;
     p->tiles_n = (int32_t)((a->n + GEMM_BN_WIDE - 1) / GEMM_BN_WIDE);
   }
@@ -515,8 +534,6 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   /* Early stage release: on for the wide tile's 3 stages (session 11 call 7, one H200, 2048 x
    * 5120 x 8192: cycles 399 K -> 368 K, burst -6.3%, sustained -2.2%), off for the 4-stage
    * 128 x 256 tile (8192^3 sustained +0.4% with it, 8192 x 5120 x 8192 even). */
-  if (o->early_release < 0 || o->early_release > 2)
-    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: early_release %d is outside [0, 2]", o->early_release);
   p->early_release = o->early_release ? o->early_release == 2 : g_env_early_rel >= 0 ? g_env_early_rel == 1 : wide;
   if (p->fixup_red == 2) p->epi_defer = 0; /* gemm_kernel<., 1> has no early-ticket code */
 

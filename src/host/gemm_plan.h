@@ -67,9 +67,9 @@ typedef struct {
   int sk_extra;
   /* Tile width (added later): 0 = GEMM_BN (what fused ops get: their kernels have only that
    * tile), 1 = choose by gemm_plan_default_tile_n (meld_gemm's default; MELD_GEMM_TILE_N=256
-   * or 320 overrides the choice), 256 or 320 = forced. 320 (GEMM_BN_WIDE) needs B [N,K] and
-   * takes no cluster, split-K or stream-K; the stand-alone kernel only (its deferred epilogue
-   * part is the 64-column third). */
+   * or 320 is preferred instead where legal), 256 or 320 = forced. 320 (GEMM_BN_WIDE) needs B
+   * [N,K] and takes no split-K or stream-K (cluster_m 2 only as the experimental B-multicast
+   * pair); the stand-alone kernel only (its deferred epilogue part is the 64-column third). */
   int tile_n;
   /* Early stage release (p->early_release; added later): 0 = the plan's (on for the wide tile
    * only), 1 = off, 2 = on. MELD_GEMM_EARLY_RELEASE=0/1 replaces 0. */
@@ -121,7 +121,8 @@ int gemm_plan_sk_region(int64_t tiles, int W, int k_blocks, int full_wave, int p
 /* Overrides of the plan's choices from the environment, read once (gemm_plan_for applies them
  * to options left at "choose"): MELD_GEMM_GROUP_M, MELD_GEMM_SPLIT_K, MELD_GEMM_STREAM_K;
  * MELD_GEMM_SKINNY=0 turns the small-M kernel's rule off (skinny 1 becomes 0);
- * MELD_GEMM_TILE_N=256 or 320 replaces tile_n 1 (choose). */
+ * MELD_GEMM_TILE_N=256 or 320 is preferred where tile_n is 1 (choose), 320 only where the wide
+ * tile is legal (applied in gemm_plan_make). */
 void gemm_plan_env(gemm_plan_opts_t *o);
 
 /* Checks meld_gemm arguments. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence

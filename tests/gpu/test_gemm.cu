@@ -85,7 +85,8 @@ typedef struct {
   int skinny;    /* 0 = plan's choice (meld_gemm: small-M kernel for m <= 128, B [N,K]); 1 = the
                     engine (gemm_launch); 2 = the small-M kernel forced (split_k = its cluster size) */
   int skinny_mt; /* with skinny 2: 0 = plan's height, else forced (16 .. 256) */
-  int tile_n;    /* 0 = plan's choice (meld_gemm: the wide tile where its rule says); 320 = forced */
+  int tile_n;    /* 0 = the default run (meld_gemm when every option is 0: the wide tile where its
+                    rule says; else gemm_launch, where 0 means 256); 320 = forced */
   int early_release; /* 0 = plan's choice (on for the wide tile); 1 = off; 2 = on */
 } gemm_case_t;
 
@@ -533,6 +534,11 @@ static void test_default_rules(void) {
   a.m = 8192; a.n = 2048; /* 8192 x 2048: 512 tiles of 256 (4 rounds) vs 448 of 320 (4 rounds x 1.25) */
   GT_MELD(gemm_plan_for(&a, NULL, 0, &p, &w));
   GT_CHECK(env || p.bn == 0, "meld_gemm 8192 x 2048 x 8192: the wide tile taken");
+  /* MELD_GEMM_TILE_N=320 is a preference: B [K,N] (which the wide tile cannot take) still plans,
+   * with 256 (session 11 review: it used to become "forced" and fail every B [K,N] call) */
+  a.m = 2048; a.n = 5120; a.b_layout = MELD_B_KN; a.ldb = 5120;
+  GT_MELD(gemm_plan_for(&a, NULL, 0, &p, &w));
+  GT_CHECK(p.bn == 0, "meld_gemm 2048 x 5120 x 8192 with B [K,N]: tile width %d", GEMM_BN_OF(&p));
   cudaFree(x);
 }
 
@@ -621,7 +627,7 @@ int main(void) {
   test_default_rules();
   const gemm_case_t cases[] = {
       /* m, n, k, b_kn, pad, sms, cluster, epi, cpu, split, stream_k, fixup_red,
-       * epi_defer, split_ileave */
+       * epi_defer, split_ileave, skinny, skinny_mt, tile_n, early_release */
       {128, 256, 64, 0, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},     /* one tile, one k-block: the layout itself */
       {128, 256, 64, 1, 0, 1, 1, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
       {256, 512, 640, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
