@@ -306,11 +306,12 @@ typedef struct {
    * default for it, defers the 64-column third);
    * tiles_n is then ceil(n / 320) and map_b's box {64, 160}. */
   int32_t bn;
-  /* Stage release (additive; the plan: on for the wide tile, MELD_GEMM_EARLY_RELEASE=0/1
+  /* Stage release (additive; the plan: 1 for the wide tile, MELD_GEMM_EARLY_RELEASE=0/1/2
    * forces): 0 = the previous k-block's stage is released after the next k-block's wgmmas are
-   * issued (wgmma wait 1); 1 = when the next stage has not landed yet, wait for all wgmmas and
-   * release first, then wait for it (a late stage no longer holds back the refill of the one
-   * before: with 3 stages the wide tile's consumers spent 37% of their samples there). */
+   * issued (wgmma wait 1); 1 = when the next stage has not landed yet (each warp's probe), wait
+   * for all wgmmas and release first, then wait for it (a late stage no longer holds back the
+   * refill of the one before: with 3 stages the wide tile's consumers spent 37% of their
+   * samples there); 2 = as 1, the decision made uniform over the warpgroup (see the loop). */
   int32_t early_release;
 } gemm_params_t;
 
@@ -1610,12 +1611,15 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       if (kb) {
         /* (the probe is one instruction of a converged warp on one word: the same answer in
          * every lane. Warps of a warpgroup may answer differently: the empty-barrier counts
-         * stay right (each warp arrives once per stage, early or late), but then
-         * wgmma.wait_group runs in some warps of the warpgroup and not others, which PTX's
-         * .aligned does not allow. What runs (SASS WARPGROUP.DEPBAR, a per-warp wait) passed
-         * every test_gemm case and was measured this way (session 11); a warpgroup-uniform
-         * decision (bar.red.or over the 128 threads) is the conforming variant, to measure.) */
-        if (early_rel && !mbarrier_test_wait_parity_cta(full0 + 8 * stage, phase)) {
+         * stay right (each warp arrives once per stage, early or late), but with early_release
+         * 1 wgmma.wait_group then runs in some warps of the warpgroup and not others, which
+         * PTX's .aligned does not allow. That variant (SASS WARPGROUP.DEPBAR, a per-warp wait)
+         * passed every test_gemm case and is the one measured in session 11; early_release 2
+         * makes the decision warpgroup-uniform (bar.red.or over the 128 threads: conforming,
+         * one named barrier per k-block; not yet run on a GPU).) */
+        uint32_t late = early_rel && !mbarrier_test_wait_parity_cta(full0 + 8 * stage, phase);
+        if (early_rel == 2) late = named_bar_red_or(GEMM_BAR_WG0 + g, 128, late);
+        if (late) {
           wgmma_wait0(); /* the stage is late: free the previous one now */
           gemm_release(empty0 + 8 * prev, lane, cl, peer);
           released = true;

@@ -175,8 +175,8 @@ static void env_read(void) {
     g_env_tile_n = 0;
   }
   g_env_early_rel = env_int("MELD_GEMM_EARLY_RELEASE", -1); /* gemm_params_t.early_release: 0 / 1 forced */
-  if (g_env_early_rel != -1 && g_env_early_rel != 0 && g_env_early_rel != 1) {
-    MELD_WARN(MELD_SUB_OPS, "MELD_GEMM_EARLY_RELEASE=%s ignored: give 0 (off) or 1 (on)",
+  if (g_env_early_rel != -1 && (g_env_early_rel < 0 || g_env_early_rel > 2)) {
+    MELD_WARN(MELD_SUB_OPS, "MELD_GEMM_EARLY_RELEASE=%s ignored: give 0 (off), 1 (on) or 2 (on, warpgroup-uniform)",
               getenv("MELD_GEMM_EARLY_RELEASE"));
     g_env_early_rel = -1;
   }
@@ -390,8 +390,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->ldc = a->ldc;
   if (o->skinny < 0 || o->skinny > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny %d is outside [0, 2]", o->skinny);
-  if (o->early_release < 0 || o->early_release > 2)
-    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: early_release %d is outside [0, 2]", o->early_release);
+  if (o->early_release < 0 || o->early_release > 3)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: early_release %d is outside [0, 3]", o->early_release);
   if (o->skinny == 2 || (o->skinny == 1 && gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn, o->sm_count)))
     return gemm_plan_skinny(a, o, p, workers); /* (its own kernel: no tile width, no stage-release option) */
 
@@ -534,7 +534,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   /* Early stage release: on for the wide tile's 3 stages (session 11 call 7, one H200, 2048 x
    * 5120 x 8192: cycles 399 K -> 368 K, burst -6.3%, sustained -2.2%), off for the 4-stage
    * 128 x 256 tile (8192^3 sustained +0.4% with it, 8192 x 5120 x 8192 even). */
-  p->early_release = o->early_release ? o->early_release == 2 : g_env_early_rel >= 0 ? g_env_early_rel == 1 : wide;
+  p->early_release = o->early_release ? o->early_release - 1 : g_env_early_rel >= 0 ? g_env_early_rel : wide;
   if (p->fixup_red == 2) p->epi_defer = 0; /* gemm_kernel<., 1> has no early-ticket code */
 
   MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, GEMM_BM,
@@ -614,8 +614,8 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
         p->split_from);
   }
   if (p->epi_defer < 0 || p->epi_defer > 1) MELD_WHY("gemm: epi_defer %d is not 0 or 1", p->epi_defer);
-  if (p->early_release != 0 && p->early_release != 1)
-    MELD_WHY("gemm: early_release %d is not 0 or 1", p->early_release);
+  if (p->early_release < 0 || p->early_release > 2)
+    MELD_WHY("gemm: early_release %d is not 0, 1 or 2", p->early_release);
   if (p->fixup_red < 0 || p->fixup_red > 2) MELD_WHY("gemm: fixup_red %d is outside [0, 2]", p->fixup_red);
   if (p->fixup_red == 2 && p->epi_defer)
     MELD_WHY("gemm: fixup_red 2 (early ticket) needs epi_defer 0 (the deferred-epilogue kernel lacks it)");
@@ -697,7 +697,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            "  order: m_rotate %d m_order %p queue %p\n"
            "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
            p->m, p->n, p->k, p->b_kn ? "[K,N]" : "[N,K]", p->tiles_m, p->tiles_n, p->k_blocks,
-           GEMM_BM, GEMM_BN_OF(p), GEMM_BK, GEMM_STAGES_OF(GEMM_BN_OF(p)), p->early_release ? " (early release)" : "",
+           GEMM_BM, GEMM_BN_OF(p), GEMM_BK, GEMM_STAGES_OF(GEMM_BN_OF(p)), p->early_release == 2 ? " (early release, warpgroup-uniform)" : p->early_release ? " (early release)" : "",
            GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
            p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->epi_defer, p->workers,
            p->split_k, p->kb_per_split, p->split_from, p->split_ileave, (void *)p->workspace, (void *)p->counters,
