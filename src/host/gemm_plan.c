@@ -165,21 +165,21 @@ static int env_int(const char *name, int dflt) {
   return end && *end == 0 ? (int)x : dflt;
 }
 
+/* env_int limited to [lo, hi] or one of `also`: anything else is warned about and reads as dflt. */
+static int env_int_checked(const char *name, int dflt, int lo, int hi, int also, const char *hint) {
+  const int v = env_int(name, dflt);
+  if (v == dflt || v == also || (v >= lo && v <= hi)) return v;
+  MELD_WARN(MELD_SUB_OPS, "%s=%s ignored: give %s", name, getenv(name), hint);
+  return dflt;
+}
+
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n, g_env_early_rel;
 static void env_read(void) {
-  g_env_tile_n = env_int("MELD_GEMM_TILE_N", 0);
-  if (g_env_tile_n != 0 && g_env_tile_n != GEMM_BN && g_env_tile_n != GEMM_BN_WIDE) {
-    MELD_WARN(MELD_SUB_OPS, "MELD_GEMM_TILE_N=%s ignored: give %d or %d", getenv("MELD_GEMM_TILE_N"), GEMM_BN,
-              GEMM_BN_WIDE);
-    g_env_tile_n = 0;
-  }
-  g_env_early_rel = env_int("MELD_GEMM_EARLY_RELEASE", -1); /* gemm_params_t.early_release: 0 / 1 forced */
-  if (g_env_early_rel != -1 && (g_env_early_rel < 0 || g_env_early_rel > 2)) {
-    MELD_WARN(MELD_SUB_OPS, "MELD_GEMM_EARLY_RELEASE=%s ignored: give 0 (off), 1 (on) or 2 (on, warpgroup-uniform)",
-              getenv("MELD_GEMM_EARLY_RELEASE"));
-    g_env_early_rel = -1;
-  }
+  g_env_tile_n = env_int_checked("MELD_GEMM_TILE_N", 0, GEMM_BN, GEMM_BN, GEMM_BN_WIDE, "256 or 320");
+  /* gemm_params_t.early_release forced: 0 off, 1 on, 2 on and warpgroup-uniform (-1: the plan's) */
+  g_env_early_rel = env_int_checked("MELD_GEMM_EARLY_RELEASE", -1, 0, 2, 0,
+                                    "0 (off), 1 (on) or 2 (on, warpgroup-uniform)");
   g_env_cluster_exp = env_int("MELD_GEMM_CLUSTER_EXPERIMENTAL", 0);
   g_env_skinny = env_int("MELD_GEMM_SKINNY", 1);
   g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
