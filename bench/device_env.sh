@@ -1,7 +1,12 @@
 # device_env.sh — the common start of the bench/*.sh device scripts (sourced, not run): strict
 # variables, $OUT (where results go; the device tool's folder, else /tmp/out), no NVLink
-# multicast for NCCL / torch / NVSHMEM, and `el` (seconds since the script began).
+# multicast for NCCL / torch / NVSHMEM, `el` (seconds since the script began) and `build`.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+# build TARGET...: make them (log in $OUT/build.log); on failure print the errors and stop.
+build() {
+  make -j16 "$@" > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
+  echo "build: $(el) s"
+}

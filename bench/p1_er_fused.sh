@@ -6,9 +6,7 @@
 # reaches the fused kernels through gemm_plan_make), then the AG+GEMM loopback per-tile trace
 # both ways. Usage (device): OUT=... bash bench/p1_er_fused.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
-make -j16 lib build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 ||
-  { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/bench/bench_gemm_rs build/bench/bench_ag_gemm
 for e in 0 1; do
   MELD_GEMM_EARLY_RELEASE=$e timeout -k 5 200 build/bench/bench_gemm_rs --op rs --shape 8192,8192,4096 --diag --soak ${SOAK:-600} \
     --json "$OUT/gemm_rs-er$e.jsonl" > "$OUT/bench_rs_er$e.log" 2>&1

@@ -12,9 +12,7 @@
 # cuBLASLt's 352 K, L2 reads ~-6% per MAC vs 128 x 256 (no multicast), no stream-K partials.
 # Usage (device): OUT=... bash bench/p1_s11.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
-make -j16 lib build/tests/gpu/test_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 ||
-  { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 150 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "test_gemm rc=$? at $(el) s"; grep -E "wide320|FAIL|checks passed|meld_gemm 2048" "$OUT/test_gemm.log" | cut -c1-150 | head -24
 shapes=""; for s in ${SHAPES:-2048,5120,8192 8192,1280,8192 8192,5120,8192 8192,8192,4096 4096,4096,4096}; do shapes="$shapes --shape $s"; done

@@ -7,9 +7,7 @@
 # 128 x 256 half-deferral was worth ~2.7% of cycles).
 # Usage (device): OUT=... bash bench/p1_s11b.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
-make -j16 lib build/tests/gpu/test_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 ||
-  { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 150 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "test_gemm rc=$? at $(el) s"; grep -E "FAIL|checks passed|wide320.*nodefer|1088x512.*wide" "$OUT/test_gemm.log" | cut -c1-150 | head -12
 timeout -k 5 200 build/bench/bench_gemm --custom-only --shape 2048,5120,8192 --shape 8192,1280,8192 \

@@ -11,8 +11,7 @@
 # unchanged (only 2 shapes differ).
 # Usage (device): OUT=... bash bench/p1_s11c.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
-make -j16 all bench > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build all bench
 TEST_TIMEOUT_S=150 MELD_TIMEOUT_MS=3000 tests/gpu/run.sh > "$OUT/gpu_tests.log" 2>&1
 echo "gpu tests rc=$? at $(el) s"; grep -E "checks passed|FAILED|PASSED|FAIL" "$OUT/gpu_tests.log" | cut -c1-160 | head -20
 cp build/tests/gpu/*.log "$OUT/" 2>/dev/null

@@ -8,6 +8,8 @@
 # drift control); ncu instructions / cycles of both at two shapes.
 # Prediction: B executes 20-35% fewer instructions, same cycles +-1% under ncu (locked work),
 # sustained 0-2% faster where the kernel sits at the cap.
+# (MELD_MBAR_SUSPEND_NS was removed from ptx.cuh after this call measured no effect; build B
+# now equals A. To rerun, restore it from commit 63408dc.)
 # Usage (device): OUT=... bash bench/p1_s11d.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 T="lib build/bench/bench_gemm build/tests/gpu/test_gemm"

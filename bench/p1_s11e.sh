@@ -4,8 +4,7 @@
 # Nsight Compute warp-state sampling and source counters of meld's kernel and cuBLASLt's.
 # Usage (device): OUT=... bash bench/p1_s11e.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
-make -j16 lib build/bench/bench_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/bench/bench_gemm
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 timeout -k 5 240 "$NCU" --clock-control none -k regex:'nvjet|gemm_kernel' --launch-count 2 --import-source yes \
   --section WarpStateStats --section SourceCounters --section SchedulerStats --section SpeedOfLight \

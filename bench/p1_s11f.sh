@@ -10,9 +10,7 @@
 # Usage (device): OUT=... bash bench/p1_s11f.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export MELD_GEMM_CLUSTER_EXPERIMENTAL=1
-make -j16 lib build/tests/gpu/test_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 ||
-  { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/test_gemm > "$OUT/test_gemm_cl.log" 2>&1
 echo "test_gemm (cluster cases on) rc=$? at $(el) s"; grep -E "FAIL|checks passed|320.*c2|c2.*320" "$OUT/test_gemm_cl.log" | cut -c1-150 | head -12
 timeout -k 5 200 build/bench/bench_gemm --custom-only --shape 2048,5120,8192 --shape 8192,1280,8192 --shape 8192,5120,8192 \

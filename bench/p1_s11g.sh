@@ -8,9 +8,7 @@
 # would mean the drained tensor pipe costs more than the earlier refill gains.
 # Usage (device): OUT=... bash bench/p1_s11g.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
-make -j16 lib build/tests/gpu/test_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 ||
-  { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_GEMM_EARLY_RELEASE=1 MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/test_gemm > "$OUT/test_gemm_er.log" 2>&1
 echo "test_gemm (early release) rc=$? at $(el) s"; grep -E "FAIL|checks passed" "$OUT/test_gemm_er.log" | cut -c1-150 | head -8
 SH="--shape 2048,5120,8192 --shape 8192,8192,8192 --shape 8192,5120,8192"

@@ -6,9 +6,7 @@
 # B-multicast pairs with it. If =2 keeps the gain, make it the wide tile's default (it conforms).
 # Usage (device): OUT=... bash bench/p1_s11h.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
-make -j16 lib build/tests/gpu/test_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 ||
-  { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "test_gemm rc=$? at $(el) s"; grep -E "FAIL|checks passed| early| late" "$OUT/test_gemm.log" | cut -c1-150 | head -12
 # 0 = off, 1 = each warp's probe (measured in session 11), 2 = the warpgroup-uniform decision

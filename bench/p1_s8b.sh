@@ -6,8 +6,7 @@
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-s8-p1b}
 d=$(date -u +%Y-%m-%d)
-make -j16 lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm
 sleep 3
 BENCH_SOAK_TRACE=1 timeout -k 5 60 build/bench/bench_gemm --custom-only --shape 2048,28672,8192 --rounds 1 --soak 800 > "$OUT/settle_trace.log" 2>&1
 echo "settle trace rc=$? at $(el) s"; grep -E "soak" "$OUT/settle_trace.log" | head -60

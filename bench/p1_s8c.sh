@@ -7,8 +7,7 @@
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-s8-p1c}
 d=$(date -u +%Y-%m-%d)
 S=${SOAK:-500}
-make -j16 lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm
 timeout -k 5 120 build/bench/bench_gemm --custom-only --shape 2048,5120,8192 --shape 8192,8192,4096 --shape 2048,28672,8192 \
   --variants --only ${GEMM_VARIANTS:-default,dp,sk2,sk3} --soak $S > "$OUT/gemm_soak.log" 2>&1
 echo "gemm soak rc=$? at $(el) s"; grep -E "^custom|^soak" "$OUT/gemm_soak.log"

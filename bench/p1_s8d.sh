@@ -4,8 +4,7 @@
 # GEMM+RS 8192^2 x 4096 --diag --soak (rows with diag bit 12), then Nsight Compute counters of
 # meld_gemm and the bare / loopback fused kernels with both numberings (L2 sectors by source).
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
-make -j16 lib build/bench/bench_gemm_rs build/tests/gpu/test_comm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/bench/bench_gemm_rs build/tests/gpu/test_comm
 MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/tests/gpu/test_comm > "$OUT/test_comm.log" 2>&1
 echo "test_comm rc=$? at $(el) s"; grep -E "register|checks passed|FAIL" "$OUT/test_comm.log" | head -5
 timeout -k 5 200 build/bench/bench_gemm_rs --op rs --shape 8192,8192,4096 --diag --soak ${SOAK:-700} \

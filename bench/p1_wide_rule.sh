@@ -9,8 +9,7 @@
 # Prediction: w320 wins at 0.938 by 2-4%, is within 1% at 0.982, and loses <1% at ties.
 # Usage (device): OUT=... bash bench/p1_wide_rule.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
-make -j16 lib build/bench/bench_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head; exit 1; }
-echo "build: $(el) s"
+build lib build/bench/bench_gemm
 SH=""; for s in 2048,7168,8192 2048,28672,8192 8192,14336,4096 8000,7000,4000 8192,5120,8192 16384,1280,8192; do SH="$SH --shape $s"; done
 timeout -k 5 400 build/bench/bench_gemm --custom-only $SH --only default,w320 --soak ${SOAK:-600} --soak-rounds 2 \
   --json "$OUT/gemm-wide-rule.jsonl" > "$OUT/bench.log" 2>&1
