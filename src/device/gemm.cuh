@@ -306,12 +306,11 @@ typedef struct {
    * default for it, defers the 64-column third);
    * tiles_n is then ceil(n / 320) and map_b's box {64, 160}. */
   int32_t bn;
-  /* Stage release (additive; the plan: 1 for the wide tile, MELD_GEMM_EARLY_RELEASE=0/1/2
+  /* Stage release (additive; the plan: 1 for the wide tile, MELD_GEMM_EARLY_RELEASE=0/1
    * forces): 0 = the previous k-block's stage is released after the next k-block's wgmmas are
-   * issued (wgmma wait 1); 1 = when the next stage has not landed yet (each warp's probe), wait
-   * for all wgmmas and release first, then wait for it (a late stage no longer holds back the
-   * refill of the one before: with 3 stages the wide tile's consumers spent 37% of their
-   * samples there); 2 = as 1, the decision made uniform over the warpgroup (see the loop). */
+   * issued (wgmma wait 1); 1 = before waiting for the next stage, wait for all wgmmas and
+   * release the previous one (a late stage no longer holds back the refill of the one before:
+   * with 3 stages the wide tile's consumers spent 37% of their samples there). */
   int32_t early_release;
 } gemm_params_t;
 
@@ -1609,18 +1608,13 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       bool released = false;
       if (kb) {
-        /* (the probe is one instruction of a converged warp on one word: the same answer in
-         * every lane. Warps of a warpgroup may answer differently: the empty-barrier counts
-         * stay right (each warp arrives once per stage, early or late), but with early_release
-         * 1 wgmma.wait_group then runs in some warps of the warpgroup and not others, which
-         * PTX's .aligned does not allow. That variant (SASS WARPGROUP.DEPBAR, a per-warp wait)
-         * passed every test_gemm case and is the one measured in session 11; early_release 2
-         * makes the decision warpgroup-uniform (bar.red.or over the 128 threads: conforming,
-         * one named barrier per k-block; not yet run on a GPU).) */
-        uint32_t late = early_rel && !mbarrier_test_wait_parity_cta(full0 + 8 * stage, phase);
-        if (early_rel == 2) late = named_bar_red_or(GEMM_BAR_WG0 + g, 128, late);
-        if (late) {
-          wgmma_wait0(); /* the stage is late: free the previous one now */
+        /* Early release: drain this k-block's predecessor and free its stage before waiting
+         * for this one, at every k-block, so all four warps of the warpgroup run the same
+         * wgmma.wait_group (it is .aligned). Session 12 measured it against deciding by a probe
+         * of the stage (per warp: faster than off but non-conforming; over the warpgroup with
+         * bar.red.or / .and: conforming, slower): unconditional was the fastest of all four. */
+        if (early_rel) {
+          wgmma_wait0();
           gemm_release(empty0 + 8 * prev, lane, cl, peer);
           released = true;
         }

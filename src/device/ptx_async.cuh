@@ -336,19 +336,6 @@ PA_INLINE void named_bar_sync(uint32_t id, uint32_t nthreads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
 
-/* Named barrier `id` among `nthreads` threads that also ORs `pred` over them: every thread
- * gets 1 if any passed non-zero (bar.red.or.pred). */
-PA_INLINE uint32_t named_bar_red_or(uint32_t id, uint32_t nthreads, uint32_t pred) {
-  uint32_t r;
-  asm volatile(
-      "{\n\t.reg .pred p, q;\n\t"
-      "setp.ne.u32 p, %1, 0;\n\t"
-      "bar.red.or.pred q, %2, %3, p;\n\t"
-      "selp.u32 %0, 1, 0, q;\n\t}"
-      : "=r"(r) : "r"(pred), "r"(id), "r"(nthreads) : "memory");
-  return r;
-}
-
 /* This CTA's rank inside its cluster. */
 PA_INLINE uint32_t cluster_ctarank(void) {
   uint32_t r;

@@ -177,9 +177,8 @@ static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n, g_env_early_rel;
 static void env_read(void) {
   g_env_tile_n = env_int_checked("MELD_GEMM_TILE_N", 0, GEMM_BN, GEMM_BN, GEMM_BN_WIDE, "256 or 320");
-  /* gemm_params_t.early_release forced: 0 off, 1 on, 2 on and warpgroup-uniform (-1: the plan's) */
-  g_env_early_rel = env_int_checked("MELD_GEMM_EARLY_RELEASE", -1, 0, 2, 0,
-                                    "0 (off), 1 (on) or 2 (on, warpgroup-uniform)");
+  /* gemm_params_t.early_release forced (-1: the plan's) */
+  g_env_early_rel = env_int_checked("MELD_GEMM_EARLY_RELEASE", -1, 0, 1, 0, "0 (off) or 1 (on)");
   g_env_cluster_exp = env_int("MELD_GEMM_CLUSTER_EXPERIMENTAL", 0);
   g_env_skinny = env_int("MELD_GEMM_SKINNY", 1);
   g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
@@ -390,8 +389,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->ldc = a->ldc;
   if (o->skinny < 0 || o->skinny > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny %d is outside [0, 2]", o->skinny);
-  if (o->early_release < 0 || o->early_release > 3)
-    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: early_release %d is outside [0, 3]", o->early_release);
+  if (o->early_release < 0 || o->early_release > 2)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: early_release %d is outside [0, 2]", o->early_release);
   if (o->skinny == 2 || (o->skinny == 1 && gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn, o->sm_count)))
     return gemm_plan_skinny(a, o, p, workers); /* (its own kernel: no tile width, no stage-release option) */
 
@@ -614,8 +613,8 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
         p->split_from);
   }
   if (p->epi_defer < 0 || p->epi_defer > 1) MELD_WHY("gemm: epi_defer %d is not 0 or 1", p->epi_defer);
-  if (p->early_release < 0 || p->early_release > 2)
-    MELD_WHY("gemm: early_release %d is not 0, 1 or 2", p->early_release);
+  if (p->early_release < 0 || p->early_release > 1)
+    MELD_WHY("gemm: early_release %d is not 0 or 1", p->early_release);
   if (p->fixup_red < 0 || p->fixup_red > 2) MELD_WHY("gemm: fixup_red %d is outside [0, 2]", p->fixup_red);
   if (p->fixup_red == 2 && p->epi_defer)
     MELD_WHY("gemm: fixup_red 2 (early ticket) needs epi_defer 0 (the deferred-epilogue kernel lacks it)");

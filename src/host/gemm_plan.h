@@ -72,8 +72,7 @@ typedef struct {
    * pair); the stand-alone kernel only (its deferred epilogue part is the 64-column third). */
   int tile_n;
   /* Early stage release (p->early_release; added later): 0 = the plan's (on for the wide tile
-   * only), 1 = off, 2 = on (each warp's probe), 3 = on, decided over the warpgroup.
-   * MELD_GEMM_EARLY_RELEASE=0/1/2 (off / on / warpgroup-uniform) replaces 0. */
+   * only), 1 = off, 2 = on. MELD_GEMM_EARLY_RELEASE=0/1 (off / on) replaces 0. */
   int early_release;
 } gemm_plan_opts_t;
 

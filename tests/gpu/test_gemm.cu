@@ -87,7 +87,7 @@ typedef struct {
   int skinny_mt; /* with skinny 2: 0 = plan's height, else forced (16 .. 256) */
   int tile_n;    /* 0 = the default run (meld_gemm when every option is 0: the wide tile where its
                     rule says; else gemm_launch, where 0 means 256); 320 = forced */
-  int early_release; /* 0 = plan's choice (on for the wide tile); 1 = off; 2 = on; 3 = on, warpgroup-uniform */
+  int early_release; /* 0 = plan's choice (on for the wide tile); 1 = off; 2 = on */
 } gemm_case_t;
 
 static void run_case(const gemm_case_t *tc) {
@@ -103,7 +103,7 @@ static void run_case(const gemm_case_t *tc) {
            tc->epi_tma, tc->split_k, tc->stream_k, tc->fixup_red == 3 ? " early" : tc->fixup_red == 2 ? " red" : tc->fixup_red == 1 ? " stores" : "",
            tc->epi_defer == 1 ? " nodefer" : "", tc->split_ileave == 2 ? " ileave" : "",
            tc->skinny == 2 ? (tc->skinny_mt == 160 ? " swapped160" : tc->skinny_mt == 192 ? " swapped192" : tc->skinny_mt == 256 ? " swapped256" : " swapped") : tc->skinny == 1 ? " engine" : "",
-           tc->tile_n == GEMM_BN_WIDE ? " wide320" : "", tc->early_release == 3 ? " early-wg" : tc->early_release == 2 ? " early" : tc->early_release == 1 ? " late" : "");
+           tc->tile_n == GEMM_BN_WIDE ? " wide320" : "", tc->early_release == 2 ? " early" : tc->early_release == 1 ? " late" : "");
   uint16_t *a = dev_random((size_t)m * lda, 1 + m * 3 + k);
   uint16_t *b = dev_random((size_t)bn * ldb, 2 + n * 5 + k);
   uint16_t *c = NULL;
@@ -776,9 +776,8 @@ int main(void) {
       {384, 1024, 2048, 0, 0, 0, 1, -1, 1, 4, 1, 0, 0, 0, 0, 0, 0, 2},
       {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 3, 0, 0, 0, 0, 0, 0, 2},
       {8192, 8192, 4096, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2},
-      {2048, 5120, 8192, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320, 3}, /* the uniform decision */
-      {520, 1000, 1000, 0, 16, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0, 0, 320, 3},
-      {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 3, 0, 0, 0, 0, 0, 0, 3},
+      {520, 1000, 1000, 0, 16, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0, 0, 320, 2}, /* deferred third */
+      {520, 1000, 1000, 0, 16, 3, 1, 1, 1, 0, 0, 0, 2, 0, 0, 0, 0, 2},
       {8000, 7000, 4000, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320, 0},
       {4096, 4096, 4096, 0, 0, 0, 1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 320, 0},
   };
