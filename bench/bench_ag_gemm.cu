@@ -300,12 +300,15 @@ static void rank_main(int rank, int P) {
         h.stream_k = 1; /* the fused GEMM with stream-K over the partial wave (default: off) */
         ADDV("stream_k", f_meld, h);
         if (P > 1) {
-          h.stream_k = 0; /* stream-K off (the default takes it at < 4 waves, session 7) */
+          h.stream_k = 0, h.tile_n = 256; /* 128 x 256 without stream-K (which it takes at < 4 waves, session 7) */
           ADDV("no_sk", f_meld, h);
-          h.stream_k = 1, h.sk_pieces = 0; /* one range per worker (SKQ), not pieces from the queue */
+          h.tile_n = 0, h.stream_k = 1, h.sk_pieces = 0; /* one range per worker (SKQ), not pieces from the queue */
           ADDV("stream_k_p0", f_meld, h);
           h.stream_k = 2, h.sk_pieces = -1; /* over one full + the partial wave */
           ADDV("stream_k2", f_meld, h);
+          h = h0;
+          h.tile_n = 320; /* the GEMM's 128 x 320 tile (no stream-K) */
+          ADDV("w320", f_meld, h);
         }
         h = h0;
         h.epi_defer = 0; /* without the deferred epilogue (the default before session 5) */
@@ -323,6 +326,9 @@ static void rank_main(int rank, int P) {
           ADDV("fused_p1_sk_p0", f_meld, h);
           h.stream_k = -1, h.sk_pieces = -1;
           ADDV("fused_p1_static", f_meld_static, h);
+          h.tile_n = 320;
+          ADDV("fused_p1_w320", f_meld, h);
+          h.tile_n = 0;
           if (x.m_loc % 256 == 0) { /* the 2-rank kernel on one GPU, and its stream-K variants:
                                        * hint 1 / 2 (partial wave / + one full wave), pieces per
                                        * tile from the queue (default 4, 8) or 0 (one range per
@@ -336,6 +342,9 @@ static void rank_main(int rank, int P) {
               ADDV(names[i], f_meld_loop, h);
             }
             h.stream_k = -1, h.sk_pieces = -1, h.sk_extra = -1;
+            h.tile_n = 320; /* the 128 x 320 tile (no stream-K) */
+            ADDV("loopback_p1_w320", f_meld_loop, h);
+            h.tile_n = 0;
           }
         }
       }

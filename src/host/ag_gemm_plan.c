@@ -261,6 +261,40 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
    * the fused GEMM stores C by TMA (not compact). */
   p->epi_defer = p->schedule == AG_GEMM_FUSED && !p->compact;
   if (hint && hint->epi_defer >= 0) p->epi_defer = hint->epi_defer && !p->compact;
+  /* The GEMM's tile width. The engine's 128 x 320 tile has no stream-K or deferred epilogue;
+   * it is the default by meld_gemm's rule (its rounds cost <= 0.9 of the 256-wide ones: e.g.
+   * 2048 x 5120 on 132 SMs, 1.94 vs 2.42 waves), measured on one H200 in loopback (session 12:
+   * 2048 x 5120 x 8192, the 2-rank kernel 0.2873 -> 0.2697 ms sustained, 0.269 -> 0.251 burst,
+   * vs 128 x 256 with stream-K); 2 GPUs: not measured yet. A stream-K request (hint, or
+   * MELD_AG_GEMM_STREAM_K set) keeps 128 x 256 unless the width is asked too
+   * (MELD_AG_GEMM_TILE_N=256|320, hint tile_n). */
+  const char *sk_env = getenv("MELD_AG_GEMM_STREAM_K");
+  const int sk_asked = (hint && hint->stream_k > 0) || (sk_env && *sk_env && strcmp(sk_env, "0"));
+  v = !sk_asked && nranks > 1 &&
+              gemm_plan_default_tile_n(p->m, p->n_loc, p->k, a->b_layout == MELD_B_KN, sm_count) == 320
+          ? 320
+          : 256;
+  const char *tn_env = getenv("MELD_AG_GEMM_TILE_N");
+  if (tn_env && *tn_env) {
+    MELD_CHECK(meld_env_int64("MELD_AG_GEMM_TILE_N", 256, 320, &v));
+    if (v != 256 && v != 320)
+      return meld_error(MELD_ERR_INVALID_ARG, "MELD_AG_GEMM_TILE_N=%lld: give 256 or 320", (long long)v);
+  }
+  p->tile_n = (int)v;
+  if (hint && hint->tile_n) {
+    if (hint->tile_n != 256 && hint->tile_n != 320)
+      return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: tile_n %d is not 0, 256 or 320", hint->tile_n);
+    if (hint->tile_n == 320 && a->b_layout == MELD_B_KN)
+      return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: tile_n 320 needs B [N,K] (b_layout MELD_B_NK)");
+    if (hint->tile_n == 320 && hint->stream_k > 0)
+      return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: tile_n 320 has no stream-K (stream_k %d)", hint->stream_k);
+    p->tile_n = hint->tile_n;
+  } else if (hint && hint->stream_k > 0) {
+    p->tile_n = 256; /* (a stream-K hint outranks the env's tile width) */
+  }
+  /* (the env's or hint's 320 where it cannot be: B [K,N] (env), the compact epilogue) */
+  if (p->schedule != AG_GEMM_FUSED || a->b_layout == MELD_B_KN || p->compact) p->tile_n = 256;
+  if (p->tile_n == 320) p->stream_k = 0, p->sk_pieces = 0, p->sk_extra = 0, p->epi_defer = 0;
   p->chunk_rows = fit_chunk_rows(chunk_rows, p->m_loc_pad > 0 ? p->m_loc_pad : AG_GEMM_BM);
   plan_derive(p);
   return ag_gemm_plan_check(p, sm_count, workspace_bytes);
@@ -333,9 +367,9 @@ static const char *schedule_name(ag_gemm_schedule_t s) {
 int ag_gemm_plan_format(const ag_gemm_plan_t *p, char *buf, size_t len) {
   return snprintf(buf, len,
                   "ag_gemm P=%d m_loc=%lld (pad %lld) n_loc=%lld k=%lld %s copy=%s grid=%d comm_ctas=%d "
-                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d sk_pieces=%d sk_extra=%d defer=%d ws=%zu signals=%zu",
+                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d sk_pieces=%d sk_extra=%d defer=%d tile_n=%d ws=%zu signals=%zu",
                   p->nranks, (long long)p->m_loc, (long long)p->m_loc_pad, (long long)p->n_loc, (long long)p->k,
                   schedule_name(p->schedule), p->copy == AG_GEMM_COPY_BULK ? "bulk" : "vec", p->grid,
                   p->comm_ctas, (long long)p->chunk_rows, (long long)p->chunks_per_rank, p->compact, p->group_m,
-                  p->inplace, p->stream_k, p->sk_pieces, p->sk_extra, p->epi_defer, p->ws_bytes, p->signal_slots);
+                  p->inplace, p->stream_k, p->sk_pieces, p->sk_extra, p->epi_defer, p->tile_n, p->ws_bytes, p->signal_slots);
 }

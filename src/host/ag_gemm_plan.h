@@ -70,6 +70,8 @@ typedef struct {
                            /* a tile's second half is stored during the next tile's mainloop) */
   size_t ws_bytes;         /* fused: staging bytes = nranks * m_loc_pad * k * 2            */
   size_t signal_slots;     /* fused: nranks * chunks_per_rank                              */
+  int tile_n;              /* fused: the GEMM's tile width, 256 or 320 (the engine's wide   */
+                           /* tile: B [N,K], no stream-K, no deferred epilogue)             */
 } ag_gemm_plan_t;
 
 /* Caller-chosen plan fields (tests, bench); 0 / -1 = heuristic. The environment
@@ -88,9 +90,12 @@ typedef struct {
   int epi_defer;    /* -1 = choose (on wherever the epilogue is the TMA store), 0 = off, 1 = on */
   int sk_pieces;    /* -1 = choose (AG_GEMM_SK_PIECES; MELD_AG_GEMM_SK_PIECES), else plan.sk_pieces */
   int sk_extra;     /* -1 = choose (comm_ctas at P > 1 with pieces; MELD_AG_GEMM_SK_EXTRA), else it */
+  int tile_n;       /* 0 = choose (320 where meld_gemm's rule takes it, unless stream-K is asked;
+                       MELD_AG_GEMM_TILE_N), else 256 or 320 (B [N,K] only: it turns stream-K and
+                       the deferred epilogue off; a stream-K hint > 0 with 320 is an error) */
 } ag_gemm_hint_t;
 
-#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1, -1, -1}
+#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1, -1, -1, 0}
 
 /* Checks meld_ag_gemm's arguments for a communicator of nranks ranks. Never touches CUDA.
  * Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence ("meld_ag_gemm: k 4100 is not a

@@ -233,7 +233,8 @@ __device__ __noinline__ void ag_comm(meld_ctx_t ctx_v, const ag_kargs_t *a, uint
  * next tile's first k-block runs; plain TMA-store path only). */
 /* SKQ = (a.g.sk_tiles > 0): stream-K pieces are not taken from the queue but run by their own
  * worker (gemm.cuh gemm_producer). */
-template <bool BKN, int DEFER, bool SKQ = false>
+/* BN = the GEMM's tile width (GEMM_BN_WIDE: B [N,K], DEFER 0, no SKQ; plan tile_n 320). */
+template <bool BKN, int DEFER, bool SKQ = false, int BN = GEMM_BN>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     ag_gemm_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ ag_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -252,7 +253,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
   /* Every CTA whose entry succeeded runs the engine (comm CTAs join when done), so that the
    * engine's worker count is the grid. A failed call leaves the flags unset: the ready hook
    * sees the abort word (or its deadline) and the engine drains. */
-  if (run_gemm) gemm_cta_run<BKN, false, false, DEFER, false, SKQ>(&a.g, ag_smem, (int)blockIdx.x, (int)gridDim.x);
+  static_assert(BN == GEMM_BN || (!BKN && DEFER == 0 && !SKQ), "the wide tile: B [N,K], no deferral, no SKQ");
+  if (run_gemm)
+    gemm_cta_run<BKN, false, false, DEFER, false, SKQ, gemm_no_tail, gemm_no_tail, BN>(&a.g, ag_smem, (int)blockIdx.x,
+                                                                                     (int)gridDim.x);
   /* Post-engine work by thread 128 (a consumer thread: the engine left warpgroup 0 with 40
    * registers). A fresh ctx: nothing of the entry's stays live across the engine. */
   __syncthreads();
@@ -300,6 +304,8 @@ static meld_result_t ag_device_setup(int dev, int sm_count) {
   MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<true, 1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
   MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 0, true>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
   MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 1, true>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
+  MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 0, false, GEMM_BN_WIDE>, GEMM_THREADS, GEMM_SMEM_BYTES, 0,
+                            sm_count, &grid));
   if (dev < AG_MAX_DEVICES) g_dev_ready[dev] = 1;
   return MELD_OK;
 }
@@ -442,12 +448,14 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   o.group_m = p->group_m;
   o.epi_tma = p->compact ? 0 : -1;
   o.epi_defer = p->epi_defer ? 2 : 1; /* the engine keeps it off where it stores without TMA */
+  o.tile_n = p->tile_n == GEMM_BN_WIDE ? GEMM_BN_WIDE : GEMM_BN; /* (the wide tile: early release, the plan's) */
   /* Stream-K (plan->stream_k): with sk_pieces n >= 1 each stream-K tile is cut into n pieces
    * that are queue tickets like tiles (any CTA, comm CTAs included once they join, takes the
    * next); with 0, one range per worker, run by that worker after the queue (SKQ). Each piece
    * waits for its rows like a tile; pieces combine through the op's private workspace (no CTA
    * waits for another). */
   gemm_plan_opts_t o_map = o; /* for the second A map only */
+  o_map.tile_n = GEMM_BN;
   if (p->stream_k) o.stream_k = p->stream_k == 2 ? 3 : 2;
   o.sk_pieces = p->sk_pieces;
   o.sk_extra = p->sk_extra;
@@ -517,7 +525,9 @@ static meld_result_t ag_launch(struct meld_comm *comm, ag_kargs_t *k, int grid, 
   /* stream-K with one range per worker (sk_pieces 0): each worker runs its own range after the
    * queue (B [N,K] only: with B [K,N] the producer's 40 registers spilled 4 bytes, so there the
    * ranges still come from the queue); with n pieces per tile they come from the queue */
-  if (k->g.sk_tiles > 0 && skq && !b_kn)
+  if (k->g.bn == GEMM_BN_WIDE) /* (the plan: B [N,K], no deferral, no stream-K) */
+    fn = (const void *)ag_gemm_kernel<false, 0, false, GEMM_BN_WIDE>;
+  else if (k->g.sk_tiles > 0 && skq && !b_kn)
     fn = d ? (const void *)ag_gemm_kernel<false, 1, true> : (const void *)ag_gemm_kernel<false, 0, true>;
   else
     fn = b_kn ? (d ? (const void *)ag_gemm_kernel<true, 1> : (const void *)ag_gemm_kernel<true, 0>)

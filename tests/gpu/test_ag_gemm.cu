@@ -90,6 +90,9 @@ static int g_ref_default = 0; /* one rank: the op is meld_gemm's default plan (m
  * split-K's summation order varies) within 1e-2. The fused kernel with stream-K (plan.stream_k)
  * is checked by the reference error alone, not bitwise. */
 static float ref_tol(void) { return g_ref_default ? 1e-2f : -1.0f; }
+/* The reference's tile width (the fused plan's: the 128 x 320 tile's results are compared
+ * bitwise with meld_gemm's on the same tile). */
+static int g_ref_tile_n = 256;
 static meld_result_t meld_ref_gemm(const uint16_t *a, int64_t lda, const uint16_t *b, int64_t ldb, int b_kn,
                                    uint16_t *c, int64_t ldc, int64_t m, int64_t n, int64_t k, cudaStream_t s) {
   meld_gemm_args_t g;
@@ -98,6 +101,7 @@ static meld_result_t meld_ref_gemm(const uint16_t *a, int64_t lda, const uint16_
   g.c = c, g.ldc = ldc, g.m = m, g.n = n, g.k = k;
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.split_k = 1;
+  o.tile_n = g_ref_tile_n == GEMM_BN_WIDE && !b_kn ? GEMM_BN_WIDE : GEMM_BN;
   return gemm_launch(&g, g_ref_default ? NULL : &o, s);
 }
 
@@ -138,6 +142,7 @@ static int g_force_fused = 0, g_defer = -1;
  * the 2-rank one with both shards equal. */
 static int g_loop = 0;
 static int g_sk = -1, g_sk_pieces = -1; /* stream-K hint (run_sk) */
+static int g_tile_n = 0;                /* the hint's tile width (run_wide) */
 
 static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   const int P = g_loop ? 2 : c->P, me = c->rank;
@@ -178,6 +183,7 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   hint.epi_defer = g_defer;
   hint.comm_ctas = sh->comm_ctas;
   hint.stream_k = g_sk, hint.sk_pieces = g_sk_pieces;
+  hint.tile_n = g_tile_n;
   ag_gemm_plan_t plan;
   memset(&plan, 0, sizeof plan);
   const double t0 = gt_now_s();
@@ -186,9 +192,14 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   GT_CUDA(cudaStreamSynchronize(c->s));
   const double dt = gt_now_s() - t0;
   GT_MELD(meld_comm_check(c->comm));
+  if (g_tile_n == GEMM_BN_WIDE && plan.schedule == AG_GEMM_FUSED && !sh->b_kn && !plan.compact)
+    GT_CHECK(plan.tile_n == GEMM_BN_WIDE && !plan.stream_k, "%s: the plan did not take the tile_n 320 hint (%d)", sh->name,
+             plan.tile_n);
   /* References. */
   GT_CUDA(cudaMemsetAsync(cr, 0xff, (size_t)M * ldc * 2, c->s));
+  g_ref_tile_n = plan.schedule == AG_GEMM_FUSED ? plan.tile_n : 256;
   GT_MELD(meld_ref_gemm(full, k, b, ldb, sh->b_kn, cr, ldc, M, n, k, c->s));
+  g_ref_tile_n = 256;
   ref_cublas(full, k, b, ldb, sh->b_kn, ref, M, n, k, c->s);
   diff_kernel<<<1024, 256, 0, c->s>>>(cm, ldc, cr, ldc, M, n, cnt);
   if (sh->with_gathered) diff_kernel<<<1024, 256, 0, c->s>>>(ag, ldg, full, k, M, k, cnt + 1);
@@ -260,6 +271,19 @@ static void run_sk(ctx_t *c, const shape_t *sh, int index) {
   g_sk = -1, g_sk_pieces = -1;
 }
 
+/* The 128 x 320 tile (hint tile_n 320) at the given shapes (B [N,K], no compact epilogue). */
+static void run_wide(ctx_t *c, const shape_t *shapes, const int *idx, int n, int base) {
+  g_tile_n = GEMM_BN_WIDE;
+  for (int i = 0; i < n; i++) {
+    shape_t s2 = shapes[idx[i]];
+    char name[160];
+    snprintf(name, sizeof name, "%s, tile 128 x 320", s2.name);
+    s2.name = name;
+    test_shape(c, &s2, base + idx[i]);
+  }
+  g_tile_n = 0;
+}
+
 static void test_shapes(ctx_t *c) {
   const int P = c->P;
   const int64_t suite_m_loc = 8192 / P, suite_n = 5120; /* M = 8192, K = 8192, N_loc = 5120 */
@@ -281,6 +305,15 @@ static void test_shapes(ctx_t *c) {
       {1000, 3000, 4104, 0, -1, -1, 1, 0, 0, "tail 1000x3000x4104"},
   };
   run_shapes(c, shapes, sizeof shapes / sizeof shapes[0]);
+  /* the wide tile: the strided shard (3 m-blocks, ragged N), the suite shape, its bulk-copy
+   * form (no a_gathered), M = 2048 (the shape it is for: 256 tiles, 1.94 waves), a tail
+   * with a ragged last k-block */
+  const int wide_idx[] = {3, 6, 7, 8}, zero_idx[] = {0};
+  const shape_t wide_tail = {1024, 3000, 4104, 0, -1, -1, 1, 0, 0, "tail 1024x3000x4104"};
+  if (P > 1) {
+    run_wide(c, shapes, wide_idx, 4, 400);
+    run_wide(c, &wide_tail, zero_idx, 1, 420);
+  }
   if (P > 1)
     for (int i = 0; i < 2; i++) run_sk(c, &sk_shapes[i], 200 + 10 * i);
   if (P == 1) { /* the fused kernel at one rank, every shape the plan would not send unfused */
@@ -300,11 +333,16 @@ static void test_shapes(ctx_t *c) {
     s0.m_loc = 1024;
     run_sk(c, &s0, 300);
     run_sk(c, &sk_shapes[1], 310);
+    /* the wide tile in the 2-rank kernel (M = 2048: 1024 rows pushed) and a tail */
+    run_wide(c, &s0, zero_idx, 1, 430);
+    run_wide(c, shapes, wide_idx, 2, 440); /* (idx 3, 6) */
+    run_wide(c, &wide_tail, zero_idx, 1, 450);
     g_loop = 0;
     unsetenv("MELD_AG_GEMM_DIAG");
     /* and in the fused kernel at one rank */
     g_force_fused = 1;
     run_sk(c, &sk_shapes[0], 320);
+    run_wide(c, shapes, wide_idx, 4, 460);
     g_force_fused = 0;
   }
 }

@@ -155,6 +155,89 @@ static void test_plan_legality(void **state) {
   check_plan(100, 1000, 4104, 2, 132, &h); /* fused forced on a tiny shard */
 }
 
+/* The GEMM's tile width (hint / MELD_AG_GEMM_TILE_N, else the default); 320 turns stream-K and
+ * the deferred epilogue off, needs B [N,K] and the TMA epilogue (not compact), is refused with a
+ * stream-K hint, and is outranked by a stream-K hint when only the env asked for it. The
+ * default takes 320 where meld_gemm's rule does (fused, B [N,K], not compact). */
+static void test_plan_tile_n(void **state) {
+  (void)state;
+  ag_gemm_plan_t p;
+  /* the default: meld_gemm's rule (M = 2048, N_loc = 5120: 1.94 vs 2.42 waves), fused only */
+  meld_ag_gemm_args_t a = good_args(1024, 5120, 8192);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 320);
+  assert_int_equal(p.stream_k, 0);
+  assert_int_equal(p.epi_defer, 0);
+  const int64_t not_wide[][3] = {{4096, 5120, 8192}, {1024, 28672, 8192}, {4096, 14336, 4096}, {8192, 5120, 8192}};
+  for (int i = 0; i < 4; i++) { /* the suite's other shapes at P = 2 keep 128 x 256 */
+    meld_ag_gemm_args_t o = good_args(not_wide[i][0], not_wide[i][1], not_wide[i][2]);
+    assert_int_equal(ag_gemm_plan_make(&o, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+    assert_int_equal(p.tile_n, 256);
+  }
+  ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
+  h.stream_k = 1; /* a stream-K request keeps 128 x 256 (hint or env) */
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 256);
+  assert_int_equal(p.stream_k, 1);
+  setenv("MELD_AG_GEMM_STREAM_K", "2", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 256);
+  assert_int_equal(p.stream_k, 1);
+  setenv("MELD_AG_GEMM_STREAM_K", "0", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 320);
+  unsetenv("MELD_AG_GEMM_STREAM_K");
+  setenv("MELD_AG_GEMM_TILE_N", "256", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 256);
+  assert_int_equal(p.stream_k, 1);
+  unsetenv("MELD_AG_GEMM_TILE_N");
+  h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+  h.tile_n = 256;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 256);
+  h.tile_n = 320;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 320);
+  assert_int_equal(p.stream_k, 0);
+  assert_int_equal(p.epi_defer, 0);
+  assert_int_equal(p.sk_pieces + p.sk_extra, 0);
+  char buf[512];
+  ag_gemm_plan_format(&p, buf, sizeof buf);
+  assert_non_null(strstr(buf, "tile_n=320"));
+  h.tile_n = 288;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "tile_n 288"));
+  h.tile_n = 320, h.stream_k = 1;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "no stream-K"));
+  h.stream_k = -1;
+  meld_ag_gemm_args_t kn = a;
+  kn.b_layout = MELD_B_KN, kn.ldb = kn.n_loc;
+  assert_int_equal(ag_gemm_plan_make(&kn, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "B [N,K]"));
+  meld_ag_gemm_args_t odd = good_args(1000, 5120, 8192); /* compact epilogue: stays 256 */
+  assert_int_equal(ag_gemm_plan_make(&odd, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 256);
+  assert_int_equal(ag_gemm_plan_make(&a, 1, 132, BIG_WS, &h, &p), MELD_OK); /* one rank: meld_gemm */
+  assert_int_equal(p.schedule, AG_GEMM_DIRECT);
+  assert_int_equal(p.tile_n, 256);
+  setenv("MELD_AG_GEMM_TILE_N", "320", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 320);
+  assert_int_equal(ag_gemm_plan_make(&kn, 2, 132, BIG_WS, NULL, &p), MELD_OK); /* B [K,N]: the env yields */
+  assert_int_equal(p.tile_n, 256);
+  h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+  h.stream_k = 1; /* a stream-K hint outranks the env's width */
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.tile_n, 256);
+  assert_int_equal(p.stream_k, 1);
+  setenv("MELD_AG_GEMM_TILE_N", "300", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "MELD_AG_GEMM_TILE_N"));
+  unsetenv("MELD_AG_GEMM_TILE_N");
+}
+
 static void test_plan_choices(void **state) {
   (void)state;
   ag_gemm_plan_t p;
@@ -185,7 +268,11 @@ static void test_plan_choices(void **state) {
   /* stream-K: by default at P > 1 where meld_gemm's rule takes it (last wave 10..62% full,
    * >= 48 k-blocks) and the GEMM has < 4 waves: 320 tiles (L/W 0.42, 2.4 waves): yes; 1792
    * tiles (13.6 waves): only with MELD_AG_GEMM_STREAM_K=2 (meld_gemm's rule alone); 1280
-   * tiles (L/W 0.70): no; 64 tiles, below one wave: no; =0 off; hint 0 / 1 force it off / on */
+   * tiles (L/W 0.70): no; 64 tiles, below one wave: no; =0 off; hint 0 / 1 force it off / on.
+   * (The 128 x 256 tile's rule: at 320 tiles the default width is 320, which has no stream-K:
+   * test_plan_tile_n.) */
+  setenv("MELD_AG_GEMM_TILE_N", "256", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
   assert_int_equal(p.stream_k, 1);
   ag_gemm_hint_t hs = AG_GEMM_HINT_INIT;
   setenv("MELD_AG_GEMM_STREAM_K", "0", 1);
@@ -249,7 +336,7 @@ static void test_plan_choices(void **state) {
   a = good_args(1000, 1000, 4104);
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &hs, &p), MELD_OK);
   assert_int_equal(p.stream_k, 0); /* 64 tiles: no partial wave to spread */
-  a = good_args(1024, 5120, 8192);
+  unsetenv("MELD_AG_GEMM_TILE_N");
   a = good_args(1000, 1000, 4104); /* 8 padded m-blocks */
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
   assert_int_equal(p.group_m, 8);
@@ -334,6 +421,7 @@ int main(void) {
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_plan_legality),
       cmocka_unit_test(test_plan_choices),
+      cmocka_unit_test(test_plan_tile_n),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

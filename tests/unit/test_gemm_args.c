@@ -491,9 +491,12 @@ static void test_wide_tile(void **state) {
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
   p.epi.reduce.on = 0; p.cluster_m = 2; p.cluster_mc = 1; /* the experimental B-multicast pair is taken */
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
-  p.cluster_m = 1; p.cluster_mc = 0; p.order.m_rotate = 1;
+  p.cluster_m = 1; p.cluster_mc = 0; p.order.m_rotate = 1; /* the producer's hooks are taken (AG+GEMM) */
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  p.order.m_rotate = 0; p.epi.rows_valid = 100; p.epi.rows_per_owner = 128; /* the compact epilogue is not */
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
-  p.order.m_rotate = 0; p.sk_tiles = 20; p.sk_workers = 132; p.sk_parts = 2; p.sk_cmax = 2;
+  assert_non_null(strstr(why, "128 x 320"));
+  p.epi.rows_valid = 0; p.epi.rows_per_owner = 0; p.sk_tiles = 20; p.sk_workers = 132; p.sk_parts = 2; p.sk_cmax = 2;
   p.workspace = (float *)64; p.counters = (uint32_t *)64;
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
   assert_non_null(strstr(why, "128 x 320"));
