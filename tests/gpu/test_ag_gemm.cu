@@ -460,6 +460,14 @@ static void rank_main(int rank, int nranks) {
   g_ref_default = nranks == 1; /* back-to-back and graphs compare bitwise with the same GEMM plan */
   test_back_to_back(&c, 1000);
   test_graph(&c, 20);
+  if (nranks > 1) { /* the same with the fused kernel's other tile width (MELD_AG_GEMM_TILE_N: each rank is a process) */
+    setenv("MELD_AG_GEMM_TILE_N", "320", 1);
+    g_ref_tile_n = GEMM_BN_WIDE;
+    test_back_to_back(&c, 300);
+    test_graph(&c, 10);
+    g_ref_tile_n = 256;
+    unsetenv("MELD_AG_GEMM_TILE_N");
+  }
   meld_bootstrap_barrier(c.comm->boot);
   cudaStreamDestroy(c.s);
   cublasDestroy(g_cublas);
