@@ -3,10 +3,10 @@
 # default; (2) sustained GEMM+RS / GEMM+AR / AG+GEMM rows and the torch async-TP baselines (run
 # once with an energy-per-call column from NVML's energy counter, removed after that run: too
 # coarse over 0.3 s and it slowed the short rows; tests/gpu/results/2026-12-01-h200x2-s9-energy/
-# NOTE.md); (3) on GPU 0 alone, the experimental 2-CTA multicast GEMM (bench/p1_cluster.sh)
+# NOTE.md); (3) on GPU 0 alone, the experimental 2-CTA multicast GEMM (bench/calls/p1_cluster.sh)
 # while time is left.
-# Usage (device): OUT=... [SOAK=600] [LIMIT=560] bash bench/x2_s9.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... [SOAK=600] [LIMIT=560] bash bench/calls/x2_s9.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s9}
 S=${SOAK:-600}; LIMIT=${LIMIT:-560}; d=$(date -u +%Y-%m-%d)
 make -j32 lib build/tests/gpu/test_gemm_rs build/tests/gpu/test_gemm build/bench/bench_gemm build/bench/bench_gemm_rs \
@@ -34,7 +34,7 @@ python3 tools/soak_table.py "$OUT"/*energy*.jsonl > "$OUT/soak_table.log" 2>&1
 grep -vE "GEMM_RS_PRELOAD|vec_cc|group_m|chunk256|stream_k_p0|stream_k2" "$OUT/soak_table.log" | head -90
 left=$(( LIMIT - $(el) ))
 if [ $left -gt 90 ]; then
-  CUDA_VISIBLE_DEVICES=0 SHAPES="2048,5120,8192 8192,8192,4096" OUT="$OUT/cl" timeout -k 5 $((left - 10)) bash bench/p1_cluster.sh > "$OUT/cluster.log" 2>&1
+  CUDA_VISIBLE_DEVICES=0 SHAPES="2048,5120,8192 8192,8192,4096" OUT="$OUT/cl" timeout -k 5 $((left - 10)) bash bench/calls/p1_cluster.sh > "$OUT/cluster.log" 2>&1
   echo "p1_cluster rc=$? at $(el) s"; tail -40 "$OUT/cluster.log" | cut -c1-200
 fi
 echo "total: $(el) s"

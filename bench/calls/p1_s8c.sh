@@ -2,8 +2,8 @@
 # p1_s8c.sh — ONE GPU, sustained (power-capped) times by --soak: each row back-to-back for
 # SOAK ms, twice in opposite orders. meld_gemm's stream-K vs data-parallel; GEMM+RS/AR with
 # their diagnostics (loopback, zero copy, early copy); AG+GEMM incl. loopback rows.
-# Usage (device): OUT=... [SOAK=500] bash bench/p1_s8c.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... [SOAK=500] bash bench/calls/p1_s8c.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-s8-p1c}
 d=$(date -u +%Y-%m-%d)
 S=${SOAK:-500}

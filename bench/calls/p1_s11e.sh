@@ -2,8 +2,8 @@
 # p1_s11e.sh — ONE GPU, session 11, call 5: where the wide kernel's extra cycles go at
 # 2048 x 5120 x 8192 (382 K vs cuBLASLt's 354 K, the same 320-wide tile and 3 stages of BK 64).
 # Nsight Compute warp-state sampling and source counters of meld's kernel and cuBLASLt's.
-# Usage (device): OUT=... bash bench/p1_s11e.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s11e.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/bench/bench_gemm
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 timeout -k 5 240 "$NCU" --clock-control none -k regex:'nvjet|gemm_kernel' --launch-count 2 --import-source yes \

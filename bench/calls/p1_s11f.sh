@@ -7,8 +7,8 @@
 # that to 36 KB.
 # Prediction: 2048 x 5120 x 8192 burst 0.227 -> 0.215-0.222 ms and ncu cycles 382 K -> 360-372 K
 # if L2-to-SM bandwidth is what delays the stages; no change if it is latency.
-# Usage (device): OUT=... bash bench/p1_s11f.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s11f.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export MELD_GEMM_CLUSTER_EXPERIMENTAL=1
 build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/test_gemm > "$OUT/test_gemm_cl.log" 2>&1

@@ -4,8 +4,8 @@
 # tile only; forced-off wide and forced-on 128 x 256 cases), then a burst check of the default
 # against MELD_GEMM_EARLY_RELEASE=0 and =2 (warpgroup-uniform) at the two wide shapes; the wide
 # B-multicast pairs with it. If =2 keeps the gain, make it the wide tile's default (it conforms).
-# Usage (device): OUT=... bash bench/p1_s11h.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s11h.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "test_gemm rc=$? at $(el) s"; grep -E "FAIL|checks passed| early| late" "$OUT/test_gemm.log" | cut -c1-150 | head -12

@@ -5,8 +5,8 @@
 # sweep (burst) at 2048 x 5120 to split per-tile fixed cost from per-k-block rate; counters.
 # Prediction (before the run): the deferral gains ~1% (it hides a fifth of the epilogue; the
 # 128 x 256 half-deferral was worth ~2.7% of cycles).
-# Usage (device): OUT=... bash bench/p1_s11b.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s11b.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 150 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "test_gemm rc=$? at $(el) s"; grep -E "FAIL|checks passed|wide320.*nodefer|1088x512.*wide" "$OUT/test_gemm.log" | cut -c1-150 | head -12

@@ -5,8 +5,8 @@
 # x 8192. Two more conforming variants: 3 releases at every k-block (no probe, no barrier), 4
 # is the warpgroup AND (early only when all 4 warps saw the stage late). test_gemm (rows for 3
 # and 4), then 0..4 soaked, A B C D E twice, at the two wide shapes.
-# Usage (device): OUT=... bash bench/p1_s12b.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s12b.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/tests/gpu/test_gemm build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "test_gemm rc=$? at $(el) s"; grep -E "FAIL|checks passed" "$OUT/test_gemm.log" | cut -c1-150 | head -12

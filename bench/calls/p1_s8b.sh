@@ -2,8 +2,8 @@
 # p1_s8b.sh — ONE GPU: how fast the clock settles under a GEMM from idle (NVML series), then
 # the same rows timed "burst" (BENCH_SETTLE_MS=0) and "sustained" (BENCH_SETTLE_MS=300): the GEMM
 # at the AG chunk shapes, GEMM+RS/AR with their diagnostics (loopback incl.), AG+GEMM.
-# Usage (device): OUT=... [SETTLE=300] bash bench/p1_s8b.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... [SETTLE=300] bash bench/calls/p1_s8b.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-s8-p1b}
 d=$(date -u +%Y-%m-%d)
 build lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm

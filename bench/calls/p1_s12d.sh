@@ -8,8 +8,8 @@
 # then the loopback per-tile traces both ways. Prediction: loopback 0.267 (s7, stream-K) ->
 # ~0.24 with the wide tile (meld_gemm alone: 0.2146 burst; the comm CTAs join ~70 us late
 # but 256 tiles on 132 CTAs leave them 8 tiles).
-# Usage (device): OUT=... bash bench/p1_s12d.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s12d.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/tests/gpu/test_ag_gemm build/bench/bench_ag_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 240 build/tests/gpu/test_ag_gemm > "$OUT/test_ag_gemm.log" 2>&1
 echo "test_ag_gemm rc=$? at $(el) s"; grep -E "FAIL|checks passed|320" "$OUT/test_ag_gemm.log" | cut -c1-170 | head -16

@@ -2,8 +2,8 @@
 # p1_s10b.sh — ONE GPU, session 10, call 2: what a system-scope fence costs against an acquire
 # load (bench_fence, plus the SASS each compiles to), then every GPU test program at one rank
 # with the waits' acquire loads (signal.cuh meld_acquire_slot, launch.cuh meld_args_verify),
-# which replaced a fence.acq_rel.sys per wait. Usage (device): OUT=... bash bench/p1_s10b.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# which replaced a fence.acq_rel.sys per wait. Usage (device): OUT=... bash bench/calls/p1_s10b.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 make -j16 lib build/bench/bench_fence > "$OUT/build.log" 2>&1 || { grep -E "error:|ptxas error" "$OUT/build.log" | head; exit 1; }
 echo "build: $(el) s"
 timeout -k 5 60 build/bench/bench_fence | tee "$OUT/bench_fence.log"

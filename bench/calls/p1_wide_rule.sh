@@ -7,8 +7,8 @@
 # 2048 x 7168 (0.938), 2048 x 28672, 8192 x 14336 x 4096, 8000 x 7000 x 4000 (0.982), and ties
 # (8192 x 5120 x 8192, 16384 x 1280). default vs w320 (wide + early release), burst and sustained.
 # Prediction: w320 wins at 0.938 by 2-4%, is within 1% at 0.982, and loses <1% at ties.
-# Usage (device): OUT=... bash bench/p1_wide_rule.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_wide_rule.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/bench/bench_gemm
 SH=""; for s in 2048,7168,8192 2048,28672,8192 8192,14336,4096 8000,7000,4000 8192,5120,8192 16384,1280,8192; do SH="$SH --shape $s"; done
 timeout -k 5 400 build/bench/bench_gemm --custom-only $SH --only default,w320 --soak ${SOAK:-600} --soak-rounds 2 \

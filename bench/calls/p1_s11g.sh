@@ -6,8 +6,8 @@
 # wgmmas and releases kb-1, then waits. Call 5: 37% of samples on the stage-full wait.
 # Prediction: wide 2048 x 5120 x 8192 cycles -2..-5%; the 256-wide kernel at 8192^3 -0..-2%; a loss
 # would mean the drained tensor pipe costs more than the earlier refill gains.
-# Usage (device): OUT=... bash bench/p1_s11g.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s11g.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_GEMM_EARLY_RELEASE=1 MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/test_gemm > "$OUT/test_gemm_er.log" 2>&1
 echo "test_gemm (early release) rc=$? at $(el) s"; grep -E "FAIL|checks passed" "$OUT/test_gemm_er.log" | cut -c1-150 | head -8

@@ -9,8 +9,8 @@
 #   3. the GEMM suite (48 shapes, burst) with the new default against cuBLASLt: no shape worse.
 # Prediction: default = call 2's w320nd (0.252 / 0.262 sustained), w320d +1-4%; suite geomean
 # unchanged (only 2 shapes differ).
-# Usage (device): OUT=... bash bench/p1_s11c.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s11c.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build all bench
 TEST_TIMEOUT_S=150 MELD_TIMEOUT_MS=3000 tests/gpu/run.sh > "$OUT/gpu_tests.log" 2>&1
 echo "gpu tests rc=$? at $(el) s"; grep -E "checks passed|FAILED|PASSED|FAIL" "$OUT/gpu_tests.log" | cut -c1-160 | head -20

@@ -4,8 +4,8 @@
 # loopback M = 2048 cases now run it by default), then bench_ag_gemm again at 2048 x 5120 x
 # 8192 (call 4's A/B repeated: loopback_p1 is now the wide default, loopback_p1_sk the old
 # one) and at 2048 x 28672 x 8192, where the rule keeps 128 x 256 (ratio 0.98): does w320 lose?
-# Usage (device): OUT=... bash bench/p1_s12e.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s12e.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/tests/gpu/test_ag_gemm build/bench/bench_ag_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 240 build/tests/gpu/test_ag_gemm > "$OUT/test_ag_gemm.log" 2>&1
 echo "test_ag_gemm rc=$? at $(el) s"; grep -E "FAIL|checks passed" "$OUT/test_ag_gemm.log" | cut -c1-170 | head -8

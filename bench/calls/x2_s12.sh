@@ -8,8 +8,8 @@
 # w320 in the fused kernel won 1.3% in loopback), PyTorch async-TP (--quick, soaked) in the same
 # call, and a per-tile trace of the wide default with its picture.
 # If the wide default loses at 2 ranks, set it back in ag_gemm_plan.c (the width rule).
-# Usage (device): OUT=... bash bench/x2_s12.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/x2_s12.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s12}
 d=$(date -u +%Y-%m-%d)
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1

@@ -5,8 +5,8 @@
 # that the probing form left neutral (session 11: 8192^3 +0.4%)? MELD_GEMM_EARLY_RELEASE=0 / 1
 # at four 128 x 256 shapes, A B A B, burst + soaked; then the fused GEMM+RS / AG+GEMM loopback
 # (p1_er_fused.sh, 0 then 1). Prediction: 128 x 256 within +-1% (4 stages rarely starve).
-# Usage (device): OUT=... bash bench/p1_s12c.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s12c.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/tests/gpu/test_gemm build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "test_gemm rc=$? at $(el) s"; grep -E "FAIL|checks passed" "$OUT/test_gemm.log" | cut -c1-150 | head -12

@@ -2,7 +2,7 @@
 # p1_cluster2.sh — ONE GPU, session 9: where the 2x1 cluster GEMM's 0.53-0.58x comes from.
 # MELD_GEMM_CLUSTER_EXPERIMENTAL=1 (B multicast) vs =2 (the same pairs and launch, each CTA
 # loading all of B): test_gemm's cluster cases under =2, bench rows dp / cl2 under both, and the
-# cl2 kernel's counters under both. Usage (device): OUT=... bash bench/p1_cluster2.sh
+# cl2 kernel's counters under both. Usage (device): OUT=... bash bench/calls/p1_cluster2.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }

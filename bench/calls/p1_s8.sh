@@ -3,7 +3,7 @@
 # (M/P rows) against the full M, run back-to-back with the SM clock and power sampled (is a
 # taller GEMM slower per FLOP because the GPU clocks it lower?), then bench/p1_check.sh (every
 # GPU test at one rank, the GEMM+RS/AR rows incl. loopback, AG+GEMM) — the first run of
-# session 7's wait polling. Usage (device): OUT=... [SOAK_SHAPES="m,n,k ..."] bash bench/p1_s8.sh
+# session 7's wait polling. Usage (device): OUT=... [SOAK_SHAPES="m,n,k ..."] bash bench/calls/p1_s8.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export BENCH_RUN=${BENCH_RUN:-s8-p1}

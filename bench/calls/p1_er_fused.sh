@@ -4,8 +4,8 @@
 # while their epilogues push and pull? GEMM+RS 8192^2 x 4096 with its diagnostic rows (bare,
 # loopback = the 2-rank kernel on one GPU) sustained, MELD_GEMM_EARLY_RELEASE for each of ER_VALUES (default "0 1") (it
 # reaches the fused kernels through gemm_plan_make), then the AG+GEMM loopback per-tile trace
-# both ways. Usage (device): OUT=... bash bench/p1_er_fused.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# both ways. Usage (device): OUT=... bash bench/calls/p1_er_fused.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/bench/bench_gemm_rs build/bench/bench_ag_gemm
 for e in ${ER_VALUES:-0 1}; do
   MELD_GEMM_EARLY_RELEASE=$e timeout -k 5 200 build/bench/bench_gemm_rs --op rs --shape 8192,8192,4096 --diag --soak ${SOAK:-600} \

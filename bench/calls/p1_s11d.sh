@@ -10,8 +10,8 @@
 # sustained 0-2% faster where the kernel sits at the cap.
 # (MELD_MBAR_SUSPEND_NS was removed from ptx.cuh after this call measured no effect; build B
 # now equals A. To rerun, restore it from commit 63408dc.)
-# Usage (device): OUT=... bash bench/p1_s11d.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s11d.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 T="lib build/bench/bench_gemm build/tests/gpu/test_gemm"
 make -j16 $T > "$OUT/buildA.log" 2>&1 || { grep -E "error" "$OUT/buildA.log" | head; exit 1; }
 cp build/bench/bench_gemm /tmp/bench_gemm_A

@@ -3,7 +3,7 @@
 # explain its bare GEMM's cost over meld_gemm? test_comm (registration, after a refactor), then
 # GEMM+RS 8192^2 x 4096 --diag --soak (rows with diag bit 12), then Nsight Compute counters of
 # meld_gemm and the bare / loopback fused kernels with both numberings (L2 sectors by source).
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/bench/bench_gemm_rs build/tests/gpu/test_comm
 MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/tests/gpu/test_comm > "$OUT/test_comm.log" 2>&1
 echo "test_comm rc=$? at $(el) s"; grep -E "register|checks passed|FAIL" "$OUT/test_comm.log" | head -5

@@ -5,8 +5,8 @@
 # (stream-K, 4 comm CTAs, raster group 8), the engine alone at the M = 2048 / 1024 shapes
 # (async-TP runs two 1024-row GEMMs), and a per-tile trace picture of the loopback.
 # Usage (device): OUT=... [AG_SHAPES="M,N_loc,K ..."] [GEMM_SHAPES="M,N,K ..."] [NO_GEMM=1] [NO_TRACE=1]
-# bash bench/p1_s7.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# bash bench/calls/p1_s7.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-s7-p1}
 d=$(date -u +%Y-%m-%d)
 make -j16 lib build/bench/bench_ag_gemm build/bench/bench_gemm > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }

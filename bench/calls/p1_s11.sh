@@ -10,8 +10,8 @@
 # Prediction (written before): 2048 x 5120 x 8192 burst w320 ~0.205-0.215 ms (n256 stream-K 0.227,
 # cuBLASLt 0.211), sustained 0.245-0.26 (n256 0.276, cuBLASLt 0.248); counters: SM cycles near
 # cuBLASLt's 352 K, L2 reads ~-6% per MAC vs 128 x 256 (no multicast), no stream-K partials.
-# Usage (device): OUT=... bash bench/p1_s11.sh
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+# Usage (device): OUT=... bash bench/calls/p1_s11.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 build lib build/tests/gpu/test_gemm build/bench/bench_gemm
 MELD_TIMEOUT_MS=3000 timeout -k 5 150 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "test_gemm rc=$? at $(el) s"; grep -E "wide320|FAIL|checks passed|meld_gemm 2048" "$OUT/test_gemm.log" | cut -c1-150 | head -24

@@ -4,7 +4,7 @@
 # (--soak), then Nsight Compute traffic counters of the cl2 kernel (target: ~30% fewer L2
 # reads). Session 9 fixed its schedule and its per-stage cluster-scope release (now exact and
 # 0.86-1.0x of cluster 1 in burst); the sustained rows and counters are the next measurement.
-# Usage (device): OUT=... [SHAPES="m,n,k ..."] bash bench/p1_cluster.sh
+# Usage (device): OUT=... [SHAPES="m,n,k ..."] bash bench/calls/p1_cluster.sh
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }

@@ -3,7 +3,7 @@
 # 2-rank kernel (loopback) than at one rank: per-tile traces of the loopback with and without
 # stream-K at 2048 x 5120 x 8192 (JSON for numbers, PNGs); then Nsight Compute cycles of the
 # GEMM+RS loopback against the bare GEMM in the fused kernel (the start-of-tile flag release).
-. "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 make -j16 lib build/bench/bench_ag_gemm build/bench/bench_gemm_rs > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -30; exit 1; }
 echo "build: $(el) s"
 for v in plain sk; do
