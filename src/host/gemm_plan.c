@@ -587,8 +587,8 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
    * epilogue's are not: the wide tile stores C whole, by TMA or plainly) */
   if (p->bn == GEMM_BN_WIDE && (p->b_kn || p->split_k != 1 || p->sk_tiles || p->epi.out || p->epi.signal ||
                                 p->epi.rows_valid || p->epi.reduce.on || p->epi.out_tma))
-    MELD_WHY("gemm: the 128 x %d tile needs B [N,K] and takes no split-K, stream-K or epilogue hooks "
-        "(ready waits, a second A map and the tile order it takes)",
+    MELD_WHY("gemm: the 128 x %d tile needs B [N,K] and takes no split-K, stream-K or epilogue hook "
+        "(of the hooks it takes the producer's: ready waits, a second A map, the tile order)",
         GEMM_BN_WIDE);
   if (p->cluster_mc && p->cluster_m != 2) MELD_WHY("gemm: B multicast (cluster_mc) needs cluster_m 2");
   if (p->epi.reduce.tma && (!p->epi.reduce.on || p->epi.reduce.npush > 0 || p->n % 8))
