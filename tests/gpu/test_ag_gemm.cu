@@ -143,6 +143,7 @@ static int g_force_fused = 0, g_defer = -1;
 static int g_loop = 0;
 static int g_sk = -1, g_sk_pieces = -1; /* stream-K hint (run_sk) */
 static int g_tile_n = 0;                /* the hint's tile width (run_wide) */
+static int g_want_tile_n = 0;           /* the plan's width the default rule must choose (0: unchecked) */
 
 static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   const int P = g_loop ? 2 : c->P, me = c->rank;
@@ -192,6 +193,9 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   GT_CUDA(cudaStreamSynchronize(c->s));
   const double dt = gt_now_s() - t0;
   GT_MELD(meld_comm_check(c->comm));
+  if (g_want_tile_n)
+    GT_CHECK(plan.tile_n == g_want_tile_n, "%s: the default plan's tile width is %d, want %d", sh->name, plan.tile_n,
+             g_want_tile_n);
   if (g_tile_n == GEMM_BN_WIDE && plan.schedule == AG_GEMM_FUSED && !sh->b_kn && !plan.compact)
     GT_CHECK(plan.tile_n == GEMM_BN_WIDE && !plan.stream_k, "%s: the plan did not take the tile_n 320 hint (%d)", sh->name,
              plan.tile_n);
@@ -333,7 +337,13 @@ static void test_shapes(ctx_t *c) {
     s0.m_loc = 1024;
     run_sk(c, &s0, 300);
     run_sk(c, &sk_shapes[1], 310);
-    /* the wide tile in the 2-rank kernel (M = 2048: 1024 rows pushed) and a tail */
+    /* the wide tile in the 2-rank kernel (M = 2048: 1024 rows pushed) by default (meld_gemm's
+     * rule), forced, and at a tail */
+    g_want_tile_n = GEMM_BN_WIDE;
+    shape_t s0d = s0;
+    s0d.name = "M=2048 N_loc=5120 K=8192, the default plan (128 x 320)";
+    test_shape(c, &s0d, 425);
+    g_want_tile_n = 0;
     run_wide(c, &s0, zero_idx, 1, 430);
     run_wide(c, shapes, wide_idx, 2, 440); /* (idx 3, 6) */
     run_wide(c, &wide_tail, zero_idx, 1, 450);
