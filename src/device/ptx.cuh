@@ -148,16 +148,6 @@ MELD_DEV uint32_t mbarrier_try_wait_parity_cta(uint32_t bar, uint32_t parity) {
       : "=r"(done) : "r"(bar), "r"(parity) : "memory");
   return done;
 }
-/* One non-blocking probe of the same (mbarrier.test_wait): 1 if the phase completed, else 0 at once. */
-MELD_DEV uint32_t mbarrier_test_wait_parity_cta(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n\t.reg .pred p;\n\t"
-      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-      "selp.u32 %0, 1, 0, p;\n\t}"
-      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  return done;
-}
 /* Bulk copy global -> shared (async proxy); completion is counted as `bytes` transactions on
  * mbarrier `bar`. dst, src 16-byte aligned; bytes a multiple of 16. */
 MELD_DEV void cp_async_bulk_g2s(uint32_t dst_smem, const void *src, uint32_t bytes, uint32_t bar) {

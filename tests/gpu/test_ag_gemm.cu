@@ -317,9 +317,8 @@ static void test_shapes(ctx_t *c) {
   if (P > 1) {
     run_wide(c, shapes, wide_idx, 4, 400);
     run_wide(c, &wide_tail, zero_idx, 1, 420);
-  }
-  if (P > 1)
     for (int i = 0; i < 2; i++) run_sk(c, &sk_shapes[i], 200 + 10 * i);
+  }
   if (P == 1) { /* the fused kernel at one rank, every shape the plan would not send unfused */
     g_force_fused = 1;
     run_shapes(c, shapes, sizeof shapes / sizeof shapes[0]);
