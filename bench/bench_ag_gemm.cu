@@ -345,6 +345,9 @@ static void rank_main(int rank, int P) {
             h.tile_n = 320; /* the 128 x 320 tile (no stream-K) */
             ADDV("loopback_p1_w320", f_meld_loop, h);
             h.tile_n = 0;
+            h.copy = AG_GEMM_COPY_BULK; /* the comm CTAs' bulk copies (one thread, TMA) */
+            ADDV("loopback_p1_bulk", f_meld_loop, h);
+            h.copy = -1;
           }
         }
       }
