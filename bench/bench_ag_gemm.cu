@@ -26,7 +26,9 @@
  *   with --loopback (one GPU) the 2-rank kernel in loopback (MELD_AG_GEMM_DIAG=2, half the
  *   rows as the shard), with --sk the stream-K hint.
  *   --soak MS: afterwards every row runs back-to-back for ~MS ms, twice in opposite orders, and
- *   prints its mean time with the SM clock and power NVML saw (sustained, power-capped). */
+ *   prints its mean time with the SM clock and power NVML saw (sustained, power-capped).
+ *   --run LIST: no timing; each variant named in the comma list is called twice (for a
+ *   profiler: e.g. ncu --launch-skip 1 --launch-count 1 with one variant). */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <math.h>
@@ -45,6 +47,7 @@
 #define TIMED 20
 
 static int g_quick = 0, g_trace = 0, g_soak = 0;
+static const char *g_run = NULL; /* --run LIST: call these variants twice each, time nothing (profilers) */
 static int g_trace_loop = 0, g_trace_sk = -1; /* --trace: loopback (one rank), stream-K hint */
 static long long g_shape_m = 0, g_shape_n = 0, g_shape_k = 0; /* --shape M,N_total,K: one point */
 static const char *g_json = NULL;
@@ -381,6 +384,21 @@ static void rank_main(int rank, int P) {
         ADDV("unfused", f_meld, h);
       }
 #undef ADDV
+      if (g_run) { /* --run: each named variant twice, in the list's order; no timing */
+        char list[256];
+        snprintf(list, sizeof list, "%s", g_run);
+        for (char *save = NULL, *name = strtok_r(list, ",", &save); name; name = strtok_r(NULL, ",", &save))
+          for (int v = 0; v < nv; v++)
+            if (!strcmp(vn[v], name)) {
+              x.hint = vh[v];
+              vf[v](&x), vf[v](&x);
+              cudaStreamSynchronize(x.s);
+              if (rank == 0) printf("run %s: %s\n", name, x.err == MELD_OK ? "ok" : "FAILED");
+            }
+        x.hint = h0;
+        cudaFree(x.a), cudaFree(x.full), cudaFree(x.b), cudaFree(x.c), cudaFree(x.c2);
+        continue;
+      }
       float tr[MAXV][ROUNDS], tv[MAXV];
       /* each round starts at another third of the list (every variant timed early, midway and
        * late once: the same plan measured ~5% faster early than late in session 5) */
@@ -475,12 +493,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--sk")) g_trace_sk = 1;
     else if (!strcmp(argv[i], "--soak") && i + 1 < argc) g_soak = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
+    else if (!strcmp(argv[i], "--run") && i + 1 < argc) g_run = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
              sscanf(argv[i + 1], "%lld,%lld,%lld", &g_shape_m, &g_shape_n, &g_shape_k) == 3 && g_shape_m > 0 &&
              g_shape_n > 0 && g_shape_k > 0)
       i++;
     else {
-      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--trace [--loopback] [--sk]] [--shape M,N_total,K] [--soak MS]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--json FILE] [--trace [--loopback] [--sk]] [--shape M,N_total,K] [--soak MS] [--run VARIANTS]\n", argv[0]);
       return 2;
     }
   }
