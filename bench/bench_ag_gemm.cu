@@ -435,7 +435,7 @@ static void rank_main(int rank, int P) {
             const int v = pass ? nv - 1 - j : j;
             x.hint = vh[v];
             soak_ctx_t c = {&x, vf[v]};
-            soak_row(x.comm->boot, soak_call, &c, tv[v], g_soak, x.s, &sr[v][pass]);
+            soak_row_led(x.comm->boot, soak_call, &c, tv[v], g_soak, x.s, &sr[v][pass]);
           }
         x.hint = h0;
         for (int v = 0; v < nv; v++)

@@ -503,7 +503,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
           for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
           r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
           soak_ctx_t c = {x, tv[v].fn, &r, 0};
-          soak_row(x->comm->boot, soak_call, &c, tm[v], g_soak, x->s, &sr[v][pass]);
+          soak_row_led(x->comm->boot, soak_call, &c, tm[v], g_soak, x->s, &sr[v][pass]);
           for (int e = 0; e < 3 && tv[v].env[e][0]; e++) unsetenv(tv[v].env[e][0]);
         }
       r.algo = MELD_GEMM_RS_AUTO;
