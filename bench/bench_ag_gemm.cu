@@ -106,21 +106,6 @@ static void f_meld_loop(bctx_t *x) {
   x->m_loc = m_loc;
   unsetenv("MELD_AG_GEMM_DIAG");
 }
-/* One rank only, experiment (MELD_AG_GEMM_DIAG bit 2): the compute CTAs start the engine
- * together, after a counter barrier (fused kernel, and in loopback). */
-static void f_meld_sync(bctx_t *x) {
-  setenv("MELD_AG_GEMM_DIAG", "4", 1);
-  f_meld(x);
-  unsetenv("MELD_AG_GEMM_DIAG");
-}
-static void f_meld_loop_sync(bctx_t *x) {
-  setenv("MELD_AG_GEMM_DIAG", "6", 1);
-  const int64_t m_loc = x->m_loc;
-  x->m_loc = m_loc / 2;
-  f_meld(x);
-  x->m_loc = m_loc;
-  unsetenv("MELD_AG_GEMM_DIAG");
-}
 static void cublas_gemm(bctx_t *x, uint16_t *out) {
   const float one = 1.0f, zero = 0.0f;
   cublasGemmEx(x->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)x->n_loc, (int)x->M, (int)x->k, &one, x->b, CUDA_R_16BF,
@@ -347,7 +332,6 @@ static void rank_main(int rank, int P) {
           h.tile_n = 320;
           ADDV("fused_p1_w320", f_meld, h);
           h.tile_n = 0;
-          ADDV("fused_p1_sync", f_meld_sync, h);
           if (x.m_loc % 256 == 0) { /* the 2-rank kernel on one GPU, and its stream-K variants:
                                        * hint 1 / 2 (partial wave / + one full wave), pieces per
                                        * tile from the queue (default 4, 8) or 0 (one range per
@@ -367,7 +351,6 @@ static void rank_main(int rank, int P) {
             h.copy = AG_GEMM_COPY_BULK; /* the comm CTAs' bulk copies (one thread, TMA) */
             ADDV("loopback_p1_bulk", f_meld_loop, h);
             h.copy = -1;
-            ADDV("loopback_p1_sync", f_meld_loop_sync, h);
           }
         }
       }

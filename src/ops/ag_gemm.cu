@@ -60,9 +60,6 @@ typedef struct {
   uint32_t arg_hash;
   int32_t inplace; /* 1: own rows read in place (no own copy, phase 0 skipped) */
   int32_t loop;    /* loopback (one rank, MELD_AG_GEMM_DIAG bit 1): see ag_push_chunk */
-  int32_t sync_start; /* MELD_AG_GEMM_DIAG bit 2 (experiment): the compute CTAs meet at a
-                         counter (scratch word 1) before the engine, so that they start it in
-                         lockstep as meld_gemm's CTAs do */
   int64_t m_loc, m_loc_pad, k, lda, chunk_rows, chunks_per_rank;
   const uint8_t *a_shard;
   uint8_t *a_gathered;
@@ -257,16 +254,6 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
    * engine's worker count is the grid. A failed call leaves the flags unset: the ready hook
    * sees the abort word (or its deadline) and the engine drains. */
   static_assert(BN == GEMM_BN || (!BKN && DEFER == 0 && !SKQ), "the wide tile: B [N,K], no deferral, no SKQ");
-  if (a.sync_start && run_gemm && meld_role_of_ticket(meld_cta_shared()->ticket, (uint32_t)a.comm_ctas) != MELD_ROLE_COMM) {
-    if (threadIdx.x == 0) { /* (bounded: every compute CTA is resident, cooperative launch) */
-      uint32_t *w = (uint32_t *)(proto.pad + MELD_PAD_OFF_SCRATCH + 4u);
-      atom_add_relaxed_gpu_u32(w, 1u);
-      const uint32_t want = gridDim.x - (uint32_t)a.comm_ctas;
-      for (uint32_t spin = 0; ld_relaxed_sys_u32(w) < want && spin < (1u << 24); spin++) {
-      }
-    }
-    __syncthreads();
-  }
   if (run_gemm)
     gemm_cta_run<BKN, false, false, DEFER, false, SKQ, gemm_no_tail, gemm_no_tail, BN>(&a.g, ag_smem, (int)blockIdx.x,
                                                                                      (int)gridDim.x);
@@ -517,7 +504,6 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   {
     const char *dg = getenv("MELD_AG_GEMM_DIAG");
     if (dg && (atoi(dg) & 1) && P == 1) gp->order.queue = NULL;
-    k->sync_start = dg && (atoi(dg) & 4) ? 1 : 0;
   }
   if (p->compact) {
     gp->epi.rows_per_owner = (int32_t)p->m_loc_pad;
