@@ -106,6 +106,16 @@ static void f_meld_loop(bctx_t *x) {
   x->m_loc = m_loc;
   unsetenv("MELD_AG_GEMM_DIAG");
 }
+/* Two or more ranks, timing diagnostics (MELD_AG_GEMM_DIAG bits 2 / 3, wrong results): the
+ * GEMM without its row waits, the pushes without NVLink data, and both. */
+static void f_meld_diag(bctx_t *x, const char *bits) {
+  setenv("MELD_AG_GEMM_DIAG", bits, 1);
+  f_meld(x);
+  unsetenv("MELD_AG_GEMM_DIAG");
+}
+static void f_meld_nowait(bctx_t *x) { f_meld_diag(x, "4"); }
+static void f_meld_nolink(bctx_t *x) { f_meld_diag(x, "8"); }
+static void f_meld_nowait_nolink(bctx_t *x) { f_meld_diag(x, "12"); }
 static void cublas_gemm(bctx_t *x, uint16_t *out) {
   const float one = 1.0f, zero = 0.0f;
   cublasGemmEx(x->cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)x->n_loc, (int)x->M, (int)x->k, &one, x->b, CUDA_R_16BF,
@@ -284,7 +294,7 @@ static void rank_main(int rank, int P) {
       call_fn vf[MAXV];
       ag_gemm_hint_t vh[MAXV];
       int nv = 0;
-#define ADDV(name, fn, h) (vn[nv] = (name), vf[nv] = (fn), vh[nv] = (h), nv++)
+#define ADDV(name, fn, h) (nv < MAXV ? (vn[nv] = (name), vf[nv] = (fn), vh[nv] = (h), nv++) : 0)
       const ag_gemm_hint_t h0 = AG_GEMM_HINT_INIT;
       ADDV("default", f_meld, h0);
       ADDV("seq", f_seq, h0);
@@ -312,6 +322,9 @@ static void rank_main(int rank, int P) {
           h = h0;
           h.tile_n = 320; /* the GEMM's 128 x 320 tile (no stream-K) */
           ADDV("w320", f_meld, h);
+          ADDV("diag_nowait", f_meld_nowait, h0);
+          ADDV("diag_nolink", f_meld_nolink, h0);
+          ADDV("diag_nowait_nolink", f_meld_nowait_nolink, h0);
         }
         h = h0;
         h.epi_defer = 0; /* without the deferred epilogue (the default before session 5) */

@@ -8,6 +8,11 @@
 # w320 in the fused kernel won 1.3% in loopback), PyTorch async-TP (--quick, soaked) in the same
 # call, and a per-tile trace of the wide default with its picture.
 # If the wide default loses at 2 ranks, set it back in ag_gemm_plan.c (the width rule).
+# Session 13 added 8192 x 10240 x 8192 with the timing diagnostics diag_nowait (no row waits),
+# diag_nolink (pushes into the own staging: no NVLink data) and both: one GPU put the fused
+# kernel at +0.6-1% and its loopback pushes at +1.5-2% over meld_gemm sustained, session 9's 2
+# GPUs at +3-7% (meld_gemm's row there was biased fast): these rows say whether the rest is the
+# waits or the link.
 # Usage (device): OUT=... bash bench/calls/x2_s12.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s12}
@@ -16,12 +21,12 @@ nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 build lib build/tests/gpu/test_ag_gemm build/bench/bench_ag_gemm
 TEST_TIMEOUT_S=150 MELD_TIMEOUT_MS=3000 tests/gpu/run.sh test_ag_gemm > "$OUT/test_ag_gemm.log" 2>&1
 echo "test_ag_gemm (2 ranks) rc=$? at $(el) s"; grep -E "FAIL|checks passed|tile 128 x 320" "$OUT/test_ag_gemm.log" | cut -c1-150 | head -12
-for s in 2048x10240x8192 2048x57344x8192; do
+for s in 8192x10240x8192 2048x10240x8192 2048x57344x8192; do
   timeout -k 5 150 build/bench/bench_ag_gemm --shape ${s//x/,} --soak ${SOAK:-600} --json "$OUT/ag_gemm-x2-w320-$s-$d.jsonl" \
     > "$OUT/bench-$s.log" 2>&1
   echo "bench $s rc=$? at $(el) s"
   grep -E "soak ag_gemm" "$OUT/bench-$s.log" | grep -v "^\[rank 1\]" |
-    grep -E " (default|seq|cublas|meld_gemm|nccl_ag|stream_k|no_sk|w320|nodefer) " | cut -c1-150
+    grep -E " (default|seq|cublas|meld_gemm|nccl_ag|stream_k|no_sk|w320|nodefer|diag_nowait|diag_nolink|diag_nowait_nolink) " | cut -c1-150
 done
 BENCH_SOAK_MS=${SOAK:-600} timeout -k 5 120 torchrun --nproc-per-node 2 bench/ag_gemm_torch.py --quick \
   --json "$OUT/torch-ag-x2-$d.jsonl" > "$OUT/torch.log" 2>&1

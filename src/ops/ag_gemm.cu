@@ -504,6 +504,14 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   {
     const char *dg = getenv("MELD_AG_GEMM_DIAG");
     if (dg && (atoi(dg) & 1) && P == 1) gp->order.queue = NULL;
+    /* Bits 2 and 3 (timing diagnostics at P > 1, WRONG RESULTS: what the 2-GPU kernel pays
+     * beyond the loopback's): bit 2 = the GEMM never waits for rows (ready hook off: peers'
+     * rows are read as they are); bit 3 = the pushes land in this rank's own staging instead
+     * of the peer's (no NVLink data; the flags still go to the peer, so its waits keep their
+     * timing). */
+    if (dg && (atoi(dg) & 4) && P > 1) gp->ready.flags = NULL;
+    if (dg && (atoi(dg) & 8) && P > 1)
+      for (int r = 0; r < P; r++) k->stage[r] = (uint8_t *)comm->workspace.local;
   }
   if (p->compact) {
     gp->epi.rows_per_owner = (int32_t)p->m_loc_pad;
