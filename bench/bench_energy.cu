@@ -7,15 +7,15 @@
  * the same GEMM with a 64 MiB copy per call (the byte count of a TP=2 shard at M = 8192,
  * K = 8192) running beside it on a second stream, moved by
  *   ce      the copy engine (cudaMemcpyAsync; no SM involved),
- *   vec16   16 CTAs of 384 threads, 16-byte loads and stores (the comm CTAs' vector path),
- *   bulk16  16 CTAs, one thread each, bulk copies through 6 x 32 KiB of shared memory (TMA),
- * the SM copies on the 16 SMs the GEMM leaves free (meld_gemm with sm_count 116). Each row runs
+ *   vec     --ctas CTAs (16) of 384 threads, 16-byte loads and stores (the comm CTAs' vector path),
+ *   bulk    as many CTAs, one thread each, bulk copies through 6 x 32 KiB of shared memory (TMA),
+ * the SM copies on the SMs the GEMM leaves free (meld_gemm with sm_count = SMs - ctas). Each row runs
  * back-to-back for --ms ms; NVML's cumulative energy counter is read before and after (joules
  * per call), its clock and power sampled meanwhile (bench_soak.h). The copies alone and the idle
  * GPU are rows too, so the copy's own energy per GiB can be compared with what it adds to the
  * GEMM.
  *
- *   bench_energy [--ms MS] [--shape M,N,K] [--mib MIB] [--json FILE]
+ *   bench_energy [--ms MS] [--shape M,N,K] [--mib MIB] [--ctas N] [--json FILE]
  *
  * A local copy reads and writes HBM once per byte; an NVLink push reads here and writes there,
  * so this measures the SM- and HBM-side part of a push, not the link's. */
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(32) k_copy_bulk(uint8_t *dst, const uint8_t *s
 /* ---- rows ---------------------------------------------------------------------------------- */
 
 enum { COPY_NONE = 0, COPY_CE, COPY_VEC, COPY_BULK };
-static const char *copy_name[] = {"", "ce", "vec16", "bulk16"};
+static const char *copy_name[] = {"", "ce", "vec", "bulk"};
 
 typedef struct {
   meld_gemm_args_t g;
@@ -104,6 +104,7 @@ typedef struct {
   int copy;      /* COPY_* */
   void *src, *dst;
   size_t bytes;
+  int ctas; /* CTAs of the SM copies */
   cudaStream_t s1, s2;
   cudaEvent_t go[2], done[2];
   int i;
@@ -111,8 +112,8 @@ typedef struct {
 
 static void enqueue_copy(row_t *r, cudaStream_t s) {
   if (r->copy == COPY_CE) CK(cudaMemcpyAsync(r->dst, r->src, r->bytes, cudaMemcpyDeviceToDevice, s));
-  else if (r->copy == COPY_VEC) k_copy_vec<<<16, 384, 0, s>>>((int4 *)r->dst, (const int4 *)r->src, r->bytes / 16);
-  else if (r->copy == COPY_BULK) k_copy_bulk<<<16, 32, EB_SMEM, s>>>((uint8_t *)r->dst, (const uint8_t *)r->src, r->bytes);
+  else if (r->copy == COPY_VEC) k_copy_vec<<<r->ctas, 384, 0, s>>>((int4 *)r->dst, (const int4 *)r->src, r->bytes / 16);
+  else if (r->copy == COPY_BULK) k_copy_bulk<<<r->ctas, 32, EB_SMEM, s>>>((uint8_t *)r->dst, (const uint8_t *)r->src, r->bytes);
 }
 
 /* One call: the copy starts with the GEMM (s2 waits for s1's "go"), the next GEMM waits for the copy. */
@@ -189,16 +190,17 @@ static result_t run_row(const char *name, row_t *r, int ms, nvml_energy_fn ef) {
 }
 
 int main(int argc, char **argv) {
-  int ms = 1500;
+  int ms = 1500, ctas = 16;
   long long M = 8192, N = 8192, K = 8192, mib = 64;
   const char *json = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ms") && i + 1 < argc) ms = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc && sscanf(argv[i + 1], "%lld,%lld,%lld", &M, &N, &K) == 3) i++;
     else if (!strcmp(argv[i], "--mib") && i + 1 < argc) mib = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--ctas") && i + 1 < argc) ctas = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--ms MS] [--shape M,N,K] [--mib MIB] [--json FILE]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--ms MS] [--shape M,N,K] [--mib MIB] [--ctas N] [--json FILE]\n", argv[0]);
       return 2;
     }
   }
@@ -224,6 +226,11 @@ int main(int argc, char **argv) {
   gt_fill_bf16<<<1024, 256>>>((uint16_t *)A, M * K, 1);
   gt_fill_bf16<<<1024, 256>>>((uint16_t *)B, N * K, 2);
   r.bytes = (size_t)mib << 20;
+  if (ctas < 1 || ctas >= sms || mib < 1) {
+    fprintf(stderr, "bench_energy: --ctas must be in [1, %d) and --mib >= 1\n", sms);
+    return 2;
+  }
+  r.ctas = ctas;
   CK(cudaMalloc(&r.src, r.bytes));
   CK(cudaMalloc(&r.dst, r.bytes));
   CK(cudaMemset(r.src, 0x3c, r.bytes));
@@ -235,7 +242,8 @@ int main(int argc, char **argv) {
   }
   r.g.a = A, r.g.lda = K, r.g.b = B, r.g.ldb = K, r.g.b_layout = MELD_B_NK, r.g.c = C, r.g.ldc = N;
   r.g.m = M, r.g.n = N, r.g.k = K;
-  printf("# bench_energy: GEMM %lld x %lld x %lld, copy %lld MiB per call, %d ms per row, %d SMs\n", M, N, K, mib, ms, sms);
+  printf("# bench_energy: GEMM %lld x %lld x %lld, copy %lld MiB per call (SM copies: %d CTAs), %d ms per row, %d SMs\n", M,
+         N, K, mib, ctas, ms, sms);
 
   /* idle: the GPU's floor, from the counter alone */
   CK(cudaDeviceSynchronize());
@@ -251,10 +259,10 @@ int main(int argc, char **argv) {
     const char *name;
     int gemm, sms, copy;
   } rows[NR] = {
-      {"copy_ce", 0, 0, COPY_CE},         {"copy_vec16", 0, 0, COPY_VEC},  {"copy_bulk16", 0, 0, COPY_BULK},
-      {"gemm_all", 1, 0, COPY_NONE},      {"gemm_all+ce", 1, 0, COPY_CE},  {"gemm_116", 1, sms - 16, COPY_NONE},
-      {"gemm_116+vec16", 1, sms - 16, COPY_VEC}, {"gemm_116+bulk16", 1, sms - 16, COPY_BULK},
-      {"gemm_116+ce", 1, sms - 16, COPY_CE}, {"gemm_all again", 1, 0, COPY_NONE},
+      {"copy_ce", 0, 0, COPY_CE},         {"copy_vec", 0, 0, COPY_VEC},  {"copy_bulk", 0, 0, COPY_BULK},
+      {"gemm_all", 1, 0, COPY_NONE},      {"gemm_all+ce", 1, 0, COPY_CE},  {"gemm_rest", 1, sms - ctas, COPY_NONE},
+      {"gemm_rest+vec", 1, sms - ctas, COPY_VEC}, {"gemm_rest+bulk", 1, sms - ctas, COPY_BULK},
+      {"gemm_rest+ce", 1, sms - ctas, COPY_CE}, {"gemm_all again", 1, 0, COPY_NONE},
   };
   result_t res[NR];
   for (int i = 0; i < NR; i++) {
@@ -281,9 +289,9 @@ int main(int argc, char **argv) {
       for (int i = 0; i < NR; i++)
         fprintf(f,
                 "{\"op\": \"energy\", \"shape\": {\"m\": %lld, \"n\": %lld, \"k\": %lld}, \"variant\": \"%s\", \"copy_mib\": %lld, "
-                "\"timing\": \"soak\", \"ms_per_call\": %.5f, \"j_per_call\": %.5f, \"watts\": %.1f, \"sm_mhz\": %.0f, "
-                "\"calls\": %d, \"idle_w\": %.1f, \"gpu\": \"H200\"}\n",
-                M, N, K, res[i].name, mib, res[i].ms, res[i].j_per_call, res[i].watts, res[i].mhz, res[i].calls, idle_w);
+                "\"copy_ctas\": %d, \"timing\": \"soak\", \"ms_per_call\": %.5f, \"j_per_call\": %.5f, \"watts\": %.1f, "
+                "\"sm_mhz\": %.0f, \"calls\": %d, \"idle_w\": %.1f, \"gpu\": \"H200\"}\n",
+                M, N, K, res[i].name, mib, ctas, res[i].ms, res[i].j_per_call, res[i].watts, res[i].mhz, res[i].calls, idle_w);
       fclose(f);
     }
   }
