@@ -1,5 +1,5 @@
 /* bench_common.h — what every meld benchmark shares: environment facts for the JSON lines
- * (BENCH.md keys gpu, driver, cuda, date, commit), medians, and event timing. */
+ * (BENCH.md keys gpu, driver, cuda, date, commit), medians, event timing, and CK. */
 #ifndef MELD_BENCH_COMMON_H
 #define MELD_BENCH_COMMON_H
 
@@ -8,6 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* CK(call): a CUDA runtime call a bench cannot go on without (prints where, exits 1). */
+#define CK(call)                                                                              \
+  do {                                                                                        \
+    cudaError_t e_ = (call);                                                                  \
+    if (e_ != cudaSuccess) {                                                                  \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
+      exit(1);                                                                                \
+    }                                                                                         \
+  } while (0)
 
 typedef struct {
   char gpu[128], driver[32], cuda[32], date[32], commit[64];

@@ -33,14 +33,6 @@
 #include "device/ptx_async.cuh"
 #include "meld.h"
 
-#define CK(call)                                                                                          \
-  do {                                                                                                    \
-    cudaError_t e_ = (call);                                                                              \
-    if (e_ != cudaSuccess) {                                                                              \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));               \
-      exit(1);                                                                                            \
-    }                                                                                                     \
-  } while (0)
 
 /* ---- the copies ---------------------------------------------------------------------------- */
 

@@ -43,14 +43,6 @@
 #define NSETS 2
 #define PEAK_TFLOPS 780.0 /* cuBLAS bf16 at 8192^3 on one H200 (TESTBED.md) */
 
-#define CK(call)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-      exit(1);                                                                                \
-    }                                                                                         \
-  } while (0)
 #define CKL(call)                                                                              \
   do {                                                                                         \
     cublasStatus_t s_ = (call);                                                                \
