@@ -547,8 +547,13 @@ int main(int argc, char **argv) {
         const float t = i < 0 ? lt_ms : median(samples[i], ns[i]);
         const int calls = t > 0 ? (int)(soak_ms / t) + 1 : 1;
         soak_result_t r;
-        if (i < 0) soak_run(soak_nvml(), lt_call, &lx, NSETS, calls, &r);
-        else soak_run(soak_nvml(), meld_call, &mx[i], NSETS, calls, &r);
+        /* each row after a lead-in of its own load (bench_soak.h soak_lead_ms, unrecorded) */
+        const int lead = t > 0 && soak_lead_ms() > 0 ? (int)(soak_lead_ms() / t) + 1 : 0;
+        for (int pass = lead > 0 ? 0 : 1; pass < 2; pass++) {
+          const int n = pass ? calls : lead;
+          if (i < 0) soak_run(soak_nvml(), lt_call, &lx, NSETS, n, &r);
+          else soak_run(soak_nvml(), meld_call, &mx[i], NSETS, n, &r);
+        }
         const double flop = 2.0 * s->m * s->n * s->k;
         sk_ms[i + 1][rr] = r.ms_per_call;
         sk_mhz[i + 1][rr] = r.sm_mhz;
