@@ -397,6 +397,7 @@ static void rank_main(int rank, int P) {
         ADDV("unfused", f_meld, h);
       }
 #undef ADDV
+      if (nv == MAXV && rank == 0) printf("# variant list full (MAXV %d): any later variant was left out\n", MAXV);
       if (g_run) { /* --run: each named variant twice, in the list's order; no timing */
         char list[256];
         snprintf(list, sizeof list, "%s", g_run);
