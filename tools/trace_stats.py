@@ -7,35 +7,110 @@ and per role and item order the median and maximum duration and the spread of en
 across CTAs. For the ZC collectives (three events per CTA and call: wait = entry handshake,
 comm = the move, wait = the peers' done) the roles are told apart by their order in the CTA.
 
-    python3 tools/trace_stats.py trace.rank0.json trace.rank1.json
+Per-tile events (the GEMM engine's timeline in the fused kernels) carry epoch 0; each is
+assigned to the call whose whole-CTA event of the same CTA contains it, and such a call is
+summarized per role instead (events per CTA, time per CTA, duration percentiles), with the
+entry (whole-CTA start to the CTA's first tile) and the tail (its last tile's end to the
+call's end).
+
+    python3 tools/trace_stats.py trace.rank0.json[.gz] trace.rank1.json[.gz]
 
 Exit status: 0 printed, 2 bad input.
 """
+import gzip
 import json
 import statistics
 import sys
 from collections import defaultdict
 
 
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
 def phases(events):
-    """(epoch) -> (cta) -> list of (name, start_us, end_us) in start order."""
-    calls = defaultdict(lambda: defaultdict(list))
+    """(epoch) -> (cta) -> {"whole": [(name, s, e)], "inner": [(name, s, e)]} in start order.
+    Epoch-0 events inside a same-CTA event of a later epoch move into that call as inner."""
+    win = defaultdict(list)  # cta -> [(start, end, epoch)]
     for e in events:
         ep = int(e.get("args", {}).get("epoch", 0))
+        if ep > 0:
+            s = float(e["ts"])
+            win[int(e.get("tid", 0))].append((s, s + float(e["dur"]), ep))
+    calls = defaultdict(lambda: defaultdict(lambda: {"whole": [], "inner": []}))
+    for e in events:
+        ep = int(e.get("args", {}).get("epoch", 0))
+        cta = int(e.get("tid", 0))
         s = float(e["ts"])
-        calls[ep][int(e.get("tid", 0))].append((e["name"], s, s + float(e["dur"])))
+        rec = (e["name"], s, s + float(e["dur"]))
+        kind = "whole"
+        if ep == 0:
+            for ws, we, wep in win.get(cta, ()):
+                if ws <= s <= we:
+                    ep, kind = wep, "inner"
+                    break
+        calls[ep][cta][kind].append(rec)
     for per in calls.values():
-        for lst in per.values():
-            lst.sort(key=lambda x: x[1])
+        for d in per.values():
+            d["whole"].sort(key=lambda x: x[1])
+            d["inner"].sort(key=lambda x: x[1])
     return calls
+
+
+def pct(v, f):
+    v = sorted(v)
+    return v[int(f * (len(v) - 1))]
+
+
+def print_positions(per):
+    """Per item order (the k-th event of each CTA): median / max duration, end spread."""
+    lists = {c: d["whole"] for c, d in per.items() if d["whole"]}
+    nph = max((len(lst) for lst in lists.values()), default=0)
+    cols = []
+    for k in range(nph):
+        ds = [lst[k][2] - lst[k][1] for lst in lists.values() if len(lst) > k]
+        es = [lst[k][2] for lst in lists.values() if len(lst) > k]
+        name = next(lst[k][0] for lst in lists.values() if len(lst) > k)
+        cols.append(f"{name}#{k} med {statistics.median(ds):7.2f} max {max(ds):7.2f} end spread {max(es) - min(es):6.2f}")
+    if len(cols) > 8:
+        cols = cols[:3] + [f"... {len(cols) - 6} more"] + cols[-3:]
+    for c in cols:
+        print("     " + c)
+
+
+def print_roles(per, call_end):
+    """Per role of the inner (per-tile) events: per CTA count and time, duration percentiles;
+    then the entry and the tail."""
+    by_role = defaultdict(list)
+    per_cta = defaultdict(lambda: defaultdict(float))
+    entry, tail = [], []
+    for c, d in per.items():
+        inner = d["inner"]
+        if not inner:
+            continue
+        for name, s, e in inner:
+            by_role[name].append(e - s)
+            per_cta[name][c] += e - s
+        if d["whole"]:
+            entry.append(inner[0][1] - d["whole"][0][1])
+        tail.append(call_end - max(e for _, _, e in inner))
+    n = max(1, len([d for d in per.values() if d["inner"]]))
+    for name, ds in sorted(by_role.items()):
+        print(f"     {name:8s} {len(ds) / n:6.1f} per CTA, {sum(ds) / n:8.2f} us per CTA; median {statistics.median(ds):7.2f} "
+              f"(p10 {pct(ds, .1):.2f} p90 {pct(ds, .9):.2f} p99 {pct(ds, .99):.2f} max {max(ds):.2f})")
+    if entry:
+        print(f"     entry (CTA start to its first tile): median {statistics.median(entry):.2f} max {max(entry):.2f}")
+    if tail:
+        print(f"     tail (a CTA's last tile end to the call's end): median {statistics.median(tail):.2f} max {max(tail):.2f}")
 
 
 def main(paths):
     for path in paths:
         try:
-            with open(path) as f:
-                doc = json.load(f)
-        except (OSError, ValueError) as err:
+            doc = load(path)
+        except (OSError, ValueError, EOFError) as err:
             print(f"trace_stats.py: {path}: {err}", file=sys.stderr)
             return 2
         events = [e for e in doc.get("traceEvents", []) if e.get("ph") == "X"]
@@ -44,23 +119,17 @@ def main(paths):
         prev_end = None
         for ep in sorted(calls):
             per = calls[ep]
-            starts = [lst[0][1] for lst in per.values()]
-            ends = [lst[-1][2] for lst in per.values()]
+            allev = [x for d in per.values() for x in d["whole"] + d["inner"]]
+            starts = [min(x[1] for x in d["whole"] + d["inner"]) for d in per.values()]
+            ends = [max(x[2] for x in d["whole"] + d["inner"]) for d in per.values()]
             gap = f"{min(starts) - prev_end:7.2f}" if prev_end is not None else "      -"
             prev_end = max(ends)
-            nph = max(len(lst) for lst in per.values())
-            cols = []
-            for k in range(nph):
-                ds = [lst[k][2] - lst[k][1] for lst in per.values() if len(lst) > k]
-                es = [lst[k][2] for lst in per.values() if len(lst) > k]
-                name = next(lst[k][0] for lst in per.values() if len(lst) > k)
-                cols.append(f"{name}#{k} med {statistics.median(ds):7.2f} max {max(ds):7.2f} end spread {max(es) - min(es):6.2f}")
             print(f"  call {ep}: {len(per)} CTAs, span {max(ends) - min(starts):8.2f}, gap {gap}, start spread "
-                  f"{max(starts) - min(starts):5.2f}")
-            if len(cols) > 8:  # (per-tile traces: the first and last three phases)
-                cols = cols[:3] + [f"... {len(cols) - 6} more"] + cols[-3:]
-            for c in cols:
-                print("     " + c)
+                  f"{max(starts) - min(starts):5.2f}, {len(allev)} events")
+            if any(d["inner"] for d in per.values()):
+                print_roles(per, max(ends))
+            else:
+                print_positions(per)
     return 0
 
 
