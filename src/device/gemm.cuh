@@ -111,6 +111,16 @@ typedef struct {
   int32_t m_rotate;
   const int32_t *m_order; /* NULL or a permutation of [0, tiles_m) in device memory */
   uint32_t *queue;        /* NULL = static schedule                                  */
+  /* Interleaved owner order (GEMM+RS at 2 ranks; 0 = off; needs m_rotate 0, no m_order,
+   * cluster 1, tiles_m = 2 * ileave_b, an even group_m G with G < ileave_b and ileave_b a
+   * multiple of G / 2): logical m-block i runs gemm_ileave_mblk's m-block. The first raster
+   * group holds G peer blocks, then each group G / 2 own and G / 2 peer blocks, the last group
+   * the remaining own ones: own block j always runs in a later group than peer block j, so
+   * with both ranks on this order every wait for a partial targets a smaller ticket on the
+   * peer (no wait cycle), and only about half of the CTAs push at any time. */
+  int32_t ileave_b;    /* m-blocks per owner                                          */
+  int32_t ileave_own;  /* first m-block of this rank's own rows (0 or ileave_b)       */
+  int32_t ileave_peer; /* first m-block of the peer's rows (ileave_b or 0)            */
 } gemm_order_hook_t;
 
 /* Hook (c): epilogue redirect and signal. With `out`, tile rows [r, r+128) are written to
@@ -396,6 +406,16 @@ typedef struct {
  * stored), so the scheduler has units_m * tiles_n tickets, half of tiles_m * tiles_n.
  * Shared with the host (tests/unit/test_gemm_args.c runs every worker's static schedule);
  * host callers pass m_order NULL (it points to device memory). */
+/* The interleaved owner order (gemm_order_hook_t.ileave_b): the m-block of logical position i
+ * for B = ileave_b blocks per owner and raster groups of G = group_m (see the hook). */
+GEMM_HD int gemm_ileave_mblk(const gemm_order_hook_t *o, int G, int i) {
+  const int B = o->ileave_b, h = G / 2;
+  if (i < G) return o->ileave_peer + i; /* group 0: peer blocks 0 .. G-1 */
+  const int q = i - G, u = q / G, r = q % G, mixed = (B - G) / h;
+  if (u < mixed) return r < h ? o->ileave_own + u * h + r : o->ileave_peer + G + u * h + (r - h);
+  return o->ileave_own + mixed * h + (q - mixed * G); /* the last group: own blocks B-G .. B-1 */
+}
+
 GEMM_HD int gemm_tile_of(const gemm_params_t *p, int ticket, int rank, gemm_tile_t *t) {
   const int cl = p->cluster_m;
   const int units_m = (p->tiles_m + cl - 1) / cl;
@@ -437,6 +457,7 @@ GEMM_HD int gemm_tile_of(const gemm_params_t *p, int ticket, int rank, gemm_tile
   if (cl == 1) {
     um = (um + p->order.m_rotate) % p->tiles_m;
     if (p->order.m_order) um = p->order.m_order[um];
+    else if (p->order.ileave_b) um = gemm_ileave_mblk(&p->order, p->group_m, um);
     t->m_blk = um;
   } else {
     t->m_blk = um * 2 + rank;

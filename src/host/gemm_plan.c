@@ -576,7 +576,7 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
           SKINNY_BN, mt, (long long)(tiles * p->skinny_split), workers);
     if (p->skinny_hint < 0 || p->skinny_hint > 3) MELD_WHY("gemm: skinny_hint %d is outside [0, 3]", p->skinny_hint);
     if (p->split_k != 1 || p->sk_tiles || p->cluster_m != 1 || p->ready.flags || p->order.queue ||
-        p->order.m_order || p->order.m_rotate || p->epi.out || p->epi.signal || p->epi.rows_valid ||
+        p->order.m_order || p->order.m_rotate || p->order.ileave_b || p->epi.out || p->epi.signal || p->epi.rows_valid ||
         p->epi.reduce.on || p->epi.out_tma || p->a2_rows || p->epi_tma || p->epi_defer)
       MELD_WHY("gemm: the small-M kernel takes no split-K, stream-K, cluster, TMA-store epilogue or hooks");
     if (!p->c) MELD_WHY("gemm: no output (c is NULL)");
@@ -646,7 +646,7 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
       }
     }
   }
-  if (p->cluster_m == 2 && (p->order.queue || p->order.m_order || p->order.m_rotate))
+  if (p->cluster_m == 2 && (p->order.queue || p->order.m_order || p->order.m_rotate || p->order.ileave_b))
     MELD_WHY("gemm: cluster_m 2 cannot be combined with the tile-order hook (queue, m_order, "
         "m_rotate): both CTAs of a pair must see the same tile sequence");
   if (p->cluster_m == 2 && p->ready.flags)
@@ -654,6 +654,16 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
         "leave its peer waiting for multicast data)");
   if (p->order.m_rotate < 0 || p->order.m_rotate >= p->tiles_m)
     MELD_WHY("gemm: m_rotate %d is outside [0, tiles_m %d)", p->order.m_rotate, p->tiles_m);
+  if (p->order.ileave_b) {
+    const int B = p->order.ileave_b, G = p->group_m;
+    if (B < 0 || p->cluster_m != 1 || p->order.m_rotate || p->order.m_order || p->tiles_m != 2 * B || G < 2 ||
+        G % 2 || G > B || B % (G / 2) ||
+        !((p->order.ileave_own == 0 && p->order.ileave_peer == B) || (p->order.ileave_own == B && p->order.ileave_peer == 0)))
+      MELD_WHY("gemm: the interleaved owner order needs cluster 1, no m_rotate or m_order, tiles_m %d = 2 x "
+          "ileave_b %d, an even group_m %d of at most ileave_b whose half divides ileave_b, and own / peer first "
+          "m-blocks {0, ileave_b} (%d / %d)",
+          p->tiles_m, B, G, p->order.ileave_own, p->order.ileave_peer);
+  }
   if (p->ready.flags && (p->ready.rows_per_flag < GEMM_BM || p->ready.rows_per_flag % GEMM_BM))
     MELD_WHY("gemm: ready.rows_per_flag %d is not a positive multiple of %d (one flag must cover "
         "whole m-blocks)",
@@ -693,7 +703,7 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            "  split_k %d (kb_per_split %d, from tile %d, interleaved %d) workspace %p counters %p\n"
            "  stream-K: %d tiles, %d ranges, %d parts, %d contributors max; fixup %s\n"
            "  ready: flags %p rows_per_flag %d epoch %llu abort %p timeout_ns %llu status %p\n"
-           "  order: m_rotate %d m_order %p queue %p\n"
+           "  order: m_rotate %d m_order %p queue %p ileave %d (own %d, peer %d)\n"
            "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
            p->m, p->n, p->k, p->b_kn ? "[K,N]" : "[N,K]", p->tiles_m, p->tiles_n, p->k_blocks,
            GEMM_BM, GEMM_BN_OF(p), GEMM_BK, GEMM_STAGES_OF(GEMM_BN_OF(p)), p->early_release == 2 ? " (early release, warpgroup-uniform)" : p->early_release ? " (early release)" : "",
@@ -705,7 +715,8 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            (const void *)p->ready.flags, p->ready.rows_per_flag,
            (unsigned long long)p->ready.epoch, (const void *)p->ready.abort_word,
            (unsigned long long)p->ready.timeout_ns, (void *)p->ready.status, p->order.m_rotate,
-           (const void *)p->order.m_order, (void *)p->order.queue, (const void *)p->epi.out,
+           (const void *)p->order.m_order, (void *)p->order.queue, p->order.ileave_b, p->order.ileave_own,
+           p->order.ileave_peer, (const void *)p->epi.out,
            (long long)p->epi.out_ld, p->epi.rows_per_owner, (const void *)p->epi.signal,
            (unsigned long long)p->epi.epoch);
 }

@@ -11,7 +11,8 @@
  *      co-resident (cooperative launch), and the hardware's block-to-SM order keeps CTAs that
  *      share operands near each other: session 8 measured 8% fewer L2 reads and 20% less L2
  *      fabric traffic than with arrival tickets, ~1% faster sustained). Tile order
- *      (m_rotate): the rows of rank r+1 first, then r+2, ..., own rows last. A tile of another
+ *      (m_rotate): the rows of rank r+1 first, then r+2, ..., own rows last (opt-in at 2 ranks:
+ *      MELD_GEMM_RS_ORDER=ileave interleaves own and peer rows after a lag). A tile of another
  *      owner goes through the epilogue redirect into that owner's staging slot (bf16, 16-byte
  *      stores over NVLink) and its flag in the owner's pad is released (value: the stamp from
  *      the header, so graph replays publish fresh values). An own tile waits for the P-1
@@ -388,6 +389,11 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         warpgroup warp, so that their system fence is off the consumers' path
  *                         (opt-in, session 5: built and tested on the CPU only; to be measured
  *                         with diag bit 8, which drops the release, as the bound)
+ *   MELD_GEMM_RS_ORDER    RS at 2 ranks, whole owner blocks: "ileave" = own and peer tiles share
+ *                         the raster groups after the first (gemm.cuh gemm_ileave_mblk), so the
+ *                         pushes spread over the call (opt-in, session 13: built and CPU-tested
+ *                         only); "rotate" or unset = peers' rows first, own rows last (in the
+ *                         argument hash: set it alike on every rank)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
  *   MELD_GEMM_AR_EARLY_COPY  1: the AR's copy of the peers' reduced tiles into C also by warps
@@ -502,7 +508,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
    * combine like split-K and the last arriver runs the reduce epilogue; no CTA waits for
    * another's piece). Off by default: see the variable's note above. */
   const int64_t tiles = (int64_t)pl->tiles_m * pl->tiles_n;
-  if (o.split_k == 1 && gemm_rs_env_int("MELD_GEMM_RS_STREAM_K", 1) == 2 && !(diag & 8))
+  if (o.split_k == 1 && gemm_rs_env_int("MELD_GEMM_RS_STREAM_K", 1) == 2 && !(diag & 8) && !pl->ileave)
     o.stream_k = gemm_plan_default_sk(tiles, grid, (int)((a->k + GEMM_BK - 1) / GEMM_BK)) == 2 ? 2 : 1;
   int workers = 0;
   MELD_CHECK(gemm_plan_make(&g, &o, &k.g, &workers));
@@ -520,6 +526,11 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   }
   gemm_epilogue_hook_t *e = &k.g.epi;
   k.g.order.m_rotate = pl->m_rotate;
+  if (pl->ileave && !(diag & 8)) { /* (the interleaved owner order, MELD_GEMM_RS_ORDER=ileave) */
+    k.g.order.ileave_b = (int32_t)(pl->rpo / 128);
+    k.g.order.ileave_own = r * k.g.order.ileave_b;
+    k.g.order.ileave_peer = (1 - r) * k.g.order.ileave_b;
+  }
   e->out = (void *const *)(ws + GEMM_RS_HDR_OUT);
   e->out_ld = pl->ldn;
   e->rows_per_owner = (int32_t)pl->rpo;

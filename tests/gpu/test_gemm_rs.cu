@@ -476,6 +476,14 @@ static void rank_main(int rank, int nranks) {
   test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 3);
   if (nranks > 1) test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_UNFUSED, 1);
   else test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 3); /* AUTO is meld_gemm at one rank */
+  if (nranks == 2) { /* the interleaved owner order (MELD_GEMM_RS_ORDER=ileave, session 13): RS only */
+    gt_log("MELD_GEMM_RS_ORDER=ileave:");
+    setenv("MELD_GEMM_RS_ORDER", "ileave", 1);
+    test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 1);
+    test_shape(&x, 2 * 4224, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 1); /* 33 blocks per owner: group_m 6; tails */
+    test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 200);
+    unsetenv("MELD_GEMM_RS_ORDER");
+  }
   test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
   test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200); /* 32 tiles: the decode rule's unfused path */
   test_back_to_back(&x, 1, MELD_GEMM_RS_FUSED, 200);
@@ -519,6 +527,14 @@ static void rank_main(int rank, int nranks) {
     test_loopback(&x, 8448, 1024, 1024, 3, "5");
     test_loopback(&x, 4096, 2048, 1024, 20, "0");
     test_loopback(&x, 4096, 2048, 1024, 20, "5");
+    /* the interleaved owner order (MELD_GEMM_RS_ORDER=ileave, session 13): own tiles wait for
+     * pushes of earlier tickets only; 33 blocks per owner (group_m 6), tails, back to back */
+    gt_log("MELD_GEMM_RS_ORDER=ileave:");
+    setenv("MELD_GEMM_RS_ORDER", "ileave", 1);
+    test_loopback(&x, 8192, 8192, 4096, 1, NULL);
+    test_loopback(&x, 8448, 1000, 4104, 3, NULL);
+    test_loopback(&x, 4096, 2048, 1024, 100, NULL);
+    unsetenv("MELD_GEMM_RS_ORDER");
     /* AR in loopback: the result slot and the copy phase; zero copy into a symmetric C */
     test_loopback_op(&x, 4096, 4096, 1024, 1, NULL, 1, 0);
     test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0); /* N, K tails (256 tiles: owner mode) */

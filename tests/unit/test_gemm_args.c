@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -453,6 +454,70 @@ static void test_skinny_rules(void **state) {
 }
 
 /* The 128 x 320 tile: when meld_gemm takes it, and what the legality check refuses with it. */
+/* The interleaved owner order (GEMM+RS at 2 ranks, gemm_order_hook_t.ileave_b): on both ranks'
+ * schedules every tile runs exactly once; each own tile's partial (the same tile, a peer tile on
+ * the other rank) has a strictly smaller ticket there (so the static schedule has no wait
+ * cycle); raster groups between the first and the last hold half own and half peer m-blocks;
+ * and gemm_params_check takes exactly the legal layouts. */
+static void test_ileave_order(void **state) {
+  (void)state;
+  static const int cfg[][3] = {/* B (m-blocks per owner), group_m, tiles_n */
+                               {32, 16, 32}, {64, 16, 32}, {32, 16, 1}, {20, 10, 3}, {16, 16, 5},
+                               {3, 2, 7},    {5, 2, 2},    {24, 16, 4}, {2, 2, 1},   {64, 16, 56}};
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    const int B = cfg[c][0], G = cfg[c][1], TN = cfg[c][2], T = 2 * B, tiles = T * TN;
+    int *tk = calloc((size_t)2 * tiles, sizeof *tk); /* [rank][m * TN + n] = ticket + 1 */
+    assert_non_null(tk);
+    for (int r = 0; r < 2; r++) {
+      gemm_params_t p;
+      memset(&p, 0, sizeof p);
+      p.m = T * 128; p.n = TN * 256; p.k = 64 * 8;
+      p.tiles_m = T; p.tiles_n = TN; p.k_blocks = 8;
+      p.cluster_m = 1; p.group_m = G; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 8; p.split_from = tiles;
+      p.order.ileave_b = B; p.order.ileave_own = r * B; p.order.ileave_peer = (1 - r) * B;
+      char why[256];
+      assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+      for (int t = 0; t < tiles; t++) {
+        gemm_tile_t x;
+        assert_int_equal(gemm_tile_of(&p, t, 0, &x), 1);
+        assert_true(x.m_blk >= 0 && x.m_blk < T && x.n_blk >= 0 && x.n_blk < TN);
+        assert_int_equal(tk[r * tiles + x.m_blk * TN + x.n_blk], 0); /* once */
+        tk[r * tiles + x.m_blk * TN + x.n_blk] = t + 1;
+      }
+      gemm_tile_t x;
+      assert_int_equal(gemm_tile_of(&p, tiles, 0, &x), 0);
+      /* groups strictly between the first and the last: half own, half peer m-blocks */
+      for (int g = 1; g < T / G - 1; g++) {
+        int own = 0;
+        for (int i = g * G; i < (g + 1) * G; i++) {
+          const int mb = gemm_ileave_mblk(&p.order, G, i);
+          own += mb >= r * B && mb < (r + 1) * B;
+        }
+        assert_int_equal(own, G / 2);
+      }
+      if (c == 0) { /* the checks refuse what the order cannot take */
+        p.order.m_rotate = 1;
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        assert_non_null(strstr(why, "interleaved"));
+        p.order.m_rotate = 0; p.group_m = 12; /* 32 % 6 != 0 */
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        p.group_m = 15; /* odd */
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        p.group_m = G; p.tiles_m = T - 1;
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        p.tiles_m = T; p.order.ileave_peer = p.order.ileave_own;
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        p.order.ileave_peer = (1 - r) * B; p.cluster_m = 2;
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+      }
+    }
+    for (int r = 0; r < 2; r++) /* own tile (m, n) of rank r: the peer's partial comes first */
+      for (int m = r * B; m < (r + 1) * B; m++)
+        for (int n = 0; n < TN; n++) assert_true(tk[(1 - r) * tiles + m * TN + n] < tk[r * tiles + m * TN + n]);
+    free(tk);
+  }
+}
+
 static void test_wide_tile(void **state) {
   (void)state;
   /* 132 SMs, 2048 x 5120: 320 tiles of 256 (3 rounds) vs 256 of 320 (2 rounds x 1.25) -> wide */
@@ -526,7 +591,7 @@ int main(void) {
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
-      cmocka_unit_test(test_wide_tile),
+      cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -214,6 +214,66 @@ static void test_order(void **state) {
       }
 }
 
+static int unset_order_env(void **state) {
+  (void)state;
+  unsetenv("MELD_GEMM_RS_ORDER");
+  return 0;
+}
+
+/* MELD_GEMM_RS_ORDER: "ileave" takes the interleaved owner order where it applies (RS, 2
+ * ranks, whole owner blocks: m_rotate 0, an even group_m whose half divides the blocks, in the
+ * argument hash), nowhere else; "rotate" or unset keeps the rotation; other values fail. */
+static void test_ileave_plan(void **state) {
+  (void)state;
+  gemm_rs_plan_t pl, p0;
+  char why[256];
+  meld_gemm_rs_args_t a = args(8192, 8192, 4096);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 1, 1, (size_t)1 << 40, &p0), MELD_OK);
+  assert_int_equal(p0.ileave, 0);
+  setenv("MELD_GEMM_RS_ORDER", "ileave", 1);
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(gemm_rs_plan_make(&a, 0, 2, r, 1, (size_t)1 << 40, &pl), MELD_OK);
+    assert_int_equal(pl.ileave, 1);
+    assert_int_equal(pl.m_rotate, 0);
+    assert_int_equal(pl.group_m, 16); /* 32 blocks per owner */
+    assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 0);
+  }
+  assert_true(pl.arg_hash != p0.arg_hash); /* a rank without it fails the handshake with it */
+  const int64_t ms[] = {256, 384, 1280, 2560, 5120, 8192, 16384};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) { /* every group size the rule picks is legal */
+    a = args(ms[i], 4096, 1024);
+    assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)1 << 40, &pl), MELD_OK);
+    const int64_t B = pl.rpo / 128;
+    assert_int_equal(pl.ileave, B >= 2 && pl.tiles_m == 2 * B); /* (M 384: 3 m-blocks, owners of 2) */
+    if (pl.ileave) {
+      assert_true(pl.group_m >= 2 && pl.group_m % 2 == 0 && pl.group_m <= B && B % (pl.group_m / 2) == 0);
+      assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 0);
+    }
+  }
+  a = args(8192, 8192, 4096);
+  assert_int_equal(gemm_rs_plan_make(&a, 1, 2, 0, 1, (size_t)1 << 40, &pl), MELD_OK); /* AR: not taken */
+  assert_int_equal(pl.ileave, 0);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 4, 0, 1, (size_t)1 << 40, &pl), MELD_OK); /* 4 ranks: not taken */
+  assert_int_equal(pl.ileave, 0);
+  a = args(8191, 8192, 4096); /* the last owner one row short: still whole blocks (its last is a tail) */
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 1, 1, (size_t)1 << 40, &pl), MELD_OK);
+  assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
+  assert_int_equal(pl.ileave, 1);
+  assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 0);
+  a = args(8192, 8192, 4096);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)1 << 40, &pl), MELD_OK);
+  pl.group_m = 12; /* the check refuses what the kernel's order cannot take */
+  assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 1);
+  assert_non_null(strstr(why, "interleaved"));
+  setenv("MELD_GEMM_RS_ORDER", "rotate", 1);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)1 << 40, &pl), MELD_OK);
+  assert_int_equal(pl.ileave, 0);
+  setenv("MELD_GEMM_RS_ORDER", "zigzag", 1);
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)1 << 40, &pl), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "MELD_GEMM_RS_ORDER=zigzag"));
+  unsetenv("MELD_GEMM_RS_ORDER");
+}
+
 /* The own-tile add mode (gemm_rs_preload_mode): each rule that the kernels depend on. */
 static void test_preload_mode(void **state) {
   (void)state;
@@ -337,6 +397,7 @@ static void test_ar_item_order(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ar_item_order),
+      cmocka_unit_test_teardown(test_ileave_plan, unset_order_env),
       cmocka_unit_test(test_preload_mode),
       cmocka_unit_test(test_flag_order_model),
       cmocka_unit_test(test_rows),
