@@ -9,7 +9,11 @@
 # 8192^3 with the diagnostic rows, sustained after both GPUs are heated (where the fused
 # kernel's +18% over meld_gemm goes). Still the first 2-GPU call after session 11: its GPU tests
 # also run session 11's flag change (st.release.sys alone; one fence for the reduce pushes and
-# epilogue signals) at 2 ranks for the first time. Usage (device): OUT=... bash bench/calls/x2_s10.sh
+# epilogue signals) at 2 ranks for the first time. Session 13: test_gemm_rs now also runs the
+# opt-in interleaved owner order (MELD_GEMM_RS_ORDER=ileave) at 2 ranks, and the GEMM+RS diag
+# rows include it ("interleaved owner order"): does spreading the pushes shorten the push
+# epilogues (7.6 us median, p99 18.5 in session 9's trace) and the tail?
+# Usage (device): OUT=... bash bench/calls/x2_s10.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s10}
 d=$(date -u +%Y-%m-%d)
