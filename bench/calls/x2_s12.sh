@@ -12,13 +12,14 @@
 # diag_nolink (pushes into the own staging: no NVLink data) and both: one GPU put the fused
 # kernel at +0.6-1% and its loopback pushes at +1.5-2% over meld_gemm sustained, session 9's 2
 # GPUs at +3-7% (meld_gemm's row there was biased fast): these rows say whether the rest is the
-# waits or the link.
+# waits or the link. At the end: GEMM+RS per-tile traces at 2 ranks with the default and the
+# opt-in interleaved owner order (MELD_GEMM_RS_ORDER=ileave), summarized by trace_stats.py.
 # Usage (device): OUT=... bash bench/calls/x2_s12.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s12}
 d=$(date -u +%Y-%m-%d)
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
-build lib build/tests/gpu/test_ag_gemm build/bench/bench_ag_gemm
+build lib build/tests/gpu/test_ag_gemm build/bench/bench_ag_gemm build/bench/bench_gemm_rs
 TEST_TIMEOUT_S=150 MELD_TIMEOUT_MS=3000 tests/gpu/run.sh test_ag_gemm > "$OUT/test_ag_gemm.log" 2>&1
 echo "test_ag_gemm (2 ranks) rc=$? at $(el) s"; grep -E "FAIL|checks passed|tile 128 x 320" "$OUT/test_ag_gemm.log" | cut -c1-150 | head -12
 for s in 8192x10240x8192 2048x10240x8192 2048x57344x8192; do
@@ -36,5 +37,12 @@ MELD_TRACE="$OUT/ag-trace-w320.json" timeout -k 5 60 build/bench/bench_ag_gemm -
 python3 tools/trace_png.py -o "$OUT/ag-trace-w320-x2.png" --title "AG+GEMM 2048 x 10240 x 8192, 128 x 320 tile, 2 x H200" \
   "$OUT"/ag-trace-w320*.json >> "$OUT/trace.log" 2>&1; echo "trace png rc=$?"
 python3 tools/trace_stats.py "$OUT"/ag-trace-w320*.json 2>&1 | tail -10
+# (session 13) GEMM+RS per-tile traces at 2 ranks, the default order and the opt-in interleaved
+# one: where the push epilogues' time goes (tools/trace_stats.py: per-role summary per call)
+for ord in rotate ileave; do
+  MELD_GEMM_RS_ORDER=$ord MELD_TRACE="$OUT/rs-trace-$ord.json" timeout -k 5 60 build/bench/bench_gemm_rs --trace --op rs \
+    --shape 8192,8192,8192 > "$OUT/rs-trace-$ord.log" 2>&1; echo "rs trace $ord rc=$? at $(el) s"
+  python3 tools/trace_stats.py "$OUT"/rs-trace-$ord.rank0.json 2>&1 | tail -8
+done
 echo "total: $(el) s"
 cd "$OUT" && tar czf logs.tgz *.log *.txt *.json 2>/dev/null && rm -f *.log *.txt *.json
