@@ -150,10 +150,16 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
     int G = B < 16 ? (int)B : 16;
     G -= G % 2;
     while (G > 2 && B % (G / 2)) G -= 2;
-    pl->ileave = 1;
-    pl->m_rotate = 0;
-    pl->own_first = (int)(rank * B);
-    pl->group_m = G;
+    /* An own tile asks for its partial at its start; the peer computed it at least one raster
+     * group (G x tiles_n tickets) earlier, and its flag appears one epilogue after the push.
+     * With fewer than two waves of tickets per group (sm_count known) the own tiles of group 1
+     * would wait for pushes of the same wave: keep the rotation there. */
+    if (sm_count <= 0 || (int64_t)G * pl->tiles_n >= 2 * (int64_t)sm_count) {
+      pl->ileave = 1;
+      pl->m_rotate = 0;
+      pl->own_first = (int)(rank * B);
+      pl->group_m = G;
+    }
   }
   /* The argument hash: every shape the ranks must agree on (pointers and leading dimensions
    * are per rank). The algorithm is part of it, so ranks that planned differently fail

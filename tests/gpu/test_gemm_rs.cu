@@ -355,6 +355,20 @@ static void test_loopback(ctx_t *x, int64_t m, int64_t n, int64_t k, int calls, 
   test_loopback_op(x, m, n, k, calls, preload, 0, 0);
 }
 
+/* MELD_GEMM_RS_ORDER=ileave must be in effect for this RS shape at 2 ranks (the plan's wave
+ * rule can keep the rotation): a case meant to run the interleaved order checks that it does. */
+static void expect_ileave(ctx_t *x, int64_t m, int64_t n, int64_t k) {
+  meld_gemm_rs_args_t a;
+  memset(&a, 0, sizeof a);
+  a.a = a.b = a.c = (void *)256;
+  a.lda = a.ldb = k, a.ldc = ((n + 7) / 8) * 8, a.m = m, a.n = n, a.k = k;
+  a.algo = MELD_GEMM_RS_FUSED;
+  gemm_rs_plan_t pl;
+  const meld_result_t r = gemm_rs_plan_make_sm(&a, 0, 2, 0, 1, (size_t)1 << 40, meld_comm_node_sm_count(x->comm), &pl);
+  GT_CHECK(r == MELD_OK && pl.ileave == 1, "M %lld N %lld K %lld: the interleaved order %s", (long long)m,
+           (long long)n, (long long)k, r == MELD_OK ? "is not taken (pick a shape with >= 2 waves per group)" : meld_last_error());
+}
+
 static void test_shape(ctx_t *x, int64_t m, int64_t n, int64_t k, int kn, meld_gemm_rs_algo_t algo, int ops) {
   prob_t p;
   prob_init(x, &p, m, n, k, kn, 1, ((n + 7) / 8) * 8 + (kn ? 8 : 0));
@@ -479,9 +493,12 @@ static void rank_main(int rank, int nranks) {
   if (nranks == 2) { /* the interleaved owner order (MELD_GEMM_RS_ORDER=ileave, session 13): RS only */
     gt_log("MELD_GEMM_RS_ORDER=ileave:");
     setenv("MELD_GEMM_RS_ORDER", "ileave", 1);
+    expect_ileave(&x, 8192, 8192, 4096);
+    expect_ileave(&x, 8448, 11100, 4104);
+    expect_ileave(&x, 4096, 8192, 4096);
     test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 1);
-    test_shape(&x, 2 * 4224, 1000, 4104, 0, MELD_GEMM_RS_FUSED, 1); /* 33 blocks per owner: group_m 6; tails */
-    test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 200);
+    test_shape(&x, 8448, 11100, 4104, 0, MELD_GEMM_RS_FUSED, 1); /* 33 blocks per owner: group_m 6; N, K tails */
+    test_back_to_back_m(&x, 0, MELD_GEMM_RS_FUSED, 200, 4096);
     unsetenv("MELD_GEMM_RS_ORDER");
   }
   test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
@@ -528,12 +545,16 @@ static void rank_main(int rank, int nranks) {
     test_loopback(&x, 4096, 2048, 1024, 20, "0");
     test_loopback(&x, 4096, 2048, 1024, 20, "5");
     /* the interleaved owner order (MELD_GEMM_RS_ORDER=ileave, session 13): own tiles wait for
-     * pushes of earlier tickets only; 33 blocks per owner (group_m 6), tails, back to back */
+     * pushes of earlier tickets only; shapes with >= 2 waves of tickets per raster group (the
+     * plan's rule), 33 blocks per owner (group_m 6) with tails, back to back */
     gt_log("MELD_GEMM_RS_ORDER=ileave:");
     setenv("MELD_GEMM_RS_ORDER", "ileave", 1);
+    expect_ileave(&x, 8192, 8192, 4096);
+    expect_ileave(&x, 8448, 11100, 4104);
+    expect_ileave(&x, 4096, 4352, 1024);
     test_loopback(&x, 8192, 8192, 4096, 1, NULL);
-    test_loopback(&x, 8448, 1000, 4104, 3, NULL);
-    test_loopback(&x, 4096, 2048, 1024, 100, NULL);
+    test_loopback(&x, 8448, 11100, 4104, 2, NULL); /* 33 blocks per owner: group_m 6; N, K tails */
+    test_loopback(&x, 4096, 4352, 1024, 100, NULL); /* 16 x 17 tickets per group, back to back */
     unsetenv("MELD_GEMM_RS_ORDER");
     /* AR in loopback: the result slot and the copy phase; zero copy into a symmetric C */
     test_loopback_op(&x, 4096, 4096, 1024, 1, NULL, 1, 0);

@@ -255,6 +255,12 @@ static void test_ileave_plan(void **state) {
   assert_int_equal(pl.ileave, 0);
   assert_int_equal(gemm_rs_plan_make(&a, 0, 4, 0, 1, (size_t)1 << 40, &pl), MELD_OK); /* 4 ranks: not taken */
   assert_int_equal(pl.ileave, 0);
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 0, 2, 0, 1, (size_t)1 << 40, 132, &pl), MELD_OK); /* 16 x 32 tickets per group: taken */
+  assert_int_equal(pl.ileave, 1);
+  a = args(8192, 2048, 4096); /* 16 x 8 = 128 tickets per group, under 2 waves of 132 SMs: not taken */
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 0, 2, 0, 1, (size_t)1 << 40, 132, &pl), MELD_OK);
+  assert_int_equal(pl.ileave, 0);
+  assert_int_equal(pl.m_rotate, 32);
   a = args(8191, 8192, 4096); /* the last owner one row short: still whole blocks (its last is a tail) */
   assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 1, 1, (size_t)1 << 40, &pl), MELD_OK);
   assert_int_equal(pl.algo, MELD_GEMM_RS_FUSED);
