@@ -12,7 +12,7 @@
 build lib build/bench/bench_gemm_rs
 TEST_TIMEOUT_S=240 MELD_TIMEOUT_MS=3000 tests/gpu/run.sh > "$OUT/gpu_tests.log" 2>&1
 echo "gpu tests rc=$? at $(el) s"; grep -E "^== |FAILED|FAIL |checks passed|PASSED|ileave|interleaved" "$OUT/gpu_tests.log" | cut -c1-160 | head -20
-timeout -k 5 240 build/bench/bench_gemm_rs --op rs --shape 8192,8192,8192 --diag --soak ${SOAK:-600} \
+timeout -k 5 240 build/bench/bench_gemm_rs --op rs --shape 8192,8192,4096 --diag --soak ${SOAK:-600} \
   --json "$OUT/gemm_rs-p1-ileave.jsonl" > "$OUT/rs.log" 2>&1
 echo "bench_gemm_rs rc=$? at $(el) s"; grep -E "soak" "$OUT/rs.log" | sed 's/^\[rank 0\] //' | grep -E " meld_gemm | meld_gemm_plain |DIAG=1024|ORDER|DIAG=8 |DIAG=16 | meld fused  " | cut -c1-150
 echo "total: $(el) s"
