@@ -3,7 +3,7 @@
 # its last GPU call (gemm.cuh: the order hook's interleaved mode, one untaken branch per tile by
 # default; gemm_rs.cu wiring), so (1) every GPU test program at one rank (test_gemm_rs includes
 # the interleaved order in loopback: 8192^2 x 4096, 8448 x 11100 x 4104 with group_m 6, 100 back
-# to back); (2) bench_gemm_rs --diag --soak at 8192^2 x 4096 (per rank of the 8192^3 suite shape):
+# to back); (2) bench_gemm_rs --diag --soak at 8192^2 x 4096 (one rank: K is the whole K; as s13 call 4):
 # the loopback row with the interleaved order beside the default loopback (no gain expected on
 # one GPU: the order is for NVLink bursts), and the soak lead-in's rows like session 13 call 4.
 # Then on 2 GPUs: bench/calls/x2_s10.sh and x2_s12.sh.
