@@ -112,7 +112,7 @@ typedef struct {
   const int32_t *m_order; /* NULL or a permutation of [0, tiles_m) in device memory */
   uint32_t *queue;        /* NULL = static schedule                                  */
   /* Interleaved owner order (GEMM+RS at 2 ranks; 0 = off; needs m_rotate 0, no m_order,
-   * cluster 1, tiles_m = 2 * ileave_b, an even group_m G with G < ileave_b and ileave_b a
+   * cluster 1, tiles_m = 2 * ileave_b, an even group_m G with G <= ileave_b and ileave_b a
    * multiple of G / 2): logical m-block i runs gemm_ileave_mblk's m-block. The first raster
    * group holds G peer blocks, then each group G / 2 own and G / 2 peer blocks, the last group
    * the remaining own ones: own block j always runs in a later group than peer block j, so
