@@ -89,30 +89,25 @@ static void f_meld(bctx_t *x) {
     printf("[rank %d] meld_ag_gemm: %s\n", x->rank, meld_last_error());
   }
 }
-/* One rank only: the fused kernel with the engine's static schedule (MELD_AG_GEMM_DIAG=1). */
-static void f_meld_static(bctx_t *x) {
-  setenv("MELD_AG_GEMM_DIAG", "1", 1);
-  f_meld(x);
-  unsetenv("MELD_AG_GEMM_DIAG");
-}
-/* One rank only: loopback (MELD_AG_GEMM_DIAG=2): the 2-rank fused kernel of rank 0 with half
- * the shape's rows as the shard and the other half as the virtual peer's (pushed and signalled
- * on this GPU): the GEMM of the full M x N_loc x K with the 2-rank comm path, without NVLink. */
-static void f_meld_loop(bctx_t *x) {
-  setenv("MELD_AG_GEMM_DIAG", "2", 1);
-  const int64_t m_loc = x->m_loc;
-  x->m_loc = m_loc / 2;
-  f_meld(x);
-  x->m_loc = m_loc;
-  unsetenv("MELD_AG_GEMM_DIAG");
-}
-/* Two or more ranks, timing diagnostics (MELD_AG_GEMM_DIAG bits 2 / 3, wrong results): the
- * GEMM without its row waits, the pushes without NVLink data, and both. */
+/* f_meld with MELD_AG_GEMM_DIAG = bits for the call. */
 static void f_meld_diag(bctx_t *x, const char *bits) {
   setenv("MELD_AG_GEMM_DIAG", bits, 1);
   f_meld(x);
   unsetenv("MELD_AG_GEMM_DIAG");
 }
+/* One rank only: the fused kernel with the engine's static schedule (MELD_AG_GEMM_DIAG=1). */
+static void f_meld_static(bctx_t *x) { f_meld_diag(x, "1"); }
+/* One rank only: loopback (MELD_AG_GEMM_DIAG=2): the 2-rank fused kernel of rank 0 with half
+ * the shape's rows as the shard and the other half as the virtual peer's (pushed and signalled
+ * on this GPU): the GEMM of the full M x N_loc x K with the 2-rank comm path, without NVLink. */
+static void f_meld_loop(bctx_t *x) {
+  const int64_t m_loc = x->m_loc;
+  x->m_loc = m_loc / 2;
+  f_meld_diag(x, "2");
+  x->m_loc = m_loc;
+}
+/* Two or more ranks, timing diagnostics (MELD_AG_GEMM_DIAG bits 2 / 3, wrong results): the
+ * GEMM without its row waits, the pushes without NVLink data, and both. */
 static void f_meld_nowait(bctx_t *x) { f_meld_diag(x, "4"); }
 static void f_meld_nolink(bctx_t *x) { f_meld_diag(x, "8"); }
 static void f_meld_nowait_nolink(bctx_t *x) { f_meld_diag(x, "12"); }
