@@ -558,6 +558,19 @@ __device__ __forceinline__ int gemm_own_tile(const gemm_params_t *p, gemm_tile_t
   return p->epi.out && p->epi.reduce.on && t.m_blk / (p->epi.rows_per_owner / GEMM_BM) == p->epi.reduce.owner;
 }
 
+/* Hook g kernels' add mode fixed at compile time (PRE template parameter of gemm_cta_run,
+ * gemm_consumer and gemm_epilogue): -1 = every mode, read from reduce.preload / .tma / .npush at
+ * run time (the general kernel); 4 = the default plan only: reduce.preload 4, reduce.tma 1,
+ * reduce.npush 0, whole tiles (split_k 1, sk_tiles 0; the host checks all before it picks the
+ * kernel), so the other modes' code (the staging pass, the register loads of modes 1-3, mode
+ * 5's stages, the symmetric push, the split-K fixup) is not compiled in. Session 13: the hook g kernel with every hook off ran 1.1-2.1% slower than the
+ * engine alone, its main loop the same SASS: the extra lay outside it, in 2.4x the code. */
+template <int PRE>
+__device__ __forceinline__ int gemm_preload_of(const gemm_params_t *p) {
+  static_assert(PRE == -1 || PRE == 4, "PRE: -1 (run time) or 4");
+  return PRE >= 0 ? PRE : p->epi.reduce.preload;
+}
+
 /* (defined after gemm_reduce_wait) */
 __device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase,
                                                  uint32_t &stage, uint32_t &phase);
@@ -1111,7 +1124,7 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
   }
 }
 
-template <bool RED, bool G2 = false, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN>
+template <bool RED, bool G2 = false, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN, int PRE = -1>
 __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
                                               uint32_t *pk = nullptr, int *pk_on = nullptr,
@@ -1143,15 +1156,16 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
   const int red = RED && eh->out && eh->reduce.on && owner == eh->reduce.owner; /* hook g */
   const int64_t red_tile =
       red ? (int64_t)(t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk : 0;
-  const int red_tma = RED && red && eh->reduce.tma;
+  const int red_tma = RED && red && (PRE >= 0 || eh->reduce.tma);
+  const int npush = PRE >= 0 ? 0 : eh->reduce.npush;
   if (red) {
     dst = (uint16_t *)eh->reduce.dst;
     ld = eh->reduce.dst_ld;
     /* (the previous tile's TMA store may still read this warpgroup's staging) */
-    if (red_tma && eh->reduce.npush > 0 && tid == 0) cp_async_bulk_wait_group_read0();
-    if (eh->reduce.npush > 0) gemm_reduce_push(p, acc, stg, g, tid, row_base, col_base, dst_row0, red_tile);
+    if (red_tma && npush > 0 && tid == 0) cp_async_bulk_wait_group_read0();
+    if (npush > 0) gemm_reduce_push(p, acc, stg, g, tid, row_base, col_base, dst_row0, red_tile);
     /* Ordered before the other threads' loads by the named barrier below (causality). */
-    if (tid == 0 && row_base < M && !(eh->reduce.diag & 2) && !eh->reduce.preload)
+    if (tid == 0 && row_base < M && !(eh->reduce.diag & 2) && !gemm_preload_of<PRE>(p))
       gemm_reduce_wait(eh, red_tile, sb + GEMM_EPOCH_OFF);
   }
   const int tma_out = G2 && RED && eh->out_tma && eh->out && eh->reduce.on && owner != eh->reduce.owner; /* g2 */
@@ -1184,7 +1198,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
     }
     /* add mode 4: half 0 of the partial was asked for at the tile's start (a split tile: now),
      * half 1 now */
-    const int red_tl = RED && !HELPER && red_tma && eh->reduce.preload == 4; /* (helper kernels: spilled) */
+    const int red_tl = RED && !HELPER && red_tma && gemm_preload_of<PRE>(p) == 4; /* (helper kernels: spilled) */
     if ((use_tma || red_tma) && tid == 0) {
       if (red_tl && h == 1) gemm_partial_tma(p, stg, sb, g, 1, col_base, dst_row0); /* (frees the staging first) */
       else if (red_tl && h == 0 && ld_shared_u32(sb + GEMM_PASK_OFF + 4 * g) == ld_shared_u32(sb + GEMM_PCNT_OFF + 4 * g))
@@ -1216,7 +1230,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
         cp_async_bulk_commit_group();
       }
     } else if (red) { /* hook g */
-      if (red_tma && eh->reduce.preload) { /* add mode: the staging holds the sums */
+      if (red_tma && gemm_preload_of<PRE>(p)) { /* add mode: the staging holds the sums */
         if (eh->reduce.ncopies > 0) gemm_copy_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0);
       } else if (!(red_tma && (eh->reduce.diag & 8)))
         gemm_reduce_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0, dst, ld, red_tma);
@@ -1523,9 +1537,10 @@ __device__ __forceinline__ void gemm_reduce_add_src(const gemm_params_t *p, floa
     asm volatile("" ::: "memory"); /* the next round's loads after these adds */
   }
 }
+template <int PRE>
 __device__ __forceinline__ void gemm_reduce_add(const gemm_params_t *p, float *acc, gemm_tile_t t, int g, int tid,
                                                 uint32_t sbase) {
-  const int nsrc = p->epi.reduce.diag & 4 ? 0 : p->epi.reduce.nsrc, mode = p->epi.reduce.preload;
+  const int nsrc = p->epi.reduce.diag & 4 ? 0 : p->epi.reduce.nsrc, mode = gemm_preload_of<PRE>(p);
   /* mode 4: src[0] comes through the staging (gemm_add_staged_half) and thread 0 acquired
    * every flag at the tile's start (gemm_partial_first): the barrier orders the others' loads */
   const int s0 = mode >= 4 ? 1 : 0; /* (mode 5: the producer acquired; the stages' barriers order) */
@@ -1560,7 +1575,8 @@ __device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gem
     }
 }
 
-template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN>
+template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN,
+          int PRE = -1>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
   static_assert(BN == GEMM_BN || (BN == GEMM_BN_WIDE && !BKN && !RED && !G2 && !HELPER),
@@ -1600,7 +1616,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
      * synthetic partial at 8192 x 8192 x 4096: 0.849 ms without these prefetches, 0.928 with:
      * 64 small bulk operations per warpgroup and tile queue in the TMA unit ahead of the
      * producer's loads) */
-    if (own_tile() && lane == tid && !(p->epi.reduce.diag & 64) && p->epi.reduce.preload != 4)
+    if (own_tile() && lane == tid && !(p->epi.reduce.diag & 64) && gemm_preload_of<PRE>(p) != 4)
       gemm_reduce_prefetch(p, t, g, lane);
     t.k_blk0 = (int32_t)ti.z;
     t.k_nblk = (int32_t)ti.w;
@@ -1617,12 +1633,12 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
      * first (all 256 consumer threads, only when one is pending: the word is written by
      * consumer thread 0 at the end of an epilogue, so the 256 threads meet first and then all
      * read the same value). */
-    if (RED && G2 && !HELPER && piece < 0 && p->epi.reduce.preload >= 4 && p->epi.out_tma && own_tile()) {
+    if (RED && G2 && !HELPER && piece < 0 && gemm_preload_of<PRE>(p) >= 4 && p->epi.out_tma && own_tile()) {
       named_bar_sync(GEMM_BAR_CONSUMERS, 256);
       if (ld_shared_u32(sbase + GEMM_PEND_OFF) != 0xffffffffu) gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu);
     }
-    if (RED && !HELPER && tid == 0 && piece < 0 && p->epi.reduce.preload >= 4 && own_tile()) {
-      if (p->epi.reduce.preload == 4) gemm_partial_first(p, t, g, stg, sbase); /* (a split tile: its last piece's epilogue asks) */
+    if (RED && !HELPER && tid == 0 && piece < 0 && gemm_preload_of<PRE>(p) >= 4 && own_tile()) {
+      if (gemm_preload_of<PRE>(p) == 4) gemm_partial_first(p, t, g, stg, sbase); /* (a split tile: its last piece's epilogue asks) */
       else gemm_own_wait(p, t, sbase); /* mode 5: the acquire that orders the producer's partial stages */
     }
     uint32_t prev = 0;
@@ -1678,7 +1694,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
                         ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     }
-    if (BN == GEMM_BN && piece >= 0) { /* (the wide tile has no split-K / stream-K) */
+    if (BN == GEMM_BN && PRE < 0 && piece >= 0) { /* (the wide tile and PRE 4 have no split-K / stream-K) */
       if (DEFER > 0) { /* pk was stored at kb 0 (pk_on is 0): free its registers for the fixup */
 #pragma unroll
         for (int i = 0; i < 2 * PKJ; ++i) pk[i] = 0;
@@ -1699,7 +1715,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     }
     /* hook g, add mode 5: the producer's two partial stages (gemm_part_stages) join the
      * accumulators; each warp releases a stage once all its lanes have read their pairs */
-    if (RED && !HELPER && piece < 0 && p->epi.reduce.preload == 5 && own_tile()) {
+    if (RED && !HELPER && piece < 0 && gemm_preload_of<PRE>(p) == 5 && own_tile()) {
       const int l = tid & 31, r0 = 16 * (tid >> 5) + (l >> 2);
 #pragma unroll /* (h indexes the accumulators: rolled, they went to local memory) */
       for (int h = 0; h < 2; ++h) {
@@ -1711,9 +1727,11 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       }
     }
     /* hook g, add mode: the partials join the (whole: split pieces combined) accumulators */
-    if (RED && p->epi.reduce.preload && own_tile()) gemm_reduce_add(p, acc, t, g, tid, sbase);
-    if (DEFER > 0) gemm_epilogue<RED, G2, DEFER, false, BN>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
-    else gemm_epilogue<RED, G2, 0, HELPER, BN>(p, acc, t, stg, g, tid);
+    /* (PRE 4: only further sources, past src[0], load here: more than 2 ranks) */
+    if (RED && gemm_preload_of<PRE>(p) && (PRE < 0 || p->epi.reduce.nsrc > 1) && own_tile())
+      gemm_reduce_add<PRE>(p, acc, t, g, tid, sbase);
+    if (DEFER > 0) gemm_epilogue<RED, G2, DEFER, false, BN, PRE>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
+    else gemm_epilogue<RED, G2, 0, HELPER, BN, PRE>(p, acc, t, stg, g, tid);
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the epilogue */
       meld_trace_record(&p->trace, own_tile() ? MELD_ROLE_REDUCE : p->epi.out ? MELD_ROLE_COMM : MELD_ROLE_OTHER,
                         (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
@@ -1722,7 +1740,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   if (DEFER > 0 && pk_on) gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu); /* hook g2: last */
   if (HELPER && g == 0 && tid == 0) gemm_helper_post(GEMM_HELPER_END); /* always: the helper ends */
-  if ((p->epi_tma || (RED && p->epi.reduce.tma)) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
+  if ((p->epi_tma || (RED && (PRE >= 0 || p->epi.reduce.tma))) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }
 
 /* The engine entry for one CTA of 384 threads (all must call it; it starts with
@@ -1736,13 +1754,14 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * warpgroups finished their tiles (the pipeline smem is then free; TMA-store epilogues may
  * still be reading their staging): work after the engine that needs more than 40 registers
  * must go there. */
-/* HELPER (hook g2 kernels only): warp 1 of the producer warpgroup runs gemm_flag_helper.
+/* PRE (hook g kernels): the add mode fixed at compile time (gemm_preload_of): -1 = any.
+ * HELPER (hook g2 kernels only): warp 1 of the producer warpgroup runs gemm_flag_helper.
  * SKQ: the producer's queue + static stream-K pieces (gemm_producer). */
 /* Side (optional): work for warps 2 and 3 of the producer warpgroup (idle in the engine), run
  * WHILE this CTA's consumers run their tiles, with the producer warpgroup's 40 registers and
  * no shared memory of the engine's: side(w, lane), w = 0 or 1; must not use CTA barriers. */
 template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, bool SKQ = false,
-          class Tail = gemm_no_tail, class Side = gemm_no_tail, int BN = GEMM_BN>
+          class Tail = gemm_no_tail, class Side = gemm_no_tail, int BN = GEMM_BN, int PRE = -1>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers, const Tail &tail = Tail(),
                                              const Side &side = Side()) {
@@ -1784,13 +1803,13 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec_40();
-    if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER, BN>(p, smem, sbase, worker, nworkers);
+    if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER && PRE < 0, BN>(p, smem, sbase, worker, nworkers);
     else if (HELPER && threadIdx.x == 32) gemm_flag_helper(p, sbase);
     else if (threadIdx.x >= 64) side((int)threadIdx.x / 32 - 2, (int)threadIdx.x & 31);
     __syncwarp();
   } else {
     setmaxnreg_inc_232();
-    gemm_consumer<BKN, RED, G2, DEFER, HELPER, BN>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    gemm_consumer<BKN, RED, G2, DEFER, HELPER, BN, PRE>(p, smem, sbase, wg - 1, threadIdx.x & 127);
     /* Work after this CTA's last tile that needs registers: code after the role join below is
      * reachable from the producer warpgroup (setmaxnreg 40), so ptxas fits it in 40 registers
      * and spills beyond that. The consumer warpgroups' barriers are theirs to name (not 1..3

@@ -329,7 +329,10 @@ struct gemm_rs_side {
  * stand-alone kernel's deferred epilogue, inside this kernel's launch and entry. */
 /* HELPER (with G2; opt-in MELD_GEMM_RS_FLAG_HELPER=1): the pushed tiles' flags are released by
  * a producer-warpgroup warp (gemm.cuh gemm_flag_helper) instead of consumer thread 0. */
-template <bool BKN, bool G2, bool BARE = false, bool HELPER = false>
+/* PRE 4 (not with BARE or HELPER): the add mode of the default plan fixed at compile time
+ * (gemm.cuh gemm_preload_of: preload 4, own tiles stored by TMA, no symmetric push), so the
+ * other modes' code is left out; -1: every mode (the general kernel). */
+template <bool BKN, bool G2, bool BARE = false, bool HELPER = false, int PRE = -1>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_rs_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_rs_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -350,8 +353,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     if constexpr (BARE)
       gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, w, (int)gridDim.x);
     else
-      gemm_cta_run<BKN, true, G2, 0, HELPER>(&a.g, gemm_rs_smem, w, (int)gridDim.x, gemm_rs_tail{&proto, &a, gemm_rs_smem},
-                                             gemm_rs_side{&proto, &a});
+      gemm_cta_run<BKN, true, G2, 0, HELPER, false, gemm_rs_tail, gemm_rs_side, GEMM_BN, PRE>(
+          &a.g, gemm_rs_smem, w, (int)gridDim.x, gemm_rs_tail{&proto, &a, gemm_rs_smem}, gemm_rs_side{&proto, &a});
   }
   __syncthreads();
   meld_ctx_t ctx;
@@ -385,6 +388,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         next epilogue (gemm.cuh hook g2); "st" = 16-byte stores from the
  *                         consumer warpgroups, flag released in the epilogue after a fence that
  *                         waits for them (s2 run 2 diag: 0.1-0.17 ms of 0.87 at 8192x4096x7168)
+ *   MELD_GEMM_RS_LEAN     0: the general hook g kernel (every add mode compiled in) also where the
+ *                         plan is the default add mode (reduce.preload 4, TMA store); default 1 =
+ *                         the kernel with that mode fixed at compile time (session 14)
  *   MELD_GEMM_RS_FLAG_HELPER  1: at 2 ranks the pushed tiles' flags are released by a producer-
  *                         warpgroup warp, so that their system fence is off the consumers' path
  *                         (opt-in, session 5: built and tested on the CPU only; to be measured
@@ -658,6 +664,19 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     char buf[1024];
     gemm_rs_plan_format(pl, buf, sizeof buf);
     MELD_TRACE(MELD_SUB_OPS, "%s", buf);
+  }
+  /* The kernel with the default plan's add mode compiled in (PRE 4: same shared memory, threads
+   * and so grid) where the plan is that mode with whole tiles; MELD_GEMM_RS_LEAN=0 keeps the general kernel. */
+  if (!(diag & 16) && !helper && e->reduce.on && e->reduce.preload == 4 && e->reduce.tma && !e->reduce.npush &&
+      k.g.split_k == 1 && k.g.sk_tiles == 0 &&
+      gemm_rs_env_int("MELD_GEMM_RS_LEAN", 1) != 0) {
+    kern = kn ? (g2 ? (const void *)gemm_rs_kernel<true, true, false, false, 4> : (const void *)gemm_rs_kernel<true, false, false, false, 4>)
+              : (g2 ? (const void *)gemm_rs_kernel<false, true, false, false, 4> : (const void *)gemm_rs_kernel<false, false, false, false, 4>);
+    int grid_lean = 0; /* (sets its shared-memory attribute) */
+    MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid_lean));
+    if (grid_lean != grid)
+      return meld_error(MELD_ERR_INTERNAL, "%s: the lean kernel's grid %d differs from the plan's %d",
+                        pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs", grid_lean, grid);
   }
   void *kargs[] = {&proto, &k};
   return meld_launch_coop(kern, grid, GEMM_THREADS, GEMM_SMEM_BYTES, kargs, stream);

@@ -500,6 +500,11 @@ static void rank_main(int rank, int nranks) {
     test_shape(&x, 8448, 11100, 4104, 0, MELD_GEMM_RS_FUSED, 1); /* 33 blocks per owner: group_m 6; N, K tails */
     test_back_to_back_m(&x, 0, MELD_GEMM_RS_FUSED, 200, 4096);
     unsetenv("MELD_GEMM_RS_ORDER");
+    gt_log("MELD_GEMM_RS_LEAN=0:"); /* the general hook g kernel in the default add mode */
+    setenv("MELD_GEMM_RS_LEAN", "0", 1);
+    test_shape(&x, 8448, 11100, 4104, 0, MELD_GEMM_RS_FUSED, 3);
+    test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 50);
+    unsetenv("MELD_GEMM_RS_LEAN");
   }
   test_back_to_back(&x, 0, MELD_GEMM_RS_AUTO, 200);
   test_back_to_back(&x, 1, MELD_GEMM_RS_AUTO, 200); /* 32 tiles: the decode rule's unfused path */
@@ -544,6 +549,16 @@ static void rank_main(int rank, int nranks) {
     test_loopback(&x, 8448, 1024, 1024, 3, "5");
     test_loopback(&x, 4096, 2048, 1024, 20, "0");
     test_loopback(&x, 4096, 2048, 1024, 20, "5");
+    /* the general hook g kernel in the default add mode (the cases above with mode 4 run the
+     * kernel with that mode compiled in, session 14) */
+    gt_log("MELD_GEMM_RS_LEAN=0:");
+    setenv("MELD_GEMM_RS_LEAN", "0", 1);
+    test_loopback(&x, 4096, 1000, 4104, 1, NULL);
+    test_loopback(&x, 8448, 1024, 1024, 3, NULL);
+    test_loopback(&x, 4096, 2048, 1024, 20, NULL);
+    test_synthetic_partial(&x, 2000, 4000, 1024, 1, NULL);
+    test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0);
+    unsetenv("MELD_GEMM_RS_LEAN");
     /* the interleaved owner order (MELD_GEMM_RS_ORDER=ileave, session 13): own tiles wait for
      * pushes of earlier tickets only; shapes with >= 2 waves of tickets per raster group (the
      * plan's rule), 33 blocks per owner (group_m 6) with tails, back to back */
