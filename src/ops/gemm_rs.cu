@@ -291,6 +291,7 @@ __device__ __forceinline__ void gemm_rs_ctx_reload(meld_ctx_t *c, const meld_pro
  * only 40 registers), warp 0 of consumer warpgroup 0: step 5 (an epilogue wait that gave up,
  * hook g, left its reason in the status word: turn it into the error record), then for AR
  * the copy phase (step 4). */
+template <bool AR = true> /* false: RS only (the AR copy phase left out) */
 struct gemm_rs_tail {
   const meld_proto_dev_t *proto;
   const gemm_rs_kargs_t *a;
@@ -306,17 +307,18 @@ struct gemm_rs_tail {
                   meld_wait_info(MELD_REGION_SIGNAL, 0, -1, "partial tile (epilogue)"), meld_stamp(ctx.epoch, 1), 0,
                   0, ld_relaxed_sys_u32(meld_abort_word(proto)));
     }
-    if (a->is_ar && !a->sym) gemm_ar_copy_phase(&ctx, a, smem, tid);
+    if (AR && a->is_ar && !a->sym) gemm_ar_copy_phase(&ctx, a, smem, tid);
   }
 };
 
 /* The engine's side work (warps 2-3 of the producer warpgroup, during the GEMM): the AR's
  * early copy. */
+template <bool AR = true> /* false: RS only (no early copy) */
 struct gemm_rs_side {
   const meld_proto_dev_t *proto;
   const gemm_rs_kargs_t *a;
   __device__ __forceinline__ void operator()(int, int lane) const {
-    if (!a->early) return;
+    if (!AR || !a->early) return;
     meld_ctx_t ctx;
     gemm_rs_ctx_reload(&ctx, proto, a);
     if (!ctx.failed) gemm_ar_copy_early(&ctx, a, lane);
@@ -331,8 +333,9 @@ struct gemm_rs_side {
  * a producer-warpgroup warp (gemm.cuh gemm_flag_helper) instead of consumer thread 0. */
 /* PRE 4 (not with BARE or HELPER): the add mode of the default plan fixed at compile time
  * (gemm.cuh gemm_preload_of: preload 4, own tiles stored by TMA, no symmetric push), so the
- * other modes' code is left out; -1: every mode (the general kernel). */
-template <bool BKN, bool G2, bool BARE = false, bool HELPER = false, int PRE = -1>
+ * other modes' code is left out; -1: every mode (the general kernel). AR false: RS only, without
+ * the AR's copy phase and early copy (gemm_rs_tail, gemm_rs_side). */
+template <bool BKN, bool G2, bool BARE = false, bool HELPER = false, int PRE = -1, bool AR = true>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_rs_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_rs_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -353,8 +356,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     if constexpr (BARE)
       gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, w, (int)gridDim.x);
     else
-      gemm_cta_run<BKN, true, G2, 0, HELPER, false, gemm_rs_tail, gemm_rs_side, GEMM_BN, PRE>(
-          &a.g, gemm_rs_smem, w, (int)gridDim.x, gemm_rs_tail{&proto, &a, gemm_rs_smem}, gemm_rs_side{&proto, &a});
+      gemm_cta_run<BKN, true, G2, 0, HELPER, false, gemm_rs_tail<AR>, gemm_rs_side<AR>, GEMM_BN, PRE>(
+          &a.g, gemm_rs_smem, w, (int)gridDim.x, gemm_rs_tail<AR>{&proto, &a, gemm_rs_smem}, gemm_rs_side<AR>{&proto, &a});
   }
   __syncthreads();
   meld_ctx_t ctx;
@@ -389,8 +392,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         consumer warpgroups, flag released in the epilogue after a fence that
  *                         waits for them (s2 run 2 diag: 0.1-0.17 ms of 0.87 at 8192x4096x7168)
  *   MELD_GEMM_RS_LEAN     0: the general hook g kernel (every add mode compiled in) also where the
- *                         plan is the default add mode (reduce.preload 4, TMA store); default 1 =
- *                         the kernel with that mode fixed at compile time (session 14)
+ *                         plan is the default add mode (reduce.preload 4, TMA store, whole
+ *                         tiles); default 1 = the kernel with that mode fixed at compile time,
+ *                         for RS also without the AR's copy code (session 14); 2 = RS in the
+ *                         AR's kernel of 1 (diagnosis: what the AR code costs RS)
  *   MELD_GEMM_RS_FLAG_HELPER  1: at 2 ranks the pushed tiles' flags are released by a producer-
  *                         warpgroup warp, so that their system fence is off the consumers' path
  *                         (opt-in, session 5: built and tested on the CPU only; to be measured
@@ -667,11 +672,17 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   }
   /* The kernel with the default plan's add mode compiled in (PRE 4: same shared memory, threads
    * and so grid) where the plan is that mode with whole tiles; MELD_GEMM_RS_LEAN=0 keeps the general kernel. */
+  const int lean = gemm_rs_env_int("MELD_GEMM_RS_LEAN", 1);
   if (!(diag & 16) && !helper && e->reduce.on && e->reduce.preload == 4 && e->reduce.tma && !e->reduce.npush &&
-      k.g.split_k == 1 && k.g.sk_tiles == 0 &&
-      gemm_rs_env_int("MELD_GEMM_RS_LEAN", 1) != 0) {
-    kern = kn ? (g2 ? (const void *)gemm_rs_kernel<true, true, false, false, 4> : (const void *)gemm_rs_kernel<true, false, false, false, 4>)
-              : (g2 ? (const void *)gemm_rs_kernel<false, true, false, false, 4> : (const void *)gemm_rs_kernel<false, false, false, false, 4>);
+      k.g.split_k == 1 && k.g.sk_tiles == 0 && lean != 0) {
+    if (pl->is_ar || lean == 2)
+      kern = kn ? (g2 ? (const void *)gemm_rs_kernel<true, true, false, false, 4> : (const void *)gemm_rs_kernel<true, false, false, false, 4>)
+                : (g2 ? (const void *)gemm_rs_kernel<false, true, false, false, 4> : (const void *)gemm_rs_kernel<false, false, false, false, 4>);
+    else
+      kern = kn ? (g2 ? (const void *)gemm_rs_kernel<true, true, false, false, 4, false>
+                      : (const void *)gemm_rs_kernel<true, false, false, false, 4, false>)
+                : (g2 ? (const void *)gemm_rs_kernel<false, true, false, false, 4, false>
+                      : (const void *)gemm_rs_kernel<false, false, false, false, 4, false>);
     int grid_lean = 0; /* (sets its shared-memory attribute) */
     MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid_lean));
     if (grid_lean != grid)

@@ -558,6 +558,8 @@ static void rank_main(int rank, int nranks) {
     test_loopback(&x, 4096, 2048, 1024, 20, NULL);
     test_synthetic_partial(&x, 2000, 4000, 1024, 1, NULL);
     test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0);
+    setenv("MELD_GEMM_RS_LEAN", "2", 1); /* RS in the lean AR kernel (diagnosis) */
+    test_loopback(&x, 4096, 1000, 4104, 3, NULL);
     unsetenv("MELD_GEMM_RS_LEAN");
     /* the interleaved owner order (MELD_GEMM_RS_ORDER=ileave, session 13): own tiles wait for
      * pushes of earlier tickets only; shapes with >= 2 waves of tickets per raster group (the
