@@ -272,6 +272,13 @@ void gemm_rs_plan_format(const gemm_rs_plan_t *pl, char *buf, size_t len) {
            pl->arg_hash);
 }
 
+int gemm_rs_kernel_variant(int lean, int is_ar, int bare, int helper, int reduce_on, int preload, int tma, int npush,
+                           int split_k, int sk_tiles) {
+  if (lean == 0 || bare || helper || !reduce_on || preload != 4 || !tma || npush || split_k != 1 || sk_tiles)
+    return 0;
+  return is_ar || lean == 2 ? 1 : 2;
+}
+
 int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
                          int cluster_m) {
   int mode = 0;

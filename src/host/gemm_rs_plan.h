@@ -106,6 +106,16 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
 int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
                          int cluster_m);
 
+/* Which hook g kernel runs a fused call (gemm_rs.cu; gemm.cuh template parameter PRE): 0 the
+ * general one (every add mode at run time), 1 the one with add mode 4 compiled in (AR's copy
+ * code included), 2 the same for RS only (without it). The lean kernels need the default
+ * plan's mode: reduction on (`reduce_on`), `preload` 4, own tiles by TMA store (`tma`), no
+ * symmetric push (`npush` 0), whole tiles (`split_k` 1, `sk_tiles` 0), neither the diagnostic
+ * bare kernel (`bare`) nor the flag helper's (`helper`). `lean` = MELD_GEMM_RS_LEAN (1 unset):
+ * 0 keeps the general kernel, 2 runs RS in the AR's lean kernel (diagnosis). */
+int gemm_rs_kernel_variant(int lean, int is_ar, int bare, int helper, int reduce_on, int preload, int tma, int npush,
+                           int split_k, int sk_tiles);
+
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */
 int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len);

@@ -672,10 +672,11 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   }
   /* The kernel with the default plan's add mode compiled in (PRE 4: same shared memory, threads
    * and so grid) where the plan is that mode with whole tiles; MELD_GEMM_RS_LEAN=0 keeps the general kernel. */
-  const int lean = gemm_rs_env_int("MELD_GEMM_RS_LEAN", 1);
-  if (!(diag & 16) && !helper && e->reduce.on && e->reduce.preload == 4 && e->reduce.tma && !e->reduce.npush &&
-      k.g.split_k == 1 && k.g.sk_tiles == 0 && lean != 0) {
-    if (pl->is_ar || lean == 2)
+  const int variant = gemm_rs_kernel_variant(gemm_rs_env_int("MELD_GEMM_RS_LEAN", 1), pl->is_ar, diag & 16, helper,
+                                             e->reduce.on, e->reduce.preload, e->reduce.tma, e->reduce.npush,
+                                             k.g.split_k, k.g.sk_tiles);
+  if (variant) {
+    if (variant == 1)
       kern = kn ? (g2 ? (const void *)gemm_rs_kernel<true, true, false, false, 4> : (const void *)gemm_rs_kernel<true, false, false, false, 4>)
                 : (g2 ? (const void *)gemm_rs_kernel<false, true, false, false, 4> : (const void *)gemm_rs_kernel<false, false, false, false, 4>);
     else
