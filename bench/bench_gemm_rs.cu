@@ -377,7 +377,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -486,6 +486,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                       {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_LEAN", "2"}}},
         [V_D130L2] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag && !sh->is_ar,
                       {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_RS_LEAN", "2"}}},
+        /* AR: the reduced tiles' copy flags at the end of their epilogue (before session 14;
+         * default now: one epilogue later, like the pushes'), at 2 ranks (zero copy if C is
+         * symmetric: the default rows' C) and in loopback, slots and zero copy */
+        [V_COPYNOW] = {op_meld, MELD_GEMM_RS_FUSED, big2 && sh->is_ar, {{"MELD_GEMM_AR_COPY_FLAG", "now"}}},
+        [V_LOOPCN] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar,
+                      {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_COPY_FLAG", "now"}}},
+        [V_LOOPZCN] = {op_meld_symc, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar && r.c_sym != NULL,
+                       {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_ZC", "1"}, {"MELD_GEMM_AR_COPY_FLAG", "now"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -635,6 +643,10 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_LOOPL0] > 0)
         printf("        diag: general kernel (MELD_GEMM_RS_LEAN=0): loopback %7.3f, one synthetic partial (diag 130) %7.3f\n",
                tm[V_LOOPL0], tm[V_D130L0]);
+      if (tm[V_COPYNOW] > 0) printf("        variant: fused AR, copy flags at the end of the epilogue (MELD_GEMM_AR_COPY_FLAG=now) %7.3f\n", tm[V_COPYNOW]);
+      if (tm[V_LOOPCN] > 0)
+        printf("        diag: loopback AR, copy flags at the end of the epilogue (MELD_GEMM_AR_COPY_FLAG=now): slots %7.3f, zero copy %7.3f\n",
+               tm[V_LOOPCN], tm[V_LOOPZCN]);
       if (tm[V_LOOPL2] > 0)
         printf("        diag: RS in the lean AR kernel (MELD_GEMM_RS_LEAN=2): loopback %7.3f, diag 130 %7.3f\n", tm[V_LOOPL2],
                tm[V_D130L2]);

@@ -207,6 +207,13 @@ typedef struct {
      *     the pass (4-byte loads).
      * The flag-helper kernels lack 4 and 5 (docs/perf-notes.md, session 6). */
     int32_t preload;
+    /* (additive; 0 = off; only in hook g2 kernels with out_tma, not with the flag helper; local
+     * tiles < 2^24) 1: a reduced tile's copy_signal flags are released like a pushed tile's
+     * (hook g2): at the start of the CTA's next epilogue or after its last tile (pending word
+     * GEMM_PEND_COPY << 24 | local tile), with st.release.sys each, instead of at the end of its
+     * own epilogue after both warpgroups' barrier and a fence.acq_rel.sys that waits for the
+     * copies' stores (at 2 GPUs NVLink stores into the peer's slot or C). Session 14. */
+    int32_t copy_defer;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
@@ -1060,6 +1067,8 @@ __device__ __forceinline__ void gemm_flag_helper(const gemm_params_t *p, uint32_
   }
 }
 
+/* The pending word's owner field for a reduced tile's deferred copy flags (reduce.copy_defer). */
+#define GEMM_PEND_COPY 0xfeu
 template <bool HELPER = false>
 __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, int tid, uint32_t sbase, int keep,
                                                uint32_t next) {
@@ -1074,7 +1083,11 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
     const uint32_t pend = ld_shared_u32(pend_sa);
     if (pend != 0xffffffffu) {
       if constexpr (HELPER) {
-        gemm_helper_post(pend);
+        gemm_helper_post(pend); /* (copy_defer is off with the helper) */
+      } else if ((pend >> 24) == GEMM_PEND_COPY) { /* a reduced tile's copies (reduce.copy_defer) */
+        const uint64_t value = gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF);
+        for (int cc = 0; cc < p->epi.reduce.ncopies; ++cc)
+          gemm_flag_put(p, p->epi.reduce.copy_signal[cc] + (pend & 0xffffffu), value);
       } else {
         gemm_flag_put(p, p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF));
       }
@@ -1273,6 +1286,9 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
     if (g == 0 && tid == 0)
       st_shared_u32(pend_sa, ((uint32_t)owner << 24) |
                                  (uint32_t)((t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk));
+  } else if (G2 && !HELPER && red && eh->out_tma && eh->reduce.copy_defer && eh->reduce.ncopies > 0 &&
+             t.m_blk < p->tiles_m) { /* the copies' flags wait for the next epilogue, like a push's */
+    if (g == 0 && tid == 0) st_shared_u32(pend_sa, (GEMM_PEND_COPY << 24) | (uint32_t)red_tile);
   } else if (((eh->signal && !red) || (red && eh->reduce.ncopies > 0)) &&
              t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag; a reduced tile's own flag is waited for by nobody) */
     if (use_tma && tid == 0) cp_async_bulk_wait_group0(); /* the TMA writes themselves are done */

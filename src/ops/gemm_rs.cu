@@ -391,6 +391,10 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
  *                         next epilogue (gemm.cuh hook g2); "st" = 16-byte stores from the
  *                         consumer warpgroups, flag released in the epilogue after a fence that
  *                         waits for them (s2 run 2 diag: 0.1-0.17 ms of 0.87 at 8192x4096x7168)
+ *   MELD_GEMM_AR_COPY_FLAG  "now": AR at 2 ranks releases a reduced tile's copy flags at the end of
+ *                         its epilogue (after both warpgroups' barrier and a system fence), as
+ *                         before session 14; default: at the start of the CTA's next epilogue,
+ *                         like the pushes' flags (gemm.cuh reduce.copy_defer)
  *   MELD_GEMM_RS_LEAN     0: the general hook g kernel (every add mode compiled in) also where the
  *                         plan is the default add mode (reduce.preload 4, TMA store, whole
  *                         tiles); default 1 = the kernel with that mode fixed at compile time,
@@ -590,6 +594,11 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     if (e->reduce.preload >= 4)
       MELD_CHECK(gemm_rs_map_c(&g, &o, (uint8_t *)ws + GEMM_RS_HDR_BYTES, pl->ldn, pl->rpo, &k.g.map_p));
   }
+  /* The AR's reduced tiles' copy flags released one epilogue later, like the pushes' (gemm.cuh
+   * reduce.copy_defer; MELD_GEMM_AR_COPY_FLAG=now: at the end of the tile's epilogue, as before
+   * session 14). Only in the TMA-push kernels without the flag helper. */
+  e->reduce.copy_defer = g2 && !helper && e->reduce.ncopies > 0 && (int64_t)pl->tiles_own < ((int64_t)1 << 24) &&
+                         !gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now");
   if (g2) {
     /* Hook g2: map_c over the peer's partial slot (R rows x N, ld ldn): every tile of the peer
      * goes there by TMA. Slot index (r - q - 1 + 2) % 2 = 0; diag 1: own slot, no NVLink. */
@@ -610,6 +619,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     e->reduce.on = 0;
     e->reduce.tma = 0;
     e->reduce.preload = 0;
+    e->reduce.copy_defer = 0;
     e->out_tma = 0;
   }
   char why[256];

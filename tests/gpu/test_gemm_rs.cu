@@ -587,6 +587,11 @@ static void rank_main(int rank, int nranks) {
     test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 3); /* C registered: zero copy */
     test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 3);
     test_loopback_op(&x, 4096, 2048, 1024, 3, NULL, 1, 2); /* symmetric C, MELD_GEMM_AR_ZC=0 */
+    gt_log("MELD_GEMM_AR_COPY_FLAG=now:"); /* the copy flags at the end of the epilogue (before s14) */
+    setenv("MELD_GEMM_AR_COPY_FLAG", "now", 1);
+    test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0);
+    test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 1);
+    unsetenv("MELD_GEMM_AR_COPY_FLAG");
     setenv("MELD_GEMM_AR_EARLY_COPY", "1", 1); /* the opt-in early copy during the GEMM */
     test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0);
     test_loopback_op(&x, 8192, 1003, 4104, 1, NULL, 1, 0); /* N % 8: element copies */
