@@ -279,6 +279,10 @@ int gemm_rs_kernel_variant(int lean, int is_ar, int bare, int helper, int reduce
   return is_ar || lean == 2 ? 1 : 2;
 }
 
+int gemm_rs_copy_defer(int g2, int helper, int ncopies, int64_t tiles_own, int now) {
+  return g2 && !helper && ncopies > 0 && tiles_own < ((int64_t)1 << 24) && !now;
+}
+
 int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
                          int cluster_m) {
   int mode = 0;

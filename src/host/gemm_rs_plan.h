@@ -116,6 +116,12 @@ int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int spli
 int gemm_rs_kernel_variant(int lean, int is_ar, int bare, int helper, int reduce_on, int preload, int tma, int npush,
                            int split_k, int sk_tiles);
 
+/* 1 when a fused call's reduced tiles release their copy flags one epilogue later, like the
+ * pushes' (gemm.cuh reduce.copy_defer): only in the TMA-push kernels (`g2`) without the flag
+ * helper, with copies to make (`ncopies` > 0: AR in owner mode), local tiles < 2^24 (the
+ * pending word's field), and not with MELD_GEMM_AR_COPY_FLAG=now (`now`). */
+int gemm_rs_copy_defer(int g2, int helper, int ncopies, int64_t tiles_own, int now);
+
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */
 int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len);

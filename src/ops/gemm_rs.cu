@@ -371,6 +371,16 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 
 /* ---- host ------------------------------------------------------------------------------------ */
 
+/* The fused kernel for B's layout (`kn`) and the push (`g2`), with add mode PRE (-1: any) and,
+ * for AR false, RS only. */
+template <int PRE, bool AR>
+static const void *gemm_rs_kernel_for(int kn, int g2) {
+  return kn ? (g2 ? (const void *)gemm_rs_kernel<true, true, false, false, PRE, AR>
+                  : (const void *)gemm_rs_kernel<true, false, false, false, PRE, AR>)
+            : (g2 ? (const void *)gemm_rs_kernel<false, true, false, false, PRE, AR>
+                  : (const void *)gemm_rs_kernel<false, false, false, false, PRE, AR>);
+}
+
 /* Run-time variants (read per call, so a benchmark can compare them in one process; each only
  * changes this rank's local schedule, never the protocol, so ranks may even differ; except
  * MELD_GEMM_AR_DECODE_UNFUSED, which changes the algorithm):
@@ -499,8 +509,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   const void *kern = diag & 16 ? (kn ? (const void *)gemm_rs_kernel<true, false, true> : (const void *)gemm_rs_kernel<false, false, true>)
                      : helper  ? (kn ? (const void *)gemm_rs_kernel<true, true, false, true>
                                      : (const void *)gemm_rs_kernel<false, true, false, true>)
-                     : kn      ? (g2 ? (const void *)gemm_rs_kernel<true, true> : (const void *)gemm_rs_kernel<true, false>)
-                               : (g2 ? (const void *)gemm_rs_kernel<false, true> : (const void *)gemm_rs_kernel<false, false>);
+                               : gemm_rs_kernel_for<-1, true>(kn, g2);
   int grid = 0;
   MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid));
   static gemm_rs_kargs_t k; /* large: not on the stack; copied by the launch */
@@ -597,8 +606,8 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   /* The AR's reduced tiles' copy flags released one epilogue later, like the pushes' (gemm.cuh
    * reduce.copy_defer; MELD_GEMM_AR_COPY_FLAG=now: at the end of the tile's epilogue, as before
    * session 14). Only in the TMA-push kernels without the flag helper. */
-  e->reduce.copy_defer = g2 && !helper && e->reduce.ncopies > 0 && (int64_t)pl->tiles_own < ((int64_t)1 << 24) &&
-                         !gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now");
+  e->reduce.copy_defer =
+      gemm_rs_copy_defer(g2, helper, e->reduce.ncopies, pl->tiles_own, gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now"));
   if (g2) {
     /* Hook g2: map_c over the peer's partial slot (R rows x N, ld ldn): every tile of the peer
      * goes there by TMA. Slot index (r - q - 1 + 2) % 2 = 0; diag 1: own slot, no NVLink. */
@@ -686,14 +695,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
                                              e->reduce.on, e->reduce.preload, e->reduce.tma, e->reduce.npush,
                                              k.g.split_k, k.g.sk_tiles);
   if (variant) {
-    if (variant == 1)
-      kern = kn ? (g2 ? (const void *)gemm_rs_kernel<true, true, false, false, 4> : (const void *)gemm_rs_kernel<true, false, false, false, 4>)
-                : (g2 ? (const void *)gemm_rs_kernel<false, true, false, false, 4> : (const void *)gemm_rs_kernel<false, false, false, false, 4>);
-    else
-      kern = kn ? (g2 ? (const void *)gemm_rs_kernel<true, true, false, false, 4, false>
-                      : (const void *)gemm_rs_kernel<true, false, false, false, 4, false>)
-                : (g2 ? (const void *)gemm_rs_kernel<false, true, false, false, 4, false>
-                      : (const void *)gemm_rs_kernel<false, false, false, false, 4, false>);
+    kern = variant == 1 ? gemm_rs_kernel_for<4, true>(kn, g2) : gemm_rs_kernel_for<4, false>(kn, g2);
     int grid_lean = 0; /* (sets its shared-memory attribute) */
     MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid_lean));
     if (grid_lean != grid)

@@ -305,6 +305,21 @@ static void test_kernel_variant(void **state) {
   }
 }
 
+/* The AR copy flags' deferral (gemm_rs_copy_defer): on by default in the TMA-push kernels;
+ * never with the flag helper (its ring carries push flags only) or past the pending word's
+ * 24-bit tile field. */
+static void test_copy_defer(void **state) {
+  (void)state;
+  /* g2, helper, ncopies, tiles_own, now */
+  assert_int_equal(gemm_rs_copy_defer(1, 0, 1, 2048, 0), 1);
+  assert_int_equal(gemm_rs_copy_defer(1, 0, 1, 2048, 1), 0); /* MELD_GEMM_AR_COPY_FLAG=now */
+  assert_int_equal(gemm_rs_copy_defer(0, 0, 1, 2048, 0), 0); /* 16-byte-store push: no pending word */
+  assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 2048, 0), 0); /* flag helper */
+  assert_int_equal(gemm_rs_copy_defer(1, 0, 0, 2048, 0), 0); /* RS: nothing copied */
+  assert_int_equal(gemm_rs_copy_defer(1, 0, 1, ((int64_t)1 << 24) - 1, 0), 1);
+  assert_int_equal(gemm_rs_copy_defer(1, 0, 1, (int64_t)1 << 24, 0), 0);
+}
+
 /* The own-tile add mode (gemm_rs_preload_mode): each rule that the kernels depend on. */
 static void test_preload_mode(void **state) {
   (void)state;
@@ -431,6 +446,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_ileave_plan, unset_order_env),
       cmocka_unit_test(test_preload_mode),
       cmocka_unit_test(test_kernel_variant),
+      cmocka_unit_test(test_copy_defer),
       cmocka_unit_test(test_flag_order_model),
       cmocka_unit_test(test_rows),
       cmocka_unit_test(test_validation),
