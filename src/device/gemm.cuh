@@ -1650,8 +1650,13 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
      * flag may wait, the same way, for ours) or chain the waits CTA after CTA: release it
      * first (all 256 consumer threads, only when one is pending: the word is written by
      * consumer thread 0 at the end of an epilogue, so the 256 threads meet first and then all
-     * read the same value). */
-    if (RED && G2 && !HELPER && piece < 0 && gemm_preload_of<PRE>(p) >= 4 && p->epi.out_tma && own_tile()) {
+     * read the same value). The other add modes wait later (0: in the epilogue, before its
+     * flush; 1-3: after the mainloop), the flag-helper kernels (mode 0) too, and a split tile's
+     * last piece in its epilogue: the general kernel releases here for every own tile and
+     * piece (session 14: with modes 0-3 or the helper, 132 own tiles on 132 CTAs waited for
+     * their own pending flag; found by reading, not yet run). (PRE 4: whole tiles only.) */
+    if (PRE >= 0 ? RED && G2 && !HELPER && piece < 0 && gemm_preload_of<PRE>(p) >= 4 && p->epi.out_tma && own_tile()
+                 : RED && G2 && p->epi.out_tma && own_tile()) {
       named_bar_sync(GEMM_BAR_CONSUMERS, 256);
       if (ld_shared_u32(sbase + GEMM_PEND_OFF) != 0xffffffffu) gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu);
     }

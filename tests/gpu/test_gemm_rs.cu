@@ -547,6 +547,14 @@ static void rank_main(int rank, int nranks) {
      * holding it deadlocked (s6, caught by reasoning; this case now guards it) */
     test_loopback(&x, 8448, 1024, 1024, 3, NULL);
     test_loopback(&x, 8448, 1024, 1024, 3, "5");
+    /* the same with the add modes that wait after the mainloop (0: in the epilogue; 2: loads
+     * into registers) and with the flag helper (mode 0): each CTA waited for its own pending
+     * flag until session 14 released it at every own tile's start (found by reading) */
+    test_loopback(&x, 8448, 1024, 1024, 3, "0");
+    test_loopback(&x, 8448, 1024, 1024, 3, "2");
+    setenv("MELD_GEMM_RS_FLAG_HELPER", "1", 1);
+    test_loopback(&x, 8448, 1024, 1024, 3, NULL);
+    unsetenv("MELD_GEMM_RS_FLAG_HELPER");
     test_loopback(&x, 4096, 2048, 1024, 20, "0");
     test_loopback(&x, 4096, 2048, 1024, 20, "5");
     /* the general hook g kernel in the default add mode (the cases above with mode 4 run the
