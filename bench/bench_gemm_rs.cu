@@ -377,7 +377,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PDOFF, V_LOOPPD0, V_LOOPPDOFF, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -494,6 +494,19 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                       {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_COPY_FLAG", "now"}}},
         [V_LOOPZCN] = {op_meld_symc, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar && r.c_sym != NULL,
                        {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_ZC", "1"}, {"MELD_GEMM_AR_COPY_FLAG", "now"}}},
+        /* AR: the reduced tiles' copies by the threads' 16-byte stores (before session 15;
+         * default now: TMA stores from the staging), at 2 ranks and in loopback */
+        [V_COPYST] = {op_meld, MELD_GEMM_RS_FUSED, big2 && sh->is_ar, {{"MELD_GEMM_AR_COPY", "st"}}},
+        [V_LOOPCS] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar,
+                      {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_COPY", "st"}}},
+        [V_LOOPZCS] = {op_meld_symc, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar && r.c_sym != NULL,
+                       {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_ZC", "1"}, {"MELD_GEMM_AR_COPY", "st"}}},
+        /* the pushed tiles' second half: in their own epilogue (MELD_GEMM_RS_PUSH_DEFER=off, before
+         * session 15; default now: staged during the next mainloop after k-block 16), at 2 ranks
+         * and in loopback; and after k-block 0 (loopback) */
+        [V_PDOFF] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_PUSH_DEFER", "off"}}},
+        [V_LOOPPD0] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_PUSH_DEFER", "0"}}},
+        [V_LOOPPDOFF] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_PUSH_DEFER", "off"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -647,6 +660,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_LOOPCN] > 0)
         printf("        diag: loopback AR, copy flags at the end of the epilogue (MELD_GEMM_AR_COPY_FLAG=now): slots %7.3f, zero copy %7.3f\n",
                tm[V_LOOPCN], tm[V_LOOPZCN]);
+      if (tm[V_COPYST] > 0) printf("        variant: fused AR, copies by 16-byte stores (MELD_GEMM_AR_COPY=st) %7.3f\n", tm[V_COPYST]);
+      if (tm[V_LOOPCS] > 0)
+        printf("        diag: loopback AR, copies by 16-byte stores (MELD_GEMM_AR_COPY=st): slots %7.3f, zero copy %7.3f\n",
+               tm[V_LOOPCS], tm[V_LOOPZCS]);
+      if (tm[V_PDOFF] > 0) printf("        variant: fused, pushed tiles' second half in their own epilogue (MELD_GEMM_RS_PUSH_DEFER=off) %7.3f\n", tm[V_PDOFF]);
+      if (tm[V_LOOPPD0] > 0)
+        printf("        diag: loopback, pushed tiles' second half (MELD_GEMM_RS_PUSH_DEFER): in their own epilogue %7.3f, after k-block 0 of the next tile %7.3f\n",
+               tm[V_LOOPPDOFF], tm[V_LOOPPD0]);
       if (tm[V_LOOPL2] > 0)
         printf("        diag: RS in the lean AR kernel (MELD_GEMM_RS_LEAN=2): loopback %7.3f, diag 130 %7.3f\n", tm[V_LOOPL2],
                tm[V_D130L2]);

@@ -214,6 +214,14 @@ typedef struct {
      * own epilogue after both warpgroups' barrier and a fence.acq_rel.sys that waits for the
      * copies' stores (at 2 GPUs NVLink stores into the peer's slot or C). Session 14. */
     int32_t copy_defer;
+    /* (additive; 0 = off; needs tma and ncopies 1) 1: a reduced tile's sums reach copies[0] by
+     * TMA store through gemm_params_t.map_cp (a map over copies[0] like map_c2: dims {n, rows},
+     * ld out_ld, box {64, 64}, SWIZZLE_128B), issued with the own store from the same staging,
+     * instead of the 128 threads' 16-byte stores (at 2 GPUs NVLink stores from registers that
+     * hold the warpgroup in its epilogue). The copy flags follow the issuing thread's
+     * cp.async.bulk.wait_group 0 like a pushed tile's. Only the kernels with the add mode compiled
+     * in (PRE >= 0) have it: in the general one it spilled 12 bytes. Session 15. */
+    int32_t copy_tma;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
@@ -224,6 +232,12 @@ typedef struct {
    * after the issuing threads' cp.async.bulk.wait_group 0, the consumers' barrier and a
    * fence.acq_rel.sys; so the consumers never wait for NVLink in the epilogue. */
   int32_t out_tma;
+  /* (hook g2 in the kernels with the add mode compiled in and DEFER, gemm_rs's
+   * MELD_GEMM_RS_PUSH_DEFER) a pushed tile's second 64 x 128 half per warpgroup is packed into
+   * registers and staged + stored during the CTA's next mainloop, after that tile's k-block
+   * out_defer_kb's wgmmas are issued (after its last, if it has fewer; before an own tile's
+   * mainloop). Its flag still waits for the next epilogue (gemm_epi_flush). */
+  int32_t out_defer_kb;
 } gemm_epilogue_hook_t;
 
 /* Everything one GEMM launch (or one fused kernel's GEMM part) needs. Filled by
@@ -283,6 +297,8 @@ typedef struct {
   /* The first partial's source map (hook g, reduce.preload 4): over reduce.src[0] like map_c
    * (dims {n, rows_per_owner}, ld out_ld, box {64, 64}, SWIZZLE_128B). */
   CUtensorMap map_p;
+  /* The reduced tiles' copy map (hook g with epi.reduce.copy_tma; see there). */
+  CUtensorMap map_cp;
   /* Split-K / stream-K combine (additive; 0 = each piece stores its partial, the last
    * arriver reads them; 1 = pieces add into one zeroed fp32 tile with red.global.add.v4.f32,
    * the last reads the sum and re-zeroes it: `workspace` must then be all zeros before the
@@ -1190,9 +1206,12 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
    * has nothing of ours on NVLink to wait for (the previous tile's stores had a mainloop). */
   if (G2 && RED && eh->out_tma && t.m_blk < p->tiles_m) gemm_epi_flush<HELPER>(p, g, tid, sb, 0, 0xffffffffu);
   const int use_tma = G2 ? tma_out : (p->epi_tma && !eh->out && eh->rows_valid <= 0);
-  /* Deferred half 1 (DEFER, plain TMA-store path, no hooks): packed into 32 registers now,
-   * staged and stored by gemm_epi_deferred during the next tile's first k-block. */
-  const int defer = DEFER > 0 && !RED && !G2 && use_tma && !eh->signal;
+  /* Deferred half 1 (DEFER): packed into 32 registers now, staged and stored by
+   * gemm_epi_deferred during the next tile's mainloop. The plain TMA-store path (no hooks), and
+   * hook g2's pushed tiles (the kernels with the add mode compiled in, PRE >= 0): there half
+   * 0's TMA store must have read the staging out before half 1 can be staged, and at 2 GPUs
+   * that read runs at the NVLink drain rate, with every CTA pushing at once. */
+  const int defer = DEFER > 0 && ((!RED && !G2 && use_tma && !eh->signal) || (G2 && RED && PRE >= 0 && tma_out));
   const int r0 = 16 * w + (l >> 2); /* this thread's first row in the warpgroup's 64 */
   const uint32_t bar = GEMM_BAR_WG0 + g;
 #pragma unroll
@@ -1208,7 +1227,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
       }
       *pk_on = 1;
       *pk_col = col_base + 128 * (NH - 1);
-      *pk_row = row_base;
+      *pk_row = tma_out ? (int)dst_row0 : row_base; /* (g2: the row in the owner's buffer, map_c) */
       continue;
     }
     /* add mode 4: half 0 of the partial was asked for at the tile's start (a split tile: now),
@@ -1246,17 +1265,21 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
       }
     } else if (red) { /* hook g */
       if (red_tma && gemm_preload_of<PRE>(p)) { /* add mode: the staging holds the sums */
-        if (eh->reduce.ncopies > 0) gemm_copy_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0);
+        if (eh->reduce.ncopies > 0 && !(PRE >= 0 && eh->reduce.copy_tma)) gemm_copy_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0);
       } else if (!(red_tma && (eh->reduce.diag & 8)))
         gemm_reduce_half(eh, stg, tid, row_base, col_base + 128 * h, M, N, dst_row0, dst, ld, red_tma);
       if (red_tma) { /* the sums are in the staging: one thread stores the half */
         fence_proxy_async_smem_cta();
         named_bar_sync(bar, 128);
         if (tid == 0) {
+          const int copy_tma = PRE >= 0 && eh->reduce.copy_tma; /* (the lean kernels only) */
 #pragma unroll
           for (int b = 0; b < 2; ++b) {
             const int c0 = col_base + 128 * h + 64 * b;
-            if (c0 < N) tma_store_2d(&p->map_c2, stg + 8192 * b, c0, (int)dst_row0);
+            if (c0 < N) {
+              tma_store_2d(&p->map_c2, stg + 8192 * b, c0, (int)dst_row0);
+              if (copy_tma) tma_store_2d(&p->map_cp, stg + 8192 * b, c0, (int)dst_row0);
+            }
           }
           cp_async_bulk_commit_group();
         }
@@ -1293,7 +1316,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
     if (g == 0 && tid == 0) st_shared_u32(pend_sa, (GEMM_PEND_COPY << 24) | (uint32_t)red_tile);
   } else if (((eh->signal && !red) || (red && eh->reduce.ncopies > 0)) &&
              t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag; a reduced tile's own flag is waited for by nobody) */
-    if (use_tma && tid == 0) cp_async_bulk_wait_group0(); /* the TMA writes themselves are done */
+    if ((use_tma || (PRE >= 0 && red && eh->reduce.copy_tma)) && tid == 0) cp_async_bulk_wait_group0(); /* the TMA writes themselves are done */
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);     /* every consumer thread's stores precede */
     if (g == 0 && tid == 0) {
       const int local_mb = eh->out ? t.m_blk - owner * (eh->rows_per_owner / GEMM_BM) : t.m_blk;
@@ -1655,6 +1678,10 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
      * last piece in its epilogue: the general kernel releases here for every own tile and
      * piece (session 14: with modes 0-3 or the helper, 132 own tiles on 132 CTAs waited for
      * their own pending flag; found by reading, not yet run). (PRE 4: whole tiles only.) */
+    if (DEFER > 0 && RED && pk_on && own_tile()) { /* a pushed tile's deferred half before its flag and the partial */
+      gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
+      pk_on = 0;
+    }
     if (PRE >= 0 ? RED && G2 && !HELPER && piece < 0 && gemm_preload_of<PRE>(p) >= 4 && p->epi.out_tma && own_tile()
                  : RED && G2 && p->epi.out_tma && own_tile()) {
       named_bar_sync(GEMM_BAR_CONSUMERS, 256);
@@ -1697,7 +1724,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
         }
       }
       wgmma_commit();
-      if (DEFER > 0 && pk_on) { /* the previous tile's last store overlaps this k-block */
+      if (DEFER > 0 && pk_on && (!RED || kb == p->epi.out_defer_kb)) { /* the previous tile's last store overlaps this k-block */
         gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
         pk_on = 0;
       }
@@ -1707,6 +1734,10 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       }
       prev = stage;
       if (++stage == NST) { stage = 0; phase ^= 1; }
+    }
+    if (DEFER > 0 && RED && pk_on) { /* (a mainloop of out_defer_kb k-blocks or fewer) */
+      gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
+      pk_on = 0;
     }
     wgmma_wait0();
     wgmma_fence_acc128(acc);
@@ -1803,6 +1834,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     prefetch_tensormap(&p->map_b);
     if (p->epi_tma) prefetch_tensormap(&p->map_c);
     if (p->epi.reduce.tma) prefetch_tensormap(&p->map_c2);
+    if (p->epi.reduce.copy_tma) prefetch_tensormap(&p->map_cp);
     if (p->epi.reduce.preload >= 4) { /* (mode 5 uses only the map) */
       prefetch_tensormap(&p->map_p);
       for (int g = 0; g < 2; ++g) {

@@ -283,6 +283,13 @@ int gemm_rs_copy_defer(int g2, int helper, int ncopies, int64_t tiles_own, int n
   return g2 && !helper && ncopies > 0 && tiles_own < ((int64_t)1 << 24) && !now;
 }
 
+int gemm_rs_copy_tma(int lean, int tma, int ncopies, int st) { return lean && tma && ncopies == 1 && !st; }
+
+int gemm_rs_push_defer_kb(int variant, int g2, int requested) {
+  if (!variant || !g2 || requested == -1) return -1;
+  return requested >= 0 ? requested : GEMM_RS_PUSH_DEFER_KB;
+}
+
 int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
                          int cluster_m) {
   int mode = 0;

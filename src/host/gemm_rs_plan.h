@@ -122,6 +122,25 @@ int gemm_rs_kernel_variant(int lean, int is_ar, int bare, int helper, int reduce
  * pending word's field), and not with MELD_GEMM_AR_COPY_FLAG=now (`now`). */
 int gemm_rs_copy_defer(int g2, int helper, int ncopies, int64_t tiles_own, int now);
 
+/* 1 when a fused call's reduced tiles reach their one copy (AR in owner mode at 2 ranks: the
+ * peer's result slot or, zero copy, its C) by TMA store from the staging (gemm.cuh
+ * reduce.copy_tma): in the lean kernels only (`lean`: gemm_rs_kernel_variant != 0), own tiles
+ * stored by TMA (`tma`), exactly one copy (`ncopies` 1), and not with MELD_GEMM_AR_COPY=st
+ * (`st`: the threads' 16-byte stores, as before session 15). */
+int gemm_rs_copy_tma(int lean, int tma, int ncopies, int st);
+
+/* The k-block of a CTA's next mainloop after which a pushed tile's deferred second half is
+ * staged and pushed (gemm.cuh out_defer_kb), or -1 for none (the half goes out in the tile's
+ * epilogue once the first half's store has read the staging out): only in the lean kernels
+ * (`variant` != 0, gemm_rs_kernel_variant) with the TMA push (`g2`: 2 ranks). `requested` =
+ * MELD_GEMM_RS_PUSH_DEFER: -1 "off", >= 0 that k-block, -2 unset: GEMM_RS_PUSH_DEFER_KB. */
+/* Default 16 (session 15): at 2 GPUs with every CTA pushing at once, half 0's 32 KB per CTA
+ * drain at ~360 GB/s / 132 CTAs, up to ~12 us; 16 k-blocks of K 64 are ~13 us of mainloop at
+ * the cap (8192^2 x 4096). One GPU, loopback, sustained: off 0.8805 ms, after k-block 0 0.8798,
+ * 16 0.8806 (RS); the gain it is for (the drain) exists only on NVLink. */
+#define GEMM_RS_PUSH_DEFER_KB 16
+int gemm_rs_push_defer_kb(int variant, int g2, int requested);
+
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */
 int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len);

@@ -335,7 +335,7 @@ struct gemm_rs_side {
  * (gemm.cuh gemm_preload_of: preload 4, own tiles stored by TMA, no symmetric push), so the
  * other modes' code is left out; -1: every mode (the general kernel). AR false: RS only, without
  * the AR's copy phase and early copy (gemm_rs_tail, gemm_rs_side). */
-template <bool BKN, bool G2, bool BARE = false, bool HELPER = false, int PRE = -1, bool AR = true>
+template <bool BKN, bool G2, bool BARE = false, bool HELPER = false, int PRE = -1, bool AR = true, int DEF = 0>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_rs_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_rs_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -356,7 +356,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     if constexpr (BARE)
       gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, w, (int)gridDim.x);
     else
-      gemm_cta_run<BKN, true, G2, 0, HELPER, false, gemm_rs_tail<AR>, gemm_rs_side<AR>, GEMM_BN, PRE>(
+      gemm_cta_run<BKN, true, G2, DEF, HELPER, false, gemm_rs_tail<AR>, gemm_rs_side<AR>, GEMM_BN, PRE>(
           &a.g, gemm_rs_smem, w, (int)gridDim.x, gemm_rs_tail<AR>{&proto, &a, gemm_rs_smem}, gemm_rs_side<AR>{&proto, &a});
   }
   __syncthreads();
@@ -372,9 +372,13 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 /* ---- host ------------------------------------------------------------------------------------ */
 
 /* The fused kernel for B's layout (`kn`) and the push (`g2`), with add mode PRE (-1: any) and,
- * for AR false, RS only. */
-template <int PRE, bool AR>
+ * for AR false, RS only; DEF 1: the pushed tiles' deferred second half (PRE 4, g2 only). */
+template <int PRE, bool AR, int DEF = 0>
 static const void *gemm_rs_kernel_for(int kn, int g2) {
+  static_assert(DEF == 0 || PRE >= 0, "the deferred push half: lean kernels only");
+  if (DEF && g2)
+    return kn ? (const void *)gemm_rs_kernel<true, true, false, false, PRE, AR, DEF>
+              : (const void *)gemm_rs_kernel<false, true, false, false, PRE, AR, DEF>;
   return kn ? (g2 ? (const void *)gemm_rs_kernel<true, true, false, false, PRE, AR>
                   : (const void *)gemm_rs_kernel<true, false, false, false, PRE, AR>)
             : (g2 ? (const void *)gemm_rs_kernel<false, true, false, false, PRE, AR>
@@ -405,6 +409,15 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         its epilogue (after both warpgroups' barrier and a system fence), as
  *                         before session 14; default: at the start of the CTA's next epilogue,
  *                         like the pushes' flags (gemm.cuh reduce.copy_defer)
+ *   MELD_GEMM_AR_COPY     "st": AR at 2 ranks copies a reduced tile to the peer (result slot or,
+ *                         zero copy, its C) with the consumer threads' 16-byte stores, as before
+ *                         session 15; default "tma": TMA stores from the staging, issued with the
+ *                         own tile's store (gemm.cuh reduce.copy_tma)
+ *   MELD_GEMM_RS_PUSH_DEFER  KB (>= 0): at 2 ranks (TMA push, lean kernel) a pushed tile's second
+ *                         half per warpgroup waits in registers and is staged and pushed during the
+ *                         CTA's next mainloop after k-block KB (gemm.cuh out_defer_kb); "off": in
+ *                         the tile's own epilogue, once its first half's store has read the staging
+ *                         out; unset: gemm_rs_push_defer_kb's default
  *   MELD_GEMM_RS_LEAN     0: the general hook g kernel (every add mode compiled in) also where the
  *                         plan is the default add mode (reduce.preload 4, TMA store, whole
  *                         tiles); default 1 = the kernel with that mode fixed at compile time,
@@ -694,8 +707,26 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int variant = gemm_rs_kernel_variant(gemm_rs_env_int("MELD_GEMM_RS_LEAN", 1), pl->is_ar, diag & 16, helper,
                                              e->reduce.on, e->reduce.preload, e->reduce.tma, e->reduce.npush,
                                              k.g.split_k, k.g.sk_tiles);
+  /* The reduced tiles' one copy by TMA store in the lean kernels (gemm_rs_copy_tma;
+   * MELD_GEMM_AR_COPY=st: the threads' stores): map_cp over where gemm_rs_header_fill points copies[0] (peer q = the
+   * other rank, slot index 0 at 2 ranks), rows of this owner, row pitch ldn (= ldc for zc). */
+  e->reduce.copy_tma = gemm_rs_copy_tma(variant != 0, e->reduce.tma, e->reduce.ncopies, gemm_rs_env_is("MELD_GEMM_AR_COPY", "st"));
+  if (e->reduce.copy_tma) {
+    const int q = (r + 1) % P;
+    void *cp = k.zc ? (void *)(k.peer_c[q] + (int64_t)(diag & 1024 ? q : r) * pl->rpo * a->ldc)
+                    : (void *)(k.peer_ws[q] + GEMM_RS_HDR_BYTES + (uint64_t)(P - 1 + (r - q - 1 + P) % P) * pl->slot_bytes);
+    MELD_CHECK(gemm_rs_map_c(&g, &o, cp, pl->ldn, own_rows, &k.g.map_cp));
+  }
+  /* The pushed tiles' second half deferred into the next mainloop (gemm_rs_push_defer_kb;
+   * MELD_GEMM_RS_PUSH_DEFER=KB | off). */
+  const int defer_kb = gemm_rs_push_defer_kb(variant, g2, gemm_rs_env_is("MELD_GEMM_RS_PUSH_DEFER", "off") ? -1
+                                                         : gemm_rs_env_int("MELD_GEMM_RS_PUSH_DEFER", -2));
+  e->out_defer_kb = defer_kb < 0 ? 0 : defer_kb;
   if (variant) {
-    kern = variant == 1 ? gemm_rs_kernel_for<4, true>(kn, g2) : gemm_rs_kernel_for<4, false>(kn, g2);
+    if (defer_kb >= 0)
+      kern = variant == 1 ? gemm_rs_kernel_for<4, true, 1>(kn, g2) : gemm_rs_kernel_for<4, false, 1>(kn, g2);
+    else
+      kern = variant == 1 ? gemm_rs_kernel_for<4, true>(kn, g2) : gemm_rs_kernel_for<4, false>(kn, g2);
     int grid_lean = 0; /* (sets its shared-memory attribute) */
     MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid_lean));
     if (grid_lean != grid)

@@ -320,6 +320,35 @@ static void test_copy_defer(void **state) {
   assert_int_equal(gemm_rs_copy_defer(1, 0, 1, (int64_t)1 << 24, 0), 0);
 }
 
+/* The AR copies by TMA (gemm_rs_copy_tma): the default in the lean kernels wherever own tiles
+ * leave by TMA and there is one copy (2 ranks); gemm_params_check refuses anything else. */
+static void test_copy_tma(void **state) {
+  (void)state;
+  /* lean, tma, ncopies, st */
+  assert_int_equal(gemm_rs_copy_tma(1, 1, 1, 0), 1);
+  assert_int_equal(gemm_rs_copy_tma(1, 1, 1, 1), 0); /* MELD_GEMM_AR_COPY=st */
+  assert_int_equal(gemm_rs_copy_tma(0, 1, 1, 0), 0); /* the general kernel (it spilled with it) */
+  assert_int_equal(gemm_rs_copy_tma(1, 0, 1, 0), 0); /* own tiles by 16-byte stores: no staged sums */
+  assert_int_equal(gemm_rs_copy_tma(1, 1, 0, 0), 0); /* RS: nothing copied */
+  assert_int_equal(gemm_rs_copy_tma(1, 1, 2, 0), 0); /* 3 ranks: one map only */
+  /* the default AR plan at 2 ranks takes it */
+  assert_int_equal(gemm_rs_copy_tma(gemm_rs_kernel_variant(1, 1, 0, 0, 1, 4, 1, 0, 1, 0) != 0, 1, 1, 0), 1);
+}
+
+/* The pushed tiles' deferred second half (gemm_rs_push_defer_kb): lean kernels with the TMA
+ * push only; "off" wins; a k-block as asked; unset: the default. */
+static void test_push_defer(void **state) {
+  (void)state;
+  /* variant, g2, requested */
+  assert_int_equal(gemm_rs_push_defer_kb(1, 1, 16), 16);
+  assert_int_equal(gemm_rs_push_defer_kb(2, 1, 0), 0);
+  assert_int_equal(gemm_rs_push_defer_kb(1, 1, -1), -1); /* "off" */
+  assert_int_equal(gemm_rs_push_defer_kb(1, 1, -2), 16); /* unset: the default (session 15) */
+  assert_int_equal(gemm_rs_push_defer_kb(2, 1, -2), 16);
+  assert_int_equal(gemm_rs_push_defer_kb(0, 1, 16), -1); /* the general kernel has no deferral */
+  assert_int_equal(gemm_rs_push_defer_kb(1, 0, 16), -1); /* no TMA push (one rank, 16-byte stores) */
+}
+
 /* The own-tile add mode (gemm_rs_preload_mode): each rule that the kernels depend on. */
 static void test_preload_mode(void **state) {
   (void)state;
@@ -447,6 +476,8 @@ int main(void) {
       cmocka_unit_test(test_preload_mode),
       cmocka_unit_test(test_kernel_variant),
       cmocka_unit_test(test_copy_defer),
+      cmocka_unit_test(test_copy_tma),
+      cmocka_unit_test(test_push_defer),
       cmocka_unit_test(test_flag_order_model),
       cmocka_unit_test(test_rows),
       cmocka_unit_test(test_validation),
