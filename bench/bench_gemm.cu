@@ -274,35 +274,38 @@ typedef struct {
   int cluster_m;    /* 0 = the plan's; 2 = the experimental B-multicast pair
                        (needs MELD_GEMM_CLUSTER_EXPERIMENTAL=1, else skipped with the reason) */
   int tile_n;       /* 0 = 256 (forced variants); 320 = the wide tile (B [N,K] only) */
+  int store_hint;   /* 0 = the plan's; 2: C's TMA stores with L2::evict_first (session 15) */
 } variant_t;
 static const variant_t g_variants[] = {
-    {"default", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"sk2", 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"split2", 2, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"split4", 4, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"g32", 0, 0, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0},
-    {"split8red", 8, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0},
-    {"nodefer", 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0},
-    {"split2il", 2, 1, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0}, {"split8il", 8, 1, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0}, {"early", 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0},
-    {"split2early", 2, 1, 0, 1, 3, 0, 0, 0, 0, 0, 0, 0},
+    {"default", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"repeat", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"dp", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"sk2", 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},     {"sk3", 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},    {"skmodel", 1, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"split2", 2, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"split4", 4, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},  {"split8", 8, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {"g8", 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"g32", 0, 0, 32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},    {"red", 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},    {"split2red", 2, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"split8red", 8, 1, 0, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0}, {"sk2red", 1, 2, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0}, {"sk3red", 1, 3, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"nodefer", 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, {"loads", 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, {"ileave", 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0},
+    {"split2il", 2, 1, 0, 1, 0, 0, 2, 0, 0, 0, 0, 0, 0}, {"split8il", 8, 1, 0, 1, 2, 0, 2, 0, 0, 0, 0, 0, 0}, {"early", 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"split2early", 2, 1, 0, 1, 3, 0, 0, 0, 0, 0, 0, 0, 0},
     /* the engine where meld_gemm's default is the small-M kernel, and the small-M kernel's
      * cluster sizes and L2 hints */
-    {"engine", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"skinny", 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},       {"skinny_s1", 1, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},
-    {"skinny_s2", 2, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},    {"skinny_s4", 4, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},
-    {"skinny_s3", 3, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},    {"skinny_s8", 8, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0},
-    {"skinny_nohint", 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0},
-    {"skinny_bfirst", 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0},
-    {"sw128", 0, 0, 0, 0, 0, 0, 0, 2, 0, 128, 0, 0},   {"sw160", 0, 0, 0, 0, 0, 0, 0, 2, 0, 160, 0, 0},
-    {"sw192", 0, 0, 0, 0, 0, 0, 0, 2, 0, 192, 0, 0},   {"sw256", 0, 0, 0, 0, 0, 0, 0, 2, 0, 256, 0, 0},
-    {"cl2", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0}, /* 2x1 cluster, B multicast, no split/stream-K */
-    {"cl2g16", 1, 1, 16, 0, 0, 0, 0, 0, 0, 0, 2, 0},
+    {"engine", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"skinny", 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0},       {"skinny_s1", 1, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0},
+    {"skinny_s2", 2, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0},    {"skinny_s4", 4, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0},
+    {"skinny_s3", 3, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0},    {"skinny_s8", 8, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0},
+    {"skinny_nohint", 0, 0, 0, 0, 0, 0, 0, 2, 1, 0, 0, 0, 0},
+    {"skinny_bfirst", 0, 0, 0, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0},
+    {"sw128", 0, 0, 0, 0, 0, 0, 0, 2, 0, 128, 0, 0, 0},   {"sw160", 0, 0, 0, 0, 0, 0, 0, 2, 0, 160, 0, 0, 0},
+    {"sw192", 0, 0, 0, 0, 0, 0, 0, 2, 0, 192, 0, 0, 0},   {"sw256", 0, 0, 0, 0, 0, 0, 0, 2, 0, 256, 0, 0, 0},
+    {"cl2", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0}, /* 2x1 cluster, B multicast, no split/stream-K */
+    {"cl2g16", 1, 1, 16, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0},
     /* the 128 x 320 tile (meld_gemm's default where gemm_plan_default_tile_n says), and the
      * 128 x 256 default with its stream-K rule ("n256": meld_gemm's default before where the engine runs; m <= 128 takes the engine here, not the small-M kernel) */
-    {"w320", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320}, {"n256", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256},
-    {"w320nd", 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 320}, /* the wide tile, deferral off (its default since s11) */
-    {"w320d", 1, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 320},  /* the wide tile with its 64-column third deferred */
-    {"w320cl2", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 320}, /* the wide tile in B-multicast pairs (experimental) */
+    {"w320", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320, 0}, {"n256", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 256, 0},
+    {"w320nd", 1, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 320, 0}, /* the wide tile, deferral off (its default since s11) */
+    {"w320d", 1, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 320, 0},  /* the wide tile with its 64-column third deferred */
+    {"w320cl2", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 320, 0}, /* the wide tile in B-multicast pairs (experimental) */
+    /* C's TMA stores with L2::evict_first (session 15): the 128 x 256 default and the wide tile */
+    {"evict", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}, {"w320ev", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320, 2},
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 
@@ -321,8 +324,8 @@ static void plan_sig(const gemm_params_t *p, int workers, char *buf, size_t len)
     return;
   }
   const int units_m = (p->tiles_m + p->cluster_m - 1) / p->cluster_m;
-  snprintf(buf, len, "w%d c%d%s%s s%d/%d/%d%s sk%d/%d g%d e%d%s%s", workers, p->cluster_m, p->bn ? " n320" : "",
-           p->early_release ? " er" : "", p->split_k,
+  snprintf(buf, len, "w%d c%d%s%s%s s%d/%d/%d%s sk%d/%d g%d e%d%s%s", workers, p->cluster_m, p->bn ? " n320" : "",
+           p->early_release ? " er" : "", p->store_hint ? " ev" : "", p->split_k,
            p->kb_per_split, p->split_from, p->split_ileave ? "i" : "", p->sk_tiles, p->sk_workers,
            p->group_m < units_m ? p->group_m : units_m, p->epi_tma,
            p->fixup_red == 2 ? " early" : p->fixup_red ? " red" : "",
@@ -443,6 +446,7 @@ int main(int argc, char **argv) {
       o.skinny_mt = vr->skinny_mt;
       o.cluster_m = vr->cluster_m;
       o.tile_n = vr->tile_n;
+      o.store_hint = vr->store_hint;
       x->opts = o;
       x->use_opts = v >= 2;
       gemm_params_t plan;

@@ -377,7 +377,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PDOFF, V_LOOPPD0, V_LOOPPDOFF, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -501,12 +501,16 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                       {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_COPY", "st"}}},
         [V_LOOPZCS] = {op_meld_symc, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar && r.c_sym != NULL,
                        {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_ZC", "1"}, {"MELD_GEMM_AR_COPY", "st"}}},
-        /* the pushed tiles' second half: in their own epilogue (MELD_GEMM_RS_PUSH_DEFER=off, before
-         * session 15; default now: staged during the next mainloop after k-block 16), at 2 ranks
-         * and in loopback; and after k-block 0 (loopback) */
-        [V_PDOFF] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_PUSH_DEFER", "off"}}},
+        /* the pushed tiles' second half staged and pushed during the next mainloop
+         * (MELD_GEMM_RS_PUSH_DEFER, session 15, opt-in): after k-block 16 (2 ranks, loopback) and
+         * 0 (loopback) */
+        [V_PD16] = {op_meld, MELD_GEMM_RS_FUSED, big2, {{"MELD_GEMM_RS_PUSH_DEFER", "16"}}},
         [V_LOOPPD0] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_PUSH_DEFER", "0"}}},
-        [V_LOOPPDOFF] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_PUSH_DEFER", "off"}}},
+        [V_LOOPPD16] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_PUSH_DEFER", "16"}}},
+        /* C's TMA stores (own tiles, AR copies) with L2::evict_first (MELD_GEMM_STORE_HINT=1,
+         * session 15): loopback and one synthetic partial */
+        [V_LOOPEV] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_STORE_HINT", "1"}}},
+        [V_D130EV] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_STORE_HINT", "1"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -664,10 +668,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_LOOPCS] > 0)
         printf("        diag: loopback AR, copies by 16-byte stores (MELD_GEMM_AR_COPY=st): slots %7.3f, zero copy %7.3f\n",
                tm[V_LOOPCS], tm[V_LOOPZCS]);
-      if (tm[V_PDOFF] > 0) printf("        variant: fused, pushed tiles' second half in their own epilogue (MELD_GEMM_RS_PUSH_DEFER=off) %7.3f\n", tm[V_PDOFF]);
+      if (tm[V_LOOPEV] > 0)
+        printf("        diag: C's TMA stores with L2::evict_first (MELD_GEMM_STORE_HINT=1): loopback %7.3f, diag 130 %7.3f\n",
+               tm[V_LOOPEV], tm[V_D130EV]);
+      if (tm[V_PD16] > 0) printf("        variant: fused, pushed tiles' second half after k-block 16 of the next tile (MELD_GEMM_RS_PUSH_DEFER=16) %7.3f\n", tm[V_PD16]);
       if (tm[V_LOOPPD0] > 0)
-        printf("        diag: loopback, pushed tiles' second half (MELD_GEMM_RS_PUSH_DEFER): in their own epilogue %7.3f, after k-block 0 of the next tile %7.3f\n",
-               tm[V_LOOPPDOFF], tm[V_LOOPPD0]);
+        printf("        diag: loopback, pushed tiles' second half in the next mainloop (MELD_GEMM_RS_PUSH_DEFER): after k-block 0 %7.3f, 16 %7.3f\n",
+               tm[V_LOOPPD0], tm[V_LOOPPD16]);
       if (tm[V_LOOPL2] > 0)
         printf("        diag: RS in the lean AR kernel (MELD_GEMM_RS_LEAN=2): loopback %7.3f, diag 130 %7.3f\n", tm[V_LOOPL2],
                tm[V_D130L2]);

@@ -345,6 +345,12 @@ typedef struct {
    * release the previous one (a late stage no longer holds back the refill of the one before:
    * with 3 stages the wide tile's consumers spent 37% of their samples there). */
   int32_t early_release;
+  /* C's stores (additive; 0 = plain): 1 = the TMA stores of C (the plain epilogue and its
+   * deferred part, a reduced tile's own store and copy; not a push) carry L2::evict_first, so
+   * that the output, written once and not read here, leaves L2 before A's and B's tiles that
+   * later CTAs read again. Not in the general hook g kernel (PRE -1: 12 bytes spilled). Session
+   * 15 (MELD_GEMM_STORE_HINT=1). */
+  int32_t store_hint;
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -1114,6 +1120,12 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
   }
 }
 
+/* One TMA store of a C box (gemm_params_t.store_hint: with L2::evict_first). */
+__device__ __forceinline__ void gemm_store_c(const gemm_params_t *p, const CUtensorMap *map, uint32_t src, int c0, int c1) {
+  if (p->store_hint) tma_store_2d_hint(map, src, c0, c1, l2_policy_evict_first());
+  else tma_store_2d(map, src, c0, c1);
+}
+
 /* Epilogue of one consumer warpgroup g (rows m0 + 64g .. +64 of the tile). RED: hook g is
  * compiled in (fused reduction kernels only; the stand-alone engine keeps its registers). */
 /* Hook g, symmetric mode: this tile's own bf16 values (both halves of warpgroup g, staged
@@ -1259,7 +1271,10 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
 #pragma unroll
         for (int b = 0; b < 2; ++b) {
           const int c0 = col_base + 128 * h + 64 * b;
-          if (c0 < N && 128 * h + 64 * b < BN) tma_store_2d(&p->map_c, stg + 8192 * b, c0, tma_out ? (int)dst_row0 : row_base);
+          if (c0 < N && 128 * h + 64 * b < BN) {
+            if (tma_out || (RED && PRE < 0)) tma_store_2d(&p->map_c, stg + 8192 * b, c0, tma_out ? (int)dst_row0 : row_base);
+            else gemm_store_c(p, &p->map_c, stg + 8192 * b, c0, row_base);
+          }
         }
         cp_async_bulk_commit_group();
       }
@@ -1277,8 +1292,9 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
           for (int b = 0; b < 2; ++b) {
             const int c0 = col_base + 128 * h + 64 * b;
             if (c0 < N) {
-              tma_store_2d(&p->map_c2, stg + 8192 * b, c0, (int)dst_row0);
-              if (copy_tma) tma_store_2d(&p->map_cp, stg + 8192 * b, c0, (int)dst_row0);
+              if (PRE >= 0) gemm_store_c(p, &p->map_c2, stg + 8192 * b, c0, (int)dst_row0);
+              else tma_store_2d(&p->map_c2, stg + 8192 * b, c0, (int)dst_row0); /* (the general kernel: spilled) */
+              if (copy_tma) gemm_store_c(p, &p->map_cp, stg + 8192 * b, c0, (int)dst_row0);
             }
           }
           cp_async_bulk_commit_group();
@@ -1357,7 +1373,10 @@ __device__ __forceinline__ void gemm_epi_deferred(const gemm_params_t *p, const 
   if (tid == 0) {
 #pragma unroll
     for (int b = 0; b < NJ / 8; ++b)
-      if (c0 + 64 * b < p->n) tma_store_2d(&p->map_c, stg + 8192 * b, c0 + 64 * b, row);
+      if (c0 + 64 * b < p->n) {
+        if (p->epi.reduce.on) tma_store_2d(&p->map_c, stg + 8192 * b, c0 + 64 * b, row); /* (a push) */
+        else gemm_store_c(p, &p->map_c, stg + 8192 * b, c0 + 64 * b, row);
+      }
     cp_async_bulk_commit_group();
   }
 }

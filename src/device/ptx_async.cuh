@@ -114,6 +114,14 @@ PA_INLINE void tma_store_2d(const void *map, uint32_t src, int32_t c0, int32_t c
                : "memory");
 }
 
+/* tma_store_2d with an L2 cache policy (createpolicy) on the writes. */
+PA_INLINE void tma_store_2d_hint(const void *map, uint32_t src, int32_t c0, int32_t c1, uint64_t pol) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;" ::"l"(
+                   map),
+               "r"(src), "r"(c0), "r"(c1), "l"(pol)
+               : "memory");
+}
+
 /* ---- wgmma (PTX 9.7.15) ----------------------------------------------------------------- */
 
 /* Orders prior register/shared accesses before the warpgroup's next wgmma. */

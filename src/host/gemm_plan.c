@@ -174,11 +174,13 @@ static int env_int_checked(const char *name, int dflt, int lo, int hi, int also,
 }
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
-static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n, g_env_early_rel;
+static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n, g_env_early_rel,
+    g_env_store_hint;
 static void env_read(void) {
   g_env_tile_n = env_int_checked("MELD_GEMM_TILE_N", 0, GEMM_BN, GEMM_BN, GEMM_BN_WIDE, "256 or 320");
   /* gemm_params_t.early_release forced (-1: the plan's) */
   g_env_early_rel = env_int_checked("MELD_GEMM_EARLY_RELEASE", -1, 0, 1, 0, "0 (off) or 1 (on)");
+  g_env_store_hint = env_int_checked("MELD_GEMM_STORE_HINT", -1, 0, 1, 0, "0 (off) or 1 (on)");
   g_env_cluster_exp = env_int("MELD_GEMM_CLUSTER_EXPERIMENTAL", 0);
   g_env_skinny = env_int("MELD_GEMM_SKINNY", 1);
   g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
@@ -391,6 +393,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: skinny %d is outside [0, 2]", o->skinny);
   if (o->early_release < 0 || o->early_release > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: early_release %d is outside [0, 2]", o->early_release);
+  if (o->store_hint < 0 || o->store_hint > 2)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: store_hint %d is outside [0, 2]", o->store_hint);
   if (o->skinny == 2 || (o->skinny == 1 && gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn, o->sm_count)))
     return gemm_plan_skinny(a, o, p, workers); /* (its own kernel: no tile width, no stage-release option) */
 
@@ -534,6 +538,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
    * 5120 x 8192: cycles 399 K -> 368 K, burst -6.3%, sustained -2.2%), off for the 4-stage
    * 128 x 256 tile (8192^3 sustained +0.4% with it, 8192 x 5120 x 8192 even). */
   p->early_release = o->early_release ? o->early_release - 1 : g_env_early_rel >= 0 ? g_env_early_rel : wide;
+  p->store_hint = o->store_hint ? o->store_hint - 1 : g_env_store_hint > 0;
   if (p->fixup_red == 2) p->epi_defer = 0; /* gemm_kernel<., 1> has no early-ticket code */
 
   MELD_CHECK(encode_2d(&p->map_a, a->a, a->k, a->m, a->lda, GEMM_BK, GEMM_BM,

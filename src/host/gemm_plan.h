@@ -74,9 +74,12 @@ typedef struct {
   /* Early stage release (p->early_release; added later): 0 = the plan's (on for the wide tile
    * only), 1 = off, 2 = on. MELD_GEMM_EARLY_RELEASE=0/1 (off / on) replaces 0. */
   int early_release;
+  /* C's TMA stores with L2::evict_first (p->store_hint; session 15): 0 = the plan's (off),
+   * 1 = off, 2 = on. MELD_GEMM_STORE_HINT=0/1 replaces 0. */
+  int store_hint;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0}
 
 /* The default tile width: GEMM_BN_WIDE (320) for B [N,K] when the 128 x 256 tiles number at
  * least sm_count and the wide tiles' rounds (ceil(tiles / sm_count) x 320 columns of work)

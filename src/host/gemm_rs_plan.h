@@ -134,11 +134,14 @@ int gemm_rs_copy_tma(int lean, int tma, int ncopies, int st);
  * epilogue once the first half's store has read the staging out): only in the lean kernels
  * (`variant` != 0, gemm_rs_kernel_variant) with the TMA push (`g2`: 2 ranks). `requested` =
  * MELD_GEMM_RS_PUSH_DEFER: -1 "off", >= 0 that k-block, -2 unset: GEMM_RS_PUSH_DEFER_KB. */
-/* Default 16 (session 15): at 2 GPUs with every CTA pushing at once, half 0's 32 KB per CTA
- * drain at ~360 GB/s / 132 CTAs, up to ~12 us; 16 k-blocks of K 64 are ~13 us of mainloop at
- * the cap (8192^2 x 4096). One GPU, loopback, sustained: off 0.8805 ms, after k-block 0 0.8798,
- * 16 0.8806 (RS); the gain it is for (the drain) exists only on NVLink. */
-#define GEMM_RS_PUSH_DEFER_KB 16
+/* Default off (-1) until 2 GPUs measure it. The case for it: at 2 GPUs with every CTA pushing
+ * at once, half 0's 32 KB per CTA drain at ~360 GB/s / 132 CTAs, up to ~12 us, with both
+ * warpgroups waiting; 16 k-blocks of K 64 are ~13 us of mainloop at the cap (8192^2 x 4096),
+ * so KB 16 is the candidate. One GPU, loopback, sustained RS 8192^2 x 4096 (session 15, four
+ * runs): off 0.8805 / 0.8702 / 0.8734 / 0.8723 ms, KB 16 0.8806 / 0.8770 / 0.8779 / 0.8787
+ * (+0.5% in the last three), KB 0 0.8798 / 0.8771 / 0.8734 / 0.8757: the drain it removes
+ * exists only on NVLink, and it costs ~0.5% without it. */
+#define GEMM_RS_PUSH_DEFER_KB (-1)
 int gemm_rs_push_defer_kb(int variant, int g2, int requested);
 
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,

@@ -417,7 +417,8 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         half per warpgroup waits in registers and is staged and pushed during the
  *                         CTA's next mainloop after k-block KB (gemm.cuh out_defer_kb); "off": in
  *                         the tile's own epilogue, once its first half's store has read the staging
- *                         out; unset: gemm_rs_push_defer_kb's default
+ *                         out; unset: gemm_rs_push_defer_kb's default (off until 2 GPUs measure
+ *                         it; 16 is the candidate)
  *   MELD_GEMM_RS_LEAN     0: the general hook g kernel (every add mode compiled in) also where the
  *                         plan is the default add mode (reduce.preload 4, TMA store, whole
  *                         tiles); default 1 = the kernel with that mode fixed at compile time,
@@ -533,6 +534,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   g.ldc = pl->ldn;
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.sm_count = grid;
+  if (gemm_rs_env_int("MELD_GEMM_STORE_HINT", 0) == 1) o.store_hint = 2; /* (read per call: bench rows) */
   /* Split-K only where the GEMM has fewer tiles than CTAs (decode sizes): the engine's choice,
    * or the variant; with it, own tiles still come last (a tile's splits are consecutive
    * tickets, the tile order is unchanged), and the last split to arrive runs the epilogue. */

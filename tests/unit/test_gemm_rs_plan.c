@@ -343,8 +343,8 @@ static void test_push_defer(void **state) {
   assert_int_equal(gemm_rs_push_defer_kb(1, 1, 16), 16);
   assert_int_equal(gemm_rs_push_defer_kb(2, 1, 0), 0);
   assert_int_equal(gemm_rs_push_defer_kb(1, 1, -1), -1); /* "off" */
-  assert_int_equal(gemm_rs_push_defer_kb(1, 1, -2), 16); /* unset: the default (session 15) */
-  assert_int_equal(gemm_rs_push_defer_kb(2, 1, -2), 16);
+  assert_int_equal(gemm_rs_push_defer_kb(1, 1, -2), -1); /* unset: off until 2 GPUs measure it */
+  assert_int_equal(gemm_rs_push_defer_kb(2, 1, -2), -1);
   assert_int_equal(gemm_rs_push_defer_kb(0, 1, 16), -1); /* the general kernel has no deferral */
   assert_int_equal(gemm_rs_push_defer_kb(1, 0, 16), -1); /* no TMA push (one rank, 16-byte stores) */
 }
