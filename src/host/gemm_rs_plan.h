@@ -133,8 +133,8 @@ int gemm_rs_copy_tma(int lean, int tma, int ncopies, int st);
  * staged and pushed (gemm.cuh out_defer_kb), or -1 for none (the half goes out in the tile's
  * epilogue once the first half's store has read the staging out): only in the lean kernels
  * (`variant` != 0, gemm_rs_kernel_variant) with the TMA push (`g2`: 2 ranks). `requested` =
- * MELD_GEMM_RS_PUSH_DEFER: -1 "off", >= 0 that k-block, -2 unset: GEMM_RS_PUSH_DEFER_KB. */
-/* Default off (-1) until 2 GPUs measure it. The case for it: at 2 GPUs with every CTA pushing
+ * MELD_GEMM_RS_PUSH_DEFER: -1 "off", >= 0 that k-block, -2 unset: GEMM_RS_PUSH_DEFER_KB.
+ * GEMM_RS_PUSH_DEFER_KB is off (-1) until 2 GPUs measure it. The case for it: at 2 GPUs with every CTA pushing
  * at once, half 0's 32 KB per CTA drain at ~360 GB/s / 132 CTAs, up to ~12 us, with both
  * warpgroups waiting; 16 k-blocks of K 64 are ~13 us of mainloop at the cap (8192^2 x 4096),
  * so KB 16 is the candidate. One GPU, loopback, sustained RS 8192^2 x 4096 (session 15, four

@@ -646,9 +646,6 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     e->reduce.copy_defer = 0;
     e->out_tma = 0;
   }
-  char why[256];
-  if (gemm_params_check(&k.g, grid, why, sizeof why))
-    return meld_error(MELD_ERR_INTERNAL, "%s: engine plan rejected: %s", pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs", why);
   k.ws = ws;
   for (int q = 0; q < P; q++) k.peer_ws[q] = loop ? ws : (uint8_t *)comm->workspace.peer[q];
   k.peer_ws[r] = ws;
@@ -735,6 +732,9 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       return meld_error(MELD_ERR_INTERNAL, "%s: the lean kernel's grid %d differs from the plan's %d",
                         pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs", grid_lean, grid);
   }
+  char why[256]; /* (after every hook field is set) */
+  if (gemm_params_check(&k.g, grid, why, sizeof why))
+    return meld_error(MELD_ERR_INTERNAL, "%s: engine plan rejected: %s", pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs", why);
   void *kargs[] = {&proto, &k};
   return meld_launch_coop(kern, grid, GEMM_THREADS, GEMM_SMEM_BYTES, kargs, stream);
 }

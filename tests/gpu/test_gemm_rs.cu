@@ -500,19 +500,20 @@ static void rank_main(int rank, int nranks) {
     test_shape(&x, 8448, 11100, 4104, 0, MELD_GEMM_RS_FUSED, 1); /* 33 blocks per owner: group_m 6; N, K tails */
     test_back_to_back_m(&x, 0, MELD_GEMM_RS_FUSED, 200, 4096);
     unsetenv("MELD_GEMM_RS_ORDER");
-    /* the pushed tiles' second half deferred into the next mainloop (session 15; opt-in): after
-     * k-block 0, and after 16 (past the last k-block at K 1024: after the mainloop), RS and AR */
+    /* the pushed tiles' second half deferred into the next mainloop (session 15; opt-in: after
+     * k-block 0 and 16) and the AR's copies by the threads' 16-byte stores (before session 15) */
     for (int v = 0; v < 2; v++) {
       gt_log(v ? "MELD_GEMM_RS_PUSH_DEFER=16:" : "MELD_GEMM_RS_PUSH_DEFER=0:");
       setenv("MELD_GEMM_RS_PUSH_DEFER", v ? "16" : "0", 1);
-      test_loopback(&x, 8192, 8192, 4096, 1, NULL);
-      test_loopback(&x, 8448, 1024, 1024, 3, NULL); /* 132 own tiles: each CTA's pushed tile before its own */
-      test_loopback(&x, 8448, 11100, 4104, 2, NULL); /* N, K tails */
-      test_loopback(&x, 4096, 2048, 1024, 20, NULL); /* back to back */
-      test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0); /* AR: slots */
-      test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 1); /* AR: zero copy */
+      test_shape(&x, 8192, 8192, 4096, 0, MELD_GEMM_RS_FUSED, 3);
+      test_shape(&x, 8448, 11100, 4104, 0, MELD_GEMM_RS_FUSED, 3); /* N, K tails */
+      test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 50);
     }
     unsetenv("MELD_GEMM_RS_PUSH_DEFER");
+    gt_log("MELD_GEMM_AR_COPY=st:");
+    setenv("MELD_GEMM_AR_COPY", "st", 1);
+    test_shape(&x, 8448, 11100, 4104, 0, MELD_GEMM_RS_FUSED, 2);
+    unsetenv("MELD_GEMM_AR_COPY");
     gt_log("MELD_GEMM_RS_LEAN=0:"); /* the general hook g kernel in the default add mode */
     setenv("MELD_GEMM_RS_LEAN", "0", 1);
     test_shape(&x, 8448, 11100, 4104, 0, MELD_GEMM_RS_FUSED, 3);
@@ -572,12 +573,11 @@ static void rank_main(int rank, int nranks) {
     test_loopback(&x, 4096, 2048, 1024, 20, "5");
     /* the general hook g kernel in the default add mode (the cases above with mode 4 run the
      * kernel with that mode compiled in, session 14) */
-    /* the pushed tiles' second half (session 15; default: deferred into the next mainloop after
-     * k-block 16, past the last k-block at K 1024: after the mainloop): after k-block 0, and in
-     * the tile's own epilogue as before ("off"), RS and AR */
+    /* the pushed tiles' second half deferred into the next mainloop (session 15; opt-in): after
+     * k-block 0, and after 16 (past the last k-block at K 1024: after the mainloop), RS and AR */
     for (int v = 0; v < 2; v++) {
-      gt_log(v ? "MELD_GEMM_RS_PUSH_DEFER=off:" : "MELD_GEMM_RS_PUSH_DEFER=0:");
-      setenv("MELD_GEMM_RS_PUSH_DEFER", v ? "off" : "0", 1);
+      gt_log(v ? "MELD_GEMM_RS_PUSH_DEFER=16:" : "MELD_GEMM_RS_PUSH_DEFER=0:");
+      setenv("MELD_GEMM_RS_PUSH_DEFER", v ? "16" : "0", 1);
       test_loopback(&x, 8192, 8192, 4096, 1, NULL);
       test_loopback(&x, 8448, 1024, 1024, 3, NULL); /* 132 own tiles: each CTA's pushed tile before its own */
       test_loopback(&x, 8448, 11100, 4104, 2, NULL); /* N, K tails */
