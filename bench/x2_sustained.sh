@@ -6,14 +6,12 @@
 # back-to-back for SOAK ms twice (opposite orders); the torch baselines do the same with
 # BENCH_SOAK_MS. Burst medians are printed too. Usage (device): OUT=... [SOAK=800]
 # [RS_RUNS="rs,8192,8192,8192,--diag ..." (the diagnostic rows soaked too: where the fused
-# kernel's +18% over meld_gemm goes, sustained)] bash bench/x2_sustained.sh
+# kernel's +18% over meld_gemm goes, sustained)] [PREBUILT=1: carry build/bench] bash bench/x2_sustained.sh
 . "$(dirname "$0")/device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-sustained}
 S=${SOAK:-800}
 d=$(date -u +%Y-%m-%d)
-make -j32 lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm > "$OUT/build.log" 2>&1 ||
-  { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
-echo "build: $(el) s"
+build lib build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_ag_gemm
 for g in 0 1; do # heat both GPUs (3 s of a big GEMM each, at once)
   CUDA_VISIBLE_DEVICES=$g timeout -k 5 60 build/bench/bench_gemm --custom-only --shape 8192,8192,8192 --rounds 1 --soak 3000 \
     > "$OUT/preheat$g.log" 2>&1 &

@@ -13,14 +13,13 @@
 # opt-in interleaved owner order (MELD_GEMM_RS_ORDER=ileave) at 2 ranks, and the GEMM+RS diag
 # rows include it ("interleaved owner order"): does spreading the pushes shorten the push
 # epilogues (7.6 us median, p99 18.5 in session 9's trace) and the tail?
-# Usage (device): OUT=... bash bench/calls/x2_s10.sh
+# Usage (device): OUT=... [PREBUILT=1] bash bench/calls/x2_s10.sh (PREBUILT: carry build/bench and build/tests/gpu)
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s10}
 d=$(date -u +%Y-%m-%d)
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
-make -j32 lib build/bench/bench_coll build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_fence > "$OUT/build.log" 2>&1 ||
-  { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
-echo "build: $(el) s"
+build lib build/bench/bench_coll build/bench/bench_gemm build/bench/bench_gemm_rs build/bench/bench_fence \
+  $(ls tests/gpu/*.cu | sed 's#tests/gpu/\(.*\)\.cu#build/tests/gpu/\1#')
 # what a release costs when its stores went over NVLink (session 10: 0.6 us with local stores)
 timeout -k 5 60 build/bench/bench_fence --peer > "$OUT/bench_fence_peer.log" 2>&1; cat "$OUT/bench_fence_peer.log"
 if [ -z "${SKIP_TESTS:-}" ]; then
