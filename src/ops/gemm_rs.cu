@@ -86,7 +86,7 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
     /* AR: this rank's reduced tiles go to peer q's result slot, or (zc) straight into q's C at
      * this rank's rows; loopback (the virtual peer q = 1 is this rank): into its own slot, or
      * (zc) its own C at rows [R, 2R), flagged where its own tail waits, so both halves of C
-     * must come out equal */
+     * must come out equal (gemm_rs_fused's map_cp repeats this address for s = 0: keep in step) */
     ((void *volatile *)(h + GEMM_RS_HDR_COPIES))[s] =
         a->zc ? (void *)(a->peer_c[q] + (int64_t)(a->diag & 1024 ? q : r) * a->rpo * a->ldc)
               : (void *)(a->peer_ws[q] + hdr + (uint64_t)(P - 1 + gemm_rs_sidx(r, q, P)) * a->slot_bytes);
@@ -707,8 +707,9 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
                                              e->reduce.on, e->reduce.preload, e->reduce.tma, e->reduce.npush,
                                              k.g.split_k, k.g.sk_tiles);
   /* The reduced tiles' one copy by TMA store in the lean kernels (gemm_rs_copy_tma;
-   * MELD_GEMM_AR_COPY=st: the threads' stores): map_cp over where gemm_rs_header_fill points copies[0] (peer q = the
-   * other rank, slot index 0 at 2 ranks), rows of this owner, row pitch ldn (= ldc for zc). */
+   * MELD_GEMM_AR_COPY=st: the threads' stores): map_cp over where gemm_rs_header_fill points
+   * copies[0] (the same address, computed on the host: keep in step; peer q = the other rank,
+   * slot index 0 at 2 ranks), rows of this owner, row pitch ldn (= ldc for zc). */
   e->reduce.copy_tma = gemm_rs_copy_tma(variant != 0, e->reduce.tma, e->reduce.ncopies, gemm_rs_env_is("MELD_GEMM_AR_COPY", "st"));
   if (e->reduce.copy_tma) {
     const int q = (r + 1) % P;
