@@ -17,6 +17,7 @@ call's end).
 
 Exit status: 0 printed, 2 bad input.
 """
+import bisect
 import gzip
 import json
 import statistics
@@ -80,6 +81,21 @@ def print_positions(per):
         print("     " + c)
 
 
+def concurrency_bins(spans, width=32):
+    """Median duration of the events `spans` [(start, end)] binned by how many of them are
+    active at each one's midpoint (pushed tiles share the rank's NVLink: session 15 found the
+    push epilogue's duration growing with the pushers)."""
+    starts = sorted(s for s, _ in spans)
+    ends = sorted(e for _, e in spans)
+    bins = defaultdict(list)
+    for s, e in spans:
+        m = (s + e) / 2
+        active = bisect.bisect_right(starts, m) - bisect.bisect_left(ends, m)
+        bins[active // width].append(e - s)
+    return "; ".join(f"{b * width}-{b * width + width - 1}: n {len(v)} med {statistics.median(v):.2f}"
+                     for b, v in sorted(bins.items()))
+
+
 def print_roles(per, call_end):
     """Per role of the inner (per-tile) events: per CTA count and time, duration percentiles;
     then the entry and the tail."""
@@ -100,6 +116,9 @@ def print_roles(per, call_end):
     for name, ds in sorted(by_role.items()):
         print(f"     {name:8s} {len(ds) / n:6.1f} per CTA, {sum(ds) / n:8.2f} us per CTA; median {statistics.median(ds):7.2f} "
               f"(p10 {pct(ds, .1):.2f} p90 {pct(ds, .9):.2f} p99 {pct(ds, .99):.2f} max {max(ds):.2f})")
+    spans = [(s, e) for d in per.values() for name, s, e in d["inner"] if name == "comm"]
+    if spans:
+        print("     comm by how many comm epilogues of this rank run at its midpoint: " + concurrency_bins(spans))
     if entry:
         print(f"     entry (CTA start to its first tile): median {statistics.median(entry):.2f} max {max(entry):.2f}")
     if tail:
