@@ -7,7 +7,7 @@
 # no prefetch; deferral within +-0.5% of off.
 # Usage (device): OUT=... PREBUILT=1 bash bench/calls/p1_s15d.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
-[ "${PREBUILT:-0}" = 1 ] || build lib build/bench/bench_gemm_rs build/tests/gpu/test_gemm_rs
+build lib build/bench/bench_gemm_rs build/tests/gpu/test_gemm_rs
 MELD_TIMEOUT_MS=3000 timeout -k 5 180 build/tests/gpu/test_gemm_rs > "$OUT/test_gemm_rs.log" 2>&1
 echo "test_gemm_rs rc=$? at $(el) s"; grep -E "checks passed|FAIL" "$OUT/test_gemm_rs.log" | head -5
 for run in rs rs2 ar; do

@@ -10,7 +10,7 @@
 # 4096: C 128 MB vs 128 MB of operands), ~0 at 2048 x 5120 x 8192 (C 20 MB).
 # Usage (device): OUT=... PREBUILT=1 bash bench/calls/p1_s15e.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
-[ "${PREBUILT:-0}" = 1 ] || build lib build/bench/bench_gemm build/bench/bench_gemm_rs build/tests/gpu/test_gemm build/tests/gpu/test_gemm_rs
+build lib build/bench/bench_gemm build/bench/bench_gemm_rs build/tests/gpu/test_gemm build/tests/gpu/test_gemm_rs
 for t in test_gemm test_gemm_rs; do
   MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/$t > "$OUT/$t.log" 2>&1
   echo "$t rc=$? at $(el) s"; grep -E "checks passed|FAIL" "$OUT/$t.log" | head -5
