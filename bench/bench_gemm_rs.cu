@@ -377,7 +377,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_HOLD0, V_LOOPCH0, V_LOOPZCH0, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -511,6 +511,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
          * session 15): loopback and one synthetic partial */
         [V_LOOPEV] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_STORE_HINT", "1"}}},
         [V_D130EV] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_STORE_HINT", "1"}}},
+        /* the AR's pending copy flag released at an own tile's start (MELD_GEMM_AR_COPY_HOLD=0: before
+         * session 16; default: kept for the next epilogue's start) */
+        [V_HOLD0] = {op_meld, MELD_GEMM_RS_FUSED, big2 && sh->is_ar, {{"MELD_GEMM_AR_COPY_HOLD", "0"}}},
+        [V_LOOPCH0] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar,
+                       {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_COPY_HOLD", "0"}}},
+        [V_LOOPZCH0] = {op_meld_symc, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar && r.c_sym != NULL,
+                        {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_ZC", "1"}, {"MELD_GEMM_AR_COPY_HOLD", "0"}}},
     };
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
@@ -675,6 +682,10 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_LOOPPD0] > 0)
         printf("        diag: loopback, pushed tiles' second half in the next mainloop (MELD_GEMM_RS_PUSH_DEFER): after k-block 0 %7.3f, 16 %7.3f\n",
                tm[V_LOOPPD0], tm[V_LOOPPD16]);
+      if (tm[V_HOLD0] > 0) printf("        variant: fused AR, copy flags released at own tiles' start (MELD_GEMM_AR_COPY_HOLD=0) %7.3f\n", tm[V_HOLD0]);
+      if (tm[V_LOOPCH0] > 0)
+        printf("        diag: loopback AR, copy flags released at own tiles' start (MELD_GEMM_AR_COPY_HOLD=0): slots %7.3f, zero copy %7.3f\n",
+               tm[V_LOOPCH0], tm[V_LOOPZCH0]);
       if (tm[V_LOOPL2] > 0)
         printf("        diag: RS in the lean AR kernel (MELD_GEMM_RS_LEAN=2): loopback %7.3f, diag 130 %7.3f\n", tm[V_LOOPL2],
                tm[V_D130L2]);

@@ -96,6 +96,36 @@ def concurrency_bins(spans, width=32):
                      for b, v in sorted(bins.items()))
 
 
+def mainloop_split(per):
+    """Medians of the "compute" events (a tile's mainloop) split by the epilogue event that
+    follows in the same CTA: "reduce" (an own tile) or "comm" (a pushed tile), and for own
+    tiles the start work recorded inside the mainloop ("wait": the consumers' barrier and the
+    pending-flag release, "other": the partial's acquire and request) and what remains."""
+    own, peer, start, rest = [], [], [], []
+    for d in per.values():
+        inner = d["inner"]
+        for i, (name, s, e) in enumerate(inner):
+            if name != "compute":
+                continue
+            inside = [x for x in inner if x[0] in ("wait", "other") and s <= x[1] and x[2] <= e]
+            nxt = next((x[0] for x in inner[i + 1:] if x[0] in ("reduce", "comm") and x[1] >= e - 1e-3), None)
+            if nxt == "reduce":
+                own.append(e - s)
+                work = sum(x[2] - x[1] for x in inside)
+                if inside:
+                    start.append(work)
+                rest.append(e - s - work)
+            elif nxt == "comm":
+                peer.append(e - s)
+    if not own or not peer:
+        return ""
+    out = f"own n {len(own)} med {statistics.median(own):.2f}, peer n {len(peer)} med {statistics.median(peer):.2f}"
+    if start:
+        out += f"; own start work med {statistics.median(start):.2f} (p90 {pct(start, .9):.2f})"
+        out += f", own mainloop without it med {statistics.median(rest):.2f}"
+    return out
+
+
 def print_roles(per, call_end):
     """Per role of the inner (per-tile) events: per CTA count and time, duration percentiles;
     then the entry and the tail."""
@@ -116,6 +146,9 @@ def print_roles(per, call_end):
     for name, ds in sorted(by_role.items()):
         print(f"     {name:8s} {len(ds) / n:6.1f} per CTA, {sum(ds) / n:8.2f} us per CTA; median {statistics.median(ds):7.2f} "
               f"(p10 {pct(ds, .1):.2f} p90 {pct(ds, .9):.2f} p99 {pct(ds, .99):.2f} max {max(ds):.2f})")
+    split = mainloop_split(per)
+    if split:
+        print("     mainloops by the epilogue that follows (own = reduce, peer = comm): " + split)
     spans = [(s, e) for d in per.values() for name, s, e in d["inner"] if name == "comm"]
     if spans:
         print("     comm by how many comm epilogues of this rank run at its midpoint: " + concurrency_bins(spans))

@@ -222,6 +222,16 @@ typedef struct {
      * cp.async.bulk.wait_group 0 like a pushed tile's. Only the kernels with the add mode compiled
      * in (PRE >= 0) have it: in the general one it spilled 12 bytes. Session 15. */
     int32_t copy_tma;
+    /* (additive; 0 = off; the kernels with the add mode compiled in, PRE >= 0) 1: an own
+     * tile's start does not release a pending copy flag (a reduced tile's, reduce.copy_defer):
+     * it waits for the next epilogue's start, a mainloop later. Only push flags can close a
+     * wait cycle there (the peer's own tiles wait for them at their start; copy flags are
+     * waited for by the tail's copy phase, after the CTA's last flush, and by the early
+     * copy's side warps, which hold none). Without it the AR's own tiles, which follow each
+     * other, released the previous tile's copy flag at the next one's start, right after its
+     * stores were issued: cp.async.bulk.wait_group 0 on the warpgroup's path (session 16,
+     * loopback: 2.4 us per own tile; at 2 GPUs the copies' NVLink drain). */
+    int32_t copy_hold;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
@@ -1704,11 +1714,22 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     if (PRE >= 0 ? RED && G2 && !HELPER && piece < 0 && gemm_preload_of<PRE>(p) >= 4 && p->epi.out_tma && own_tile()
                  : RED && G2 && p->epi.out_tma && own_tile()) {
       named_bar_sync(GEMM_BAR_CONSUMERS, 256);
-      if (ld_shared_u32(sbase + GEMM_PEND_OFF) != 0xffffffffu) gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu);
+      const uint32_t pend = ld_shared_u32(sbase + GEMM_PEND_OFF);
+      /* (reduce.copy_hold, the lean kernels: a reduced tile's pending copy flag stays for the
+       * next epilogue's start: only push flags can close a wait cycle here) */
+      if (pend != 0xffffffffu && !(PRE >= 0 && p->epi.reduce.copy_hold && (pend >> 24) == GEMM_PEND_COPY))
+        gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu);
     }
     if (RED && !HELPER && tid == 0 && piece < 0 && gemm_preload_of<PRE>(p) >= 4 && own_tile()) {
+      /* per-tile timeline (warpgroup 0): the start work as two events inside the mainloop's:
+       * "wait" = the barrier and pending-flag release above, "other" = the partial's flag
+       * acquire and half 0's request (session 16) */
+      const uint64_t t1 = g == 0 ? meld_trace_now(&p->trace) : 0;
+      if (t1) meld_trace_record(&p->trace, MELD_ROLE_WAIT, (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0,
+                                ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
       if (gemm_preload_of<PRE>(p) == 4) gemm_partial_first(p, t, g, stg, sbase); /* (a split tile: its last piece's epilogue asks) */
       else gemm_own_wait(p, t, sbase); /* mode 5: the acquire that orders the producer's partial stages */
+      if (t1) meld_trace_record(&p->trace, MELD_ROLE_OTHER, (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, t1);
     }
     uint32_t prev = 0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {

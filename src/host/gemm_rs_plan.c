@@ -290,6 +290,11 @@ int gemm_rs_push_defer_kb(int variant, int g2, int requested) {
   return requested >= 0 ? requested : GEMM_RS_PUSH_DEFER_KB;
 }
 
+int gemm_rs_copy_hold(int variant, int copy_defer, int requested) {
+  if (!variant || !copy_defer) return 0;
+  return requested >= 0 ? requested != 0 : GEMM_RS_COPY_HOLD;
+}
+
 int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
                          int cluster_m) {
   int mode = 0;

@@ -419,6 +419,9 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         the tile's own epilogue, once its first half's store has read the staging
  *                         out; unset: gemm_rs_push_defer_kb's default (off until 2 GPUs measure
  *                         it; 16 is the candidate)
+ *   MELD_GEMM_AR_COPY_HOLD  0: an own tile's start releases a pending copy flag (AR, deferred
+ *                         copy flags, lean kernels; before session 16); default 1: it stays for
+ *                         the next epilogue's start (gemm_rs_copy_hold)
  *   MELD_GEMM_RS_LEAN     0: the general hook g kernel (every add mode compiled in) also where the
  *                         plan is the default add mode (reduce.preload 4, TMA store, whole
  *                         tiles); default 1 = the kernel with that mode fixed at compile time,
@@ -722,6 +725,8 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int defer_kb = gemm_rs_push_defer_kb(variant, g2, gemm_rs_env_is("MELD_GEMM_RS_PUSH_DEFER", "off") ? -1
                                                          : gemm_rs_env_int("MELD_GEMM_RS_PUSH_DEFER", -2));
   e->out_defer_kb = defer_kb < 0 ? 0 : defer_kb;
+  /* The AR's pending copy flag kept over an own tile's start (session 16; MELD_GEMM_AR_COPY_HOLD). */
+  e->reduce.copy_hold = gemm_rs_copy_hold(variant, e->reduce.copy_defer, gemm_rs_env_int("MELD_GEMM_AR_COPY_HOLD", -1));
   if (variant) {
     if (defer_kb >= 0)
       kern = variant == 1 ? gemm_rs_kernel_for<4, true, 1>(kn, g2) : gemm_rs_kernel_for<4, false, 1>(kn, g2);

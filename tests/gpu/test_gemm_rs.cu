@@ -510,6 +510,13 @@ static void rank_main(int rank, int nranks) {
       test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 50);
     }
     unsetenv("MELD_GEMM_RS_PUSH_DEFER");
+    /* an own tile's start work after k-block 0 with the AR's copy flags kept over it (session 16) */
+    /* the AR's copy flags released at an own tile's start (before session 16; default: kept) */
+    gt_log("MELD_GEMM_AR_COPY_HOLD=0:");
+    setenv("MELD_GEMM_AR_COPY_HOLD", "0", 1);
+    test_shape(&x, 8448, 11100, 4104, 0, MELD_GEMM_RS_FUSED, 2); /* N, K tails */
+    test_back_to_back_m(&x, 1, MELD_GEMM_RS_FUSED, 50, 4096); /* AR 4096 x 8192 x 4096, back to back */
+    unsetenv("MELD_GEMM_AR_COPY_HOLD");
     gt_log("MELD_GEMM_AR_COPY=st:");
     setenv("MELD_GEMM_AR_COPY", "st", 1);
     test_shape(&x, 8448, 11100, 4104, 0, MELD_GEMM_RS_FUSED, 2);
@@ -586,6 +593,18 @@ static void rank_main(int rank, int nranks) {
       test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 1); /* AR: zero copy */
     }
     unsetenv("MELD_GEMM_RS_PUSH_DEFER");
+    /* the AR's copy flags released at an own tile's start (MELD_GEMM_AR_COPY_HOLD=0, before
+     * session 16; default: kept for the next epilogue's start), alone and with the push deferral */
+    for (int v = 0; v < 2; v++) {
+      gt_log(v ? "MELD_GEMM_AR_COPY_HOLD=0 MELD_GEMM_RS_PUSH_DEFER=0:" : "MELD_GEMM_AR_COPY_HOLD=0:");
+      setenv("MELD_GEMM_AR_COPY_HOLD", "0", 1);
+      if (v) setenv("MELD_GEMM_RS_PUSH_DEFER", "0", 1);
+      test_loopback_op(&x, 8192, 1000, 4104, 1, NULL, 1, 0); /* AR: slots */
+      test_loopback_op(&x, 8448, 1024, 1024, 3, NULL, 1, 1); /* AR: zero copy, 132 own tiles */
+      test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 1); /* AR: zero copy, back to back */
+      unsetenv("MELD_GEMM_AR_COPY_HOLD");
+      unsetenv("MELD_GEMM_RS_PUSH_DEFER");
+    }
     gt_log("MELD_GEMM_RS_LEAN=0:");
     setenv("MELD_GEMM_RS_LEAN", "0", 1);
     test_loopback(&x, 4096, 1000, 4104, 1, NULL);

@@ -349,6 +349,18 @@ static void test_push_defer(void **state) {
   assert_int_equal(gemm_rs_push_defer_kb(1, 0, 16), -1); /* no TMA push (one rank, 16-byte stores) */
 }
 
+/* The AR's copy flags kept over an own tile's start (gemm_rs_copy_hold): lean kernels with
+ * deferred copy flags only; 0 as asked; unset: on. */
+static void test_copy_hold(void **state) {
+  (void)state;
+  /* variant, copy_defer, requested */
+  assert_int_equal(gemm_rs_copy_hold(2, 1, 1), 1);
+  assert_int_equal(gemm_rs_copy_hold(2, 1, 0), 0);
+  assert_int_equal(gemm_rs_copy_hold(2, 1, -1), 1); /* unset: on */
+  assert_int_equal(gemm_rs_copy_hold(0, 1, 1), 0); /* the general kernel */
+  assert_int_equal(gemm_rs_copy_hold(2, 0, 1), 0); /* copy flags not deferred: nothing to hold */
+}
+
 /* The own-tile add mode (gemm_rs_preload_mode): each rule that the kernels depend on. */
 static void test_preload_mode(void **state) {
   (void)state;
@@ -478,6 +490,7 @@ int main(void) {
       cmocka_unit_test(test_copy_defer),
       cmocka_unit_test(test_copy_tma),
       cmocka_unit_test(test_push_defer),
+      cmocka_unit_test(test_copy_hold),
       cmocka_unit_test(test_flag_order_model),
       cmocka_unit_test(test_rows),
       cmocka_unit_test(test_validation),

@@ -51,6 +51,21 @@ check(rc == 0, "main() exit status")
 check("comm by how many comm epilogues of this rank run at its midpoint: 0-31: n 2 med 6.50" in text,
       f"the concurrency line in a real table:\n{text}")
 
+# Own vs peer mainloops: per CTA a pushed tile (compute 40, comm) then an own tile (compute 45
+# holding its start work: wait 1 + other 2, then reduce); the split pairs each mainloop with the
+# epilogue that follows it, never with the events inside it.
+per = {}
+for cta in range(3):
+    per[cta] = {"whole": [("compute", 0.0, 200.0)], "inner": [
+        ("compute", 1.0, 41.0), ("comm", 41.0, 47.0),
+        ("compute", 47.0, 92.0 + cta), ("wait", 47.0, 48.0), ("other", 48.0, 50.0), ("reduce", 92.0 + cta, 97.0)]}
+    per[cta]["inner"].sort(key=lambda x: x[1])
+line = trace_stats.mainloop_split(per)
+check(line.startswith("own n 3 med 46.00, peer n 3 med 40.00"), f"own / peer medians: {line}")
+check("own start work med 3.00" in line and "own mainloop without it med 43.00" in line, f"start work: {line}")
+check(trace_stats.mainloop_split({0: {"whole": [], "inner": [("compute", 0.0, 1.0), ("comm", 1.0, 2.0)]}}) == "",
+      "no own tiles: no line")
+
 if passed:
     print(f"[  PASSED  ] {passed} test(s).")
 if failed:
