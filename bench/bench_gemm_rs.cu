@@ -20,14 +20,15 @@
  * PyTorch async-TP (peer_ms) comes from bench/gemm_rs_torch.py and is merged into the JSON
  * afterwards (same shape keys).
  *
- * Usage: bench_gemm_rs [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
+ * Usage: bench_gemm_rs [--quick] [--diag] [--trace [--trace-warm MS]] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
  *                      [--soak MS]
  *   (--soak MS: afterwards every timed row runs back-to-back for ~MS ms, twice in opposite
  *   orders, and prints its mean time with the SM clock and power NVML saw: the sustained,
  *   power-capped speed, bench_soak.h)
  *   (--symc: every AR call writes a C in symmetric memory (the zero-copy AR), for profiling)
  *   (--trace: 3 fused calls per shape and nothing timed; with MELD_TRACE=file each rank writes
- *   the per-tile timeline at comm destroy, tools/trace_png.py draws it)
+ *   the per-tile timeline at comm destroy, tools/trace_png.py draws it; --trace-warm MS: the
+ *   three follow MS ms of untraced meld_gemm calls of the same plan, so they run at the power cap)
  *   (--decode: only the decode-size GEMM+AR shapes, M 16 / 128 / 512)
  *   (--quick: M 8192 and the decode sizes only; --diag: stage-left-out timings of the fused
  *   kernel, MELD_GEMM_RS_DIAG). NCCL_NVLS_ENABLE=0 is set here. */
@@ -75,6 +76,7 @@ static int nccl_load(void) {
 
 /* ---- shapes and options -------------------------------------------------------------------- */
 static int g_quick = 0, g_ops = 3, g_diag = 0, g_decode = 0, g_trace = 0, g_soak = 0;
+static int g_trace_warm = 0; /* --trace-warm MS: the traced calls follow MS ms of untraced GEMMs (at the power cap) */
 #define ROUNDS 3 /* interleaved timing rounds per shape */
 static long long g_pm = 0, g_pn = 0, g_pk = 0; /* --shape M,N,K_total: one point per op */
 static const char *g_json = NULL;
@@ -364,6 +366,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
   cudaStreamSynchronize(x->s);
   if (g_trace) { /* --trace: 3 fused calls for MELD_TRACE (the trace is written at comm destroy) */
     r.algo = MELD_GEMM_RS_FUSED;
+    if (g_trace_warm > 0) { /* the same GEMM plan, untraced, back to back: the GPU at its cap */
+      const double until = gt_now_s() + g_trace_warm / 1000.0;
+      for (int i = 0; gt_now_s() < until; i++) {
+        op_meld_gemm_plain(x, &r, i);
+        if (i % 16 == 15) cudaStreamSynchronize(x->s);
+      }
+    }
     for (int i = 0; i < 3; i++) op_meld(x, &r, i);
     cudaStreamSynchronize(x->s);
     if (x->rank == 0)
@@ -804,6 +813,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--decode")) g_decode = 1;
     else if (!strcmp(argv[i], "--diag")) g_diag = 1;
     else if (!strcmp(argv[i], "--trace")) g_trace = 1;
+    else if (!strcmp(argv[i], "--trace-warm") && i + 1 < argc) g_trace_warm = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--symc")) g_symc = 1;
     else if (!strcmp(argv[i], "--soak") && i + 1 < argc) g_soak = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
