@@ -20,7 +20,7 @@
  * PyTorch async-TP (peer_ms) comes from bench/gemm_rs_torch.py and is merged into the JSON
  * afterwards (same shape keys).
  *
- * Usage: bench_gemm_rs [--quick] [--diag] [--trace [--trace-warm MS]] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
+ * Usage: bench_gemm_rs [--quick] [--diag] [--trace [--trace-warm MS] [--trace-diags D,...]] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
  *                      [--soak MS]
  *   (--soak MS: afterwards every timed row runs back-to-back for ~MS ms, twice in opposite
  *   orders, and prints its mean time with the SM clock and power NVML saw: the sustained,
@@ -28,7 +28,9 @@
  *   (--symc: every AR call writes a C in symmetric memory (the zero-copy AR), for profiling)
  *   (--trace: 3 fused calls per shape and nothing timed; with MELD_TRACE=file each rank writes
  *   the per-tile timeline at comm destroy, tools/trace_png.py draws it; --trace-warm MS: the
- *   three follow MS ms of untraced meld_gemm calls of the same plan, so they run at the power cap)
+ *   three follow MS ms of untraced meld_gemm calls of the same plan, so they run at the power cap;
+ *   --trace-diags D1,D2,...: 3 traced calls per MELD_GEMM_RS_DIAG value instead, in that order,
+ *   in one trace (variants compared in the same power state))
  *   (--decode: only the decode-size GEMM+AR shapes, M 16 / 128 / 512)
  *   (--quick: M 8192 and the decode sizes only; --diag: stage-left-out timings of the fused
  *   kernel, MELD_GEMM_RS_DIAG). NCCL_NVLS_ENABLE=0 is set here. */
@@ -77,6 +79,7 @@ static int nccl_load(void) {
 /* ---- shapes and options -------------------------------------------------------------------- */
 static int g_quick = 0, g_ops = 3, g_diag = 0, g_decode = 0, g_trace = 0, g_soak = 0;
 static int g_trace_warm = 0; /* --trace-warm MS: the traced calls follow MS ms of untraced GEMMs (at the power cap) */
+static const char *g_trace_diags = NULL; /* --trace-diags D,D,...: 3 traced calls per MELD_GEMM_RS_DIAG value, in order */
 #define ROUNDS 3 /* interleaved timing rounds per shape */
 static long long g_pm = 0, g_pn = 0, g_pk = 0; /* --shape M,N,K_total: one point per op */
 static const char *g_json = NULL;
@@ -373,7 +376,19 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         if (i % 16 == 15) cudaStreamSynchronize(x->s);
       }
     }
-    for (int i = 0; i < 3; i++) op_meld(x, &r, i);
+    if (g_trace_diags) { /* 3 calls per MELD_GEMM_RS_DIAG value (read per call), one trace */
+      char list[256];
+      snprintf(list, sizeof list, "%s", g_trace_diags);
+      int i = 0;
+      for (char *d = strtok(list, ","); d; d = strtok(NULL, ",")) {
+        setenv("MELD_GEMM_RS_DIAG", d, 1);
+        for (int j = 0; j < 3; j++, i++) op_meld(x, &r, i);
+        cudaStreamSynchronize(x->s);
+        if (x->rank == 0) printf("trace: calls %d-%d with MELD_GEMM_RS_DIAG=%s\n", i - 2, i, d);
+      }
+    } else {
+      for (int i = 0; i < 3; i++) op_meld(x, &r, i);
+    }
     cudaStreamSynchronize(x->s);
     if (x->rank == 0)
       printf("trace: 3 fused %s calls, M %lld N %lld K_loc %lld%s\n", sh->is_ar ? "gemm_ar" : "gemm_rs", (long long)sh->m,
@@ -814,6 +829,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--diag")) g_diag = 1;
     else if (!strcmp(argv[i], "--trace")) g_trace = 1;
     else if (!strcmp(argv[i], "--trace-warm") && i + 1 < argc) g_trace_warm = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--trace-diags") && i + 1 < argc) g_trace_diags = argv[++i];
     else if (!strcmp(argv[i], "--symc")) g_symc = 1;
     else if (!strcmp(argv[i], "--soak") && i + 1 < argc) g_soak = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
