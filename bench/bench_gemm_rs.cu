@@ -21,7 +21,9 @@
  * afterwards (same shape keys).
  *
  * Usage: bench_gemm_rs [--quick] [--diag] [--trace [--trace-warm MS] [--trace-diags D,...]] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
- *                      [--soak MS]
+ *                      [--soak MS] [--rows L1|L2|...]
+ *   (--rows: only the rows whose soak label is one of these, e.g. "meld fused GEMM_RS_DIAG=1024|
+ *   meld_gemm_plain", for a focused A/B; the table's other columns print -1)
  *   (--soak MS: afterwards every timed row runs back-to-back for ~MS ms, twice in opposite
  *   orders, and prints its mean time with the SM clock and power NVML saw: the sustained,
  *   power-capped speed, bench_soak.h)
@@ -79,6 +81,7 @@ static int nccl_load(void) {
 /* ---- shapes and options -------------------------------------------------------------------- */
 static int g_quick = 0, g_ops = 3, g_diag = 0, g_decode = 0, g_trace = 0, g_soak = 0;
 static int g_trace_warm = 0; /* --trace-warm MS: the traced calls follow MS ms of untraced GEMMs (at the power cap) */
+static const char *g_rows = NULL; /* --rows L1|L2|...: only the rows with these soak labels (focused A/B) */
 static const char *g_trace_diags = NULL; /* --trace-diags D,D,...: 3 traced calls per MELD_GEMM_RS_DIAG value, in order */
 #define ROUNDS 3 /* interleaved timing rounds per shape */
 static long long g_pm = 0, g_pn = 0, g_pk = 0; /* --shape M,N,K_total: one point per op */
@@ -401,7 +404,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_HOLD0, V_LOOPCH0, V_LOOPZCH0, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_HOLD0, V_LOOPCH0, V_LOOPZCH0, V_LOOPZEV, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -532,7 +535,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_LOOPPD0] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_PUSH_DEFER", "0"}}},
         [V_LOOPPD16] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_RS_PUSH_DEFER", "16"}}},
         /* C's TMA stores (own tiles, AR copies) with L2::evict_first (MELD_GEMM_STORE_HINT=1,
-         * session 15): loopback and one synthetic partial */
+         * session 15, opt-in): loopback and one synthetic partial */
         [V_LOOPEV] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_STORE_HINT", "1"}}},
         [V_D130EV] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "130"}, {"MELD_GEMM_STORE_HINT", "1"}}},
         /* the AR's pending copy flag released at an own tile's start (MELD_GEMM_AR_COPY_HOLD=0: before
@@ -542,7 +545,36 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                        {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_COPY_HOLD", "0"}}},
         [V_LOOPZCH0] = {op_meld_symc, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar && r.c_sym != NULL,
                         {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_ZC", "1"}, {"MELD_GEMM_AR_COPY_HOLD", "0"}}},
+        /* the zero-copy AR loopback with the evict-first hint (MELD_GEMM_STORE_HINT=1, session 16) */
+        [V_LOOPZEV] = {op_meld_symc, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar && r.c_sym != NULL,
+                       {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_ZC", "1"}, {"MELD_GEMM_STORE_HINT", "1"}}},
     };
+    static const struct { op_fn fn; const char *name; } names[] = {
+        {op_meld, "meld"}, {op_meld_symc, "meld_symc"}, {op_cublas, "cublas"}, {op_meld_gemm, "meld_gemm"},
+        {op_meld_gemm_plain, "meld_gemm_plain"}, {op_nccl, "nccl"}, {op_meld_coll, "meld_coll"}, {op_seq, "seq"}};
+    char labels[V_N][160]; /* a row's name: its op, algorithm and environment (soak lines, JSON, --rows) */
+    int on[V_N];
+    for (int v = 0; v < V_N; v++) {
+      char *label = labels[v];
+      const char *fn = "diag_op";
+      for (size_t q = 0; q < sizeof names / sizeof names[0]; q++)
+        if (names[q].fn == tv[v].fn) fn = names[q].name;
+      int o = snprintf(label, sizeof labels[v], "%s%s", fn,
+                       tv[v].fn != op_meld && tv[v].fn != op_meld_symc ? ""
+                       : tv[v].algo == MELD_GEMM_RS_FUSED ? " fused" : tv[v].algo == MELD_GEMM_RS_UNFUSED ? " unfused" : "");
+      for (int e = 0; e < 3 && tv[v].env[e][0] && o < (int)sizeof labels[v]; e++)
+        o += snprintf(label + o, sizeof labels[v] - o, " %s=%s", tv[v].env[e][0] + 5, tv[v].env[e][1]);
+      on[v] = tv[v].on;
+      if (on[v] && g_rows) { /* exact labels, '|'-separated */
+        const size_t n = strlen(label);
+        int hit = 0;
+        for (const char *q = g_rows; *q && !hit; q = strchr(q, '|') ? strchr(q, '|') + 1 : q + strlen(q)) {
+          const char *end = strchr(q, '|');
+          hit = (size_t)(end ? end - q : (ptrdiff_t)strlen(q)) == n && !strncmp(q, label, n);
+        }
+        on[v] = hit;
+      }
+    }
     float tr[V_N][ROUNDS], tm[V_N];
     double wall[V_N] = {0};
     int fused_failed = 0;
@@ -552,7 +584,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     for (int rd = 0; rd < ROUNDS; rd++)
       for (int j = 0; j < V_N; j++) {
         const int v = (j + rd * (V_N / ROUNDS)) % V_N;
-        if (!tv[v].on) continue;
+        if (!on[v]) continue;
         for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
         r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
         r.failed = 0;
@@ -564,14 +596,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       }
     r.algo = MELD_GEMM_RS_AUTO;
     r.failed = 0;
-    for (int v = 0; v < V_N; v++) tm[v] = tv[v].on ? bench_median(tr[v], ROUNDS) : -1;
+    for (int v = 0; v < V_N; v++) tm[v] = on[v] ? bench_median(tr[v], ROUNDS) : -1;
     if (g_soak) { /* sustained: each row back-to-back for ~g_soak ms, two passes in opposite orders */
       soak_result_t sr[V_N][2];
       memset(sr, 0, sizeof sr);
       for (int pass = 0; pass < 2; pass++)
         for (int j = 0; j < V_N; j++) {
           const int v = pass ? V_N - 1 - j : j;
-          if (!tv[v].on) continue; /* (the same on every rank; a row rank 0 did not time is skipped in soak_op) */
+          if (!on[v]) continue; /* (the same on every rank; a row rank 0 did not time is skipped in soak_op) */
           for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
           r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
           soak_ctx_t c = {x, tv[v].fn, &r, 0};
@@ -579,20 +611,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
           for (int e = 0; e < 3 && tv[v].env[e][0]; e++) unsetenv(tv[v].env[e][0]);
         }
       r.algo = MELD_GEMM_RS_AUTO;
-      static const struct { op_fn fn; const char *name; } names[] = {
-          {op_meld, "meld"}, {op_meld_symc, "meld_symc"}, {op_cublas, "cublas"}, {op_meld_gemm, "meld_gemm"},
-          {op_meld_gemm_plain, "meld_gemm_plain"}, {op_nccl, "nccl"}, {op_meld_coll, "meld_coll"}, {op_seq, "seq"}};
       for (int v = 0; v < V_N; v++) {
         if (!(sr[v][0].calls && sr[v][1].calls)) continue;
-        char label[160];
-        const char *fn = "diag_op";
-        for (size_t q = 0; q < sizeof names / sizeof names[0]; q++)
-          if (names[q].fn == tv[v].fn) fn = names[q].name;
-        int o = snprintf(label, sizeof label, "%s%s", fn,
-                         tv[v].fn != op_meld && tv[v].fn != op_meld_symc ? ""
-                         : tv[v].algo == MELD_GEMM_RS_FUSED ? " fused" : tv[v].algo == MELD_GEMM_RS_UNFUSED ? " unfused" : "");
-        for (int e = 0; e < 3 && tv[v].env[e][0] && o < (int)sizeof label; e++)
-          o += snprintf(label + o, sizeof label - o, " %s=%s", tv[v].env[e][0] + 5, tv[v].env[e][1]);
+        const char *label = labels[v];
         soak_print(x->rank, sh->is_ar ? "gemm_ar" : "gemm_rs", (long long)sh->m, (long long)sh->n, (long long)r.k, label,
                    56, &sr[v][0], &sr[v][1], tm[v]);
         if (x->json)
@@ -700,8 +721,8 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         printf("        diag: loopback AR, copies by 16-byte stores (MELD_GEMM_AR_COPY=st): slots %7.3f, zero copy %7.3f\n",
                tm[V_LOOPCS], tm[V_LOOPZCS]);
       if (tm[V_LOOPEV] > 0)
-        printf("        diag: C's TMA stores with L2::evict_first (MELD_GEMM_STORE_HINT=1): loopback %7.3f, diag 130 %7.3f\n",
-               tm[V_LOOPEV], tm[V_D130EV]);
+        printf("        diag: C's TMA stores with L2::evict_first (MELD_GEMM_STORE_HINT=1): loopback %7.3f, diag 130 %7.3f, "
+               "zero copy %7.3f\n", tm[V_LOOPEV], tm[V_D130EV], tm[V_LOOPZEV]);
       if (tm[V_PD16] > 0) printf("        variant: fused, pushed tiles' second half after k-block 16 of the next tile (MELD_GEMM_RS_PUSH_DEFER=16) %7.3f\n", tm[V_PD16]);
       if (tm[V_LOOPPD0] > 0)
         printf("        diag: loopback, pushed tiles' second half in the next mainloop (MELD_GEMM_RS_PUSH_DEFER): after k-block 0 %7.3f, 16 %7.3f\n",
@@ -830,6 +851,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--trace")) g_trace = 1;
     else if (!strcmp(argv[i], "--trace-warm") && i + 1 < argc) g_trace_warm = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--trace-diags") && i + 1 < argc) g_trace_diags = argv[++i];
+    else if (!strcmp(argv[i], "--rows") && i + 1 < argc) g_rows = argv[++i];
     else if (!strcmp(argv[i], "--symc")) g_symc = 1;
     else if (!strcmp(argv[i], "--soak") && i + 1 < argc) g_soak = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
@@ -840,7 +862,7 @@ int main(int argc, char **argv) {
       ++i;
       g_ops = !strcmp(argv[i], "rs") ? 1 : !strcmp(argv[i], "ar") ? 2 : 3;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode] [--soak MS]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode] [--soak MS] [--rows L1|L2|...]\n", argv[0]);
       return 2;
     }
   }

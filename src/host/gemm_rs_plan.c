@@ -295,6 +295,8 @@ int gemm_rs_copy_hold(int variant, int copy_defer, int requested) {
   return requested >= 0 ? requested != 0 : GEMM_RS_COPY_HOLD;
 }
 
+int gemm_rs_store_hint(int requested) { return requested >= 0 ? requested != 0 : GEMM_RS_STORE_HINT; }
+
 int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
                          int cluster_m) {
   int mode = 0;

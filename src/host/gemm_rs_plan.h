@@ -155,6 +155,16 @@ int gemm_rs_push_defer_kb(int variant, int g2, int requested);
 #define GEMM_RS_COPY_HOLD 1
 int gemm_rs_copy_hold(int variant, int copy_defer, int requested);
 
+/* 1 when a fused call's C stores (own tiles, AR copies; not pushes) carry L2::evict_first
+ * (gemm.cuh gemm_store_c; the lean kernels: the general one ignores it): `requested` =
+ * MELD_GEMM_STORE_HINT 0 / 1, -1 unset: GEMM_RS_STORE_HINT (off). One H200, loopback 8192^2 x
+ * 4096, sustained, with / without: RS -0.6% (s15), -0.65% (s16 call 2), -0.8 / +0.3 / -0.3%
+ * (s16 call 6, three processes), +1.4% (call 7, two rows only); zero-copy AR -0.3 / -0.8 /
+ * -0.4%, +1.4% (call 7): below the noise of these soaks (1-2% between passes of one row), so
+ * off, as for meld_gemm. */
+#define GEMM_RS_STORE_HINT 0
+int gemm_rs_store_hint(int requested);
+
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */
 int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len);

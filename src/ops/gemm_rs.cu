@@ -419,6 +419,8 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         the tile's own epilogue, once its first half's store has read the staging
  *                         out; unset: gemm_rs_push_defer_kb's default (off until 2 GPUs measure
  *                         it; 16 is the candidate)
+ *   MELD_GEMM_STORE_HINT  1: the fused kernels' C stores (own tiles, AR copies; lean kernels)
+ *                         with L2::evict_first; default off (gemm_rs_store_hint)
  *   MELD_GEMM_AR_COPY_HOLD  0: an own tile's start releases a pending copy flag (AR, deferred
  *                         copy flags, lean kernels; before session 16); default 1: it stays for
  *                         the next epilogue's start (gemm_rs_copy_hold)
@@ -537,7 +539,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   g.ldc = pl->ldn;
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.sm_count = grid;
-  if (gemm_rs_env_int("MELD_GEMM_STORE_HINT", 0) == 1) o.store_hint = 2; /* (read per call: bench rows) */
+  o.store_hint = gemm_rs_store_hint(gemm_rs_env_int("MELD_GEMM_STORE_HINT", -1)) ? 2 : 1; /* (read per call: bench rows) */
   /* Split-K only where the GEMM has fewer tiles than CTAs (decode sizes): the engine's choice,
    * or the variant; with it, own tiles still come last (a tile's splits are consecutive
    * tickets, the tile order is unchanged), and the last split to arrive runs the epilogue. */

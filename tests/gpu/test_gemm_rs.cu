@@ -593,6 +593,13 @@ static void rank_main(int rank, int nranks) {
       test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 1); /* AR: zero copy */
     }
     unsetenv("MELD_GEMM_RS_PUSH_DEFER");
+    /* C's stores with the evict-first hint (MELD_GEMM_STORE_HINT=1, opt-in; session 16) */
+    gt_log("MELD_GEMM_STORE_HINT=1:");
+    setenv("MELD_GEMM_STORE_HINT", "1", 1);
+    test_loopback(&x, 8448, 11100, 4104, 2, NULL); /* N, K tails */
+    test_synthetic_partial(&x, 2000, 4000, 1024, 1, NULL);
+    test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 1); /* AR: zero copy, back to back */
+    unsetenv("MELD_GEMM_STORE_HINT");
     /* the AR's copy flags released at an own tile's start (MELD_GEMM_AR_COPY_HOLD=0, before
      * session 16; default: kept for the next epilogue's start), alone and with the push deferral */
     for (int v = 0; v < 2; v++) {

@@ -359,6 +359,10 @@ static void test_copy_hold(void **state) {
   assert_int_equal(gemm_rs_copy_hold(2, 1, -1), 1); /* unset: on */
   assert_int_equal(gemm_rs_copy_hold(0, 1, 1), 0); /* the general kernel */
   assert_int_equal(gemm_rs_copy_hold(2, 0, 1), 0); /* copy flags not deferred: nothing to hold */
+  /* the fused kernels' evict-first C stores (gemm_rs_store_hint): as asked; unset: the default */
+  assert_int_equal(gemm_rs_store_hint(0), 0);
+  assert_int_equal(gemm_rs_store_hint(1), 1);
+  assert_int_equal(gemm_rs_store_hint(-1), GEMM_RS_STORE_HINT);
 }
 
 /* The own-tile add mode (gemm_rs_preload_mode): each rule that the kernels depend on. */
