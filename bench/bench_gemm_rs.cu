@@ -21,7 +21,9 @@
  * afterwards (same shape keys).
  *
  * Usage: bench_gemm_rs [--quick] [--diag] [--trace [--trace-warm MS] [--trace-diags D,...]] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode]
- *                      [--soak MS] [--rows L1|L2|...]
+ *                      [--soak MS [--soak-rounds R]] [--rows L1|L2|...]
+ *   (--soak-rounds R, 1..8: R pairs of passes, in order then reversed; a row's line shows the
+ *   mean of its in-order passes and of its reversed ones: finer A/Bs than one pair)
  *   (--rows: only the rows whose soak label is one of these, e.g. "meld fused GEMM_RS_DIAG=1024|
  *   meld_gemm_plain", for a focused A/B; the table's other columns print -1)
  *   (--soak MS: afterwards every timed row runs back-to-back for ~MS ms, twice in opposite
@@ -80,6 +82,7 @@ static int nccl_load(void) {
 
 /* ---- shapes and options -------------------------------------------------------------------- */
 static int g_quick = 0, g_ops = 3, g_diag = 0, g_decode = 0, g_trace = 0, g_soak = 0;
+static int g_soak_rounds = 1; /* --soak-rounds R: R pairs of passes (in order, reversed); each orientation averaged */
 static int g_trace_warm = 0; /* --trace-warm MS: the traced calls follow MS ms of untraced GEMMs (at the power cap) */
 static const char *g_rows = NULL; /* --rows L1|L2|...: only the rows with these soak labels (focused A/B) */
 static const char *g_trace_diags = NULL; /* --trace-diags D,D,...: 3 traced calls per MELD_GEMM_RS_DIAG value, in order */
@@ -597,20 +600,24 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     r.algo = MELD_GEMM_RS_AUTO;
     r.failed = 0;
     for (int v = 0; v < V_N; v++) tm[v] = on[v] ? bench_median(tr[v], ROUNDS) : -1;
-    if (g_soak) { /* sustained: each row back-to-back for ~g_soak ms, two passes in opposite orders */
+    if (g_soak) { /* sustained: each row back-to-back for ~g_soak ms, passes in alternating orders */
+      static soak_result_t sp[V_N][2][8]; /* [row][orientation][round] */
       soak_result_t sr[V_N][2];
-      memset(sr, 0, sizeof sr);
-      for (int pass = 0; pass < 2; pass++)
-        for (int j = 0; j < V_N; j++) {
-          const int v = pass ? V_N - 1 - j : j;
-          if (!on[v]) continue; /* (the same on every rank; a row rank 0 did not time is skipped in soak_op) */
-          for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
-          r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
-          soak_ctx_t c = {x, tv[v].fn, &r, 0};
-          soak_row_led(x->comm->boot, soak_call, &c, tm[v], g_soak, x->s, &sr[v][pass]);
-          for (int e = 0; e < 3 && tv[v].env[e][0]; e++) unsetenv(tv[v].env[e][0]);
-        }
+      memset(sp, 0, sizeof sp);
+      for (int rr = 0; rr < g_soak_rounds; rr++)
+        for (int pass = 0; pass < 2; pass++)
+          for (int j = 0; j < V_N; j++) {
+            const int v = pass ? V_N - 1 - j : j;
+            if (!on[v]) continue; /* (the same on every rank; a row rank 0 did not time is skipped in soak_op) */
+            for (int e = 0; e < 3 && tv[v].env[e][0]; e++) setenv(tv[v].env[e][0], tv[v].env[e][1], 1);
+            r.algo = (meld_gemm_rs_algo_t)tv[v].algo;
+            soak_ctx_t c = {x, tv[v].fn, &r, 0};
+            soak_row_led(x->comm->boot, soak_call, &c, tm[v], g_soak, x->s, &sp[v][pass][rr]);
+            for (int e = 0; e < 3 && tv[v].env[e][0]; e++) unsetenv(tv[v].env[e][0]);
+          }
       r.algo = MELD_GEMM_RS_AUTO;
+      for (int v = 0; v < V_N; v++)
+        for (int pass = 0; pass < 2; pass++) soak_mean(sp[v][pass], g_soak_rounds, &sr[v][pass]);
       for (int v = 0; v < V_N; v++) {
         if (!(sr[v][0].calls && sr[v][1].calls)) continue;
         const char *label = labels[v];
@@ -854,6 +861,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--rows") && i + 1 < argc) g_rows = argv[++i];
     else if (!strcmp(argv[i], "--symc")) g_symc = 1;
     else if (!strcmp(argv[i], "--soak") && i + 1 < argc) g_soak = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--soak-rounds") && i + 1 < argc) {
+      g_soak_rounds = atoi(argv[++i]);
+      if (g_soak_rounds < 1 || g_soak_rounds > 8) {
+        fprintf(stderr, "bench_gemm_rs: --soak-rounds takes 1..8\n");
+        return 2;
+      }
+    }
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc &&
              sscanf(argv[i + 1], "%lld,%lld,%lld", &g_pm, &g_pn, &g_pk) == 3 && g_pm > 0 && g_pn > 0 && g_pk > 0)
@@ -862,7 +876,7 @@ int main(int argc, char **argv) {
       ++i;
       g_ops = !strcmp(argv[i], "rs") ? 1 : !strcmp(argv[i], "ar") ? 2 : 3;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode] [--soak MS] [--rows L1|L2|...]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--diag] [--trace] [--symc] [--json FILE] [--op rs|ar|both] [--shape M,N,K_total] [--decode] [--soak MS [--soak-rounds R]] [--rows L1|L2|...]\n", argv[0]);
       return 2;
     }
   }

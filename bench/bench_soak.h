@@ -183,6 +183,31 @@ static inline void soak_row_led(meld_bootstrap_t *boot, soak_fn fn, void *ctx, f
   soak_row(boot, fn, ctx, burst_ms, soak_ms, st, res);
 }
 
+/* The mean of n soaks of one row (e.g. its passes of one orientation over several rounds):
+ * times, clocks and power averaged, calls and samples summed, reasons OR-ed; passes that did
+ * not run (calls 0) are left out. */
+static inline void soak_mean(const soak_result_t *r, int n, soak_result_t *out) {
+  memset(out, 0, sizeof *out);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    if (!r[i].calls) continue;
+    out->ms_per_call += r[i].ms_per_call;
+    out->sm_mhz += r[i].sm_mhz;
+    out->power_w += r[i].power_w;
+    out->calls += r[i].calls;
+    out->samples += r[i].samples;
+    out->reasons |= r[i].reasons;
+    out->min_mhz = k == 0 || r[i].min_mhz < out->min_mhz ? r[i].min_mhz : out->min_mhz;
+    out->max_mhz = r[i].max_mhz > out->max_mhz ? r[i].max_mhz : out->max_mhz;
+    k++;
+  }
+  if (k) {
+    out->ms_per_call /= k;
+    out->sm_mhz /= k;
+    out->power_w /= k;
+  }
+}
+
 /* The line a soaked row prints: the mean of its two passes, each pass, the burst median. */
 static inline void soak_print(int rank, const char *op, long long m, long long n, long long k, const char *label,
                               int width, const soak_result_t *a, const soak_result_t *b, double burst_ms) {

@@ -159,9 +159,10 @@ int gemm_rs_copy_hold(int variant, int copy_defer, int requested);
  * (gemm.cuh gemm_store_c; the lean kernels: the general one ignores it): `requested` =
  * MELD_GEMM_STORE_HINT 0 / 1, -1 unset: GEMM_RS_STORE_HINT (off). One H200, loopback 8192^2 x
  * 4096, sustained, with / without: RS -0.6% (s15), -0.65% (s16 call 2), -0.8 / +0.3 / -0.3%
- * (s16 call 6, three processes), +1.4% (call 7, two rows only); zero-copy AR -0.3 / -0.8 /
- * -0.4%, +1.4% (call 7): below the noise of these soaks (1-2% between passes of one row), so
- * off, as for meld_gemm. */
+ * (s16 call 6, three processes), +1.4% (call 7, two rows, one pair of passes), -0.3% (call
+ * 8, four pairs); zero-copy AR -0.3 / -0.8 / -0.4%, +1.4%, -0.2%: ~0.2-0.3%, and off anyway,
+ * as for meld_gemm: the next kernel of a model reads C, and evict-first would send that read
+ * to HBM wherever C fits in L2 (the benches do not see that). */
 #define GEMM_RS_STORE_HINT 0
 int gemm_rs_store_hint(int requested);
 
