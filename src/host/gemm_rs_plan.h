@@ -149,9 +149,10 @@ int gemm_rs_push_defer_kb(int variant, int g2, int requested);
  * the lean kernels (`variant` != 0); `requested` = MELD_GEMM_AR_COPY_HOLD: 0 / 1, -1 unset:
  * GEMM_RS_COPY_HOLD (on). Session 16, one H200, AR loopback 8192^2 x 4096: an own tile's start
  * work 3.5 -> 1.3 us (median; the release moves to the epilogue's start, +0.45 us there, when
- * the copies issued a mainloop earlier are done), sustained slots 0.9263 vs 0.9327 ms, zero copy
- * 0.8874 vs 0.8864 (even: at the cap a consumer's wait is mostly absorbed). At 2 GPUs the wait
- * it removes is the copies' NVLink drain (every CTA copying at once). */
+ * the copies issued a mainloop earlier are done); sustained, zero copy (the 2-rank default for a
+ * symmetric or registered C) 0.8804 / 0.8825 vs 0.8850 / 0.8884 ms (two processes; call 2:
+ * even), slots within noise. At 2 GPUs the wait it removes is the copies' NVLink drain (every
+ * CTA copying at once). */
 #define GEMM_RS_COPY_HOLD 1
 int gemm_rs_copy_hold(int variant, int copy_defer, int requested);
 
