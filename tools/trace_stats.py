@@ -11,7 +11,9 @@ Per-tile events (the GEMM engine's timeline in the fused kernels) carry epoch 0;
 assigned to the call whose whole-CTA event of the same CTA contains it, and such a call is
 summarized per role instead (events per CTA, time per CTA, duration percentiles), with the
 entry (whole-CTA start to the CTA's first tile) and the tail (its last tile's end to the
-call's end).
+call's end); the pushed ("comm") epilogues binned by how many ran at once; and the mainloops
+split by the epilogue that follows them (own tiles: "reduce", pushed: "comm"), with an own
+tile's start work (the "wait" and "other" events inside its mainloop) apart.
 
     python3 tools/trace_stats.py trace.rank0.json[.gz] trace.rank1.json[.gz]
 
