@@ -510,7 +510,6 @@ static void rank_main(int rank, int nranks) {
       test_back_to_back(&x, 0, MELD_GEMM_RS_FUSED, 50);
     }
     unsetenv("MELD_GEMM_RS_PUSH_DEFER");
-    /* an own tile's start work after k-block 0 with the AR's copy flags kept over it (session 16) */
     /* the AR's copy flags released at an own tile's start (before session 16; default: kept) */
     gt_log("MELD_GEMM_AR_COPY_HOLD=0:");
     setenv("MELD_GEMM_AR_COPY_HOLD", "0", 1);
