@@ -407,7 +407,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_HOLD0, V_LOOPCH0, V_LOOPZCH0, V_LOOPZEV, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_HOLD0, V_LOOPCH0, V_LOOPZCH0, V_LOOPZEV, V_DLY0, V_DLY2K, V_DLY4K, V_DLY6K, V_DLY9K, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -551,6 +551,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         /* the zero-copy AR loopback with the evict-first hint (MELD_GEMM_STORE_HINT=1, session 16) */
         [V_LOOPZEV] = {op_meld_symc, MELD_GEMM_RS_FUSED, big1 && g_diag && sh->is_ar && r.c_sym != NULL,
                        {{"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_ZC", "1"}, {"MELD_GEMM_STORE_HINT", "1"}}},
+        /* the bare kernel's epilogues started 0 / 2000 / 4000 / 6000 / 9000 SM clocks late (diag bits 4 + 13,
+         * session 16): how much epilogue time the full pipeline stages absorb */
+        [V_DLY0] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "8208"}, {"MELD_GEMM_RS_DELAY_CYCLES", "0"}}},
+        [V_DLY2K] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "8208"}, {"MELD_GEMM_RS_DELAY_CYCLES", "2000"}}},
+        [V_DLY4K] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "8208"}, {"MELD_GEMM_RS_DELAY_CYCLES", "4000"}}},
+        [V_DLY6K] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "8208"}, {"MELD_GEMM_RS_DELAY_CYCLES", "6000"}}},
+        [V_DLY9K] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "8208"}, {"MELD_GEMM_RS_DELAY_CYCLES", "9000"}}},
     };
     static const struct { op_fn fn; const char *name; } names[] = {
         {op_meld, "meld"}, {op_meld_symc, "meld_symc"}, {op_cublas, "cublas"}, {op_meld_gemm, "meld_gemm"},
@@ -738,6 +745,10 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (tm[V_LOOPCH0] > 0)
         printf("        diag: loopback AR, copy flags released at own tiles' start (MELD_GEMM_AR_COPY_HOLD=0): slots %7.3f, zero copy %7.3f\n",
                tm[V_LOOPCH0], tm[V_LOOPZCH0]);
+      if (tm[V_DLY0] > 0)
+        printf("        diag: the bare kernel's epilogues 0 / 2000 / 4000 / 6000 / 9000 clocks late (MELD_GEMM_RS_DIAG=8208, "
+               "MELD_GEMM_RS_DELAY_CYCLES): %7.3f / %7.3f / %7.3f / %7.3f / %7.3f\n", tm[V_DLY0], tm[V_DLY2K], tm[V_DLY4K],
+               tm[V_DLY6K], tm[V_DLY9K]);
       if (tm[V_LOOPL2] > 0)
         printf("        diag: RS in the lean AR kernel (MELD_GEMM_RS_LEAN=2): loopback %7.3f, diag 130 %7.3f\n", tm[V_LOOPL2],
                tm[V_D130L2]);

@@ -361,6 +361,11 @@ typedef struct {
    * later CTAs read again. Not in the general hook g kernel (PRE -1: 12 bytes spilled). Session
    * 15 (MELD_GEMM_STORE_HINT=1). */
   int32_t store_hint;
+  /* (diagnostic, additive; read only by kernels built with DEFER 2: gemm_rs's bare kernel with
+   * MELD_GEMM_RS_DIAG bit 13) each warpgroup's epilogue starts this many SM clocks late (thread
+   * 0 spins, the warpgroup waits on its barrier): how much epilogue time the pipeline's full
+   * stages absorb (session 16's model: up to ~4 k-blocks' worth). */
+  int64_t diag_delay_cycles;
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -1824,6 +1829,14 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     /* (PRE 4: only further sources, past src[0], load here: more than 2 ranks) */
     if (RED && gemm_preload_of<PRE>(p) && (PRE < 0 || p->epi.reduce.nsrc > 1) && own_tile())
       gemm_reduce_add<PRE>(p, acc, t, g, tid, sbase);
+    if constexpr (DEFER == 2) { /* (diagnostic: see gemm_params_t.diag_delay_cycles) */
+      if (tid == 0) {
+        const long long until = clock64() + p->diag_delay_cycles;
+        while (clock64() < until) {
+        }
+      }
+      named_bar_sync(GEMM_BAR_WG0 + g, 128);
+    }
     if (DEFER > 0) gemm_epilogue<RED, G2, DEFER, false, BN, PRE>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
     else gemm_epilogue<RED, G2, 0, HELPER, BN, PRE>(p, acc, t, stg, g, tid);
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the epilogue */

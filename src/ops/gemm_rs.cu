@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
      * (sessions 1-7; for comparison) */
     const int w = a.diag & 4096 ? (int)meld_cta_shared()->ticket : (int)blockIdx.x;
     if constexpr (BARE)
-      gemm_cta_run<BKN, false, false, 1>(&a.g, gemm_rs_smem, w, (int)gridDim.x);
+      gemm_cta_run<BKN, false, false, DEF == 2 ? 2 : 1>(&a.g, gemm_rs_smem, w, (int)gridDim.x); /* (DEF 2: diag bit 13) */
     else
       gemm_cta_run<BKN, true, G2, DEF, HELPER, false, gemm_rs_tail<AR>, gemm_rs_side<AR>, GEMM_BN, PRE>(
           &a.g, gemm_rs_smem, w, (int)gridDim.x, gemm_rs_tail<AR>{&proto, &a, gemm_rs_smem}, gemm_rs_side<AR>{&proto, &a});
@@ -466,6 +466,9 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         bit 9 = own tiles' partials not asked into L2 at the tile's start,
  *                         bit 11 = the AR early copy's waits without their sleeping pre-poll
  *                         (only meld_wait_signal's own polling; results right),
+ *                         bit 13 (with bit 4) = every epilogue of the bare kernel starts
+ *                         MELD_GEMM_RS_DELAY_CYCLES SM clocks late (session 16: how much epilogue
+ *                         time the full pipeline stages absorb),
  *                         bit 12 = the GEMM's worker index is the CTA's arrival ticket instead
  *                         of its block index (sessions 1-7; which SM runs which tiles; results
  *                         right at any rank count),
@@ -525,7 +528,9 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int g2 = P == 2 && !pl->sym && !(diag & 8) && !gemm_rs_env_is("MELD_GEMM_RS_PUSH", "st");
   const int helper = g2 && gemm_rs_env_int("MELD_GEMM_RS_FLAG_HELPER", 0) == 1;
   const int kn = a->b_layout == MELD_B_KN;
-  const void *kern = diag & 16 ? (kn ? (const void *)gemm_rs_kernel<true, false, true> : (const void *)gemm_rs_kernel<false, false, true>)
+  const void *kern = diag & 16 ? (diag & 8192 ? (kn ? (const void *)gemm_rs_kernel<true, false, true, false, -1, true, 2>
+                                                    : (const void *)gemm_rs_kernel<false, false, true, false, -1, true, 2>)
+                                 : kn ? (const void *)gemm_rs_kernel<true, false, true> : (const void *)gemm_rs_kernel<false, false, true>)
                      : helper  ? (kn ? (const void *)gemm_rs_kernel<true, true, false, true>
                                      : (const void *)gemm_rs_kernel<false, true, false, true>)
                                : gemm_rs_kernel_for<-1, true>(kn, g2);
@@ -643,6 +648,8 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     MELD_CHECK(gemm_rs_map_c(&g, &o, k.g.c, pl->ldn, g.m, &k.g.map_c));
     k.g.epi_tma = 1;
     k.g.epi_defer = diag & 16 ? 1 : 0;
+    if ((diag & (16 | 8192)) == (16 | 8192)) /* the bare kernel's epilogues started late (diagnostic) */
+      k.g.diag_delay_cycles = gemm_rs_env_int("MELD_GEMM_RS_DELAY_CYCLES", 0);
     e->out = NULL;
     e->signal = NULL;
     e->reduce.on = 0;
