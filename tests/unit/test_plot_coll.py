@@ -8,17 +8,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 import plot_coll  # noqa: E402
+from pycheck import check, finish  # noqa: E402
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL: {what}")
 
 
 # 90% of the best (360) is 324: 8 CTAs reach 330, 4 CTAs only 300.
@@ -42,8 +33,4 @@ pts = plot_coll.zc_cta_points(zc)
 check(dict(pts) == {("all_reduce", 1 << 26): [(8, 305.0), (16, 306.0)]}, f"ZC forced CTA counts: {dict(pts)}")
 check(plot_coll.fewest_ctas(pts[("all_reduce", 1 << 26)]) == (8, 306.0), "ZC: 8 CTAs at 90%")
 
-if passed:
-    print(f"[  PASSED  ] {passed} test(s).")
-if failed:
-    print(f"[  FAILED  ] {failed} test(s)")
-sys.exit(1 if failed else 0)
+finish()

@@ -11,17 +11,8 @@ from contextlib import redirect_stdout
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import trace_stats  # noqa: E402
+from pycheck import check, finish  # noqa: E402
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL: {what}")
 
 
 # 40 short spans that all overlap (40 active at each midpoint) and 3 long ones apart from them
@@ -66,8 +57,4 @@ check("own start work med 3.00" in line and "own mainloop without it med 43.00" 
 check(trace_stats.mainloop_split({0: {"whole": [], "inner": [("compute", 0.0, 1.0), ("comm", 1.0, 2.0)]}}) == "",
       "no own tiles: no line")
 
-if passed:
-    print(f"[  PASSED  ] {passed} test(s).")
-if failed:
-    print(f"[  FAILED  ] {failed} test(s)")
-sys.exit(1 if failed else 0)
+finish()
