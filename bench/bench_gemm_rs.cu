@@ -407,7 +407,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_HOLD0, V_LOOPCH0, V_LOOPZCH0, V_LOOPZEV, V_DLY0, V_DLY2K, V_DLY4K, V_DLY6K, V_DLY9K, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_HOLD0, V_LOOPCH0, V_LOOPZCH0, V_LOOPZEV, V_DLY0, V_DLY2K, V_DLY4K, V_DLY6K, V_DLY9K, V_DECF, V_DECLOOP, V_DECLD1, V_DECLD3, V_DECLD7, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -558,6 +558,19 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         [V_DLY4K] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "8208"}, {"MELD_GEMM_RS_DELAY_CYCLES", "4000"}}},
         [V_DLY6K] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "8208"}, {"MELD_GEMM_RS_DELAY_CYCLES", "6000"}}},
         [V_DLY9K] = {op_meld, MELD_GEMM_RS_FUSED, big1 && g_diag, {{"MELD_GEMM_RS_DIAG", "8208"}, {"MELD_GEMM_RS_DELAY_CYCLES", "9000"}}},
+        /* decode AUTO as one kernel (MELD_GEMM_AR_DECODE_FUSED=1, session 17), and at one rank its
+         * loopback (the virtual peer is this rank: C = 2 x the product; no NVLink) */
+        [V_DECF] = {op_meld, MELD_GEMM_RS_AUTO, dec, {{"MELD_GEMM_AR_DECODE_FUSED", "1"}}},
+        [V_DECLOOP] = {op_meld, MELD_GEMM_RS_AUTO, P == 1 && sh->is_ar && sh->m <= 512,
+                       {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_RS_DIAG", "1024"}}},
+        /* ... its timing diagnostics in loopback (MELD_GEMM_AR_DECODE_DIAG): without the CONSUMED
+         * round trip, without READY too, and without the exchange and the sum */
+        [V_DECLD1] = {op_meld, MELD_GEMM_RS_AUTO, P == 1 && sh->is_ar && sh->m <= 512 && g_diag,
+                      {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_DECODE_DIAG", "1"}}},
+        [V_DECLD3] = {op_meld, MELD_GEMM_RS_AUTO, P == 1 && sh->is_ar && sh->m <= 512 && g_diag,
+                      {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_DECODE_DIAG", "3"}}},
+        [V_DECLD7] = {op_meld, MELD_GEMM_RS_AUTO, P == 1 && sh->is_ar && sh->m <= 512 && g_diag,
+                      {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_DECODE_DIAG", "7"}}},
     };
     static const struct { op_fn fn; const char *name; } names[] = {
         {op_meld, "meld"}, {op_meld_symc, "meld_symc"}, {op_cublas, "cublas"}, {op_meld_gemm, "meld_gemm"},
@@ -600,6 +613,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         r.failed = 0;
         const double w0 = gt_now_s();
         tr[v][rd] = time_op(x, tv[v].fn, &r, W, I);
+        if (r.failed) tr[v][rd] = -1; /* (a failed call's time means nothing: the row reads -1) */
         wall[v] += gt_now_s() - w0;
         if (v == V_FUSED) fused_failed |= r.failed;
         for (int e = 0; e < 3 && tv[v].env[e][0]; e++) unsetenv(tv[v].env[e][0]);
@@ -653,7 +667,14 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     const float cublas_ms = tm[V_CUBLAS], mgemm_ms = tm[V_MGEMM], nccl_ms = tm[V_NCCL], mcoll_ms = tm[V_MCOLL];
     const float st_ms = tm[V_ST], nosplit_ms = tm[V_NOSPLIT], owner_ms = tm[V_OWNER];
     const float d_in = tm[V_DIN], d_oop = tm[V_DOOP], d_coll_in = tm[V_DCOLL];
-    float g_fused_nosplit = -1, g_owner = -1, g_nozc = -1, g_nopdl = -1;
+    float g_fused_nosplit = -1, g_owner = -1, g_nozc = -1, g_nopdl = -1, g_decf = -1;
+    if (tm[V_DECF] > 0 || tm[V_DECLOOP] > 0) { /* the decode kernel's row (2 ranks) or its loopback (1) */
+      setenv("MELD_GEMM_AR_DECODE_FUSED", "1", 1);
+      if (P == 1) setenv("MELD_GEMM_RS_DIAG", "1024", 1);
+      g_decf = time_graph(x, op_meld, &r, 10, 10);
+      unsetenv("MELD_GEMM_RS_DIAG");
+      unsetenv("MELD_GEMM_AR_DECODE_FUSED");
+    }
     if (dec) {
       setenv("MELD_GEMM_AR_DECODE_ZC", "0", 1);
       g_nozc = time_graph(x, op_meld, &r, 10, 10);
@@ -781,6 +802,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
       if (g_meld > 0)
         printf("        graph: meld %7.4f fused %7.4f unfused %7.4f seq(cublas+nccl) %7.4f ms\n", g_meld, g_fused, g_unf,
                g_seq);
+      if (tm[V_DECF] > 0 || tm[V_DECLOOP] > 0)
+        printf("        variant: decode GEMM+AR as one kernel (MELD_GEMM_AR_DECODE_FUSED=1%s) %7.4f (graph %7.4f) | "
+               "meld_gemm %7.4f\n",
+               P == 1 ? ", loopback: C = 2 x the product" : "", P == 1 ? tm[V_DECLOOP] : tm[V_DECF], g_decf, mgemm_ms);
+      if (tm[V_DECLD1] > 0)
+        printf("        diag: the decode kernel's loopback without CONSUMED %7.4f, without READY too %7.4f, without the "
+               "exchange and the sum %7.4f\n", tm[V_DECLD1], tm[V_DECLD3], tm[V_DECLD7]);
       fflush(stdout);
       if (x->json) {
         fprintf(x->json,
@@ -794,13 +822,13 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
                 "\"meld_fused_nosplit_ms\": %.5f, \"graph_meld_fused_nosplit_ms\": %.5f, \"diag_gemm_ar_inplace_ms\": %.5f, "
                 "\"diag_gemm_ar_oop_ms\": %.5f, \"diag_ar_inplace_ms\": %.5f, \"diag_nopush_ms\": %.5f, \"diag_nowait_ms\": %.5f, "
                 "\"diag_noadd_ms\": %.5f, \"diag_none_ms\": %.5f, \"diag_bare_gemm_ms\": %.5f, \"meld_fused_owner_ms\": %.5f, "
-                "\"graph_meld_fused_owner_ms\": %.5f, \"meld_nozc_ms\": %.5f, \"graph_meld_nozc_ms\": %.5f, \"meld_nopdl_ms\": %.5f, \"graph_meld_nopdl_ms\": %.5f, \"meld_fused_store_st_ms\": %.5f, \"diag_bare_defer_ms\": %.5f, \"meld_gemm_plain_ms\": %.5f, \"meld_fused_nopreload_ms\": %.5f, \"diag_synth_ms\": %.5f, \"diag_synth_pass_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
+                "\"graph_meld_fused_owner_ms\": %.5f, \"meld_nozc_ms\": %.5f, \"graph_meld_nozc_ms\": %.5f, \"meld_nopdl_ms\": %.5f, \"graph_meld_nopdl_ms\": %.5f, \"meld_decode_kernel_ms\": %.5f, \"graph_meld_decode_kernel_ms\": %.5f, \"meld_fused_store_st_ms\": %.5f, \"diag_bare_defer_ms\": %.5f, \"meld_gemm_plain_ms\": %.5f, \"meld_fused_nopreload_ms\": %.5f, \"diag_synth_ms\": %.5f, \"diag_synth_pass_ms\": %.5f, \"run\": \"%s\", \"rel_err\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"nccl\": \"%s\", \"torch\": null, \"settle_ms\": %d, \"date\": \"%s\", \"commit\": \"%s\"}\n",
                 op, (long long)sh->m, (long long)sh->n, (long long)r.k, (long long)sh->k_total, P, meld_ms, fused_ms,
                 unfused_ms, seq_ms, compute_ms, cublas_ms, mgemm_ms, comm_ms, nccl_ms, mcoll_ms, bound_ms,
                 meld_ms / fmaxf(mgemm_ms, comm_ms), meld_ms / bound_ms, seq_ms / meld_ms, g_meld, g_unf, g_seq, g_fused,
                 st_ms, nosplit_ms, g_fused_nosplit, d_in, d_oop, d_coll_in, tm[V_D1], tm[V_D2], tm[V_D4], tm[V_D3],
-                tm[V_D8], owner_ms, g_owner, tm[V_NOZC], g_nozc, tm[V_NOPDL], g_nopdl, tm[V_STORE_ST], tm[V_D16], tm[V_MG_PLAIN], tm[V_NOPRE], tm[V_D130], tm[V_D130P], getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
+                tm[V_D8], owner_ms, g_owner, tm[V_NOZC], g_nozc, tm[V_NOPDL], g_nopdl, P == 1 ? tm[V_DECLOOP] : tm[V_DECF], g_decf, tm[V_STORE_ST], tm[V_D16], tm[V_MG_PLAIN], tm[V_NOPRE], tm[V_D130], tm[V_D130P], getenv("BENCH_RUN") ? getenv("BENCH_RUN") : "", err,
                 x->env.gpu, x->env.driver, x->env.cuda, x->nccl_ver, bench_settle_ms(), x->env.date, x->env.commit);
         fflush(x->json);
       }

@@ -55,8 +55,22 @@ static inline int skinny_height_ok(int mt) {
 
 #ifdef __CUDACC__
 
-template <int MT>
-__device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t *smem_raw) {
+/* What a kernel around gemm_skinny_run adds (the stand-alone kernel: nothing). kThreads: the
+ * block size (SKINNY_THREADS, or more: warps 9.. are side warps, which run side() while the
+ * GEMM runs and take no part in it). kPdl: the producer loads the first stages' B (weights,
+ * not written by the kernel before) before griddepcontrol.wait and A after it, for a launch
+ * with programmatic stream serialization. finish(): every thread, after the block's rows are
+ * stored and this CTA's cluster arrival (its partial is no longer read), before the cluster
+ * wait that ends the kernel's use of shared memory. */
+struct gemm_skinny_plain {
+  static constexpr int kThreads = SKINNY_THREADS;
+  static constexpr bool kPdl = false;
+  __device__ __forceinline__ void side(int) const {}
+  __device__ __forceinline__ void finish(int, int, int, int) const {}
+};
+
+template <int MT, class Tail = gemm_skinny_plain>
+__device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t *smem_raw, const Tail &tail = Tail{}) {
   constexpr int STAGES = SKINNY_STAGES(MT);
   constexpr uint32_t STAGE = SKINNY_STAGE_BYTES(MT);
   static_assert(MT * SKINNY_RED_PITCH * 4 <= STAGES * STAGE, "the partial must fit in the ring");
@@ -86,7 +100,19 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
   if (warp == 8) {
     if (lane == 0) {
       const uint64_t pol_b = l2_policy_evict_first(), pol_a = l2_policy_evict_last();
-      for (int i = 0; i < nkb; ++i) {
+      const auto load_a = [&](int i) {
+        const uint32_t full = full0 + 8 * (i % STAGES), dst = sbase + (i % STAGES) * STAGE + SKINNY_B_BYTES;
+        if (p->skinny_hint & 2) tma_load_2d_hint(dst, &p->map_a, full, (kb0 + i) * GEMM_BK, row0, pol_a);
+        else tma_load_2d(dst, &p->map_a, full, (kb0 + i) * GEMM_BK, row0);
+      };
+      /* kPdl: the first `pre` stages' B before the wait for the previous grid, their A after */
+      const int pre = Tail::kPdl ? (nkb < STAGES ? nkb : STAGES) : 0;
+      for (int i = 0; i <= nkb; ++i) {
+        if (Tail::kPdl && i == pre) {
+          asm volatile("griddepcontrol.wait;" ::: "memory");
+          for (int j = 0; j < pre; ++j) load_a(j);
+        }
+        if (i == nkb) break;
         const int st = i % STAGES;
         if (i >= STAGES) mbar_wait(empty0 + 8 * st, (uint32_t)((i / STAGES - 1) & 1));
         const uint32_t full = full0 + 8 * st, dst = sbase + st * STAGE;
@@ -94,11 +120,12 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
         mbarrier_arrive_expect_tx_cta(full, STAGE);
         if (p->skinny_hint & 1) tma_load_2d_hint(dst, &p->map_b, full, k0, blk * SKINNY_BN, pol_b);
         else tma_load_2d(dst, &p->map_b, full, k0, blk * SKINNY_BN);
-        if (p->skinny_hint & 2) tma_load_2d_hint(dst + SKINNY_B_BYTES, &p->map_a, full, k0, row0, pol_a);
-        else tma_load_2d(dst + SKINNY_B_BYTES, &p->map_a, full, k0, row0);
+        if (i >= pre) load_a(i);
       }
     }
     __syncwarp();
+  } else if (warp > 8) {
+    tail.side(warp);
   } else {
     const int g = warp >> 2; /* consumer warpgroup: rows [64 g, 64 g + 64) of the CTA's B rows */
 #pragma unroll
@@ -140,7 +167,7 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
   /* CTA s: rows s, s + S, ... of C's block; a warp per row, 4 columns per lane. */
   const int rows = p->m - row0 < MT ? p->m - row0 : MT;
   const int64_t col = (int64_t)blk * SKINNY_BN + 4 * lane;
-  for (int r = s + S * warp; r < rows; r += S * (SKINNY_THREADS / 32)) {
+  for (int r = s + S * warp; warp < SKINNY_THREADS / 32 && r < rows; r += S * (SKINNY_THREADS / 32)) {
     const uint32_t off = sbase + (uint32_t)(r * SKINNY_RED_PITCH + 4 * lane) * 4;
     float4 v = ld_dsmem_v4f(off, 0);
     for (int c = 1; c < S; ++c) {
@@ -164,7 +191,10 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
       }
     }
   }
-  cluster_sync(); /* no CTA leaves while a peer may still read its partial */
+  /* no CTA leaves while a peer may still read its partial */
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  tail.finish(s, S, row0, rows);
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 #endif /* __CUDACC__ */

@@ -155,6 +155,46 @@ MELD_DEV bool meld_entry_check(meld_ctx_t *c) {
   return false;
 }
 
+/* The one-thread part of meld_call_begin (ticket, epoch, entry check, handshake): fills *c
+ * and the CTA's broadcast cells (meld_cta_shared) for the other threads, which read them after
+ * a barrier (meld_call_begin's __syncthreads, or a kernel's own: the decode GEMM+AR runs it in
+ * a side warp while the GEMM starts). Returns the same as the cell `ok`. */
+MELD_DEV bool meld_call_begin_one(meld_ctx_t *c, const meld_proto_dev_t *p, uint32_t op, uint32_t arg_hash,
+                                  uint32_t ncomm) {
+  meld_cta_shared_t *s = meld_cta_shared();
+  c->p = p;
+  c->op = op;
+  c->arg_hash = arg_hash;
+  c->cta = blockIdx.x;
+  c->failed = 0;
+  /* Tickets and the counter are this GPU's words: relaxed GPU scope. The counter was last
+   * written by the previous call's last CTA, which finished before this kernel started. */
+  c->ticket = atom_add_relaxed_gpu_u32(meld_pad_u32(p->pad, MELD_PAD_OFF_TICKET), 1u);
+  c->epoch = meld_epoch_of_counter(ld_relaxed_gpu_u64(meld_pad_u64(p->pad, MELD_PAD_OFF_COUNTER)));
+  c->role = meld_role_of_ticket(c->ticket, ncomm);
+  bool ok = meld_entry_check(c);
+  if (ok && c->ticket == 0) meld_args_post(c);
+  if (ok) ok = meld_args_verify(c);
+  s->epoch = c->epoch;
+  s->ticket = c->ticket;
+  s->ok = ok ? 1u : 0u;
+  return ok;
+}
+
+/* Another thread's view of the call after the barrier that follows meld_call_begin_one. */
+MELD_DEV void meld_call_join(meld_ctx_t *c, const meld_proto_dev_t *p, uint32_t op, uint32_t arg_hash,
+                             uint32_t ncomm) {
+  const meld_cta_shared_t *s = meld_cta_shared();
+  c->p = p;
+  c->op = op;
+  c->arg_hash = arg_hash;
+  c->cta = blockIdx.x;
+  c->epoch = s->epoch;
+  c->ticket = s->ticket;
+  c->role = meld_role_of_ticket(c->ticket, ncomm);
+  c->failed = s->ok ? 0u : 1u;
+}
+
 /* Entry of a call. Every thread of the CTA calls it (it contains __syncthreads). Takes the
  * role ticket (the first ncomm CTAs to START are communication CTAs), reads the epoch,
  * checks the sticky abort word, posts this rank's argument hash (first CTA only) and
@@ -163,31 +203,10 @@ MELD_DEV bool meld_entry_check(meld_ctx_t *c) {
  * meld_call_end. */
 MELD_DEV bool meld_call_begin(meld_ctx_t *c, const meld_proto_dev_t *p, uint32_t op, uint32_t arg_hash,
                               uint32_t ncomm) {
-  meld_cta_shared_t *s = meld_cta_shared();
-  c->p = p;
-  c->op = op;
-  c->arg_hash = arg_hash;
-  c->cta = blockIdx.x;
-  c->failed = 0;
-  if (threadIdx.x == 0) {
-    /* Tickets and the counter are this GPU's words: relaxed GPU scope. The counter was last
-     * written by the previous call's last CTA, which finished before this kernel started. */
-    c->ticket = atom_add_relaxed_gpu_u32(meld_pad_u32(p->pad, MELD_PAD_OFF_TICKET), 1u);
-    c->epoch = meld_epoch_of_counter(ld_relaxed_gpu_u64(meld_pad_u64(p->pad, MELD_PAD_OFF_COUNTER)));
-    c->role = meld_role_of_ticket(c->ticket, ncomm);
-    bool ok = meld_entry_check(c);
-    if (ok && c->ticket == 0) meld_args_post(c);
-    if (ok) ok = meld_args_verify(c);
-    s->epoch = c->epoch;
-    s->ticket = c->ticket;
-    s->ok = ok ? 1u : 0u;
-  }
+  if (threadIdx.x == 0) (void)meld_call_begin_one(c, p, op, arg_hash, ncomm);
   __syncthreads();
-  c->epoch = s->epoch;
-  c->ticket = s->ticket;
-  c->role = meld_role_of_ticket(c->ticket, ncomm);
-  c->failed = s->ok ? 0u : 1u;
-  return s->ok != 0;
+  meld_call_join(c, p, op, arg_hash, ncomm);
+  return !c->failed;
 }
 
 /* Next work item of queue q (< MELD_NUM_QUEUES), for one thread. Items are claimed in

@@ -84,6 +84,14 @@ meld_result_t gemm_rs_args_validate(const meld_gemm_rs_args_t *a, int is_ar, int
  * (c and ldc left 0: each caller says where the product goes). */
 meld_gemm_args_t gemm_rs_gemm_args(const meld_gemm_rs_args_t *a);
 
+/* The one-kernel decode GEMM+AR (src/ops/gemm_ar_decode.cu, MELD_GEMM_AR_DECODE_FUSED=1):
+ * runs the call when its conditions hold (*taken = 1), else returns MELD_OK with *taken = 0
+ * for the unfused path. g: the rank's GEMM (its c / ldc are ignored); C = c [M, ldc]; loop:
+ * the one-rank loopback (C = 2 x the partial); plan_hash: the plan's argument hash. */
+struct meld_comm;
+meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld_gemm_args_t *g, void *c, int64_t ldc, int loop,
+                                   uint32_t plan_hash, cudaStream_t stream, int *taken);
+
 /* Plans one call: validates, computes the split, the layout, and the algorithm. nnodes > 1
  * or nranks > GEMM_RS_MAX_RANKS make the fused path illegal; a workspace smaller than
  * ws_needed too (AUTO then takes the unfused path; forced FUSED fails with

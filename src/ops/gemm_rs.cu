@@ -395,6 +395,13 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *   MELD_GEMM_AR_DECODE_ZC  the unfused AR's all-reduce: 1 (default) = zero copy from the
  *                         workspace for partials >= 512 KB, 2 = always, 0 = the public
  *                         all-reduce on C (LL / staged); alike on every rank
+ *   MELD_GEMM_AR_DECODE_FUSED 1: decode-size AR (the plan's unfused path) as ONE kernel, the
+ *                         small-M GEMM whose clusters all-reduce their block of C as it is made
+ *                         (gemm_ar_decode.cu), where its conditions hold (one wave of clusters,
+ *                         M x N x 2 bytes of workspace); 0 (default) = off. With
+ *                         MELD_GEMM_RS_DIAG=1024 at one rank: its loopback (C = 2 x A B^T).
+ *   MELD_GEMM_AR_DECODE_DIAG  the decode kernel's timing diagnostics (WRONG protocol or results):
+ *                         bit 0 no CONSUMED round trip, bit 1 no READY round trip, bit 2 no sum
  *   MELD_GEMM_AR_DECODE_PDL 0: the zero-copy all-reduce without programmatic dependent launch
  *   MELD_GEMM_RS_STREAM_K fused path's stream-K over the last partial wave (meld_gemm's rule): 2 = on
  *                         (off by default since session 5: slower in every same-job pair measured,
@@ -809,6 +816,13 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
     return meld_gemm(&g, stream);
   }
   if (pl->is_ar) {
+    /* One kernel for the GEMM and the all-reduce (opt-in, MELD_GEMM_AR_DECODE_FUSED=1, set
+     * alike on every rank; gemm_ar_decode.cu): where its conditions hold. */
+    if (gemm_rs_env_int("MELD_GEMM_AR_DECODE_FUSED", 0) == 1) {
+      int taken = 0;
+      MELD_CHECK(gemm_ar_decode_fused(comm, &g, a->c, a->ldc, 0, pl->arg_hash, stream, &taken));
+      if (taken) return MELD_OK;
+    }
     const int direct = a->ldc == a->n;
     const size_t part_bytes = (size_t)a->m * (size_t)a->n * 2;
     /* Zero copy (MELD_GEMM_AR_DECODE_ZC: 1 = from GEMM_AR_ZC_MIN_BYTES on (the default),
@@ -892,6 +906,17 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int loop = comm->nranks == 1 && (gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0) & 1024);
   MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, loop ? 2 : comm->nranks, loop ? 0 : comm->rank, comm->nnodes,
                                   comm->workspace.bytes, sm, &pl));
+  /* The decode kernel's loopback (with MELD_GEMM_AR_DECODE_FUSED=1): C = 2 x A B^T exactly. */
+  if (loop && is_ar && pl.algo != MELD_GEMM_RS_FUSED && gemm_rs_env_int("MELD_GEMM_AR_DECODE_FUSED", 0) == 1) {
+    int taken = 0;
+    const meld_gemm_args_t g = gemm_rs_gemm_args(a);
+    meld_result_t r = gemm_ar_decode_fused(comm, &g, a->c, a->ldc, 1, pl.arg_hash, stream, &taken);
+    if (r == MELD_OK && !taken)
+      r = meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_GEMM_RS_DIAG=1024 with MELD_GEMM_AR_DECODE_FUSED=1 (the decode "
+                     "kernel's loopback) needs a small-M plan in one wave and M x N x 2 bytes of workspace", fn);
+    if (r != MELD_OK) meld_error_prefix("%s", fn);
+    return r;
+  }
   /* (M = 2 x rows per owner: the virtual peer's rows are exactly the second half, or its
    * partials / reduced rows would be missing or fall past C) */
   if (loop && (pl.algo != MELD_GEMM_RS_FUSED || pl.sym || a->m != 2 * (int64_t)pl.rpo))

@@ -260,6 +260,95 @@ __global__ void fold_rows(float *ref, int64_t rows, int64_t n) {
     ref[i] += ref[i + rows * n];
 }
 
+/* Decode GEMM+AR as one kernel (MELD_GEMM_AR_DECODE_FUSED=1, gemm_ar_decode.cu), loopback at
+ * one rank (MELD_GEMM_RS_DIAG=1024): the virtual peer's partial is this rank's own, so C must be
+ * exactly 2 x meld_gemm's product (the kernel's partial is that product; doubling a bf16 is
+ * exact) and near 2 x the fp32 reference. `calls` calls back to back (no host sync), the two
+ * input sets alternating, every output poisoned first and checked on the device; graph: the
+ * calls are replays of two captured graphs [poison, op]. */
+__global__ void twice_check_kernel(const __nv_bfloat16 *c, int64_t ldc, const __nv_bfloat16 *g, int64_t ldg, int64_t m,
+                                   int64_t n, unsigned *bad) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < m * n; i += (int64_t)gridDim.x * blockDim.x) {
+    const __nv_bfloat16 want = __float2bfloat16(2.f * __bfloat162float(g[(i / n) * ldg + i % n]));
+    const __nv_bfloat16 got = c[(i / n) * ldc + i % n];
+    if (*(const uint16_t *)&want != *(const uint16_t *)&got) atomicAdd(bad, 1u);
+  }
+}
+__global__ void scale_kernel(float *v, int64_t count, float f) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < count; i += (int64_t)gridDim.x * blockDim.x) v[i] *= f;
+}
+static void test_decode_loopback(ctx_t *x, int64_t m, int64_t n, int64_t k, int64_t ldc, int calls, int graph) {
+  prob_t p;
+  prob_init(x, &p, m, n, k, 0, 2, ldc);
+  __nv_bfloat16 *g[2] = {NULL, NULL};
+  unsigned *bad = NULL;
+  GT_CUDA(cudaMalloc(&bad, sizeof(unsigned) * (size_t)calls));
+  GT_CUDA(cudaMemsetAsync(bad, 0, sizeof(unsigned) * (size_t)calls, x->s));
+  const int64_t ldg = (n + 7) / 8 * 8;
+  for (int st = 0; st < 2; st++) { /* meld_gemm's product: what the kernel's partial must be */
+    GT_CUDA(cudaMalloc(&g[st], (size_t)m * ldg * 2));
+    meld_gemm_rs_args_t a = prob_args(&p, st, MELD_GEMM_RS_AUTO);
+    meld_gemm_args_t ga;
+    memset(&ga, 0, sizeof ga);
+    ga.a = a.a, ga.lda = a.lda, ga.b = a.b, ga.ldb = a.ldb, ga.b_layout = a.b_layout;
+    ga.c = g[st], ga.ldc = ldg, ga.m = m, ga.n = n, ga.k = k;
+    GT_MELD(meld_gemm(&ga, x->s));
+    scale_kernel<<<1024, 256, 0, x->s>>>(p.ref[st], m * n, 2.f);
+  }
+  setenv("MELD_GEMM_AR_DECODE_FUSED", "1", 1);
+  setenv("MELD_GEMM_RS_DIAG", "1024", 1);
+  cudaGraphExec_t ex[2] = {NULL, NULL};
+  for (int st = 0; graph && st < 2; st++) {
+    cudaGraph_t gr;
+    GT_CUDA(cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal));
+    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * ldc * 2, x->s));
+    meld_gemm_rs_args_t a = prob_args(&p, st, MELD_GEMM_RS_AUTO);
+    const meld_result_t r = meld_gemm_ar(x->comm, &a, x->s);
+    GT_CHECK(r == MELD_OK, "capture -> %s: %s", meld_strerror(r), meld_last_error());
+    GT_CUDA(cudaStreamEndCapture(x->s, &gr));
+    GT_CUDA(cudaGraphInstantiate(&ex[st], gr, 0));
+    cudaGraphDestroy(gr);
+  }
+  check_slot_t *sl = slots_alloc(calls);
+  for (int i = 0; i < calls; i++) {
+    if (graph) {
+      GT_CUDA(cudaGraphLaunch(ex[i & 1], x->s));
+    } else {
+      GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * ldc * 2, x->s));
+      meld_gemm_rs_args_t a = prob_args(&p, i & 1, MELD_GEMM_RS_AUTO);
+      const meld_result_t r = meld_gemm_ar(x->comm, &a, x->s);
+      if (r != MELD_OK) {
+        GT_CHECK(0, "decode loopback call %d -> %s: %s", i, meld_strerror(r), meld_last_error());
+        break;
+      }
+    }
+    twice_check_kernel<<<264, 256, 0, x->s>>>(p.c, ldc, g[i & 1], ldg, m, n, bad + i);
+    dim3 grid((unsigned)((n + 255) / 256), (unsigned)((m + 127) / 128));
+    check_kernel<<<grid, 256, 0, x->s>>>(p.c, ldc, p.ref[i & 1], n, 0, m, sl + i);
+  }
+  unsetenv("MELD_GEMM_RS_DIAG");
+  unsetenv("MELD_GEMM_AR_DECODE_FUSED");
+  GT_CUDA(cudaStreamSynchronize(x->s));
+  GT_MELD(meld_comm_check(x->comm));
+  unsigned *hb = (unsigned *)calloc((size_t)calls, sizeof(unsigned));
+  GT_CUDA(cudaMemcpy(hb, bad, sizeof(unsigned) * (size_t)calls, cudaMemcpyDeviceToHost));
+  unsigned worst = 0;
+  for (int i = 0; i < calls; i++) worst = hb[i] > worst ? hb[i] : worst;
+  char what[200];
+  snprintf(what, sizeof what, "gemm_ar decode kernel M %lld N %lld K %lld ldc %lld, loopback%s x%d", (long long)m,
+           (long long)n, (long long)k, (long long)ldc, graph ? ", graph replays" : ", back to back", calls);
+  GT_CHECK(worst == 0, "%s: %u elements differ from 2 x meld_gemm's product (bitwise) in the worst call", what, worst);
+  judge(what, sl, calls);
+  free(hb);
+  cudaFree(sl);
+  cudaFree(bad);
+  for (int st = 0; st < 2; st++) {
+    cudaFree(g[st]);
+    if (ex[st]) cudaGraphExecDestroy(ex[st]);
+  }
+  prob_free(&p);
+}
+
 /* AR (is_ar): the reduced tiles also go where the virtual peer's would come from: this rank's
  * result slot, copied into C's rows [R, 2R) by the tail; or, with C in symmetric memory
  * (sym_c: meld_mem_alloc, the zero-copy AR), straight into those rows. Reference: both halves
@@ -668,6 +757,17 @@ static void rank_main(int rank, int nranks) {
     test_loopback_op(&x, 4096, 2048, 1024, 20, NULL, 1, 0);
     unsetenv("MELD_GEMM_AR_EARLY_COPY");
   }
+  if (nranks == 1) { /* the decode GEMM+AR kernel (opt-in) in loopback: C = 2 x the product */
+    test_decode_loopback(&x, 16, 8192, 4096, 8192, 1, 0);
+    test_decode_loopback(&x, 128, 4096, 7168, 4096, 200, 0); /* issue 7's parity shape, back to back */
+    test_decode_loopback(&x, 100, 1000, 4104, 1008, 3, 0);   /* M, N, K tails; ldc > N */
+    test_decode_loopback(&x, 100, 1003, 4104, 1008, 3, 0);   /* N % 8: C's last columns one by one */
+    test_decode_loopback(&x, 512, 4096, 7168, 4096, 3, 0);   /* two m-blocks of 256 */
+    test_decode_loopback(&x, 128, 8192, 4096, 8192, 20, 1);  /* graph replays */
+    setenv("MELD_GEMM_AR_DECODE_PDL", "0", 1);               /* an ordinary launch */
+    test_decode_loopback(&x, 128, 4096, 7168, 4096, 20, 0);
+    unsetenv("MELD_GEMM_AR_DECODE_PDL");
+  }
   /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
    * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
   test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 2);
@@ -686,6 +786,21 @@ static void rank_main(int rank, int nranks) {
     setenv("MELD_GEMM_AR_DECODE_ZC", "0", 1); /* the public all-reduce at M 128 */
     test_shape(&x, 128, 4096, 7168, 0, MELD_GEMM_RS_AUTO, 2);
     unsetenv("MELD_GEMM_AR_DECODE_ZC");
+    gt_log("MELD_GEMM_AR_DECODE_FUSED=1:"); /* the decode GEMM+AR as one kernel (opt-in) */
+    setenv("MELD_GEMM_AR_DECODE_FUSED", "1", 1);
+    test_shape(&x, 16, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 2);
+    test_shape(&x, 128, 4096, 7168, 0, MELD_GEMM_RS_AUTO, 2);
+    test_shape(&x, 100, 1000, 4104, 0, MELD_GEMM_RS_AUTO, 2); /* M, N, K tails */
+    test_shape(&x, 100, 1003, 4104, 0, MELD_GEMM_RS_AUTO, 2); /* N % 8 */
+    test_shape(&x, 512, 4096, 7168, 0, MELD_GEMM_RS_AUTO, 2); /* two m-blocks of 256 */
+    test_shape(&x, 512, 8192, 4096, 0, MELD_GEMM_RS_AUTO, 2); /* not a small-M plan: the unfused path */
+    test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 200, 128);
+    test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 200, 16);
+    test_graph_m(&x, 1, 20, 128);
+    setenv("MELD_GEMM_AR_DECODE_PDL", "0", 1);
+    test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 50, 128);
+    unsetenv("MELD_GEMM_AR_DECODE_PDL");
+    unsetenv("MELD_GEMM_AR_DECODE_FUSED");
   }
   meld_bootstrap_barrier(x.comm->boot);
   ctx_free(&x);
@@ -939,6 +1054,31 @@ static void rank_missing(int rank, int nranks) {
   ctx_free(&x);
 }
 
+/* The same for the decode GEMM+AR kernel (MELD_GEMM_AR_DECODE_FUSED=1): its side warp's
+ * handshake times out while the GEMM runs; the kernel ends, the error is the timeout. */
+static void rank_missing_decode(int rank, int nranks) {
+  ctx_t x;
+  if (!ctx_init(&x, rank, nranks, (size_t)64 << 20)) return;
+  prob_t p;
+  prob_init(&x, &p, 128, 4096, 7168, 0, 1, 4096);
+  setenv("MELD_GEMM_AR_DECODE_FUSED", "1", 1);
+  if (rank != nranks - 1) {
+    meld_gemm_rs_args_t a = prob_args(&p, 0, MELD_GEMM_RS_AUTO);
+    double t0 = gt_now_s();
+    GT_MELD(meld_gemm_ar(x.comm, &a, x.s));
+    GT_CUDA(cudaStreamSynchronize(x.s));
+    meld_result_t r = meld_comm_check(x.comm);
+    GT_CHECK(r == MELD_ERR_TIMEOUT || (nranks > 2 && r == MELD_ERR_ABORTED),
+             "missing rank (decode kernel): meld_comm_check -> %s (%s), want MELD_ERR_TIMEOUT", meld_strerror(r),
+             meld_last_error());
+    gt_log("missing rank (decode kernel): returned after %.2f s: %s", gt_now_s() - t0, meld_last_error());
+  }
+  unsetenv("MELD_GEMM_AR_DECODE_FUSED");
+  meld_bootstrap_barrier(x.comm->boot);
+  prob_free(&p);
+  ctx_free(&x);
+}
+
 static int run(const char *name, int nranks, gt_rank_fn fn) {
   printf("--- %s (%d ranks)\n", name, nranks);
   fflush(stdout);
@@ -964,6 +1104,7 @@ int main(void) {
     run("mismatched shapes", g_ndev, rank_mismatch);
     run("zero-copy AR on one rank only", g_ndev, rank_zc_mismatch);
     run("missing rank", g_ndev, rank_missing);
+    run("missing rank, decode kernel", g_ndev, rank_missing_decode);
   }
   printf("test_gemm_rs: %.1f s\n", gt_now_s() - t0);
   return gt_summary("test_gemm_rs");

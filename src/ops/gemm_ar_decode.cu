@@ -1,0 +1,339 @@
+/* gemm_ar_decode.cu — decode-size GEMM + AllReduce as ONE kernel: the swapped small-M GEMM
+ * (gemm_skinny.cuh) whose clusters all-reduce their own block of C as soon as it exists.
+ *
+ * Before (session 4, still the default): meld_gemm writes the partial into this rank's
+ * workspace, then the ZC one-shot all-reduce (a second launch, programmatic) handshakes, pulls
+ * every rank's partial and signals "done": two launches, an entry round trip after the GEMM
+ * and a done round trip (~10 us of the 40 us of 128 x 4096 x 7168 on 2 x H200).
+ *
+ * Here, per CTA s of a cluster that owns block (m-block, 128 columns) of C (rows s, s+S, ...):
+ *   side warp 9     at entry: griddepcontrol.wait, then the call's entry (ticket, epoch, sticky
+ *                   abort, argument handshake: meld_call_begin_one) WHILE the GEMM runs;
+ *   warps 0..8      the GEMM as gemm_skinny_run (the producer loads the first stages' weights
+ *                   before griddepcontrol.wait: a programmatic launch overlaps the previous
+ *                   kernel), the cluster's fp32 partials summed through DSMEM, rounded once
+ *                   to bf16 and stored into this rank's workspace at the block's place
+ *                   ([M, N], ld N rounded up to 8) — exactly what meld_gemm would write;
+ *   then (all)      bar.sync; thread 0 releases READY (stamp(epoch, 1), signal index
+ *                   (me, channel = blockIdx.x, chunk 0 of 2)) into every peer's pad; waits for
+ *                   every peer's READY of the same channel; every thread pulls its share of
+ *                   the block's rows from every rank's workspace (16-byte ld.global.cg), sums
+ *                   in fp32 in rank order from 0.0f (as the ZC one-shot: every rank gets
+ *                   bitwise the same C), rounds once, stores C; bar.sync; thread 0 releases
+ *                   CONSUMED (chunk 1) into every peer's pad and waits for every peer's
+ *                   CONSUMED of this channel: no rank leaves (and reuses its workspace) while
+ *                   a peer may still read it.
+ * Why no other handshake is needed: this rank's workspace is free at entry (every earlier
+ * meld op on the comm ended on this rank, and each ended only after its peers finished with
+ * this rank's workspace; this kernel keeps that with CONSUMED), and peers read it only after
+ * READY, which the side warp's argument check precedes (the READY post waits for the first
+ * cluster barrier, after the side warp's handshake): a peer never reads our data before both
+ * ranks know the shapes agree. Stamps grow with the epoch, so the signal slots are shared
+ * with other ops without reset (a stamp of call e also satisfies every wait of call e-1 on
+ * the slot, whose post happened earlier anyway).
+ * Co-residency: a CTA waits for the same channel's CTA of every peer, so every cluster of
+ * the grid must be resident at once (host: cudaOccupancyMaxActiveClusters, else the unfused
+ * path). Every wait has the comm's deadline; a failed handshake skips the exchange (C is
+ * then not written) and reports through the error record, like every meld op.
+ * Loopback (one rank, MELD_GEMM_RS_DIAG bit 10, a test and timing mode): the kernel of rank 0
+ * of 2 whose virtual peer is itself: READY / CONSUMED go into this rank's own pad under the
+ * peer's index and the peer's partial is this rank's own, so C = 2 x the partial, exactly. */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "device/gemm_skinny.cuh"
+#include "device/launch.cuh"
+#include "error.h"
+#include "gemm_plan.h"
+#include "gemm_rs_plan.h"
+#include "proto.h"
+
+#define GEMM_AR_DEC_THREADS (SKINNY_THREADS + 32) /* the skinny kernel's 9 warps + the side warp */
+
+typedef struct {
+  gemm_params_t g;                          /* the skinny plan; c = this rank's workspace, ld n */
+  const uint16_t *part[GEMM_RS_MAX_RANKS];  /* rank r's partial as mapped here ([me] = own)     */
+  uint16_t *c;                              /* C [M, ldc]                                       */
+  int64_t ldc, ldp;                         /* ldp: the partials' row pitch, N rounded up to 8  */
+  int32_t nranks, rank, loop;
+  int32_t diag; /* MELD_GEMM_AR_DECODE_DIAG, timing only (WRONG protocol or results): bit 0 = no CONSUMED
+                   round trip, bit 1 = no READY round trip, bit 2 = no sum (C not written) */
+  uint32_t arg_hash;
+} gemm_ar_dec_args_t;
+
+#ifdef __CUDACC__
+struct gemm_ar_dec_tail {
+  static constexpr int kThreads = GEMM_AR_DEC_THREADS;
+  static constexpr bool kPdl = true;
+  const meld_proto_dev_t *proto;
+  const gemm_ar_dec_args_t *a;
+
+  __device__ __forceinline__ void side(int warp) const {
+    if (warp == 9 && (threadIdx.x & 31) == 0) {
+      asm volatile("griddepcontrol.wait;" ::: "memory"); /* the previous call's epoch advance */
+      meld_ctx_t c;
+      (void)meld_call_begin_one(&c, proto, MELD_OP_GEMM_AR, a->arg_hash, 0);
+    }
+    __syncwarp();
+  }
+
+  /* Signal slot of rank `from`'s post for this CTA's channel (chunk 0 READY, 1 CONSUMED). */
+  __device__ __forceinline__ uint32_t slot(int from, uint32_t chunk) const {
+    return meld_signal_index(from, a->nranks, blockIdx.x, chunk, 2);
+  }
+  /* Thread 0: stamp into every peer's pad (loopback: into our own under the peer's index). */
+  __device__ __forceinline__ void post(meld_ctx_t *c, uint32_t chunk, uint64_t stamp) const {
+    const int P = a->nranks, me = a->rank;
+    for (int k = 1; k < P; ++k) {
+      const int q = (me + k) % P;
+      uint64_t *s = a->loop ? meld_local_signal(c, slot(q, chunk)) : meld_peer_signal(c, q, slot(me, chunk));
+      st_release_sys_u64(s, stamp);
+    }
+  }
+  __device__ __forceinline__ int wait_all(meld_ctx_t *c, uint32_t chunk, uint64_t stamp, const char *label) const {
+    const int P = a->nranks, me = a->rank;
+    for (int k = 1; k < P; ++k) {
+      const int q = (me + k) % P;
+      if (!meld_wait_signal(c, slot(q, chunk), stamp, q, label)) return 0;
+    }
+    return 1;
+  }
+
+  /* The block's rows s, s + S, ... (< rows) of columns [col0, col0 + 128) ∩ [0, n): every
+   * rank's partial summed into C. Items of 8 columns; a thread takes U items per round and
+   * has every load of the round in flight at once (a peer's are NVLink round trips), then
+   * sums each item in rank order from 0.0f. */
+  static constexpr int U = 4;
+  __device__ __forceinline__ void store_item(int r, int col, const float *f) const {
+    const int n = a->g.n;
+    const uint4 v = gemm_pack_bf16x8(f);
+    uint16_t *o = a->c + (int64_t)r * a->ldc + col;
+    if (col + 8 <= n) {
+      *(uint4 *)o = v;
+    } else { /* N's last 8: the columns past N are C's padding (not ours) */
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int e = 0; e < 8; ++e)
+        if (e < n - col) o[e] = (uint16_t)(w[e >> 1] >> (16 * (e & 1)));
+    }
+  }
+  __device__ __forceinline__ void sum_rows(int s, int S, int row0, int rows, int col0) const {
+    const int P = a->nranks, n = a->g.n;
+    const int nr = rows > s ? (rows - s + S - 1) / S : 0, items = nr * 16;
+    for (int base = (int)threadIdx.x; base < items; base += U * kThreads) {
+      int64_t off[U];
+      int ok[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int it = base + u * kThreads, r = row0 + s + S * (it >> 4), col = col0 + 8 * (it & 15);
+        ok[u] = it < items && col < n;
+        off[u] = (int64_t)r * a->ldp + col;
+      }
+      float f[U][8];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) f[u][e] = 0.f;
+      if (P == 2) { /* both sources of every item in flight */
+        uint4 v0[U], v1[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (ok[u]) v0[u] = __ldcg((const uint4 *)(a->part[0] + off[u])), v1[u] = __ldcg((const uint4 *)(a->part[1] + off[u]));
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (ok[u]) gemm_add_bf16x8(f[u], v0[u]), gemm_add_bf16x8(f[u], v1[u]);
+      } else {
+        for (int rr = 0; rr < P; ++rr) {
+          uint4 v[U];
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (ok[u]) v[u] = __ldcg((const uint4 *)(a->part[rr] + off[u]));
+#pragma unroll
+          for (int u = 0; u < U; ++u)
+            if (ok[u]) gemm_add_bf16x8(f[u], v[u]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (ok[u]) {
+          const int it = base + u * kThreads;
+          store_item(row0 + s + S * (it >> 4), col0 + 8 * (it & 15), f[u]);
+        }
+    }
+  }
+
+  __device__ __forceinline__ void finish(int s, int S, int row0, int rows) const {
+    meld_ctx_t c;
+    meld_call_join(&c, proto, MELD_OP_GEMM_AR, a->arg_hash, 0); /* (the side warp's cells: first cluster barrier) */
+    const uint64_t stamp = meld_stamp(c.epoch, 1);
+    const int nblk = (a->g.n + SKINNY_BN - 1) / SKINNY_BN;
+    const int col0 = (int)((blockIdx.x / (unsigned)S) % (unsigned)nblk) * SKINNY_BN;
+    /* bar.sync: every thread's stores of this CTA's rows precede thread 0's release (cumulative) */
+    __syncthreads();
+    int ok = !c.failed;
+    if (threadIdx.x == 0 && ok && !(a->diag & 2)) {
+      post(&c, 0, stamp);
+      ok = wait_all(&c, 0, stamp, "decode GEMM+AR: a peer's partial block");
+    }
+    ok = __syncthreads_and(ok); /* thread 0's acquire, then the barrier: the partials are visible */
+    if (ok && !(a->diag & 4)) sum_rows(s, S, row0, rows, col0);
+    __syncthreads(); /* every read of the peers' partials is done before CONSUMED */
+    if (threadIdx.x == 0 && ok && !(a->diag & 1)) {
+      post(&c, 1, stamp);
+      (void)wait_all(&c, 1, stamp, "decode GEMM+AR: a peer still reading our partial");
+    }
+  }
+};
+
+__device__ __forceinline__ void gemm_ar_dec_body_end(const meld_proto_dev_t *proto, const gemm_ar_dec_args_t *a) {
+  meld_ctx_t c;
+  meld_call_join(&c, proto, MELD_OP_GEMM_AR, a->arg_hash, 0);
+  meld_call_end(&c); /* every thread; the last CTA advances the epoch */
+}
+
+template <int MT>
+__global__ void __launch_bounds__(GEMM_AR_DEC_THREADS, 1)
+    gemm_ar_dec_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_ar_dec_args_t a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  extern __shared__ __align__(1024) uint8_t gemm_smem[];
+  gemm_skinny_run<MT>(&a.g, gemm_smem, gemm_ar_dec_tail{&proto, &a});
+  gemm_ar_dec_body_end(&proto, &a);
+#endif
+}
+#endif /* __CUDACC__ */
+
+typedef void (*gemm_ar_dec_fn)(meld_proto_dev_t, gemm_ar_dec_args_t);
+static gemm_ar_dec_fn gemm_ar_dec_kernel_for(int mt) {
+  switch (mt) {
+    case 16: return gemm_ar_dec_kernel<16>;
+    case 32: return gemm_ar_dec_kernel<32>;
+    case 64: return gemm_ar_dec_kernel<64>;
+    case 128: return gemm_ar_dec_kernel<128>;
+    case 160: return gemm_ar_dec_kernel<160>;
+    case 192: return gemm_ar_dec_kernel<192>;
+    default: return gemm_ar_dec_kernel<256>;
+  }
+}
+
+/* Per device and (height, cluster size): co-resident clusters of this kernel (0 = not yet
+ * asked, -1 = the query failed). */
+#define GEMM_AR_DEC_MAX_DEVICES 64
+static int g_dec_clusters[GEMM_AR_DEC_MAX_DEVICES][SKINNY_NHEIGHTS][SKINNY_MAX_SPLIT + 1];
+static int g_dec_ready[GEMM_AR_DEC_MAX_DEVICES];
+static pthread_mutex_t g_dec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static meld_result_t gemm_ar_dec_clusters(int dev, int mt, int S, int *out) {
+  int hi = 0;
+  while (hi < SKINNY_NHEIGHTS && skinny_heights[hi] != mt) hi++;
+  if (hi == SKINNY_NHEIGHTS || S < 1 || S > SKINNY_MAX_SPLIT || dev >= GEMM_AR_DEC_MAX_DEVICES) {
+    *out = -1;
+    return MELD_OK;
+  }
+  meld_result_t res = MELD_OK;
+  pthread_mutex_lock(&g_dec_lock);
+  if (!g_dec_ready[dev]) {
+    for (int i = 0; i < SKINNY_NHEIGHTS && res == MELD_OK; i++)
+      if (cudaFuncSetAttribute(gemm_ar_dec_kernel_for(skinny_heights[i]), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               SKINNY_SMEM_BYTES(skinny_heights[i])) != cudaSuccess)
+        res = meld_error(MELD_ERR_CUDA, "meld_gemm_ar: cannot set the decode kernel's shared memory (%s)",
+                         cudaGetErrorString(cudaGetLastError()));
+    if (res == MELD_OK) g_dec_ready[dev] = 1;
+  }
+  if (res == MELD_OK && g_dec_clusters[dev][hi][S] == 0) {
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)S;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)S, 1, 1);
+    cfg.blockDim = dim3(GEMM_AR_DEC_THREADS, 1, 1);
+    cfg.dynamicSmemBytes = SKINNY_SMEM_BYTES(mt);
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, gemm_ar_dec_kernel_for(mt), &cfg) != cudaSuccess || n <= 0) {
+      (void)cudaGetLastError();
+      n = -1;
+    }
+    g_dec_clusters[dev][hi][S] = n;
+  }
+  *out = g_dec_clusters[dev][hi][S];
+  pthread_mutex_unlock(&g_dec_lock);
+  return res;
+}
+
+/* Runs C = sum over ranks of A_r B_r^T with the one-kernel decode path when it applies (sets
+ * *taken); otherwise returns MELD_OK with *taken = 0 and the caller takes the unfused path.
+ * The conditions depend only on values every rank shares (shape, workspace size, plan, GPU
+ * model), so every rank decides alike. g: the rank's GEMM (g->c, g->ldc ignored). */
+extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld_gemm_args_t *g0, void *c, int64_t ldc,
+                                              int loop, uint32_t plan_hash, cudaStream_t stream, int *taken) {
+  *taken = 0;
+  const int P = loop ? 2 : comm->nranks, me = loop ? 0 : comm->rank;
+  /* (C's rows on 16-byte boundaries: meld_gemm_ar's argument check requires it of every call) */
+  const int64_t ldp = (g0->n + 7) / 8 * 8;
+  if (P < 2 || P > GEMM_RS_MAX_RANKS || comm->nnodes != 1 || ldc % 8 != 0 || (uintptr_t)c % 16 != 0 ||
+      (size_t)g0->m * (size_t)ldp * 2 > comm->workspace.bytes)
+    return MELD_OK;
+  meld_gemm_args_t g = *g0;
+  g.c = comm->workspace.local;
+  g.ldc = ldp;
+  gemm_ar_dec_args_t k;
+  memset(&k, 0, sizeof k);
+  int workers = 0;
+  MELD_CHECK(gemm_plan_for(&g, NULL, stream, &k.g, &workers));
+  if (!k.g.skinny_mt) return MELD_OK; /* (not a decode shape for the small-M kernel) */
+  const int S = k.g.skinny_split > 0 ? k.g.skinny_split : 1;
+  int dev = 0, fit = 0;
+  MELD_CUDA_CHECK(cudaGetDevice(&dev));
+  MELD_CHECK(gemm_ar_dec_clusters(dev, k.g.skinny_mt, S, &fit));
+  if (fit <= 0 || workers / S > fit) return MELD_OK; /* not one wave: a wait could never end */
+  for (int r = 0; r < P; r++)
+    k.part[r] = (const uint16_t *)(loop ? comm->workspace.local : comm->workspace.peer[r]);
+  k.c = (uint16_t *)c;
+  k.ldc = ldc;
+  k.ldp = ldp;
+  k.nranks = P;
+  k.rank = me;
+  k.loop = loop;
+  const char *dg = getenv("MELD_GEMM_AR_DECODE_DIAG");
+  k.diag = dg ? atoi(dg) & 7 : 0;
+  uint64_t h = meld_hash_u64(meld_hash_init(), plan_hash);
+  h = meld_hash_u64(h, 0x646563u); /* "dec": a rank on another path mismatches */
+  h = meld_hash_u64(h, (uint64_t)k.g.skinny_mt);
+  h = meld_hash_u64(h, (uint64_t)S);
+  h = meld_hash_u64(h, (uint64_t)workers);
+  k.arg_hash = meld_hash_fold(h);
+  meld_proto_dev_t proto = meld_proto_dev(comm);
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[2];
+  int na = 0;
+  if (S > 1) {
+    attr[na].id = cudaLaunchAttributeClusterDimension;
+    attr[na].val.clusterDim.x = (unsigned)S;
+    attr[na].val.clusterDim.y = 1;
+    attr[na].val.clusterDim.z = 1;
+    na++;
+  }
+  const char *pdl = getenv("MELD_GEMM_AR_DECODE_PDL"); /* (the unfused path's variable: 0 = off) */
+  if (!(pdl && !strcmp(pdl, "0"))) {
+    attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[na].val.programmaticStreamSerializationAllowed = 1;
+    na++;
+  }
+  cfg.gridDim = dim3((unsigned)workers, 1, 1);
+  cfg.blockDim = dim3(GEMM_AR_DEC_THREADS, 1, 1);
+  cfg.dynamicSmemBytes = SKINNY_SMEM_BYTES(k.g.skinny_mt);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = (unsigned)na;
+  MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_ar_dec_kernel_for(k.g.skinny_mt), proto, k));
+  *taken = 1;
+  return MELD_OK;
+}
