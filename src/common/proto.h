@@ -62,6 +62,9 @@ extern "C" {
 /* Then, up to 4 MiB, ops' small exchanged data (e.g. MoE counts). */
 #define MELD_PAD_OFF_DATA (MELD_PAD_OFF_CREDITS + MELD_PAD_CREDIT_SLOTS * 8u)
 #define MELD_PAD_DATA_BYTES (MELD_PAD_OFF_LL - MELD_PAD_OFF_DATA)
+/* In it: the epoch of this rank's last call of the decode GEMM+AR kernel (u64, 0 = none;
+ * src/ops/gemm_ar_decode.cu: its next call waits for the peers' CONSUMED_ALL of that call). */
+#define MELD_PAD_OFF_DECODE_LAST MELD_PAD_OFF_DATA
 /* [4 MiB, 8 MiB): the collectives' low-latency buffers (src/ops/collectives.cu), owned by
  * them alone: 8-byte lines {4 data bytes, 4 flag bytes = low bits of the epoch}, two halves
  * by epoch parity. No other op may write here: a stray word equal to a flag would be taken

@@ -59,13 +59,16 @@ static inline int skinny_height_ok(int mt) {
  * block size (SKINNY_THREADS, or more: warps 9.. are side warps, which run side() while the
  * GEMM runs and take no part in it). kPdl: the producer loads the first stages' B (weights,
  * not written by the kernel before) before griddepcontrol.wait and A after it, for a launch
- * with programmatic stream serialization. finish(): every thread, after the block's rows are
+ * with programmatic stream serialization. store_ok(): whether the block's rows may be stored
+ * (read after the first cluster barrier, so a side warp can decide before it). finish(): every
+ * thread, after the block's rows are
  * stored and this CTA's cluster arrival (its partial is no longer read), before the cluster
  * wait that ends the kernel's use of shared memory. */
 struct gemm_skinny_plain {
   static constexpr int kThreads = SKINNY_THREADS;
   static constexpr bool kPdl = false;
   __device__ __forceinline__ void side(int) const {}
+  __device__ __forceinline__ bool store_ok() const { return true; } /* (after the first cluster barrier) */
   __device__ __forceinline__ void finish(int, int, int, int) const {}
 };
 
@@ -165,7 +168,7 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
   }
   cluster_sync(); /* every partial of the cluster is written */
   /* CTA s: rows s, s + S, ... of C's block; a warp per row, 4 columns per lane. */
-  const int rows = p->m - row0 < MT ? p->m - row0 : MT;
+  const int rows = !tail.store_ok() ? 0 : p->m - row0 < MT ? p->m - row0 : MT;
   const int64_t col = (int64_t)blk * SKINNY_BN + 4 * lane;
   for (int r = s + S * warp; warp < SKINNY_THREADS / 32 && r < rows; r += S * (SKINNY_THREADS / 32)) {
     const uint32_t off = sbase + (uint32_t)(r * SKINNY_RED_PITCH + 4 * lane) * 4;

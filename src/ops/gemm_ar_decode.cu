@@ -8,35 +8,44 @@
  *
  * Here, per CTA s of a cluster that owns block (m-block, 128 columns) of C (rows s, s+S, ...):
  *   side warp 9     at entry: griddepcontrol.wait, then the call's entry (ticket, epoch, sticky
- *                   abort, argument handshake: meld_call_begin_one) WHILE the GEMM runs;
+ *                   abort, argument handshake: meld_call_begin_one) WHILE the GEMM runs; then,
+ *                   if this rank's previous call was this kernel's (the pad's record), it waits
+ *                   for every peer's CONSUMED_ALL of that call (below; long arrived by now);
  *   warps 0..8      the GEMM as gemm_skinny_run (the producer loads the first stages' weights
  *                   before griddepcontrol.wait: a programmatic launch overlaps the previous
  *                   kernel), the cluster's fp32 partials summed through DSMEM, rounded once
- *                   to bf16 and stored into this rank's workspace at the block's place
- *                   ([M, N], ld N rounded up to 8) — exactly what meld_gemm would write;
+ *                   to bf16 and stored into this rank's workspace at the block's place (the
+ *                   partial [M, N], ld N rounded up to 8, at the workspace's top) — exactly
+ *                   what meld_gemm would write; not before the side warp is done (the first
+ *                   cluster barrier), and not at all if it failed;
  *   then (all)      bar.sync; thread 0 releases READY (stamp(epoch, 1), signal index
- *                   (me, channel = blockIdx.x, chunk 0 of 2)) into every peer's pad; waits for
- *                   every peer's READY of the same channel; every thread pulls its share of
- *                   the block's rows from every rank's workspace (16-byte ld.global.cg), sums
- *                   in fp32 in rank order from 0.0f (as the ZC one-shot: every rank gets
- *                   bitwise the same C), rounds once, stores C; bar.sync; thread 0 releases
- *                   CONSUMED (chunk 1) into every peer's pad and waits for every peer's
- *                   CONSUMED of this channel: no rank leaves (and reuses its workspace) while
- *                   a peer may still read it.
- * Why no other handshake is needed: this rank's workspace is free at entry (every earlier
- * meld op on the comm ended on this rank, and each ended only after its peers finished with
- * this rank's workspace; this kernel keeps that with CONSUMED), and peers read it only after
- * READY, which the side warp's argument check precedes (the READY post waits for the first
- * cluster barrier, after the side warp's handshake): a peer never reads our data before both
- * ranks know the shapes agree. Stamps grow with the epoch, so the signal slots are shared
- * with other ops without reset (a stamp of call e also satisfies every wait of call e-1 on
- * the slot, whose post happened earlier anyway).
+ *                   (me, channel = blockIdx.x)) into every peer's pad; waits for every peer's
+ *                   READY of the same channel; every thread pulls its share of the block's
+ *                   rows from every rank's workspace (16-byte ld.global.cg, 4 items in flight
+ *                   per thread), sums in fp32 in rank order from 0.0f (as the ZC one-shot:
+ *                   every rank gets bitwise the same C), rounds once, stores C; bar.sync;
+ *                   thread 0 counts the CTA (acq_rel); the last CTA of the grid releases
+ *                   CONSUMED_ALL (one slot per rank) into every peer's pad and records the
+ *                   call's epoch in this rank's pad. The kernel ends without waiting for the
+ *                   peers' CONSUMED_ALL: the next call of this kernel waits for it before it
+ *                   overwrites the partial, and any other op waits for the peers at its entry
+ *                   handshake (which proves each peer ended this call, its reads included)
+ *                   before it writes the workspace; the one writer that has no handshake first,
+ *                   meld_gemm in the unfused decode path, writes the workspace's bottom half
+ *                   only (GEMM_AR_DECODE_MAX_PART). Session 17, one H200, loopback: the
+ *                   CONSUMED round trip at the kernel's end cost ~1 us (~10% of the exchange).
+ * Why no other handshake is needed: peers read our partial only after READY, which the side
+ * warp's argument check precedes (READY is posted after the first cluster barrier, which waits
+ * for the side warp): a peer never reads our data before both ranks know the shapes agree.
+ * Stamps grow with the epoch, so the signal slots are shared with other ops without reset (a
+ * stamp of call e also satisfies every wait of an earlier call on the slot, whose post happened
+ * earlier anyway).
  * Co-residency: a CTA waits for the same channel's CTA of every peer, so every cluster of
  * the grid must be resident at once (host: cudaOccupancyMaxActiveClusters, else the unfused
- * path). Every wait has the comm's deadline; a failed handshake skips the exchange (C is
+ * path). Every wait has the comm's deadline; a failed handshake or wait skips the exchange (C is
  * then not written) and reports through the error record, like every meld op.
  * Loopback (one rank, MELD_GEMM_RS_DIAG bit 10, a test and timing mode): the kernel of rank 0
- * of 2 whose virtual peer is itself: READY / CONSUMED go into this rank's own pad under the
+ * of 2 whose virtual peer is itself: READY / CONSUMED_ALL go into this rank's own pad under the
  * peer's index and the peer's partial is this rank's own, so C = 2 x the partial, exactly. */
 #include <cuda_runtime.h>
 #include <pthread.h>
@@ -60,8 +69,8 @@ typedef struct {
   uint16_t *c;                              /* C [M, ldc]                                       */
   int64_t ldc, ldp;                         /* ldp: the partials' row pitch, N rounded up to 8  */
   int32_t nranks, rank, loop;
-  int32_t diag; /* MELD_GEMM_AR_DECODE_DIAG, timing only (WRONG protocol or results): bit 0 = no CONSUMED
-                   round trip, bit 1 = no READY round trip, bit 2 = no sum (C not written) */
+  int32_t diag; /* MELD_GEMM_AR_DECODE_DIAG, timing only (WRONG protocol or results): bit 0 = no
+                   CONSUMED_ALL (post and wait), bit 1 = no READY round trip, bit 2 = no sum */
   uint32_t arg_hash;
 } gemm_ar_dec_args_t;
 
@@ -72,36 +81,53 @@ struct gemm_ar_dec_tail {
   const meld_proto_dev_t *proto;
   const gemm_ar_dec_args_t *a;
 
+  /* Signal slots (indexed by the poster's rank `from`): READY of this CTA's channel, and the
+   * call-wide CONSUMED_ALL in a channel of its own (the last channel of the signal region at
+   * GEMM_RS_MAX_RANKS ranks; other ops' posts there carry older epochs: stamps only grow). */
+  __device__ __forceinline__ uint32_t ready_slot(int from) const {
+    return meld_signal_index(from, a->nranks, blockIdx.x, 0, 1);
+  }
+  __device__ __forceinline__ uint32_t all_slot(int from) const {
+    return meld_signal_index(from, a->nranks, MELD_PAD_SIGNAL_SLOTS / GEMM_RS_MAX_RANKS - 1, 0, 1);
+  }
+  /* Thread 0: stamp into slot `idx(me)` of every peer's pad (loopback: into our own under the
+   * virtual peer's index, where our waits look). */
+  template <class Idx>
+  __device__ __forceinline__ void post(meld_ctx_t *c, Idx idx, uint64_t stamp) const {
+    const int P = a->nranks, me = a->rank;
+    for (int k = 1; k < P; ++k) {
+      const int q = (me + k) % P;
+      st_release_sys_u64(a->loop ? meld_local_signal(c, idx(q)) : meld_peer_signal(c, q, idx(me)), stamp);
+    }
+  }
+  template <class Idx>
+  __device__ __forceinline__ int wait_all(meld_ctx_t *c, Idx idx, uint64_t stamp, const char *label) const {
+    const int P = a->nranks, me = a->rank;
+    for (int k = 1; k < P; ++k) {
+      const int q = (me + k) % P;
+      if (!meld_wait_signal(c, idx(q), stamp, q, label)) return 0;
+    }
+    return 1;
+  }
+
+  /* The side warp: the call's entry while the GEMM runs; then, if this rank's previous call
+   * was this kernel's (the pad's record says epoch - 1), wait until every peer has read that
+   * call's partials (their CONSUMED_ALL) before our rows may overwrite them (store_ok). */
   __device__ __forceinline__ void side(int warp) const {
     if (warp == 9 && (threadIdx.x & 31) == 0) {
       asm volatile("griddepcontrol.wait;" ::: "memory"); /* the previous call's epoch advance */
       meld_ctx_t c;
-      (void)meld_call_begin_one(&c, proto, MELD_OP_GEMM_AR, a->arg_hash, 0);
+      if (meld_call_begin_one(&c, proto, MELD_OP_GEMM_AR, a->arg_hash, 0) && !(a->diag & 1)) {
+        const uint64_t last = ld_relaxed_gpu_u64(meld_pad_u64(proto->pad, MELD_PAD_OFF_DECODE_LAST));
+        if (last != 0 && last + 1 == c.epoch &&
+            !wait_all(&c, [this](int q) { return all_slot(q); }, meld_stamp(last, 1),
+                      "decode GEMM+AR: a peer still reading our previous partial"))
+          meld_cta_shared()->ok = 0u;
+      }
     }
     __syncwarp();
   }
-
-  /* Signal slot of rank `from`'s post for this CTA's channel (chunk 0 READY, 1 CONSUMED). */
-  __device__ __forceinline__ uint32_t slot(int from, uint32_t chunk) const {
-    return meld_signal_index(from, a->nranks, blockIdx.x, chunk, 2);
-  }
-  /* Thread 0: stamp into every peer's pad (loopback: into our own under the peer's index). */
-  __device__ __forceinline__ void post(meld_ctx_t *c, uint32_t chunk, uint64_t stamp) const {
-    const int P = a->nranks, me = a->rank;
-    for (int k = 1; k < P; ++k) {
-      const int q = (me + k) % P;
-      uint64_t *s = a->loop ? meld_local_signal(c, slot(q, chunk)) : meld_peer_signal(c, q, slot(me, chunk));
-      st_release_sys_u64(s, stamp);
-    }
-  }
-  __device__ __forceinline__ int wait_all(meld_ctx_t *c, uint32_t chunk, uint64_t stamp, const char *label) const {
-    const int P = a->nranks, me = a->rank;
-    for (int k = 1; k < P; ++k) {
-      const int q = (me + k) % P;
-      if (!meld_wait_signal(c, slot(q, chunk), stamp, q, label)) return 0;
-    }
-    return 1;
-  }
+  __device__ __forceinline__ bool store_ok() const { return meld_cta_shared()->ok != 0u; }
 
   /* The block's rows s, s + S, ... (< rows) of columns [col0, col0 + 128) ∩ [0, n): every
    * rank's partial summed into C. Items of 8 columns; a thread takes U items per round and
@@ -176,15 +202,21 @@ struct gemm_ar_dec_tail {
     __syncthreads();
     int ok = !c.failed;
     if (threadIdx.x == 0 && ok && !(a->diag & 2)) {
-      post(&c, 0, stamp);
-      ok = wait_all(&c, 0, stamp, "decode GEMM+AR: a peer's partial block");
+      post(&c, [this](int q) { return ready_slot(q); }, stamp);
+      ok = wait_all(&c, [this](int q) { return ready_slot(q); }, stamp, "decode GEMM+AR: a peer's partial block");
     }
     ok = __syncthreads_and(ok); /* thread 0's acquire, then the barrier: the partials are visible */
     if (ok && !(a->diag & 4)) sum_rows(s, S, row0, rows, col0);
-    __syncthreads(); /* every read of the peers' partials is done before CONSUMED */
-    if (threadIdx.x == 0 && ok && !(a->diag & 1)) {
-      post(&c, 1, stamp);
-      (void)wait_all(&c, 1, stamp, "decode GEMM+AR: a peer still reading our partial");
+    /* CONSUMED_ALL: every thread's reads of the peers' partials, then this CTA's count (acq_rel:
+     * the last CTA's release covers every CTA's reads); the last CTA tells every peer and
+     * records the call for this rank's next one. Nobody waits for it here. */
+    __syncthreads();
+    if (threadIdx.x == 0 && ok) {
+      const uint32_t before = atom_add_acq_rel_gpu_u32(meld_scratch(&c, 0), 1u);
+      if (before + 1 == gridDim.x) { /* (diag bit 0: nothing posted, so nothing to wait for next) */
+        if (!(a->diag & 1)) post(&c, [this](int q) { return all_slot(q); }, stamp);
+        *meld_pad_u64(proto->pad, MELD_PAD_OFF_DECODE_LAST) = a->diag & 1 ? 0 : c.epoch; /* (read by the next kernel) */
+      }
     }
   }
 };
@@ -278,11 +310,15 @@ extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld
   const int P = loop ? 2 : comm->nranks, me = loop ? 0 : comm->rank;
   /* (C's rows on 16-byte boundaries: meld_gemm_ar's argument check requires it of every call) */
   const int64_t ldp = (g0->n + 7) / 8 * 8;
+  /* The partial lives at the top of the workspace, in its upper half (GEMM_AR_DECODE_MAX_PART),
+   * where no op writes before its entry handshake: see the file's comment. */
+  const size_t part = ((size_t)g0->m * (size_t)ldp * 2 + 255) / 256 * 256;
   if (P < 2 || P > GEMM_RS_MAX_RANKS || comm->nnodes != 1 || ldc % 8 != 0 || (uintptr_t)c % 16 != 0 ||
-      (size_t)g0->m * (size_t)ldp * 2 > comm->workspace.bytes)
+      part > GEMM_AR_DECODE_MAX_PART(comm->workspace.bytes))
     return MELD_OK;
+  const size_t off = (comm->workspace.bytes - part) / 256 * 256;
   meld_gemm_args_t g = *g0;
-  g.c = comm->workspace.local;
+  g.c = (uint8_t *)comm->workspace.local + off;
   g.ldc = ldp;
   gemm_ar_dec_args_t k;
   memset(&k, 0, sizeof k);
@@ -295,7 +331,7 @@ extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld
   MELD_CHECK(gemm_ar_dec_clusters(dev, k.g.skinny_mt, S, &fit));
   if (fit <= 0 || workers / S > fit) return MELD_OK; /* not one wave: a wait could never end */
   for (int r = 0; r < P; r++)
-    k.part[r] = (const uint16_t *)(loop ? comm->workspace.local : comm->workspace.peer[r]);
+    k.part[r] = (const uint16_t *)((const uint8_t *)(loop ? comm->workspace.local : comm->workspace.peer[r]) + off);
   k.c = (uint16_t *)c;
   k.ldc = ldc;
   k.ldp = ldp;

@@ -828,12 +828,15 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
     /* Zero copy (MELD_GEMM_AR_DECODE_ZC: 1 = from GEMM_AR_ZC_MIN_BYTES on (the default),
      * 2 = always, 0 = never): the GEMM writes its partial into this rank's symmetric
      * workspace, and the ZC one-shot all-reduce pulls every rank's partial from there and sums
-     * into C: no staging, one pass. The workspace is free here: every meld op on this comm
-     * before this call has finished on this rank, and each one's peers finished with this
-     * rank's workspace before its kernel ended (the ZC "done" signals, the staged engines'
-     * consumed slots). Decided alike on every rank (sizes, comm and env agree). */
+     * into C: no staging, one pass. The workspace's bottom half is free here: every meld op
+     * on this comm before this call has finished on this rank, and each one's peers finished
+     * with this rank's workspace before its kernel ended (the ZC "done" signals, the staged
+     * engines' consumed slots), except the decode kernel's partial, which a peer may still
+     * read and which lives in the top half (gemm_ar_decode.cu). Decided alike on every rank
+     * (sizes, comm and env agree). */
     const int zc_mode = gemm_rs_env_int("MELD_GEMM_AR_DECODE_ZC", 1);
-    if (direct && zc_mode && meld_coll_zc_enabled() && comm->nnodes == 1 && part_bytes <= comm->workspace.bytes &&
+    if (direct && zc_mode && meld_coll_zc_enabled() && comm->nnodes == 1 &&
+        part_bytes <= comm->workspace.bytes - GEMM_AR_DECODE_MAX_PART(comm->workspace.bytes) && /* (the bottom half) */
         (zc_mode == 2 || part_bytes >= GEMM_AR_ZC_MIN_BYTES)) {
       g.c = comm->workspace.local;
       g.ldc = a->n;
@@ -906,8 +909,20 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int loop = comm->nranks == 1 && (gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0) & 1024);
   MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, loop ? 2 : comm->nranks, loop ? 0 : comm->rank, comm->nnodes,
                                   comm->workspace.bytes, sm, &pl));
-  /* The decode kernel's loopback (with MELD_GEMM_AR_DECODE_FUSED=1): C = 2 x A B^T exactly. */
-  if (loop && is_ar && pl.algo != MELD_GEMM_RS_FUSED && gemm_rs_env_int("MELD_GEMM_AR_DECODE_FUSED", 0) == 1) {
+  /* (M = 2 x rows per owner: the virtual peer's rows are exactly the second half, or its
+   * partials / reduced rows would be missing or fall past C) */
+  /* (the decode kernel's loopback, with MELD_GEMM_AR_DECODE_FUSED=1, is below) */
+  const int dec_loop = loop && is_ar && pl.algo != MELD_GEMM_RS_FUSED && gemm_rs_env_int("MELD_GEMM_AR_DECODE_FUSED", 0) == 1;
+  if (loop && !dec_loop && (pl.algo != MELD_GEMM_RS_FUSED || pl.sym || a->m != 2 * (int64_t)pl.rpo))
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_GEMM_RS_DIAG=1024 (loopback) needs the fused plan at 2 ranks "
+                      "in owner mode with M = 2 x a multiple of 128 (enough tiles)", fn);
+  if (comm->nnodes > 1 && comm->nranks > 1)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,
+                      comm->nnodes, is_ar ? "AR" : "RS");
+  /* A comm whose device protocol failed (sticky) reports it instead of launching. */
+  MELD_CHECK(meld_proto_sticky_error(comm, fn));
+  /* The decode kernel's loopback: C = 2 x A B^T exactly. */
+  if (dec_loop) {
     int taken = 0;
     const meld_gemm_args_t g = gemm_rs_gemm_args(a);
     meld_result_t r = gemm_ar_decode_fused(comm, &g, a->c, a->ldc, 1, pl.arg_hash, stream, &taken);
@@ -917,16 +932,6 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
     if (r != MELD_OK) meld_error_prefix("%s", fn);
     return r;
   }
-  /* (M = 2 x rows per owner: the virtual peer's rows are exactly the second half, or its
-   * partials / reduced rows would be missing or fall past C) */
-  if (loop && (pl.algo != MELD_GEMM_RS_FUSED || pl.sym || a->m != 2 * (int64_t)pl.rpo))
-    return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_GEMM_RS_DIAG=1024 (loopback) needs the fused plan at 2 ranks "
-                      "in owner mode with M = 2 x a multiple of 128 (enough tiles)", fn);
-  if (comm->nnodes > 1 && comm->nranks > 1)
-    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,
-                      comm->nnodes, is_ar ? "AR" : "RS");
-  /* A comm whose device protocol failed (sticky) reports it instead of launching. */
-  MELD_CHECK(meld_proto_sticky_error(comm, fn));
   char why[256];
   if (gemm_rs_plan_check(&pl, comm->workspace.bytes, why, sizeof why))
     return meld_error(MELD_ERR_INTERNAL, "%s: %s", fn, why);

@@ -349,6 +349,43 @@ static void test_decode_loopback(ctx_t *x, int64_t m, int64_t n, int64_t k, int6
   prob_free(&p);
 }
 
+/* The decode kernel's partials of consecutive calls overlap in the workspace when their sizes
+ * differ (both end at its top), and a call ends without waiting for the peers' reads: the next
+ * call waits for them (CONSUMED_ALL) before it overwrites. Two shapes alternate back to back in
+ * loopback (one rank) or at 2 ranks with every third call on the unfused path (the zero-copy
+ * all-reduce from the workspace's bottom half, no wait at its start), every output checked. */
+static void test_decode_mixed(ctx_t *x, int calls) {
+  prob_t p[2];
+  prob_init(x, &p[0], 128, 4096, 7168, 0, 2, 4096);
+  prob_init(x, &p[1], 16, 8192, 4096, 0, 2, 8192);
+  if (x->P == 1) setenv("MELD_GEMM_RS_DIAG", "1024", 1);
+  for (int h = 0; h < 2; h++) /* loopback: C = 2 x the product */
+    if (x->P == 1)
+      for (int st = 0; st < 2; st++) scale_kernel<<<1024, 256, 0, x->s>>>(p[h].ref[st], p[h].m * p[h].n, 2.f);
+  check_slot_t *sl = slots_alloc(2 * calls);
+  for (int i = 0; i < calls; i++)
+    for (int h = 0; h < 2; h++) {
+      setenv("MELD_GEMM_AR_DECODE_FUSED", x->P > 1 && i % 3 == 2 && h == 0 ? "0" : "1", 1);
+      GT_CUDA(cudaMemsetAsync(p[h].c, 0xff, (size_t)p[h].m * p[h].ldc * 2, x->s));
+      meld_gemm_rs_args_t a = prob_args(&p[h], i & 1, MELD_GEMM_RS_AUTO);
+      const meld_result_t r = meld_gemm_ar(x->comm, &a, x->s);
+      GT_CHECK(r == MELD_OK, "decode mixed call %d.%d -> %s: %s", i, h, meld_strerror(r), meld_last_error());
+      dim3 grid((unsigned)((p[h].n + 255) / 256), (unsigned)((p[h].m + 127) / 128));
+      check_kernel<<<grid, 256, 0, x->s>>>(p[h].c, p[h].ldc, p[h].ref[i & 1], p[h].n, 0, p[h].m, sl + 2 * i + h);
+    }
+  unsetenv("MELD_GEMM_AR_DECODE_FUSED");
+  unsetenv("MELD_GEMM_RS_DIAG");
+  GT_CUDA(cudaStreamSynchronize(x->s));
+  GT_MELD(meld_comm_check(x->comm));
+  char what[160];
+  snprintf(what, sizeof what, "gemm_ar decode kernel, 128 x 4096 x 7168 and 16 x 8192 x 4096 alternating%s x%d",
+           x->P == 1 ? " (loopback)" : ", every third of the first on the unfused path", calls);
+  judge(what, sl, 2 * calls);
+  cudaFree(sl);
+  prob_free(&p[0]);
+  prob_free(&p[1]);
+}
+
 /* AR (is_ar): the reduced tiles also go where the virtual peer's would come from: this rank's
  * result slot, copied into C's rows [R, 2R) by the tail; or, with C in symmetric memory
  * (sym_c: meld_mem_alloc, the zero-copy AR), straight into those rows. Reference: both halves
@@ -764,6 +801,7 @@ static void rank_main(int rank, int nranks) {
     test_decode_loopback(&x, 100, 1003, 4104, 1008, 3, 0);   /* N % 8: C's last columns one by one */
     test_decode_loopback(&x, 512, 4096, 7168, 4096, 3, 0);   /* two m-blocks of 256 */
     test_decode_loopback(&x, 128, 8192, 4096, 8192, 20, 1);  /* graph replays */
+    test_decode_mixed(&x, 100);
     setenv("MELD_GEMM_AR_DECODE_PDL", "0", 1);               /* an ordinary launch */
     test_decode_loopback(&x, 128, 4096, 7168, 4096, 20, 0);
     unsetenv("MELD_GEMM_AR_DECODE_PDL");
@@ -797,6 +835,7 @@ static void rank_main(int rank, int nranks) {
     test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 200, 128);
     test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 200, 16);
     test_graph_m(&x, 1, 20, 128);
+    test_decode_mixed(&x, 100);
     setenv("MELD_GEMM_AR_DECODE_PDL", "0", 1);
     test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 50, 128);
     unsetenv("MELD_GEMM_AR_DECODE_PDL");
@@ -1072,6 +1111,9 @@ static void rank_missing_decode(int rank, int nranks) {
              "missing rank (decode kernel): meld_comm_check -> %s (%s), want MELD_ERR_TIMEOUT", meld_strerror(r),
              meld_last_error());
     gt_log("missing rank (decode kernel): returned after %.2f s: %s", gt_now_s() - t0, meld_last_error());
+    r = meld_gemm_ar(x.comm, &a, x.s); /* the comm is failed for good: refused, not launched */
+    GT_CHECK(r == MELD_ERR_TIMEOUT || r == MELD_ERR_ABORTED, "next call (decode kernel) -> %s, want the sticky error",
+             meld_strerror(r));
   }
   unsetenv("MELD_GEMM_AR_DECODE_FUSED");
   meld_bootstrap_barrier(x.comm->boot);
