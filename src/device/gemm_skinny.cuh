@@ -55,17 +55,15 @@ static inline int skinny_height_ok(int mt) {
 
 #ifdef __CUDACC__
 
-/* What a kernel around gemm_skinny_run adds (the stand-alone kernel: nothing). kThreads: the
- * block size (SKINNY_THREADS, or more: warps 9.. are side warps, which run side() while the
- * GEMM runs and take no part in it). kPdl: the producer loads the first stages' B (weights,
- * not written by the kernel before) before griddepcontrol.wait and A after it, for a launch
- * with programmatic stream serialization. store_ok(): whether the block's rows may be stored
- * (read after the first cluster barrier, so a side warp can decide before it). finish(): every
- * thread, after the block's rows are
- * stored and this CTA's cluster arrival (its partial is no longer read), before the cluster
- * wait that ends the kernel's use of shared memory. */
+/* What a kernel around gemm_skinny_run adds (the stand-alone kernel: nothing). Its block may
+ * be larger than SKINNY_THREADS: warps 9.. are side warps, which run side() while the GEMM runs
+ * and take no part in it. kPdl: the producer loads the first stages' B (weights, not written
+ * by the kernel before) before griddepcontrol.wait and A after it, for a launch with
+ * programmatic stream serialization. store_ok(): whether the block's rows may be stored (read
+ * after the first cluster barrier, so a side warp can decide before it). finish(): every
+ * thread, after the block's rows are stored and this CTA's cluster arrival (its partial is no
+ * longer read), before the cluster wait that ends the kernel's use of shared memory. */
 struct gemm_skinny_plain {
-  static constexpr int kThreads = SKINNY_THREADS;
   static constexpr bool kPdl = false;
   __device__ __forceinline__ void side(int) const {}
   __device__ __forceinline__ bool store_ok() const { return true; } /* (after the first cluster barrier) */
@@ -195,9 +193,9 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
     }
   }
   /* no CTA leaves while a peer may still read its partial */
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+  cluster_arrive();
   tail.finish(s, S, row0, rows);
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  cluster_wait();
 }
 
 #endif /* __CUDACC__ */

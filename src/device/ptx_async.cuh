@@ -351,10 +351,13 @@ PA_INLINE uint32_t cluster_ctarank(void) {
   return r;
 }
 
-/* Full cluster barrier (every thread of every CTA of the cluster), release/acquire. */
+/* Full cluster barrier (every thread of every CTA of the cluster), release/acquire; and its
+ * two halves, for work between this thread's arrival and its wait. */
+PA_INLINE void cluster_arrive(void) { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+PA_INLINE void cluster_wait(void) { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 PA_INLINE void cluster_sync(void) {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+  cluster_arrive();
+  cluster_wait();
 }
 
 /* ---- shared-memory vector access -------------------------------------------------------- */
