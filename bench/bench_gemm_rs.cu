@@ -190,6 +190,16 @@ static float time_op(bctx_t *x, op_fn fn, void *arg, int warm, int iters) {
   return bench_median(t, iters);
 }
 
+/* Host time per call to enqueue `n` calls back to back (us; the GPU runs behind). */
+static double host_enqueue_us(bctx_t *x, op_fn fn, void *arg, int n) {
+  cudaStreamSynchronize(x->s);
+  const double t0 = gt_now_s();
+  for (int i = 0; i < n; i++) fn(x, arg, i);
+  const double t1 = gt_now_s();
+  cudaStreamSynchronize(x->s);
+  return (t1 - t0) * 1e6 / n;
+}
+
 /* Median per-call time of a CUDA graph of `calls` calls, replayed `reps` times. */
 static float time_graph(bctx_t *x, op_fn fn, void *arg, int calls, int reps) {
   cudaGraph_t g;
@@ -668,12 +678,16 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     const float st_ms = tm[V_ST], nosplit_ms = tm[V_NOSPLIT], owner_ms = tm[V_OWNER];
     const float d_in = tm[V_DIN], d_oop = tm[V_DOOP], d_coll_in = tm[V_DCOLL];
     float g_fused_nosplit = -1, g_owner = -1, g_nozc = -1, g_nopdl = -1, g_decf = -1;
+    double h_decf = -1, h_meld = -1, h_mgemm = -1; /* host enqueue us per call */
     if (tm[V_DECF] > 0 || tm[V_DECLOOP] > 0) { /* the decode kernel's row (2 ranks) or its loopback (1) */
       setenv("MELD_GEMM_AR_DECODE_FUSED", "1", 1);
       if (P == 1) setenv("MELD_GEMM_RS_DIAG", "1024", 1);
       g_decf = time_graph(x, op_meld, &r, 10, 10);
+      h_decf = host_enqueue_us(x, op_meld, &r, 20);
       unsetenv("MELD_GEMM_RS_DIAG");
       unsetenv("MELD_GEMM_AR_DECODE_FUSED");
+      h_meld = host_enqueue_us(x, op_meld, &r, 20);
+      h_mgemm = host_enqueue_us(x, op_meld_gemm, &r, 20);
     }
     if (dec) {
       setenv("MELD_GEMM_AR_DECODE_ZC", "0", 1);
@@ -806,6 +820,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         printf("        variant: decode GEMM+AR as one kernel (MELD_GEMM_AR_DECODE_FUSED=1%s) %7.4f (graph %7.4f) | "
                "meld_gemm %7.4f\n",
                P == 1 ? ", loopback: C = 2 x the product" : "", P == 1 ? tm[V_DECLOOP] : tm[V_DECF], g_decf, mgemm_ms);
+      if (h_decf > 0)
+        printf("        host enqueue per call (us): decode kernel %.1f | meld AUTO %.1f | meld_gemm %.1f\n", h_decf, h_meld,
+               h_mgemm);
       if (tm[V_DECLD1] > 0)
         printf("        diag: the decode kernel's loopback without CONSUMED %7.4f, without READY too %7.4f, without the "
                "exchange and the sum %7.4f\n", tm[V_DECLD1], tm[V_DECLD3], tm[V_DECLD7]);

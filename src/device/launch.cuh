@@ -262,12 +262,20 @@ MELD_DEV void meld_call_end(meld_ctx_t *c) {
   if (s->last) meld_call_advance(c->p, threadIdx.x, blockDim.x);
 }
 
+/* The count of meld_call_end_thread alone: ONE thread, after the CTA's own barrier, counts the
+ * CTA done (acq_rel) and returns 1 in the last CTA of the call, which has then acquired every
+ * CTA's work, may act on it (e.g. read what the others left in the scratch words, publish
+ * something for the whole call) and must then call meld_call_advance(c->p, 0, 1). */
+MELD_DEV int meld_call_done_thread(meld_ctx_t *c) {
+  const uint32_t nctas = gridDim.x * gridDim.y * gridDim.z;
+  const uint32_t before = atom_add_acq_rel_gpu_u32(meld_pad_u32(c->p->pad, MELD_PAD_OFF_DONE), 1u);
+  return meld_is_last_cta(before, nctas);
+}
+
 /* Exit for warp-specialized kernels: ONE thread calls it after the CTA's own barrier has
  * ordered every thread's work before it. Same effect as meld_call_end. */
 MELD_DEV void meld_call_end_thread(meld_ctx_t *c) {
-  const uint32_t nctas = gridDim.x * gridDim.y * gridDim.z;
-  const uint32_t before = atom_add_acq_rel_gpu_u32(meld_pad_u32(c->p->pad, MELD_PAD_OFF_DONE), 1u);
-  if (meld_is_last_cta(before, nctas)) meld_call_advance(c->p, 0, 1);
+  if (meld_call_done_thread(c)) meld_call_advance(c->p, 0, 1);
 }
 
 /* Trace helpers bound to a ctx (one thread records). */

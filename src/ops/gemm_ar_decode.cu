@@ -62,6 +62,7 @@
 #include "proto.h"
 
 #define GEMM_AR_DEC_THREADS (SKINNY_THREADS + 32) /* the skinny kernel's 9 warps + the side warp */
+#define GEMM_AR_DEC_FAILED 0 /* per-call scratch word: a CTA's exchange failed (no CONSUMED_ALL) */
 
 typedef struct {
   gemm_params_t g;                          /* the skinny plan; c = this rank's workspace, ld n */
@@ -207,24 +208,26 @@ struct gemm_ar_dec_tail {
     }
     ok = __syncthreads_and(ok); /* thread 0's acquire, then the barrier: the partials are visible */
     if (ok && !(a->diag & 4)) sum_rows(s, S, row0, rows, col0);
-    /* CONSUMED_ALL: every thread's reads of the peers' partials, then this CTA's count (acq_rel:
-     * the last CTA's release covers every CTA's reads); the last CTA tells every peer and
-     * records the call for this rank's next one. Nobody waits for it here. */
-    __syncthreads();
-    if (threadIdx.x == 0 && ok) {
-      const uint32_t before = atom_add_acq_rel_gpu_u32(meld_scratch(&c, 0), 1u);
-      if (before + 1 == gridDim.x) { /* (diag bit 0: nothing posted, so nothing to wait for next) */
-        if (!(a->diag & 1)) post(&c, [this](int q) { return all_slot(q); }, stamp);
-        *meld_pad_u64(proto->pad, MELD_PAD_OFF_DECODE_LAST) = a->diag & 1 ? 0 : c.epoch; /* (read by the next kernel) */
-      }
-    }
+    /* (CONSUMED_ALL is posted by the call's last CTA at the end: gemm_ar_dec_end) */
+    if (threadIdx.x == 0 && !ok) (void)atom_add_relaxed_gpu_u32(meld_scratch(&c, GEMM_AR_DEC_FAILED), 1u);
   }
 };
 
-__device__ __forceinline__ void gemm_ar_dec_body_end(const meld_proto_dev_t *proto, const gemm_ar_dec_args_t *a) {
+/* The call's end, after the cluster barrier that ended gemm_skinny_run (every thread's reads
+ * of the peers' partials and stores of C precede it): thread 0 counts the CTA done (acq_rel);
+ * the last CTA, having acquired every CTA's count, releases CONSUMED_ALL into every peer's pad
+ * (unless a CTA failed), records the call's epoch for this rank's next call of the kernel,
+ * and advances the epoch. Nobody waits for CONSUMED_ALL here. */
+__device__ __forceinline__ void gemm_ar_dec_end(const meld_proto_dev_t *proto, const gemm_ar_dec_args_t *a) {
+  if (threadIdx.x != 0) return;
   meld_ctx_t c;
   meld_call_join(&c, proto, MELD_OP_GEMM_AR, a->arg_hash, 0);
-  meld_call_end(&c); /* every thread; the last CTA advances the epoch */
+  if (!meld_call_done_thread(&c)) return;
+  /* (diag bit 0: nothing posted, so nothing recorded to wait for next) */
+  const int post = !c.failed && !*meld_scratch(&c, GEMM_AR_DEC_FAILED) && !(a->diag & 1);
+  if (post) gemm_ar_dec_tail{proto, a}.post(&c, [&](int q) { return gemm_ar_dec_tail{proto, a}.all_slot(q); }, meld_stamp(c.epoch, 1));
+  *meld_pad_u64(proto->pad, MELD_PAD_OFF_DECODE_LAST) = post ? c.epoch : 0; /* (read by the next kernel) */
+  meld_call_advance(proto, 0, 1);
 }
 
 template <int MT>
@@ -234,7 +237,7 @@ __global__ void __launch_bounds__(GEMM_AR_DEC_THREADS, 1)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   extern __shared__ __align__(1024) uint8_t gemm_smem[];
   gemm_skinny_run<MT>(&a.g, gemm_smem, gemm_ar_dec_tail{&proto, &a});
-  gemm_ar_dec_body_end(&proto, &a);
+  gemm_ar_dec_end(&proto, &a);
 #endif
 }
 #endif /* __CUDACC__ */

@@ -260,6 +260,22 @@ __global__ void fold_rows(float *ref, int64_t rows, int64_t n) {
     ref[i] += ref[i + rows * n];
 }
 
+/* Two graphs [poison C, op] for input sets 0 and 1, AUTO algorithm (the environment at capture
+ * decides the path). */
+static void capture_pair(ctx_t *x, const prob_t *p, int is_ar, cudaGraphExec_t ex[2]) {
+  for (int st = 0; st < 2; st++) {
+    cudaGraph_t g;
+    GT_CUDA(cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal));
+    GT_CUDA(cudaMemsetAsync(p->c, 0xff, (size_t)p->m * p->ldc * 2, x->s));
+    meld_gemm_rs_args_t a = prob_args(p, st, MELD_GEMM_RS_AUTO);
+    meld_result_t r = is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
+    GT_CHECK(r == MELD_OK, "capture -> %s: %s", meld_strerror(r), meld_last_error());
+    GT_CUDA(cudaStreamEndCapture(x->s, &g));
+    GT_CUDA(cudaGraphInstantiate(&ex[st], g, 0));
+    cudaGraphDestroy(g);
+  }
+}
+
 /* Decode GEMM+AR as one kernel (MELD_GEMM_AR_DECODE_FUSED=1, gemm_ar_decode.cu), loopback at
  * one rank (MELD_GEMM_RS_DIAG=1024): the virtual peer's partial is this rank's own, so C must be
  * exactly 2 x meld_gemm's product (the kernel's partial is that product; doubling a bf16 is
@@ -298,17 +314,7 @@ static void test_decode_loopback(ctx_t *x, int64_t m, int64_t n, int64_t k, int6
   setenv("MELD_GEMM_AR_DECODE_FUSED", "1", 1);
   setenv("MELD_GEMM_RS_DIAG", "1024", 1);
   cudaGraphExec_t ex[2] = {NULL, NULL};
-  for (int st = 0; graph && st < 2; st++) {
-    cudaGraph_t gr;
-    GT_CUDA(cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal));
-    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * ldc * 2, x->s));
-    meld_gemm_rs_args_t a = prob_args(&p, st, MELD_GEMM_RS_AUTO);
-    const meld_result_t r = meld_gemm_ar(x->comm, &a, x->s);
-    GT_CHECK(r == MELD_OK, "capture -> %s: %s", meld_strerror(r), meld_last_error());
-    GT_CUDA(cudaStreamEndCapture(x->s, &gr));
-    GT_CUDA(cudaGraphInstantiate(&ex[st], gr, 0));
-    cudaGraphDestroy(gr);
-  }
+  if (graph) capture_pair(x, &p, 1, ex);
   check_slot_t *sl = slots_alloc(calls);
   for (int i = 0; i < calls; i++) {
     if (graph) {
@@ -551,17 +557,7 @@ static void test_graph_m(ctx_t *x, int is_ar, int replays, int64_t rows) {
   const int64_t m = rows ? rows : 1024 * x->P, N = rows ? 8192 : 2048, K = rows ? 4096 : 1024;
   prob_init(x, &p, m, N, K, 0, 2, N);
   cudaGraphExec_t ex[2] = {NULL, NULL};
-  for (int st = 0; st < 2; st++) {
-    cudaGraph_t g;
-    GT_CUDA(cudaStreamBeginCapture(x->s, cudaStreamCaptureModeThreadLocal));
-    GT_CUDA(cudaMemsetAsync(p.c, 0xff, (size_t)m * p.ldc * 2, x->s));
-    meld_gemm_rs_args_t a = prob_args(&p, st, MELD_GEMM_RS_AUTO);
-    meld_result_t r = is_ar ? meld_gemm_ar(x->comm, &a, x->s) : meld_gemm_rs(x->comm, &a, x->s);
-    GT_CHECK(r == MELD_OK, "capture -> %s: %s", meld_strerror(r), meld_last_error());
-    GT_CUDA(cudaStreamEndCapture(x->s, &g));
-    GT_CUDA(cudaGraphInstantiate(&ex[st], g, 0));
-    cudaGraphDestroy(g);
-  }
+  capture_pair(x, &p, is_ar, ex);
   check_slot_t *sl = slots_alloc(replays);
   for (int i = 0; i < replays; i++) {
     GT_CUDA(cudaGraphLaunch(ex[i & 1], x->s));
@@ -1070,49 +1066,29 @@ static void rank_zc_mismatch(int rank, int nranks) {
   ctx_free(&x); /* (frees the symmetric buffer with the comm) */
 }
 
-/* The last rank never calls: the others time out (MELD_TIMEOUT_MS = 2000), not hang. */
-static void rank_missing(int rank, int nranks) {
+/* The last rank never calls: the others time out (MELD_TIMEOUT_MS = 2000), not hang, and the
+ * comm then refuses further calls (the sticky error). decode: the decode GEMM+AR kernel
+ * (MELD_GEMM_AR_DECODE_FUSED=1), whose side warp's handshake times out while the GEMM runs;
+ * else the fused GEMM+RS kernel. */
+static void missing_rank(int rank, int nranks, int decode) {
   ctx_t x;
   if (!ctx_init(&x, rank, nranks, (size_t)64 << 20)) return;
   prob_t p;
-  prob_init(&x, &p, 512 * nranks, 1024, 1024, 0, 1, 1024);
+  if (decode) prob_init(&x, &p, 128, 4096, 7168, 0, 1, 4096);
+  else prob_init(&x, &p, 512 * nranks, 1024, 1024, 0, 1, 1024);
+  if (decode) setenv("MELD_GEMM_AR_DECODE_FUSED", "1", 1);
+  const char *what = decode ? "missing rank (decode kernel)" : "missing rank";
   if (rank != nranks - 1) {
-    meld_gemm_rs_args_t a = prob_args(&p, 0, MELD_GEMM_RS_FUSED);
+    meld_gemm_rs_args_t a = prob_args(&p, 0, decode ? MELD_GEMM_RS_AUTO : MELD_GEMM_RS_FUSED);
     double t0 = gt_now_s();
-    GT_MELD(meld_gemm_rs(x.comm, &a, x.s));
+    GT_MELD(decode ? meld_gemm_ar(x.comm, &a, x.s) : meld_gemm_rs(x.comm, &a, x.s));
     GT_CUDA(cudaStreamSynchronize(x.s));
     meld_result_t r = meld_comm_check(x.comm);
     GT_CHECK(r == MELD_ERR_TIMEOUT || (nranks > 2 && r == MELD_ERR_ABORTED),
-             "missing rank: meld_comm_check -> %s (%s), want MELD_ERR_TIMEOUT", meld_strerror(r), meld_last_error());
-    gt_log("missing rank: returned after %.2f s: %s", gt_now_s() - t0, meld_last_error());
-    r = meld_gemm_ar(x.comm, &a, x.s);
-    GT_CHECK(r == MELD_ERR_TIMEOUT || r == MELD_ERR_ABORTED, "next call -> %s, want the sticky error", meld_strerror(r));
-  }
-  meld_bootstrap_barrier(x.comm->boot);
-  prob_free(&p);
-  ctx_free(&x);
-}
-
-/* The same for the decode GEMM+AR kernel (MELD_GEMM_AR_DECODE_FUSED=1): its side warp's
- * handshake times out while the GEMM runs; the kernel ends, the error is the timeout. */
-static void rank_missing_decode(int rank, int nranks) {
-  ctx_t x;
-  if (!ctx_init(&x, rank, nranks, (size_t)64 << 20)) return;
-  prob_t p;
-  prob_init(&x, &p, 128, 4096, 7168, 0, 1, 4096);
-  setenv("MELD_GEMM_AR_DECODE_FUSED", "1", 1);
-  if (rank != nranks - 1) {
-    meld_gemm_rs_args_t a = prob_args(&p, 0, MELD_GEMM_RS_AUTO);
-    double t0 = gt_now_s();
-    GT_MELD(meld_gemm_ar(x.comm, &a, x.s));
-    GT_CUDA(cudaStreamSynchronize(x.s));
-    meld_result_t r = meld_comm_check(x.comm);
-    GT_CHECK(r == MELD_ERR_TIMEOUT || (nranks > 2 && r == MELD_ERR_ABORTED),
-             "missing rank (decode kernel): meld_comm_check -> %s (%s), want MELD_ERR_TIMEOUT", meld_strerror(r),
-             meld_last_error());
-    gt_log("missing rank (decode kernel): returned after %.2f s: %s", gt_now_s() - t0, meld_last_error());
-    r = meld_gemm_ar(x.comm, &a, x.s); /* the comm is failed for good: refused, not launched */
-    GT_CHECK(r == MELD_ERR_TIMEOUT || r == MELD_ERR_ABORTED, "next call (decode kernel) -> %s, want the sticky error",
+             "%s: meld_comm_check -> %s (%s), want MELD_ERR_TIMEOUT", what, meld_strerror(r), meld_last_error());
+    gt_log("%s: returned after %.2f s: %s", what, gt_now_s() - t0, meld_last_error());
+    r = meld_gemm_ar(x.comm, &a, x.s); /* failed for good: refused, not launched */
+    GT_CHECK(r == MELD_ERR_TIMEOUT || r == MELD_ERR_ABORTED, "%s: next call -> %s, want the sticky error", what,
              meld_strerror(r));
   }
   unsetenv("MELD_GEMM_AR_DECODE_FUSED");
@@ -1120,6 +1096,8 @@ static void rank_missing_decode(int rank, int nranks) {
   prob_free(&p);
   ctx_free(&x);
 }
+static void rank_missing(int rank, int nranks) { missing_rank(rank, nranks, 0); }
+static void rank_missing_decode(int rank, int nranks) { missing_rank(rank, nranks, 1); }
 
 static int run(const char *name, int nranks, gt_rank_fn fn) {
   printf("--- %s (%d ranks)\n", name, nranks);
