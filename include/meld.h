@@ -353,7 +353,9 @@ meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cu
  * (same offset on every rank, ldc == n, n % 8 == 0) the owners store their reduced tiles
  * straight into every rank's C: no result slots, no copy after the GEMM (5% faster sustained
  * at 8192 x 8192 x 8192 on 2 x H200); ranks that disagree fail the call with an argument
- * mismatch.
+ * mismatch. Decode sizes (AUTO's unfused path with the small-M GEMM): opt-in
+ * MELD_GEMM_AR_DECODE_FUSED=1 (alike on every rank) runs the GEMM and the all-reduce as ONE
+ * kernel whose CTAs exchange their block of C as soon as it exists (up to half the workspace).
  * Fails as meld_gemm_rs. */
 meld_result_t meld_gemm_ar(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream);
 
