@@ -81,6 +81,7 @@ struct gemm_ar_dec_tail {
   static constexpr bool kPdl = true;
   const meld_proto_dev_t *proto;
   const gemm_ar_dec_args_t *a;
+  uint64_t t0; /* thread 0: the kernel's start for the trace (MELD_TRACE; 0 when off) */
 
   /* Signal slots (indexed by the poster's rank `from`): READY of this CTA's channel, and the
    * call-wide CONSUMED_ALL in a channel of its own (the last channel of the signal region at
@@ -201,13 +202,25 @@ struct gemm_ar_dec_tail {
     const int col0 = (int)((blockIdx.x / (unsigned)S) % (unsigned)nblk) * SKINNY_BN;
     /* bar.sync: every thread's stores of this CTA's rows precede thread 0's release (cumulative) */
     __syncthreads();
+    /* Trace (thread 0, MELD_TRACE): compute = entry to the block's rows stored, wait = READY's
+     * post and wait, comm = this thread's share of the pull and sum. */
+    uint64_t t1 = 0;
+    if (threadIdx.x == 0) {
+      t1 = meld_trace_now(&proto->trace);
+      meld_trace_record(&proto->trace, MELD_ROLE_COMPUTE, blockIdx.x, c.epoch, t0);
+    }
     int ok = !c.failed;
     if (threadIdx.x == 0 && ok && !(a->diag & 2)) {
       post(&c, [this](int q) { return ready_slot(q); }, stamp);
       ok = wait_all(&c, [this](int q) { return ready_slot(q); }, stamp, "decode GEMM+AR: a peer's partial block");
     }
     ok = __syncthreads_and(ok); /* thread 0's acquire, then the barrier: the partials are visible */
+    if (threadIdx.x == 0) {
+      meld_trace_record(&proto->trace, MELD_ROLE_WAIT, blockIdx.x, c.epoch, t1);
+      t1 = meld_trace_now(&proto->trace);
+    }
     if (ok && !(a->diag & 4)) sum_rows(s, S, row0, rows, col0);
+    if (threadIdx.x == 0) meld_trace_record(&proto->trace, MELD_ROLE_COMM, blockIdx.x, c.epoch, t1);
     /* (CONSUMED_ALL is posted by the call's last CTA at the end: gemm_ar_dec_end) */
     if (threadIdx.x == 0 && !ok) (void)atom_add_relaxed_gpu_u32(meld_scratch(&c, GEMM_AR_DEC_FAILED), 1u);
   }
@@ -225,7 +238,8 @@ __device__ __forceinline__ void gemm_ar_dec_end(const meld_proto_dev_t *proto, c
   if (!meld_call_done_thread(&c)) return;
   /* (diag bit 0: nothing posted, so nothing recorded to wait for next) */
   const int post = !c.failed && !*meld_scratch(&c, GEMM_AR_DEC_FAILED) && !(a->diag & 1);
-  if (post) gemm_ar_dec_tail{proto, a}.post(&c, [&](int q) { return gemm_ar_dec_tail{proto, a}.all_slot(q); }, meld_stamp(c.epoch, 1));
+  const gemm_ar_dec_tail t{proto, a, 0};
+  if (post) t.post(&c, [&](int q) { return t.all_slot(q); }, meld_stamp(c.epoch, 1));
   *meld_pad_u64(proto->pad, MELD_PAD_OFF_DECODE_LAST) = post ? c.epoch : 0; /* (read by the next kernel) */
   meld_call_advance(proto, 0, 1);
 }
@@ -236,7 +250,8 @@ __global__ void __launch_bounds__(GEMM_AR_DEC_THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   extern __shared__ __align__(1024) uint8_t gemm_smem[];
-  gemm_skinny_run<MT>(&a.g, gemm_smem, gemm_ar_dec_tail{&proto, &a});
+  const uint64_t t0 = threadIdx.x == 0 ? meld_trace_now(&proto.trace) : 0;
+  gemm_skinny_run<MT>(&a.g, gemm_smem, gemm_ar_dec_tail{&proto, &a, t0});
   gemm_ar_dec_end(&proto, &a);
 #endif
 }
