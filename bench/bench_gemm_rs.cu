@@ -417,7 +417,7 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
      * median of the rounds' medians): s2 run 2 showed the same plan 10-15% slower when timed
      * last than first (clocks under sustained load), so a fixed order biases every ratio. */
     enum { V_MELD, V_FUSED, V_UNFUSED, V_SEQ, V_CUBLAS, V_MGEMM, V_NCCL, V_MCOLL, V_ST, V_D1, V_D2, V_D4, V_D3,
-           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_HOLD0, V_LOOPCH0, V_LOOPZCH0, V_LOOPZEV, V_DLY0, V_DLY2K, V_DLY4K, V_DLY6K, V_DLY9K, V_DECF, V_DECLOOP, V_DECLD1, V_DECLD3, V_DECLD7, V_N };
+           V_NOSPLIT, V_OWNER, V_DIN, V_DOOP, V_DCOLL, V_D8, V_NOSK, V_NOZC, V_NOPDL, V_D16, V_MG_PLAIN, V_STORE_ST, V_D32, V_D34, V_SK, V_NOFENCE, V_HELPER, V_NOPRE, V_D130, V_D130P, V_D130R16, V_D130R64, V_PRE1, V_D642, V_NOPF, V_D130SK, V_D130M4, V_PRE4, V_LOOP, V_LOOPP, V_LOOPNF, V_SYMC, V_LOOPZ, V_EARLY, V_LOOPE, V_D16W, V_D8W, V_LOOPW, V_ILEAVE, V_LOOPI, V_LEAN0, V_LOOPL0, V_D130L0, V_LOOPL2, V_D130L2, V_COPYNOW, V_LOOPCN, V_LOOPZCN, V_COPYST, V_LOOPCS, V_LOOPZCS, V_PD16, V_LOOPPD0, V_LOOPPD16, V_LOOPEV, V_D130EV, V_HOLD0, V_LOOPCH0, V_LOOPZCH0, V_LOOPZEV, V_DLY0, V_DLY2K, V_DLY4K, V_DLY6K, V_DLY9K, V_DECF, V_DECLOOP, V_DECLD1, V_DECLD3, V_DECLD7, V_DECFP, V_DECLOOPP, V_N };
     typedef struct {
       op_fn fn;
       int algo, on;
@@ -426,6 +426,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
     /* big1: one GPU, the fused kernel forced (every tile its own, nothing exchanged): its GEMM
      * and epilogue against meld_gemm without a second GPU's pace or skew */
     const int big2 = P == 2 && sh->m >= 2048, dec = P > 1 && sh->is_ar && sh->m <= 512;
+    /* the decode kernel's loopback rows only where it runs (the small-M kernel's plan) */
+    const int decloop = P == 1 && sh->is_ar && sh->m <= 512 &&
+                        gemm_plan_default_skinny(sh->m, sh->n, sh->k_total / P, 0, x->comm->sm_count);
     const int big1 = P == 1 && sh->m >= 2048;
     /* (designators in enum order: older g++ rejects out-of-order ones) */
     const tv_t tv[V_N] = {
@@ -571,16 +574,20 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         /* decode AUTO as one kernel (MELD_GEMM_AR_DECODE_FUSED=1, session 17), and at one rank its
          * loopback (the virtual peer is this rank: C = 2 x the product; no NVLink) */
         [V_DECF] = {op_meld, MELD_GEMM_RS_AUTO, dec, {{"MELD_GEMM_AR_DECODE_FUSED", "1"}}},
-        [V_DECLOOP] = {op_meld, MELD_GEMM_RS_AUTO, P == 1 && sh->is_ar && sh->m <= 512,
+        [V_DECLOOP] = {op_meld, MELD_GEMM_RS_AUTO, decloop,
                        {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_RS_DIAG", "1024"}}},
         /* ... its timing diagnostics in loopback (MELD_GEMM_AR_DECODE_DIAG): without the CONSUMED
          * round trip, without READY too, and without the exchange and the sum */
-        [V_DECLD1] = {op_meld, MELD_GEMM_RS_AUTO, P == 1 && sh->is_ar && sh->m <= 512 && g_diag,
+        [V_DECLD1] = {op_meld, MELD_GEMM_RS_AUTO, decloop && g_diag,
                       {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_DECODE_DIAG", "1"}}},
-        [V_DECLD3] = {op_meld, MELD_GEMM_RS_AUTO, P == 1 && sh->is_ar && sh->m <= 512 && g_diag,
+        [V_DECLD3] = {op_meld, MELD_GEMM_RS_AUTO, decloop && g_diag,
                       {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_DECODE_DIAG", "3"}}},
-        [V_DECLD7] = {op_meld, MELD_GEMM_RS_AUTO, P == 1 && sh->is_ar && sh->m <= 512 && g_diag,
+        [V_DECLD7] = {op_meld, MELD_GEMM_RS_AUTO, decloop && g_diag,
                       {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_DECODE_DIAG", "7"}}},
+        /* ... with the partials pushed into the peers' workspaces (MELD_GEMM_AR_DECODE_PUSH=1) */
+        [V_DECFP] = {op_meld, MELD_GEMM_RS_AUTO, dec, {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_AR_DECODE_PUSH", "1"}}},
+        [V_DECLOOPP] = {op_meld, MELD_GEMM_RS_AUTO, decloop,
+                        {{"MELD_GEMM_AR_DECODE_FUSED", "1"}, {"MELD_GEMM_RS_DIAG", "1024"}, {"MELD_GEMM_AR_DECODE_PUSH", "1"}}},
     };
     static const struct { op_fn fn; const char *name; } names[] = {
         {op_meld, "meld"}, {op_meld_symc, "meld_symc"}, {op_cublas, "cublas"}, {op_meld_gemm, "meld_gemm"},
@@ -820,6 +827,9 @@ static void bench_shape(bctx_t *x, const shape_t *sh) {
         printf("        variant: decode GEMM+AR as one kernel (MELD_GEMM_AR_DECODE_FUSED=1%s) %7.4f (graph %7.4f) | "
                "meld_gemm %7.4f\n",
                P == 1 ? ", loopback: C = 2 x the product" : "", P == 1 ? tm[V_DECLOOP] : tm[V_DECF], g_decf, mgemm_ms);
+      if (tm[V_DECFP] > 0 || tm[V_DECLOOPP] > 0)
+        printf("        variant: the decode kernel pushing its partial (MELD_GEMM_AR_DECODE_PUSH=1%s) %7.4f\n",
+               P == 1 ? ", loopback" : "", P == 1 ? tm[V_DECLOOPP] : tm[V_DECFP]);
       if (h_decf > 0)
         printf("        host enqueue per call (us): decode kernel %.1f | meld AUTO %.1f | meld_gemm %.1f\n", h_decf, h_meld,
                h_mgemm);

@@ -60,13 +60,16 @@ static inline int skinny_height_ok(int mt) {
  * and take no part in it. kPdl: the producer loads the first stages' B (weights, not written
  * by the kernel before) before griddepcontrol.wait and A after it, for a launch with
  * programmatic stream serialization. store_ok(): whether the block's rows may be stored (read
- * after the first cluster barrier, so a side warp can decide before it). finish(): every
+ * after the first cluster barrier, so a side warp can decide before it). ncopies() / copy(i):
+ * more buffers laid out like p->c that get the same rows (e.g. peers' memory). finish(): every
  * thread, after the block's rows are stored and this CTA's cluster arrival (its partial is no
  * longer read), before the cluster wait that ends the kernel's use of shared memory. */
 struct gemm_skinny_plain {
   static constexpr bool kPdl = false;
   __device__ __forceinline__ void side(int) const {}
   __device__ __forceinline__ bool store_ok() const { return true; } /* (after the first cluster barrier) */
+  __device__ __forceinline__ int ncopies() const { return 0; }
+  __device__ __forceinline__ void *copy(int) const { return nullptr; }
   __device__ __forceinline__ void finish(int, int, int, int) const {}
 };
 
@@ -179,17 +182,21 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
       v.w += w.w;
     }
     if (col < p->n) {
-      __nv_bfloat16 *dst = (__nv_bfloat16 *)p->c + (int64_t)(row0 + r) * p->ldc + col;
-      if (col + 4 <= p->n) {
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-        uint2 u;
-        u.x = *(const uint32_t *)&lo;
-        u.y = *(const uint32_t *)&hi;
-        *(uint2 *)dst = u;
-      } else {
-        const float f[4] = {v.x, v.y, v.z, v.w};
-        for (int e = 0; e < 4 && col + e < p->n; ++e) dst[e] = __float2bfloat16_rn(f[e]);
-      }
+      const int64_t o = (int64_t)(row0 + r) * p->ldc + col;
+      const auto put = [&](__nv_bfloat16 *dst) {
+        if (col + 4 <= p->n) {
+          const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+          uint2 u;
+          u.x = *(const uint32_t *)&lo;
+          u.y = *(const uint32_t *)&hi;
+          *(uint2 *)dst = u;
+        } else {
+          const float f[4] = {v.x, v.y, v.z, v.w};
+          for (int e = 0; e < 4 && col + e < p->n; ++e) dst[e] = __float2bfloat16_rn(f[e]);
+        }
+      };
+      put((__nv_bfloat16 *)p->c + o);
+      for (int i = 0; i < tail.ncopies(); ++i) put((__nv_bfloat16 *)tail.copy(i) + o);
     }
   }
   /* no CTA leaves while a peer may still read its partial */

@@ -89,7 +89,7 @@ meld_gemm_args_t gemm_rs_gemm_args(const meld_gemm_rs_args_t *a);
  * for the unfused path. g: the rank's GEMM (its c / ldc are ignored); C = c [M, ldc]; loop:
  * the one-rank loopback (C = 2 x the partial); plan_hash: the plan's argument hash. */
 struct meld_comm;
-/* The decode kernel's partial takes the workspace's top, at most its upper half; the unfused
+/* The decode kernel's partials (P slots) take the workspace's top, at most its upper half; the unfused
  * path's zero-copy partial (written by meld_gemm before any handshake) the bottom half: the two
  * never overlap (a peer may still read the kernel's partial after its call ended). */
 #define GEMM_AR_DECODE_MAX_PART(ws_bytes) ((size_t)(ws_bytes) / 2)

@@ -14,15 +14,17 @@
  *   warps 0..8      the GEMM as gemm_skinny_run (the producer loads the first stages' weights
  *                   before griddepcontrol.wait: a programmatic launch overlaps the previous
  *                   kernel), the cluster's fp32 partials summed through DSMEM, rounded once
- *                   to bf16 and stored into this rank's workspace at the block's place (the
- *                   partial [M, N], ld N rounded up to 8, at the workspace's top) — exactly
- *                   what meld_gemm would write; not before the side warp is done (the first
+ *                   to bf16 and stored into this rank's slot of its workspace at the block's
+ *                   place (the partial [M, N], ld N rounded up to 8; P slots at the
+ *                   workspace's top) — exactly what meld_gemm would write; with
+ *                   MELD_GEMM_AR_DECODE_PUSH=1 also into this rank's slot of every peer's
+ *                   workspace (stores over NVLink); not before the side warp is done (the first
  *                   cluster barrier), and not at all if it failed;
  *   then (all)      bar.sync; thread 0 releases READY (stamp(epoch, 1), signal index
  *                   (me, channel = blockIdx.x)) into every peer's pad; waits for every peer's
- *                   READY of the same channel; every thread pulls its share of the block's
- *                   rows from every rank's workspace (16-byte ld.global.cg, 4 items in flight
- *                   per thread), sums in fp32 in rank order from 0.0f (as the ZC one-shot:
+ *                   READY of the same channel; every thread reads its share of the block's
+ *                   rows from every rank's slot (pull: in that rank's workspace, over NVLink;
+ *                   push: in its own) (16-byte ld.global.cg, 4 items in flight per thread), sums in fp32 in rank order from 0.0f (as the ZC one-shot:
  *                   every rank gets bitwise the same C), rounds once, stores C; bar.sync;
  *                   thread 0 counts the CTA (acq_rel); the last CTA of the grid releases
  *                   CONSUMED_ALL (one slot per rank) into every peer's pad and records the
@@ -37,6 +39,9 @@
  * Why no other handshake is needed: peers read our partial only after READY, which the side
  * warp's argument check precedes (READY is posted after the first cluster barrier, which waits
  * for the side warp): a peer never reads our data before both ranks know the shapes agree.
+ * Push writes into the peers' workspaces after the same barrier: the handshake proved each peer
+ * has started this call (its previous op is over), and the CONSUMED_ALL wait that each peer
+ * has read its slots of our previous call of this kernel.
  * Stamps grow with the epoch, so the signal slots are shared with other ops without reset (a
  * stamp of call e also satisfies every wait of an earlier call on the slot, whose post happened
  * earlier anyway).
@@ -66,7 +71,9 @@
 
 typedef struct {
   gemm_params_t g;                          /* the skinny plan; c = this rank's workspace, ld n */
-  const uint16_t *part[GEMM_RS_MAX_RANKS];  /* rank r's partial as mapped here ([me] = own)     */
+  const uint16_t *part[GEMM_RS_MAX_RANKS];  /* where rank r's partial is read from              */
+  uint16_t *copy[GEMM_RS_MAX_RANKS];        /* push: where the partial is also written (peers)   */
+  int32_t ncopies;                          /* push: P - 1 (0: pull)                             */
   uint16_t *c;                              /* C [M, ldc]                                       */
   int64_t ldc, ldp;                         /* ldp: the partials' row pitch, N rounded up to 8  */
   int32_t nranks, rank, loop;
@@ -130,6 +137,8 @@ struct gemm_ar_dec_tail {
     __syncwarp();
   }
   __device__ __forceinline__ bool store_ok() const { return meld_cta_shared()->ok != 0u; }
+  __device__ __forceinline__ int ncopies() const { return a->ncopies; }
+  __device__ __forceinline__ void *copy(int i) const { return a->copy[i]; }
 
   /* The block's rows s, s + S, ... (< rows) of columns [col0, col0 + 128) ∩ [0, n): every
    * rank's partial summed into C. Items of 8 columns; a thread takes U items per round and
@@ -328,15 +337,22 @@ extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld
   const int P = loop ? 2 : comm->nranks, me = loop ? 0 : comm->rank;
   /* (C's rows on 16-byte boundaries: meld_gemm_ar's argument check requires it of every call) */
   const int64_t ldp = (g0->n + 7) / 8 * 8;
-  /* The partial lives at the top of the workspace, in its upper half (GEMM_AR_DECODE_MAX_PART),
-   * where no op writes before its entry handshake: see the file's comment. */
+  /* The partials live at the top of the workspace, in its upper half (GEMM_AR_DECODE_MAX_PART),
+   * where no op writes before its entry handshake (see the file's comment): P slots of `part`
+   * bytes, slot r for rank r's partial. Pull (default): rank r writes its slot r of its own
+   * workspace and every rank reads slot r of rank r's. Push (MELD_GEMM_AR_DECODE_PUSH=1): rank r
+   * writes its slot r of every rank's workspace (peers' over NVLink, during the DSMEM reduce)
+   * and every rank reads all slots of its own. Loopback: the virtual peer's slot holds this
+   * rank's partial (push: written there; pull: read from slot 0). */
   const size_t part = ((size_t)g0->m * (size_t)ldp * 2 + 255) / 256 * 256;
+  const int push = getenv("MELD_GEMM_AR_DECODE_PUSH") && !strcmp(getenv("MELD_GEMM_AR_DECODE_PUSH"), "1");
   if (P < 2 || P > GEMM_RS_MAX_RANKS || comm->nnodes != 1 || ldc % 8 != 0 || (uintptr_t)c % 16 != 0 ||
-      part > GEMM_AR_DECODE_MAX_PART(comm->workspace.bytes))
+      (size_t)P * part > GEMM_AR_DECODE_MAX_PART(comm->workspace.bytes))
     return MELD_OK;
-  const size_t off = (comm->workspace.bytes - part) / 256 * 256;
+  const size_t base = (comm->workspace.bytes - (size_t)P * part) / 256 * 256;
+  uint8_t *const local = (uint8_t *)comm->workspace.local;
   meld_gemm_args_t g = *g0;
-  g.c = (uint8_t *)comm->workspace.local + off;
+  g.c = local + base + (size_t)me * part;
   g.ldc = ldp;
   gemm_ar_dec_args_t k;
   memset(&k, 0, sizeof k);
@@ -348,8 +364,14 @@ extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld
   MELD_CUDA_CHECK(cudaGetDevice(&dev));
   MELD_CHECK(gemm_ar_dec_clusters(dev, k.g.skinny_mt, S, &fit));
   if (fit <= 0 || workers / S > fit) return MELD_OK; /* not one wave: a wait could never end */
-  for (int r = 0; r < P; r++)
-    k.part[r] = (const uint16_t *)((const uint8_t *)(loop ? comm->workspace.local : comm->workspace.peer[r]) + off);
+  for (int r = 0; r < P; r++) {
+    const uint8_t *ws_r = push || loop ? local : (const uint8_t *)comm->workspace.peer[r];
+    k.part[r] = (const uint16_t *)(ws_r + base + (size_t)(loop && !push ? me : r) * part);
+  }
+  for (int q = 0; push && q < P; q++)
+    if (q != me)
+      k.copy[k.ncopies++] = (uint16_t *)((loop ? local + base + (size_t)q * part : (uint8_t *)comm->workspace.peer[q] + base +
+                                                                                     (size_t)me * part));
   k.c = (uint16_t *)c;
   k.ldc = ldc;
   k.ldp = ldp;
@@ -363,6 +385,7 @@ extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld
   h = meld_hash_u64(h, (uint64_t)k.g.skinny_mt);
   h = meld_hash_u64(h, (uint64_t)S);
   h = meld_hash_u64(h, (uint64_t)workers);
+  h = meld_hash_u64(h, (uint64_t)push);
   k.arg_hash = meld_hash_fold(h);
   meld_proto_dev_t proto = meld_proto_dev(comm);
   cudaLaunchConfig_t cfg = {};

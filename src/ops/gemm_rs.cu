@@ -400,6 +400,9 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         (gemm_ar_decode.cu), where its conditions hold (one wave of clusters,
  *                         M x N x 2 bytes of workspace); 0 (default) = off. With
  *                         MELD_GEMM_RS_DIAG=1024 at one rank: its loopback (C = 2 x A B^T).
+ *   MELD_GEMM_AR_DECODE_PUSH  1: the decode kernel pushes its partial into every peer's workspace
+ *                         (stores over NVLink while it is made) instead of each rank pulling the
+ *                         peers' after READY; alike on every rank (opt-in, for the 2-GPU A/B)
  *   MELD_GEMM_AR_DECODE_DIAG  the decode kernel's timing diagnostics (WRONG protocol or results):
  *                         bit 0 no CONSUMED round trip, bit 1 no READY round trip, bit 2 no sum
  *   MELD_GEMM_AR_DECODE_PDL 0: the zero-copy all-reduce without programmatic dependent launch

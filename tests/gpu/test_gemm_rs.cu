@@ -801,6 +801,12 @@ static void rank_main(int rank, int nranks) {
     setenv("MELD_GEMM_AR_DECODE_PDL", "0", 1);               /* an ordinary launch */
     test_decode_loopback(&x, 128, 4096, 7168, 4096, 20, 0);
     unsetenv("MELD_GEMM_AR_DECODE_PDL");
+    setenv("MELD_GEMM_AR_DECODE_PUSH", "1", 1); /* the partial pushed into the (virtual) peer's slot */
+    test_decode_loopback(&x, 128, 4096, 7168, 4096, 50, 0);
+    test_decode_loopback(&x, 100, 1003, 4104, 1008, 3, 0);
+    test_decode_loopback(&x, 128, 8192, 4096, 8192, 10, 1);
+    test_decode_mixed(&x, 50);
+    unsetenv("MELD_GEMM_AR_DECODE_PUSH");
   }
   /* decode-size AR by default (AUTO: meld_gemm's small-M kernel + the LL all-reduce, or the
    * zero-copy all-reduce from the workspace for partials >= 512 KB: 128 x 4096 = 1 MB) */
@@ -835,6 +841,14 @@ static void rank_main(int rank, int nranks) {
     setenv("MELD_GEMM_AR_DECODE_PDL", "0", 1);
     test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 50, 128);
     unsetenv("MELD_GEMM_AR_DECODE_PDL");
+    gt_log("MELD_GEMM_AR_DECODE_FUSED=1 MELD_GEMM_AR_DECODE_PUSH=1:");
+    setenv("MELD_GEMM_AR_DECODE_PUSH", "1", 1); /* the partials pushed over NVLink */
+    test_shape(&x, 128, 4096, 7168, 0, MELD_GEMM_RS_AUTO, 2);
+    test_shape(&x, 100, 1003, 4104, 0, MELD_GEMM_RS_AUTO, 2);
+    test_back_to_back_m(&x, 1, MELD_GEMM_RS_AUTO, 200, 128);
+    test_graph_m(&x, 1, 20, 128);
+    test_decode_mixed(&x, 50);
+    unsetenv("MELD_GEMM_AR_DECODE_PUSH");
     unsetenv("MELD_GEMM_AR_DECODE_FUSED");
   }
   meld_bootstrap_barrier(x.comm->boot);
