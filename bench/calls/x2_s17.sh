@@ -10,6 +10,8 @@
 # over NVLink and the ranks' skew ~2 us, the peer's 1-2 MB pulled ~3-6 us, sum and stores ~1 us):
 # 128 x 4096 x 7168 ~0.029-0.031 ms eager against AUTO ~0.040 and seq ~0.040 (1.25-1.35x), graphs
 # ~0.026-0.028 against 0.035-0.036; M 16 shapes ~1.1-1.2x AUTO; M 512 (4096 x 7168) ~1.1x.
+# The push variant (MELD_GEMM_AR_DECODE_PUSH=1, its own bench row and tests): prediction 0.5-1.5 us
+# faster than pull at M 128 (the sum reads local memory; the stores drain under READY's release).
 # Then run x2_s10.sh, x2_sustained.sh, x2_s12.sh (session 16's list).
 # Usage (device): OUT=... PREBUILT=1 bash bench/calls/x2_s17.sh (carry build/bench, build/tests/gpu)
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
@@ -20,6 +22,6 @@ TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-300} MELD_TIMEOUT_MS=3000 tests/gpu/run.sh test
 echo "test_gemm_rs rc=$? at $(el) s"; grep -E "FAIL|decode kernel|DECODE_FUSED|checks passed" "$OUT/gpu_tests.log" | cut -c1-160 | head -30
 cp build/tests/gpu/*.log "$OUT/" 2>/dev/null
 timeout -k 5 200 build/bench/bench_gemm_rs --decode --op ar --json "$OUT/gemm_ar-x2-s17-decode.jsonl" > "$OUT/dec.log" 2>&1
-echo "bench rc=$? at $(el) s"; grep -E "^gemm_ar|graph:|decode GEMM\+AR as one|zero-copy" "$OUT/dec.log" | cut -c1-200
+echo "bench rc=$? at $(el) s"; grep -E "^gemm_ar|graph:|decode GEMM\+AR as one|pushing|zero-copy" "$OUT/dec.log" | cut -c1-200
 echo "total: $(el) s"
 cd "$OUT" && tar czf logs.tgz *.log 2>/dev/null && rm -f *.log
