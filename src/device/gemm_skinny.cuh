@@ -30,6 +30,10 @@
 
 #include "device/gemm.cuh"
 
+#ifdef __CUDACC__
+#include <type_traits>
+#endif
+
 #define SKINNY_BN 128 /* rows of B (columns of C) per CTA */
 #define SKINNY_THREADS 288
 #define SKINNY_B_BYTES (SKINNY_BN * GEMM_BK * 2) /* 16 KB */
@@ -54,6 +58,30 @@ static inline int skinny_height_ok(int mt) {
 #define SKINNY_SMEM_BYTES(mt) (SKINNY_STAGES(mt) * SKINNY_STAGE_BYTES(mt) + 16 * SKINNY_STAGES(mt) + 1024)
 
 #ifdef __CUDACC__
+
+/* f(std::integral_constant<int, MT>{}) for the compiled height mt (unknown: 256): how a
+ * launcher picks its kernel template's instance, e.g. [](auto h) { return my_kernel<h.value>; }. */
+template <class F>
+static constexpr auto skinny_for_height(int mt, F f) {
+  switch (mt) {
+    case 16: return f(std::integral_constant<int, 16>{});
+    case 32: return f(std::integral_constant<int, 32>{});
+    case 64: return f(std::integral_constant<int, 64>{});
+    case 128: return f(std::integral_constant<int, 128>{});
+    case 160: return f(std::integral_constant<int, 160>{});
+    case 192: return f(std::integral_constant<int, 192>{});
+    default: return f(std::integral_constant<int, 256>{});
+  }
+}
+
+static_assert(skinny_for_height(16, [](auto h) { return h.value; }) == 16 &&
+                  skinny_for_height(32, [](auto h) { return h.value; }) == 32 &&
+                  skinny_for_height(64, [](auto h) { return h.value; }) == 64 &&
+                  skinny_for_height(128, [](auto h) { return h.value; }) == 128 &&
+                  skinny_for_height(160, [](auto h) { return h.value; }) == 160 &&
+                  skinny_for_height(192, [](auto h) { return h.value; }) == 192 &&
+                  skinny_for_height(256, [](auto h) { return h.value; }) == 256,
+              "skinny_for_height: every compiled height maps to itself");
 
 /* What a kernel around gemm_skinny_run adds (the stand-alone kernel: nothing). Its block may
  * be larger than SKINNY_THREADS: warps 9.. are side warps, which run side() while the GEMM runs

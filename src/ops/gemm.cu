@@ -40,15 +40,7 @@ __global__ void __launch_bounds__(SKINNY_THREADS, 1) gemm_skinny_kernel(const __
 
 typedef void (*gemm_kernel_fn)(gemm_params_t);
 static gemm_kernel_fn gemm_skinny_kernel_for(int mt) {
-  switch (mt) {
-    case 16: return gemm_skinny_kernel<16>;
-    case 32: return gemm_skinny_kernel<32>;
-    case 64: return gemm_skinny_kernel<64>;
-    case 128: return gemm_skinny_kernel<128>;
-    case 160: return gemm_skinny_kernel<160>;
-    case 192: return gemm_skinny_kernel<192>;
-    default: return gemm_skinny_kernel<256>;
-  }
+  return skinny_for_height(mt, [](auto h) -> gemm_kernel_fn { return gemm_skinny_kernel<decltype(h)::value>; });
 }
 static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer, int bn) {
   static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},

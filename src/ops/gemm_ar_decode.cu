@@ -268,15 +268,7 @@ __global__ void __launch_bounds__(GEMM_AR_DEC_THREADS, 1)
 
 typedef void (*gemm_ar_dec_fn)(meld_proto_dev_t, gemm_ar_dec_args_t);
 static gemm_ar_dec_fn gemm_ar_dec_kernel_for(int mt) {
-  switch (mt) {
-    case 16: return gemm_ar_dec_kernel<16>;
-    case 32: return gemm_ar_dec_kernel<32>;
-    case 64: return gemm_ar_dec_kernel<64>;
-    case 128: return gemm_ar_dec_kernel<128>;
-    case 160: return gemm_ar_dec_kernel<160>;
-    case 192: return gemm_ar_dec_kernel<192>;
-    default: return gemm_ar_dec_kernel<256>;
-  }
+  return skinny_for_height(mt, [](auto h) -> gemm_ar_dec_fn { return gemm_ar_dec_kernel<decltype(h)::value>; });
 }
 
 /* Per device and (height, cluster size): co-resident clusters of this kernel (0 = not yet
