@@ -297,12 +297,16 @@ static int sim_call_begin(sim_ctx_t *c, uint32_t hash) {
 
 /* The last CTA verifies the whole call of its rank, then resets the scratch and advances
  * the counter (release: the next call's threads acquire it at their "launch"). */
+/* Scratch word 1: a CTA of this call failed (aborted mid-call: its share of the data is
+ * missing, so the last CTA must not verify the call even if it did not fail itself). */
+#define SIM_SCRATCH_FAILED (MELD_PAD_OFF_SCRATCH + 4u)
 static void sim_call_end(sim_ctx_t *c, int call_ok_expected) {
   uint8_t *pad = c->me->pad;
+  if (c->failed) atomic_fetch_or_explicit(a32(pad, SIM_SCRATCH_FAILED), 1u, memory_order_relaxed);
   uint32_t before = atomic_fetch_add_explicit(a32(pad, MELD_PAD_OFF_DONE), 1u, memory_order_acq_rel);
   if (!meld_is_last_cta(before, NC)) return;
   sim_world_t *w = c->w;
-  if (call_ok_expected) {
+  if (call_ok_expected && !atomic_load_explicit(a32(pad, SIM_SCRATCH_FAILED), memory_order_relaxed)) {
     uint64_t e = c->epoch;
     int src = (c->rank + NR - 1) % NR;
     for (uint32_t k = 0; k < chunks_of_call(e); k++)
