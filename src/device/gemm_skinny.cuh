@@ -30,9 +30,6 @@
 
 #include "device/gemm.cuh"
 
-#ifdef __CUDACC__
-#include <type_traits>
-#endif
 
 #define SKINNY_BN 128 /* rows of B (columns of C) per CTA */
 #define SKINNY_THREADS 288
@@ -59,18 +56,22 @@ static inline int skinny_height_ok(int mt) {
 
 #ifdef __CUDACC__
 
-/* f(std::integral_constant<int, MT>{}) for the compiled height mt (unknown: 256): how a
- * launcher picks its kernel template's instance, e.g. [](auto h) { return my_kernel<h.value>; }. */
+/* f(skinny_height_t<MT>{}) for the compiled height mt (unknown: 256): how a launcher picks its
+ * kernel template's instance, e.g. [](auto h) { return my_kernel<h.value>; }. */
+template <int MT>
+struct skinny_height_t {
+  static constexpr int value = MT;
+};
 template <class F>
 static constexpr auto skinny_for_height(int mt, F f) {
   switch (mt) {
-    case 16: return f(std::integral_constant<int, 16>{});
-    case 32: return f(std::integral_constant<int, 32>{});
-    case 64: return f(std::integral_constant<int, 64>{});
-    case 128: return f(std::integral_constant<int, 128>{});
-    case 160: return f(std::integral_constant<int, 160>{});
-    case 192: return f(std::integral_constant<int, 192>{});
-    default: return f(std::integral_constant<int, 256>{});
+    case 16: return f(skinny_height_t<16>{});
+    case 32: return f(skinny_height_t<32>{});
+    case 64: return f(skinny_height_t<64>{});
+    case 128: return f(skinny_height_t<128>{});
+    case 160: return f(skinny_height_t<160>{});
+    case 192: return f(skinny_height_t<192>{});
+    default: return f(skinny_height_t<256>{});
   }
 }
 

@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(SKINNY_THREADS, 1) gemm_skinny_kernel(const __
 
 typedef void (*gemm_kernel_fn)(gemm_params_t);
 static gemm_kernel_fn gemm_skinny_kernel_for(int mt) {
-  return skinny_for_height(mt, [](auto h) -> gemm_kernel_fn { return gemm_skinny_kernel<decltype(h)::value>; });
+  return skinny_for_height(mt, [](auto h) -> gemm_kernel_fn { return gemm_skinny_kernel<h.value>; });
 }
 static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer, int bn) {
   static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},

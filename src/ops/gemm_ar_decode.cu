@@ -68,6 +68,7 @@
 
 #define GEMM_AR_DEC_THREADS (SKINNY_THREADS + 32) /* the skinny kernel's 9 warps + the side warp */
 #define GEMM_AR_DEC_FAILED 0 /* per-call scratch word: a CTA's exchange failed (no CONSUMED_ALL) */
+#define GEMM_AR_DEC_ALL_CH (MELD_PAD_SIGNAL_SLOTS / GEMM_RS_MAX_RANKS - 1) /* CONSUMED_ALL's channel */
 
 typedef struct {
   gemm_params_t g;                          /* the skinny plan; c = this rank's workspace, ld n */
@@ -90,31 +91,27 @@ struct gemm_ar_dec_tail {
   const gemm_ar_dec_args_t *a;
   uint64_t t0; /* thread 0: the kernel's start for the trace (MELD_TRACE; 0 when off) */
 
-  /* Signal slots (indexed by the poster's rank `from`): READY of this CTA's channel, and the
-   * call-wide CONSUMED_ALL in a channel of its own (the last channel of the signal region at
-   * GEMM_RS_MAX_RANKS ranks; other ops' posts there carry older epochs: stamps only grow). */
-  __device__ __forceinline__ uint32_t ready_slot(int from) const {
-    return meld_signal_index(from, a->nranks, blockIdx.x, 0, 1);
+  /* Signal slots, per channel and poster rank `from`: READY in the CTA's channel (blockIdx.x),
+   * the call-wide CONSUMED_ALL in a channel of its own, GEMM_AR_DEC_ALL_CH (the last channel of
+   * the signal region at GEMM_RS_MAX_RANKS ranks; other ops' posts there carry older epochs:
+   * stamps only grow). */
+  __device__ __forceinline__ uint32_t slot(int from, uint32_t ch) const {
+    return meld_signal_index(from, a->nranks, ch, 0, 1);
   }
-  __device__ __forceinline__ uint32_t all_slot(int from) const {
-    return meld_signal_index(from, a->nranks, MELD_PAD_SIGNAL_SLOTS / GEMM_RS_MAX_RANKS - 1, 0, 1);
-  }
-  /* Thread 0: stamp into slot `idx(me)` of every peer's pad (loopback: into our own under the
-   * virtual peer's index, where our waits look). */
-  template <class Idx>
-  __device__ __forceinline__ void post(meld_ctx_t *c, Idx idx, uint64_t stamp) const {
+  /* Thread 0: stamp into channel ch's slot of this rank in every peer's pad (loopback: into our
+   * own under the virtual peer's index, where our waits look). */
+  __device__ __forceinline__ void post(meld_ctx_t *c, uint32_t ch, uint64_t stamp) const {
     const int P = a->nranks, me = a->rank;
     for (int k = 1; k < P; ++k) {
       const int q = (me + k) % P;
-      st_release_sys_u64(a->loop ? meld_local_signal(c, idx(q)) : meld_peer_signal(c, q, idx(me)), stamp);
+      st_release_sys_u64(a->loop ? meld_local_signal(c, slot(q, ch)) : meld_peer_signal(c, q, slot(me, ch)), stamp);
     }
   }
-  template <class Idx>
-  __device__ __forceinline__ int wait_all(meld_ctx_t *c, Idx idx, uint64_t stamp, const char *label) const {
+  __device__ __forceinline__ int wait_all(meld_ctx_t *c, uint32_t ch, uint64_t stamp, const char *label) const {
     const int P = a->nranks, me = a->rank;
     for (int k = 1; k < P; ++k) {
       const int q = (me + k) % P;
-      if (!meld_wait_signal(c, idx(q), stamp, q, label)) return 0;
+      if (!meld_wait_signal(c, slot(q, ch), stamp, q, label)) return 0;
     }
     return 1;
   }
@@ -129,7 +126,7 @@ struct gemm_ar_dec_tail {
       if (meld_call_begin_one(&c, proto, MELD_OP_GEMM_AR, a->arg_hash, 0) && !(a->diag & 1)) {
         const uint64_t last = ld_relaxed_gpu_u64(meld_pad_u64(proto->pad, MELD_PAD_OFF_DECODE_LAST));
         if (last != 0 && last + 1 == c.epoch &&
-            !wait_all(&c, [this](int q) { return all_slot(q); }, meld_stamp(last, 1),
+            !wait_all(&c, GEMM_AR_DEC_ALL_CH, meld_stamp(last, 1),
                       "decode GEMM+AR: a peer still reading our previous partial"))
           meld_cta_shared()->ok = 0u;
       }
@@ -220,8 +217,8 @@ struct gemm_ar_dec_tail {
     }
     int ok = !c.failed;
     if (threadIdx.x == 0 && ok && !(a->diag & 2)) {
-      post(&c, [this](int q) { return ready_slot(q); }, stamp);
-      ok = wait_all(&c, [this](int q) { return ready_slot(q); }, stamp, "decode GEMM+AR: a peer's partial block");
+      post(&c, blockIdx.x, stamp);
+      ok = wait_all(&c, blockIdx.x, stamp, "decode GEMM+AR: a peer's partial block");
     }
     ok = __syncthreads_and(ok); /* thread 0's acquire, then the barrier: the partials are visible */
     if (threadIdx.x == 0) {
@@ -248,7 +245,7 @@ __device__ __forceinline__ void gemm_ar_dec_end(const meld_proto_dev_t *proto, c
   /* (diag bit 0: nothing posted, so nothing recorded to wait for next) */
   const int post = !c.failed && !*meld_scratch(&c, GEMM_AR_DEC_FAILED) && !(a->diag & 1);
   const gemm_ar_dec_tail t{proto, a, 0};
-  if (post) t.post(&c, [&](int q) { return t.all_slot(q); }, meld_stamp(c.epoch, 1));
+  if (post) t.post(&c, GEMM_AR_DEC_ALL_CH, meld_stamp(c.epoch, 1));
   *meld_pad_u64(proto->pad, MELD_PAD_OFF_DECODE_LAST) = post ? c.epoch : 0; /* (read by the next kernel) */
   meld_call_advance(proto, 0, 1);
 }
@@ -268,7 +265,7 @@ __global__ void __launch_bounds__(GEMM_AR_DEC_THREADS, 1)
 
 typedef void (*gemm_ar_dec_fn)(meld_proto_dev_t, gemm_ar_dec_args_t);
 static gemm_ar_dec_fn gemm_ar_dec_kernel_for(int mt) {
-  return skinny_for_height(mt, [](auto h) -> gemm_ar_dec_fn { return gemm_ar_dec_kernel<decltype(h)::value>; });
+  return skinny_for_height(mt, [](auto h) -> gemm_ar_dec_fn { return gemm_ar_dec_kernel<h.value>; });
 }
 
 /* Per device and (height, cluster size): co-resident clusters of this kernel (0 = not yet
@@ -337,7 +334,8 @@ extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld
    * and every rank reads all slots of its own. Loopback: the virtual peer's slot holds this
    * rank's partial (push: written there; pull: read from slot 0). */
   const size_t part = ((size_t)g0->m * (size_t)ldp * 2 + 255) / 256 * 256;
-  const int push = getenv("MELD_GEMM_AR_DECODE_PUSH") && !strcmp(getenv("MELD_GEMM_AR_DECODE_PUSH"), "1");
+  const char *push_env = getenv("MELD_GEMM_AR_DECODE_PUSH");
+  const int push = push_env && !strcmp(push_env, "1");
   if (P < 2 || P > GEMM_RS_MAX_RANKS || comm->nnodes != 1 || ldc % 8 != 0 || (uintptr_t)c % 16 != 0 ||
       (size_t)P * part > GEMM_AR_DECODE_MAX_PART(comm->workspace.bytes))
     return MELD_OK;

@@ -398,13 +398,13 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *   MELD_GEMM_AR_DECODE_FUSED 1: decode-size AR (the plan's unfused path) as ONE kernel, the
  *                         small-M GEMM whose clusters all-reduce their block of C as it is made
  *                         (gemm_ar_decode.cu), where its conditions hold (one wave of clusters,
- *                         M x N x 2 bytes of workspace); 0 (default) = off. With
+ *                         P x M x N x 2 bytes within half the workspace); 0 (default) = off. With
  *                         MELD_GEMM_RS_DIAG=1024 at one rank: its loopback (C = 2 x A B^T).
  *   MELD_GEMM_AR_DECODE_PUSH  1: the decode kernel pushes its partial into every peer's workspace
  *                         (stores over NVLink while it is made) instead of each rank pulling the
  *                         peers' after READY; alike on every rank (opt-in, for the 2-GPU A/B)
  *   MELD_GEMM_AR_DECODE_DIAG  the decode kernel's timing diagnostics (WRONG protocol or results):
- *                         bit 0 no CONSUMED round trip, bit 1 no READY round trip, bit 2 no sum
+ *                         bit 0 no CONSUMED_ALL, bit 1 no READY round trip, bit 2 no sum
  *   MELD_GEMM_AR_DECODE_PDL 0: the zero-copy all-reduce without programmatic dependent launch
  *   MELD_GEMM_RS_STREAM_K fused path's stream-K over the last partial wave (meld_gemm's rule): 2 = on
  *                         (off by default since session 5: slower in every same-job pair measured,
@@ -931,7 +931,7 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
     meld_result_t r = gemm_ar_decode_fused(comm, &g, a->c, a->ldc, 1, pl.arg_hash, stream, &taken);
     if (r == MELD_OK && !taken)
       r = meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_GEMM_RS_DIAG=1024 with MELD_GEMM_AR_DECODE_FUSED=1 (the decode "
-                     "kernel's loopback) needs a small-M plan in one wave and M x N x 2 bytes of workspace", fn);
+                     "kernel's loopback) needs a small-M plan in one wave and 2 x M x N x 2 bytes within half the workspace", fn);
     if (r != MELD_OK) meld_error_prefix("%s", fn);
     return r;
   }

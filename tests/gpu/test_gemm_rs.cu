@@ -329,8 +329,7 @@ static void test_decode_loopback(ctx_t *x, int64_t m, int64_t n, int64_t k, int6
       }
     }
     twice_check_kernel<<<264, 256, 0, x->s>>>(p.c, ldc, g[i & 1], ldg, m, n, bad + i);
-    dim3 grid((unsigned)((n + 255) / 256), (unsigned)((m + 127) / 128));
-    check_kernel<<<grid, 256, 0, x->s>>>(p.c, ldc, p.ref[i & 1], n, 0, m, sl + i);
+    enqueue_check(x, &p, 1, i & 1, sl + i);
   }
   unsetenv("MELD_GEMM_RS_DIAG");
   unsetenv("MELD_GEMM_AR_DECODE_FUSED");
@@ -376,8 +375,7 @@ static void test_decode_mixed(ctx_t *x, int calls) {
       meld_gemm_rs_args_t a = prob_args(&p[h], i & 1, MELD_GEMM_RS_AUTO);
       const meld_result_t r = meld_gemm_ar(x->comm, &a, x->s);
       GT_CHECK(r == MELD_OK, "decode mixed call %d.%d -> %s: %s", i, h, meld_strerror(r), meld_last_error());
-      dim3 grid((unsigned)((p[h].n + 255) / 256), (unsigned)((p[h].m + 127) / 128));
-      check_kernel<<<grid, 256, 0, x->s>>>(p[h].c, p[h].ldc, p[h].ref[i & 1], p[h].n, 0, p[h].m, sl + 2 * i + h);
+      enqueue_check(x, &p[h], 1, i & 1, sl + 2 * i + h);
     }
   unsetenv("MELD_GEMM_AR_DECODE_FUSED");
   unsetenv("MELD_GEMM_RS_DIAG");
