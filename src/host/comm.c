@@ -62,6 +62,7 @@ static meld_result_t check_peer_access(struct meld_comm *c) {
       cudaGetLastError();
       continue;
     }
+    if (dev == c->device) continue; /* a shared GPU (MELD_SHARE_GPU; topo checked) */
     MELD_CUDA_CHECK(cudaDeviceCanAccessPeer(&can, c->device, dev));
     if (!can)
       return meld_error(MELD_ERR_CUDA,
@@ -147,6 +148,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   me->host_hash = meld_topo_host_hash();
   me->node_override = cfg->node_id;
   me->pid = (int32_t)getpid();
+  me->share_gpu = cfg->share_gpu;
   meld_result_t dev_res = query_device(c, me);
   char dev_err[1024];
   snprintf(dev_err, sizeof dev_err, "%s", meld_last_error());
@@ -162,6 +164,15 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   c->local_rank = c->rank_local[rank];
   for (int r = 0; r < nranks; r++) c->local_size += c->rank_node[r] == c->node;
   MELD_CHECK_GOTO(agree(c, check_peer_access(c), "the peer-access check"), res, fail);
+  for (int r = 0; r < nranks; r++)
+    if (r != rank && c->rank_node[r] == c->node && memcmp(c->ranks[r].uuid, me->uuid, sizeof me->uuid) == 0) {
+      MELD_WARN(MELD_SUB_INIT,
+                "MELD_SHARE_GPU: rank %d shares GPU %s with rank %d; the kernels of different "
+                "processes take turns on it (time slices), so this tests the multi-rank protocol, "
+                "not its speed",
+                rank, me->bus_id, r);
+      break;
+    }
 
   MELD_CHECK_GOTO(meld_symbuf_create(c, cfg->workspace_bytes, &c->workspace), res, fail);
   c->workspace.seq = MELD_SYMBUF_SEQ_WORKSPACE;

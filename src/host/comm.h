@@ -52,7 +52,7 @@ typedef struct {
   char bus_id[32];         /* PCI bus id of the GPU ("0000:19:00.0")                    */
   unsigned char uuid[16];  /* GPU UUID                                                  */
   int32_t sm_count;
-  int32_t pad_;
+  int32_t share_gpu;       /* MELD_SHARE_GPU: may share its GPU with ranks that also set it */
 } meld_rank_info_t;
 
 struct meld_proto_state; /* device protocol: src/host/proto.c */
@@ -78,7 +78,7 @@ struct meld_comm {
 /* Node assignment from every rank's info (pure function, unit-tested on the CPU):
  * fills rank_node, rank_local, and *nnodes; *local_size of `rank`'s node. Errors (sentence
  * in meld_last_error): MELD_NODE_ID set on some ranks only; one node id on two hosts; two
- * ranks of one node on the same GPU. */
+ * ranks of one node on the same GPU (unless both set MELD_SHARE_GPU: a test mode). */
 meld_result_t meld_topo_assign_nodes(const meld_rank_info_t *ranks, int nranks, int *rank_node,
                                      int *rank_local, int *nnodes);
 

@@ -15,7 +15,7 @@ extern char **environ;
 /* Every MELD_* variable meld reads. Anything else starting with MELD_ is warned about. */
 static const char *const g_known_env[] = {
     "MELD_WORKSPACE_BYTES", "MELD_TIMEOUT_MS",   "MELD_BOOTSTRAP_TIMEOUT_MS", "MELD_PORT",
-    "MELD_NODE_ID",         "MELD_TRACE",        "MELD_DEBUG",                "MELD_DEBUG_SUBSYS",
+    "MELD_NODE_ID",         "MELD_SHARE_GPU", "MELD_TRACE",        "MELD_DEBUG",                "MELD_DEBUG_SUBSYS",
     "MELD_SOCKET_ADDR",     "MELD_MASTER_ADDR",  "MELD_JOB_KEY",              "MELD_WATCHDOG_MS",
     "MELD_COMM_CTAS",       "MELD_CHUNK_BYTES",  "MELD_SCHEDULE",     "MELD_COLL_ZC", "MELD_COLL_PDL",
     /* plan overrides of the GEMM engine and the fused ops (tuning and experiments) */
@@ -134,6 +134,11 @@ meld_result_t meld_config_resolve(const meld_config_t *in, meld_resolved_config_
   else MELD_CHECK(meld_env_int64("MELD_NODE_ID", 0, INT32_MAX, &v));
   if (v < -1) return meld_error(MELD_ERR_INVALID_ARG, "node_id %lld must be >= 0 (or -1: by host)", (long long)v);
   out->node_id = (int)v;
+
+  /* shared GPU (a test mode: not in meld_config_t) */
+  v = 0;
+  MELD_CHECK(meld_env_int64("MELD_SHARE_GPU", 0, 1, &v));
+  out->share_gpu = (int)v;
 
   /* trace path */
   const char *tp = in->trace_path ? in->trace_path : getenv("MELD_TRACE");

@@ -21,6 +21,7 @@ typedef struct {
   int64_t bootstrap_timeout_ms;
   int port;     /* 0 = none chosen (get_unique_id picks one; init_env uses MASTER_PORT+1) */
   int node_id;  /* -1 = by host */
+  int share_gpu; /* MELD_SHARE_GPU=1: ranks may share one GPU (testing the protocol only) */
   char trace_path[1024]; /* "" = off */
 } meld_resolved_config_t;
 

@@ -60,10 +60,12 @@ meld_result_t meld_topo_assign_nodes(const meld_rank_info_t *ranks, int nranks, 
                           "ranks %d and %d have MELD_NODE_ID %d but run on different hosts: one "
                           "node must be one host",
                           q, r, ranks[r].node_override);
-      if (memcmp(ranks[q].uuid, ranks[r].uuid, sizeof ranks[r].uuid) == 0)
+      if (memcmp(ranks[q].uuid, ranks[r].uuid, sizeof ranks[r].uuid) == 0 &&
+          !(ranks[q].share_gpu && ranks[r].share_gpu))
         return meld_error(MELD_ERR_INVALID_ARG,
                           "ranks %d and %d of one node both use GPU %s: give each rank its own "
-                          "GPU (cudaSetDevice before meld_comm_init)",
+                          "GPU (cudaSetDevice before meld_comm_init; MELD_SHARE_GPU=1 on every "
+                          "rank allows it for testing only)",
                           q, r, ranks[r].bus_id);
     }
     rank_local[r] = local;

@@ -7,7 +7,13 @@
  * with torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
  * MASTER_PORT = a free port); the child selects GPU LOCAL_RANK % device count, runs fn(rank,
  * nranks) and exits with the number of failed checks. The parent waits (GT_SPAWN_TIMEOUT_S,
- * default 120 s; then kills) and returns the number of failed ranks. */
+ * default 120 s; then kills) and returns the number of failed ranks.
+ *
+ * Shared GPUs: with MELD_SHARE_GPU=1 every GPU hosts two ranks (gt_device_count() reports
+ * twice the GPUs present, gt_device_for(rank) picks rank % GPUs): on one GPU the tests then run
+ * their 2-rank cases with two processes whose kernels take turns in time slices. That checks
+ * the multi-rank protocol (signals, epochs, credits, slots, deadlines) where only one GPU is
+ * available; not NVLink, not concurrency, not speed. Give waits a longer MELD_TIMEOUT_MS. */
 #ifndef MELD_GPU_TEST_H
 #define MELD_GPU_TEST_H
 
@@ -83,7 +89,19 @@ static inline int gt_summary(const char *name) {
   return gt_failed ? 1 : 0;
 }
 
+static int gt_gpus = -1; /* GPUs present (the probe's answer) */
+
+static inline int gt_share_gpu(void) {
+  const char *s = getenv("MELD_SHARE_GPU");
+  return s && strcmp(s, "1") == 0;
+}
+
+/* The GPU of a rank: ranks take the GPUs present in turn. */
+static inline int gt_device_for(int rank) { return gt_gpus > 0 ? rank % gt_gpus : 0; }
+
+/* How many ranks the tests may spawn: the GPUs present (twice that with MELD_SHARE_GPU=1). */
 static inline int gt_device_count(void) {
+  if (gt_gpus >= 0) return gt_share_gpu() ? 2 * gt_gpus : gt_gpus;
   /* Fork a probe so the parent never initializes CUDA (children need a clean fork). */
   int fds[2];
   if (pipe(fds) != 0) return 0;
@@ -99,7 +117,8 @@ static inline int gt_device_count(void) {
   if (read(fds[0], &n, sizeof n) != (ssize_t)sizeof n) n = 0;
   close(fds[0]);
   waitpid(pid, NULL, 0);
-  return n;
+  gt_gpus = n;
+  return gt_share_gpu() ? 2 * n : n;
 }
 
 static inline int gt_free_port(void) {
@@ -137,7 +156,7 @@ static inline int gt_spawn_env(int nranks, gt_rank_fn fn, void (*extra_env)(int 
       if (extra_env) extra_env(r);
       gt_rank = r;
       gt_passed = gt_failed = 0;
-      if (ndev > 0) cudaSetDevice(r % ndev);
+      if (ndev > 0) cudaSetDevice(gt_device_for(r));
       fn(r, nranks);
       fflush(stdout);
       _exit(gt_failed > 0 ? 1 : 0);

@@ -234,7 +234,7 @@ static int spawn_kill_test(void) {
       setenv("MASTER_PORT", buf, 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1);
       gt_rank = r;
-      cudaSetDevice(r % g_ndev);
+      cudaSetDevice(gt_device_for(r));
       rank_kill(r, 2);
       fflush(stdout);
       _exit(gt_failed > 0 ? 1 : 0);

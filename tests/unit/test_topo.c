@@ -82,6 +82,12 @@ static void test_errors(void **state) {
   r[2].uuid[0] = r[0].uuid[0];
   assert_int_equal(meld_topo_assign_nodes(r, 3, node, local, &nnodes), MELD_ERR_INVALID_ARG);
   assert_non_null(strstr(meld_last_error(), "both use GPU"));
+  r[0].share_gpu = 1; /* MELD_SHARE_GPU on one of the two only: still refused */
+  assert_int_equal(meld_topo_assign_nodes(r, 3, node, local, &nnodes), MELD_ERR_INVALID_ARG);
+  r[2].share_gpu = 1; /* on both: allowed (test mode), one node of three local ranks */
+  assert_int_equal(meld_topo_assign_nodes(r, 3, node, local, &nnodes), MELD_OK);
+  assert_int_equal(nnodes, 1);
+  assert_int_equal(local[2], 2);
 
   assert_int_equal(meld_topo_assign_nodes(NULL, 3, node, local, &nnodes), MELD_ERR_INVALID_ARG);
 }
