@@ -9,11 +9,13 @@
  * nranks) and exits with the number of failed checks. The parent waits (GT_SPAWN_TIMEOUT_S,
  * default 120 s; then kills) and returns the number of failed ranks.
  *
- * Shared GPUs: with MELD_SHARE_GPU=1 every GPU hosts two ranks (gt_device_count() reports
- * twice the GPUs present, gt_device_for(rank) picks rank % GPUs): on one GPU the tests then run
- * their 2-rank cases with two processes whose kernels take turns in time slices. That checks
- * the multi-rank protocol (signals, epochs, credits, slots, deadlines) where only one GPU is
- * available; not NVLink, not concurrency, not speed. Give waits a longer MELD_TIMEOUT_MS. */
+ * Shared GPUs: with MELD_SHARE_GPU=1 every GPU hosts GT_RANKS_PER_GPU ranks (2..8, default 2;
+ * gt_device_count() reports that many times the GPUs present, gt_device_for(rank) picks
+ * rank % GPUs): on one GPU the tests then run their multi-rank cases with processes whose
+ * kernels take turns in time slices (~2.2 ms each on an H200). That checks the multi-rank
+ * protocol (signals, epochs, credits, slots, deadlines; P > 2 where only 2 GPUs exist) with one
+ * GPU; not NVLink, not concurrency, not speed. Give waits a longer MELD_TIMEOUT_MS. gt_reps(n)
+ * shortens long back-to-back loops when more than two ranks share a GPU. */
 #ifndef MELD_GPU_TEST_H
 #define MELD_GPU_TEST_H
 
@@ -96,12 +98,23 @@ static inline int gt_share_gpu(void) {
   return s && strcmp(s, "1") == 0;
 }
 
+/* Ranks per GPU: 1, or GT_RANKS_PER_GPU (default 2) with MELD_SHARE_GPU=1. */
+static inline int gt_ranks_per_gpu(void) {
+  if (!gt_share_gpu()) return 1;
+  const char *s = getenv("GT_RANKS_PER_GPU");
+  const int n = s ? atoi(s) : 2;
+  return n < 2 ? 2 : n > 8 ? 8 : n;
+}
+
 /* The GPU of a rank: ranks take the GPUs present in turn. */
 static inline int gt_device_for(int rank) { return gt_gpus > 0 ? rank % gt_gpus : 0; }
 
-/* How many ranks the tests may spawn: the GPUs present (twice that with MELD_SHARE_GPU=1). */
+/* n calls of a back-to-back loop; a tenth (at least 20) when more than two ranks share a GPU. */
+static inline int gt_reps(int n) { return gt_ranks_per_gpu() > 2 ? (n / 10 > 20 ? n / 10 : 20) : n; }
+
+/* How many ranks the tests may spawn: the GPUs present (times gt_ranks_per_gpu()). */
 static inline int gt_device_count(void) {
-  if (gt_gpus >= 0) return gt_share_gpu() ? 2 * gt_gpus : gt_gpus;
+  if (gt_gpus >= 0) return gt_ranks_per_gpu() * gt_gpus;
   /* Fork a probe so the parent never initializes CUDA (children need a clean fork). */
   int fds[2];
   if (pipe(fds) != 0) return 0;
@@ -118,7 +131,7 @@ static inline int gt_device_count(void) {
   close(fds[0]);
   waitpid(pid, NULL, 0);
   gt_gpus = n;
-  return gt_share_gpu() ? 2 * n : n;
+  return gt_ranks_per_gpu() * n;
 }
 
 static inline int gt_free_port(void) {

@@ -468,7 +468,7 @@ static void rank_main(int rank, int nranks) {
   GT_CUDA(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
   test_reference(&c);
   if (!g_only_bulk) {
-    test_back_to_back(&c, 1000);
+    test_back_to_back(&c, gt_reps(1000));
     test_graph(&c, 100);
   }
   meld_bootstrap_barrier(c.comm->boot);
@@ -481,12 +481,12 @@ static void rank_main(int rank, int nranks) {
     if (c.d_send && c.d_recv) {
       c.sym = 1;
       test_reference(&c);
-      test_back_to_back(&c, 1000);
+      test_back_to_back(&c, gt_reps(1000));
       test_graph(&c, 100);
       /* Again with programmatic dependent launches of the LL and ZC kernels (opt-in): each
        * call's launch overlaps the previous kernel, which it waits for on the device. */
       setenv("MELD_COLL_PDL", "1", 1);
-      test_back_to_back(&c, 1000);
+      test_back_to_back(&c, gt_reps(1000));
       test_graph(&c, 100);
       unsetenv("MELD_COLL_PDL");
     }
@@ -508,7 +508,7 @@ static void rank_main(int rank, int nranks) {
     if (r1 == MELD_OK && r2 == MELD_OK) {
       c.sym = 2;
       test_reference(&c);
-      test_back_to_back(&c, 200);
+      test_back_to_back(&c, gt_reps(200));
       test_graph(&c, 20);
     }
     meld_bootstrap_barrier(c.comm->boot);

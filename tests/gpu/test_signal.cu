@@ -67,7 +67,9 @@ static int cmp_u64(const void *a, const void *b) {
 }
 
 static void pingpong(meld_comm_t comm) {
-  const uint32_t iters = 10000;
+  /* On a shared GPU (MELD_SHARE_GPU) a turn is a time slice (~2.2 ms): fewer round trips. */
+  const uint32_t iters = gt_share_gpu() ? 200 : 10000;
+  const uint64_t plausible_ns = gt_share_gpu() ? 50000000ull : 100000ull;
   uint64_t *lat = NULL;
   uint32_t *status = NULL;
   GT_CUDA(cudaMalloc(&lat, iters * sizeof *lat));
@@ -89,10 +91,11 @@ static void pingpong(meld_comm_t comm) {
     double sum = 0;
     for (uint32_t i = 0; i < iters; i++) sum += (double)h[i];
     qsort(h, iters, sizeof *h, cmp_u64);
-    gt_log("ping-pong over NVLink: median %.2f us, mean %.2f us, p99 %.2f us per round trip "
+    gt_log("ping-pong%s: median %.2f us, mean %.2f us, p99 %.2f us per round trip "
            "(%u round trips, %%globaltimer; kernel wall %.1f ms)",
-           h[iters / 2] * 1e-3, sum / iters * 1e-3, h[iters * 99 / 100] * 1e-3, iters, wall * 1e3);
-    GT_CHECK(h[iters / 2] > 0 && h[iters / 2] < 100000, "median round trip %llu ns is implausible",
+           gt_share_gpu() ? " on a shared GPU (time slices)" : " over NVLink", h[iters / 2] * 1e-3,
+           sum / iters * 1e-3, h[iters * 99 / 100] * 1e-3, iters, wall * 1e3);
+    GT_CHECK(h[iters / 2] > 0 && h[iters / 2] < plausible_ns, "median round trip %llu ns is implausible",
              (unsigned long long)h[iters / 2]);
     free(h);
   }
