@@ -1617,7 +1617,8 @@ __device__ __forceinline__ void gemm_reduce_add(const gemm_params_t *p, float *a
                                                 uint32_t sbase) {
   const int nsrc = p->epi.reduce.diag & 4 ? 0 : p->epi.reduce.nsrc, mode = gemm_preload_of<PRE>(p);
   /* mode 4: src[0] comes through the staging (gemm_add_staged_half) and thread 0 acquired
-   * every flag at the tile's start (gemm_partial_first): the barrier orders the others' loads */
+   * every flag at the tile's start (gemm_partial_first; a split tile's last piece: after its
+   * fixup, gemm_consumer): the barrier orders the others' loads */
   const int s0 = mode >= 4 ? 1 : 0; /* (mode 5: the producer acquired; the stages' barriers order) */
   if (s0 == 0) gemm_reduce_add_wait(p, t, g, tid, sbase);
   else if (nsrc > 1) named_bar_sync(GEMM_BAR_WG0 + g, 128);
@@ -1811,6 +1812,12 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       if (!gemm_splitk_fixup<16, DEFER == 0>(p, acc, slot, split, ncontrib, stride, g * 128 + tid,
                              sbase + GEMM_FLAG_OFF, live))
         continue;
+      /* hook g, add mode 4, more than 2 ranks: a split tile's last piece asks for src[0] only in
+       * its epilogue, but gemm_reduce_add loads the further sources before that: their flags
+       * first. (Session 18, 3 and 4 ranks sharing one GPU: without this wait they were read
+       * before their flags and every split-K shape came out wrong; 2 ranks have no src[1].) */
+      if (RED && gemm_preload_of<PRE>(p) == 4 && p->epi.reduce.nsrc > 1 && own_tile())
+        gemm_reduce_add_wait(p, t, g, tid, sbase);
     }
     /* hook g, add mode 5: the producer's two partial stages (gemm_part_stages) join the
      * accumulators; each warp releases a stage once all its lanes have read their pairs */

@@ -276,7 +276,7 @@ static void xchg_free(xchg_t *x) {
 }
 
 static void back_to_back(meld_comm_t comm) {
-  const uint32_t ncalls = 10000;
+  const uint32_t ncalls = gt_share_gpu() ? 500 : 10000; /* (shared GPU: a time slice a turn) */
   xchg_t x;
   xchg_setup(comm, &x, ncalls);
   meld_proto_dev_t pd = meld_proto_dev(comm);
@@ -304,7 +304,7 @@ static void back_to_back(meld_comm_t comm) {
 }
 
 static void graph_replay(meld_comm_t comm) {
-  const uint32_t replays = 1000;
+  const uint32_t replays = gt_share_gpu() ? 100 : 1000;
   xchg_t x;
   xchg_setup(comm, &x, replays);
   meld_proto_dev_t pd = meld_proto_dev(comm);
