@@ -15,7 +15,8 @@ extern char **environ;
 /* Every MELD_* variable meld reads. Anything else starting with MELD_ is warned about. */
 static const char *const g_known_env[] = {
     "MELD_WORKSPACE_BYTES", "MELD_TIMEOUT_MS",   "MELD_BOOTSTRAP_TIMEOUT_MS", "MELD_PORT",
-    "MELD_NODE_ID",         "MELD_SHARE_GPU", "MELD_TRACE",        "MELD_DEBUG",                "MELD_DEBUG_SUBSYS",
+    "MELD_NODE_ID",         "MELD_TRACE",        "MELD_DEBUG",                "MELD_DEBUG_SUBSYS",
+    "MELD_SHARE_GPU",
     "MELD_SOCKET_ADDR",     "MELD_MASTER_ADDR",  "MELD_JOB_KEY",              "MELD_WATCHDOG_MS",
     "MELD_COMM_CTAS",       "MELD_CHUNK_BYTES",  "MELD_SCHEDULE",     "MELD_COLL_ZC", "MELD_COLL_PDL",
     /* plan overrides of the GEMM engine and the fused ops (tuning and experiments) */

@@ -14,7 +14,7 @@
 
 static void clear_env(void) {
   const char *vars[] = {"MELD_WORKSPACE_BYTES", "MELD_TIMEOUT_MS", "MELD_BOOTSTRAP_TIMEOUT_MS",
-                        "MELD_PORT", "MELD_NODE_ID", "MELD_TRACE", NULL};
+                        "MELD_PORT", "MELD_NODE_ID", "MELD_TRACE", "MELD_SHARE_GPU", NULL};
   for (int i = 0; vars[i]; i++) unsetenv(vars[i]);
 }
 
@@ -33,6 +33,7 @@ static void test_defaults(void **state) {
   assert_int_equal(c.bootstrap_timeout_ms, MELD_DEFAULT_BOOTSTRAP_TIMEOUT_MS);
   assert_int_equal(c.port, 0);
   assert_int_equal(c.node_id, -1);
+  assert_int_equal(c.share_gpu, 0);
   assert_string_equal(c.trace_path, "");
 }
 
@@ -44,6 +45,7 @@ static void test_env_fills_unset_fields(void **state) {
   setenv("MELD_PORT", "31337", 1);
   setenv("MELD_NODE_ID", "3", 1);
   setenv("MELD_TRACE", "/tmp/t.json", 1);
+  setenv("MELD_SHARE_GPU", "1", 1);
   meld_resolved_config_t c;
   assert_int_equal(meld_config_resolve(NULL, &c), MELD_OK);
   assert_int_equal(c.workspace_bytes, (size_t)128 << 20);
@@ -51,6 +53,7 @@ static void test_env_fills_unset_fields(void **state) {
   assert_int_equal(c.bootstrap_timeout_ms, 700);
   assert_int_equal(c.port, 31337);
   assert_int_equal(c.node_id, 3);
+  assert_int_equal(c.share_gpu, 1);
   assert_string_equal(c.trace_path, "/tmp/t.json");
   clear_env();
 }
@@ -86,6 +89,7 @@ static void test_bad_env_values(void **state) {
   expect_bad_env("MELD_TIMEOUT_MS", "12x", "not an integer");
   expect_bad_env("MELD_PORT", "70000", "MELD_PORT=70000");
   expect_bad_env("MELD_NODE_ID", "-3", "MELD_NODE_ID");
+  expect_bad_env("MELD_SHARE_GPU", "2", "MELD_SHARE_GPU=2");
   expect_bad_env("MELD_WORKSPACE_BYTES", "lots", "MELD_WORKSPACE_BYTES=lots");
   expect_bad_env("MELD_WORKSPACE_BYTES", "16K", "outside");
   expect_bad_env("MELD_BOOTSTRAP_TIMEOUT_MS", "0", "MELD_BOOTSTRAP_TIMEOUT_MS=0");
