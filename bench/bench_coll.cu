@@ -110,7 +110,7 @@ typedef struct {
 } bc_ctx_t;
 
 static int bc_enqueue(bc_ctx_t *c, const bc_run_t *r) {
-  if (r->lib == 1) return nb_run(r->op, r->send, r->recv, r->count, MELD_BF16, c->nc, c->s) == ncclSuccess;
+  if (r->lib == 1) return c->nc && nb_run(r->op, r->send, r->recv, r->count, MELD_BF16, c->nc, c->s) == ncclSuccess;
   if (r->lib == 2) {
     int x = 0;
     uint32_t hash = 77;
@@ -604,10 +604,9 @@ static void rank_main(int rank, int P) {
   cfg.workspace_bytes = (size_t)256 << 20; /* room for the tuning grid's largest rings */
   GT_MELD(meld_comm_init_env(&c.comm, &cfg));
   if (!c.comm) return;
-  if (nb_init(c.comm, &c.nc) != ncclSuccess) {
-    GT_CHECK(0, "NCCL init failed");
-    meld_comm_destroy(c.comm);
-    return;
+  if (nb_init(c.comm, &c.nc) != ncclSuccess) { /* e.g. ranks sharing a GPU (MELD_SHARE_GPU) */
+    c.nc = NULL;
+    if (rank == 0) printf("NCCL not available: its columns read NaN (meld's rows are measured)\n");
   }
   bench_env_t env;
   bench_env(&env, c.comm->device);
@@ -813,7 +812,7 @@ static void rank_main(int rank, int P) {
   } /* !g_point */
   if (jf) fclose(jf);
   meld_bootstrap_barrier(c.comm->boot);
-  ncclCommDestroy(c.nc);
+  if (c.nc) ncclCommDestroy(c.nc);
   cudaFree(d_send);
   cudaFree(d_m);
   cudaFree(d_n);
