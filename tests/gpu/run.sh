@@ -18,3 +18,8 @@ if [ "${PREBUILT:-0}" != 1 ]; then
   make --no-print-directory -j"$(nproc)" "${bins[@]}" || { echo "[  FAILED  ] 1 test(s): GPU tests did not build"; echo "0 1" > build/tests/summary-gpu; exit 1; }
 fi
 TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-240} tests/run.sh gpu "${bins[@]}"
+rc=$?
+if [ "${MELD_SHARE_GPU:-0}" != 1 ] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" = 1 ]; then
+  echo "(one GPU: the multi-rank cases ran at one rank only; tests/gpu/run_shared.sh 3 runs them at 3 ranks sharing it)"
+fi
+exit $rc
