@@ -213,6 +213,18 @@ int gemm_plan_default_tile_n(int64_t m, int64_t n, int64_t k, int b_kn, int sm_c
  * the most CTAs in one wave (tiles x S, tiles <= SMs); ties: fewer m-blocks (B read fewer
  * times: 129..256 x 8192 at one m-block of 160..256 with S 2 ran 0.93-1.04x cuBLASLt, as two
  * m-blocks of 128 0.49-0.84), then the smaller height. */
+/* The cluster size for padded height mt, given the largest that fits one wave (S). Session 19
+ * (one H200, bench_gemm against cuBLASLt in the same run): up to 32 rows the tensor work is
+ * small, a CTA streams B as fast at 64 CTAs as at 96-128, and a larger cluster costs more at its
+ * end (its CTAs' skew and reduce): 16 x 4096 x 7168 in clusters of 2 (64 CTAs) 20.5 us vs 22.1
+ * in clusters of 3, 16 x 4096 x 14336 34.2 vs 37.1 (cuBLASLt 21.5 / 34.0). At 64 and 128 rows
+ * clusters of 3 win (0.887 vs 0.849, 0.947 vs 0.760 of cuBLASLt's speed). So up to 32 rows
+ * clusters of 2, where they keep >= 3/8 of the SMs busy (measured at N 4096 and 8192 only). */
+static int skinny_split_for_height(int mt, int64_t tiles, int S, int sm_count) {
+  if (mt <= 32 && S > 2 && tiles * 2 * 8 >= (int64_t)sm_count * 3) return 2;
+  return S;
+}
+
 int gemm_plan_skinny_shape(int64_t m, int64_t n, int k_blocks, int sm_count, const int *clusters, int *split) {
   const int64_t nblk = (n + SKINNY_BN - 1) / SKINNY_BN;
   int best = 256, best_s = 1;
@@ -230,7 +242,7 @@ int gemm_plan_skinny_shape(int64_t m, int64_t n, int k_blocks, int sm_count, con
       best_s = S;
     }
   }
-  if (split) *split = best_s;
+  if (split) *split = skinny_split_for_height(best, nblk * ((m + best - 1) / best), best_s, sm_count);
   return best;
 }
 
@@ -280,7 +292,11 @@ static meld_result_t gemm_plan_skinny(const meld_gemm_args_t *a, const gemm_plan
   if (tiles > ((int64_t)1 << 30))
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: %lld tiles are too many for the swapped kernel", (long long)tiles);
   int S = o->split_k >= 1 ? o->split_k
-                           : o->skinny_mt ? gemm_plan_skinny_split_tiles(tiles, p->k_blocks, o->sm_count, o->skinny_clusters)
+                           : o->skinny_mt ? skinny_split_for_height(mt, tiles,
+                                                                    gemm_plan_skinny_split_tiles(tiles, p->k_blocks,
+                                                                                                 o->sm_count,
+                                                                                                 o->skinny_clusters),
+                                                                    o->sm_count)
                                           : S_dflt;
   if (S > SKINNY_MAX_SPLIT)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: the small-M kernel's cluster size (split_k) %d exceeds %d",

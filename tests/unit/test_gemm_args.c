@@ -399,11 +399,20 @@ static void test_skinny_rules(void **state) {
   assert_int_equal(gemm_plan_skinny_mt(8192, 8192, 132), 256); /* nothing fits: the widest */
   {
     int S = 0;
-    assert_int_equal(gemm_plan_skinny_shape(16, 4096, 112, 132, NULL, &S), 16);
-    assert_int_equal(S, 4);
     const int cl[9] = {0, 132, 66, 39, 30, 22, 17, 15, 15};
-    assert_int_equal(gemm_plan_skinny_shape(16, 4096, 112, 132, cl, &S), 16);
+    assert_int_equal(gemm_plan_skinny_shape(64, 4096, 112, 132, NULL, &S), 64);
+    assert_int_equal(S, 4);
+    assert_int_equal(gemm_plan_skinny_shape(128, 4096, 112, 132, cl, &S), 128);
     assert_int_equal(S, 3); /* 32 clusters of 4 do not fit */
+    /* up to 32 rows: clusters of 2 where 2 per block keep >= 3/8 of the SMs busy (session 19) */
+    assert_int_equal(gemm_plan_skinny_shape(16, 4096, 112, 132, cl, &S), 16);
+    assert_int_equal(S, 2);
+    assert_int_equal(gemm_plan_skinny_shape(32, 4096, 224, 132, NULL, &S), 32);
+    assert_int_equal(S, 2);
+    assert_int_equal(gemm_plan_skinny_shape(16, 8192, 128, 132, cl, &S), 16);
+    assert_int_equal(S, 2);
+    assert_int_equal(gemm_plan_skinny_shape(16, 2048, 128, 132, cl, &S), 16);
+    assert_int_equal(S, 6); /* 16 blocks: 2 each would leave most SMs idle */
   }
   /* 132 SMs: 64 column blocks -> 2 CTAs each; 32 -> 4; 112 -> 1; 8 -> 8 (the cap); k-blocks cap */
   assert_int_equal(gemm_plan_skinny_split(8192, 128, 132, NULL), 2);
