@@ -48,10 +48,19 @@ static inline int skinny_height_ok(int mt) {
   return 0;
 }
 
-/* Stages per padded row count: ~180-205 KB of ring (at most 11). Shared with the planner. */
-#define SKINNY_STAGES(mt) \
-  ((204800 / (SKINNY_B_BYTES + (mt) * GEMM_BK * 2)) > 11 ? 11 : (204800 / (SKINNY_B_BYTES + (mt) * GEMM_BK * 2)))
+/* Stages per padded row count: ~180-205 KB of ring (at most 11; at least what the partial
+ * [mt][SKINNY_RED_PITCH] floats needs, as it reuses the ring). Shared with the planner.
+ * SKINNY_RING_BYTES may be set at build time for experiments. */
+#ifndef SKINNY_RING_BYTES
+#define SKINNY_RING_BYTES 204800
+#endif
 #define SKINNY_STAGE_BYTES(mt) (SKINNY_B_BYTES + (mt) * GEMM_BK * 2)
+#define SKINNY_STAGES_RING(mt) (SKINNY_RING_BYTES / SKINNY_STAGE_BYTES(mt))
+#define SKINNY_STAGES_RED(mt) (((mt) * SKINNY_RED_PITCH * 4 + SKINNY_STAGE_BYTES(mt) - 1) / SKINNY_STAGE_BYTES(mt))
+#define SKINNY_STAGES_MIN(mt) (SKINNY_STAGES_RED(mt) > 2 ? SKINNY_STAGES_RED(mt) : 2)
+#define SKINNY_STAGES(mt)                                                                                       \
+  (SKINNY_STAGES_RING(mt) > 11 ? 11 : SKINNY_STAGES_RING(mt) < SKINNY_STAGES_MIN(mt) ? SKINNY_STAGES_MIN(mt) \
+                                                                                       : SKINNY_STAGES_RING(mt))
 #define SKINNY_SMEM_BYTES(mt) (SKINNY_STAGES(mt) * SKINNY_STAGE_BYTES(mt) + 16 * SKINNY_STAGES(mt) + 1024)
 
 #ifdef __CUDACC__
@@ -101,28 +110,6 @@ struct gemm_skinny_plain {
   __device__ __forceinline__ void *copy(int) const { return nullptr; }
   __device__ __forceinline__ void finish(int, int, int, int) const {}
 };
-
-/* Stores one row's 4 columns (col .. col + 3 of C's row `row`, fp32 sums) as bf16 into C and
- * into the tail's copies; columns past n are skipped. */
-template <class Tail>
-__device__ __forceinline__ void skinny_put_row(const gemm_params_t *p, const Tail &tail, float4 v, int row, int64_t col) {
-  if (col >= p->n) return;
-  const int64_t o = (int64_t)row * p->ldc + col;
-  const auto put = [&](__nv_bfloat16 *dst) {
-    if (col + 4 <= p->n) {
-      const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
-      uint2 u;
-      u.x = *(const uint32_t *)&lo;
-      u.y = *(const uint32_t *)&hi;
-      *(uint2 *)dst = u;
-    } else {
-      const float f[4] = {v.x, v.y, v.z, v.w};
-      for (int e = 0; e < 4 && col + e < p->n; ++e) dst[e] = __float2bfloat16_rn(f[e]);
-    }
-  };
-  put((__nv_bfloat16 *)p->c + o);
-  for (int i = 0; i < tail.ncopies(); ++i) put((__nv_bfloat16 *)tail.copy(i) + o);
-}
 
 template <int MT, class Tail = gemm_skinny_plain>
 __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t *smem_raw, const Tail &tail = Tail{}) {
@@ -219,37 +206,35 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
     }
   }
   cluster_sync(); /* every partial of the cluster is written */
-  /* CTA s: rows s, s + S, ... of C's block; a warp per row, 4 columns per lane, two rows per
-   * pass. Every load of a pass (2 rows x S partials, most in other SMs) is issued before the
-   * first add, so their latencies overlap: one after another they cost ~1-2 us at 128 rows. The
-   * sum's order (partial 0, 1, ...) is the same for every row. */
+  /* CTA s: rows s, s + S, ... of C's block; a warp per row, 4 columns per lane. */
   const int rows = !tail.store_ok() ? 0 : p->m - row0 < MT ? p->m - row0 : MT;
   const int64_t col = (int64_t)blk * SKINNY_BN + 4 * lane;
-  constexpr int NW = SKINNY_THREADS / 32;
-  for (int r0 = s + S * warp; warp < NW && r0 < rows; r0 += 2 * S * NW) {
-    float4 x[2][SKINNY_MAX_SPLIT];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = r0 + h * S * NW;
-      const uint32_t off = sbase + (uint32_t)(r * SKINNY_RED_PITCH + 4 * lane) * 4;
-#pragma unroll
-      for (int c = 0; c < SKINNY_MAX_SPLIT; ++c)
-        if (c < S && r < rows) x[h][c] = ld_dsmem_v4f(off, (uint32_t)c);
+  for (int r = s + S * warp; warp < SKINNY_THREADS / 32 && r < rows; r += S * (SKINNY_THREADS / 32)) {
+    const uint32_t off = sbase + (uint32_t)(r * SKINNY_RED_PITCH + 4 * lane) * 4;
+    float4 v = ld_dsmem_v4f(off, 0);
+    for (int c = 1; c < S; ++c) {
+      const float4 w = ld_dsmem_v4f(off, (uint32_t)c);
+      v.x += w.x;
+      v.y += w.y;
+      v.z += w.z;
+      v.w += w.w;
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = r0 + h * S * NW;
-      if (r >= rows) break;
-      float4 v = x[h][0];
-#pragma unroll
-      for (int c = 1; c < SKINNY_MAX_SPLIT; ++c)
-        if (c < S) {
-          v.x += x[h][c].x;
-          v.y += x[h][c].y;
-          v.z += x[h][c].z;
-          v.w += x[h][c].w;
+    if (col < p->n) {
+      const int64_t o = (int64_t)(row0 + r) * p->ldc + col;
+      const auto put = [&](__nv_bfloat16 *dst) {
+        if (col + 4 <= p->n) {
+          const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y), hi = __floats2bfloat162_rn(v.z, v.w);
+          uint2 u;
+          u.x = *(const uint32_t *)&lo;
+          u.y = *(const uint32_t *)&hi;
+          *(uint2 *)dst = u;
+        } else {
+          const float f[4] = {v.x, v.y, v.z, v.w};
+          for (int e = 0; e < 4 && col + e < p->n; ++e) dst[e] = __float2bfloat16_rn(f[e]);
         }
-      skinny_put_row(p, tail, v, row0 + r, col);
+      };
+      put((__nv_bfloat16 *)p->c + o);
+      for (int i = 0; i < tail.ncopies(); ++i) put((__nv_bfloat16 *)tail.copy(i) + o);
     }
   }
   /* no CTA leaves while a peer may still read its partial */
