@@ -21,17 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_common.h"
 #include "device/ptx.cuh"
 #include "device/ptx_async.cuh"
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
-      exit(1);                                                                                  \
-    }                                                                                           \
-  } while (0)
 
 enum { P_TMA2D, P_TMA3D, P_BULK, P_LDG };
 static const char *const g_pat[] = {"tma2d", "tma3d", "bulk", "ldg"};
@@ -162,10 +155,6 @@ static int make_map(CUtensorMap *m, void *base, int pat, int n, int k, int rows,
   return 0;
 }
 
-static int cmpf(const void *x, const void *y) {
-  const float a = *(const float *)x, b = *(const float *)y;
-  return (a > b) - (a < b);
-}
 
 typedef struct {
   int pat, rows, chunks, S, ring_kb, ctas, l2; /* ctas: bulk / ldg only; l2: 0 none, 1 128B, 2 256B */
@@ -199,6 +188,8 @@ int main(int argc, char **argv) {
   CK(cudaFuncSetAttribute(stream_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
+  bench_env_t env;
+  bench_env(&env, 0);
   const int sms = prop.multiProcessorCount;
   int64_t maxb = 0;
   for (int s = 0; s < ns; s++)
@@ -302,8 +293,7 @@ int main(int argc, char **argv) {
       CK(cudaGetLastError());
       CK(cudaDeviceSynchronize());
       for (int i = 0; i < TIMED; i++) CK(cudaEventElapsedTime(&t[i], ev[2 * i], ev[2 * i + 1]));
-      qsort(t, TIMED, sizeof t[0], cmpf);
-      const float us = 1000.f * t[TIMED / 2];
+      const float us = 1000.f * bench_median(t, TIMED); /* (sorts t) */
       const double tbs = (double)bytes / (us * 1e-6) / 1e12;
       printf("%5dx%-6d %-6s %4d %3d %2d %5d %4d %3d %2d %2d %8.2f %7.3f\n", n, k, g_pat[c.pat], c.rows, c.chunks, c.S,
              ctas, c.ring_kb, c.l2, a.cwarps, c.cluster, us, tbs);
@@ -312,9 +302,9 @@ int main(int argc, char **argv) {
         fprintf(jf,
                 "{\"bench\":\"stream\",\"gpu\":\"%s\",\"n\":%d,\"k\":%d,\"pattern\":\"%s\",\"rows\":%d,\"chunks\":%d,"
                 "\"split\":%d,\"ctas\":%d,\"ring_kb\":%d,\"l2_promotion\":%d,\"consumer_warps\":%d,\"cluster\":%d,\"us_median\":%.3f,\"tb_s\":%.4f,"
-                "\"us_min\":%.3f,\"us_max\":%.3f}\n",
-                prop.name, n, k, g_pat[c.pat], c.rows, c.chunks, c.S, ctas, c.ring_kb, c.l2, a.cwarps, c.cluster, us, tbs, 1000.f * t[0],
-                1000.f * t[TIMED - 1]);
+                "\"us_min\":%.3f,\"us_max\":%.3f,\"driver\":\"%s\",\"cuda\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+                env.gpu, n, k, g_pat[c.pat], c.rows, c.chunks, c.S, ctas, c.ring_kb, c.l2, a.cwarps, c.cluster, us, tbs, 1000.f * t[0],
+                1000.f * t[TIMED - 1], env.driver, env.cuda, env.date, env.commit);
     }
   }
   if (jf) fclose(jf);
