@@ -23,5 +23,12 @@ echo "test_gemm_rs rc=$? at $(el) s"; grep -E "FAIL|decode kernel|DECODE_FUSED|c
 cp build/tests/gpu/*.log "$OUT/" 2>/dev/null
 timeout -k 5 200 build/bench/bench_gemm_rs --decode --op ar --json "$OUT/gemm_ar-x2-s17-decode.jsonl" > "$OUT/dec.log" 2>&1
 echo "bench rc=$? at $(el) s"; grep -E "^gemm_ar|graph:|decode GEMM\+AR as one|pushing|zero-copy" "$OUT/dec.log" | cut -c1-200
+# (session 19) Up to 32 rows at N 4096 the small-M GEMM now runs clusters of 2 (AUTO's GEMM 1-3 us
+# faster in loopback), but the decode kernel preferred clusters of 3 there in loopback (graphs
+# 21.0 vs 22.5 us at 16 x 4096 x 7168): that shape again with 3 (MELD_GEMM_SPLIT_K sets the
+# small-M kernel's cluster size for AUTO's GEMM and the decode kernel alike).
+MELD_GEMM_SPLIT_K=3 timeout -k 5 60 build/bench/bench_gemm_rs --shape 16,4096,14336 --op ar \
+  --json "$OUT/gemm_ar-x2-s17-decode-s3.jsonl" > "$OUT/dec_s3.log" 2>&1
+echo "bench (clusters of 3) rc=$? at $(el) s"; grep -E "^gemm_ar|graph:|decode GEMM\+AR as one|pushing" "$OUT/dec_s3.log" | cut -c1-200
 echo "total: $(el) s"
 cd "$OUT" && tar czf logs.tgz *.log 2>/dev/null && rm -f *.log
