@@ -209,22 +209,23 @@ int gemm_plan_default_tile_n(int64_t m, int64_t n, int64_t k, int b_kn, int sm_c
   return c320 * 10 <= c256 * 9 ? GEMM_BN_WIDE : GEMM_BN;
 }
 
-/* Scored choice of the swapped kernel's height and cluster size (run 4, docs/perf-notes.md):
- * the most CTAs in one wave (tiles x S, tiles <= SMs); ties: fewer m-blocks (B read fewer
- * times: 129..256 x 8192 at one m-block of 160..256 with S 2 ran 0.93-1.04x cuBLASLt, as two
- * m-blocks of 128 0.49-0.84), then the smaller height. */
 /* The cluster size for padded height mt, given the largest that fits one wave (S). Session 19
  * (one H200, bench_gemm against cuBLASLt in the same run): up to 32 rows the tensor work is
  * small, a CTA streams B as fast at 64 CTAs as at 96-128, and a larger cluster costs more at its
- * end (its CTAs' skew and reduce): 16 x 4096 x 7168 in clusters of 2 (64 CTAs) 20.5 us vs 22.1
- * in clusters of 3, 16 x 4096 x 14336 34.2 vs 37.1 (cuBLASLt 21.5 / 34.0). At 64 and 128 rows
- * clusters of 3 win (0.887 vs 0.849, 0.947 vs 0.760 of cuBLASLt's speed). So up to 32 rows
- * clusters of 2, where they keep >= 3/8 of the SMs busy (measured at N 4096 and 8192 only). */
+ * end (its CTAs' skew and reduce): 16 x 4096 x 7168 in clusters of 2 (64 CTAs) 20.3-20.5 us vs
+ * 21.6-22.1 in clusters of 3, 16 x 4096 x 14336 34.2-34.3 vs 37.1-37.2 (cuBLASLt 20.7-21.6 /
+ * 33.2-34.0). At 64 and 128 rows clusters of 3 win (0.887 vs 0.849, 0.947 vs 0.760 of
+ * cuBLASLt's speed). So up to 32 rows clusters of 2, where they keep >= 3/8 of the SMs busy
+ * (measured at N 4096 and 8192 only). */
 static int skinny_split_for_height(int mt, int64_t tiles, int S, int sm_count) {
   if (mt <= 32 && S > 2 && tiles * 2 * 8 >= (int64_t)sm_count * 3) return 2;
   return S;
 }
 
+/* Scored choice of the swapped kernel's height and cluster size (run 4, docs/perf-notes.md):
+ * the most CTAs in one wave (tiles x S, tiles <= SMs); ties: fewer m-blocks (B read fewer
+ * times: 129..256 x 8192 at one m-block of 160..256 with S 2 ran 0.93-1.04x cuBLASLt, as two
+ * m-blocks of 128 0.49-0.84), then the smaller height. */
 int gemm_plan_skinny_shape(int64_t m, int64_t n, int k_blocks, int sm_count, const int *clusters, int *split) {
   const int64_t nblk = (n + SKINNY_BN - 1) / SKINNY_BN;
   int best = 256, best_s = 1;
