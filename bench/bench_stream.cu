@@ -158,7 +158,8 @@ static int make_map(CUtensorMap *m, void *base, int pat, int n, int k, int rows,
 
 typedef struct {
   int pat, rows, chunks, S, ring_kb, ctas, l2; /* ctas: bulk / ldg only; l2: 0 none, 1 128B, 2 256B */
-  int cwarps, cluster; /* consumer warps (0 = 1); cluster: launched in clusters of S (as the kernel) */
+  int cwarps, cluster; /* consumer warps (0 = 1); cluster: launched in clusters of this many CTAs
+                          (0: none; S: as the kernel; S / 2: two clusters per column block) */
 } conf_t;
 
 int main(int argc, char **argv) {
@@ -227,9 +228,11 @@ int main(int argc, char **argv) {
       {P_LDG, 0, 0, 0, 0, -1, 0, 1, 0}, {P_LDG, 0, 0, 0, 0, -4, 0, 1, 0},
       /* the kernel's 8 consumer warps polling each stage, and its cluster launch (CTAs of a
        * cluster share a GPC) */
-      {P_TMA2D, 128, 1, 2, 192, 0, 2, 8, 0}, {P_TMA2D, 128, 1, 2, 192, 0, 2, 1, 1}, {P_TMA2D, 128, 1, 2, 192, 0, 2, 8, 1},
-      {P_TMA2D, 128, 1, 3, 192, 0, 2, 8, 0}, {P_TMA2D, 128, 1, 3, 192, 0, 2, 1, 1}, {P_TMA2D, 128, 1, 3, 192, 0, 2, 8, 1},
-      {P_TMA2D, 128, 1, 4, 192, 0, 2, 8, 0}, {P_TMA2D, 128, 1, 4, 192, 0, 2, 1, 1},
+      {P_TMA2D, 128, 1, 2, 192, 0, 2, 8, 0}, {P_TMA2D, 128, 1, 2, 192, 0, 2, 1, 2}, {P_TMA2D, 128, 1, 2, 192, 0, 2, 8, 2},
+      {P_TMA2D, 128, 1, 3, 192, 0, 2, 8, 0}, {P_TMA2D, 128, 1, 3, 192, 0, 2, 1, 3}, {P_TMA2D, 128, 1, 3, 192, 0, 2, 8, 3},
+      {P_TMA2D, 128, 1, 4, 192, 0, 2, 8, 0}, {P_TMA2D, 128, 1, 4, 192, 0, 2, 1, 4},
+      /* a k-split of 4 as two clusters of 2 per column block (128 CTAs at N 4096, all resident) */
+      {P_TMA2D, 128, 1, 4, 192, 0, 2, 8, 2},
   };
   const int nconf = (int)(sizeof confs / sizeof confs[0]);
   const CUtensorMapL2promotion l2s[3] = {CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
@@ -275,11 +278,11 @@ int main(int argc, char **argv) {
         a.base = buf[cp];
         if (it >= WARMUP) CK(cudaEventRecord(ev[2 * (it - WARMUP)], 0));
         if (c.pat == P_LDG) ldg_kernel<<<ctas, 512>>>((const uint4 *)buf[cp], bytes / 16, sink);
-        else if (c.cluster && c.S > 1) {
+        else if (c.cluster > 1) {
           cudaLaunchConfig_t cfg = {};
           cudaLaunchAttribute attr[1];
           attr[0].id = cudaLaunchAttributeClusterDimension;
-          attr[0].val.clusterDim.x = (unsigned)c.S;
+          attr[0].val.clusterDim.x = (unsigned)c.cluster;
           attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
           cfg.gridDim = dim3((unsigned)ctas);
           cfg.blockDim = dim3(THREADS);
