@@ -68,6 +68,18 @@ static inline float bench_median(float *v, int n) {
   return n % 2 ? v[n / 2] : 0.5f * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* BENCH_SHAPE_PAUSE_MS (default 0): the GPU idles this long before each shape, so that burst
+ * rows do not inherit the clock a previous heavy shape left (session 19: a decode row of
+ * bench_gemm_rs --decode read 26% slower right after its 512-row rows than run alone). */
+static inline void bench_shape_pause(void) {
+  const char *s = getenv("BENCH_SHAPE_PAUSE_MS");
+  const int ms = s ? atoi(s) : 0;
+  if (ms <= 0) return;
+  cudaDeviceSynchronize();
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
 /* Sustained timing (BENCH_SETTLE_MS, default 0 = off): before a row's timed calls it runs back-to-back
  * for about this long, so the GPU is timed at the clock its power cap holds under steady load
  * (an H200 under a large GEMM settles near 1450 MHz at its 700 W cap within tens of ms;

@@ -909,7 +909,10 @@ static void rank_main(int rank, int P) {
            P, x.env.gpu, x.nccl_ver);
   shape_t sh[64];
   const int n = suite(P, sh);
-  for (int i = 0; i < n; i++) bench_shape(&x, &sh[i]);
+  for (int i = 0; i < n; i++) {
+    bench_shape_pause(); /* (BENCH_SHAPE_PAUSE_MS) */
+    bench_shape(&x, &sh[i]);
+  }
   if (x.json) fclose(x.json);
   meld_bootstrap_barrier(x.comm->boot);
   if (x.nccl && g_nccl.comm_destroy) g_nccl.comm_destroy(x.nccl);
