@@ -97,8 +97,10 @@ int gemm_plan_default_skinny(int64_t m, int64_t n, int64_t k, int b_kn, int sm_c
 /* The swapped kernel's padded m-block height MT (16, 32, 64, 128, 160, 192, 256) and cluster
  * size (*split, may be NULL) for m x n with k_blocks k-blocks on sm_count SMs: the most CTAs
  * (ceil(n / 128) x ceil(m / MT) tiles x the split rule's S) in one wave; ties: fewer m-blocks,
- * then the smaller MT; 256 when no height fits one wave. gemm_plan_skinny_mt: the same
- * without cluster data or a k-block limit. */
+ * then the smaller MT; 256 when no height fits one wave. *split is then that S, but 2 for
+ * MT <= 32 where 2 per tile keep >= 3/8 of the SMs busy (session 19; the explicit-MT plan
+ * applies the same rule). gemm_plan_skinny_mt: the height without cluster data or a k-block
+ * limit. */
 int gemm_plan_skinny_shape(int64_t m, int64_t n, int k_blocks, int sm_count, const int *clusters, int *split);
 int gemm_plan_skinny_mt(int64_t m, int64_t n, int sm_count);
 
