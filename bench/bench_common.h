@@ -80,6 +80,23 @@ static inline void bench_shape_pause(void) {
   nanosleep(&t, NULL);
 }
 
+/* BENCH_VARIANTS (a comma list; unset = all): 1 if the variant `name` is to be timed. Benches
+ * with many variants time only these (and their baselines if listed), so a device call spends
+ * its minutes on the rows it is about. */
+static inline int bench_variant_wanted(const char *name) {
+  const char *l = getenv("BENCH_VARIANTS");
+  if (!l || !*l) return 1;
+  const size_t n = strlen(name);
+  for (const char *p = l; *p;) {
+    const char *e = strchr(p, ',');
+    const size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n && !strncmp(p, name, n)) return 1;
+    if (!e) break;
+    p = e + 1;
+  }
+  return 0;
+}
+
 /* Sustained timing (BENCH_SETTLE_MS, default 0 = off): before a row's timed calls it runs back-to-back
  * for about this long, so the GPU is timed at the clock its power cap holds under steady load
  * (an H200 under a large GEMM settles near 1450 MHz at its 700 W cap within tens of ms;

@@ -1,8 +1,9 @@
 /* trace.cuh — per-CTA timeline events (role, work item, start, end) into a device buffer.
  *
  * Compiled in always; enabled at run time by a non-NULL buffer (meld_trace_dev_t.events).
- * One thread per CTA records (the caller picks it, normally thread 0); CTA c owns events
- * [c * cap, (c + 1) * cap) and counts[c], so no atomics are needed. The host writes the
+ * CTA c owns events [c * cap, (c + 1) * cap) and counts[c]; a recorder takes its event's
+ * index with an atomic add on counts[c], so several threads of a CTA may record (thread 0,
+ * the engine's per-tile events, AG+GEMM's comm warps). The host writes the
  * buffer as Chrome/Perfetto JSON, one track per CTA (src/host/trace.c).
  *
  *   uint64_t t0 = meld_trace_now(&p->trace);          // 0 when tracing is off
@@ -27,7 +28,7 @@ MELD_DEV void meld_trace_record(const meld_trace_dev_t *t, int role, uint32_t it
   const uint32_t cta = blockIdx.x;
   if (cta >= t->max_ctas) return;
   const uint64_t end = globaltimer_ns();
-  const uint32_t n = t->counts[cta];
+  const uint32_t n = atomicAdd(&t->counts[cta], 1u); /* keeps counting past cap: the host reports the dropped ones */
   if (n < t->cap_per_cta) {
     meld_trace_event_t *e = t->events + (size_t)cta * t->cap_per_cta + n;
     e->start_ns = start_ns;
@@ -38,7 +39,6 @@ MELD_DEV void meld_trace_record(const meld_trace_dev_t *t, int role, uint32_t it
     e->cta = (uint16_t)cta;
     e->pad_ = 0;
   }
-  t->counts[cta] = n + 1; /* keeps counting past cap: the host reports the dropped ones */
 }
 
 #endif /* MELD_DEVICE_TRACE_CUH */

@@ -96,6 +96,12 @@ static int64_t fit_chunk_rows(int64_t want, int64_t m_pad) {
 
 static void plan_derive(ag_gemm_plan_t *p) {
   p->chunks_per_rank = p->chunk_rows > 0 ? p->m_loc_pad / p->chunk_rows : 0;
+  /* comm warps' pieces: whole rows up to AG_GEMM_SIDE_PIECE bytes, or a row in several pieces */
+  const int64_t rb = p->k * 2;
+  p->side_ppr = p->comm_warps ? (int)((rb + AG_GEMM_SIDE_PIECE - 1) / AG_GEMM_SIDE_PIECE) : 0;
+  p->side_rows = p->comm_warps ? (p->side_ppr > 1 ? 1 : (int)(AG_GEMM_SIDE_PIECE / rb)) : 0;
+  if (p->side_rows > p->chunk_rows) p->side_rows = (int)p->chunk_rows;
+  p->side_pieces = p->comm_warps ? (p->chunk_rows + p->side_rows - 1) / p->side_rows * p->side_ppr : 0;
   p->ws_bytes = p->schedule == AG_GEMM_FUSED ? (size_t)p->nranks * (size_t)p->m_loc_pad * (size_t)p->k * 2u : 0;
   p->signal_slots = p->schedule == AG_GEMM_FUSED ? (size_t)p->nranks * (size_t)p->chunks_per_rank : 0;
 }
@@ -199,6 +205,22 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
     if (hint->group_m) p->group_m = hint->group_m;
     if (hint->inplace >= 0) p->inplace = hint->inplace != 0;
   }
+  /* Comm warps instead of comm CTAs (issue 6 asks for both): every CTA computes from the
+   * start and the idle warps 2-3 of its producer warpgroup push the shard (ag_gemm.cu
+   * ag_side_push). They write no a_gathered, so a call that asks for it keeps comm CTAs. */
+  v = 0;
+  MELD_CHECK(meld_env_int64("MELD_AG_GEMM_COMM_WARPS", 0, 1, &v));
+  if (hint && hint->comm_warps >= 0) {
+    if (hint->comm_warps > 1)
+      return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: comm_warps %d is not -1, 0 or 1", hint->comm_warps);
+    if (hint->comm_warps && a->a_gathered)
+      return meld_error(MELD_ERR_INVALID_ARG,
+                        "ag_gemm hint: comm_warps 1 with a_gathered: the comm warps do not write the gathered A "
+                        "(leave comm_warps at -1 or 0)");
+    v = hint->comm_warps;
+  }
+  p->comm_warps = v && p->schedule == AG_GEMM_FUSED && !a->a_gathered;
+  if (p->comm_warps) p->comm_ctas = 0;
   /* Stream-K over the GEMM's last partial wave. Session 2 (2 x H200) measured it slower in the
    * fused kernel with one range per worker from the queue (2048x5120x8192 0.304 vs 0.279 ms,
    * 8192x14336x4096 1.533 vs 1.512); session 7 (one H200, the 2-rank kernel in loopback) found
@@ -305,7 +327,16 @@ meld_result_t ag_gemm_plan_check(const ag_gemm_plan_t *p, int sm_count, size_t w
   if (p->schedule != AG_GEMM_FUSED) return MELD_OK;
   if (p->grid < 2 || p->grid > sm_count)
     return meld_error(MELD_ERR_INVALID_ARG, FN " plan: grid %d outside [2, %d SMs]", p->grid, sm_count);
-  if (p->comm_ctas < 1 || p->comm_ctas >= p->grid || p->comm_ctas > AG_GEMM_MAX_COMM_CTAS)
+  if (p->comm_warps) {
+    if (p->comm_ctas != 0)
+      return meld_error(MELD_ERR_INVALID_ARG, FN " plan: comm warps with %d comm CTAs (must be 0)", p->comm_ctas);
+    if (p->side_pieces < 1 || p->side_pieces >= MELD_STAMP_SEQ_MAX ||
+        !meld_credit_layout_fits(p->nranks, 1, (uint32_t)p->chunks_per_rank))
+      return meld_error(MELD_ERR_INVALID_ARG,
+                        FN " plan: comm warps: %lld pieces per chunk, %d ranks x %lld chunks: the counters do not "
+                        "fit the pad (fewer, larger chunks: MELD_CHUNK_BYTES)",
+                        (long long)p->side_pieces, p->nranks, (long long)p->chunks_per_rank);
+  } else if (p->comm_ctas < 1 || p->comm_ctas >= p->grid || p->comm_ctas > AG_GEMM_MAX_COMM_CTAS)
     return meld_error(MELD_ERR_INVALID_ARG,
                       FN " plan: %d comm CTAs outside [1, %d] (grid %d; MELD_COMM_CTAS?): at least one CTA "
                       "must compute",
@@ -367,9 +398,9 @@ static const char *schedule_name(ag_gemm_schedule_t s) {
 int ag_gemm_plan_format(const ag_gemm_plan_t *p, char *buf, size_t len) {
   return snprintf(buf, len,
                   "ag_gemm P=%d m_loc=%lld (pad %lld) n_loc=%lld k=%lld %s copy=%s grid=%d comm_ctas=%d "
-                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d sk_pieces=%d sk_extra=%d defer=%d tile_n=%d ws=%zu signals=%zu",
+                  "chunk_rows=%lld chunks/rank=%lld compact=%d group_m=%d inplace=%d stream_k=%d sk_pieces=%d sk_extra=%d defer=%d tile_n=%d comm_warps=%d ws=%zu signals=%zu",
                   p->nranks, (long long)p->m_loc, (long long)p->m_loc_pad, (long long)p->n_loc, (long long)p->k,
                   schedule_name(p->schedule), p->copy == AG_GEMM_COPY_BULK ? "bulk" : "vec", p->grid,
                   p->comm_ctas, (long long)p->chunk_rows, (long long)p->chunks_per_rank, p->compact, p->group_m,
-                  p->inplace, p->stream_k, p->sk_pieces, p->sk_extra, p->epi_defer, p->tile_n, p->ws_bytes, p->signal_slots);
+                  p->inplace, p->stream_k, p->sk_pieces, p->sk_extra, p->epi_defer, p->tile_n, p->comm_warps, p->ws_bytes, p->signal_slots);
 }

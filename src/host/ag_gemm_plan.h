@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/proto.h"
 #include "meld.h"
 
 #ifdef __cplusplus
@@ -35,6 +36,7 @@ extern "C" {
 #define AG_GEMM_BM 128            /* == GEMM_BM: rows of one GEMM m-block                  */
 #define AG_GEMM_MAX_COMM_CTAS 64
 #define AG_GEMM_MAX_SMS 1024
+#define AG_GEMM_SIDE_PIECE 32768  /* comm warps: bytes of one piece of a chunk (ag_gemm.cu)   */
 
 /* Schedules. */
 typedef enum {
@@ -72,6 +74,11 @@ typedef struct {
   size_t signal_slots;     /* fused: nranks * chunks_per_rank                              */
   int tile_n;              /* fused: the GEMM's tile width, 256 or 320 (the engine's wide   */
                            /* tile: B [N,K], no stream-K, no deferred epilogue)             */
+  int comm_warps;          /* fused: 1 = no comm CTAs (comm_ctas 0): warps 2-3 of every     */
+                           /* CTA's producer warpgroup push the shard while the GEMM runs   */
+                           /* (the engine's side work; not with a_gathered)                 */
+  int64_t side_pieces;     /* comm_warps: pieces per chunk: side_rows rows of <=             */
+  int side_rows, side_ppr; /* AG_GEMM_SIDE_PIECE bytes each, or rows of side_ppr pieces      */
 } ag_gemm_plan_t;
 
 /* Caller-chosen plan fields (tests, bench); 0 / -1 = heuristic. The environment
@@ -93,9 +100,12 @@ typedef struct {
   int tile_n;       /* 0 = choose (320 where meld_gemm's rule takes it, unless stream-K is asked;
                        MELD_AG_GEMM_TILE_N), else 256 or 320 (B [N,K] only: it turns stream-K and
                        the deferred epilogue off; a stream-K hint > 0 with 320 is an error) */
+  int comm_warps;   /* -1 = choose (0; MELD_AG_GEMM_COMM_WARPS=1 asks, and is ignored where a_gathered
+                       is given or the schedule is not fused), 0 = comm CTAs, 1 = comm warps (an
+                       error with a_gathered: the comm warps do not write it) */
 } ag_gemm_hint_t;
 
-#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1, -1, -1, 0}
+#define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1, -1, -1, 0, -1}
 
 /* Checks meld_ag_gemm's arguments for a communicator of nranks ranks. Never touches CUDA.
  * Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence ("meld_ag_gemm: k 4100 is not a
@@ -114,7 +124,8 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
                                 size_t workspace_bytes, const ag_gemm_hint_t *hint,
                                 ag_gemm_plan_t *plan);
 
-/* Legality: roles fit the SMs (1 <= comm_ctas < grid <= sm_count), chunking (chunk_rows a
+/* Legality: roles fit the SMs (1 <= comm_ctas < grid <= sm_count; comm_ctas 0 with comm
+ * warps, whose per-chunk piece counters fit the pad's credit slots), chunking (chunk_rows a
  * multiple of 128 dividing m_loc_pad), signals within the pad, staging within the workspace. */
 meld_result_t ag_gemm_plan_check(const ag_gemm_plan_t *plan, int sm_count, size_t workspace_bytes);
 
@@ -122,6 +133,21 @@ meld_result_t ag_gemm_plan_check(const ag_gemm_plan_t *plan, int sm_count, size_
  * (*rows; 0 when the chunk is all padding). Global gathered row = r * m_loc + *row0 + i;
  * staging row = r * m_loc_pad + *row0 + i. */
 void ag_gemm_chunk_rows(const ag_gemm_plan_t *plan, int64_t j, int64_t *row0, int64_t *rows);
+
+/* Comm warps (plan comm_warps): piece q (< side_pieces) of chunk j covers the shard's rows
+ * [*row0, *row0 + *rows) (*rows <= 0: an empty piece past a short chunk's rows; it still
+ * counts) and, of each, the bytes [*c0, *c0 + *clen): side_rows whole rows of at most
+ * AG_GEMM_SIDE_PIECE bytes, or one of side_ppr pieces of one longer row. Device and host. */
+MELD_HD void ag_gemm_side_piece(int64_t chunk_rows, int64_t m_loc, int64_t k, int side_rows, int side_ppr, int64_t j,
+                                int q, int64_t *row0, int *rows, int64_t *c0, int64_t *clen) {
+  const int p0 = q / side_ppr * side_rows;
+  const int64_t left = m_loc - j * chunk_rows; /* real rows from the chunk's start */
+  const int64_t in_chunk = left < chunk_rows ? left : chunk_rows;
+  *rows = (int)(in_chunk - p0 < side_rows ? in_chunk - p0 : side_rows);
+  *row0 = j * chunk_rows + p0;
+  *c0 = (int64_t)(q % side_ppr) * AG_GEMM_SIDE_PIECE;
+  *clen = 2 * k - *c0 < AG_GEMM_SIDE_PIECE ? 2 * k - *c0 : AG_GEMM_SIDE_PIECE;
+}
 
 /* The signal (flag) index of global staging m-block mb, and of chunk j of shard r. */
 int64_t ag_gemm_flag_of_mblock(const ag_gemm_plan_t *plan, int64_t mb);

@@ -60,6 +60,9 @@ typedef struct {
   uint32_t arg_hash;
   int32_t inplace; /* 1: own rows read in place (no own copy, phase 0 skipped) */
   int32_t loop;    /* loopback (one rank, MELD_AG_GEMM_DIAG bit 1): see ag_push_chunk */
+  int32_t comm_warps; /* 1: no comm CTAs; the engine's side warps push (ag_side_push)     */
+  int32_t side_pieces, side_rows, side_ppr; /* comm warps: pieces per chunk, rows per piece, */
+                                            /* pieces per row (plan)                          */
   int64_t m_loc, m_loc_pad, k, lda, chunk_rows, chunks_per_rank;
   const uint8_t *a_shard;
   uint8_t *a_gathered;
@@ -229,6 +232,97 @@ __device__ __noinline__ void ag_comm(meld_ctx_t ctx_v, const ag_kargs_t *a, uint
   __syncthreads(); /* the engine's barrier inits and TMA writes reuse this smem */
 }
 
+/* Comm warps (plan comm_warps; no comm CTAs): warps 2 and 3 of every CTA's producer warpgroup
+ * (the engine's side work: 40 registers, no shared memory, no CTA barriers) push the shard
+ * WHILE the CTA's consumers run tiles. Chunk (phase t, j) is cut into side_pieces pieces
+ * (plan: side_rows whole rows of <= AG_GEMM_SIDE_PIECE bytes, or 1 / side_ppr of a longer row;
+ * pieces past a short chunk's rows are empty and still count); global warp gw of nw takes pieces gw, gw + nw, ... in arrival order (phase,
+ * chunk, piece), so all warps work on the first chunks first. After its piece a warp counts it
+ * in this rank's pad (the credit slot of the chunk's (phase, chunk) index: AG+GEMM uses no
+ * credits) as a stamp (epoch, pieces so far): a count of an older call, whatever it reached,
+ * restarts at 1, so no reset is needed and a failed call leaves nothing behind. The warp that
+ * counts the last piece releases the chunk's signal to its consumer, the same stamp a comm
+ * CTA releases. Ordering: every lane's 16-byte stores -> __syncwarp -> lane 0's
+ * fence.acq_rel.sys -> its CAS (acq_rel): the last counter's CAS acquires every earlier
+ * piece's, so its st.release.sys (cumulative) publishes every piece's stores. Nothing here
+ * waits: the side warps never hold up the GEMM, and a failed call still ends. */
+/* Chunk of global piece g: *t = phase, *j = chunk, *dst = the consumer, *lb = loopback to
+ * ourselves as rank 1; returns the piece's index within its chunk. */
+MELD_DEV int ag_side_piece(const ag_kargs_t *a, int g, int *t, int *j, int *dst, int *lb) {
+  const int npc = a->side_pieces, cpr = (int)a->chunks_per_rank, cj = g / npc; /* (t - t0) * cpr + j */
+  *t = (a->inplace ? 1 : 0) + cj / cpr, *j = cj % cpr;
+  *dst = (a->rank - *t + a->nranks) % a->nranks;
+  *lb = a->loop && *dst != a->rank;
+  return g - cj * npc;
+}
+
+MELD_DEV void ag_side_push(const meld_proto_dev_t *proto, const ag_kargs_t *a, int gw, int nw, int lane) {
+  /* (40 registers: 32-bit indices; all but g re-derived after the copy, sizes re-read from the
+   * parameters, the epoch from shared memory) */
+  const int total = (a->nranks - (a->inplace ? 1 : 0)) * (int)a->chunks_per_rank * a->side_pieces; /* (plan) */
+  __shared__ uint64_t tr0[2]; /* a piece's trace start (in a register it spilled) */
+  for (int g = gw; g < total; g += nw) {
+    if (lane == 0) tr0[gw & 1] = meld_trace_now(&proto->trace);
+    { /* piece q of chunk j: rows [row0, row0 + rows), bytes [c0, c0 + clen) of each */
+      int t, j, dst, lb;
+      const int q = ag_side_piece(a, g, &t, &j, &dst, &lb);
+      int64_t row0, c0, clen;
+      int rows;
+      ag_gemm_side_piece(a->chunk_rows, a->m_loc, a->k, a->side_rows, a->side_ppr, j, q, &row0, &rows, &c0, &clen);
+      const int64_t rb = a->k * 2;
+      const uint8_t *src = a->a_shard + row0 * a->lda * 2 + c0;
+      uint8_t *dp = a->stage[lb ? a->rank : dst] + ((int64_t)(lb ? 1 : a->rank) * a->m_loc_pad + row0) * rb + c0;
+      const bool run = a->lda * 2 == rb && a->side_ppr == 1; /* dense whole rows: one run */
+      /* 32-bit vector indices (a run is <= AG_GEMM_SIDE_PIECE bytes); 4 loads per lane in flight.
+       * (validation: 16-byte aligned bases, k and lda multiples of 8: runs are whole vectors) */
+      const int n16 = (int)((run ? rows * rb : clen) / 16), nr = run ? min(rows, 1) : rows;
+      for (int r = 0; r < nr; r++, src += a->lda * 2, dp += rb) {
+        const int4 *s4 = (const int4 *)src;
+        int4 *d4 = (int4 *)dp;
+        int i = lane;
+        for (; i + 96 < n16; i += 128) {
+          const int4 v0 = __ldcg(s4 + i), v1 = __ldcg(s4 + i + 32), v2 = __ldcg(s4 + i + 64), v3 = __ldcg(s4 + i + 96);
+          d4[i] = v0, d4[i + 32] = v1, d4[i + 64] = v2, d4[i + 96] = v3;
+        }
+        for (; i < n16; i += 32) d4[i] = __ldcg(s4 + i);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) {
+      fence_acq_rel_sys();
+      int t, j, dst, lb;
+      ag_side_piece(a, g, &t, &j, &dst, &lb);
+      const uint64_t epoch = meld_cta_shared()->epoch;
+      const uint32_t cj = (uint32_t)(g / a->side_pieces);
+      uint64_t *ctr = (uint64_t *)(proto->pad + meld_pad_credit_offset(cj));
+      uint64_t old = *(volatile uint64_t *)ctr, now;
+      for (;;) {
+        now = meld_stamp_epoch(old) == epoch ? old + 1 : meld_stamp(epoch, 1);
+        const uint64_t seen = atom_cas_acq_rel_sys_u64(ctr, old, now);
+        if (seen == old) break;
+        old = seen;
+      }
+      if (meld_stamp_seq(now) == (uint32_t)a->side_pieces) {
+        const uint32_t idx =
+            meld_signal_index(lb ? 1 : a->rank, a->nranks, 0, (uint32_t)j, (uint32_t)a->chunks_per_rank);
+        uint8_t *pad = lb ? proto->pad : proto->peer_pads[dst];
+        st_release_sys_u64((uint64_t *)(pad + meld_pad_signal_offset(idx)), meld_stamp(epoch, 1));
+      }
+      meld_trace_record(&proto->trace, MELD_ROLE_COMM, (uint32_t)g, epoch, tr0[gw & 1]);
+    }
+    __syncwarp();
+  }
+}
+
+/* The engine's side work in the fused kernel: the comm warps' pushes (when planned). */
+struct ag_side {
+  const meld_proto_dev_t *proto;
+  const ag_kargs_t *a;
+  __device__ __forceinline__ void operator()(int w, int lane) const {
+    if (a->comm_warps) ag_side_push(proto, a, (int)blockIdx.x * 2 + w, (int)gridDim.x * 2, lane);
+  }
+};
+
 /* DEFER = a.g.epi_defer: the engine's deferred epilogue (a tile's second half stored while the
  * next tile's first k-block runs; plain TMA-store path only). */
 /* SKQ = (a.g.sk_tiles > 0): stream-K pieces are not taken from the queue but run by their own
@@ -255,8 +349,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
    * sees the abort word (or its deadline) and the engine drains. */
   static_assert(BN == GEMM_BN || (!BKN && DEFER == 0 && !SKQ), "the wide tile: B [N,K], no deferral, no SKQ");
   if (run_gemm)
-    gemm_cta_run<BKN, false, false, DEFER, false, SKQ, gemm_no_tail, gemm_no_tail, BN>(&a.g, ag_smem, (int)blockIdx.x,
-                                                                                     (int)gridDim.x);
+    gemm_cta_run<BKN, false, false, DEFER, false, SKQ, gemm_no_tail, ag_side, BN>(&a.g, ag_smem, (int)blockIdx.x,
+                                                                                (int)gridDim.x, gemm_no_tail(),
+                                                                                ag_side{&proto, &a});
   /* Post-engine work by thread 128 (a consumer thread: the engine left warpgroup 0 with 40
    * registers). A fresh ctx: nothing of the entry's stays live across the engine. */
   __syncthreads();
@@ -422,6 +517,10 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   k->nranks = P;
   k->loop = loop;
   k->comm_ctas = p->comm_ctas;
+  k->comm_warps = p->comm_warps;
+  k->side_pieces = (int32_t)p->side_pieces;
+  k->side_rows = p->side_rows;
+  k->side_ppr = p->side_ppr;
   k->copy = p->copy;
   k->has_gemm = a->n_loc > 0;
   k->arg_hash = ag_gemm_arg_hash(p);

@@ -144,6 +144,8 @@ static int g_loop = 0;
 static int g_sk = -1, g_sk_pieces = -1; /* stream-K hint (run_sk) */
 static int g_tile_n = 0;                /* the hint's tile width (run_wide) */
 static int g_want_tile_n = 0;           /* the plan's width the default rule must choose (0: unchecked) */
+static int g_comm_warps = -1;           /* the hint's comm_warps (run_comm_warps); the plan must take 1 */
+static int g_inplace = -1;              /* the hint's inplace (0: the own shard copied into the staging) */
 
 static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   const int P = g_loop ? 2 : c->P, me = c->rank;
@@ -185,6 +187,8 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   hint.comm_ctas = sh->comm_ctas;
   hint.stream_k = g_sk, hint.sk_pieces = g_sk_pieces;
   hint.tile_n = g_tile_n;
+  hint.comm_warps = g_comm_warps;
+  hint.inplace = g_inplace;
   ag_gemm_plan_t plan;
   memset(&plan, 0, sizeof plan);
   const double t0 = gt_now_s();
@@ -193,6 +197,8 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   GT_CUDA(cudaStreamSynchronize(c->s));
   const double dt = gt_now_s() - t0;
   GT_MELD(meld_comm_check(c->comm));
+  if (g_comm_warps == 1 && plan.schedule == AG_GEMM_FUSED)
+    GT_CHECK(plan.comm_warps == 1 && plan.comm_ctas == 0, "%s: the plan did not take the comm_warps hint", sh->name);
   if (g_want_tile_n)
     GT_CHECK(plan.tile_n == g_want_tile_n, "%s: the default plan's tile width is %d, want %d", sh->name, plan.tile_n,
              g_want_tile_n);
@@ -288,6 +294,21 @@ static void run_wide(ctx_t *c, const shape_t *shapes, const int *idx, int n, int
   g_tile_n = 0;
 }
 
+/* Comm warps (hint comm_warps 1: no comm CTAs, the producer warpgroups' warps 2-3 push) at
+ * the given shapes, without a_gathered (which keeps comm CTAs). */
+static void run_comm_warps(ctx_t *c, const shape_t *shapes, const int *idx, int n, int base) {
+  g_comm_warps = 1;
+  for (int i = 0; i < n; i++) {
+    shape_t s2 = shapes[idx[i]];
+    char name[160];
+    snprintf(name, sizeof name, "%s, comm warps%s", s2.name, g_inplace == 0 ? ", own shard staged first" : "");
+    s2.name = name;
+    s2.with_gathered = 0;
+    test_shape(c, &s2, base + i);
+  }
+  g_comm_warps = -1;
+}
+
 static void test_shapes(ctx_t *c) {
   const int P = c->P;
   const int64_t suite_m_loc = 8192 / P, suite_n = 5120; /* M = 8192, K = 8192, N_loc = 5120 */
@@ -314,7 +335,20 @@ static void test_shapes(ctx_t *c) {
    * with a ragged last k-block */
   const int wide_idx[] = {3, 6, 7, 8}, zero_idx[] = {0};
   const shape_t wide_tail = {1024, 3000, 4104, 0, -1, -1, 1, 0, 0, "tail 1024x3000x4104"};
+  /* comm warps: tails (both B layouts), the strided shard (rows of 2 KB: 16 per piece, one
+   * run each), the suite shape (16 KB rows, 2 per piece, one run), rows of 40000 bytes (two
+   * pieces each), M = 2048 (the wide tile, 1.94 waves), a 129-row shard (pieces past a short
+   * chunk's rows), and with the own shard copied into the staging first (phase 0) */
+  const shape_t cw_extra[] = {{1000, 520, 20000, 0, -1, -1, 0, 0, 0, "long rows 1000x520x20000"},
+                              {2048 / P, suite_n, 8192, 0, -1, -1, 0, 0, 0, "M=2048 N_loc=5120 K=8192"},
+                              {129, 700, 4096, 0, -1, AG_GEMM_FUSED, 0, 0, 0, "tail 129x700x4096"}};
+  const int cw_idx[] = {0, 1, 3, 6}, cw_extra_idx[] = {0, 1, 2};
   if (P > 1) {
+    run_comm_warps(c, shapes, cw_idx, 4, 500);
+    run_comm_warps(c, cw_extra, cw_extra_idx, 3, 510);
+    g_inplace = 0;
+    run_comm_warps(c, shapes, cw_idx, 1, 520);
+    g_inplace = -1;
     run_wide(c, shapes, wide_idx, 4, 400);
     run_wide(c, &wide_tail, zero_idx, 1, 420);
     for (int i = 0; i < 2; i++) run_sk(c, &sk_shapes[i], 200 + 10 * i);
@@ -346,6 +380,16 @@ static void test_shapes(ctx_t *c) {
     run_wide(c, &s0, zero_idx, 1, 430);
     run_wide(c, shapes, wide_idx, 2, 440); /* (idx 3, 6) */
     run_wide(c, &wide_tail, zero_idx, 1, 450);
+    /* comm warps in the 2-rank kernel (the virtual peer's half pushed by them) */
+    shape_t cw1 = cw_extra[1];
+    cw1.m_loc = 1024;
+    run_comm_warps(c, shapes, cw_idx, 4, 500);
+    run_comm_warps(c, cw_extra, cw_extra_idx, 1, 510);
+    run_comm_warps(c, &cw1, zero_idx, 1, 511);
+    run_comm_warps(c, cw_extra, cw_extra_idx + 2, 1, 512);
+    g_inplace = 0;
+    run_comm_warps(c, shapes, cw_idx, 1, 520);
+    g_inplace = -1;
     g_loop = 0;
     unsetenv("MELD_AG_GEMM_DIAG");
     /* and in the fused kernel at one rank */
@@ -358,8 +402,13 @@ static void test_shapes(ctx_t *c) {
 
 /* ---- 2 and 3. back-to-back and graphs -------------------------------------------------------- */
 
+/* g_b2b_warps: comm warps (MELD_AG_GEMM_COMM_WARPS=1) except every 4th call (comm CTAs):
+ * the piece counters of a call must restart whatever the last call left in them. With
+ * g_loop: the loopback kernel (one rank as rank 0 of 2, both shards its own). */
+static int g_b2b_warps = 0;
+
 static void test_back_to_back(ctx_t *c, int calls) {
-  const int P = c->P, me = c->rank;
+  const int P = g_loop ? 2 : c->P, me = c->rank;
   const int64_t m_loc = 256, k = 1024, M = m_loc * P;
   const int64_t ns[2] = {512, 776};
   uint16_t *a = NULL, *full = NULL, *b = NULL, *cm[2] = {NULL, NULL}, *cr = NULL;
@@ -382,12 +431,13 @@ static void test_back_to_back(ctx_t *c, int calls) {
     memset(&args, 0, sizeof args);
     args.a_shard = a, args.lda = k, args.b = b, args.ldb = k, args.b_layout = MELD_B_NK;
     args.c = out, args.ldc = n, args.m_loc = m_loc, args.n_loc = n, args.k = k;
+    if (g_b2b_warps) setenv("MELD_AG_GEMM_COMM_WARPS", i % 4 == 3 ? "0" : "1", 1);
     meld_result_t r = meld_ag_gemm(c->comm, &args, c->s);
     if (r != MELD_OK) {
       GT_CHECK(0, "back-to-back call %d -> %s: %s", i, meld_strerror(r), meld_last_error());
       break;
     }
-    for (int q = 0; q < P; q++) fill(full + (size_t)q * m_loc * k, m_loc, k, k, shard_seed(i, q), c->s);
+    for (int q = 0; q < P; q++) fill(full + (size_t)q * m_loc * k, m_loc, k, k, shard_seed(i, g_loop ? me : q), c->s);
     meld_ref_gemm(full, k, b, k, 0, cr, n, M, n, k, c->s);
     diff_kernel<<<264, 256, 0, c->s>>>(out, n, cr, n, M, n, cnt + i, ref_tol());
   }
@@ -401,14 +451,15 @@ static void test_back_to_back(ctx_t *c, int calls) {
     if (h[i]) bad++, first = first < 0 ? i : first;
   GT_CHECK(bad == 0, "back-to-back: %d of %d calls wrong (first %d: %llu elements)", bad, calls, first,
            first >= 0 ? h[first] : 0ull);
-  gt_log("back-to-back: %d calls checked on the device (%s), %d wrong, %.2f s", calls,
-         g_ref_default ? "within 1e-2 of the same plan" : "bitwise", bad, dt);
+  if (g_b2b_warps) unsetenv("MELD_AG_GEMM_COMM_WARPS");
+  gt_log("%sback-to-back%s: %d calls checked on the device (%s), %d wrong, %.2f s", g_loop ? "[loopback] " : "",
+         g_b2b_warps ? " (comm warps, every 4th call comm CTAs)" : "", calls, g_ref_default ? "within 1e-2 of the same plan" : "bitwise", bad, dt);
   free(h);
   cudaFree(a), cudaFree(full), cudaFree(b), cudaFree(cm[0]), cudaFree(cm[1]), cudaFree(cr), cudaFree(cnt);
 }
 
 static void test_graph(ctx_t *c, int replays) {
-  const int P = c->P, me = c->rank;
+  const int P = g_loop ? 2 : c->P, me = c->rank;
   const int64_t m_loc = 512, n = 640, k = 2048, M = m_loc * P;
   uint16_t *a = NULL, *full = NULL, *b = NULL, *cm = NULL, *cr = NULL;
   unsigned long long *cnt = NULL;
@@ -436,7 +487,7 @@ static void test_graph(ctx_t *c, int replays) {
     fill(a, m_loc, k, k, shard_seed(5000 + i, me), c->s);
     cudaMemsetAsync(cm, 0xff, (size_t)M * n * 2, c->s);
     GT_CUDA(cudaGraphLaunch(ge, c->s));
-    for (int q = 0; q < P; q++) fill(full + (size_t)q * m_loc * k, m_loc, k, k, shard_seed(5000 + i, q), c->s);
+    for (int q = 0; q < P; q++) fill(full + (size_t)q * m_loc * k, m_loc, k, k, shard_seed(5000 + i, g_loop ? me : q), c->s);
     meld_ref_gemm(full, k, b, k, 0, cr, n, M, n, k, c->s);
     diff_kernel<<<264, 256, 0, c->s>>>(cm, n, cr, n, M, n, cnt + i, ref_tol());
   }
@@ -447,7 +498,8 @@ static void test_graph(ctx_t *c, int replays) {
   int bad = 0;
   for (int i = 0; i < replays; i++) bad += h[i] != 0;
   GT_CHECK(bad == 0, "graph: %d of %d replays wrong", bad, replays);
-  gt_log("graph: %d replays with new inputs, %d wrong", replays, bad);
+  gt_log("%sgraph%s: %d replays with new inputs, %d wrong", g_loop ? "[loopback] " : "", g_b2b_warps ? " (comm warps)" : "",
+         replays, bad);
   free(h);
   if (ge) cudaGraphExecDestroy(ge);
   if (g) cudaGraphDestroy(g);
@@ -469,6 +521,16 @@ static void rank_main(int rank, int nranks) {
   g_ref_default = nranks == 1; /* back-to-back and graphs compare bitwise with the same GEMM plan */
   test_back_to_back(&c, 1000);
   test_graph(&c, 20);
+  /* comm warps: back-to-back (every 4th call with comm CTAs) and graphs; at one rank in the
+   * loopback kernel */
+  if (nranks == 1) setenv("MELD_AG_GEMM_DIAG", "2", 1), g_loop = 1;
+  g_b2b_warps = 1;
+  test_back_to_back(&c, 400);
+  setenv("MELD_AG_GEMM_COMM_WARPS", "1", 1);
+  test_graph(&c, 10);
+  unsetenv("MELD_AG_GEMM_COMM_WARPS");
+  g_b2b_warps = 0;
+  if (nranks == 1) unsetenv("MELD_AG_GEMM_DIAG"), g_loop = 0;
   if (nranks > 1) { /* the same with the fused kernel's other tile width (MELD_AG_GEMM_TILE_N: each rank is a process) */
     setenv("MELD_AG_GEMM_TILE_N", "320", 1);
     g_ref_tile_n = GEMM_BN_WIDE;

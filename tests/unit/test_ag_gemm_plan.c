@@ -85,6 +85,39 @@ static void test_validation(void **state) {
   assert_non_null(strstr(meld_last_error(), "comm is NULL"));
 }
 
+/* Comm warps: no comm CTAs, no stream-K extra tiles; the pieces of every chunk cover its real
+ * rows' bytes exactly once (pieces past them are empty), each piece at most
+ * AG_GEMM_SIDE_PIECE bytes per row and a whole number of 16-byte vectors. */
+static void check_side_pieces(const ag_gemm_plan_t *p) {
+  assert_int_equal(p->comm_ctas, 0);
+  assert_int_equal(p->sk_extra, 0);
+  assert_true(p->side_pieces >= 1 && p->side_pieces < MELD_STAMP_SEQ_MAX);
+  assert_true(p->side_rows >= 1 && p->side_ppr >= 1 && (p->side_rows == 1 || p->side_ppr == 1));
+  const int64_t rb = p->k * 2;
+  for (int64_t j = 0; j < p->chunks_per_rank; j++) {
+    int64_t r0, real;
+    ag_gemm_chunk_rows(p, j, &r0, &real);
+    int64_t covered = 0;
+    int64_t next_row = r0, next_c = 0; /* pieces come in row-major order */
+    for (int q = 0; q < (int)p->side_pieces; q++) {
+      int64_t row0, c0, clen;
+      int rows;
+      ag_gemm_side_piece(p->chunk_rows, p->m_loc, p->k, p->side_rows, p->side_ppr, j, q, &row0, &rows, &c0, &clen);
+      if (rows <= 0) continue;
+      assert_true(clen > 0 && clen <= AG_GEMM_SIDE_PIECE && clen % 16 == 0 && c0 % 16 == 0);
+      assert_true((int64_t)rows * clen <= AG_GEMM_SIDE_PIECE || p->side_rows == 1);
+      if (row0 != next_row || c0 != next_c)
+        fail_msg("chunk %lld piece %d: row %lld col %lld, expected row %lld col %lld", (long long)j, q, (long long)row0,
+                 (long long)c0, (long long)next_row, (long long)next_c);
+      assert_true(row0 + rows <= r0 + real);
+      covered += (int64_t)rows * clen;
+      next_c = c0 + clen;
+      if (next_c == rb) next_row = row0 + rows, next_c = 0;
+    }
+    assert_int_equal(covered, real * rb);
+  }
+}
+
 /* Legality for one (shape, P, SMs): every row covered once, flags consistent, roles fit. */
 static void check_plan(int64_t m_loc, int64_t n_loc, int64_t k, int P, int sms, const ag_gemm_hint_t *hint) {
   meld_ag_gemm_args_t a = good_args(m_loc, n_loc, k);
@@ -97,7 +130,8 @@ static void check_plan(int64_t m_loc, int64_t n_loc, int64_t k, int P, int sms, 
     return;
   }
   if (p.schedule != AG_GEMM_FUSED) return;
-  assert_true(p.comm_ctas >= 1 && p.comm_ctas < p.grid && p.grid <= sms);
+  if (p.comm_warps) check_side_pieces(&p);
+  else assert_true(p.comm_ctas >= 1 && p.comm_ctas < p.grid && p.grid <= sms);
   assert_true(p.m_loc_pad % 128 == 0 && p.m_loc_pad >= m_loc && p.m_loc_pad - m_loc < 128);
   assert_true(p.chunk_rows % 128 == 0 && p.m_loc_pad % p.chunk_rows == 0);
   assert_int_equal(p.compact, m_loc % 128 != 0);
@@ -416,8 +450,84 @@ static void test_plan_choices(void **state) {
   assert_int_not_equal(ag_gemm_arg_hash(&p), ag_gemm_arg_hash(&p2));
 }
 
+/* Comm warps (hint / MELD_AG_GEMM_COMM_WARPS): legal plans over shapes (rows shorter and
+ * longer than a piece, tails, strided chunks); off where a_gathered is asked for or the schedule
+ * is not fused; a hint with a_gathered or out of range is refused with a sentence. */
+static void test_plan_comm_warps(void **state) {
+  (void)state;
+  ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
+  h.comm_warps = 1;
+  const int64_t mlocs[] = {1, 127, 129, 1000, 1024, 4096};
+  const int64_t ks[] = {8, 1024, 4104, 8192, 16384, 20000};
+  const int64_t chunks[] = {0, 256, 1024};
+  for (int P = 2; P <= 8; P += 3)
+    for (size_t i = 0; i < sizeof mlocs / sizeof *mlocs; i++)
+      for (size_t q = 0; q < sizeof ks / sizeof *ks; q++)
+        for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+          h.chunk_rows = chunks[c];
+          h.schedule = AG_GEMM_FUSED;
+          check_plan(mlocs[i], 1000, ks[q], P, 132, &h);
+          ag_gemm_plan_t p;
+          meld_ag_gemm_args_t a = good_args(mlocs[i], 1000, ks[q]);
+          assert_int_equal(ag_gemm_plan_make(&a, P, 132, BIG_WS, &h, &p), MELD_OK);
+          assert_int_equal(p.comm_warps, 1);
+        }
+  /* 16 KB rows: two per piece; 40000-byte rows: two pieces each */
+  ag_gemm_plan_t p;
+  meld_ag_gemm_args_t a = good_args(4096, 5120, 8192);
+  h = (ag_gemm_hint_t)AG_GEMM_HINT_INIT;
+  h.comm_warps = 1;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.side_rows, 2);
+  assert_int_equal(p.side_ppr, 1);
+  assert_int_equal(p.side_pieces, p.chunk_rows / 2);
+  a = good_args(4096, 5120, 20000);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  assert_int_equal(p.side_rows, 1);
+  assert_int_equal(p.side_ppr, 2);
+  /* the default: comm CTAs; the environment asks for warps */
+  a = good_args(4096, 5120, 8192);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.comm_warps, 0);
+  assert_true(p.comm_ctas >= 1);
+  setenv("MELD_AG_GEMM_COMM_WARPS", "1", 1);
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.comm_warps, 1);
+  assert_int_equal(p.comm_ctas, 0);
+  /* ... but not with a_gathered (comm CTAs write it), nor unfused */
+  a.a_gathered = FAKE_C, a.ld_gathered = a.k;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.comm_warps, 0);
+  assert_true(p.comm_ctas >= 1);
+  meld_ag_gemm_args_t tiny = good_args(100, 300, 512);
+  assert_int_equal(ag_gemm_plan_make(&tiny, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_UNFUSED);
+  assert_int_equal(p.comm_warps, 0);
+  setenv("MELD_AG_GEMM_COMM_WARPS", "2", 1);
+  assert_int_equal(ag_gemm_plan_make(&tiny, 2, 132, BIG_WS, NULL, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "MELD_AG_GEMM_COMM_WARPS"));
+  unsetenv("MELD_AG_GEMM_COMM_WARPS");
+  /* the hint: refused with a_gathered, out of range */
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "a_gathered"));
+  h.comm_warps = 3;
+  a.a_gathered = NULL;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "comm_warps 3"));
+  /* a legal plan with comm CTAs fails the check as a comm-warp plan, and vice versa */
+  h.comm_warps = 0;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  p.comm_warps = 1;
+  assert_int_equal(ag_gemm_plan_check(&p, 132, BIG_WS), MELD_ERR_INVALID_ARG);
+  h.comm_warps = 1;
+  assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
+  p.comm_warps = 0;
+  assert_int_equal(ag_gemm_plan_check(&p, 132, BIG_WS), MELD_ERR_INVALID_ARG);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_plan_comm_warps),
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_plan_legality),
       cmocka_unit_test(test_plan_choices),
