@@ -14,6 +14,9 @@
 # GPUs at +3-7% (meld_gemm's row there was biased fast): these rows say whether the rest is the
 # waits or the link. At the end: GEMM+RS per-tile traces at 2 ranks with the default and the
 # opt-in interleaved owner order (MELD_GEMM_RS_ORDER=ileave), summarized by trace_stats.py.
+# Session 20 added the `comm_warps` row (opt-in: warps 2-3 of every CTA push, no comm CTAs;
+# one GPU in loopback: +1.2% at 8192 x 5120 x 8192 vs comm CTAs, +4% at 2048 x 5120 x 8192;
+# prediction for 2 GPUs: slower by the same or more, the first chunks arriving late).
 # Usage (device): OUT=... bash bench/calls/x2_s12.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s12}
@@ -27,7 +30,7 @@ for s in 8192x10240x8192 2048x10240x8192 2048x57344x8192; do
     > "$OUT/bench-$s.log" 2>&1
   echo "bench $s rc=$? at $(el) s"
   grep -E "soak ag_gemm" "$OUT/bench-$s.log" | grep -v "^\[rank 1\]" |
-    grep -E " (default|seq|cublas|meld_gemm|nccl_ag|stream_k|no_sk|w320|nodefer|diag_nowait|diag_nolink|diag_nowait_nolink) " | cut -c1-150
+    grep -E " (default|seq|cublas|meld_gemm|nccl_ag|stream_k|no_sk|w320|nodefer|comm_warps|diag_nowait|diag_nolink|diag_nowait_nolink) " | cut -c1-150
 done
 BENCH_SOAK_MS=${SOAK:-600} timeout -k 5 120 torchrun --nproc-per-node 2 bench/ag_gemm_torch.py --quick \
   --json "$OUT/torch-ag-x2-$d.jsonl" > "$OUT/torch.log" 2>&1
