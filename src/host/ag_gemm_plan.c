@@ -330,11 +330,13 @@ meld_result_t ag_gemm_plan_check(const ag_gemm_plan_t *p, int sm_count, size_t w
   if (p->comm_warps) {
     if (p->comm_ctas != 0)
       return meld_error(MELD_ERR_INVALID_ARG, FN " plan: comm warps with %d comm CTAs (must be 0)", p->comm_ctas);
+    /* (the device enumerates every piece of the call in 32 bits: ag_gemm.cu ag_side_push) */
     if (p->side_pieces < 1 || p->side_pieces >= MELD_STAMP_SEQ_MAX ||
-        !meld_credit_layout_fits(p->nranks, 1, (uint32_t)p->chunks_per_rank))
+        !meld_credit_layout_fits(p->nranks, 1, (uint32_t)p->chunks_per_rank) ||
+        (int64_t)p->nranks * p->chunks_per_rank * p->side_pieces > INT32_MAX)
       return meld_error(MELD_ERR_INVALID_ARG,
-                        FN " plan: comm warps: %lld pieces per chunk, %d ranks x %lld chunks: the counters do not "
-                        "fit the pad (fewer, larger chunks: MELD_CHUNK_BYTES)",
+                        FN " plan: comm warps: %lld pieces per chunk, %d ranks x %lld chunks: too many for the "
+                        "pad's counters or a 32-bit piece index (comm CTAs: MELD_AG_GEMM_COMM_WARPS=0)",
                         (long long)p->side_pieces, p->nranks, (long long)p->chunks_per_rank);
   } else if (p->comm_ctas < 1 || p->comm_ctas >= p->grid || p->comm_ctas > AG_GEMM_MAX_COMM_CTAS)
     return meld_error(MELD_ERR_INVALID_ARG,

@@ -514,6 +514,12 @@ static void test_plan_comm_warps(void **state) {
   a.a_gathered = NULL;
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
   assert_non_null(strstr(meld_last_error(), "comm_warps 3"));
+  /* more pieces in a call than a 32-bit index holds (2^19 pieces per chunk of 2^26-element rows,
+   * 2049 chunks per rank): refused with a sentence, not wrapped on the device */
+  h.comm_warps = 1;
+  meld_ag_gemm_args_t huge = good_args(2049 * 128, 1000, (int64_t)1 << 26);
+  assert_int_equal(ag_gemm_plan_make(&huge, 2, 132, BIG_WS, &h, &p), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "32-bit piece index"));
   /* a legal plan with comm CTAs fails the check as a comm-warp plan, and vice versa */
   h.comm_warps = 0;
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, &h, &p), MELD_OK);
