@@ -388,7 +388,9 @@ typedef struct {
  * under 128 rows that padding would make wasteful it runs meld_all_gather + meld_gemm.
  * CUDA-graph capturable; back-to-back calls need no host synchronization.
  * Needs: workspace_bytes (MELD_WORKSPACE_BYTES) >= nranks * roundup(m_loc, 128) * k * 2.
- * Tuning (environment): MELD_COMM_CTAS, MELD_CHUNK_BYTES, MELD_SCHEDULE=fused|unfused.
+ * Tuning (environment): MELD_COMM_CTAS, MELD_CHUNK_BYTES, MELD_SCHEDULE=fused|unfused,
+ * MELD_AG_GEMM_COMM_WARPS=1 (no comm CTAs: idle warps of every GEMM CTA push; measured slower
+ * on one GPU, so off by default; not with a_gathered).
  * Fails before launching: MELD_ERR_INVALID_ARG (NULL comm/args/pointers, misalignment, bad
  * dims; the sentence names the argument), MELD_ERR_OUT_OF_MEMORY (workspace too small: the
  * message names the size to set), MELD_ERR_UNSUPPORTED (ranks on several nodes, not a Hopper
