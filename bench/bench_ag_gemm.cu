@@ -324,8 +324,6 @@ static void rank_main(int rank, int P) {
           h = h0;
           h.comm_warps = 1; /* no comm CTAs: the producer warpgroups' warps 2-3 push */
           ADDV("comm_warps", f_meld, h);
-          h.comm_warps = 2; /* the same, each warp L2-prefetching its piece after next */
-          ADDV("comm_warps2", f_meld, h);
           ADDV("diag_nowait", f_meld_nowait, h0);
           ADDV("diag_nolink", f_meld_nolink, h0);
           ADDV("diag_nowait_nolink", f_meld_nowait_nolink, h0);
@@ -370,8 +368,6 @@ static void rank_main(int rank, int P) {
             h.copy = -1;
             h.comm_warps = 1; /* no comm CTAs: the producer warpgroups' warps 2-3 push */
             ADDV("loopback_p1_cw", f_meld_loop, h);
-            h.comm_warps = 2;
-            ADDV("loopback_p1_cw2", f_meld_loop, h);
             h.comm_warps = -1;
           }
         }

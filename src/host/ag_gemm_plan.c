@@ -209,17 +209,17 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
    * start and the idle warps 2-3 of its producer warpgroup push the shard (ag_gemm.cu
    * ag_side_push). They write no a_gathered, so a call that asks for it keeps comm CTAs. */
   v = 0;
-  MELD_CHECK(meld_env_int64("MELD_AG_GEMM_COMM_WARPS", 0, 2, &v)); /* 2: each warp L2-prefetches its next piece */
+  MELD_CHECK(meld_env_int64("MELD_AG_GEMM_COMM_WARPS", 0, 1, &v));
   if (hint && hint->comm_warps >= 0) {
-    if (hint->comm_warps > 2)
-      return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: comm_warps %d is not -1, 0, 1 or 2", hint->comm_warps);
+    if (hint->comm_warps > 1)
+      return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: comm_warps %d is not -1, 0 or 1", hint->comm_warps);
     if (hint->comm_warps && a->a_gathered)
       return meld_error(MELD_ERR_INVALID_ARG,
                         "ag_gemm hint: comm_warps 1 with a_gathered: the comm warps do not write the gathered A "
                         "(leave comm_warps at -1 or 0)");
     v = hint->comm_warps;
   }
-  p->comm_warps = p->schedule == AG_GEMM_FUSED && !a->a_gathered ? (int)v : 0;
+  p->comm_warps = v && p->schedule == AG_GEMM_FUSED && !a->a_gathered;
   if (p->comm_warps) p->comm_ctas = 0;
   /* Stream-K over the GEMM's last partial wave. Session 2 (2 x H200) measured it slower in the
    * fused kernel with one range per worker from the queue (2048x5120x8192 0.304 vs 0.279 ms,

@@ -76,8 +76,7 @@ typedef struct {
                            /* tile: B [N,K], no stream-K, no deferred epilogue)             */
   int comm_warps;          /* fused: 1 = no comm CTAs (comm_ctas 0): warps 2-3 of every     */
                            /* CTA's producer warpgroup push the shard while the GEMM runs   */
-                           /* (the engine's side work; not with a_gathered); 2 = the same,  */
-                           /* each warp L2-prefetching its piece after next                 */
+                           /* (the engine's side work; not with a_gathered)                 */
   int64_t side_pieces;     /* comm_warps: pieces per chunk: side_rows rows of <=             */
   int side_rows, side_ppr; /* AG_GEMM_SIDE_PIECE bytes each, or rows of side_ppr pieces      */
 } ag_gemm_plan_t;
@@ -101,10 +100,9 @@ typedef struct {
   int tile_n;       /* 0 = choose (320 where meld_gemm's rule takes it, unless stream-K is asked;
                        MELD_AG_GEMM_TILE_N), else 256 or 320 (B [N,K] only: it turns stream-K and
                        the deferred epilogue off; a stream-K hint > 0 with 320 is an error) */
-  int comm_warps;   /* -1 = choose (0; MELD_AG_GEMM_COMM_WARPS=1 or 2 asks, and is ignored where
-                       a_gathered is given or the schedule is not fused), 0 = comm CTAs, 1 = comm
-                       warps, 2 = with L2 prefetch (an error with a_gathered: the comm warps do not
-                       write it) */
+  int comm_warps;   /* -1 = choose (0; MELD_AG_GEMM_COMM_WARPS=1 asks, and is ignored where a_gathered
+                       is given or the schedule is not fused), 0 = comm CTAs, 1 = comm warps (an
+                       error with a_gathered: the comm warps do not write it) */
 } ag_gemm_hint_t;
 
 #define AG_GEMM_HINT_INIT {-1, -1, 0, 0, 0, -1, -1, -1, -1, -1, 0, -1}

@@ -256,28 +256,11 @@ MELD_DEV int ag_side_piece(const ag_kargs_t *a, int g, int *t, int *j, int *dst,
   return g - cj * npc;
 }
 
-/* Comm warps mode 2 (MELD_AG_GEMM_COMM_WARPS=2): one lane asks for global piece g's source in
- * L2 (cp.async.bulk.prefetch.L2: no registers held, no shared memory), so the warp's 16-byte
- * loads of it later hit L2. A strided shard's piece prefetches its first row only. */
-MELD_DEV void ag_side_prefetch(const ag_kargs_t *a, int g, int total) {
-  if (g >= total) return;
-  int t, j, dst, lb;
-  const int q = ag_side_piece(a, g, &t, &j, &dst, &lb);
-  int64_t row0, c0, clen;
-  int rows;
-  ag_gemm_side_piece(a->chunk_rows, a->m_loc, a->k, a->side_rows, a->side_ppr, j, q, &row0, &rows, &c0, &clen);
-  if (rows > 0)
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a->a_shard + row0 * a->lda * 2 + c0),
-                 "r"((uint32_t)(a->lda == a->k && a->side_ppr == 1 ? rows * clen : clen))
-                 : "memory");
-}
-
 MELD_DEV void ag_side_push(const meld_proto_dev_t *proto, const ag_kargs_t *a, int gw, int nw, int lane) {
   /* (40 registers: 32-bit indices; all but g re-derived after the copy, sizes re-read from the
    * parameters, the epoch from shared memory) */
   const int total = (a->nranks - (a->inplace ? 1 : 0)) * (int)a->chunks_per_rank * a->side_pieces; /* (plan) */
   __shared__ uint64_t tr0[2]; /* a piece's trace start (in a register it spilled) */
-  if (a->comm_warps == 2 && lane == 0) ag_side_prefetch(a, gw, total), ag_side_prefetch(a, gw + nw, total);
   for (int g = gw; g < total; g += nw) {
     if (lane == 0) tr0[gw & 1] = meld_trace_now(&proto->trace);
     { /* piece q of chunk j: rows [row0, row0 + rows), bytes [c0, c0 + clen) of each */
@@ -327,7 +310,6 @@ MELD_DEV void ag_side_push(const meld_proto_dev_t *proto, const ag_kargs_t *a, i
       }
       meld_trace_record(&proto->trace, MELD_ROLE_COMM, (uint32_t)g, epoch, tr0[gw & 1]);
     }
-    if (a->comm_warps == 2 && lane == 0) ag_side_prefetch(a, g + 2 * nw, total); /* the piece after next */
     __syncwarp();
   }
 }

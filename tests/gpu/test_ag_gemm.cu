@@ -197,9 +197,8 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   GT_CUDA(cudaStreamSynchronize(c->s));
   const double dt = gt_now_s() - t0;
   GT_MELD(meld_comm_check(c->comm));
-  if (g_comm_warps >= 1 && plan.schedule == AG_GEMM_FUSED)
-    GT_CHECK(plan.comm_warps == g_comm_warps && plan.comm_ctas == 0, "%s: the plan did not take the comm_warps hint",
-             sh->name);
+  if (g_comm_warps == 1 && plan.schedule == AG_GEMM_FUSED)
+    GT_CHECK(plan.comm_warps == 1 && plan.comm_ctas == 0, "%s: the plan did not take the comm_warps hint", sh->name);
   if (g_want_tile_n)
     GT_CHECK(plan.tile_n == g_want_tile_n, "%s: the default plan's tile width is %d, want %d", sh->name, plan.tile_n,
              g_want_tile_n);
@@ -297,14 +296,12 @@ static void run_wide(ctx_t *c, const shape_t *shapes, const int *idx, int n, int
 
 /* Comm warps (hint comm_warps 1: no comm CTAs, the producer warpgroups' warps 2-3 push) at
  * the given shapes, without a_gathered (which keeps comm CTAs). */
-static int g_cw_mode = 1; /* the comm_warps hint run_comm_warps gives (2: with the L2 prefetch) */
 static void run_comm_warps(ctx_t *c, const shape_t *shapes, const int *idx, int n, int base) {
-  g_comm_warps = g_cw_mode;
+  g_comm_warps = 1;
   for (int i = 0; i < n; i++) {
     shape_t s2 = shapes[idx[i]];
     char name[160];
-    snprintf(name, sizeof name, "%s, comm warps%s%s", s2.name, g_cw_mode == 2 ? " (L2 prefetch)" : "",
-             g_inplace == 0 ? ", own shard staged first" : "");
+    snprintf(name, sizeof name, "%s, comm warps%s", s2.name, g_inplace == 0 ? ", own shard staged first" : "");
     s2.name = name;
     s2.with_gathered = 0;
     test_shape(c, &s2, base + i);
@@ -393,10 +390,6 @@ static void test_shapes(ctx_t *c) {
     g_inplace = 0;
     run_comm_warps(c, shapes, cw_idx, 1, 520);
     g_inplace = -1;
-    g_cw_mode = 2; /* with the L2 prefetch: the strided shard (first rows only), 16 KB and 40000-byte rows */
-    run_comm_warps(c, shapes, cw_idx + 2, 2, 530);
-    run_comm_warps(c, cw_extra, cw_extra_idx, 1, 532);
-    g_cw_mode = 1;
     g_loop = 0;
     unsetenv("MELD_AG_GEMM_DIAG");
     /* and in the fused kernel at one rank */
