@@ -531,6 +531,23 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
         s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto_pdl", graph, nms, bufs, d_acc, samples);
         unsetenv("MELD_COLL_PDL");
       }
+      if (c->P == 1) { /* one rank: the default plan's launch / entry / exit path, with and without PDL */
+        meld_coll_plan_hint_t hl;
+        memset(&hl, 0, sizeof hl);
+        hl.proto = MELD_PROTO_LL; /* the LL kernel (the small-message engine at P > 1) */
+        s2_point(c, jf, env, nccl_ver, op, bytes, &hl, "ll", graph, nms, bufs, d_acc, samples);
+        setenv("MELD_COLL_PDL", "1", 1);
+        s2_point(c, jf, env, nccl_ver, op, bytes, &hl, "ll_pdl", graph, nms, bufs, d_acc, samples);
+        unsetenv("MELD_COLL_PDL");
+        if (op == 0 && bytes == g_min_bytes) /* the floor: an empty kernel, plain and cooperative launch */
+          for (int f = 0; f < 2; f++)
+            for (int g = 0; g < 2; g++) {
+              bc_run_t re = {2, f, NULL, NULL, 0, NULL};
+              const float t = bc_time(c, &re, g, samples, 20);
+              printf("%-15s %-24s %11s %6s %10.2f\n", "floor", f ? "empty_coop" : "empty", "-", g ? "graph" : "plain", t * 1e3);
+            }
+        continue;
+      }
       meld_coll_plan_hint_t h;
       const int cc[] = {0, 8, 16, 24, 32};
       for (int i = 0; i < 5; i++) {
@@ -659,7 +676,7 @@ static void rank_main(int rank, int P) {
       GT_MELD(meld_mem_alloc(c.comm, maxb, &ss));
       GT_MELD(meld_mem_alloc(c.comm, maxb, &sr));
     }
-    if (ss && sr && P > 1) {
+    if (ss && sr) { /* (one rank: only the default plan, with and without PDL) */
       GT_CUDA(cudaMemcpy(ss, d_send, maxb, cudaMemcpyDeviceToDevice)); /* the same input as NCCL's */
       zc_run(&c, jf, &env, nccl_ver, ss, sr, d_send, d_n, d_acc);
     }

@@ -244,6 +244,8 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  *   blocks must be 16-byte multiples (else the staged path). MELD_COLL_ZC=0 turns it off.
  * - Counts are in elements. A count of 0 is a no-op success (nothing is launched); it must
  *   then be 0 on every rank.
+ * - One rank: every op is a copy of the rank's one block, enqueued as one device-to-device
+ *   cudaMemcpyAsync (nothing when send is recv's block), not a kernel.
  * - send and recv must not overlap, except where an op says so.
  * - Fails (before launching anything): MELD_ERR_INVALID_ARG (NULL comm, NULL buffer with a
  *   non-zero count, unknown dtype, pointer not aligned to the element size, sizes that

@@ -1622,6 +1622,21 @@ static meld_result_t coll_entry(meld_comm_t comm, const char *fn, meld_coll_args
   /* A comm whose device protocol failed (timeout, abort: sticky) reports it here instead of
    * launching: a read of the host-mapped error record (meld_comm_check does the full probe). */
   MELD_CHECK(meld_proto_sticky_error(comm, fn));
+  if (comm->nranks == 1) { /* every op is a copy of the one block: one stream-ordered copy, no kernel */
+    const size_t es = meld_coll_dtype_bytes(a->dtype);
+    const bool a2a = a->op == MELD_COLL_ALL_TO_ALL;
+    const uint8_t *src = (const uint8_t *)a->send + (a2a ? a->send_offsets[0] * es : 0);
+    uint8_t *dst = (uint8_t *)a->recv + (a2a ? a->recv_offsets[0] * es : 0);
+    const size_t bytes = (a2a ? a->send_counts[0] : a->count) * es;
+    /* (session 20, one H200: the kernels' fixed path cost 6.2-8.7 us a call in CUDA graphs at
+     * one rank, NCCL's copy ~1 us; a partial overlap, if validation let one through, keeps the
+     * kernel, which copies in its own order) */
+    if (src == dst || bytes == 0) return MELD_OK;
+    if (src + bytes <= dst || dst + bytes <= src) {
+      MELD_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
+      return MELD_OK;
+    }
+  }
   return meld_coll_run(comm, fn, a, NULL, stream, NULL);
 }
 
