@@ -539,6 +539,8 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
         setenv("MELD_COLL_PDL", "1", 1);
         s2_point(c, jf, env, nccl_ver, op, bytes, &hl, "ll_pdl", graph, nms, bufs, d_acc, samples);
         unsetenv("MELD_COLL_PDL");
+        hl.proto = MELD_PROTO_ZC; /* the ZC kernel (one CTA here): its fixed path */
+        s2_point(c, jf, env, nccl_ver, op, bytes, &hl, "zc", graph, nms, bufs, d_acc, samples);
         if (op == 0 && bytes == g_min_bytes) /* the floor: an empty kernel, plain and cooperative launch */
           for (int f = 0; f < 2; f++)
             for (int g = 0; g < 2; g++) {

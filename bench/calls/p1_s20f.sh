@@ -4,7 +4,7 @@
 # ~22K SM cycles for 4 KB, where NCCL's one-rank call takes ~1 us). test_coll at one rank (its
 # public-API cases now take the copy; the hinted cases still run the kernels), then bench_coll
 # at one rank: the default (now the copy), the LL kernel forced (with and without PDL: its
-# fixed path, which every P pays), and the floor (an empty kernel, plain and cooperative).
+# fixed path, which every P pays), the ZC kernel forced, and the floor (an empty kernel, plain and cooperative).
 # Prediction (before the run): default ~1 us a call in graphs (NCCL's ~1.0-1.1); the LL kernel
 # 3-4 us, the empty kernel 1.5-2 us; PDL -0.2..-0.5 us on the LL rows in graphs.
 # Usage (device): OUT=... PREBUILT=1 bash bench/calls/p1_s20f.sh   (carry build/bench/bench_coll build/tests/gpu/test_coll)
