@@ -534,13 +534,30 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
       if (c->P == 1) { /* one rank: the default plan's launch / entry / exit path, with and without PDL */
         meld_coll_plan_hint_t hl;
         memset(&hl, 0, sizeof hl);
-        hl.proto = MELD_PROTO_LL; /* the LL kernel (the small-message engine at P > 1) */
-        s2_point(c, jf, env, nccl_ver, op, bytes, &hl, "ll", graph, nms, bufs, d_acc, samples);
-        setenv("MELD_COLL_PDL", "1", 1);
-        s2_point(c, jf, env, nccl_ver, op, bytes, &hl, "ll_pdl", graph, nms, bufs, d_acc, samples);
-        unsetenv("MELD_COLL_PDL");
+        hl.proto = MELD_PROTO_LL; /* (LL cannot run at one rank: the plan falls back to ROUNDS, coll_kernel) */
+        s2_point(c, jf, env, nccl_ver, op, bytes, &hl, "rounds_p1", graph, nms, bufs, d_acc, samples);
         hl.proto = MELD_PROTO_ZC; /* the ZC kernel (one CTA here): its fixed path */
         s2_point(c, jf, env, nccl_ver, op, bytes, &hl, "zc", graph, nms, bufs, d_acc, samples);
+        /* The LL kernel in loopback (MELD_COLL_LOOPBACK: rank 0 of 2, its virtual peer's lines
+         * its own): the whole LL path but NVLink. Timed only (results are 2-rank ones with equal
+         * inputs: test_coll checks them); the per-rank blocks are those of 2 ranks, so the buffers fit. */
+        if (op != OP_A2A) {
+          setenv("MELD_COLL_LOOPBACK", "1", 1);
+          for (int pdl = 0; pdl < 2; pdl++) {
+            if (pdl) setenv("MELD_COLL_PDL", "1", 1);
+            const size_t count = op == OP_AR ? bytes / 2 : bytes / 2 / 2; /* (2 ranks: per-rank blocks) */
+            bc_run_t rl = {0, op, bufs[0], bufs[1], count, NULL};
+            for (int g = 0; g < 2; g++) {
+              const float t = bc_time(c, &rl, g, samples, 20);
+              printf("%-15s %-24s %11zu %6s %10.2f\n", g_opname[op], pdl ? "ll_loop_pdl" : "ll_loop", bytes,
+                     g ? "graph" : "plain", t * 1e3);
+              json_line(jf, env, nccl_ver, g_opname[op], bytes, count, g ? "graph" : "plain", pdl ? "ll_loop_pdl" : "ll_loop",
+                        0, 0, 2, t, NAN, 0, 0, -1);
+            }
+            if (pdl) unsetenv("MELD_COLL_PDL");
+          }
+          unsetenv("MELD_COLL_LOOPBACK");
+        }
         if (op == 0 && bytes == g_min_bytes) /* the floor: an empty kernel, plain and cooperative launch */
           for (int f = 0; f < 2; f++)
             for (int g = 0; g < 2; g++) {

@@ -101,6 +101,9 @@ typedef struct {
   int32_t unroll;       /* 16-byte loads in flight per thread in the data loops (4 or 8)  */
   int32_t bulk;         /* RING: one push warp whose lane 0 pushes with TMA bulk copies   */
   int32_t pdl;          /* LL: launched with programmatic stream serialization            */
+  int32_t loop;         /* LL loopback (MELD_COLL_LOOPBACK, one rank as rank 0 of 2): the
+                           virtual peer's pad is this rank's own (its lines are ours, read
+                           back), no argument post or check                                */
   uint64_t ll_region;   /* LL: bytes of one producer's region in a half (multiple of 16)  */
   uint32_t op_id, arg_hash;
   uint64_t chunk;       /* C: bytes per slot                                           */
@@ -885,7 +888,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
     for (int t = 0; t < npeer; t++) {
       const int q = (me + 1 + t) % P;
       const uint64_t len = a->push_len[q];
-      uint8_t *dst = p->peer_pads[q] + MELD_PAD_OFF_LL + half + (uint64_t)coll_src_idx(me, q, P) * a->ll_region;
+      uint8_t *dst = (a->loop ? p->pad : p->peer_pads[q]) + MELD_PAD_OFF_LL + half + (uint64_t)coll_src_idx(me, q, P) * a->ll_region;
       const uint8_t *src = a->send + a->push_off[q];
       /* COLL_LL_U units per thread per step: all loads issue before the first store (a
        * store's "memory" clobber would otherwise keep the next load behind it: one HBM
@@ -908,7 +911,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
     /* The argument post, after this thread's sends and without a release: it is only
      * compared (at the peers' end of this call), it orders nothing. (A release here is a
      * system-scope fence, microseconds on the critical path.) */
-    if (ctx->ticket == 0 && threadIdx.x == 0) {
+    if (ctx->ticket == 0 && threadIdx.x == 0 && !a->loop) {
       const uint64_t v = meld_args_pack(ctx->epoch, ctx->arg_hash);
       for (int r = 0; r < P; r++)
         if (r != me && p->peer_pads[r]) st_relaxed_sys_u64(meld_pad_u64(p->peer_pads[r], meld_pad_args_offset(me, ctx->epoch)), v);
@@ -981,7 +984,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
     }
     /* The argument check, after the fact: every peer posted (epoch, hash) at its entry. A
      * mismatch fails the call (MELD_FAIL_ARGS) on this rank and aborts the peers. */
-    if (ctx->ticket == 0 && threadIdx.x == 0 && !ctx->failed) {
+    if (ctx->ticket == 0 && threadIdx.x == 0 && !ctx->failed && !a->loop) {
       for (int r = 0; r < P; r++) {
         if (r == me || !p->peer_pads[r]) continue;
         /* Fast path: a relaxed read that finds the post needs no fence (the post orders
@@ -1310,10 +1313,12 @@ static const uint32_t g_op_ids[MELD_COLL_NUM_OPS] = {MELD_OP_ALL_GATHER, MELD_OP
 static uint64_t u64_max(uint64_t x, uint64_t y) { return x > y ? x : y; }
 
 /* Fills the kernel's arguments from a validated call and its plan. */
+/* loop: the LL loopback (rank 0 of 2 on one rank). */
 static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t *a,
-                            const meld_coll_plan_t *p, coll_kargs_t *k) {
+                            const meld_coll_plan_t *p, int loop, coll_kargs_t *k) {
   memset(k, 0, sizeof *k);
-  const int P = comm->nranks, me = comm->rank;
+  const int P = loop ? 2 : comm->nranks, me = loop ? 0 : comm->rank;
+  k->loop = loop;
   const uint64_t es = p->elem_bytes;
   k->rank = me;
   k->nranks = P;
@@ -1333,7 +1338,7 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
   k->bulk = p->bulk;
   k->inplace = p->proto == MELD_PROTO_RING && a->op == MELD_COLL_ALL_REDUCE && a->send == a->recv;
   k->ll_region = P > 1 ? MELD_COLL_LL_HALF_BYTES / (uint64_t)(P - 1) / 16 * 16 : 0;
-  for (int r = 0; r < P; r++) k->peer_ws[r] = (uint8_t *)comm->workspace.peer[r];
+  for (int r = 0; r < P; r++) k->peer_ws[r] = loop ? k->ws : (uint8_t *)comm->workspace.peer[r];
   k->peer_ws[me] = k->ws;
   const uint64_t B = (uint64_t)a->count * es;
   switch (a->op) {
@@ -1418,6 +1423,16 @@ typedef struct {
  * GPUs (session 4 ended without a 2-GPU machine for it). */
 static int coll_pdl_env(void) {
   const char *v = getenv("MELD_COLL_PDL");
+  return v && v[0] == '1' && v[1] == 0;
+}
+
+/* MELD_COLL_LOOPBACK=1 (one rank only; a timing and test mode): all-gather, reduce-scatter and
+ * all-reduce run the LL kernel as rank 0 of 2 whose virtual peer is this rank itself: its lines
+ * go to its own pad and are polled back, so the LL kernel's whole path but NVLink runs on one
+ * GPU. Buffers must be sized for 2 ranks (all-gather recv and reduce-scatter send: 2 blocks);
+ * the results are those of 2 ranks with equal inputs (all-reduce: 2x). */
+static int coll_loop_env(void) {
+  const char *v = getenv("MELD_COLL_LOOPBACK");
   return v && v[0] == '1' && v[1] == 0;
 }
 
@@ -1538,10 +1553,25 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     za->zc = zc;
     pa = za;
   }
-  meld_result_t pr = meld_coll_plan_make(pa, comm->nranks, meld_comm_node_sm_count(comm), comm->workspace.bytes,
-                                         MELD_PAD_CREDIT_SLOTS, hint, &plan);
+  const int loop = comm->nranks == 1 && coll_loop_env();
+  meld_coll_plan_hint_t lh;
+  if (loop) { /* the LL kernel as rank 0 of 2 (coll_loop_env) */
+    if (args->op == MELD_COLL_ALL_TO_ALL) {
+      free(za);
+      return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_COLL_LOOPBACK runs all-gather, reduce-scatter and all-reduce only", fn);
+    }
+    if (hint) lh = *hint;
+    else memset(&lh, 0, sizeof lh);
+    lh.proto = MELD_PROTO_LL;
+    hint = &lh;
+  }
+  meld_result_t pr = meld_coll_plan_make(pa, loop ? 2 : comm->nranks, meld_comm_node_sm_count(comm),
+                                         comm->workspace.bytes, MELD_PAD_CREDIT_SLOTS, hint, &plan);
   free(za);
   MELD_CHECK(pr);
+  if (loop && plan.proto != MELD_PROTO_LL)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_COLL_LOOPBACK: the LL kernel cannot take this call (%s planned)", fn,
+                      meld_coll_proto_name(plan.proto));
   if (plan_out) *plan_out = plan;
   /* A buffer inside the comm's workspace (an op's own, e.g. the decode GEMM+AR's partial)
    * must not travel by the staged engines: their slots would overwrite it. */
@@ -1551,7 +1581,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
                 meld_symbuf_find(comm, args->recv, 0, NULL) == &comm->workspace))))
     return meld_error(MELD_ERR_INTERNAL, "%s: a buffer inside the comm's workspace cannot take the staged engines (%s planned%s)",
                       fn, meld_coll_proto_name(plan.proto), zc_on ? "" : "; MELD_COLL_ZC=0");
-  if (plan.proto == MELD_PROTO_ZC) {
+  if (plan.proto == MELD_PROTO_ZC && !loop) {
     coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */
     coll_zc_fill(comm, args, &plan, &zv, &zk);
     zk.pdl = coll_pdl_env();
@@ -1565,7 +1595,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     return r;
   }
   coll_kargs_t k; /* ~3 KB of kernel parameters */
-  coll_kargs_fill(comm, args, &plan, &k);
+  coll_kargs_fill(comm, args, &plan, loop, &k);
   k.pdl = plan.proto == MELD_PROTO_LL && coll_pdl_env();
   /* The rounds of the longest stream must fit the stamps' sequence bits. */
   uint64_t per_round = (uint64_t)plan.ctas * plan.chunk_bytes;
@@ -1622,7 +1652,7 @@ static meld_result_t coll_entry(meld_comm_t comm, const char *fn, meld_coll_args
   /* A comm whose device protocol failed (timeout, abort: sticky) reports it here instead of
    * launching: a read of the host-mapped error record (meld_comm_check does the full probe). */
   MELD_CHECK(meld_proto_sticky_error(comm, fn));
-  if (comm->nranks == 1) { /* every op is a copy of the one block: one stream-ordered copy, no kernel */
+  if (comm->nranks == 1 && !coll_loop_env()) { /* every op is a copy of the one block: one stream-ordered copy, no kernel */
     const size_t es = meld_coll_dtype_bytes(a->dtype);
     const bool a2a = a->op == MELD_COLL_ALL_TO_ALL;
     const uint8_t *src = (const uint8_t *)a->send + (a2a ? a->send_offsets[0] * es : 0);

@@ -452,6 +452,108 @@ static void test_graph(ctx_t *c, int replays) {
 
 /* ---- main per rank --------------------------------------------------------------------------------- */
 
+/* One rank: the LL kernel in loopback (MELD_COLL_LOOPBACK=1: rank 0 of 2 whose virtual peer
+ * is itself) through the public API, with and without PDL, every op it takes, bf16 and fp32,
+ * sizes not multiples of anything: all-gather gives [send; send], reduce-scatter and all-reduce
+ * 2 x send (exact: x + x), checked bitwise; then 200 back-to-back all-reduces with changing inputs
+ * (the lines' flags alternate halves by epoch) and graph replays. And without the variable,
+ * one rank is a plain copy. */
+static void test_loopback(ctx_t *c) {
+  const size_t counts[] = {1, 7, 1000, 4097, 30011};
+  const int ops[] = {OP_AG, OP_RS, OP_AR};
+  const meld_dtype_t dts[] = {MELD_BF16, MELD_FP32};
+  int cases = 0, bad = 0;
+  const double t0 = gt_now_s();
+  for (int pdl = 0; pdl < 2; pdl++) {
+    setenv("MELD_COLL_LOOPBACK", "1", 1);
+    if (pdl) setenv("MELD_COLL_PDL", "1", 1);
+    for (int oi = 0; oi < 3; oi++)
+      for (int di = 0; di < 2; di++)
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+          const int op = ops[oi];
+          const meld_dtype_t dt = dts[di];
+          const size_t n = counts[ci], es = ref_elem_bytes(dt);
+          const size_t send_n = op == OP_RS ? 2 * n : n, recv_n = op == OP_AG ? 2 * n : n;
+          uint8_t *h_send = (uint8_t *)malloc(send_n * es), *h_recv = (uint8_t *)malloc(recv_n * es);
+          rand_fill(h_send, send_n, dt, 7000 + (uint64_t)cases);
+          GT_CUDA(cudaMemcpy(c->d_send, h_send, send_n * es, cudaMemcpyHostToDevice));
+          GT_CUDA(cudaMemset(c->d_recv, 0xff, recv_n * es + 64));
+          meld_result_t r = op == OP_AG   ? meld_all_gather(c->comm, c->d_send, c->d_recv, n, dt, c->s)
+                            : op == OP_RS ? meld_reduce_scatter(c->comm, c->d_send, c->d_recv, n, dt, c->s)
+                                          : meld_all_reduce(c->comm, c->d_send, c->d_recv, n, dt, c->s);
+          GT_CHECK(r == MELD_OK, "loopback %s count %zu: %s: %s", g_opname[op], n, meld_strerror(r), meld_last_error());
+          GT_CUDA(cudaStreamSynchronize(c->s));
+          GT_CUDA(cudaMemcpy(h_recv, c->d_recv, recv_n * es, cudaMemcpyDeviceToHost));
+          size_t wrong = 0;
+          for (size_t i = 0; i < recv_n; i++) {
+            if (op == OP_AG) {
+              wrong += memcmp(h_recv + i * es, h_send + (i % n) * es, es) != 0;
+            } else if (dt == MELD_FP32) {
+              float x, y;
+              memcpy(&x, h_send + i * 4, 4), memcpy(&y, h_recv + i * 4, 4);
+              wrong += y != 2.0f * x;
+            } else {
+              uint16_t x, y;
+              memcpy(&x, h_send + i * 2, 2), memcpy(&y, h_recv + i * 2, 2);
+              const uint32_t xb = (uint32_t)x << 16;
+              float xf;
+              memcpy(&xf, &xb, 4);
+              const float t = 2.0f * xf;
+              uint32_t tb;
+              memcpy(&tb, &t, 4);
+              wrong += y != (uint16_t)(tb >> 16);
+            }
+          }
+          GT_CHECK(wrong == 0, "loopback%s %s %s count %zu: %zu of %zu elements wrong", pdl ? " (PDL)" : "", g_opname[op],
+                   dt == MELD_BF16 ? "bf16" : "fp32", n, wrong, recv_n);
+          bad += wrong != 0;
+          cases++;
+          free(h_send), free(h_recv);
+        }
+    /* back-to-back and graphs: all-reduce of 1000 fp32 with a fresh input each time */
+    const size_t n = 1000;
+    float *h = (float *)malloc(n * 4 * 201), *out = (float *)malloc(n * 4);
+    for (size_t i = 0; i < n * 201; i++) h[i] = (float)((i * 2654435761u) % 1000) - 500.0f;
+    size_t wrong = 0;
+    for (int it = 0; it < 200; it++) {
+      GT_CUDA(cudaMemcpyAsync(c->d_send, h + (size_t)it * n, n * 4, cudaMemcpyHostToDevice, c->s));
+      GT_MELD(meld_all_reduce(c->comm, c->d_send, c->d_recv + (size_t)(it % 2) * n * 4, n, MELD_FP32, c->s));
+      GT_CUDA(cudaMemcpyAsync(out, c->d_recv + (size_t)(it % 2) * n * 4, n * 4, cudaMemcpyDeviceToHost, c->s));
+      GT_CUDA(cudaStreamSynchronize(c->s));
+      for (size_t i = 0; i < n; i++) wrong += out[i] != 2.0f * h[(size_t)it * n + i];
+    }
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    GT_CUDA(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+    meld_result_t r = meld_all_reduce(c->comm, c->d_send, c->d_recv, n, MELD_FP32, c->s);
+    GT_CUDA(cudaStreamEndCapture(c->s, &g));
+    GT_CHECK(r == MELD_OK, "loopback graph capture: %s", meld_last_error());
+    GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
+    for (int it = 0; it < 10 && ge; it++) {
+      GT_CUDA(cudaMemcpyAsync(c->d_send, h + (size_t)(it + 100) * n, n * 4, cudaMemcpyHostToDevice, c->s));
+      GT_CUDA(cudaGraphLaunch(ge, c->s));
+      GT_CUDA(cudaMemcpyAsync(out, c->d_recv, n * 4, cudaMemcpyDeviceToHost, c->s));
+      GT_CUDA(cudaStreamSynchronize(c->s));
+      for (size_t i = 0; i < n; i++) wrong += out[i] != 2.0f * h[(size_t)(it + 100) * n + i];
+    }
+    if (ge) cudaGraphExecDestroy(ge);
+    if (g) cudaGraphDestroy(g);
+    GT_CHECK(wrong == 0, "loopback%s: back-to-back / graph all-reduces: %zu elements wrong", pdl ? " (PDL)" : "", wrong);
+    GT_MELD(meld_comm_check(c->comm));
+    free(h), free(out);
+    unsetenv("MELD_COLL_LOOPBACK");
+    unsetenv("MELD_COLL_PDL");
+  }
+  /* all-to-all is not a loopback op: a clear error */
+  setenv("MELD_COLL_LOOPBACK", "1", 1);
+  meld_result_t r = meld_all_to_all(c->comm, c->d_send, c->d_recv, 16, MELD_BF16, c->s);
+  GT_CHECK(r == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "MELD_COLL_LOOPBACK"),
+           "loopback all-to-all -> %s (%s), want MELD_ERR_UNSUPPORTED", meld_strerror(r), meld_last_error());
+  unsetenv("MELD_COLL_LOOPBACK");
+  gt_log("loopback (LL kernel as rank 0 of 2, with and without PDL): %d cases, %d wrong; 2 x 200 back-to-back + 10 graph replays; %.2f s",
+         cases, bad, gt_now_s() - t0);
+}
+
 static void rank_main(int rank, int nranks) {
   meld_config_t cfg = MELD_CONFIG_INIT;
   cfg.bootstrap_timeout_ms = 30000;
@@ -470,6 +572,7 @@ static void rank_main(int rank, int nranks) {
   if (!g_only_bulk) {
     test_back_to_back(&c, gt_reps(1000));
     test_graph(&c, 100);
+    if (nranks == 1) test_loopback(&c);
   }
   meld_bootstrap_barrier(c.comm->boot);
   cudaFree(c.d_send);
