@@ -454,8 +454,8 @@ static void test_graph(ctx_t *c, int replays) {
 
 /* One rank: the LL kernel in loopback (MELD_COLL_LOOPBACK=1: rank 0 of 2 whose virtual peer
  * is itself) through the public API, with and without PDL, every op it takes, bf16 and fp32,
- * sizes not multiples of anything: all-gather gives [send; send], reduce-scatter and all-reduce
- * 2 x send (exact: x + x), checked bitwise; then 200 back-to-back all-reduces with changing inputs
+ * sizes not multiples of anything: all-gather gives [send; send], all-reduce 2 x send,
+ * reduce-scatter send[i] + send[n + i] (what it pushed to its virtual peer), checked bitwise; then 200 back-to-back all-reduces with changing inputs
  * (the lines' flags alternate halves by epoch) and graph replays. And without the variable,
  * one rank is a plain copy. */
 static void test_loopback(ctx_t *c) {
@@ -486,22 +486,26 @@ static void test_loopback(ctx_t *c) {
           GT_CUDA(cudaMemcpy(h_recv, c->d_recv, recv_n * es, cudaMemcpyDeviceToHost));
           size_t wrong = 0;
           for (size_t i = 0; i < recv_n; i++) {
+            /* the virtual peer's contribution is what this rank pushed to it: its block 1 for
+             * reduce-scatter (rank 0 sums send[i] + send[n + i]), its whole send otherwise */
+            const size_t j = op == OP_RS ? n + i : i;
             if (op == OP_AG) {
               wrong += memcmp(h_recv + i * es, h_send + (i % n) * es, es) != 0;
             } else if (dt == MELD_FP32) {
-              float x, y;
-              memcpy(&x, h_send + i * 4, 4), memcpy(&y, h_recv + i * 4, 4);
-              wrong += y != 2.0f * x;
+              float x, x2, y;
+              memcpy(&x, h_send + i * 4, 4), memcpy(&x2, h_send + j * 4, 4), memcpy(&y, h_recv + i * 4, 4);
+              wrong += y != 0.0f + x + x2; /* rank order from 0.0f, as the kernel sums */
             } else {
-              uint16_t x, y;
-              memcpy(&x, h_send + i * 2, 2), memcpy(&y, h_recv + i * 2, 2);
-              const uint32_t xb = (uint32_t)x << 16;
-              float xf;
-              memcpy(&xf, &xb, 4);
-              const float t = 2.0f * xf;
+              uint16_t x, x2, y;
+              memcpy(&x, h_send + i * 2, 2), memcpy(&x2, h_send + j * 2, 2), memcpy(&y, h_recv + i * 2, 2);
+              const uint32_t xb = (uint32_t)x << 16, x2b = (uint32_t)x2 << 16;
+              float xf, x2f;
+              memcpy(&xf, &xb, 4), memcpy(&x2f, &x2b, 4);
+              const float t = 0.0f + xf + x2f;
               uint32_t tb;
               memcpy(&tb, &t, 4);
-              wrong += y != (uint16_t)(tb >> 16);
+              const uint16_t rn = (uint16_t)((tb + 0x7fffu + ((tb >> 16) & 1u)) >> 16); /* round to nearest even */
+              wrong += y != rn;
             }
           }
           GT_CHECK(wrong == 0, "loopback%s %s %s count %zu: %zu of %zu elements wrong", pdl ? " (PDL)" : "", g_opname[op],
