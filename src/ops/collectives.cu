@@ -863,27 +863,8 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
   ctx->arg_hash = a->arg_hash;
   ctx->cta = blockIdx.x;
   ctx->failed = 0;
-  /* One CTA (small messages): its ticket is 0 without the atomic (the last CTA's advance resets
-   * the word all the same), and each thread's first COLL_LL_U units for the first peer are
-   * loaded BEFORE the entry, so their latency overlaps the counter and abort-word reads (the
-   * send buffer is ready: stream order, or griddepcontrol.wait under PDL). Session 20, one
-   * GPU: the LL path cost ~2.7-3 us a call over an empty kernel in graphs, a chain of
-   * dependent round trips (ticket, counter, abort word, send, lines, recv). */
-  const bool one = gridDim.x == 1;
-  uint64_t pre[COLL_LL_U];
-  if (one && a->nranks > 1) {
-    const int q = (a->rank + 1) % a->nranks;
-    const uint64_t len = a->push_len[q];
-    const uint8_t *src = a->send + a->push_off[q];
-    const uint32_t es = a->dtype == COPY_BF16 ? 2u : 4u;
-#pragma unroll
-    for (int k = 0; k < COLL_LL_U; k++) {
-      const uint64_t u = threadIdx.x + (uint64_t)k * blockDim.x;
-      pre[k] = u * 8 < len ? coll_ld8(src + u * 8, (uint32_t)coll_min(8, len - u * 8), es) : 0;
-    }
-  }
   if (threadIdx.x == 0) {
-    ctx->ticket = one ? 0u : atom_add_relaxed_gpu_u32(meld_pad_u32(p->pad, MELD_PAD_OFF_TICKET), 1u);
+    ctx->ticket = atom_add_relaxed_gpu_u32(meld_pad_u32(p->pad, MELD_PAD_OFF_TICKET), 1u);
     ctx->epoch = meld_epoch_of_counter(ld_relaxed_gpu_u64(meld_pad_u64(p->pad, MELD_PAD_OFF_COUNTER)));
     ctx->role = MELD_ROLE_COMM;
     bool ok = meld_entry_check(ctx);
@@ -914,12 +895,11 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
        * latency per 8 bytes per thread). */
       for (uint64_t u0 = g; u0 * 8 < len; u0 += COLL_LL_U * G) {
         uint64_t v[COLL_LL_U];
-        const bool first = one && t == 0 && u0 == g; /* (loaded before the entry) */
 #pragma unroll
         for (int k = 0; k < COLL_LL_U; k++) {
           const uint64_t u = u0 + (uint64_t)k * G;
-          v[k] = first ? pre[k] : 0;
-          if (!first && u * 8 < len) v[k] = coll_ld8(src + u * 8, (uint32_t)coll_min(8, len - u * 8), es);
+          v[k] = 0;
+          if (u * 8 < len) v[k] = coll_ld8(src + u * 8, (uint32_t)coll_min(8, len - u * 8), es);
         }
 #pragma unroll
         for (int k = 0; k < COLL_LL_U; k++) {
