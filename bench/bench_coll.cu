@@ -543,18 +543,19 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
          * inputs: test_coll checks them); the per-rank blocks are those of 2 ranks, so the buffers fit. */
         if (op != OP_A2A) {
           setenv("MELD_COLL_LOOPBACK", "1", 1);
-          for (int pdl = 0; pdl < 2; pdl++) {
-            if (pdl) setenv("MELD_COLL_PDL", "1", 1);
+          for (int pdl = 0; pdl < 3; pdl++) { /* (2: the lean LL instantiation, MELD_COLL_LL_LEAN, without PDL) */
+            if (pdl == 1) setenv("MELD_COLL_PDL", "1", 1);
+            if (pdl == 2) setenv("MELD_COLL_LL_LEAN", "1", 1);
+            const char *vn = pdl == 0 ? "ll_loop" : pdl == 1 ? "ll_loop_pdl" : "ll_loop_lean";
             const size_t count = op == OP_AR ? bytes / 2 : bytes / 2 / 2; /* (2 ranks: per-rank blocks) */
             bc_run_t rl = {0, op, bufs[0], bufs[1], count, NULL};
             for (int g = 0; g < 2; g++) {
               const float t = bc_time(c, &rl, g, samples, 20);
-              printf("%-15s %-24s %11zu %6s %10.2f\n", g_opname[op], pdl ? "ll_loop_pdl" : "ll_loop", bytes,
-                     g ? "graph" : "plain", t * 1e3);
-              json_line(jf, env, nccl_ver, g_opname[op], bytes, count, g ? "graph" : "plain", pdl ? "ll_loop_pdl" : "ll_loop",
-                        0, 0, 2, t, NAN, 0, 0, -1);
+              printf("%-15s %-24s %11zu %6s %10.2f\n", g_opname[op], vn, bytes, g ? "graph" : "plain", t * 1e3);
+              json_line(jf, env, nccl_ver, g_opname[op], bytes, count, g ? "graph" : "plain", vn, 0, 0, 2, t, NAN, 0, 0, -1);
             }
-            if (pdl) unsetenv("MELD_COLL_PDL");
+            unsetenv("MELD_COLL_PDL");
+            unsetenv("MELD_COLL_LL_LEAN");
           }
           unsetenv("MELD_COLL_LOOPBACK");
         }

@@ -70,6 +70,8 @@
  * LL and the plain launch: LL calls are plain launches (no co-residency needed: see meld_coll_run). */
 #include <string.h>
 
+#include <type_traits>
+
 #include "coll_plan.h"
 #include "comm.h"
 #include "common/proto.h"
@@ -855,8 +857,15 @@ MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
   return (uint64_t)__float_as_uint(acc[0]) | ((uint64_t)__float_as_uint(acc[1]) << 32);
 }
 
-/* The LL call: entry without waiting for peers, data, lazy argument check, exit. */
+/* The LL call: entry without waiting for peers, data, lazy argument check, exit.
+ * SP (the lean instantiation, opt-in MELD_COLL_LL_LEAN=1 until measured): 2 = two ranks and
+ * every stream's offsets and lengths, send and recv multiples of 8 bytes (the host checks):
+ * P is a constant, units are plain 8-byte loads and stores (no width cases) and unit indices
+ * 32-bit; 0 = any call. Same results bit for bit (same loads, stores, sum order). Session 20:
+ * the generic path runs ~590 instructions a warp (Nsight, LL loopback). */
+template <int SP = 0>
 MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kargs_t *a) {
+  using I = typename std::conditional<SP != 0, uint32_t, uint64_t>::type;
   meld_cta_shared_t *sh = meld_cta_shared();
   ctx->p = p;
   ctx->op = a->op_id;
@@ -878,11 +887,11 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
   ctx->role = MELD_ROLE_COMM;
   ctx->failed = sh->ok ? 0u : 1u;
   if (sh->ok) {
-    const int P = a->nranks, me = a->rank, npeer = P - 1;
+    const int P = SP ? SP : a->nranks, me = a->rank, npeer = P - 1;
     const uint32_t es = a->dtype == COPY_BF16 ? 2u : 4u;
     const uint32_t flag = (uint32_t)ctx->epoch;
     const uint64_t half = (uint64_t)(ctx->epoch & 1u) * MELD_COLL_LL_HALF_BYTES;
-    const uint64_t g = (uint64_t)ctx->ticket * blockDim.x + threadIdx.x, G = (uint64_t)gridDim.x * blockDim.x;
+    const I g = (I)ctx->ticket * blockDim.x + threadIdx.x, G = (I)gridDim.x * blockDim.x;
     const uint64_t hi = (uint64_t)flag << 32;
     /* Send: units g, g+G, ... of every outgoing stream (peers in rotated order). */
     for (int t = 0; t < npeer; t++) {
@@ -893,17 +902,17 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
       /* COLL_LL_U units per thread per step: all loads issue before the first store (a
        * store's "memory" clobber would otherwise keep the next load behind it: one HBM
        * latency per 8 bytes per thread). */
-      for (uint64_t u0 = g; u0 * 8 < len; u0 += COLL_LL_U * G) {
+      for (I u0 = g; u0 * 8 < len; u0 += COLL_LL_U * G) {
         uint64_t v[COLL_LL_U];
 #pragma unroll
         for (int k = 0; k < COLL_LL_U; k++) {
-          const uint64_t u = u0 + (uint64_t)k * G;
+          const I u = u0 + (I)k * G;
           v[k] = 0;
-          if (u * 8 < len) v[k] = coll_ld8(src + u * 8, (uint32_t)coll_min(8, len - u * 8), es);
+          if ((uint64_t)u * 8 < len) v[k] = SP ? *(const uint64_t *)(src + (uint64_t)u * 8) : coll_ld8(src + (uint64_t)u * 8, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
         }
 #pragma unroll
         for (int k = 0; k < COLL_LL_U; k++) {
-          const uint64_t u = u0 + (uint64_t)k * G;
+          const I u = u0 + (I)k * G;
           if (u * 8 < len) coll_st_v2(dst + u * 16, hi | (v[k] & 0xffffffffull), hi | (v[k] >> 32));
         }
       }
@@ -926,20 +935,21 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
         const uint8_t *src = mine + (uint64_t)t * a->ll_region;
         uint8_t *dst = a->recv + a->recv_off[pr];
         /* COLL_LL_U lines per thread per step: every poll issues before the first check. */
-        for (uint64_t u0 = g; u0 * 8 < len && !ctx->failed; u0 += COLL_LL_U * G) {
+        for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += COLL_LL_U * G) {
           uint64_t x[COLL_LL_U], y[COLL_LL_U];
 #pragma unroll
           for (int k = 0; k < COLL_LL_U; k++) {
-            const uint64_t u = u0 + (uint64_t)k * G;
+            const I u = u0 + (I)k * G;
             x[k] = y[k] = 0;
             if (u * 8 < len) coll_ld_v2(src + u * 16, &x[k], &y[k]);
           }
 #pragma unroll
           for (int k = 0; k < COLL_LL_U; k++) {
-            const uint64_t u = u0 + (uint64_t)k * G;
+            const I u = u0 + (I)k * G;
             uint64_t v;
             if (u * 8 >= len || !coll_ll_take(ctx, src + u * 16, flag, pr, x[k], y[k], &v)) break;
-            coll_st8(dst + u * 8, v, (uint32_t)coll_min(8, len - u * 8), es);
+            if (SP) *(uint64_t *)(dst + (uint64_t)u * 8) = v;
+            else coll_st8(dst + (uint64_t)u * 8, v, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
           }
         }
       }
@@ -950,20 +960,20 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
       uint8_t *dst = a->recv + a->own_dst;
       /* COLL_LL_U units per thread per step: the own values and (P = 2) the peer's lines
        * are all requested before the first add. */
-      for (uint64_t u0 = g; u0 * 8 < len && !ctx->failed; u0 += COLL_LL_U * G) {
+      for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += COLL_LL_U * G) {
         uint64_t ov[COLL_LL_U], x[COLL_LL_U], y[COLL_LL_U];
 #pragma unroll
         for (int k = 0; k < COLL_LL_U; k++) {
-          const uint64_t u = u0 + (uint64_t)k * G;
+          const I u = u0 + (I)k * G;
           ov[k] = x[k] = y[k] = 0;
           if (u * 8 < len) {
-            ov[k] = coll_ld8(own + u * 8, (uint32_t)coll_min(8, len - u * 8), es);
+            ov[k] = SP ? *(const uint64_t *)(own + (uint64_t)u * 8) : coll_ld8(own + (uint64_t)u * 8, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
             if (P == 2) coll_ld_v2(mine + u * 16, &x[k], &y[k]);
           }
         }
 #pragma unroll
         for (int k = 0; k < COLL_LL_U; k++) {
-          const uint64_t u = u0 + (uint64_t)k * G;
+          const I u = u0 + (I)k * G;
           if (u * 8 >= len || ctx->failed) break;
           float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
           for (int r = 0; r < P; r++) {
@@ -978,7 +988,10 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
             }
             coll_acc8(acc, v, a->dtype);
           }
-          if (!ctx->failed) coll_st8(dst + u * 8, coll_pack8(acc, a->dtype), (uint32_t)coll_min(8, len - u * 8), es);
+          if (!ctx->failed) {
+            if (SP) *(uint64_t *)(dst + (uint64_t)u * 8) = coll_pack8(acc, a->dtype);
+            else coll_st8(dst + (uint64_t)u * 8, coll_pack8(acc, a->dtype), (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
+          }
         }
       }
     }
@@ -1252,7 +1265,9 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
   meld_call_end(&ctx);
 }
 
-/* One kernel per engine: each gets its own register budget (no spills at the plan limits). */
+/* One kernel per engine: each gets its own register budget (no spills at the plan limits).
+ * SP: coll_ll's lean instantiation (2) or the generic one (0). */
+template <int SP>
 __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                           const __grid_constant__ coll_kargs_t a) {
   meld_ctx_t ctx;
@@ -1263,7 +1278,7 @@ __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(co
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   }
-  coll_ll(&ctx, &proto, &a);
+  coll_ll<SP>(&ctx, &proto, &a);
 }
 
 __global__ void __launch_bounds__(MELD_COLL_RING_MAX_THREADS, 1) coll_ring_kernel(const __grid_constant__ meld_proto_dev_t proto,
@@ -1437,6 +1452,17 @@ static int coll_loop_env(void) {
   return v && v[0] == '1' && v[1] == 0;
 }
 
+/* MELD_COLL_LL_LEAN=1: the LL kernel's lean instantiation (coll_ll<2>) where it applies (two
+ * ranks, every offset, length and buffer a multiple of 8 bytes, streams < 2^31 bytes); opt-in
+ * until measured on a GPU (written in session 20 without device time left). */
+static int coll_ll_lean(const coll_kargs_t *k) {
+  const char *v = getenv("MELD_COLL_LL_LEAN");
+  if (!(v && v[0] == '1' && v[1] == 0) || k->nranks != 2) return 0;
+  uint64_t bits = (uint64_t)(uintptr_t)k->send | (uint64_t)(uintptr_t)k->recv | k->own_src | k->own_dst | k->own_len;
+  for (int r = 0; r < 2; r++) bits |= k->push_off[r] | k->push_len[r] | k->recv_off[r] | k->recv_len[r];
+  return (bits & 7u) == 0 && k->max_len < ((uint64_t)1 << 31) && k->own_len < ((uint64_t)1 << 31);
+}
+
 /* MELD_COLL_ZC: unset or 1 = the ZC engine on symmetric buffers, 0 = never. */
 static meld_result_t coll_zc_env(int *on) {
   int64_t v = 1;
@@ -1608,7 +1634,8 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   coll_trace_plan(fn, &plan);
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, &k};
-  const void *kern = plan.proto == MELD_PROTO_LL     ? (const void *)coll_ll_kernel
+  const void *kern = plan.proto == MELD_PROTO_LL     ? (coll_ll_lean(&k) ? (const void *)coll_ll_kernel<2>
+                                                                          : (const void *)coll_ll_kernel<0>)
                      : plan.proto == MELD_PROTO_RING ? (const void *)coll_ring_kernel
                                                      : (const void *)coll_kernel;
   meld_result_t r;

@@ -453,20 +453,23 @@ static void test_graph(ctx_t *c, int replays) {
 /* ---- main per rank --------------------------------------------------------------------------------- */
 
 /* One rank: the LL kernel in loopback (MELD_COLL_LOOPBACK=1: rank 0 of 2 whose virtual peer
- * is itself) through the public API, with and without PDL, every op it takes, bf16 and fp32,
+ * is itself) through the public API, plain, with PDL and lean (MELD_COLL_LL_LEAN), every op it takes, bf16 and fp32,
  * sizes not multiples of anything: all-gather gives [send; send], all-reduce 2 x send,
  * reduce-scatter send[i] + send[n + i] (what it pushed to its virtual peer), checked bitwise; then 200 back-to-back all-reduces with changing inputs
  * (the lines' flags alternate halves by epoch) and graph replays. And without the variable,
  * one rank is a plain copy. */
 static void test_loopback(ctx_t *c) {
-  const size_t counts[] = {1, 7, 1000, 4097, 30011};
+  const size_t counts[] = {1, 7, 1000, 4096, 4097, 30011};
   const int ops[] = {OP_AG, OP_RS, OP_AR};
   const meld_dtype_t dts[] = {MELD_BF16, MELD_FP32};
   int cases = 0, bad = 0;
   const double t0 = gt_now_s();
-  for (int pdl = 0; pdl < 2; pdl++) {
+  for (int mode = 0; mode < 3; mode++) { /* 1: with PDL; 2: the lean LL instantiation (MELD_COLL_LL_LEAN:
+                                          * where every length is a multiple of 8 bytes) */
+    const int pdl = mode == 1;
     setenv("MELD_COLL_LOOPBACK", "1", 1);
     if (pdl) setenv("MELD_COLL_PDL", "1", 1);
+    if (mode == 2) setenv("MELD_COLL_LL_LEAN", "1", 1);
     for (int oi = 0; oi < 3; oi++)
       for (int di = 0; di < 2; di++)
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
@@ -508,7 +511,7 @@ static void test_loopback(ctx_t *c) {
               wrong += y != rn;
             }
           }
-          GT_CHECK(wrong == 0, "loopback%s %s %s count %zu: %zu of %zu elements wrong", pdl ? " (PDL)" : "", g_opname[op],
+          GT_CHECK(wrong == 0, "loopback%s %s %s count %zu: %zu of %zu elements wrong", pdl ? " (PDL)" : mode ? " (lean)" : "", g_opname[op],
                    dt == MELD_BF16 ? "bf16" : "fp32", n, wrong, recv_n);
           bad += wrong != 0;
           cases++;
@@ -542,11 +545,13 @@ static void test_loopback(ctx_t *c) {
     }
     if (ge) cudaGraphExecDestroy(ge);
     if (g) cudaGraphDestroy(g);
-    GT_CHECK(wrong == 0, "loopback%s: back-to-back / graph all-reduces: %zu elements wrong", pdl ? " (PDL)" : "", wrong);
+    GT_CHECK(wrong == 0, "loopback%s: back-to-back / graph all-reduces: %zu elements wrong", pdl ? " (PDL)" : mode ? " (lean)" : "",
+             wrong);
     GT_MELD(meld_comm_check(c->comm));
     free(h), free(out);
     unsetenv("MELD_COLL_LOOPBACK");
     unsetenv("MELD_COLL_PDL");
+    unsetenv("MELD_COLL_LL_LEAN");
   }
   /* all-to-all is not a loopback op: a clear error */
   setenv("MELD_COLL_LOOPBACK", "1", 1);
@@ -554,7 +559,7 @@ static void test_loopback(ctx_t *c) {
   GT_CHECK(r == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "MELD_COLL_LOOPBACK"),
            "loopback all-to-all -> %s (%s), want MELD_ERR_UNSUPPORTED", meld_strerror(r), meld_last_error());
   unsetenv("MELD_COLL_LOOPBACK");
-  gt_log("loopback (LL kernel as rank 0 of 2, with and without PDL): %d cases, %d wrong; 2 x 200 back-to-back + 10 graph replays; %.2f s",
+  gt_log("loopback (LL kernel as rank 0 of 2; plain, PDL, lean): %d cases, %d wrong; 3 x 200 back-to-back + 10 graph replays; %.2f s",
          cases, bad, gt_now_s() - t0);
 }
 
