@@ -30,11 +30,12 @@
 /* ---- copies ----------------------------------------------------------------------------- */
 
 /* 16-byte vectors: n16 vectors from src to dst (both 16-byte aligned), U loads per thread in
- * flight (the collectives' engines use 8: collectives.cu). */
-template <int U = COPY_UNROLL>
-COPY_DEV void copy_vec16(int4 *dst, const int4 *src, size_t n16, uint32_t w, uint32_t nw) {
-  size_t i = w;
-  const size_t s = nw;
+ * flight (the collectives' engines use 8: collectives.cu). I: the index type (int where the
+ * caller has few registers and n16 < 2^31: AG+GEMM's comm warps, 40 registers). */
+template <int U = COPY_UNROLL, class I = size_t>
+COPY_DEV void copy_vec16(int4 *dst, const int4 *src, I n16, uint32_t w, uint32_t nw) {
+  I i = (I)w;
+  const I s = (I)nw;
   for (; i + (U - 1) * s < n16; i += U * s) {
     int4 v[U];
 #pragma unroll

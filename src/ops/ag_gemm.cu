@@ -276,16 +276,8 @@ MELD_DEV void ag_side_push(const meld_proto_dev_t *proto, const ag_kargs_t *a, i
       /* 32-bit vector indices (a run is <= AG_GEMM_SIDE_PIECE bytes); 4 loads per lane in flight.
        * (validation: 16-byte aligned bases, k and lda multiples of 8: runs are whole vectors) */
       const int n16 = (int)((run ? rows * rb : clen) / 16), nr = run ? min(rows, 1) : rows;
-      for (int r = 0; r < nr; r++, src += a->lda * 2, dp += rb) {
-        const int4 *s4 = (const int4 *)src;
-        int4 *d4 = (int4 *)dp;
-        int i = lane;
-        for (; i + 96 < n16; i += 128) {
-          const int4 v0 = __ldcg(s4 + i), v1 = __ldcg(s4 + i + 32), v2 = __ldcg(s4 + i + 64), v3 = __ldcg(s4 + i + 96);
-          d4[i] = v0, d4[i + 32] = v1, d4[i + 64] = v2, d4[i + 96] = v3;
-        }
-        for (; i < n16; i += 32) d4[i] = __ldcg(s4 + i);
-      }
+      for (int r = 0; r < nr; r++, src += a->lda * 2, dp += rb)
+        copy_vec16<4, int>((int4 *)dp, (const int4 *)src, n16, (uint32_t)lane, 32u);
     }
     __syncwarp();
     if (lane == 0) {
