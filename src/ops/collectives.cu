@@ -1432,14 +1432,17 @@ typedef struct {
   int oneshot; /* all_reduce: send symmetric, recv not */
 } coll_zc_view_t;
 
+/* 1 if the opt-in variable `name` is exactly "1" (the collectives' on/off switches below). */
+static int coll_env_on(const char *name) {
+  const char *v = getenv(name);
+  return v && v[0] == '1' && v[1] == 0;
+}
+
 /* MELD_COLL_PDL: 1 = LL and ZC kernels are launched with programmatic stream serialization
  * (each starts with griddepcontrol.wait, then triggers its own dependents, so back-to-back
  * calls overlap their launches); unset or 0 = ordinary launches. Opt-in until measured on two
  * GPUs (session 4 ended without a 2-GPU machine for it). */
-static int coll_pdl_env(void) {
-  const char *v = getenv("MELD_COLL_PDL");
-  return v && v[0] == '1' && v[1] == 0;
-}
+static int coll_pdl_env(void) { return coll_env_on("MELD_COLL_PDL"); }
 
 /* MELD_COLL_LOOPBACK=1 (one rank only; a timing and test mode): all-gather, reduce-scatter and
  * all-reduce run the LL kernel as rank 0 of 2 whose virtual peer is this rank itself: its lines
@@ -1447,17 +1450,13 @@ static int coll_pdl_env(void) {
  * GPU. Buffers must be sized for 2 ranks (all-gather recv and reduce-scatter send: 2 blocks);
  * the results are those of 2 ranks with equal inputs (all-gather [send; send], all-reduce
  * 2 x send, reduce-scatter block 0 + block 1: what it pushed to its virtual peer). */
-static int coll_loop_env(void) {
-  const char *v = getenv("MELD_COLL_LOOPBACK");
-  return v && v[0] == '1' && v[1] == 0;
-}
+static int coll_loop_env(void) { return coll_env_on("MELD_COLL_LOOPBACK"); }
 
 /* MELD_COLL_LL_LEAN=1: the LL kernel's lean instantiation (coll_ll<2>) where it applies (two
  * ranks, every offset, length and buffer a multiple of 8 bytes, streams < 2^31 bytes); opt-in
  * until measured on a GPU (written in session 20 without device time left). */
 static int coll_ll_lean(const coll_kargs_t *k) {
-  const char *v = getenv("MELD_COLL_LL_LEAN");
-  if (!(v && v[0] == '1' && v[1] == 0) || k->nranks != 2) return 0;
+  if (!coll_env_on("MELD_COLL_LL_LEAN") || k->nranks != 2) return 0;
   uint64_t bits = (uint64_t)(uintptr_t)k->send | (uint64_t)(uintptr_t)k->recv | k->own_src | k->own_dst | k->own_len;
   for (int r = 0; r < 2; r++) bits |= k->push_off[r] | k->push_len[r] | k->recv_off[r] | k->recv_len[r];
   return (bits & 7u) == 0 && k->max_len < ((uint64_t)1 << 31) && k->own_len < ((uint64_t)1 << 31);
