@@ -512,24 +512,28 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
         meld_coll_plan_hint_t h;
         memset(&h, 0, sizeof h);
         h.proto = MELD_PROTO_ZC, h.ctas = 16;
-        /* each also with programmatic dependent launch (MELD_COLL_PDL=1: back-to-back calls
-         * overlap their launches; session 10 asks whether it pays at every size) */
+        /* each without and with programmatic dependent launch (MELD_COLL_PDL=0 / 1: back-to-back
+         * calls overlap their launches; session 10 asks whether it pays at every size) */
         for (int pdl = 0; pdl < 2; pdl++) {
-          if (pdl) setenv("MELD_COLL_PDL", "1", 1);
+          setenv("MELD_COLL_PDL", pdl ? "1" : "0", 1);
           s2_point(c, jf, env, nccl_ver, op, bytes, NULL, pdl ? "reg_auto_pdl" : "reg_auto", graph, nms, bufs, d_acc,
                    samples);
           if (bytes >= ((size_t)1 << 20))
             s2_point(c, jf, env, nccl_ver, op, bytes, &h, pdl ? "reg_zc_c16_pdl" : "reg_zc_c16", 0, nms, bufs, d_acc,
                      samples);
-          if (pdl) unsetenv("MELD_COLL_PDL");
+          unsetenv("MELD_COLL_PDL");
         }
         continue;
       }
       s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto", graph, nms, bufs, d_acc, samples);
-      if (bytes <= ((size_t)4 << 20)) { /* the same with programmatic dependent launch */
-        setenv("MELD_COLL_PDL", "1", 1);
-        s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto_pdl", graph, nms, bufs, d_acc, samples);
+      if (bytes <= ((size_t)4 << 20)) { /* the default until session 20: no programmatic dependent
+                                           launch, the generic LL instantiation (rows "auto" of
+                                           sessions <= 20; their "auto_pdl" = MELD_COLL_PDL=1) */
+        setenv("MELD_COLL_PDL", "0", 1);
+        setenv("MELD_COLL_LL_LEAN", "0", 1);
+        s2_point(c, jf, env, nccl_ver, op, bytes, NULL, "auto_s20", graph, nms, bufs, d_acc, samples);
         unsetenv("MELD_COLL_PDL");
+        unsetenv("MELD_COLL_LL_LEAN");
       }
       if (c->P == 1) { /* one rank: the default plan's launch / entry / exit path, with and without PDL */
         meld_coll_plan_hint_t hl;
@@ -543,10 +547,11 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
          * inputs: test_coll checks them); the per-rank blocks are those of 2 ranks, so the buffers fit. */
         if (op != OP_A2A) {
           setenv("MELD_COLL_LOOPBACK", "1", 1);
-          for (int pdl = 0; pdl < 3; pdl++) { /* (2: the lean LL instantiation, MELD_COLL_LL_LEAN, without PDL) */
-            if (pdl == 1) setenv("MELD_COLL_PDL", "1", 1);
-            if (pdl == 2) setenv("MELD_COLL_LL_LEAN", "1", 1);
-            const char *vn = pdl == 0 ? "ll_loop" : pdl == 1 ? "ll_loop_pdl" : "ll_loop_lean";
+          for (int pdl = 0; pdl < 4; pdl++) { /* 0 neither PDL nor the lean LL instantiation
+                                                 (MELD_COLL_LL_LEAN), 1 PDL, 2 lean, 3 both (the default) */
+            setenv("MELD_COLL_PDL", pdl & 1 ? "1" : "0", 1);
+            setenv("MELD_COLL_LL_LEAN", pdl & 2 ? "1" : "0", 1);
+            const char *vn = pdl == 0 ? "ll_loop" : pdl == 1 ? "ll_loop_pdl" : pdl == 2 ? "ll_loop_lean" : "ll_loop_lean_pdl";
             const size_t count = op == OP_AR ? bytes / 2 : bytes / 2 / 2; /* (2 ranks: per-rank blocks) */
             bc_run_t rl = {0, op, bufs[0], bufs[1], count, NULL};
             for (int g = 0; g < 2; g++) {

@@ -832,7 +832,7 @@ MELD_DEV void coll_ll_end(meld_ctx_t *ctx) {
     __syncthreads();
     if (!s->last) return;
   }
-  meld_call_advance(ctx->p, threadIdx.x, blockDim.x);
+  meld_call_advance(ctx->p, ctx->epoch, threadIdx.x, blockDim.x);
 }
 
 MELD_DEV void coll_acc8(float acc[4], uint64_t v, int dtype) {
@@ -858,7 +858,7 @@ MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
 }
 
 /* The LL call: entry without waiting for peers, data, lazy argument check, exit.
- * SP (the lean instantiation, opt-in MELD_COLL_LL_LEAN=1 until measured): 2 = two ranks and
+ * SP (the lean instantiation, the default where it applies; MELD_COLL_LL_LEAN=0 = never): 2 = two ranks and
  * every stream's offsets and lengths, send and recv multiples of 8 bytes (the host checks):
  * P is a constant, units are plain 8-byte loads and stores (no width cases) and unit indices
  * 32-bit; 0 = any call. Same results bit for bit (same loads, stores, sum order). Session 20:
@@ -1438,11 +1438,22 @@ static int coll_env_on(const char *name) {
   return v && v[0] == '1' && v[1] == 0;
 }
 
-/* MELD_COLL_PDL: 1 = LL and ZC kernels are launched with programmatic stream serialization
- * (each starts with griddepcontrol.wait, then triggers its own dependents, so back-to-back
- * calls overlap their launches); unset or 0 = ordinary launches. Opt-in until measured on two
- * GPUs (session 4 ended without a 2-GPU machine for it). */
-static int coll_pdl_env(void) { return coll_env_on("MELD_COLL_PDL"); }
+/* An on/off variable that defaults to on: unset = `def`, 0 or 1 as set; anything else is an
+ * error (meld_env_int64's message names the variable). */
+static meld_result_t coll_env_flag(const char *name, int def, int *on) {
+  int64_t v = def;
+  MELD_CHECK(meld_env_int64(name, 0, 1, &v));
+  *on = (int)v;
+  return MELD_OK;
+}
+
+/* MELD_COLL_PDL: unset or 1 = LL and ZC kernels are launched with programmatic stream
+ * serialization (each starts with griddepcontrol.wait, then triggers its own dependents, so
+ * back-to-back calls overlap their launches); 0 = ordinary launches. Default since session 21:
+ * -0.3 us a call in CUDA graphs (LL loopback, one H200, sessions 20-21; tests pass with and
+ * without it at one rank and at 2 ranks sharing the GPU). Correctness does not depend on it:
+ * the kernel waits for the previous grid on the device before touching any buffer. */
+static meld_result_t coll_pdl_env(int *on) { return coll_env_flag("MELD_COLL_PDL", 1, on); }
 
 /* MELD_COLL_LOOPBACK=1 (one rank only; a timing and test mode): all-gather, reduce-scatter and
  * all-reduce run the LL kernel as rank 0 of 2 whose virtual peer is this rank itself: its lines
@@ -1452,11 +1463,13 @@ static int coll_pdl_env(void) { return coll_env_on("MELD_COLL_PDL"); }
  * 2 x send, reduce-scatter block 0 + block 1: what it pushed to its virtual peer). */
 static int coll_loop_env(void) { return coll_env_on("MELD_COLL_LOOPBACK"); }
 
-/* MELD_COLL_LL_LEAN=1: the LL kernel's lean instantiation (coll_ll<2>) where it applies (two
- * ranks, every offset, length and buffer a multiple of 8 bytes, streams < 2^31 bytes); opt-in
- * until measured on a GPU (written in session 20 without device time left). */
-static int coll_ll_lean(const coll_kargs_t *k) {
-  if (!coll_env_on("MELD_COLL_LL_LEAN") || k->nranks != 2) return 0;
+/* MELD_COLL_LL_LEAN (unset or 1 = on, 0 = off): the LL kernel's lean instantiation
+ * (coll_ll<2>) where it applies (two ranks, every offset, length and buffer a multiple of 8
+ * bytes, streams < 2^31 bytes), else the generic one. Default since session 21: 0.5-0.7 us a
+ * call less in CUDA graphs (LL loopback, one H200: all-reduce 4 KB 2.92 vs 3.60 us), the same
+ * results bit for bit (test_coll at one rank and at 2 ranks sharing the GPU). */
+static int coll_ll_lean(const coll_kargs_t *k, int on) {
+  if (!on || k->nranks != 2) return 0;
   uint64_t bits = (uint64_t)(uintptr_t)k->send | (uint64_t)(uintptr_t)k->recv | k->own_src | k->own_dst | k->own_len;
   for (int r = 0; r < 2; r++) bits |= k->push_off[r] | k->push_len[r] | k->recv_off[r] | k->recv_len[r];
   return (bits & 7u) == 0 && k->max_len < ((uint64_t)1 << 31) && k->own_len < ((uint64_t)1 << 31);
@@ -1610,7 +1623,9 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   if (plan.proto == MELD_PROTO_ZC && !loop) {
     coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */
     coll_zc_fill(comm, args, &plan, &zv, &zk);
-    zk.pdl = coll_pdl_env();
+    int pdl_on = 0;
+    MELD_CHECK(coll_pdl_env(&pdl_on));
+    zk.pdl = pdl_on;
     coll_trace_plan(fn, &plan);
     meld_proto_dev_t proto = meld_proto_dev(comm);
     void *kargs[] = {&proto, &zk};
@@ -1622,7 +1637,10 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   }
   coll_kargs_t k; /* ~3 KB of kernel parameters */
   coll_kargs_fill(comm, args, &plan, loop, &k);
-  k.pdl = plan.proto == MELD_PROTO_LL && coll_pdl_env();
+  int pdl_on = 0, lean_on = 0;
+  MELD_CHECK(coll_pdl_env(&pdl_on));
+  MELD_CHECK(coll_env_flag("MELD_COLL_LL_LEAN", 1, &lean_on));
+  k.pdl = plan.proto == MELD_PROTO_LL && pdl_on;
   /* The rounds of the longest stream must fit the stamps' sequence bits. */
   uint64_t per_round = (uint64_t)plan.ctas * plan.chunk_bytes;
   if ((k.max_len + per_round - 1) / per_round / (uint64_t)plan.slots >= MELD_STAMP_SEQ_MAX)
@@ -1633,7 +1651,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   coll_trace_plan(fn, &plan);
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, &k};
-  const void *kern = plan.proto == MELD_PROTO_LL     ? (coll_ll_lean(&k) ? (const void *)coll_ll_kernel<2>
+  const void *kern = plan.proto == MELD_PROTO_LL     ? (coll_ll_lean(&k, lean_on) ? (const void *)coll_ll_kernel<2>
                                                                           : (const void *)coll_ll_kernel<0>)
                      : plan.proto == MELD_PROTO_RING ? (const void *)coll_ring_kernel
                                                      : (const void *)coll_kernel;

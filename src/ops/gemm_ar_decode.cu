@@ -247,7 +247,7 @@ __device__ __forceinline__ void gemm_ar_dec_end(const meld_proto_dev_t *proto, c
   const gemm_ar_dec_tail t{proto, a, 0};
   if (post) t.post(&c, GEMM_AR_DEC_ALL_CH, meld_stamp(c.epoch, 1));
   *meld_pad_u64(proto->pad, MELD_PAD_OFF_DECODE_LAST) = post ? c.epoch : 0; /* (read by the next kernel) */
-  meld_call_advance(proto, 0, 1);
+  meld_call_advance(proto, c.epoch, 0, 1);
 }
 
 template <int MT>

@@ -346,6 +346,12 @@ __global__ void tc_check(const void *recv, int op, size_t count, int dt, int P, 
 
 __global__ void tc_bump(uint32_t *itp) { (*itp)++; }
 
+/* The label of a run with MELD_COLL_PDL=0 (programmatic dependent launch is the default). */
+static const char *coll_pdl_label(const char *off) {
+  const char *v = getenv("MELD_COLL_PDL");
+  return v && strcmp(v, "0") == 0 ? off : "";
+}
+
 static void test_back_to_back(ctx_t *c, int iters) {
   const int P = c->P, me = c->rank;
   const size_t sizes[] = {1, 777, 65539, 250000, 8, 4096};
@@ -395,7 +401,7 @@ static void test_back_to_back(ctx_t *c, int iters) {
   GT_CHECK(h[0] == 0 && h[1] == expect_seen, "%d back-to-back calls: %llu mismatches, %llu of %llu elements checked",
            iters, h[0], h[1], expect_seen);
   gt_log("%d back-to-back calls (no host sync%s%s): %llu mismatches in %llu elements, %.2f s", iters,
-         c->sym == 2 ? ", registered buffers, ZC in turn" : c->sym ? ", symmetric buffers, ZC in turn" : "", getenv("MELD_COLL_PDL") ? ", PDL" : "", h[0], h[1],
+         c->sym == 2 ? ", registered buffers, ZC in turn" : c->sym ? ", symmetric buffers, ZC in turn" : "", coll_pdl_label(", no PDL"), h[0], h[1],
          gt_now_s() - t0);
   cudaFree(d_cnt);
 }
@@ -443,7 +449,7 @@ static void test_graph(ctx_t *c, int replays) {
   GT_CHECK(h[0] == 0 && h[1] == want && it == (uint32_t)replays,
            "graph: %llu mismatches, %llu of %llu elements checked, %u of %d replays", h[0], h[1], want, it, replays);
   gt_log("graph%s%s: %d replays x 3 collectives, %llu mismatches, %.3f s", c->sym ? " (symmetric, ZC)" : "",
-         getenv("MELD_COLL_PDL") ? " (PDL)" : "", replays, h[0], gt_now_s() - t0);
+         coll_pdl_label(" (no PDL)"), replays, h[0], gt_now_s() - t0);
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
   cudaFree(d_it);
@@ -468,8 +474,8 @@ static void test_loopback(ctx_t *c) {
                                           * where every length is a multiple of 8 bytes) */
     const int pdl = mode == 1;
     setenv("MELD_COLL_LOOPBACK", "1", 1);
-    if (pdl) setenv("MELD_COLL_PDL", "1", 1);
-    if (mode == 2) setenv("MELD_COLL_LL_LEAN", "1", 1);
+    setenv("MELD_COLL_PDL", pdl ? "1" : "0", 1);
+    setenv("MELD_COLL_LL_LEAN", mode == 2 ? "1" : "0", 1);
     for (int oi = 0; oi < 3; oi++)
       for (int di = 0; di < 2; di++)
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
@@ -567,6 +573,15 @@ static void rank_main(int rank, int nranks) {
   if (!g_only_bulk) {
     test_back_to_back(&c, gt_reps(1000));
     test_graph(&c, 100);
+    /* Again without programmatic dependent launches and with the generic LL instantiation
+     * only (MELD_COLL_PDL=0, MELD_COLL_LL_LEAN=0; both on by default since session 21). */
+    setenv("MELD_COLL_PDL", "0", 1);
+    setenv("MELD_COLL_LL_LEAN", "0", 1);
+    test_reference(&c);
+    test_back_to_back(&c, gt_reps(500));
+    test_graph(&c, 50);
+    unsetenv("MELD_COLL_PDL");
+    unsetenv("MELD_COLL_LL_LEAN");
     if (nranks == 1) test_loopback(&c);
   }
   meld_bootstrap_barrier(c.comm->boot);
@@ -581,9 +596,9 @@ static void rank_main(int rank, int nranks) {
       test_reference(&c);
       test_back_to_back(&c, gt_reps(1000));
       test_graph(&c, 100);
-      /* Again with programmatic dependent launches of the LL and ZC kernels (opt-in): each
-       * call's launch overlaps the previous kernel, which it waits for on the device. */
-      setenv("MELD_COLL_PDL", "1", 1);
+      /* Again with ordinary launches of the LL and ZC kernels (MELD_COLL_PDL=0; by default
+       * each call's launch overlaps the previous kernel, which it waits for on the device). */
+      setenv("MELD_COLL_PDL", "0", 1);
       test_back_to_back(&c, gt_reps(1000));
       test_graph(&c, 100);
       unsetenv("MELD_COLL_PDL");
