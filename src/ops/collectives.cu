@@ -125,32 +125,6 @@ typedef struct {
   uint8_t *peer_ws[MELD_COLL_MAX_RANKS]; /* peers' workspaces mapped here ([rank] = ws)  */
 } coll_kargs_t;
 
-/* The lean LL kernel's arguments (coll_ll<2>: two ranks): the fields coll_ll reads, under the
- * same names, with two ranks' worth of the per-rank arrays: ~150 bytes of kernel parameters
- * instead of coll_kargs_t's ~3 KB (fewer constant-cache lines to miss, less to copy per
- * launch). Filled from coll_kargs_t by coll_ll2_from. */
-typedef struct {
-  int32_t rank, nranks, action, dtype, pdl, loop;
-  uint32_t op_id, arg_hash;
-  uint64_t ll_region;
-  const uint8_t *send;
-  uint8_t *recv;
-  uint64_t push_off[2], push_len[2], recv_off[2], recv_len[2];
-  uint64_t own_src, own_dst, own_len;
-} coll_ll2_args_t;
-
-static void coll_ll2_from(const coll_kargs_t *k, coll_ll2_args_t *l) {
-  memset(l, 0, sizeof *l);
-  l->rank = k->rank, l->nranks = k->nranks, l->action = k->action, l->dtype = k->dtype;
-  l->pdl = k->pdl, l->loop = k->loop, l->op_id = k->op_id, l->arg_hash = k->arg_hash;
-  l->ll_region = k->ll_region, l->send = k->send, l->recv = k->recv;
-  for (int r = 0; r < 2; r++) {
-    l->push_off[r] = k->push_off[r], l->push_len[r] = k->push_len[r];
-    l->recv_off[r] = k->recv_off[r], l->recv_len[r] = k->recv_len[r];
-  }
-  l->own_src = k->own_src, l->own_dst = k->own_dst, l->own_len = k->own_len;
-}
-
 /* ---- device side ------------------------------------------------------------------------- */
 
 /* Index of producer `src` among consumer `dst`'s producers (0..P-2: dst+1, dst+2, ...). */
@@ -889,8 +863,8 @@ MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
  * P is a constant, units are plain 8-byte loads and stores (no width cases) and unit indices
  * 32-bit; 0 = any call. Same results bit for bit (same loads, stores, sum order). Session 20:
  * the generic path runs ~590 instructions a warp (Nsight, LL loopback). */
-template <int SP, class A>
-MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const A *a) {
+template <int SP = 0>
+MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kargs_t *a) {
   using I = typename std::conditional<SP != 0, uint32_t, uint64_t>::type;
   meld_cta_shared_t *sh = meld_cta_shared();
   ctx->p = p;
@@ -1292,12 +1266,10 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
 }
 
 /* One kernel per engine: each gets its own register budget (no spills at the plan limits).
- * SP: coll_ll's lean instantiation (2, on coll_ll2_args_t) or the generic one (0). */
-template <int SP>
-using coll_ll_args_t = typename std::conditional<SP == 2, coll_ll2_args_t, coll_kargs_t>::type;
+ * SP: coll_ll's lean instantiation (2) or the generic one (0). */
 template <int SP>
 __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(const __grid_constant__ meld_proto_dev_t proto,
-                                                          const __grid_constant__ coll_ll_args_t<SP> a) {
+                                                          const __grid_constant__ coll_kargs_t a) {
   meld_ctx_t ctx;
   /* Programmatic dependent launch (a.pdl: meld_coll_run, MELD_COLL_PDL): wait for the
    * previous kernel's grid and memory, then let the next such launch be scheduled now, so
@@ -1306,7 +1278,7 @@ __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(co
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   }
-  coll_ll<SP, coll_ll_args_t<SP>>(&ctx, &proto, &a);
+  coll_ll<SP>(&ctx, &proto, &a);
 }
 
 __global__ void __launch_bounds__(MELD_COLL_RING_MAX_THREADS, 1) coll_ring_kernel(const __grid_constant__ meld_proto_dev_t proto,
@@ -1679,14 +1651,8 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   coll_trace_plan(fn, &plan);
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, &k};
-  const int lean = plan.proto == MELD_PROTO_LL && coll_ll_lean(&k, lean_on);
-  coll_ll2_args_t l2; /* the lean kernel's compact arguments */
-  if (lean) {
-    coll_ll2_from(&k, &l2);
-    kargs[1] = &l2;
-  }
-  const void *kern = lean                            ? (const void *)coll_ll_kernel<2>
-                     : plan.proto == MELD_PROTO_LL   ? (const void *)coll_ll_kernel<0>
+  const void *kern = plan.proto == MELD_PROTO_LL     ? (coll_ll_lean(&k, lean_on) ? (const void *)coll_ll_kernel<2>
+                                                                          : (const void *)coll_ll_kernel<0>)
                      : plan.proto == MELD_PROTO_RING ? (const void *)coll_ring_kernel
                                                      : (const void *)coll_kernel;
   meld_result_t r;
