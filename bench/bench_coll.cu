@@ -20,7 +20,8 @@
  *   --zc: the ZC engine on meld_mem_alloc buffers, 4 KB .. --max-bytes (see zc_run).
  *   --zc-reg: the same on ordinary cudaMalloc buffers registered with meld_mem_register
  *   (default plan and ZC at 16 CTAs, each with and without MELD_COLL_PDL=1).
- *   --trace (with --zc / --zc-reg): 4 back-to-back default calls per op at --max-bytes and
+ *   --trace (with --zc / --zc-reg): 4 back-to-back default calls per op at --max-bytes (one
+ *   rank: 16 calls of the ZC kernel, forced) and
  *   nothing timed; with MELD_TRACE=file each rank writes the per-CTA timeline at comm destroy
  *   (ZC: entry handshake, move, wait for the peers' done), tools/trace_png.py draws it. */
 #include <cuda_bf16.h>
@@ -493,13 +494,19 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
     for (int op = 0; op < 4; op++) {
       if (g_only >= 0 && g_only < 4 && op != g_only) continue;
       const size_t count = op == OP_AR ? g_max_bytes / 2 : g_max_bytes / 2 / (size_t)c->P;
-      bc_run_t rm = {0, op, sym_send, sym_recv, count, NULL};
+      /* One rank: the ZC kernel forced (the default there is a copy, no kernel), 16 calls:
+       * its fixed path (entry / move / exit) in the trace, warm. */
+      meld_coll_plan_hint_t hz;
+      memset(&hz, 0, sizeof hz);
+      hz.proto = MELD_PROTO_ZC;
+      bc_run_t rm = {0, op, sym_send, sym_recv, count, c->P == 1 ? &hz : NULL};
+      const int calls = c->P == 1 ? 16 : 4;
       meld_bootstrap_barrier(c->comm->boot);
       int ok = 1;
-      for (int i = 0; i < 4; i++) ok &= bc_enqueue(c, &rm);
+      for (int i = 0; i < calls; i++) ok &= bc_enqueue(c, &rm);
       GT_CUDA(cudaStreamSynchronize(c->s));
       GT_CHECK(ok, "trace: %s %zu bytes failed", g_opname[op], g_max_bytes);
-      if (c->rank == 0) printf("trace: 4 %s calls of %zu bytes\n", g_opname[op], g_max_bytes);
+      if (c->rank == 0) printf("trace: %d %s calls of %zu bytes\n", calls, g_opname[op], g_max_bytes);
     }
     return;
   }
