@@ -242,6 +242,10 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  *   (a rank passing ordinary memory while another passes a symmetric buffer fails the call on
  *   all ranks: MELD_ERR_ABORTED, "arguments differ");
  *   blocks must be 16-byte multiples (else the staged path). MELD_COLL_ZC=0 turns it off.
+ * - Small-message and zero-copy kernels are launched with programmatic dependent launch: the
+ *   launch overlaps the work before it on the stream, and the kernel waits on the device for
+ *   that work (its grid and memory) before touching any buffer, so stream order holds as
+ *   usual (~0.3 us less per call in CUDA graphs). MELD_COLL_PDL=0 launches them ordinarily.
  * - Counts are in elements. A count of 0 is a no-op success (nothing is launched); it must
  *   then be 0 on every rank.
  * - One rank: every op is a copy of the rank's one block, enqueued as one device-to-device
