@@ -102,30 +102,38 @@ MELD_DEV void meld_raise_abort(const meld_proto_dev_t *p, uint32_t code) {
   }
 }
 
-/* Marks this thread failed; the first failing thread of the rank claims the error record
- * (CAS on the pad's claim word) and fills it; a timeout or a mismatch raises the abort word
- * here and at every same-node peer. */
-MELD_DEV void meld_fail(meld_ctx_t *c, uint32_t kind, meld_wait_info_t w, uint64_t expected,
-                        uint64_t observed, uint64_t waited_ns, uint32_t abort_seen) {
-  const meld_proto_dev_t *p = c->p;
-  c->failed = 1;
+/* The error record and the abort of a failure (meld_fail's body). A translation unit that
+ * defines MELD_FAIL_OUTLINE before including this header gets it out of line: it runs at most
+ * once per failing thread, and inlined at every failure site it puts hundreds of cold
+ * instructions between the hot ones, so a short call's path spans more instruction-cache lines
+ * (collectives.cu, session 21). The GEMM kernels keep it inline: a call there fails register
+ * allocation (setmaxnreg warpgroups, wgmma). Scalars by value: no caller's ctx in memory. */
+#ifdef MELD_FAIL_OUTLINE
+#define MELD_FAIL_RECORD_FN __device__ __noinline__
+#else
+#define MELD_FAIL_RECORD_FN MELD_DEV
+#endif
+MELD_FAIL_RECORD_FN void meld_fail_record(const meld_proto_dev_t *p, uint32_t op, uint32_t cta, int32_t role,
+                                              uint64_t epoch, uint32_t kind, uint32_t region, uint32_t index,
+                                              int32_t peer, const char *label, uint64_t expected, uint64_t observed,
+                                              uint64_t waited_ns, uint32_t abort_seen) {
   if (atom_cas_acq_rel_sys_u32((uint32_t *)(p->pad + MELD_PAD_OFF_CLAIM), 0u, 1u) == 0u) {
     volatile meld_error_record_t *r = p->record;
-    r->op = c->op;
+    r->op = op;
     r->rank = p->rank;
-    r->cta = (int32_t)c->cta;
-    r->role = c->role;
-    r->peer = w.peer;
-    r->region = w.region;
-    r->index = w.index;
+    r->cta = (int32_t)cta;
+    r->role = role;
+    r->peer = peer;
+    r->region = region;
+    r->index = index;
     r->expected = expected;
     r->observed = observed;
-    r->epoch = c->epoch;
+    r->epoch = epoch;
     r->waited_ns = waited_ns;
     r->abort_word = abort_seen;
     int i = 0;
-    if (w.label)
-      for (; i < MELD_RECORD_LABEL_BYTES - 1 && w.label[i]; i++) r->label[i] = w.label[i];
+    if (label)
+      for (; i < MELD_RECORD_LABEL_BYTES - 1 && label[i]; i++) r->label[i] = label[i];
     r->label[i] = 0;
     /* The fields above are host-mapped stores; the host reads them after it sees kind != 0.
      * fence.sc.sys orders them before the release of kind (the release alone would do; the
@@ -135,6 +143,16 @@ MELD_DEV void meld_fail(meld_ctx_t *c, uint32_t kind, meld_wait_info_t w, uint64
   }
   if (kind == MELD_FAIL_TIMEOUT) meld_raise_abort(p, meld_abort_code(MELD_ABORT_TIMEOUT, p->rank));
   if (kind == MELD_FAIL_ARGS) meld_raise_abort(p, meld_abort_code(MELD_ABORT_ARGS, p->rank));
+}
+
+/* Marks this thread failed; the first failing thread of the rank claims the error record
+ * (CAS on the pad's claim word) and fills it; a timeout or a mismatch raises the abort word
+ * here and at every same-node peer. */
+MELD_DEV void meld_fail(meld_ctx_t *c, uint32_t kind, meld_wait_info_t w, uint64_t expected,
+                        uint64_t observed, uint64_t waited_ns, uint32_t abort_seen) {
+  c->failed = 1;
+  meld_fail_record(c->p, c->op, c->cta, c->role, c->epoch, kind, w.region, w.index, w.peer, w.label, expected,
+                   observed, waited_ns, abort_seen);
 }
 
 /* ---- the wait loop ---------------------------------------------------------------------------- */

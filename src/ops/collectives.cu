@@ -68,6 +68,11 @@
  * Data loops: ROUNDS and RING use coll_copy / coll_reduce (plan->unroll: 8 loads in flight per
  * thread for copies, 4 per source for sums), copy.cuh's loops where pointers are misaligned.
  * LL and the plain launch: LL calls are plain launches (no co-residency needed: see meld_coll_run). */
+/* The failure record out of line in these kernels (signal.cuh meld_fail_record): fewer cold
+ * instructions between the hot ones of short calls. MELD_COLL_FAIL_INLINE: inline (A/B). */
+#ifndef MELD_COLL_FAIL_INLINE
+#define MELD_FAIL_OUTLINE 1
+#endif
 #include <string.h>
 
 #include <type_traits>
@@ -1071,42 +1076,48 @@ typedef struct {
 /* Jobs: all_to_all one per destination rank; all_gather the push to the peers and the own
  * copy as two jobs (one loop storing each vector to both measured 271-302 GB/s with 16 CTAs,
  * against 301-342 for all-to-all's separate jobs, run 1); sums one job. */
+template <int OP>
 MELD_DEV int zc_njobs(const coll_zc_args_t *a) {
-  if (a->op == MELD_COLL_ALL_TO_ALL) return a->nranks;
-  if (a->op == MELD_COLL_ALL_GATHER) return (a->nranks > 1 ? 1 : 0) + (a->inplace ? 0 : 1);
+  if (OP == MELD_COLL_ALL_TO_ALL) return a->nranks;
+  if (OP == MELD_COLL_ALL_GATHER) return (a->nranks > 1 ? 1 : 0) + (a->inplace ? 0 : 1);
   return 1;
 }
 /* All-gather job j is the own copy (else the push to the peers). */
 MELD_DEV bool zc_ag_own(const coll_zc_args_t *a, int j) { return a->nranks == 1 || j == 1; }
 /* Sources of job j (summed when > 1); destinations; destination k of a push is rank me+1+k. */
+template <int OP>
 MELD_DEV int zc_nsrc(const coll_zc_args_t *a) {
-  return a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE ? a->nranks : 1;
+  return OP == MELD_COLL_REDUCE_SCATTER || OP == MELD_COLL_ALL_REDUCE ? a->nranks : 1;
 }
+template <int OP>
 MELD_DEV int zc_ndst(const coll_zc_args_t *a, int j) {
-  switch (a->op) {
+  switch (OP) {
     case MELD_COLL_ALL_GATHER: return zc_ag_own(a, j) ? 1 : a->nranks - 1;
     case MELD_COLL_ALL_REDUCE: return a->oneshot ? 1 : a->nranks;
     default: return 1;
   }
 }
 MELD_DEV int zc_rot(const coll_zc_args_t *a, int k) { return (a->rank + 1 + k) % a->nranks; }
+template <int OP>
 MELD_DEV uint64_t zc_len(const coll_zc_args_t *a) {
-  if (a->op != MELD_COLL_ALL_REDUCE || a->oneshot) return a->B;
+  if (OP != MELD_COLL_ALL_REDUCE || a->oneshot) return a->B;
   const uint64_t start = (uint64_t)a->rank * a->part;
   return start >= a->B ? 0 : coll_min(a->part, a->B - start);
 }
+template <int OP>
 MELD_DEV const uint8_t *zc_src(const coll_zc_args_t *a, int j, int k) {
   const uint64_t me = (uint64_t)a->rank;
-  switch (a->op) {
+  switch (OP) {
     case MELD_COLL_ALL_GATHER: return a->send;
     case MELD_COLL_ALL_TO_ALL: return a->send + (uint64_t)zc_rot(a, j) * a->B;
     case MELD_COLL_REDUCE_SCATTER: return a->peer_send[k] + me * a->B;
     default: return a->peer_send[k] + (a->oneshot ? 0 : me * a->part);
   }
 }
+template <int OP>
 MELD_DEV uint8_t *zc_dst(const coll_zc_args_t *a, int j, int k) {
   const uint64_t me = (uint64_t)a->rank;
-  switch (a->op) {
+  switch (OP) {
     case MELD_COLL_ALL_GATHER: return zc_ag_own(a, j) ? a->recv + me * a->B : a->peer_recv[zc_rot(a, k)] + me * a->B;
     case MELD_COLL_ALL_TO_ALL: return a->peer_recv[zc_rot(a, j)] + me * a->B;
     case MELD_COLL_REDUCE_SCATTER: return a->recv;
@@ -1117,31 +1128,31 @@ MELD_DEV uint8_t *zc_dst(const coll_zc_args_t *a, int j, int k) {
 /* Vectors [v0, v1) of job j: U loads per source in flight per thread. Copies store each
  * loaded vector to every destination; P = 2 sums load both sources before adding (no
  * accumulator arrays); longer sums accumulate 8 floats per vector. */
-template <int U, int U2>
+template <int OP, int U, int U2>
 MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, uint32_t t, uint32_t nt) {
-  const int nsrc = zc_nsrc(a), ndst = zc_ndst(a, j), bf16 = a->dtype == COPY_BF16;
+  const int nsrc = zc_nsrc<OP>(a), ndst = zc_ndst<OP>(a, j), bf16 = a->dtype == COPY_BF16;
   uint64_t i = v0 + t;
   if (nsrc == 1) {
-    const int4 *src = (const int4 *)zc_src(a, j, 0);
+    const int4 *src = (const int4 *)zc_src<OP>(a, j, 0);
     for (; i + (U - 1) * (uint64_t)nt < v1; i += U * (uint64_t)nt) {
       int4 v[U];
 #pragma unroll
       for (int u = 0; u < U; u++) v[u] = __ldcg(src + i + u * nt);
       for (int k = 0; k < ndst; k++) {
-        int4 *d = (int4 *)zc_dst(a, j, k);
+        int4 *d = (int4 *)zc_dst<OP>(a, j, k);
 #pragma unroll
         for (int u = 0; u < U; u++) d[i + u * nt] = v[u];
       }
     }
     for (; i < v1; i += nt) {
       const int4 v = __ldcg(src + i);
-      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i] = v;
+      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst<OP>(a, j, k))[i] = v;
     }
     return;
   }
   if (nsrc == 2) { /* P = 2: at most two destinations */
-    coll_sum2_vec<U2>((int4 *)zc_dst(a, j, 0), ndst > 1 ? (int4 *)zc_dst(a, j, 1) : nullptr,
-                      (const int4 *)zc_src(a, j, 0), (const int4 *)zc_src(a, j, 1), a->dtype, i, v1, nt);
+    coll_sum2_vec<U2>((int4 *)zc_dst<OP>(a, j, 0), ndst > 1 ? (int4 *)zc_dst<OP>(a, j, 1) : nullptr,
+                      (const int4 *)zc_src<OP>(a, j, 0), (const int4 *)zc_src<OP>(a, j, 1), a->dtype, i, v1, nt);
     return;
   }
   for (; i < v1; i += 4 * (uint64_t)nt) {
@@ -1151,7 +1162,7 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
 #pragma unroll
       for (int e = 0; e < 8; e++) acc[u][e] = 0.0f;
     for (int k = 0; k < nsrc; k++) {
-      const int4 *s = (const int4 *)zc_src(a, j, k);
+      const int4 *s = (const int4 *)zc_src<OP>(a, j, k);
       int4 v[4];
 #pragma unroll
       for (int u = 0; u < 4; u++)
@@ -1167,54 +1178,56 @@ MELD_DEV void zc_vec(const coll_zc_args_t *a, int j, uint64_t v0, uint64_t v1, u
     for (int u = 0; u < 4; u++) {
       if (i + u * nt >= v1) continue;
       const int4 r = pack_acc(acc[u], a->dtype);
-      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst(a, j, k))[i + u * nt] = r;
+      for (int k = 0; k < ndst; k++) ((int4 *)zc_dst<OP>(a, j, k))[i + u * nt] = r;
     }
   }
 }
 
 /* Elements [e0, e1) of job j, one at a time (tails, misaligned jobs). Copies move the raw
  * 2- or 4-byte words. */
+template <int OP>
 MELD_DEV void zc_elems(const coll_zc_args_t *a, int j, uint64_t e0, uint64_t e1, uint32_t t, uint32_t nt) {
-  const int nsrc = zc_nsrc(a), ndst = zc_ndst(a, j), dt = a->dtype;
+  const int nsrc = zc_nsrc<OP>(a), ndst = zc_ndst<OP>(a, j), dt = a->dtype;
   for (uint64_t e = e0 + t; e < e1; e += nt) {
     if (nsrc == 1) {
       if (dt == COPY_BF16) {
-        const uint16_t v = __ldcg((const unsigned short *)zc_src(a, j, 0) + e);
-        for (int k = 0; k < ndst; k++) ((uint16_t *)zc_dst(a, j, k))[e] = v;
+        const uint16_t v = __ldcg((const unsigned short *)zc_src<OP>(a, j, 0) + e);
+        for (int k = 0; k < ndst; k++) ((uint16_t *)zc_dst<OP>(a, j, k))[e] = v;
       } else {
-        const uint32_t v = __ldcg((const unsigned int *)zc_src(a, j, 0) + e);
-        for (int k = 0; k < ndst; k++) ((uint32_t *)zc_dst(a, j, k))[e] = v;
+        const uint32_t v = __ldcg((const unsigned int *)zc_src<OP>(a, j, 0) + e);
+        for (int k = 0; k < ndst; k++) ((uint32_t *)zc_dst<OP>(a, j, k))[e] = v;
       }
       continue;
     }
     float s = 0.0f;
-    for (int k = 0; k < nsrc; k++) s += load_elem(zc_src(a, j, k), e, dt);
-    for (int k = 0; k < ndst; k++) store_elem(zc_dst(a, j, k), e, s, dt);
+    for (int k = 0; k < nsrc; k++) s += load_elem(zc_src<OP>(a, j, k), e, dt);
+    for (int k = 0; k < ndst; k++) store_elem(zc_dst<OP>(a, j, k), e, s, dt);
   }
 }
 
 /* CTA c's slice of every job. */
+template <int OP>
 MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
   const uint32_t t = threadIdx.x, nt = blockDim.x, C = (uint32_t)a->ctas;
-  const uint64_t es = a->dtype == COPY_BF16 ? 2 : 4, len = zc_len(a);
-  for (int jj = 0; jj < zc_njobs(a); jj++) {
+  const uint64_t es = a->dtype == COPY_BF16 ? 2 : 4, len = zc_len<OP>(a);
+  for (int jj = 0; jj < zc_njobs<OP>(a); jj++) {
     /* Jobs in a rotated order per CTA, so that the CTAs spread over the peers' links. */
-    const int j = (int)((jj + c) % (uint32_t)zc_njobs(a));
+    const int j = (int)((jj + c) % (uint32_t)zc_njobs<OP>(a));
     uintptr_t align = 0;
-    for (int k = 0; k < zc_nsrc(a); k++) align |= (uintptr_t)zc_src(a, j, k);
-    for (int k = 0; k < zc_ndst(a, j); k++) align |= (uintptr_t)zc_dst(a, j, k);
+    for (int k = 0; k < zc_nsrc<OP>(a); k++) align |= (uintptr_t)zc_src<OP>(a, j, k);
+    for (int k = 0; k < zc_ndst<OP>(a, j); k++) align |= (uintptr_t)zc_dst<OP>(a, j, k);
     if ((align & 15u) == 0) {
       const uint64_t nvec = len / 16, per = (nvec + C - 1) / C;
       const uint64_t v0 = coll_min((uint64_t)c * per, nvec), v1 = coll_min(v0 + per, nvec);
       if (v0 < v1) {
-        if (a->unroll >= 8) zc_vec<8, 8>(a, j, v0, v1, t, nt);
-        else zc_vec<4, 4>(a, j, v0, v1, t, nt);
+        if (a->unroll >= 8) zc_vec<OP, 8, 8>(a, j, v0, v1, t, nt);
+        else zc_vec<OP, 4, 4>(a, j, v0, v1, t, nt);
       }
-      if (c == C - 1) zc_elems(a, j, nvec * 16 / es, len / es, t, nt);
+      if (c == C - 1) zc_elems<OP>(a, j, nvec * 16 / es, len / es, t, nt);
     } else {
       const uint64_t n = len / es, per = (n + C - 1) / C;
       const uint64_t e0 = coll_min((uint64_t)c * per, n), e1 = coll_min(e0 + per, n);
-      zc_elems(a, j, e0, e1, t, nt);
+      zc_elems<OP>(a, j, e0, e1, t, nt);
     }
   }
 }
@@ -1230,6 +1243,7 @@ __device__ __noinline__ void zc_trace(const meld_trace_dev_t *t, int role, uint3
   start = globaltimer_ns();
 }
 
+template <int OP>
 __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                         const __grid_constant__ coll_zc_args_t a) {
   meld_ctx_t ctx;
@@ -1244,7 +1258,7 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
     if (threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
-    zc_move(&a, c);
+    zc_move<OP>(&a, c);
     const int P = a.nranks, me = a.rank, tid = (int)threadIdx.x;
     const uint64_t stamp = meld_stamp(ctx.epoch, 1);
     /* bar.sync: this CTA's loads and stores happen before the releases (cumulativity). */
@@ -1264,6 +1278,14 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
   }
   meld_call_end(&ctx);
 }
+
+/* One ZC kernel per op (the op a compile-time constant): each holds only its own path, ~1/4
+ * of the one kernel that took every op by a run-time switch (24.6K SASS instructions: a 4 KB
+ * call's thread 0 ran 30 separate stretches of it, most of its ~2.5 us entry and ~2.2 us move
+ * at one rank being instruction fetch; session 21 call 5, Nsight call 2). */
+static const void *const coll_zc_kernels[MELD_COLL_NUM_OPS] = {
+    (const void *)coll_zc_kernel<MELD_COLL_ALL_GATHER>, (const void *)coll_zc_kernel<MELD_COLL_REDUCE_SCATTER>,
+    (const void *)coll_zc_kernel<MELD_COLL_ALL_REDUCE>, (const void *)coll_zc_kernel<MELD_COLL_ALL_TO_ALL>};
 
 /* One kernel per engine: each gets its own register budget (no spills at the plan limits).
  * SP: coll_ll's lean instantiation (2) or the generic one (0). */
@@ -1631,7 +1653,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     void *kargs[] = {&proto, &zk};
     /* Plain launch: a ZC CTA waits only for the peers' CTAs of its own ticket (see the kernel). */
     meld_result_t r =
-        coll_launch_plain((const void *)coll_zc_kernel, &plan, kargs, stream, (hint && hint->pdl) || zk.pdl);
+        coll_launch_plain(coll_zc_kernels[args->op], &plan, kargs, stream, (hint && hint->pdl) || zk.pdl);
     if (r != MELD_OK) meld_error_prefix("%s", fn);
     return r;
   }
