@@ -10,7 +10,7 @@ i=0
 for b in build build_inl build_inl build; do
   i=$((i + 1))
   for op in all_reduce all_gather; do
-    MELD_TIMEOUT_MS=3000 timeout -k 5 30 $b/bench/bench_coll --zc --only $op --max-bytes 16384 --json "$OUT/c_$i_$op.jsonl" > "$OUT/c_${i}_$op.log" 2>&1
+    MELD_TIMEOUT_MS=3000 timeout -k 5 30 $b/bench/bench_coll --zc --only $op --max-bytes 16384 --json "$OUT/c_${i}_$op.jsonl" > "$OUT/c_${i}_$op.log" 2>&1
     echo "== $i $b $op rc=$? at $(el) s"; grep -E "(ll_loop|zc).*graph" "$OUT/c_${i}_$op.log" | awk '{printf "%s %s %s | ", $2, $3, $5}'; echo
   done
 done
