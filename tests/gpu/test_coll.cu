@@ -550,6 +550,20 @@ static void test_loopback(ctx_t *c) {
   meld_result_t r = meld_all_to_all(c->comm, c->d_send, c->d_recv, 16, MELD_BF16, c->s);
   GT_CHECK(r == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "MELD_COLL_LOOPBACK"),
            "loopback all-to-all -> %s (%s), want MELD_ERR_UNSUPPORTED", meld_strerror(r), meld_last_error());
+  /* The on-by-default switches take 0 or 1 only: anything else is refused before any launch,
+   * naming the variable, and the comm stays usable. */
+  const char *const flags[] = {"MELD_COLL_PDL", "MELD_COLL_LL_LEAN"};
+  for (int f = 0; f < 2; f++) {
+    setenv(flags[f], f ? "2" : "yes", 1);
+    r = meld_all_reduce(c->comm, c->d_send, c->d_recv, 1024, MELD_BF16, c->s);
+    GT_CHECK(r == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), flags[f]),
+             "%s=%s -> %s (%s), want MELD_ERR_INVALID_ARG naming it", flags[f], getenv(flags[f]), meld_strerror(r),
+             meld_last_error());
+    unsetenv(flags[f]);
+  }
+  GT_MELD(meld_all_reduce(c->comm, c->d_send, c->d_recv, 1024, MELD_BF16, c->s));
+  GT_CUDA(cudaStreamSynchronize(c->s));
+  GT_MELD(meld_comm_check(c->comm));
   unsetenv("MELD_COLL_LOOPBACK");
   gt_log("loopback (LL kernel as rank 0 of 2; plain, PDL, lean): %d cases, %d wrong; 3 x 200 back-to-back + 10 graph replays; %.2f s",
          cases, bad, gt_now_s() - t0);
