@@ -21,9 +21,9 @@
  *   --zc-reg: the same on ordinary cudaMalloc buffers registered with meld_mem_register
  *   (default plan and ZC at 16 CTAs, each with and without MELD_COLL_PDL=1).
  *   --trace (with --zc / --zc-reg): 4 back-to-back default calls per op at --max-bytes (one
- *   rank: 16 calls of the ZC kernel, forced) and
- *   nothing timed; with MELD_TRACE=file each rank writes the per-CTA timeline at comm destroy
- *   (ZC: entry handshake, move, wait for the peers' done), tools/trace_png.py draws it. */
+ *   rank: 16 calls of the ZC kernel, forced) and nothing timed; with MELD_TRACE=file each rank
+ *   writes the per-CTA timeline at comm destroy (ZC: entry handshake, move, wait for the peers'
+ *   done), tools/trace_png.py draws it and tools/trace_stats.py sums it up per call. */
 #include <cuda_bf16.h>
 #include <math.h>
 
