@@ -4,8 +4,10 @@
 Events are grouped by call (args.epoch). For each call: the span from the first event's start
 to the last event's end, the gap since the previous call ended (kernel boundary and launch),
 and per role and item order the median and maximum duration and the spread of end times
-across CTAs. For the ZC collectives (three events per CTA and call: wait = entry handshake,
-comm = the move, wait = the peers' done) the roles are told apart by their order in the CTA.
+across CTAs. For the ZC collectives (four events per CTA and call since session 21: other =
+thread 0's entry (ticket, epoch, argument handshake), wait = the entry barrier, comm = the move,
+wait = the peers' done; three before, without the first) the roles are told apart by their order
+in the CTA.
 
 Per-tile events (the GEMM engine's timeline in the fused kernels) carry epoch 0; each is
 assigned to the call whose whole-CTA event of the same CTA contains it, and such a call is

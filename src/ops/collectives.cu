@@ -1252,10 +1252,18 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
    * an ordinary launch. */
   asm volatile("griddepcontrol.wait;" ::: "memory");
   if (a.pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); /* MELD_COLL_PDL */
-  /* Trace (MELD_TRACE): three events per CTA and call: the entry handshake (wait), the move
-   * (comm) and the wait for the peers' done (wait), to tell a call's fixed cost apart. */
-  if (threadIdx.x == 0) zc_trace(&proto.trace, -1, 0, 0);
-  if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
+  /* Trace (MELD_TRACE): four events per CTA and call: thread 0's entry (other: ticket, epoch,
+   * abort word, argument post and the peers' posts), the entry barrier (wait), the move (comm)
+   * and the wait for the peers' done (wait), to tell a call's fixed cost apart. (meld_call_begin
+   * spelled out: its one-thread part, the barrier, the join.) */
+  if (threadIdx.x == 0) {
+    zc_trace(&proto.trace, -1, 0, 0);
+    (void)meld_call_begin_one(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x);
+    zc_trace(&proto.trace, MELD_ROLE_OTHER, ctx.ticket, ctx.epoch);
+  }
+  __syncthreads();
+  meld_call_join(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x);
+  if (!ctx.failed) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
     if (threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
     zc_move<OP>(&a, c);
