@@ -11,7 +11,15 @@
 # Prediction (session 21): tests pass; 4 KB graph latency auto 1.0-1.3 us below auto_s20 (one GPU
 # loopback: 1.1-1.2), i.e. ~0.5-0.6 of NCCL; 64 MB busbw +1-3% over session 9 (the ZC kernels'
 # ~1-1.6 us shorter fixed path; one GPU, 4-64 KB); thread 0's entry >= 1.5 us of the fixed cost.
-# Usage (device, nvidia-h200-x2): OUT=... [PREBUILT=1: carry build/bench/bench_coll build/tests/gpu/test_coll] bash bench/calls/x2_s21.sh
+# (4) If build_exp/bench/bench_coll is there: the same bench rows from branch exp/relaxed-post
+# (the entry's argument post as a relaxed store instead of st.release.sys; session 4's floor rows
+# put ~1.5-3.5 us of every ZC / staged / fused call's entry on that fence), then main's again
+# (A B A). Prediction: exp 1.5-3 us below main on every ZC row <= 1 MB, +1-2% busbw at 64 MB; LL
+# rows equal (LL posts relaxed already). Build it on the CPU first:
+#   git worktree add /tmp/exp exp/relaxed-post && (git -C /tmp/exp rebase main) &&
+#   make -C /tmp/exp build/bench/bench_coll && mkdir -p build_exp/bench && cp /tmp/exp/build/bench/bench_coll build_exp/bench/
+# Usage (device, nvidia-h200-x2): OUT=... [PREBUILT=1: carry build/bench/bench_coll build/tests/gpu/test_coll
+#   (and build_exp/bench/bench_coll)] bash bench/calls/x2_s21.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s21}
 d=$(date -u +%Y-%m-%d)
@@ -28,4 +36,11 @@ for op in all_gather reduce_scatter; do
   echo "== trace $op rc=$? at $(el) s"
   python3 tools/trace_stats.py "$OUT"/coll-trace-$op*.json* 2>&1 | sed -n '/call 3:/,/call 4:/p' | head -12
 done
+if [ -x build_exp/bench/bench_coll ]; then
+  for b in build_exp build; do
+    timeout -k 5 200 $b/bench/bench_coll --zc --max-bytes $((64 << 20)) --json "$OUT/coll-zc-x2-s21-$b-$d.jsonl" > "$OUT/bench_coll_$b.log" 2>&1
+    echo "== $b bench_coll --zc rc=$? at $(el) s"
+    grep -E " (4096|1048576|67108864) " "$OUT/bench_coll_$b.log" | grep -E "auto |zc_c16 " | cut -c1-120
+  done
+fi
 cd "$OUT" && tar czf logs.tgz *.log coll-trace-* && rm -f *.log coll-trace-*
