@@ -104,7 +104,10 @@ typedef struct {
 meld_result_t meld_get_unique_id(meld_unique_id *id);
 
 /* Creates a communicator of nranks ranks; this process is `rank`. Collective.
- * Uses the calling thread's current CUDA device. Rendezvous over TCP with the root named
+ * Uses the calling thread's current CUDA device. Ranks may be processes or threads of one
+ * process (one call per thread, each with its own device set; the threads' streams must not
+ * be the legacy default stream, and a rank's thread must not wait for the whole device, which
+ * would wait for the peers' kernels). Rendezvous over TCP with the root named
  * in `id`, exchanges topology, allocates the symmetric workspace and maps same-node peers'.
  * config may be NULL (all defaults / environment).
  * Fails: MELD_ERR_INVALID_ARG (NULL comm, nranks <= 0, rank out of range, bad config),

@@ -252,15 +252,20 @@ MELD_DEV void meld_call_end(meld_ctx_t *c) {
   meld_cta_shared_t *s = meld_cta_shared();
   /* bar.sync: every thread's use of the scratch is ordered before thread 0's release. */
   __syncthreads();
-  if (threadIdx.x == 0) {
-    const uint32_t nctas = gridDim.x * gridDim.y * gridDim.z;
-    /* acq_rel: releases this CTA's scratch updates; the last CTA acquires all of them
-     * before resetting (otherwise a late atomic could land after the reset). */
-    const uint32_t before = atom_add_acq_rel_gpu_u32(meld_pad_u32(c->p->pad, MELD_PAD_OFF_DONE), 1u);
-    s->last = meld_is_last_cta(before, nctas) ? 1u : 0u;
+  const uint32_t nctas = gridDim.x * gridDim.y * gridDim.z;
+  /* One CTA is the last: no count (its L2 round trip and GPU-scope release sat on the exit
+   * path; the barrier above already orders this CTA's scratch updates before the reset). */
+  if (nctas > 1) {
+    if (threadIdx.x == 0) {
+      /* acq_rel: releases this CTA's scratch updates; the last CTA acquires all of them
+       * before resetting (otherwise a late atomic could land after the reset). */
+      const uint32_t before = atom_add_acq_rel_gpu_u32(meld_pad_u32(c->p->pad, MELD_PAD_OFF_DONE), 1u);
+      s->last = meld_is_last_cta(before, nctas) ? 1u : 0u;
+    }
+    __syncthreads();
+    if (!s->last) return;
   }
-  __syncthreads();
-  if (s->last) meld_call_advance(c->p, c->epoch, threadIdx.x, blockDim.x);
+  meld_call_advance(c->p, c->epoch, threadIdx.x, blockDim.x);
 }
 
 /* The count of meld_call_end_thread alone: ONE thread, after the CTA's own barrier, counts the

@@ -52,6 +52,12 @@ static meld_result_t query_device(struct meld_comm *c, meld_rank_info_t *me) {
   return MELD_OK;
 }
 
+int meld_comm_same_process(const struct meld_comm *c, int r) {
+  const meld_rank_info_t *a = &c->ranks[r], *b = &c->ranks[c->rank];
+  return c->rank_node[r] == c->node && a->host_hash == b->host_hash && a->pid == b->pid &&
+         a->proc_nonce == b->proc_nonce;
+}
+
 /* Peers of this node whose GPU is visible here must be reachable by peer access. (Peers not
  * visible, e.g. under per-rank CUDA_VISIBLE_DEVICES, are checked when their memory is mapped.) */
 static meld_result_t check_peer_access(struct meld_comm *c) {
@@ -148,6 +154,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   me->host_hash = meld_topo_host_hash();
   me->node_override = cfg->node_id;
   me->pid = (int32_t)getpid();
+  me->proc_nonce = meld_topo_proc_nonce();
   me->share_gpu = cfg->share_gpu;
   meld_result_t dev_res = query_device(c, me);
   char dev_err[1024];

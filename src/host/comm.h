@@ -29,7 +29,8 @@ typedef struct meld_symbuf {
                               MELD_SYMBUF_SEQ_WORKSPACE; 0 = other internal buffers       */
   struct meld_symbuf *next;/* list of user allocations (meld_mem_alloc, meld_mem_register) */
   int registered;          /* 1: the user's memory (meld_mem_register): local is not freed,
-                              and peer[r] lies inside the shared mapping maps[r]          */
+                              and peer[r] lies inside the shared mapping maps[r] (NULL
+                              for a peer of this process: peer[r] is its address)        */
   struct meld_ipc_map **maps; /* registered only: [nranks] the mapping of rank r's allocation */
 } meld_symbuf_t;
 
@@ -49,6 +50,7 @@ typedef struct {
   uint64_t host_hash;      /* hostname + boot id: equal on one host                     */
   int32_t node_override;   /* MELD_NODE_ID or -1                                        */
   int32_t pid;
+  uint64_t proc_nonce;     /* random per process: with host_hash and pid, "same process"   */
   char bus_id[32];         /* PCI bus id of the GPU ("0000:19:00.0")                    */
   unsigned char uuid[16];  /* GPU UUID                                                  */
   int32_t sm_count;
@@ -88,6 +90,12 @@ int meld_comm_node_sm_count(const struct meld_comm *comm);
 
 /* This process's host identity hash (hostname and kernel boot id). */
 uint64_t meld_topo_host_hash(void);
+/* A random number drawn once per process (tells processes with the same host and pid apart,
+ * e.g. in two containers). */
+uint64_t meld_topo_proc_nonce(void);
+/* 1 if rank r is a thread of this process (its buffers' addresses are valid here as they are:
+ * no CUDA IPC, which cannot open a handle of its own process). */
+int meld_comm_same_process(const struct meld_comm *comm, int r);
 
 /* Symmetric memory (symmem.c). Collective over comm->boot. On failure nothing stays
  * allocated or mapped. */

@@ -12,7 +12,7 @@
 
 static meld_log_level_t g_level = MELD_LOG_WARN;
 static unsigned g_mask = MELD_SUB_ALL;
-static int g_rank = -1;
+static _Thread_local int g_rank = -1; /* per thread: ranks may be threads of one process */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static const struct {

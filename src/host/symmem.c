@@ -1,5 +1,7 @@
 /* symmem.c — symmetric device buffers: every rank allocates the same size, exchanges CUDA IPC
- * handles over the bootstrap, and maps the buffers of the peers on its node. */
+ * handles over the bootstrap, and maps the buffers of the peers on its node. Peers that are
+ * threads of this process (meld_comm_same_process) use each other's addresses as they are:
+ * CUDA IPC cannot open a handle of its own process, and needs none. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@ typedef struct {
   uint64_t bytes;
   uint64_t offset; /* registered: the range's start within the allocation the handle names */
   uint64_t base, alloc_bytes; /* registered: that allocation in the sender's address space (its identity) */
+  uint64_t ptr;     /* the sender's buffer in its address space (used by peers of its process) */
   int32_t ok; /* 0: this rank failed to allocate (everyone then fails together) */
   int32_t err; /* registered: this rank's meld_result_t when ok is 0 */
 } meld_symbuf_msg_t;
@@ -62,13 +65,33 @@ static void ipc_map_put(struct meld_comm *comm, meld_ipc_map_t *m) {
   free(m);
 }
 
+/* 1 if some peer of this node is another process (CUDA IPC needed). */
+static int needs_ipc(const struct meld_comm *comm) {
+  for (int r = 0; r < comm->nranks; r++)
+    if (r != comm->rank && comm->rank_node[r] == comm->node && !meld_comm_same_process(comm, r)) return 1;
+  return 0;
+}
+
+/* A peer of this process: its address is usable here once this GPU may access the peer's GPU
+ * (nothing to do when they share one). */
+static void *same_process_peer(struct meld_comm *comm, int r, uint64_t ptr, cudaError_t *err) {
+  int dev = -1;
+  *err = cudaDeviceGetByPCIBusId(&dev, comm->ranks[r].bus_id);
+  if (*err == cudaSuccess && dev != comm->device) {
+    *err = cudaDeviceEnablePeerAccess(dev, 0);
+    if (*err == cudaErrorPeerAccessAlreadyEnabled) *err = cudaSuccess;
+  }
+  cudaGetLastError();
+  return *err == cudaSuccess ? (void *)(uintptr_t)ptr : NULL;
+}
+
 void meld_symbuf_unmap(struct meld_comm *comm, meld_symbuf_t *buf) {
   for (int r = 0; buf && buf->peer && r < comm->nranks; r++) {
     if (r == comm->rank) continue;
     if (buf->registered) {
       if (buf->maps && buf->maps[r]) ipc_map_put(comm, buf->maps[r]);
       if (buf->maps) buf->maps[r] = NULL;
-    } else if (buf->peer[r]) {
+    } else if (buf->peer[r] && !meld_comm_same_process(comm, r)) {
       cudaIpcCloseMemHandle(buf->peer[r]);
     }
     buf->peer[r] = NULL;
@@ -119,7 +142,8 @@ meld_result_t meld_symbuf_create(struct meld_comm *comm, size_t bytes, meld_symb
   char local_err[256] = "";
   if (e == cudaSuccess) e = cudaMemset(buf->local, 0, bytes);
   if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  if (e == cudaSuccess && comm->local_size > 1) e = cudaIpcGetMemHandle(&mine->handle, buf->local);
+  if (e == cudaSuccess && needs_ipc(comm)) e = cudaIpcGetMemHandle(&mine->handle, buf->local);
+  mine->ptr = (uint64_t)(uintptr_t)buf->local;
   mine->ok = e == cudaSuccess;
   if (!mine->ok) {
     snprintf(local_err, sizeof local_err, "%s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
@@ -151,7 +175,8 @@ meld_result_t meld_symbuf_create(struct meld_comm *comm, size_t bytes, meld_symb
   for (int r = 0; r < comm->nranks && map_res == MELD_OK; r++) {
     if (r == comm->rank || comm->rank_node[r] != comm->node) continue;
     void *p = NULL;
-    e = cudaIpcOpenMemHandle(&p, msgs[r].handle, cudaIpcMemLazyEnablePeerAccess);
+    if (meld_comm_same_process(comm, r)) p = same_process_peer(comm, r, msgs[r].ptr, &e);
+    else e = cudaIpcOpenMemHandle(&p, msgs[r].handle, cudaIpcMemLazyEnablePeerAccess);
     if (e != cudaSuccess) {
       cudaGetLastError();
       map_res = meld_error(MELD_ERR_CUDA,
@@ -230,7 +255,8 @@ static meld_result_t register_local(struct meld_comm *comm, void *ptr, size_t by
   mine->offset = (uint64_t)(p - (uintptr_t)base);
   mine->base = (uint64_t)base;
   mine->alloc_bytes = (uint64_t)size;
-  if (comm->local_size > 1) {
+  mine->ptr = (uint64_t)p;
+  if (needs_ipc(comm)) {
     const cudaError_t e = cudaIpcGetMemHandle(&mine->handle, (void *)(uintptr_t)base);
     if (e != cudaSuccess) {
       cudaGetLastError();
@@ -288,6 +314,15 @@ meld_result_t meld_symbuf_register(struct meld_comm *comm, void *ptr, size_t byt
   for (int r = 0; r < comm->nranks && map_res == MELD_OK; r++) {
     if (r == comm->rank || comm->rank_node[r] != comm->node) continue;
     cudaError_t e = cudaSuccess;
+    if (meld_comm_same_process(comm, r)) {
+      buf->peer[r] = same_process_peer(comm, r, msgs[r].ptr, &e);
+      if (!buf->peer[r]) {
+        map_res = meld_error(MELD_ERR_CUDA, "cannot reach rank %d's registered range from GPU %s: %s (%s)", r,
+                             comm->ranks[comm->rank].bus_id, cudaGetErrorName(e), cudaGetErrorString(e));
+        break;
+      }
+      continue;
+    }
     buf->maps[r] = ipc_map_get(comm, r, &msgs[r].handle, msgs[r].base, msgs[r].alloc_bytes, &e);
     if (!buf->maps[r]) {
       map_res = meld_error(MELD_ERR_CUDA, "cannot map rank %d's registered range from GPU %s: %s (%s)", r,

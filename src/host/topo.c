@@ -1,6 +1,8 @@
 /* topo.c — which ranks form a node: by host identity, or by MELD_NODE_ID (emulated nodes). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -24,6 +26,28 @@ uint64_t meld_topo_host_hash(void) {
   }
   uint64_t h = fnv1a(0xcbf29ce484222325ull, host, strlen(host));
   return fnv1a(h, boot, strlen(boot));
+}
+
+static pthread_once_t g_nonce_once = PTHREAD_ONCE_INIT;
+static uint64_t g_nonce;
+
+static void nonce_draw(void) {
+  FILE *f = fopen("/dev/urandom", "rb");
+  if (f) {
+    if (fread(&g_nonce, sizeof g_nonce, 1, f) != 1) g_nonce = 0;
+    fclose(f);
+  }
+  /* (no /dev/urandom: the clock and this process's address layout) */
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const uint64_t mix[3] = {(uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, (uint64_t)(uintptr_t)&g_nonce,
+                           (uint64_t)getpid()};
+  g_nonce = fnv1a(g_nonce ^ 0xcbf29ce484222325ull, mix, sizeof mix);
+}
+
+uint64_t meld_topo_proc_nonce(void) {
+  pthread_once(&g_nonce_once, nonce_draw);
+  return g_nonce;
 }
 
 meld_result_t meld_topo_assign_nodes(const meld_rank_info_t *ranks, int nranks, int *rank_node,
