@@ -344,7 +344,7 @@ meld_result_t meld_gemm_rs_rows(int64_t m, int nranks, int rank, int64_t *first,
  * own tiles come last and their epilogue adds the arrived partials in fp32. Needs R a
  * multiple of 128, ranks of one node, and (P - 1) * R * roundup(N, 8) * 2 bytes + 4 KiB of
  * workspace (MELD_WORKSPACE_BYTES); otherwise AUTO takes the unfused path (meld_gemm into a
- * scratch buffer the library keeps per device, then meld_reduce_scatter), and FUSED fails
+ * scratch buffer the library keeps per communicator, then meld_reduce_scatter), and FUSED fails
  * with MELD_ERR_UNSUPPORTED / MELD_ERR_OUT_OF_MEMORY naming the size. P = 1 is a plain GEMM.
  * Fails: MELD_ERR_INVALID_ARG (NULL, bad dims or alignment), MELD_ERR_UNSUPPORTED (ranks on
  * several nodes, not Hopper), MELD_ERR_OUT_OF_MEMORY, MELD_ERR_CUDA; device-side errors

@@ -50,13 +50,21 @@ MELD_DEV meld_cta_shared_t *meld_cta_shared(void) {
 MELD_DEV uint32_t *meld_pad_u32(uint8_t *pad, uint32_t offset) { return (uint32_t *)(pad + offset); }
 
 /* Posts (epoch, arg hash) into every same-node peer's handshake slot for this rank. One
- * thread. A plain release store: the slot has one writer (this rank) per parity. */
+ * thread; the slot has one writer (this rank) per parity. A RELAXED store: the post orders
+ * nothing of this kernel (it is the entry's first store, after griddepcontrol.wait where the
+ * kernel is launched early), and what it announces, that this rank's earlier stream work on
+ * the buffers the peers will touch is done, is ordered by the kernel boundary: those kernels'
+ * stores to this GPU's memory are performed at its L2, the point every peer's access to that
+ * memory goes through, and their loads have returned. The peers' ld.acquire.sys of the post
+ * stays (their later accesses are ordered after seeing it). Until session 22 a st.release.sys,
+ * a system-scope fence on every call's critical path: 0.5-0.6 us a ZC call with two ranks in
+ * flight on one GPU (bench_inproc); session 4's 2-GPU floor rows put 1.5-3.5 us on it. */
 MELD_DEV void meld_args_post(const meld_ctx_t *c) {
   const meld_proto_dev_t *p = c->p;
   const uint64_t v = meld_args_pack(c->epoch, c->arg_hash);
   for (int r = 0; r < p->nranks; r++) {
     uint8_t *peer = r == p->rank ? (uint8_t *)0 : p->peer_pads[r];
-    if (peer) st_release_sys_u64(meld_pad_u64(peer, meld_pad_args_offset(p->rank, c->epoch)), v);
+    if (peer) st_relaxed_sys_u64(meld_pad_u64(peer, meld_pad_args_offset(p->rank, c->epoch)), v);
   }
 }
 
@@ -132,7 +140,8 @@ MELD_DEV bool meld_args_verify(meld_ctx_t *c) {
   if (w.mirrored) meld_mirror_clear(c);
   /* Acquire: one ld.acquire.sys of each peer's post (already seen by a relaxed load), in place
    * of the fence.acq_rel.sys that ended the handshake until session 10 (a system-scope fence
-   * with release semantics in every CTA of every call; signal.cuh meld_acquire_slot). */
+   * with release semantics in every CTA of every call; signal.cuh meld_acquire_slot). Polling
+   * with acquire loads instead (no re-read) measured nothing (session 22 call 6). */
   for (int r = 0; r < p->nranks; r++)
     if (r != p->rank && p->peer_pads[r]) (void)ld_acquire_sys_u64(meld_pad_u64(p->pad, meld_pad_args_offset(r, c->epoch)));
   return true;
@@ -247,19 +256,22 @@ MELD_DEV void meld_call_advance(const meld_proto_dev_t *p, uint64_t epoch, uint3
 
 /* Exit of a call, every thread of the CTA (contains __syncthreads). Always reached, also
  * after a failed begin or an abort: the done count must reach gridDim for the counter to
- * advance. The CTA must not touch the call's scratch after this. */
-MELD_DEV void meld_call_end(meld_ctx_t *c) {
+ * advance. The CTA must not touch the call's scratch after this. RELEASE (meld_call_end):
+ * the count is acq_rel, releasing this CTA's scratch updates to the last CTA, which acquires
+ * all of them before resetting (otherwise a late atomic could land after the reset); a kernel
+ * whose CTAs write no scratch may count relaxed (coll_ll_end). */
+template <bool RELEASE>
+MELD_DEV void meld_call_end_count(meld_ctx_t *c) {
   meld_cta_shared_t *s = meld_cta_shared();
-  /* bar.sync: every thread's use of the scratch is ordered before thread 0's release. */
+  /* bar.sync: every thread's use of the scratch is ordered before thread 0's count. */
   __syncthreads();
   const uint32_t nctas = gridDim.x * gridDim.y * gridDim.z;
   /* One CTA is the last: no count (its L2 round trip and GPU-scope release sat on the exit
    * path; the barrier above already orders this CTA's scratch updates before the reset). */
   if (nctas > 1) {
     if (threadIdx.x == 0) {
-      /* acq_rel: releases this CTA's scratch updates; the last CTA acquires all of them
-       * before resetting (otherwise a late atomic could land after the reset). */
-      const uint32_t before = atom_add_acq_rel_gpu_u32(meld_pad_u32(c->p->pad, MELD_PAD_OFF_DONE), 1u);
+      uint32_t *done = meld_pad_u32(c->p->pad, MELD_PAD_OFF_DONE);
+      const uint32_t before = RELEASE ? atom_add_acq_rel_gpu_u32(done, 1u) : atom_add_relaxed_gpu_u32(done, 1u);
       s->last = meld_is_last_cta(before, nctas) ? 1u : 0u;
     }
     __syncthreads();
@@ -267,6 +279,7 @@ MELD_DEV void meld_call_end(meld_ctx_t *c) {
   }
   meld_call_advance(c->p, c->epoch, threadIdx.x, blockDim.x);
 }
+MELD_DEV void meld_call_end(meld_ctx_t *c) { meld_call_end_count<true>(c); }
 
 /* The count of meld_call_end_thread alone: ONE thread, after the CTA's own barrier, counts the
  * CTA done (acq_rel) and returns 1 in the last CTA of the call, which has then acquired every

@@ -52,10 +52,30 @@ static meld_result_t query_device(struct meld_comm *c, meld_rank_info_t *me) {
   return MELD_OK;
 }
 
-int meld_comm_same_process(const struct meld_comm *c, int r) {
-  const meld_rank_info_t *a = &c->ranks[r], *b = &c->ranks[c->rank];
-  return c->rank_node[r] == c->node && a->host_hash == b->host_hash && a->pid == b->pid &&
+static int same_process(const struct meld_comm *c, int q, int r) {
+  const meld_rank_info_t *a = &c->ranks[q], *b = &c->ranks[r];
+  return c->rank_node[q] == c->rank_node[r] && a->host_hash == b->host_hash && a->pid == b->pid &&
          a->proc_nonce == b->proc_nonce;
+}
+int meld_comm_same_process(const struct meld_comm *c, int r) { return same_process(c, r, c->rank); }
+
+/* Ranks that are threads of one process on one GPU (MELD_SHARE_GPU) run their kernels at the
+ * same time: each plans with its share of the SMs, so that every rank's grid fits beside the
+ * others' (a whole-GPU grid whose CTAs wait for a peer that cannot start would time out).
+ * Every rank computes the same shares from the all-gathered infos. */
+static void share_sms(struct meld_comm *c) {
+  int *n = calloc((size_t)c->nranks, sizeof *n);
+  if (!n) return; /* (only a plan input: the whole GPU then, as for processes) */
+  for (int r = 0; r < c->nranks; r++)
+    for (int q = 0; q < c->nranks; q++)
+      n[r] += same_process(c, q, r) && memcmp(c->ranks[q].uuid, c->ranks[r].uuid, sizeof c->ranks[r].uuid) == 0;
+  for (int r = 0; r < c->nranks; r++)
+    if (n[r] > 1) c->ranks[r].sm_count /= n[r];
+  if (n[c->rank] > 1)
+    MELD_INFO(MELD_SUB_INIT, "rank %d: %d ranks of this process share GPU %s: %d of its %d SMs each", c->rank,
+              n[c->rank], c->ranks[c->rank].bus_id, c->ranks[c->rank].sm_count, c->sm_count);
+  c->sm_count = c->ranks[c->rank].sm_count;
+  free(n);
 }
 
 /* Peers of this node whose GPU is visible here must be reachable by peer access. (Peers not
@@ -117,6 +137,7 @@ static void comm_free(struct meld_comm *c, int collective) {
   }
   meld_symbuf_destroy(c, &c->pad);
   meld_symbuf_destroy(c, &c->workspace);
+  if (c->unfused_scratch) cudaFree(c->unfused_scratch);
   while (c->ipc_maps) { /* (empty unless a refcount went wrong: close what is left) */
     meld_ipc_map_t *m = c->ipc_maps;
     c->ipc_maps = m->next;
@@ -169,10 +190,12 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
                   res, fail);
   c->node = c->rank_node[rank];
   c->local_rank = c->rank_local[rank];
+  share_sms(c);
   for (int r = 0; r < nranks; r++) c->local_size += c->rank_node[r] == c->node;
   MELD_CHECK_GOTO(agree(c, check_peer_access(c), "the peer-access check"), res, fail);
   for (int r = 0; r < nranks; r++)
-    if (r != rank && c->rank_node[r] == c->node && memcmp(c->ranks[r].uuid, me->uuid, sizeof me->uuid) == 0) {
+    if (r != rank && c->rank_node[r] == c->node && !meld_comm_same_process(c, r) &&
+        memcmp(c->ranks[r].uuid, me->uuid, sizeof me->uuid) == 0) {
       MELD_WARN(MELD_SUB_INIT,
                 "MELD_SHARE_GPU: rank %d shares GPU %s with rank %d; the kernels of different "
                 "processes take turns on it (time slices), so this tests the multi-rank protocol, "

@@ -73,6 +73,9 @@ struct meld_comm {
   meld_symbuf_t pad;       /* MELD_SIGNAL_PAD_BYTES per rank: signals, credits, abort   */
   meld_symbuf_t *user_bufs;/* meld_mem_alloc and meld_mem_register list                 */
   uint64_t user_buf_seq;   /* meld_mem_alloc / _register calls so far (the last seq given) */
+  void *unfused_scratch;   /* meld_gemm_rs / _ar unfused paths' buffer (gemm_rs.cu): one per
+                              comm, grown stream-ordered; freed at destroy                   */
+  size_t unfused_scratch_bytes;
   meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
 };

@@ -432,9 +432,10 @@ static meld_result_t ag_tmp_buffer(const struct meld_comm *comm, size_t bytes, c
                        bytes);
       goto out;
     }
-    if (e->ptr) cudaFree(e->ptr);
+    /* stream-ordered: a cudaMalloc would synchronize the streams (see gemm.cu gemm_workspace) */
+    if (e->ptr) MELD_CUDA_CHECK_GOTO(cudaFreeAsync(e->ptr, stream), res, out);
     e->ptr = NULL, e->bytes = 0;
-    MELD_CUDA_CHECK_GOTO(cudaMalloc(&e->ptr, bytes), res, out);
+    MELD_CUDA_CHECK_GOTO(cudaMallocAsync(&e->ptr, bytes, stream), res, out);
     e->bytes = bytes;
   }
   *out = e->ptr;

@@ -823,20 +823,7 @@ MELD_DEV bool coll_ll_take(meld_ctx_t *c, const uint8_t *line, uint32_t flag, in
  * (microseconds on the critical path). One CTA needs no count at all. The last CTA resets the
  * words and advances the counter with plain stores (meld_call_advance); the next call is a
  * later kernel, ordered after them by the kernel boundary. */
-MELD_DEV void coll_ll_end(meld_ctx_t *ctx) {
-  meld_cta_shared_t *s = meld_cta_shared();
-  const uint32_t nctas = gridDim.x * gridDim.y * gridDim.z;
-  __syncthreads(); /* every thread of this CTA is done with the call */
-  if (nctas > 1) {
-    if (threadIdx.x == 0) {
-      const uint32_t before = atom_add_relaxed_gpu_u32(meld_pad_u32(ctx->p->pad, MELD_PAD_OFF_DONE), 1u);
-      s->last = meld_is_last_cta(before, nctas) ? 1u : 0u;
-    }
-    __syncthreads();
-    if (!s->last) return;
-  }
-  meld_call_advance(ctx->p, ctx->epoch, threadIdx.x, blockDim.x);
-}
+MELD_DEV void coll_ll_end(meld_ctx_t *ctx) { meld_call_end_count<false>(ctx); }
 
 MELD_DEV void coll_acc8(float acc[4], uint64_t v, int dtype) {
   if (dtype == COPY_BF16) {

@@ -196,21 +196,24 @@ static meld_result_t gemm_workspace(int owner, int dev, cudaStream_t stream, siz
       res = MELD_ERR_OUT_OF_MEMORY; /* quiet: the caller falls back */
       goto out;
     }
+    /* Stream-ordered (cudaFreeAsync / cudaMallocAsync on the entry's own stream): a cudaMalloc
+     * is an implicit synchronization between streams, so a kernel of another stream that waits
+     * for this thread's next one (a rank of this process on the same GPU) would never end. */
     if (*have < bytes) {
-      if (*buf) cudaFree(*buf);
+      if (*buf) MELD_CUDA_CHECK_GOTO(cudaFreeAsync(*buf, stream), res, out);
       *buf = NULL;
       *have = 0;
-      MELD_CUDA_CHECK_GOTO(cudaMalloc((void **)buf, bytes), res, out);
+      MELD_CUDA_CHECK_GOTO(cudaMallocAsync((void **)buf, bytes, stream), res, out);
       if (zeroed) MELD_CUDA_CHECK_GOTO(cudaMemsetAsync(*buf, 0, bytes, stream), res, out);
       *have = bytes;
     }
     *ws = *buf;
   }
   if (e->counter_words < words) {
-    if (e->counters) cudaFree(e->counters);
+    if (e->counters) MELD_CUDA_CHECK_GOTO(cudaFreeAsync(e->counters, stream), res, out);
     e->counters = NULL;
     e->counter_words = 0;
-    MELD_CUDA_CHECK_GOTO(cudaMalloc((void **)&e->counters, words * 4), res, out);
+    MELD_CUDA_CHECK_GOTO(cudaMallocAsync((void **)&e->counters, words * 4, stream), res, out);
     MELD_CUDA_CHECK_GOTO(cudaMemsetAsync(e->counters, 0, words * 4, stream), res, out);
     e->counter_words = words;
   }

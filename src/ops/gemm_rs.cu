@@ -26,7 +26,6 @@
  *      it into the error record; meld_call_end advances the epoch.
  * Memory-ordering arguments: next to each wait and release (gemm.cuh hooks, signal.cuh). */
 #include <cuda_runtime.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -520,7 +519,7 @@ static meld_result_t gemm_rs_map_c(const meld_gemm_args_t *g, const gemm_plan_op
   gemm_plan_opts_t o2 = *o;
   o2.split_k = 1;
   o2.stream_k = 1;
-  static gemm_params_t t2; /* large: not on the stack */
+  static thread_local gemm_params_t t2; /* large: not on the stack; per thread (ranks may be threads) */
   int w2 = 0;
   MELD_CHECK(gemm_plan_make(&g2, &o2, &t2, &w2));
   *out = t2.map_c;
@@ -546,7 +545,10 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
                                : gemm_rs_kernel_for<-1, true>(kn, g2);
   int grid = 0;
   MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid));
-  static gemm_rs_kargs_t k; /* large: not on the stack; copied by the launch */
+  /* Large: not on the stack; copied by the launch. Per thread: ranks may be threads of one
+   * process (a process-wide static let two ranks' calls write each other's arguments: wrong
+   * results, found by test_inproc in session 22). */
+  static thread_local gemm_rs_kargs_t k;
   memset(&k, 0, sizeof k);
   uint8_t *ws = (uint8_t *)comm->workspace.local;
   meld_gemm_args_t g = gemm_rs_gemm_args(a);
@@ -768,44 +770,33 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
  * all-reduce's single trip wins: session 4 run 4, ZC 10-19 us vs LL 4.5-17.5 up to 1 MB). */
 #define GEMM_AR_ZC_MIN_BYTES ((size_t)512 << 10)
 
-/* Scratch of the unfused paths, per device (grown on demand; not while capturing). */
-#define GEMM_RS_MAX_DEVICES 64
-static void *g_scratch[GEMM_RS_MAX_DEVICES];
-static size_t g_scratch_bytes[GEMM_RS_MAX_DEVICES];
-static pthread_mutex_t g_scratch_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static meld_result_t gemm_rs_scratch(const char *fn, size_t bytes, cudaStream_t stream, void **out) {
-  int dev = 0;
-  MELD_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev >= GEMM_RS_MAX_DEVICES) return meld_error(MELD_ERR_UNSUPPORTED, "%s: device ordinal %d >= %d", fn, dev, GEMM_RS_MAX_DEVICES);
-  meld_result_t res = MELD_OK;
-  pthread_mutex_lock(&g_scratch_lock);
-  if (g_scratch_bytes[dev] < bytes) {
+/* Scratch of the unfused paths: one per comm (comms on one GPU may run at once: ranks of one
+ * process, or several comms of one rank), grown on demand in stream order (cudaFreeAsync /
+ * cudaMallocAsync on the call's stream: a device-wide wait here would also wait for peers'
+ * kernels that wait for this rank); not while capturing. Earlier calls of the comm are ordered
+ * before the growth: a comm's calls are stream-ordered. */
+static meld_result_t gemm_rs_scratch(struct meld_comm *comm, const char *fn, size_t bytes, cudaStream_t stream,
+                                     void **out) {
+  if (comm->unfused_scratch_bytes < bytes) {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
-      res = meld_error(MELD_ERR_UNSUPPORTED,
-                       "%s: the unfused path needs %zu bytes of scratch, which cannot be allocated during stream "
-                       "capture: run the call once before capturing",
-                       fn, bytes);
-    } else {
-      if (g_scratch[dev]) {
-        cudaDeviceSynchronize(); /* earlier calls may still use it */
-        cudaFree(g_scratch[dev]);
-      }
-      g_scratch[dev] = NULL;
-      g_scratch_bytes[dev] = 0;
-      if (cudaMalloc(&g_scratch[dev], bytes) != cudaSuccess) {
-        (void)cudaGetLastError();
-        g_scratch[dev] = NULL;
-        res = meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", fn, bytes);
-      } else {
-        g_scratch_bytes[dev] = bytes;
-      }
+    MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone)
+      return meld_error(MELD_ERR_UNSUPPORTED,
+                        "%s: the unfused path needs %zu bytes of scratch, which cannot be allocated during stream "
+                        "capture: run the call once before capturing",
+                        fn, bytes);
+    if (comm->unfused_scratch) MELD_CUDA_CHECK(cudaFreeAsync(comm->unfused_scratch, stream));
+    comm->unfused_scratch = NULL;
+    comm->unfused_scratch_bytes = 0;
+    if (cudaMallocAsync(&comm->unfused_scratch, bytes, stream) != cudaSuccess) {
+      (void)cudaGetLastError();
+      comm->unfused_scratch = NULL;
+      return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", fn, bytes);
     }
+    comm->unfused_scratch_bytes = bytes;
   }
-  *out = g_scratch[dev];
-  pthread_mutex_unlock(&g_scratch_lock);
-  return res;
+  *out = comm->unfused_scratch;
+  return MELD_OK;
 }
 
 static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
@@ -863,7 +854,7 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
       return r;
     }
     void *buf = a->c;
-    if (!direct) MELD_CHECK(gemm_rs_scratch(fn, (size_t)a->m * (size_t)pl->ldn * 2, stream, &buf));
+    if (!direct) MELD_CHECK(gemm_rs_scratch(comm, fn, (size_t)a->m * (size_t)pl->ldn * 2, stream, &buf));
     g.c = buf;
     g.ldc = direct ? a->ldc : pl->ldn;
     MELD_CHECK(meld_gemm(&g, stream));
@@ -874,7 +865,7 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
     return MELD_OK;
   }
   void *buf = NULL;
-  MELD_CHECK(gemm_rs_scratch(fn, pl->scratch_bytes, stream, &buf));
+  MELD_CHECK(gemm_rs_scratch(comm, fn, pl->scratch_bytes, stream, &buf));
   const size_t R = (size_t)pl->split_rows, ldn = (size_t)pl->ldn;
   g.c = buf; /* rows [M, P*R) of the buffer are never written: summed, then dropped */
   g.ldc = pl->ldn;

@@ -37,14 +37,17 @@
 
 #include "meld.h"
 
-static int gt_passed = 0, gt_failed = 0, gt_rank = -1;
+/* Counters shared by a process's threads (test_inproc runs ranks as threads); the rank is
+ * per thread. */
+static int gt_passed = 0, gt_failed = 0;
+static __thread int gt_rank = -1;
 
 #define GT_CHECK(cond, ...)                                                         \
   do {                                                                              \
     if (cond) {                                                                     \
-      gt_passed++;                                                                  \
+      __atomic_fetch_add(&gt_passed, 1, __ATOMIC_RELAXED);                          \
     } else {                                                                        \
-      gt_failed++;                                                                  \
+      __atomic_fetch_add(&gt_failed, 1, __ATOMIC_RELAXED);                          \
       fprintf(stdout, "[rank %d] FAIL %s:%d: ", gt_rank, __FILE__, __LINE__);       \
       fprintf(stdout, __VA_ARGS__);                                                 \
       fprintf(stdout, "\n");                                                        \

@@ -1,0 +1,342 @@
+/* GPU tests of ranks as threads of ONE process (one meld_comm_init per thread; peers of one
+ * process share buffers by address, no CUDA IPC). Two ranks, on two GPUs when present, else
+ * both on one GPU (MELD_SHARE_GPU), where unlike rank processes their kernels run at the same
+ * time, each with half the SMs in its plans:
+ *   - every collective (all-gather, reduce-scatter, all-reduce, all-to-all), bf16 and fp32, on
+ *     ordinary, meld_mem_alloc and meld_mem_register'ed buffers, an odd count and one large
+ *     enough for the staged / ZC engines, against a host reference (recv poisoned first);
+ *   - 200 back-to-back all-reduces with a different input each (no host sync), every output
+ *     checked; the same as a CUDA graph replayed;
+ *   - GEMM+RS, GEMM+AR (fused and unfused) and AG+GEMM against a host reference;
+ *   - a peer that never calls: MELD_ERR_TIMEOUT, not a hang.
+ * Each thread synchronizes only its own stream (a device-wide wait would wait for the peer's
+ * kernels, which wait for this thread's next call). */
+#include <pthread.h>
+
+#include <initializer_list>
+
+#include "gpu_test.h"
+
+#define P 2
+static meld_unique_id g_id;
+static pthread_barrier_t g_bar;
+static int g_ndev;
+/* host copies of every rank's inputs, for the references */
+static uint16_t *g_in16[P];
+static float *g_in32[P];
+static uint16_t *g_a[P], *g_b[P]; /* fused cases: A and B of each rank */
+
+static float bf(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t to_bf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+typedef enum { K_ORD = 0, K_SYM = 1, K_REG = 2 } kind_t;
+static const char *const g_kind[] = {"ordinary", "meld_mem_alloc", "registered"};
+static const char *const g_op[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all"};
+
+static meld_result_t coll(int op, meld_comm_t c, const void *s, void *r, size_t count, meld_dtype_t dt, cudaStream_t st) {
+  switch (op) {
+    case 0: return meld_all_gather(c, s, r, count, dt, st);
+    case 1: return meld_reduce_scatter(c, s, r, count, dt, st);
+    case 2: return meld_all_reduce(c, s, r, count, dt, st);
+    default: return meld_all_to_all(c, s, r, count, dt, st);
+  }
+}
+
+/* Elements of send and recv for op with `count` (meld.h conventions). */
+static void sizes(int op, size_t count, size_t *ns, size_t *nr) {
+  *ns = op == 1 || op == 3 ? count * P : count;
+  *nr = op == 0 || op == 3 ? count * P : count;
+}
+
+/* Expected recv[i] of `rank` (fp32 value before rounding to the dtype). */
+static float expect(int op, int rank, size_t count, size_t i, int fp32) {
+#define IN(r, j) (fp32 ? g_in32[r][j] : bf(g_in16[r][j]))
+  switch (op) {
+    case 0: return IN(i / count, i % count);
+    case 3: return IN(i / count, (size_t)rank * count + i % count); /* block `rank` of sender i / count */
+    default: {
+      const size_t j = op == 1 ? (size_t)rank * count + i : i;
+      float s = 0.0f;
+      for (int r = 0; r < P; r++) s += IN(r, j);
+      return s;
+    }
+  }
+#undef IN
+}
+
+/* One collective case: fresh inputs, poisoned recv, one call, compared with the reference. */
+static void coll_case(int rank, meld_comm_t comm, cudaStream_t st, int op, kind_t kind, int fp32, size_t count,
+                      void *dsend, void *drecv, void *host) {
+  const size_t es = fp32 ? 4 : 2;
+  size_t ns, nr;
+  sizes(op, count, &ns, &nr);
+  uint64_t seed = 1469598103934665603ull ^ (uint64_t)(rank * 7919 + op * 131 + kind * 17 + fp32 + count);
+  for (size_t i = 0; i < ns; i++) {
+    float v = gt_rand_f(&seed);
+    if (fabsf(v) < 1.0f / 64) v = 0.5f;
+    if (fp32) g_in32[rank][i] = v;
+    else g_in16[rank][i] = to_bf(v);
+  }
+  GT_CUDA(cudaMemcpyAsync(dsend, fp32 ? (void *)g_in32[rank] : (void *)g_in16[rank], ns * es, cudaMemcpyHostToDevice, st));
+  GT_CUDA(cudaMemsetAsync(drecv, 0xff, nr * es, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&g_bar); /* every rank's inputs are in place (host references) */
+  GT_MELD(coll(op, comm, dsend, drecv, count, fp32 ? MELD_FP32 : MELD_BF16, st));
+  GT_CUDA(cudaMemcpyAsync(host, drecv, nr * es, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  double num = 0, den = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < nr; i++) {
+    const float ref = expect(op, rank, count, i, fp32);
+    const float want = fp32 ? ref : bf(to_bf(ref));
+    const float got = fp32 ? ((const float *)host)[i] : bf(((const uint16_t *)host)[i]);
+    if (!(got == want)) bad++; /* rank-order fp32 sums, rounded once: bitwise */
+    num += ((double)got - want) * ((double)got - want);
+    den += (double)want * want;
+  }
+  const double rel = den > 0 ? sqrt(num / den) : 0;
+  GT_CHECK(bad == 0 && rel == rel, "%s %s %s count %zu: %zu of %zu elements differ (rel %.3g)", g_op[op], g_kind[kind],
+           fp32 ? "fp32" : "bf16", count, bad, nr, rel);
+  pthread_barrier_wait(&g_bar); /* the host inputs are reused by the next case */
+}
+
+/* 200 back-to-back all-reduces, a different input each (from one device fill before), no host
+ * sync between calls; then the same 200 as a graph, replayed. */
+static void b2b_case(int rank, meld_comm_t comm, cudaStream_t st, kind_t kind, void *in, void *out, size_t count, int n,
+                     uint16_t *host) {
+  for (int pass = 0; pass < 2; pass++) {
+    gt_fill_bf16<<<132, 256, 0, st>>>((uint16_t *)in, count * n, 1000 + 10 * rank + pass);
+    GT_CUDA(cudaMemsetAsync(out, 0xff, count * n * 2, st));
+    GT_CUDA(cudaMemcpyAsync(g_in16[rank], in, count * n * 2, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    const double t0 = gt_now_s();
+    if (pass == 0) {
+      for (int i = 0; i < n; i++)
+        GT_MELD(meld_all_reduce(comm, (uint16_t *)in + (size_t)i * count, (uint16_t *)out + (size_t)i * count, count,
+                                MELD_BF16, st));
+    } else {
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < n; i++)
+        GT_MELD(meld_all_reduce(comm, (uint16_t *)in + (size_t)i * count, (uint16_t *)out + (size_t)i * count, count,
+                                MELD_BF16, st));
+      GT_CUDA(cudaStreamEndCapture(st, &g));
+      GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
+      for (int k = 0; k < 3; k++) GT_CUDA(cudaGraphLaunch(ge, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      GT_CUDA(cudaGraphExecDestroy(ge));
+      GT_CUDA(cudaGraphDestroy(g));
+    }
+    GT_CUDA(cudaMemcpyAsync(host, out, count * n * 2, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    const double dt = gt_now_s() - t0;
+    pthread_barrier_wait(&g_bar);
+    size_t bad = 0;
+    for (size_t i = 0; i < count * n; i++) {
+      float s = 0.0f;
+      for (int r = 0; r < P; r++) s += bf(g_in16[r][i]);
+      bad += host[i] != to_bf(s);
+    }
+    GT_CHECK(bad == 0, "%s x%d all-reduces of %zu bf16 (%s): %zu elements differ", pass ? "graph of" : "back-to-back", n,
+             count, g_kind[kind], bad);
+    gt_log("%s %d all-reduces of %zu bf16, %s buffers: %.3f s", pass ? "graph (3 replays) of" : "back-to-back", n, count,
+           g_kind[kind], dt);
+    pthread_barrier_wait(&g_bar);
+  }
+}
+
+/* Host reference of GEMM+RS / GEMM+AR rows [r0, r0 + rows): sum over ranks of A_r x B_r^T
+ * (A [M, K], B [N, K]), fp32; then the relative error of got (bf16, ld n). */
+static double gemm_rs_err(int64_t m, int64_t n, int64_t k, int64_t r0, int64_t rows, const uint16_t *got) {
+  (void)m;
+  double num = 0, den = 0;
+  for (int64_t i = r0; i < r0 + rows; i++)
+    for (int64_t j = 0; j < n; j++) {
+      float s = 0.0f;
+      for (int r = 0; r < P; r++) {
+        float d = 0.0f;
+        for (int64_t q = 0; q < k; q++) d += bf(g_a[r][i * k + q]) * bf(g_b[r][j * k + q]);
+        s += d;
+      }
+      const double e = (double)bf(got[(i - r0) * n + j]) - s;
+      num += e * e;
+      den += (double)s * s;
+    }
+  return den > 0 ? sqrt(num / den) : 1.0;
+}
+
+static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
+  const int64_t M = 256, N = 384, K = 512;
+  const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+  uint16_t *A, *B, *C;
+  GT_CUDA(cudaMalloc(&A, na * 2));
+  GT_CUDA(cudaMalloc(&B, nb * 2));
+  GT_CUDA(cudaMalloc(&C, nc * 2));
+  uint16_t *host = (uint16_t *)malloc(nc * 2);
+  g_a[rank] = (uint16_t *)malloc(na * 2);
+  g_b[rank] = (uint16_t *)malloc(nb * 2);
+  gt_fill_bf16<<<132, 256, 0, st>>>(A, na, 500 + rank);
+  gt_fill_bf16<<<132, 256, 0, st>>>(B, nb, 600 + rank);
+  GT_CUDA(cudaMemcpyAsync(g_a[rank], A, na * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaMemcpyAsync(g_b[rank], B, nb * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&g_bar);
+  for (int is_ar = 0; is_ar < 2; is_ar++)
+    for (int algo = 1; algo <= 2; algo++) {
+      meld_gemm_rs_args_t a;
+      memset(&a, 0, sizeof a);
+      a.a = A, a.lda = K, a.b = B, a.ldb = K, a.b_layout = MELD_B_NK, a.c = C, a.ldc = N;
+      a.m = M, a.n = N, a.k = K, a.algo = (meld_gemm_rs_algo_t)algo;
+      int64_t r0 = 0, rows = M;
+      if (!is_ar) GT_MELD(meld_gemm_rs_rows(M, P, rank, &r0, &rows));
+      GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
+      GT_MELD(is_ar ? meld_gemm_ar(comm, &a, st) : meld_gemm_rs(comm, &a, st));
+      GT_CUDA(cudaMemcpyAsync(host, C, (size_t)rows * N * 2, cudaMemcpyDeviceToHost, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      const double e = gemm_rs_err(M, N, K, r0, rows, host);
+      GT_CHECK(e <= 1e-2, "%s %s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs",
+               algo == 1 ? "fused" : "unfused", (long long)M, (long long)N, (long long)K, e);
+      gt_log("%s %s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs", algo == 1 ? "fused" : "unfused",
+             (long long)M, (long long)N, (long long)K, e);
+    }
+  /* AG+GEMM: C [P * m_loc, N] = concat of the ranks' A shards (their first m_loc rows) x B^T */
+  {
+    const int64_t ml = 128;
+    meld_ag_gemm_args_t g;
+    memset(&g, 0, sizeof g);
+    g.a_shard = A, g.lda = K, g.b = B, g.ldb = K, g.b_layout = MELD_B_NK, g.c = C, g.ldc = N;
+    g.m_loc = ml, g.n_loc = N, g.k = K;
+    GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
+    GT_MELD(meld_ag_gemm(comm, &g, st));
+    GT_CUDA(cudaMemcpyAsync(host, C, (size_t)P * ml * N * 2, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < P * ml; i++)
+      for (int64_t j = 0; j < N; j++) {
+        const uint16_t *ar = g_a[i / ml] + (i % ml) * K, *br = g_b[rank] + j * K;
+        float d = 0.0f;
+        for (int64_t q = 0; q < K; q++) d += bf(ar[q]) * bf(br[q]);
+        const double e = (double)bf(host[i * N + j]) - d;
+        num += e * e;
+        den += (double)d * d;
+      }
+    const double e = den > 0 ? sqrt(num / den) : 1.0;
+    GT_CHECK(e <= 1e-2, "ag_gemm m_loc %lld x %lld x %lld: rel err %.3g", (long long)ml, (long long)N, (long long)K, e);
+    gt_log("ag_gemm m_loc %lld x %lld x %lld: rel err %.3g", (long long)ml, (long long)N, (long long)K, e);
+  }
+  pthread_barrier_wait(&g_bar); /* the peers' references read g_a / g_b */
+  free(host);
+  GT_CUDA(cudaFree(A));
+  GT_CUDA(cudaFree(B));
+  GT_CUDA(cudaFree(C));
+}
+
+static void *rank_main(void *arg) {
+  const int rank = (int)(intptr_t)arg;
+  gt_rank = rank;
+  GT_CUDA(cudaSetDevice(rank % g_ndev));
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 20000;
+  cfg.timeout_ms = 3000;
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init(&comm, P, g_id, rank, &cfg));
+  if (!comm) return NULL;
+  cudaStream_t st;
+  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const size_t big = 300007, maxe = big * P, bytes = maxe * 4;
+  void *send[3], *recv[3], *host;
+  GT_CUDA(cudaMalloc(&send[K_ORD], bytes));
+  GT_CUDA(cudaMalloc(&recv[K_ORD], bytes));
+  GT_MELD(meld_mem_alloc(comm, bytes, &send[K_SYM]));
+  GT_MELD(meld_mem_alloc(comm, bytes, &recv[K_SYM]));
+  GT_CUDA(cudaMalloc(&send[K_REG], bytes));
+  GT_CUDA(cudaMalloc(&recv[K_REG], bytes));
+  GT_MELD(meld_mem_register(comm, send[K_REG], bytes));
+  GT_MELD(meld_mem_register(comm, recv[K_REG], bytes));
+  GT_CUDA(cudaMallocHost(&host, bytes));
+  GT_CUDA(cudaMallocHost((void **)&g_in16[rank], (size_t)200 * 4099 * 2));
+  GT_CUDA(cudaMallocHost((void **)&g_in32[rank], bytes));
+  pthread_barrier_wait(&g_bar);
+
+  /* (1) every collective, kind and dtype; an odd count, and one past the LL engine's sizes */
+  int cases = 0;
+  for (int kind = 0; kind < 3; kind++)
+    for (int fp32 = 0; fp32 < 2; fp32++)
+      for (int op = 0; op < 4; op++)
+        for (size_t count : {(size_t)1003, big}) {
+          coll_case(rank, comm, st, op, (kind_t)kind, fp32, count, send[kind], recv[kind], host);
+          cases++;
+        }
+  gt_log("%d collective cases (4 ops x bf16/fp32 x ordinary/meld_mem_alloc/registered x 2 sizes)", cases);
+
+  /* (2) back-to-back and graphs: ordinary and symmetric buffers (200 x 4099 bf16 each side) */
+  b2b_case(rank, comm, st, K_ORD, send[K_ORD], recv[K_ORD], 4099, 200, (uint16_t *)host);
+  b2b_case(rank, comm, st, K_SYM, send[K_SYM], recv[K_SYM], 4099, 200, (uint16_t *)host);
+
+  /* (3) the fused ops (each rank planned with its share of the SMs when the GPU is shared) */
+  fused_cases(rank, comm, st);
+
+  GT_MELD(meld_comm_check(comm));
+  GT_CUDA(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&g_bar);
+  GT_MELD(meld_mem_deregister(comm, send[K_REG]));
+  GT_MELD(meld_mem_deregister(comm, recv[K_REG]));
+  GT_MELD(meld_mem_free(comm, send[K_SYM]));
+  GT_MELD(meld_mem_free(comm, recv[K_SYM]));
+
+  /* (4) a peer that never calls: rank 0's all-reduce times out (3 s), rank 1 stays away */
+  if (rank == 0) {
+    const double t0 = gt_now_s();
+    GT_MELD(meld_all_reduce(comm, send[K_ORD], recv[K_ORD], 1003, MELD_BF16, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    const meld_result_t r = meld_comm_check(comm);
+    const double dt = gt_now_s() - t0;
+    GT_CHECK(r == MELD_ERR_TIMEOUT && dt < 20, "missing peer: %s after %.1f s (%s)", meld_strerror(r), dt,
+             meld_last_error());
+    gt_log("missing peer: %s after %.1f s", meld_strerror(r), dt);
+  }
+  pthread_barrier_wait(&g_bar);
+  for (int k = 0; k < 3; k += 2) {
+    GT_CUDA(cudaFree(send[k]));
+    GT_CUDA(cudaFree(recv[k]));
+  }
+  GT_CUDA(cudaStreamDestroy(st));
+  (void)meld_comm_destroy(comm);
+  return NULL;
+}
+
+int main(void) {
+  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1) {
+    printf("test_inproc: no GPU, skipped\n[  PASSED  ] 1 test(s).\n");
+    return 0;
+  }
+  if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
+  printf("test_inproc: %d ranks as threads on %d GPU(s)\n", P, g_ndev < P ? g_ndev : P);
+  if (meld_get_unique_id(&g_id) != MELD_OK) {
+    printf("meld_get_unique_id: %s\n", meld_last_error());
+    return 1;
+  }
+  pthread_barrier_init(&g_bar, NULL, P);
+  pthread_t th[P];
+  for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
+  for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < P; r++) {
+    cudaFreeHost(g_in16[r]);
+    cudaFreeHost(g_in32[r]);
+    free(g_a[r]);
+    free(g_b[r]);
+  }
+  return gt_summary("test_inproc");
+}
