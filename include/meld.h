@@ -144,7 +144,9 @@ typedef struct {
   int local_rank, local_size;/* rank within its node, and the number of ranks of that node  */
   int node, nnodes;          /* the node index of this rank (0..nnodes-1), number of nodes  */
   int device;                /* CUDA device ordinal used by this rank (in this process)     */
-  int sm_count;              /* multiprocessors of that device                              */
+  int sm_count;              /* multiprocessors of that device this rank plans with: all, or
+                                its share when ranks that are threads of this process share
+                                the GPU (their kernels run at once)                         */
   size_t workspace_bytes;    /* size of the symmetric workspace                              */
 } meld_comm_info_t;
 

@@ -1217,13 +1217,14 @@ MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
   }
 }
 
-/* Thread 0's trace of a ZC call (MELD_TRACE; a no-op when off): role < 0 starts the clock,
- * else records the event since the last call and restarts it. The start time lives in shared
- * memory and the calls are not inlined: the move uses all 128 registers, and a 64-bit start
- * time kept across it spilled. */
+/* Thread 0's trace of a ZC call (MELD_TRACE): role < 0 starts the clock, else records the
+ * event since the last call and restarts it. The start time lives in shared memory and the
+ * calls are not inlined: the move uses all 128 registers, and a 64-bit start time kept across
+ * it spilled. Called only when tracing (the kernel tests proto.trace.events once, a parameter
+ * load: inside this function the same test is a generic load through a pointer into the
+ * parameter space, which every call paid four times even with tracing off). */
 __device__ __noinline__ void zc_trace(const meld_trace_dev_t *t, int role, uint32_t item, uint64_t epoch) {
   __shared__ uint64_t start;
-  if (!t->events) return;
   if (role >= 0) meld_trace_record(t, role, item, epoch, start);
   start = globaltimer_ns();
 }
@@ -1241,22 +1242,23 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
    * abort word, argument post and the peers' posts), the entry barrier (wait), the move (comm)
    * and the wait for the peers' done (wait), to tell a call's fixed cost apart. (meld_call_begin
    * spelled out: its one-thread part, the barrier, the join.) */
+  const bool tr = proto.trace.events != nullptr; /* MELD_TRACE */
   if (threadIdx.x == 0) {
-    zc_trace(&proto.trace, -1, 0, 0);
+    if (tr) zc_trace(&proto.trace, -1, 0, 0);
     (void)meld_call_begin_one(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x);
-    zc_trace(&proto.trace, MELD_ROLE_OTHER, ctx.ticket, ctx.epoch);
+    if (tr) zc_trace(&proto.trace, MELD_ROLE_OTHER, ctx.ticket, ctx.epoch);
   }
   __syncthreads();
   meld_call_join(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x);
   if (!ctx.failed) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
-    if (threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
+    if (tr && threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
     zc_move<OP>(&a, c);
     const int P = a.nranks, me = a.rank, tid = (int)threadIdx.x;
     const uint64_t stamp = meld_stamp(ctx.epoch, 1);
     /* bar.sync: this CTA's loads and stores happen before the releases (cumulativity). */
     __syncthreads();
-    if (threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_COMM, c, ctx.epoch);
+    if (tr && threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_COMM, c, ctx.epoch);
     if (tid < P - 1) {
       const int q = (me + 1 + tid) % P;
       meld_signal_put(&ctx, q, meld_signal_index(me, P, c, 0, 1), stamp);
@@ -1267,7 +1269,7 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
       ok = meld_wait_signal(&ctx, meld_signal_index(p, P, c, 0, 1), stamp, p, "coll zc: peer done");
     }
     if (!__syncthreads_and(ok)) ctx.failed = 1;
-    if (threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
+    if (tr && threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
   }
   meld_call_end(&ctx);
 }
