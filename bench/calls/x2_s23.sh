@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# x2_s23.sh — 2 GPUs, prepared at the end of session 22 (one H200 only); supersedes x2_s21.sh
+# (whose part 4, the relaxed post, is in main since session 22). Issue 5 on NVLink with the
+# session 21-22 kernels: lean LL + PDL defaults, per-op ZC kernels, one-CTA exit, relaxed post.
+# (1) test_coll at 2 ranks; test_inproc with one rank per GPU in ONE process (the one-process
+# multi-GPU mode: peers by address, peer access enabled; first run on 2 GPUs);
+# (2) bench_coll --zc 4 KB .. 64 MB: "auto" vs "auto_s20" (session 20's defaults) vs NCCL in the
+# same run, graphs up to 16 MB: the latency goal (<= 0.7 of NCCL's graph time at <= 256 KB) and
+# the 64 MB busbw (s9: AG 299, RS 287, AR 307, A2A 302; goal 330 / AR 320);
+# (3) bench_inproc --ranks 2 on the 2 GPUs (one process): LL and forced ZC rows, to set beside the
+# one-GPU rows of session 22 (bench/results/inproc-p1-s22h.jsonl): what NVLink adds per call;
+# (4) the ZC trace of 4 back-to-back 64 MB all-gathers and reduce-scatters.
+# Predictions (session 22): tests pass; LL 4 KB graph ~2.8-3.2 us (one GPU, 2 ranks in flight:
+# 2.40-2.76; session 4 on 2 GPUs: 4.2-4.7 with session 20's kernels, which cost 3.95-4.26 on one
+# GPU), i.e. ~0.45-0.55 of NCCL; auto_s20 1.3-1.6 us above auto; ZC 4 KB 7-9 us (s4: 9.9-10.4);
+# 64 MB busbw +2-5% over session 9 (a ~2-3 us shorter fixed cost of ~112 us).
+# Usage (device, nvidia-h200-x2): OUT=... [PREBUILT=1: carry build/bench/bench_coll
+#   build/bench/bench_inproc build/tests/gpu] bash bench/calls/x2_s23.sh
+. "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
+export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s23}
+d=$(date -u +%Y-%m-%d)
+nvidia-smi -L > "$OUT/gpus.txt" 2>&1
+build build/tests/gpu/test_coll build/tests/gpu/test_inproc build/bench/bench_coll build/bench/bench_inproc
+PREBUILT=1 MELD_TIMEOUT_MS=5000 TEST_TIMEOUT_S=200 timeout -k 5 260 tests/gpu/run.sh test_coll test_inproc > "$OUT/tests.log" 2>&1
+echo "== test_coll, test_inproc (2 GPUs) rc=$? at $(el) s"; grep -E "checks passed|FAIL|^== gpu|rel err|missing" "$OUT/tests.log" | head -14
+timeout -k 5 200 build/bench/bench_coll --zc --max-bytes $((64 << 20)) --json "$OUT/coll-zc-x2-s23-$d.jsonl" > "$OUT/bench_coll.log" 2>&1
+echo "== bench_coll --zc rc=$? at $(el) s"
+grep -E " (4096|65536|262144|67108864) " "$OUT/bench_coll.log" | grep -E "auto|nccl|zc_c16 " | cut -c1-120
+MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --sizes 4096,65536,262144,1048576 --kinds ord \
+  --json "$OUT/inproc-x2-s23-$d.jsonl" --label x2 > "$OUT/inproc_ord.log" 2>&1
+MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --sizes 4096,65536,262144,1048576 --kinds sym --zc \
+  --json "$OUT/inproc-x2-s23-$d.jsonl" --label x2 > "$OUT/inproc_zc.log" 2>&1
+echo "== bench_inproc (2 GPUs, one process) at $(el) s"; grep -hE "^(all|reduce)|FAIL" "$OUT"/inproc_*.log
+for op in all_gather reduce_scatter; do
+  MELD_PORT=$((47913 + ${#op})) MELD_TRACE="$OUT/coll-trace-$op.json" timeout -k 5 40 build/bench/bench_coll --zc --trace \
+    --only $op --max-bytes $((64 << 20)) > "$OUT/trace_$op.log" 2>&1
+  echo "== trace $op rc=$? at $(el) s"
+  python3 tools/trace_stats.py "$OUT"/coll-trace-$op*.json* 2>&1 | sed -n '/call 3:/,/call 4:/p' | head -12
+done
+cd "$OUT" && tar czf logs.tgz *.log coll-trace-* && rm -f *.log coll-trace-*
