@@ -17,7 +17,7 @@
  *
  * Usage: bench_inproc [--ranks P] [--sizes 4096,65536] [--calls 200] [--reps 3] [--samples 7]
  *                     [--only all_reduce|reduce_scatter|all_gather] [--kinds ord,sym]
- *                     [--zc] [--trace N] [--json F] [--label L]
+ *                     [--zc] [--trace N] [--quick] [--json F] [--label L]
  * --trace N: per row N plain calls and no timing (with MELD_TRACE=path: one timeline per rank).
  * Host copies use pinned memory: a copy to pageable memory is done by the calling thread,
  * which waited there for its stream while the peers could not launch (a 3-rank run stalled
@@ -291,6 +291,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--json") && v) g_json = v, i++;
     else if (!strcmp(argv[i], "--label") && v) g_label = v, i++;
     else if (!strcmp(argv[i], "--zc")) g_zc = 1;
+    else if (!strcmp(argv[i], "--quick")) g_samples = 3, g_reps = 1; /* (meld-bench --suite --quick) */
     else if (!strcmp(argv[i], "--trace") && v) g_trace = atoi(v), i++;
     else if (!strcmp(argv[i], "--kinds") && v) {
       g_kind_ord = strstr(v, "ord") != NULL;
@@ -316,7 +317,7 @@ int main(int argc, char **argv) {
       i++;
     } else {
       fprintf(stderr, "usage: %s [--ranks P] [--sizes a,b] [--calls N] [--reps R] [--samples S] [--only OP] "
-                      "[--kinds ord,sym] [--zc] [--trace N] [--json F] [--label L]\n", argv[0]);
+                      "[--kinds ord,sym] [--zc] [--trace N] [--quick] [--json F] [--label L]\n", argv[0]);
       return 2;
     }
   }

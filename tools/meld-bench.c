@@ -90,7 +90,9 @@ int main(int argc, char **argv) {
     /* program, family (JSON file name), extra argument */
     static const char *fams[][3] = {{"bench_gemm", "gemm", NULL},       {"bench_coll", "coll", NULL},
                                     {"bench_coll", "coll_zc", "--zc"},  {"bench_ag_gemm", "ag_gemm", NULL},
-                                    {"bench_gemm_rs", "gemm_rs", NULL}, {"bench_p2p", "p2p", NULL}};
+                                    {"bench_gemm_rs", "gemm_rs", NULL}, {"bench_p2p", "p2p", NULL},
+                                    /* 2 ranks as threads of this process: on one GPU their kernels run at once */
+                                    {"bench_inproc", "inproc", NULL}};
     int worst = 0;
     for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
       char jpath[PATH_MAX], date[16];
