@@ -5,6 +5,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <pthread.h>
 
 #include <cmocka.h>
 
@@ -98,11 +102,40 @@ static void test_host_hash_stable(void **state) {
   assert_true(meld_topo_host_hash() != 0);
 }
 
+/* The per-process nonce (with host and pid: "same process", symmem.c): drawn independently by
+ * two processes, the same for every call and thread of one. */
+static void *nonce_thread(void *out) {
+  *(uint64_t *)out = meld_topo_proc_nonce();
+  return NULL;
+}
+static void test_proc_nonce(void **state) {
+  (void)state;
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  const pid_t pid = fork(); /* before this process draws its own */
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    const uint64_t v = meld_topo_proc_nonce();
+    _exit(write(fds[1], &v, sizeof v) == (ssize_t)sizeof v ? 0 : 1);
+  }
+  uint64_t child = 0, mine = meld_topo_proc_nonce(), other = 0;
+  assert_int_equal(read(fds[0], &child, sizeof child), (ssize_t)sizeof child);
+  waitpid(pid, NULL, 0);
+  close(fds[0]);
+  close(fds[1]);
+  assert_true(child != mine);
+  assert_true(meld_topo_proc_nonce() == mine);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, nonce_thread, &other), 0);
+  pthread_join(t, NULL);
+  assert_true(other == mine);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_by_host),        cmocka_unit_test(test_emulated_nodes),
       cmocka_unit_test(test_single_rank),    cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_host_hash_stable),
+      cmocka_unit_test(test_host_hash_stable), cmocka_unit_test(test_proc_nonce),
   };
   return cmocka_run_group_tests_name("topo", tests, NULL, NULL);
 }
