@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# x2_s23.sh — 2 GPUs, prepared at the end of session 22 (one H200 only); supersedes x2_s21.sh
-# (whose part 4, the relaxed post, is in main since session 22). Issue 5 on NVLink with the
+# x2_s23.sh — 2 GPUs, prepared at the end of session 22 (one H200 only); replaces x2_s21.sh (removed;
+# in git history: its part 4, the relaxed post, is in main since session 22). Issue 5 on NVLink with the
 # session 21-22 kernels: lean LL + PDL defaults, per-op ZC kernels, one-CTA exit, relaxed post.
 # (1) test_coll at 2 ranks; test_inproc with one rank per GPU in ONE process (the one-process
 # multi-GPU mode: peers by address, peer access enabled; first run on 2 GPUs);

@@ -78,6 +78,30 @@ static void share_sms(struct meld_comm *c) {
   free(n);
 }
 
+meld_result_t meld_comm_scratch(struct meld_comm *comm, const char *fn, const char *instead, size_t bytes,
+                                cudaStream_t stream, void **out) {
+  if (comm->unfused_scratch_bytes < bytes) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone)
+      return meld_error(MELD_ERR_UNSUPPORTED,
+                        "%s: the unfused path needs %zu bytes of scratch, which cannot be allocated during stream "
+                        "capture: %s",
+                        fn, bytes, instead);
+    if (comm->unfused_scratch) MELD_CUDA_CHECK(cudaFreeAsync(comm->unfused_scratch, stream));
+    comm->unfused_scratch = NULL;
+    comm->unfused_scratch_bytes = 0;
+    if (cudaMallocAsync(&comm->unfused_scratch, bytes, stream) != cudaSuccess) {
+      (void)cudaGetLastError();
+      comm->unfused_scratch = NULL;
+      return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", fn, bytes);
+    }
+    comm->unfused_scratch_bytes = bytes;
+  }
+  *out = comm->unfused_scratch;
+  return MELD_OK;
+}
+
 /* Peers of this node whose GPU is visible here must be reachable by peer access. (Peers not
  * visible, e.g. under per-rank CUDA_VISIBLE_DEVICES, are checked when their memory is mapped.) */
 static meld_result_t check_peer_access(struct meld_comm *c) {

@@ -73,8 +73,7 @@ struct meld_comm {
   meld_symbuf_t pad;       /* MELD_SIGNAL_PAD_BYTES per rank: signals, credits, abort   */
   meld_symbuf_t *user_bufs;/* meld_mem_alloc and meld_mem_register list                 */
   uint64_t user_buf_seq;   /* meld_mem_alloc / _register calls so far (the last seq given) */
-  void *unfused_scratch;   /* meld_gemm_rs / _ar unfused paths' buffer (gemm_rs.cu): one per
-                              comm, grown stream-ordered; freed at destroy                   */
+  void *unfused_scratch;   /* the unfused paths' buffer (meld_comm_scratch); freed at destroy */
   size_t unfused_scratch_bytes;
   meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
@@ -99,6 +98,14 @@ uint64_t meld_topo_proc_nonce(void);
 /* 1 if rank r is a thread of this process (its buffers' addresses are valid here as they are:
  * no CUDA IPC, which cannot open a handle of its own process). */
 int meld_comm_same_process(const struct meld_comm *comm, int r);
+/* The comm's scratch buffer of at least `bytes` for one call of an unfused path (AG+GEMM's
+ * gathered A, GEMM+RS/AR's partials): one per comm, used only inside a call, so the ops share
+ * it (a comm's calls are stream-ordered). Grown in stream order on `stream` (cudaFreeAsync /
+ * cudaMallocAsync: a cudaMalloc synchronizes streams, and a device-wide wait would also wait
+ * for kernels of peers in this process that wait for this rank), never while `stream` is
+ * capturing: MELD_ERR_UNSUPPORTED, the sentence naming fn and `instead` (what else to do). */
+meld_result_t meld_comm_scratch(struct meld_comm *comm, const char *fn, const char *instead, size_t bytes,
+                                cudaStream_t stream, void **out);
 
 /* Symmetric memory (symmem.c). Collective over comm->boot. On failure nothing stays
  * allocated or mapped. */

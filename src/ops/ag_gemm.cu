@@ -27,7 +27,6 @@
  * Tails: m_loc % 128 != 0 pads each shard to m_loc_pad rows in the staging (a GEMM m-block
  * never spans two ranks); the GEMM's compact-rows epilogue drops the pad rows. */
 #include <cuda_runtime.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -397,53 +396,6 @@ static meld_result_t ag_device_setup(int dev, int sm_count) {
   return MELD_OK;
 }
 
-/* The unfused schedule's gathered buffer when the caller gave no a_gathered: one per
- * (device, comm), grown outside stream capture (cudaMalloc), kept for the process. */
-#define AG_MAX_TMP 64
-typedef struct {
-  const void *comm;
-  int dev;
-  void *ptr;
-  size_t bytes;
-} ag_tmp_t;
-static ag_tmp_t g_tmp[AG_MAX_TMP];
-static pthread_mutex_t g_tmp_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static meld_result_t ag_tmp_buffer(const struct meld_comm *comm, size_t bytes, cudaStream_t stream, void **out) {
-  meld_result_t res = MELD_OK;
-  pthread_mutex_lock(&g_tmp_lock);
-  ag_tmp_t *e = NULL;
-  for (int i = 0; i < AG_MAX_TMP && !e; i++)
-    if (g_tmp[i].comm == comm && g_tmp[i].dev == comm->device) e = &g_tmp[i];
-  for (int i = 0; i < AG_MAX_TMP && !e; i++)
-    if (!g_tmp[i].comm) e = &g_tmp[i], e->comm = comm, e->dev = comm->device, e->ptr = NULL, e->bytes = 0;
-  if (!e) {
-    res = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_ag_gemm: more than %d communicators use the unfused schedule",
-                     AG_MAX_TMP);
-    goto out;
-  }
-  if (e->bytes < bytes) {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    MELD_CUDA_CHECK_GOTO(cudaStreamIsCapturing(stream, &cs), res, out);
-    if (cs != cudaStreamCaptureStatusNone) {
-      res = meld_error(MELD_ERR_UNSUPPORTED,
-                       "meld_ag_gemm: the unfused schedule needs a %zu-byte gathered buffer, allocated on the "
-                       "first call outside stream capture (or pass a_gathered with ld_gathered = k)",
-                       bytes);
-      goto out;
-    }
-    /* stream-ordered: a cudaMalloc would synchronize the streams (see gemm.cu gemm_workspace) */
-    if (e->ptr) MELD_CUDA_CHECK_GOTO(cudaFreeAsync(e->ptr, stream), res, out);
-    e->ptr = NULL, e->bytes = 0;
-    MELD_CUDA_CHECK_GOTO(cudaMallocAsync(&e->ptr, bytes, stream), res, out);
-    e->bytes = bytes;
-  }
-  *out = e->ptr;
-out:
-  pthread_mutex_unlock(&g_tmp_lock);
-  return res;
-}
-
 static void ag_gemm_args_of(const meld_ag_gemm_args_t *a, const void *A, int64_t lda, int64_t m, meld_gemm_args_t *g) {
   memset(g, 0, sizeof *g);
   g->a = A;
@@ -479,7 +431,9 @@ static meld_result_t ag_run_unfused(struct meld_comm *comm, const meld_ag_gemm_a
   const size_t bytes = (size_t)M * (size_t)a->k * 2;
   uint8_t *buf = NULL;
   if (a->a_gathered && a->ld_gathered == a->k) buf = (uint8_t *)a->a_gathered;
-  else MELD_CHECK(ag_tmp_buffer(comm, bytes, stream, (void **)&buf));
+  else /* (the comm's scratch, shared with GEMM+RS/AR's unfused path) */
+    MELD_CHECK(meld_comm_scratch(comm, "meld_ag_gemm", "run the call once before capturing, or pass a_gathered with ld_gathered = k",
+                                 bytes, stream, (void **)&buf));
   const size_t count = (size_t)a->m_loc * (size_t)a->k;
   const void *send = a->a_shard;
   if (a->lda != a->k) {

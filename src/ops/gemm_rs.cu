@@ -770,35 +770,6 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
  * all-reduce's single trip wins: session 4 run 4, ZC 10-19 us vs LL 4.5-17.5 up to 1 MB). */
 #define GEMM_AR_ZC_MIN_BYTES ((size_t)512 << 10)
 
-/* Scratch of the unfused paths: one per comm (comms on one GPU may run at once: ranks of one
- * process, or several comms of one rank), grown on demand in stream order (cudaFreeAsync /
- * cudaMallocAsync on the call's stream: a device-wide wait here would also wait for peers'
- * kernels that wait for this rank); not while capturing. Earlier calls of the comm are ordered
- * before the growth: a comm's calls are stream-ordered. */
-static meld_result_t gemm_rs_scratch(struct meld_comm *comm, const char *fn, size_t bytes, cudaStream_t stream,
-                                     void **out) {
-  if (comm->unfused_scratch_bytes < bytes) {
-    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
-    if (cs != cudaStreamCaptureStatusNone)
-      return meld_error(MELD_ERR_UNSUPPORTED,
-                        "%s: the unfused path needs %zu bytes of scratch, which cannot be allocated during stream "
-                        "capture: run the call once before capturing",
-                        fn, bytes);
-    if (comm->unfused_scratch) MELD_CUDA_CHECK(cudaFreeAsync(comm->unfused_scratch, stream));
-    comm->unfused_scratch = NULL;
-    comm->unfused_scratch_bytes = 0;
-    if (cudaMallocAsync(&comm->unfused_scratch, bytes, stream) != cudaSuccess) {
-      (void)cudaGetLastError();
-      comm->unfused_scratch = NULL;
-      return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", fn, bytes);
-    }
-    comm->unfused_scratch_bytes = bytes;
-  }
-  *out = comm->unfused_scratch;
-  return MELD_OK;
-}
-
 static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
                                      cudaStream_t stream) {
   const char *fn = pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
@@ -854,7 +825,7 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
       return r;
     }
     void *buf = a->c;
-    if (!direct) MELD_CHECK(gemm_rs_scratch(comm, fn, (size_t)a->m * (size_t)pl->ldn * 2, stream, &buf));
+    if (!direct) MELD_CHECK(meld_comm_scratch(comm, fn, "run the call once before capturing", (size_t)a->m * (size_t)pl->ldn * 2, stream, &buf));
     g.c = buf;
     g.ldc = direct ? a->ldc : pl->ldn;
     MELD_CHECK(meld_gemm(&g, stream));
@@ -865,7 +836,7 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
     return MELD_OK;
   }
   void *buf = NULL;
-  MELD_CHECK(gemm_rs_scratch(comm, fn, pl->scratch_bytes, stream, &buf));
+  MELD_CHECK(meld_comm_scratch(comm, fn, "run the call once before capturing", pl->scratch_bytes, stream, &buf));
   const size_t R = (size_t)pl->split_rows, ldn = (size_t)pl->ldn;
   g.c = buf; /* rows [M, P*R) of the buffer are never written: summed, then dropped */
   g.ldc = pl->ldn;
