@@ -1261,7 +1261,14 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
     if (tr && threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_COMM, c, ctx.epoch);
     if (tid < P - 1) {
       const int q = (me + 1 + tid) % P;
-      meld_signal_put(&ctx, q, meld_signal_index(me, P, c, 0, 1), stamp);
+      /* EXPERIMENT (branch exp/pull-relaxed-done): a pull-only call (reduce-scatter, one-shot
+       * all-reduce: this CTA read the peers' sends and wrote only this rank's recv) announces
+       * "done reading" with a relaxed store: its loads have returned (their values were stored
+       * before the bar.sync) and nothing it wrote is for the peers, so the system-scope release
+       * (a fence waiting for every store of the CTA to be acknowledged) orders nothing. */
+      const bool pull_only = OP == MELD_COLL_REDUCE_SCATTER || (OP == MELD_COLL_ALL_REDUCE && a.oneshot);
+      if (pull_only) st_relaxed_sys_u64(meld_peer_signal(&ctx, q, meld_signal_index(me, P, c, 0, 1)), stamp);
+      else meld_signal_put(&ctx, q, meld_signal_index(me, P, c, 0, 1), stamp);
     }
     int ok = 1;
     if (tid < P - 1) {
