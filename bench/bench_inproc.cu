@@ -19,6 +19,9 @@
  *                     [--only all_reduce|reduce_scatter|all_gather] [--kinds ord,sym]
  *                     [--zc] [--trace N] [--quick] [--json F] [--label L]
  * --trace N: per row N plain calls and no timing (with MELD_TRACE=path: one timeline per rank).
+ * --fused LIST: instead of the collectives, the fused ops against meld_gemm with both ranks in
+ *   flight (see fused_rows; --fused-calls N calls a sample, default 20; --fused-pairs R pairs
+ *   of passes in opposite orders, default 1; BENCH_SETTLE_MS).
  * Host copies use pinned memory: a copy to pageable memory is done by the calling thread,
  * which waited there for its stream while the peers could not launch (a 3-rank run stalled
  * 3 s at a row's first call that way, session 22). Only the calling thread's stream is synchronized (never the device): a device-wide wait in
@@ -182,6 +185,232 @@ static float time_plain(int rank, int op, int kind, meld_comm_t c, const void *s
   return bench_median(v, g_samples);
 }
 
+/* ---- --fused: the fused ops with both ranks in flight ----------------------------------------
+ * Per shape (ag:M,N_loc,K | rs:M,N,K_total | ar:M,N,K_total; K_loc = K_total / P) every rank
+ * runs, in --fused-pairs pairs of passes of opposite order, each variant back to back
+ * (--fused-calls calls a sample, median of --samples, after BENCH_SETTLE_MS of the same calls;
+ * the summary: each variant's mean over the passes against the gemm's): gemm = meld_gemm of
+ * the rank's own GEMM (AG: M x N_loc x K; RS/AR: M x N x K_loc) on its share of the SMs
+ * (info.sm_count), the op fused, unfused (its own kernels in sequence) and, for AR, fused into
+ * a symmetric C (zero copy). A pair's time is the slower rank's. What loopback (one rank playing
+ * both) cannot show: the peers' kernels run at once, their waits and flags are real. The op
+ * rows are checked first (C poisoned, 4096 sampled entries against an fp64 host reference). */
+typedef struct {
+  int op; /* 0 ag, 1 rs, 2 ar */
+  int64_t m, n, k;
+} ip_fshape_t;
+static ip_fshape_t g_fs[16];
+static int g_nfs = 0, g_fcalls = 20, g_fpairs = 1;
+static uint16_t *g_hA[IP_MAX_RANKS], *g_hB[IP_MAX_RANKS]; /* each rank's A and B (host) */
+static int g_settle_n;                                     /* rank 0's settle call count */
+static const char *const g_fopname[] = {"ag_gemm", "gemm_rs", "gemm_ar"};
+static const char *const g_fvar[] = {"gemm", "fused", "unfused", "fused_symc"};
+enum { FV_GEMM, FV_FUSED, FV_UNFUSED, FV_SYMC, FV_N };
+
+typedef struct {
+  const ip_fshape_t *s;
+  int P, rank, sms;
+  int64_t mloc, kl, r0, rows; /* AG shard rows; RS/AR K_loc; RS output rows */
+  void *a, *b, *afull, *c, *csym, *cg;
+} ip_fctx_t;
+
+static meld_result_t fused_call(meld_comm_t comm, const ip_fctx_t *f, int v, cudaStream_t st) {
+  const ip_fshape_t *s = f->s;
+  if (v == FV_GEMM) {
+    meld_gemm_args_t g;
+    memset(&g, 0, sizeof g);
+    g.a = s->op == 0 ? f->afull : f->a;
+    g.b = f->b;
+    g.b_layout = MELD_B_NK;
+    g.c = f->cg;
+    g.m = s->m, g.n = s->n, g.k = s->op == 0 ? s->k : f->kl;
+    g.lda = g.k, g.ldb = g.k, g.ldc = s->n;
+    g.sm_count = f->sms;
+    return meld_gemm(&g, st);
+  }
+  if (s->op == 0) { /* AG: fused / unfused by MELD_SCHEDULE, set by rank 0 between barriers */
+    meld_ag_gemm_args_t g;
+    memset(&g, 0, sizeof g);
+    g.a_shard = f->a, g.lda = s->k;
+    g.b = f->b, g.ldb = s->k, g.b_layout = MELD_B_NK;
+    g.c = f->c, g.ldc = s->n;
+    g.m_loc = f->mloc, g.n_loc = s->n, g.k = s->k;
+    return meld_ag_gemm(comm, &g, st);
+  }
+  meld_gemm_rs_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = f->a, g.lda = f->kl;
+  g.b = f->b, g.ldb = f->kl, g.b_layout = MELD_B_NK;
+  g.c = v == FV_SYMC ? f->csym : f->c, g.ldc = s->n;
+  g.m = s->m, g.n = s->n, g.k = f->kl;
+  g.algo = v == FV_UNFUSED ? MELD_GEMM_RS_UNFUSED : MELD_GEMM_RS_FUSED;
+  return s->op == 1 ? meld_gemm_rs(comm, &g, st) : meld_gemm_ar(comm, &g, st);
+}
+
+/* Relative error of 4096 sampled entries of this rank's C (host copy of its rows, ld n). */
+static double fused_check(const ip_fctx_t *f, const uint16_t *got, int64_t rows) {
+  const ip_fshape_t *s = f->s;
+  uint64_t seed = 0x51ed2701u + (uint64_t)f->rank;
+  double num = 0, den = 0;
+  for (int t = 0; t < 4096 && rows > 0; t++) {
+    const int64_t i = (int64_t)(ip_rng(&seed) % (uint64_t)rows), j = (int64_t)(ip_rng(&seed) % (uint64_t)s->n);
+    double ref = 0;
+    if (s->op == 0) { /* row i of AllGather(A): shard i / mloc, row i % mloc; B = this rank's */
+      const uint16_t *ar = g_hA[i / f->mloc] + (i % f->mloc) * s->k, *br = g_hB[f->rank] + j * s->k;
+      for (int64_t k = 0; k < s->k; k++) ref += (double)bf2f(ar[k]) * bf2f(br[k]);
+    } else { /* sum over ranks of A_q[row] . B_q[j] */
+      const int64_t row = (s->op == 1 ? f->r0 : 0) + i;
+      for (int q = 0; q < f->P; q++) {
+        const uint16_t *ar = g_hA[q] + row * f->kl, *br = g_hB[q] + j * f->kl;
+        for (int64_t k = 0; k < f->kl; k++) ref += (double)bf2f(ar[k]) * bf2f(br[k]);
+      }
+    }
+    const uint16_t h = got[i * s->n + j];
+    if (h == 0xffffu) return 1e30; /* poison left */
+    const double d = bf2f(h) - ref;
+    num += d * d, den += ref * ref;
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void *ip_dev_alloc(size_t bytes) {
+  void *p = NULL;
+  CK(cudaMalloc(&p, bytes));
+  return p;
+}
+
+static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, const bench_env_t *env) {
+  const int P = g_P;
+  meld_comm_info_t info;
+  IP_CK(meld_comm_info(comm, &info));
+  if (rank == 0)
+    printf("%-8s %-24s %-11s %10s %10s %8s %10s\n", "op", "M x N x K", "variant", "ms", "ms_min", "pass", "rel_err");
+  for (int si = 0; si < g_nfs; si++) {
+    const ip_fshape_t *s = &g_fs[si];
+    ip_fctx_t f;
+    memset(&f, 0, sizeof f);
+    f.s = s, f.P = P, f.rank = rank, f.sms = info.sm_count;
+    f.mloc = s->m / P, f.kl = s->k / P;
+    f.r0 = 0, f.rows = s->m;
+    if (s->op == 1) IP_CK(meld_gemm_rs_rows(s->m, P, rank, &f.r0, &f.rows));
+    const int64_t arows = s->op == 0 ? f.mloc : s->m, ak = s->op == 0 ? s->k : f.kl;
+    const size_t na = (size_t)arows * ak, nb = (size_t)s->n * ak, nc = (size_t)(s->op == 1 ? f.rows : s->m) * s->n;
+    g_hA[rank] = (uint16_t *)malloc(na * 2);
+    g_hB[rank] = (uint16_t *)malloc(nb * 2);
+    uint16_t *got = NULL;
+    CK(cudaMallocHost((void **)&got, nc * 2));
+    uint64_t seed = 0x2545f4914f6cdd1dull * (uint64_t)(rank + 1) + (uint64_t)si;
+    for (size_t i = 0; i < na; i++) g_hA[rank][i] = f2bf((float)((int64_t)(ip_rng(&seed) % 17) - 8) / 16.0f);
+    for (size_t i = 0; i < nb; i++) g_hB[rank][i] = f2bf((float)((int64_t)(ip_rng(&seed) % 17) - 8) / 16.0f);
+    f.a = ip_dev_alloc(na * 2), f.b = ip_dev_alloc(nb * 2), f.c = ip_dev_alloc(nc * 2);
+    f.cg = ip_dev_alloc((size_t)s->m * s->n * 2);
+    CK(cudaMemcpyAsync(f.a, g_hA[rank], na * 2, cudaMemcpyHostToDevice, st));
+    CK(cudaMemcpyAsync(f.b, g_hB[rank], nb * 2, cudaMemcpyHostToDevice, st));
+    if (s->op == 2) IP_CK(meld_mem_alloc(comm, (size_t)s->m * s->n * 2, &f.csym)); /* collective */
+    CK(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar); /* every rank's host A is filled */
+    if (s->op == 0) {
+      f.afull = ip_dev_alloc((size_t)s->m * s->k * 2);
+      for (int q = 0; q < P; q++)
+        CK(cudaMemcpyAsync((uint16_t *)f.afull + (size_t)q * na, g_hA[q], na * 2, cudaMemcpyHostToDevice, st));
+      CK(cudaStreamSynchronize(st));
+    }
+    double sum[FV_N], err[FV_N];
+    for (int v = 0; v < FV_N; v++) err[v] = 0, sum[v] = 0;
+    const int npass = 2 * g_fpairs;
+    for (int pass = 0; pass < npass; pass++)
+      for (int vi = 0; vi < FV_N; vi++) {
+        const int v = pass % 2 ? FV_N - 1 - vi : vi;
+        if (v == FV_SYMC && s->op != 2) continue;
+        if (!bench_variant_wanted(g_fvar[v])) continue;
+        pthread_barrier_wait(&g_bar);
+        if (rank == 0 && s->op == 0) setenv("MELD_SCHEDULE", v == FV_UNFUSED ? "unfused" : "fused", 1);
+        pthread_barrier_wait(&g_bar);
+        if (pass == 0 && v != FV_GEMM) { /* check: poison, one call, sampled reference */
+          void *c = v == FV_SYMC ? f.csym : f.c;
+          CK(cudaMemsetAsync(c, 0xff, nc * 2, st));
+          IP_CK(fused_call(comm, &f, v, st));
+          CK(cudaMemcpyAsync(got, c, nc * 2, cudaMemcpyDeviceToHost, st));
+          CK(cudaStreamSynchronize(st));
+          err[v] = fused_check(&f, got, s->op == 1 ? f.rows : s->m);
+          g_err[rank] = err[v];
+          pthread_barrier_wait(&g_bar);
+          for (int r = 0; r < P; r++) err[v] = g_err[r] > err[v] ? g_err[r] : err[v];
+          pthread_barrier_wait(&g_bar);
+        }
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        /* warm-up (2 calls, timed: the settle count), then the settle, then the samples */
+        pthread_barrier_wait(&g_bar);
+        CK(cudaEventRecord(e0, st));
+        for (int i = 0; i < 2; i++) IP_CK(fused_call(comm, &f, v, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float w = 0;
+        CK(cudaEventElapsedTime(&w, e0, e1));
+        if (rank == 0) g_settle_n = bench_settle_calls(w / 2, bench_settle_ms());
+        pthread_barrier_wait(&g_bar);
+        for (int i = 0; i < g_settle_n; i++) IP_CK(fused_call(comm, &f, v, st));
+        float t[64];
+        for (int k = 0; k < g_samples; k++) {
+          pthread_barrier_wait(&g_bar);
+          CK(cudaEventRecord(e0, st));
+          for (int i = 0; i < g_fcalls; i++) IP_CK(fused_call(comm, &f, v, st));
+          CK(cudaEventRecord(e1, st));
+          CK(cudaEventSynchronize(e1));
+          CK(cudaEventElapsedTime(&t[k], e0, e1));
+          t[k] /= (float)g_fcalls;
+        }
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+        g_ms[rank] = bench_median(t, g_samples);
+        pthread_barrier_wait(&g_bar);
+        float tmax = 0, tmin = 1e30f;
+        for (int r = 0; r < P; r++) tmax = g_ms[r] > tmax ? g_ms[r] : tmax, tmin = g_ms[r] < tmin ? g_ms[r] : tmin;
+        pthread_barrier_wait(&g_bar);
+        sum[v] += tmax;
+        if (rank == 0) {
+          const int bad = v != FV_GEMM && !(err[v] <= 1e-2);
+          if (bad) g_failed = 1;
+          char shape[64];
+          snprintf(shape, sizeof shape, "%lld x %lld x %lld", (long long)s->m, (long long)s->n, (long long)s->k);
+          printf("%-8s %-24s %-11s %10.4f %10.4f %8d %10.2e%s\n", g_fopname[s->op], shape, g_fvar[v], tmax, tmin, pass,
+                 v == FV_GEMM ? 0.0 : err[v], bad ? "  FAIL" : "");
+          /* after the last pass: each variant's mean over the passes (opposite orders cancel a
+           * steady drift, e.g. the GPU warming) against the gemm's */
+          if (pass == npass - 1 && vi == FV_N - 1)
+            for (int u = 0; u < FV_N; u++)
+              if (sum[u] > 0)
+                printf("%-8s %-24s %-11s %10.4f %10s %8.3f   (mean of %d passes vs gemm)\n", g_fopname[s->op], shape,
+                       g_fvar[u], sum[u] / npass, "", sum[FV_GEMM] > 0 ? sum[u] / sum[FV_GEMM] : 0.0, npass);
+          fflush(stdout);
+          if (jf)
+            fprintf(jf,
+                    "{\"bench\":\"inproc_fused\",\"op\":\"%s\",\"variant\":\"%s\",\"label\":\"%s\",\"ranks\":%d,\"m\":%lld,"
+                    "\"n\":%lld,\"k\":%lld,\"pass\":%d,\"ms\":%.5f,\"ms_min_rank\":%.5f,\"rel_err\":%.3e,"
+                    "\"sm_count\":%d,\"calls\":%d,\"samples\":%d,\"settle_ms\":%d,\"gpu\":\"%s\",\"driver\":\"%s\","
+                    "\"cuda\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
+                    g_fopname[s->op], g_fvar[v], g_label, P, (long long)s->m, (long long)s->n, (long long)s->k, pass, tmax,
+                    tmin, v == FV_GEMM ? 0.0 : err[v], f.sms, g_fcalls, g_samples,
+                    bench_settle_ms(), env->gpu, env->driver, env->cuda, env->date, env->commit);
+        }
+      }
+    CK(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar); /* nobody reads the host arrays any more */
+    if (s->op == 0 && rank == 0) unsetenv("MELD_SCHEDULE");
+    if (f.csym) IP_CK(meld_mem_free(comm, f.csym));
+    CK(cudaFree(f.a));
+    CK(cudaFree(f.b));
+    CK(cudaFree(f.c));
+    CK(cudaFree(f.cg));
+    if (f.afull) CK(cudaFree(f.afull));
+    CK(cudaFreeHost(got));
+    pthread_barrier_wait(&g_bar);
+    free(g_hA[rank]), free(g_hB[rank]);
+  }
+}
+
 typedef struct {
   int rank, dev;
 } ip_arg_t;
@@ -214,11 +443,13 @@ static void *rank_main(void *argp) {
   for (int k = 0; k < 2; k++) CK(cudaMemcpyAsync(send[k], g_host_send[rank], maxb, cudaMemcpyHostToDevice, st));
   CK(cudaStreamSynchronize(st));
   pthread_barrier_wait(&g_bar);
-  if (rank == 0) printf("%-14s %-4s %10s %10s %10s %10s %10s\n", "op", "kind", "bytes", "graph_us", "graph_max", "plain_us", "rel_err");
+  if (rank == 0 && !g_nfs)
+    printf("%-14s %-4s %10s %10s %10s %10s %10s\n", "op", "kind", "bytes", "graph_us", "graph_max", "plain_us", "rel_err");
   FILE *jf = rank == 0 && g_json ? fopen(g_json, "a") : NULL;
   bench_env_t env;
   if (rank == 0) bench_env(&env, a->dev);
-  for (int op = 0; op < 3; op++) {
+  if (g_nfs) fused_rows(rank, comm, st, jf, &env);
+  for (int op = 0; op < 3 && !g_nfs; op++) {
     if (g_only >= 0 && op != g_only) continue;
     for (int kind = 0; kind < 2; kind++) {
       if ((kind == 0 && !g_kind_ord) || (kind == 1 && !g_kind_sym)) continue;
@@ -293,6 +524,26 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--zc")) g_zc = 1;
     else if (!strcmp(argv[i], "--quick")) g_samples = 3, g_reps = 1; /* (meld-bench --suite --quick) */
     else if (!strcmp(argv[i], "--trace") && v) g_trace = atoi(v), i++;
+    else if (!strcmp(argv[i], "--fused-calls") && v) g_fcalls = atoi(v), i++;
+    else if (!strcmp(argv[i], "--fused-pairs") && v) g_fpairs = atoi(v), i++;
+    else if (!strcmp(argv[i], "--fused") && v) {
+      for (const char *p = v; *p && g_nfs < 16;) {
+        char op[8] = "";
+        long long m = 0, n = 0, k = 0;
+        if (sscanf(p, "%2[a-z]:%lld,%lld,%lld", op, &m, &n, &k) != 4 || m < 1 || n < 1 || k < 1 ||
+            (strcmp(op, "ag") && strcmp(op, "rs") && strcmp(op, "ar"))) {
+          fprintf(stderr, "--fused: a list of ag:M,N_loc,K | rs:M,N,K_total | ar:M,N,K_total separated by '/'\n");
+          return 2;
+        }
+        g_fs[g_nfs].op = !strcmp(op, "ag") ? 0 : !strcmp(op, "rs") ? 1 : 2;
+        g_fs[g_nfs].m = m, g_fs[g_nfs].n = n, g_fs[g_nfs].k = k;
+        g_nfs++;
+        const char *e = strchr(p, '/');
+        if (!e) break;
+        p = e + 1;
+      }
+      i++;
+    }
     else if (!strcmp(argv[i], "--kinds") && v) {
       g_kind_ord = strstr(v, "ord") != NULL;
       g_kind_sym = strstr(v, "sym") != NULL;
@@ -317,12 +568,22 @@ int main(int argc, char **argv) {
       i++;
     } else {
       fprintf(stderr, "usage: %s [--ranks P] [--sizes a,b] [--calls N] [--reps R] [--samples S] [--only OP] "
-                      "[--kinds ord,sym] [--zc] [--trace N] [--quick] [--json F] [--label L]\n", argv[0]);
+                      "[--kinds ord,sym] [--zc] [--trace N] [--quick] [--json F] [--label L]\n"
+                      "       [--fused ag:M,N_loc,K/rs:M,N,K_total/ar:M,N,K_total] [--fused-calls N] [--fused-pairs R]\n", argv[0]);
       return 2;
     }
   }
   if (g_P < 1 || g_P > IP_MAX_RANKS || g_calls < 1 || g_reps < 1 || g_samples < 1 || g_samples > 64) {
     fprintf(stderr, "bad --ranks (1..%d), --calls, --reps or --samples (1..64)\n", IP_MAX_RANKS);
+    return 2;
+  }
+  for (int i = 0; i < g_nfs; i++)
+    if (g_fs[i].m % g_P || (g_fs[i].op && g_fs[i].k % g_P) || g_fs[i].n % 8 || (g_fs[i].op ? g_fs[i].k / g_P : g_fs[i].k) % 8) {
+      fprintf(stderr, "--fused: M (and K_total for rs/ar) a multiple of the ranks; N and K (per rank) multiples of 8\n");
+      return 2;
+    }
+  if (g_fcalls < 1 || g_fpairs < 1 || g_fpairs > 8) {
+    fprintf(stderr, "--fused-calls: at least 1; --fused-pairs: 1..8\n");
     return 2;
   }
   for (int i = 0; i < g_nsizes; i++)

@@ -852,7 +852,10 @@ MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
  * every stream's offsets and lengths, send and recv multiples of 8 bytes (the host checks):
  * P is a constant, units are plain 8-byte loads and stores (no width cases) and unit indices
  * 32-bit; 0 = any call. Same results bit for bit (same loads, stores, sum order). Session 20:
- * the generic path runs ~590 instructions a warp (Nsight, LL loopback). */
+ * the generic path runs ~590 instructions a warp (Nsight, LL loopback). Tried and reverted
+ * (session 23 call 2): a one-CTA call loading its first units of the send before the entry, to
+ * overlap that latency with the entry's round trips: +0.13..+0.40 us a call in graphs, at 4 KB
+ * and at 64 KB (16 CTAs, where the prefetch never ran): the added code cost more than it hid. */
 template <int SP = 0>
 MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kargs_t *a) {
   using I = typename std::conditional<SP != 0, uint32_t, uint64_t>::type;
@@ -1027,7 +1030,8 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
  * Sync: meld_call_begin's handshake (every peer entered this call: its stream's earlier work
  * on these buffers is done, and it will not return before our "done"), then per CTA c one
  * "done" stamp (epoch, 1) into every peer's signal slot (me, channel c), after a bar.sync
- * that orders the CTA's loads and stores before the release; then CTA c waits for every
+ * that orders the CTA's loads and stores before the release (a relaxed store where the CTA
+ * only pulled: nothing of it is for the peers); then CTA c waits for every
  * peer's done on channel c. A rank's kernel therefore ends only after every peer finished
  * every read of its send and every write into its recv. Sums: fp32, rank order 0..P-1 from
  * 0.0f, as reduce_sum (bitwise the same on every rank). No CTA waits for anything but the
@@ -1261,11 +1265,12 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
     if (tr && threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_COMM, c, ctx.epoch);
     if (tid < P - 1) {
       const int q = (me + 1 + tid) % P;
-      /* EXPERIMENT (branch exp/pull-relaxed-done): a pull-only call (reduce-scatter, one-shot
-       * all-reduce: this CTA read the peers' sends and wrote only this rank's recv) announces
-       * "done reading" with a relaxed store: its loads have returned (their values were stored
-       * before the bar.sync) and nothing it wrote is for the peers, so the system-scope release
-       * (a fence waiting for every store of the CTA to be acknowledged) orders nothing. */
+      /* A pull-only call (reduce-scatter, one-shot all-reduce: this CTA read the peers' sends
+       * and wrote only this rank's recv) announces "done reading" with a relaxed store: its
+       * loads have returned (their values were stored before the bar.sync) and nothing it wrote
+       * is for the peers, so the system-scope release (a fence waiting for every store of the
+       * CTA to be acknowledged) orders nothing. -0.4..-0.54 us a reduce-scatter call at 2
+       * in-process ranks (session 23 call 1: 4 KB 4.28 -> 3.74, 1 MB 6.77 -> 6.38). */
       const bool pull_only = OP == MELD_COLL_REDUCE_SCATTER || (OP == MELD_COLL_ALL_REDUCE && a.oneshot);
       if (pull_only) st_relaxed_sys_u64(meld_peer_signal(&ctx, q, meld_signal_index(me, P, c, 0, 1)), stamp);
       else meld_signal_put(&ctx, q, meld_signal_index(me, P, c, 0, 1), stamp);
