@@ -10,6 +10,12 @@
 # (3) bench_inproc --ranks 2 on the 2 GPUs (one process): LL and forced ZC rows, to set beside the
 # one-GPU rows of session 22 (bench/results/inproc-p1-s22h.jsonl): what NVLink adds per call;
 # (4) the ZC trace of 4 back-to-back 64 MB all-gathers and reduce-scatters.
+# (5) (added in session 23) bench_inproc --fused, one rank per GPU: the fused ops against meld_gemm
+# with both GPUs in flight, sustained, 2 pairs of passes; the gemm row's ms / ms_min_rank show the
+# two GPUs' own speeds apart. On one GPU (session 23, 2 ranks on half the SMs each) fused / gemm
+# was AG 1.02-1.10, RS 1.03, AR zero copy 1.04-1.06; session 9 on 2 GPUs: AG 1.05-1.09, RS
+# 1.16-1.18, AR zero copy 1.24. Prediction: the 2-GPU excess over the one-GPU figures reappears
+# (RS / AR >= 1.10) and the two GPUs' gemm times differ by 1-4%.
 # Predictions (session 22): tests pass; LL 4 KB graph ~2.8-3.2 us (one GPU, 2 ranks in flight:
 # 2.40-2.76; session 4 on 2 GPUs: 4.2-4.7 with session 20's kernels, which cost 3.95-4.26 on one
 # GPU), i.e. ~0.45-0.55 of NCCL; auto_s20 1.3-1.6 us above auto; ZC 4 KB 7-9 us (s4: 9.9-10.4);
@@ -37,4 +43,8 @@ for op in all_gather reduce_scatter; do
   echo "== trace $op rc=$? at $(el) s"
   python3 tools/trace_stats.py "$OUT"/coll-trace-$op*.json* 2>&1 | sed -n '/call 3:/,/call 4:/p' | head -12
 done
+MELD_WORKSPACE_BYTES=402653184 BENCH_SETTLE_MS=500 MELD_TIMEOUT_MS=5000 timeout -k 5 300 build/bench/bench_inproc --ranks 2 \
+  --samples 3 --fused-pairs 2 --fused ag:8192,5120,8192/ag:8192,14336,4096/rs:8192,8192,8192/rs:8192,4096,14336/ar:8192,8192,8192 \
+  --json "$OUT/inproc-fused-x2-s23-$d.jsonl" --label x2 > "$OUT/inproc_fused.log" 2>&1
+echo "== bench_inproc --fused (2 GPUs) rc=$? at $(el) s"; grep -E "mean of|FAIL" "$OUT/inproc_fused.log"
 cd "$OUT" && tar czf logs.tgz *.log coll-trace-* && rm -f *.log coll-trace-*

@@ -89,7 +89,9 @@ enum { COLL_COPY = 0, COLL_REDUCE = 1 };
 /* == meld_coll_proto_t */
 enum { COLL_MODE_LL = 1, COLL_MODE_RING = 2, COLL_MODE_ROUNDS = 3, COLL_MODE_ZC = 4 };
 /* LL: 8-byte units per thread whose loads are in flight together. */
+#ifndef COLL_LL_U
 #define COLL_LL_U 4
+#endif
 
 static_assert(MELD_PAD_OFF_DATA <= MELD_PAD_OFF_LL && MELD_PAD_OFF_LL + MELD_PAD_LL_BYTES <= MELD_PAD_BYTES,
               "pad: LL region");
@@ -856,7 +858,7 @@ MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
  * (session 23 call 2): a one-CTA call loading its first units of the send before the entry, to
  * overlap that latency with the entry's round trips: +0.13..+0.40 us a call in graphs, at 4 KB
  * and at 64 KB (16 CTAs, where the prefetch never ran): the added code cost more than it hid. */
-template <int SP = 0>
+template <int SP = 0, int ACT = -1>
 MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kargs_t *a) {
   using I = typename std::conditional<SP != 0, uint32_t, uint64_t>::type;
   meld_cta_shared_t *sh = meld_cta_shared();
@@ -919,7 +921,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
         if (r != me && p->peer_pads[r]) st_relaxed_sys_u64(meld_pad_u64(p->peer_pads[r], meld_pad_args_offset(me, ctx->epoch)), v);
     }
     const uint8_t *mine = p->pad + MELD_PAD_OFF_LL + half;
-    if (a->action == COLL_COPY) {
+    if (ACT >= 0 ? ACT == COLL_COPY : a->action == COLL_COPY) {
       /* Own block first (overlaps the flight of the lines), then every incoming stream. */
       if (a->own_len) copy_bytes(a->recv + a->own_dst, a->send + a->own_src, a->own_len, (uint32_t)g, (uint32_t)G);
       for (int t = 0; t < npeer; t++) {
@@ -1295,8 +1297,11 @@ static const void *const coll_zc_kernels[MELD_COLL_NUM_OPS] = {
     (const void *)coll_zc_kernel<MELD_COLL_ALL_REDUCE>, (const void *)coll_zc_kernel<MELD_COLL_ALL_TO_ALL>};
 
 /* One kernel per engine: each gets its own register budget (no spills at the plan limits).
- * SP: coll_ll's lean instantiation (2) or the generic one (0). */
-template <int SP>
+ * SP: coll_ll's lean instantiation (2) or the generic one (0). ACT (lean only): the action as a
+ * constant, COLL_COPY (all-gather, all-to-all) or COLL_REDUCE (reduce-scatter, all-reduce), so
+ * each lean kernel holds one path (the ZC kernels' split by op, session 21, cut their
+ * instruction fetch); -1 = read at run time. */
+template <int SP, int ACT = -1>
 __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                           const __grid_constant__ coll_kargs_t a) {
   meld_ctx_t ctx;
@@ -1307,7 +1312,7 @@ __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(co
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   }
-  coll_ll<SP>(&ctx, &proto, &a);
+  coll_ll<SP, ACT>(&ctx, &proto, &a);
 }
 
 __global__ void __launch_bounds__(MELD_COLL_RING_MAX_THREADS, 1) coll_ring_kernel(const __grid_constant__ meld_proto_dev_t proto,
@@ -1680,8 +1685,9 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   coll_trace_plan(fn, &plan);
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, &k};
-  const void *kern = plan.proto == MELD_PROTO_LL     ? (coll_ll_lean(&k, lean_on) ? (const void *)coll_ll_kernel<2>
-                                                                          : (const void *)coll_ll_kernel<0>)
+  const void *kern = plan.proto == MELD_PROTO_LL ? (!coll_ll_lean(&k, lean_on) ? (const void *)coll_ll_kernel<0>
+                                                     : k.action == COLL_COPY    ? (const void *)coll_ll_kernel<2, COLL_COPY>
+                                                                                : (const void *)coll_ll_kernel<2, COLL_REDUCE>)
                      : plan.proto == MELD_PROTO_RING ? (const void *)coll_ring_kernel
                                                      : (const void *)coll_kernel;
   meld_result_t r;
