@@ -88,10 +88,13 @@
 enum { COLL_COPY = 0, COLL_REDUCE = 1 };
 /* == meld_coll_proto_t */
 enum { COLL_MODE_LL = 1, COLL_MODE_RING = 2, COLL_MODE_ROUNDS = 3, COLL_MODE_ZC = 4 };
-/* LL: 8-byte units per thread whose loads are in flight together. */
-#ifndef COLL_LL_U
+/* LL: 8-byte units per thread whose loads are in flight together (the generic kernel's and the
+ * lean kernels' above COLL_LL_U2_BYTES); the lean kernels take COLL_LL_U_SMALL up to
+ * COLL_LL_U2_BYTES per stream: smaller code, same loads for one-step calls (session 23 call 3,
+ * 2 in-process ranks: 2 units -0.03..-0.09 us at 4-64 KB, +0.4..+0.6 us at 1 MB). */
 #define COLL_LL_U 4
-#endif
+#define COLL_LL_U_SMALL 2
+#define COLL_LL_U2_BYTES ((uint64_t)64 << 10)
 
 static_assert(MELD_PAD_OFF_DATA <= MELD_PAD_OFF_LL && MELD_PAD_OFF_LL + MELD_PAD_LL_BYTES <= MELD_PAD_BYTES,
               "pad: LL region");
@@ -858,7 +861,7 @@ MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
  * (session 23 call 2): a one-CTA call loading its first units of the send before the entry, to
  * overlap that latency with the entry's round trips: +0.13..+0.40 us a call in graphs, at 4 KB
  * and at 64 KB (16 CTAs, where the prefetch never ran): the added code cost more than it hid. */
-template <int SP = 0, int ACT = -1>
+template <int SP = 0, int ACT = -1, int U = COLL_LL_U>
 MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kargs_t *a) {
   using I = typename std::conditional<SP != 0, uint32_t, uint64_t>::type;
   meld_cta_shared_t *sh = meld_cta_shared();
@@ -894,19 +897,19 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
       const uint64_t len = a->push_len[q];
       uint8_t *dst = (a->loop ? p->pad : p->peer_pads[q]) + MELD_PAD_OFF_LL + half + (uint64_t)coll_src_idx(me, q, P) * a->ll_region;
       const uint8_t *src = a->send + a->push_off[q];
-      /* COLL_LL_U units per thread per step: all loads issue before the first store (a
+      /* U units per thread per step: all loads issue before the first store (a
        * store's "memory" clobber would otherwise keep the next load behind it: one HBM
        * latency per 8 bytes per thread). */
-      for (I u0 = g; u0 * 8 < len; u0 += COLL_LL_U * G) {
-        uint64_t v[COLL_LL_U];
+      for (I u0 = g; u0 * 8 < len; u0 += U * G) {
+        uint64_t v[U];
 #pragma unroll
-        for (int k = 0; k < COLL_LL_U; k++) {
+        for (int k = 0; k < U; k++) {
           const I u = u0 + (I)k * G;
           v[k] = 0;
           if ((uint64_t)u * 8 < len) v[k] = SP ? *(const uint64_t *)(src + (uint64_t)u * 8) : coll_ld8(src + (uint64_t)u * 8, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
         }
 #pragma unroll
-        for (int k = 0; k < COLL_LL_U; k++) {
+        for (int k = 0; k < U; k++) {
           const I u = u0 + (I)k * G;
           if (u * 8 < len) coll_st_v2(dst + u * 16, hi | (v[k] & 0xffffffffull), hi | (v[k] >> 32));
         }
@@ -929,17 +932,17 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
         const uint64_t len = a->recv_len[pr];
         const uint8_t *src = mine + (uint64_t)t * a->ll_region;
         uint8_t *dst = a->recv + a->recv_off[pr];
-        /* COLL_LL_U lines per thread per step: every poll issues before the first check. */
-        for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += COLL_LL_U * G) {
-          uint64_t x[COLL_LL_U], y[COLL_LL_U];
+        /* U lines per thread per step: every poll issues before the first check. */
+        for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += U * G) {
+          uint64_t x[U], y[U];
 #pragma unroll
-          for (int k = 0; k < COLL_LL_U; k++) {
+          for (int k = 0; k < U; k++) {
             const I u = u0 + (I)k * G;
             x[k] = y[k] = 0;
             if (u * 8 < len) coll_ld_v2(src + u * 16, &x[k], &y[k]);
           }
 #pragma unroll
-          for (int k = 0; k < COLL_LL_U; k++) {
+          for (int k = 0; k < U; k++) {
             const I u = u0 + (I)k * G;
             uint64_t v;
             if (u * 8 >= len || !coll_ll_take(ctx, src + u * 16, flag, pr, x[k], y[k], &v)) break;
@@ -953,12 +956,12 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
       const uint64_t len = a->own_len;
       const uint8_t *own = a->send + a->own_src;
       uint8_t *dst = a->recv + a->own_dst;
-      /* COLL_LL_U units per thread per step: the own values and (P = 2) the peer's lines
+      /* U units per thread per step: the own values and (P = 2) the peer's lines
        * are all requested before the first add. */
-      for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += COLL_LL_U * G) {
-        uint64_t ov[COLL_LL_U], x[COLL_LL_U], y[COLL_LL_U];
+      for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += U * G) {
+        uint64_t ov[U], x[U], y[U];
 #pragma unroll
-        for (int k = 0; k < COLL_LL_U; k++) {
+        for (int k = 0; k < U; k++) {
           const I u = u0 + (I)k * G;
           ov[k] = x[k] = y[k] = 0;
           if (u * 8 < len) {
@@ -967,7 +970,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
           }
         }
 #pragma unroll
-        for (int k = 0; k < COLL_LL_U; k++) {
+        for (int k = 0; k < U; k++) {
           const I u = u0 + (I)k * G;
           if (u * 8 >= len || ctx->failed) break;
           float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -1300,8 +1303,8 @@ static const void *const coll_zc_kernels[MELD_COLL_NUM_OPS] = {
  * SP: coll_ll's lean instantiation (2) or the generic one (0). ACT (lean only): the action as a
  * constant, COLL_COPY (all-gather, all-to-all) or COLL_REDUCE (reduce-scatter, all-reduce), so
  * each lean kernel holds one path (the ZC kernels' split by op, session 21, cut their
- * instruction fetch); -1 = read at run time. */
-template <int SP, int ACT = -1>
+ * instruction fetch); -1 = read at run time. U: units per thread and step (COLL_LL_U). */
+template <int SP, int ACT = -1, int U = COLL_LL_U>
 __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                           const __grid_constant__ coll_kargs_t a) {
   meld_ctx_t ctx;
@@ -1312,7 +1315,7 @@ __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(co
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   }
-  coll_ll<SP, ACT>(&ctx, &proto, &a);
+  coll_ll<SP, ACT, U>(&ctx, &proto, &a);
 }
 
 __global__ void __launch_bounds__(MELD_COLL_RING_MAX_THREADS, 1) coll_ring_kernel(const __grid_constant__ meld_proto_dev_t proto,
@@ -1685,9 +1688,12 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   coll_trace_plan(fn, &plan);
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, &k};
+  const bool ll_small = k.max_len <= COLL_LL_U2_BYTES && k.own_len <= COLL_LL_U2_BYTES;
+  static const void *const ll_lean[2][2] = {
+      {(const void *)coll_ll_kernel<2, COLL_COPY>, (const void *)coll_ll_kernel<2, COLL_COPY, COLL_LL_U_SMALL>},
+      {(const void *)coll_ll_kernel<2, COLL_REDUCE>, (const void *)coll_ll_kernel<2, COLL_REDUCE, COLL_LL_U_SMALL>}};
   const void *kern = plan.proto == MELD_PROTO_LL ? (!coll_ll_lean(&k, lean_on) ? (const void *)coll_ll_kernel<0>
-                                                     : k.action == COLL_COPY    ? (const void *)coll_ll_kernel<2, COLL_COPY>
-                                                                                : (const void *)coll_ll_kernel<2, COLL_REDUCE>)
+                                                                               : ll_lean[k.action != COLL_COPY][ll_small])
                      : plan.proto == MELD_PROTO_RING ? (const void *)coll_ring_kernel
                                                      : (const void *)coll_kernel;
   meld_result_t r;
