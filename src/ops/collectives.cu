@@ -1199,8 +1199,9 @@ MELD_DEV void zc_elems(const coll_zc_args_t *a, int j, uint64_t e0, uint64_t e1,
   }
 }
 
-/* CTA c's slice of every job. */
-template <int OP>
+/* CTA c's slice of every job. UNR: the vectors in flight (the plan's unroll, 8 or 4), a
+ * constant of the kernel, so each kernel holds one copy loop. */
+template <int OP, int UNR>
 MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
   const uint32_t t = threadIdx.x, nt = blockDim.x, C = (uint32_t)a->ctas;
   const uint64_t es = a->dtype == COPY_BF16 ? 2 : 4, len = zc_len<OP>(a);
@@ -1214,8 +1215,7 @@ MELD_DEV void zc_move(const coll_zc_args_t *a, uint32_t c) {
       const uint64_t nvec = len / 16, per = (nvec + C - 1) / C;
       const uint64_t v0 = coll_min((uint64_t)c * per, nvec), v1 = coll_min(v0 + per, nvec);
       if (v0 < v1) {
-        if (a->unroll >= 8) zc_vec<OP, 8, 8>(a, j, v0, v1, t, nt);
-        else zc_vec<OP, 4, 4>(a, j, v0, v1, t, nt);
+        zc_vec<OP, UNR, UNR>(a, j, v0, v1, t, nt);
       }
       if (c == C - 1) zc_elems<OP>(a, j, nvec * 16 / es, len / es, t, nt);
     } else {
@@ -1238,7 +1238,7 @@ __device__ __noinline__ void zc_trace(const meld_trace_dev_t *t, int role, uint3
   start = globaltimer_ns();
 }
 
-template <int OP>
+template <int OP, int UNR>
 __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                         const __grid_constant__ coll_zc_args_t a) {
   meld_ctx_t ctx;
@@ -1262,7 +1262,7 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
   if (!ctx.failed) {
     const uint32_t c = ctx.ticket; /* slice and channel: the order in which CTAs started */
     if (tr && threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
-    zc_move<OP>(&a, c);
+    zc_move<OP, UNR>(&a, c);
     const int P = a.nranks, me = a.rank, tid = (int)threadIdx.x;
     const uint64_t stamp = meld_stamp(ctx.epoch, 1);
     /* bar.sync: this CTA's loads and stores happen before the releases (cumulativity). */
@@ -1280,24 +1280,31 @@ __global__ void __launch_bounds__(MELD_COLL_ZC_MAX_THREADS, 1) coll_zc_kernel(co
       if (pull_only) st_relaxed_sys_u64(meld_peer_signal(&ctx, q, meld_signal_index(me, P, c, 0, 1)), stamp);
       else meld_signal_put(&ctx, q, meld_signal_index(me, P, c, 0, 1), stamp);
     }
-    int ok = 1;
+    /* The peers' done: a failed wait has recorded the error and raised the abort; nothing of
+     * this call follows but the exit, whose barrier orders the waits before the count. */
     if (tid < P - 1) {
       const int p = (me + 1 + tid) % P;
-      ok = meld_wait_signal(&ctx, meld_signal_index(p, P, c, 0, 1), stamp, p, "coll zc: peer done");
+      (void)meld_wait_signal(&ctx, meld_signal_index(p, P, c, 0, 1), stamp, p, "coll zc: peer done");
     }
-    if (!__syncthreads_and(ok)) ctx.failed = 1;
     if (tr && threadIdx.x == 0) zc_trace(&proto.trace, MELD_ROLE_WAIT, c, ctx.epoch);
   }
-  meld_call_end(&ctx);
+  /* A relaxed count (coll_ll_end's argument): a ZC CTA writes none of the call's scratch, so
+   * the count needs atomicity only; the acq_rel one's GPU-scope release waited for this CTA's
+   * stores. */
+  meld_call_end_count<false>(&ctx);
 }
 
 /* One ZC kernel per op (the op a compile-time constant): each holds only its own path, ~1/4
  * of the one kernel that took every op by a run-time switch (24.6K SASS instructions: a 4 KB
  * call's thread 0 ran 30 separate stretches of it, most of its ~2.5 us entry and ~2.2 us move
- * at one rank being instruction fetch; session 21 call 5, Nsight call 2). */
-static const void *const coll_zc_kernels[MELD_COLL_NUM_OPS] = {
-    (const void *)coll_zc_kernel<MELD_COLL_ALL_GATHER>, (const void *)coll_zc_kernel<MELD_COLL_REDUCE_SCATTER>,
-    (const void *)coll_zc_kernel<MELD_COLL_ALL_REDUCE>, (const void *)coll_zc_kernel<MELD_COLL_ALL_TO_ALL>};
+ * at one rank being instruction fetch; session 21 call 5, Nsight call 2). And one per unroll
+ * (row 0: 8 vectors in flight, the plan's default; row 1: 4, for comparisons), so that each
+ * holds one copy loop. */
+static const void *const coll_zc_kernels[2][MELD_COLL_NUM_OPS] = {
+    {(const void *)coll_zc_kernel<MELD_COLL_ALL_GATHER, 8>, (const void *)coll_zc_kernel<MELD_COLL_REDUCE_SCATTER, 8>,
+     (const void *)coll_zc_kernel<MELD_COLL_ALL_REDUCE, 8>, (const void *)coll_zc_kernel<MELD_COLL_ALL_TO_ALL, 8>},
+    {(const void *)coll_zc_kernel<MELD_COLL_ALL_GATHER, 4>, (const void *)coll_zc_kernel<MELD_COLL_REDUCE_SCATTER, 4>,
+     (const void *)coll_zc_kernel<MELD_COLL_ALL_REDUCE, 4>, (const void *)coll_zc_kernel<MELD_COLL_ALL_TO_ALL, 4>}};
 
 /* One kernel per engine: each gets its own register budget (no spills at the plan limits).
  * SP: coll_ll's lean instantiation (2) or the generic one (0). ACT (lean only): the action as a
@@ -1668,7 +1675,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     void *kargs[] = {&proto, &zk};
     /* Plain launch: a ZC CTA waits only for the peers' CTAs of its own ticket (see the kernel). */
     meld_result_t r =
-        coll_launch_plain(coll_zc_kernels[args->op], &plan, kargs, stream, (hint && hint->pdl) || zk.pdl);
+        coll_launch_plain(coll_zc_kernels[zk.unroll < 8][args->op], &plan, kargs, stream, (hint && hint->pdl) || zk.pdl);
     if (r != MELD_OK) meld_error_prefix("%s", fn);
     return r;
   }
