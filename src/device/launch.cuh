@@ -259,7 +259,7 @@ MELD_DEV void meld_call_advance(const meld_proto_dev_t *p, uint64_t epoch, uint3
  * advance. The CTA must not touch the call's scratch after this. RELEASE (meld_call_end):
  * the count is acq_rel, releasing this CTA's scratch updates to the last CTA, which acquires
  * all of them before resetting (otherwise a late atomic could land after the reset); a kernel
- * whose CTAs write no scratch may count relaxed (coll_ll_end). */
+ * whose CTAs write no scratch may count relaxed (coll_ll_end, the ZC kernel). */
 template <bool RELEASE>
 MELD_DEV void meld_call_end_count(meld_ctx_t *c) {
   meld_cta_shared_t *s = meld_cta_shared();
