@@ -132,6 +132,47 @@ static double op_check(int op, int rank, int P, size_t count, const uint16_t *go
   return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* Enqueues one unit of timed work (a call, or a graph of calls) on st. */
+typedef void (*ip_unit_fn)(int rank, void *ctx, cudaStream_t st);
+
+/* Median over --samples of the time per call: each sample enqueues n units of `per` calls back
+ * to back between two events, every rank starting it after a barrier. */
+static float ip_time_samples(int rank, ip_unit_fn fn, void *ctx, int n, int per, cudaStream_t st) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float v[64];
+  for (int k = 0; k < g_samples; k++) {
+    pthread_barrier_wait(&g_bar);
+    CK(cudaEventRecord(e0, st));
+    for (int i = 0; i < n; i++) fn(rank, ctx, st);
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&v[k], e0, e1));
+    v[k] /= (float)n * (float)per;
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return bench_median(v, g_samples);
+}
+
+typedef struct {
+  int op, kind;
+  meld_comm_t c;
+  const void *s;
+  void *r;
+  size_t count;
+  cudaGraphExec_t ge;
+} ip_op_t;
+static void ip_op_unit(int rank, void *ctx, cudaStream_t st) {
+  const ip_op_t *o = (const ip_op_t *)ctx;
+  IP_CK(op_call(o->op, o->kind, o->c, o->s, o->r, o->count, st));
+}
+static void ip_graph_unit(int rank, void *ctx, cudaStream_t st) {
+  (void)rank;
+  CK(cudaGraphLaunch(((const ip_op_t *)ctx)->ge, st));
+}
+
 static float time_graph(int rank, int op, int kind, meld_comm_t c, const void *s, void *r, size_t count, cudaStream_t st) {
   cudaGraph_t g;
   cudaGraphExec_t ge;
@@ -139,50 +180,22 @@ static float time_graph(int rank, int op, int kind, meld_comm_t c, const void *s
   for (int i = 0; i < g_calls; i++) IP_CK(op_call(op, kind, c, s, r, count, st));
   CK(cudaStreamEndCapture(st, &g));
   CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   pthread_barrier_wait(&g_bar);
   CK(cudaGraphLaunch(ge, st)); /* warm-up */
   CK(cudaStreamSynchronize(st));
-  float v[64];
-  for (int k = 0; k < g_samples; k++) {
-    pthread_barrier_wait(&g_bar);
-    CK(cudaEventRecord(e0, st));
-    for (int q = 0; q < g_reps; q++) CK(cudaGraphLaunch(ge, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaEventElapsedTime(&v[k], e0, e1));
-    v[k] /= (float)(g_reps * g_calls);
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
+  ip_op_t o = {op, kind, c, s, r, count, ge};
+  const float t = ip_time_samples(rank, ip_graph_unit, &o, g_reps, g_calls, st);
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
-  return bench_median(v, g_samples);
+  return t;
 }
 
 static float time_plain(int rank, int op, int kind, meld_comm_t c, const void *s, void *r, size_t count, cudaStream_t st) {
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  const int n = g_calls;
+  ip_op_t o = {op, kind, c, s, r, count, NULL};
   pthread_barrier_wait(&g_bar);
-  for (int i = 0; i < 20; i++) IP_CK(op_call(op, kind, c, s, r, count, st));
+  for (int i = 0; i < 20; i++) ip_op_unit(rank, &o, st);
   CK(cudaStreamSynchronize(st));
-  float v[64];
-  for (int k = 0; k < g_samples; k++) {
-    pthread_barrier_wait(&g_bar);
-    CK(cudaEventRecord(e0, st));
-    for (int i = 0; i < n; i++) IP_CK(op_call(op, kind, c, s, r, count, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    CK(cudaEventElapsedTime(&v[k], e0, e1));
-    v[k] /= (float)n;
-  }
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  return bench_median(v, g_samples);
+  return ip_time_samples(rank, ip_op_unit, &o, g_calls, 1, st);
 }
 
 /* ---- --fused: the fused ops with both ranks in flight ----------------------------------------
@@ -245,6 +258,16 @@ static meld_result_t fused_call(meld_comm_t comm, const ip_fctx_t *f, int v, cud
   g.m = s->m, g.n = s->n, g.k = f->kl;
   g.algo = v == FV_UNFUSED ? MELD_GEMM_RS_UNFUSED : MELD_GEMM_RS_FUSED;
   return s->op == 1 ? meld_gemm_rs(comm, &g, st) : meld_gemm_ar(comm, &g, st);
+}
+
+typedef struct {
+  meld_comm_t comm;
+  const ip_fctx_t *f;
+  int v;
+} ip_fused_t;
+static void ip_fused_unit(int rank, void *ctx, cudaStream_t st) {
+  const ip_fused_t *u = (const ip_fused_t *)ctx;
+  IP_CK(fused_call(u->comm, u->f, u->v, st));
 }
 
 /* Relative error of 4096 sampled entries of this rank's C (host copy of its rows, ld n). */
@@ -352,19 +375,10 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
         if (rank == 0) g_settle_n = bench_settle_calls(w / 2, bench_settle_ms());
         pthread_barrier_wait(&g_bar);
         for (int i = 0; i < g_settle_n; i++) IP_CK(fused_call(comm, &f, v, st));
-        float t[64];
-        for (int k = 0; k < g_samples; k++) {
-          pthread_barrier_wait(&g_bar);
-          CK(cudaEventRecord(e0, st));
-          for (int i = 0; i < g_fcalls; i++) IP_CK(fused_call(comm, &f, v, st));
-          CK(cudaEventRecord(e1, st));
-          CK(cudaEventSynchronize(e1));
-          CK(cudaEventElapsedTime(&t[k], e0, e1));
-          t[k] /= (float)g_fcalls;
-        }
         CK(cudaEventDestroy(e0));
         CK(cudaEventDestroy(e1));
-        g_ms[rank] = bench_median(t, g_samples);
+        ip_fused_t fu = {comm, &f, v};
+        g_ms[rank] = ip_time_samples(rank, ip_fused_unit, &fu, g_fcalls, 1, st);
         pthread_barrier_wait(&g_bar);
         float tmax = 0, tmin = 1e30f;
         for (int r = 0; r < P; r++) tmax = g_ms[r] > tmax ? g_ms[r] : tmax, tmin = g_ms[r] < tmin ? g_ms[r] : tmin;

@@ -8,7 +8,9 @@
  *   - 200 back-to-back all-reduces with a different input each (no host sync), every output
  *     checked; the same as a CUDA graph replayed;
  *   - GEMM+RS, GEMM+AR (fused and unfused) and AG+GEMM against a host reference;
- *   - a peer that never calls: MELD_ERR_TIMEOUT, not a hang.
+ *   - a peer that never calls: MELD_ERR_TIMEOUT, not a hang;
+ *   - (a fresh comm) mismatched counts in an LL all-reduce: the late argument check fails the
+ *     call with "arguments differ" and aborts the peer's wait: errors on both ranks, no hang.
  * Each thread synchronizes only its own stream (a device-wide wait would wait for the peer's
  * kernels, which wait for this thread's next call). */
 #include <pthread.h>
@@ -18,7 +20,7 @@
 #include "gpu_test.h"
 
 #define P 2
-static meld_unique_id g_id;
+static meld_unique_id g_id, g_id2; /* g_id2: the mismatch case's fresh comm */
 static pthread_barrier_t g_bar;
 static int g_ndev;
 /* host copies of every rank's inputs, for the references */
@@ -314,6 +316,35 @@ static void *rank_main(void *arg) {
   }
   GT_CUDA(cudaStreamDestroy(st));
   (void)meld_comm_destroy(comm);
+
+  /* (5) mismatched counts, LL (one CTA): rank 0 all-reduces 1000 bf16, rank 1 1008. Rank 0 gets
+   * every line it expects, then its late argument check finds the peer's hash different, fails
+   * the call and aborts the peer, whose wait for its last line (never sent) ends there. */
+  meld_comm_t c2 = NULL;
+  GT_MELD(meld_comm_init(&c2, P, g_id2, rank, &cfg));
+  if (!c2) return NULL;
+  cudaStream_t s2;
+  GT_CUDA(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  void *in = NULL, *out = NULL;
+  GT_CUDA(cudaMalloc(&in, 4096));
+  GT_CUDA(cudaMalloc(&out, 4096));
+  GT_CUDA(cudaMemsetAsync(in, 0x3c, 4096, s2));
+  const double t0 = gt_now_s();
+  GT_MELD(meld_all_reduce(c2, in, out, rank == 0 ? 1000 : 1008, MELD_BF16, s2));
+  GT_CUDA(cudaStreamSynchronize(s2));
+  const meld_result_t r = meld_comm_check(c2);
+  const double dt = gt_now_s() - t0;
+  GT_CHECK((r == MELD_ERR_ABORTED || r == MELD_ERR_INVALID_ARG) && dt < 20, "mismatched counts: rank %d: %s after %.1f s (%s)",
+           rank, meld_strerror(r), dt, meld_last_error());
+  if (rank == 0)
+    GT_CHECK(strstr(meld_last_error(), "arguments differ") != NULL, "mismatched counts: rank 0 should report the mismatch: %s",
+             meld_last_error());
+  gt_log("mismatched counts: %s after %.1f s: %s", meld_strerror(r), dt, meld_last_error());
+  pthread_barrier_wait(&g_bar);
+  GT_CUDA(cudaFree(in));
+  GT_CUDA(cudaFree(out));
+  GT_CUDA(cudaStreamDestroy(s2));
+  (void)meld_comm_destroy(c2);
   return NULL;
 }
 
@@ -324,7 +355,7 @@ int main(void) {
   }
   if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
   printf("test_inproc: %d ranks as threads on %d GPU(s)\n", P, g_ndev < P ? g_ndev : P);
-  if (meld_get_unique_id(&g_id) != MELD_OK) {
+  if (meld_get_unique_id(&g_id) != MELD_OK || meld_get_unique_id(&g_id2) != MELD_OK) {
     printf("meld_get_unique_id: %s\n", meld_last_error());
     return 1;
   }
