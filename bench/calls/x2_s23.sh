@@ -20,6 +20,9 @@
 # 2.40-2.76; session 4 on 2 GPUs: 4.2-4.7 with session 20's kernels, which cost 3.95-4.26 on one
 # GPU), i.e. ~0.45-0.55 of NCCL; auto_s20 1.3-1.6 us above auto; ZC 4 KB 7-9 us (s4: 9.9-10.4);
 # 64 MB busbw +2-5% over session 9 (a ~2-3 us shorter fixed cost of ~112 us).
+# Session 23 update (one GPU, 2 ranks in flight): LL 4 KB now 2.24-2.67 us there (2.40-2.76 in
+# session 22) and forced ZC 4 KB 3.8-5.3 (6.1-7.8), 1 MB 6.1-8.2 (7.8-9.6): predictions now LL 4 KB
+# graph ~2.6-3.1 us on NVLink (~0.4-0.5 of NCCL), ZC 4 KB 5-7 us, 64 MB busbw +3-6% over session 9.
 # Usage (device, nvidia-h200-x2): OUT=... [PREBUILT=1: carry build/bench/bench_coll
 #   build/bench/bench_inproc build/tests/gpu] bash bench/calls/x2_s23.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
