@@ -100,18 +100,22 @@ MELD_DEV uint64_t *meld_peer_credit(const meld_ctx_t *c, int r, uint32_t index) 
 
 /* Raises the abort word (first raiser wins: CAS from 0) here and at every same-node peer.
  * acq_rel: everything this thread wrote before (e.g. a re-posted argument hash) is visible
- * to a peer that observes the abort word and then fences. A failure path (MELD_FAIL_RECORD_FN):
- * out of line in collectives.cu, where every wait inlined a copy, the lean LL kernels are a
- * quarter smaller and 0.06-0.11 us faster a call, the ZC kernels 0.05-0.12 us slower (session 23
- * calls 9-10; the LL wait's copy alone out of line gave half the LL gain): kept for the LL
- * sizes, where a call is ~2.5 us; ZC calls are >= 1 MB (>= 6 us). */
-MELD_FAIL_RECORD_FN void meld_raise_abort(const meld_proto_dev_t *p, uint32_t code) {
+ * to a peer that observes the abort word and then fences. A failure path, inlined in every
+ * wait: out of line in all of collectives.cu's waits the lean LL kernels were a quarter smaller
+ * and 0.06-0.11 us faster a call, the ZC kernels 0.05-0.12 us slower (session 23 calls 9-10;
+ * the LL wait's copy alone out of line gave half the LL gain); so the LL kernels' waits call
+ * meld_raise_abort_outline and the others inline it. */
+MELD_DEV void meld_raise_abort(const meld_proto_dev_t *p, uint32_t code) {
   atom_cas_acq_rel_sys_u32(meld_abort_word(p), 0u, code);
   for (int r = 0; r < p->nranks; r++) {
     uint8_t *peer = r == p->rank ? (uint8_t *)0 : p->peer_pads[r];
     if (peer) atom_cas_acq_rel_sys_u32((uint32_t *)(peer + MELD_PAD_OFF_ABORT), 0u, code);
   }
 }
+/* The same, never inlined: for the waits of the LL kernels (meld_wait_impl<true>, coll_ll_wait).
+ * A template only for its linkage (one definition however many translation units include it). */
+template <int = 0>
+__device__ __noinline__ void meld_raise_abort_outline(const meld_proto_dev_t *p, uint32_t code) { meld_raise_abort(p, code); }
 
 /* The error record and the abort of a failure (meld_fail's body). A translation unit that
  * defines MELD_FAIL_OUTLINE before including this header gets it out of line: it runs at most
@@ -200,6 +204,7 @@ MELD_DEV void meld_acquire_slot(const uint64_t *slot) { (void)ld_acquire_sys_u64
  * relaxed load that saw the value) and *observed = the value. On abort or timeout fills the
  * record (see meld_fail) and returns false. `slot` must be in this GPU's memory (spin only on
  * local memory; peers write into it). */
+template <bool OUTLINE_RAISE = false>
 MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t target, int cmp,
                              meld_wait_info_t info, uint64_t *observed) {
   if (c->failed) return false;
@@ -241,7 +246,8 @@ MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t targe
          * meld_comm_abort reaches a stuck kernel. Propagate it to the pad words. */
         ab = ld_relaxed_sys_u32(p->host_abort);
         if (ab) {
-          meld_raise_abort(p, ab);
+          if (OUTLINE_RAISE) meld_raise_abort_outline<>(p, ab);
+          else meld_raise_abort(p, ab);
           outcome = MELD_WAIT_ABORTED;
         }
       }

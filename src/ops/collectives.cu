@@ -793,7 +793,7 @@ MELD_DEV bool coll_ll_wait(meld_ctx_t *c, const uint8_t *line, uint32_t flag, in
      * That thread raises the device word, which every thread reads. */
     if (!ab && threadIdx.x == 0 && now - w.start_ns >= MELD_WAIT_MIRROR_AFTER_NS &&
         (ab = ld_relaxed_sys_u32(p->host_abort)) != 0u)
-      meld_raise_abort(p, ab);
+      meld_raise_abort_outline<>(p, ab);
     const meld_wait_info_t info =
         meld_wait_info(MELD_REGION_OTHER, (uint32_t)((uintptr_t)line & 0xffffffffu), from, "coll: LL data");
     if (ab) {
@@ -1005,7 +1005,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
         const uint64_t *slot = meld_pad_u64(p->pad, meld_pad_args_offset(r, ctx->epoch));
         uint64_t v = ld_relaxed_sys_u64(slot);
         if (!meld_args_arrived(v, ctx->epoch) &&
-            !meld_wait_impl(ctx, slot, ctx->epoch, MELD_CMP_ARGS,
+            !meld_wait_impl<true>(ctx, slot, ctx->epoch, MELD_CMP_ARGS,
                             meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"), &v))
           break;
         if (meld_args_hash(v) != ctx->arg_hash) {
