@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# p1_s23k.sh — ONE GPU, session 23 call 11 (the device time's remainder). Carry:
+# p1_s23k.sh — ONE GPU, prepared in session 23 (refused: too little device time left); the next
+# session's first one-GPU call. Carry:
 #   build/bench/bench_inproc build/tests/gpu/test_inproc.
 # T: the abort raise inline again by default, out of line only in the LL kernels' waits
 # (meld_raise_abort_outline; meld_wait_impl<true> for LL's argument check). Its PTX: the lean LL
