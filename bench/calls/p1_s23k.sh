@@ -12,11 +12,6 @@
 . "$(dirname "$0")/../device_env.sh"
 MELD_TIMEOUT_MS=3000 timeout -k 5 120 build/tests/gpu/test_inproc > "$OUT/test_inproc.log" 2>&1
 echo "== test_inproc rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_inproc.log" | cut -c1-200 | head -4
-for i in 1 2; do
-  MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --sizes 4096,65536 --kinds ord \
-    --json "$OUT/inproc.jsonl" --label "s23k_t$i" > "$OUT/ip_t$i.log" 2>&1
-  MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --sizes 4096,1048576 --kinds sym --zc \
-    --json "$OUT/inproc.jsonl" --label "s23k_t$i" > "$OUT/ipz_t$i.log" 2>&1
-  echo "== t$i at $(el) s: $(grep -hE '^(all|reduce)' "$OUT/ip_t$i.log" "$OUT/ipz_t$i.log" | awk '{printf "%s %s %s %s | ", substr($1,1,6), $2, $3, $4}')"
-done
+bench/ab_inproc.sh s23k "t t" "t=build/bench" --ranks 2 --sizes 4096,65536 --kinds ord
+bench/ab_inproc.sh s23kz "t t" "t=build/bench" --ranks 2 --sizes 4096,1048576 --kinds sym --zc
 cd "$OUT" && tar czf logs.tgz *.log && rm -f *.log
