@@ -91,13 +91,6 @@ MELD_DEV uint64_t *meld_peer_credit(const meld_ctx_t *c, int r, uint32_t index) 
 
 /* ---- abort and the error record -------------------------------------------------------------- */
 
-/* Out of line where the translation unit asks (MELD_FAIL_OUTLINE, below): the failure paths. */
-#ifdef MELD_FAIL_OUTLINE
-#define MELD_FAIL_RECORD_FN __device__ __noinline__
-#else
-#define MELD_FAIL_RECORD_FN MELD_DEV
-#endif
-
 /* Raises the abort word (first raiser wins: CAS from 0) here and at every same-node peer.
  * acq_rel: everything this thread wrote before (e.g. a re-posted argument hash) is visible
  * to a peer that observes the abort word and then fences. A failure path, inlined in every
@@ -123,6 +116,11 @@ __device__ __noinline__ void meld_raise_abort_outline(const meld_proto_dev_t *p,
  * instructions between the hot ones, so a short call's path spans more instruction-cache lines
  * (collectives.cu, session 21). The GEMM kernels keep it inline: a call there fails register
  * allocation (setmaxnreg warpgroups, wgmma). Scalars by value: no caller's ctx in memory. */
+#ifdef MELD_FAIL_OUTLINE
+#define MELD_FAIL_RECORD_FN __device__ __noinline__
+#else
+#define MELD_FAIL_RECORD_FN MELD_DEV
+#endif
 MELD_FAIL_RECORD_FN void meld_fail_record(const meld_proto_dev_t *p, uint32_t op, uint32_t cta, int32_t role,
                                               uint64_t epoch, uint32_t kind, uint32_t region, uint32_t index,
                                               int32_t peer, const char *label, uint64_t expected, uint64_t observed,
