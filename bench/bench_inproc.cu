@@ -135,14 +135,14 @@ static double op_check(int op, int rank, int P, size_t count, const uint16_t *go
 /* Enqueues one unit of timed work (a call, or a graph of calls) on st. */
 typedef void (*ip_unit_fn)(int rank, void *ctx, cudaStream_t st);
 
-/* Median over --samples of the time per call: each sample enqueues n units of `per` calls back
- * to back between two events, every rank starting it after a barrier. */
-static float ip_time_samples(int rank, ip_unit_fn fn, void *ctx, int n, int per, cudaStream_t st) {
+/* Median over `samples` (<= 64) of the time per call: each sample enqueues n units of `per`
+ * calls back to back between two events, every rank starting it after a barrier. */
+static float ip_time_samples(int rank, ip_unit_fn fn, void *ctx, int n, int per, int samples, cudaStream_t st) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   float v[64];
-  for (int k = 0; k < g_samples; k++) {
+  for (int k = 0; k < samples; k++) {
     pthread_barrier_wait(&g_bar);
     CK(cudaEventRecord(e0, st));
     for (int i = 0; i < n; i++) fn(rank, ctx, st);
@@ -153,7 +153,7 @@ static float ip_time_samples(int rank, ip_unit_fn fn, void *ctx, int n, int per,
   }
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
-  return bench_median(v, g_samples);
+  return bench_median(v, samples);
 }
 
 typedef struct {
@@ -184,7 +184,7 @@ static float time_graph(int rank, int op, int kind, meld_comm_t c, const void *s
   CK(cudaGraphLaunch(ge, st)); /* warm-up */
   CK(cudaStreamSynchronize(st));
   ip_op_t o = {op, kind, c, s, r, count, ge};
-  const float t = ip_time_samples(rank, ip_graph_unit, &o, g_reps, g_calls, st);
+  const float t = ip_time_samples(rank, ip_graph_unit, &o, g_reps, g_calls, g_samples, st);
   CK(cudaGraphExecDestroy(ge));
   CK(cudaGraphDestroy(g));
   return t;
@@ -195,7 +195,7 @@ static float time_plain(int rank, int op, int kind, meld_comm_t c, const void *s
   pthread_barrier_wait(&g_bar);
   for (int i = 0; i < 20; i++) ip_op_unit(rank, &o, st);
   CK(cudaStreamSynchronize(st));
-  return ip_time_samples(rank, ip_op_unit, &o, g_calls, 1, st);
+  return ip_time_samples(rank, ip_op_unit, &o, g_calls, 1, g_samples, st);
 }
 
 /* ---- --fused: the fused ops with both ranks in flight ----------------------------------------
@@ -338,6 +338,8 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
         CK(cudaMemcpyAsync((uint16_t *)f.afull + (size_t)q * na, g_hA[q], na * 2, cudaMemcpyHostToDevice, st));
       CK(cudaStreamSynchronize(st));
     }
+    char shape[64];
+    snprintf(shape, sizeof shape, "%lld x %lld x %lld", (long long)s->m, (long long)s->n, (long long)s->k);
     double sum[FV_N], err[FV_N];
     for (int v = 0; v < FV_N; v++) err[v] = 0, sum[v] = 0;
     const int npass = 2 * g_fpairs;
@@ -361,24 +363,13 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
           for (int r = 0; r < P; r++) err[v] = g_err[r] > err[v] ? g_err[r] : err[v];
           pthread_barrier_wait(&g_bar);
         }
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
         /* warm-up (2 calls, timed: the settle count), then the settle, then the samples */
-        pthread_barrier_wait(&g_bar);
-        CK(cudaEventRecord(e0, st));
-        for (int i = 0; i < 2; i++) IP_CK(fused_call(comm, &f, v, st));
-        CK(cudaEventRecord(e1, st));
-        CK(cudaEventSynchronize(e1));
-        float w = 0;
-        CK(cudaEventElapsedTime(&w, e0, e1));
-        if (rank == 0) g_settle_n = bench_settle_calls(w / 2, bench_settle_ms());
-        pthread_barrier_wait(&g_bar);
-        for (int i = 0; i < g_settle_n; i++) IP_CK(fused_call(comm, &f, v, st));
-        CK(cudaEventDestroy(e0));
-        CK(cudaEventDestroy(e1));
         ip_fused_t fu = {comm, &f, v};
-        g_ms[rank] = ip_time_samples(rank, ip_fused_unit, &fu, g_fcalls, 1, st);
+        const float w = ip_time_samples(rank, ip_fused_unit, &fu, 2, 1, 1, st);
+        if (rank == 0) g_settle_n = bench_settle_calls(w, bench_settle_ms());
+        pthread_barrier_wait(&g_bar);
+        for (int i = 0; i < g_settle_n; i++) ip_fused_unit(rank, &fu, st);
+        g_ms[rank] = ip_time_samples(rank, ip_fused_unit, &fu, g_fcalls, 1, g_samples, st);
         pthread_barrier_wait(&g_bar);
         float tmax = 0, tmin = 1e30f;
         for (int r = 0; r < P; r++) tmax = g_ms[r] > tmax ? g_ms[r] : tmax, tmin = g_ms[r] < tmin ? g_ms[r] : tmin;
@@ -387,17 +378,8 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
         if (rank == 0) {
           const int bad = v != FV_GEMM && !(err[v] <= 1e-2);
           if (bad) g_failed = 1;
-          char shape[64];
-          snprintf(shape, sizeof shape, "%lld x %lld x %lld", (long long)s->m, (long long)s->n, (long long)s->k);
           printf("%-8s %-24s %-11s %10.4f %10.4f %8d %10.2e%s\n", g_fopname[s->op], shape, g_fvar[v], tmax, tmin, pass,
                  v == FV_GEMM ? 0.0 : err[v], bad ? "  FAIL" : "");
-          /* after the last pass: each variant's mean over the passes (opposite orders cancel a
-           * steady drift, e.g. the GPU warming) against the gemm's */
-          if (pass == npass - 1 && vi == FV_N - 1)
-            for (int u = 0; u < FV_N; u++)
-              if (sum[u] > 0)
-                printf("%-8s %-24s %-11s %10.4f %10s %8.3f   (mean of %d passes vs gemm)\n", g_fopname[s->op], shape,
-                       g_fvar[u], sum[u] / npass, "", sum[FV_GEMM] > 0 ? sum[u] / sum[FV_GEMM] : 0.0, npass);
           fflush(stdout);
           if (jf)
             fprintf(jf,
@@ -410,6 +392,13 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
                     bench_settle_ms(), env->gpu, env->driver, env->cuda, env->date, env->commit);
         }
       }
+    /* each variant's mean over the passes (opposite orders cancel a steady drift, e.g. the GPU
+     * warming) against the gemm's */
+    if (rank == 0)
+      for (int u = 0; u < FV_N; u++)
+        if (sum[u] > 0)
+          printf("%-8s %-24s %-11s %10.4f %10s %8.3f   (mean of %d passes vs gemm)\n", g_fopname[s->op], shape, g_fvar[u],
+                 sum[u] / npass, "", sum[FV_GEMM] > 0 ? sum[u] / sum[FV_GEMM] : 0.0, npass);
     CK(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar); /* nobody reads the host arrays any more */
     if (s->op == 0 && rank == 0) unsetenv("MELD_SCHEDULE");

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # p1_s23b.sh — ONE GPU, session 23 call 1. Carry: build/bench build/tests/gpu/test_inproc
-#   build/tests/gpu/test_coll build_a build_exp (build steps: p1_s23a.sh's header).
+#   build/tests/gpu/test_coll build_a build_exp, built on the CPU: build_a = bench_inproc and
+#   bench_coll of a worktree at 83dde73; build_exp = bench_inproc of branch exp/pull-relaxed-done
+#   rebased on main (bench/build_variant.sh NAME @COMMIT does such builds). It absorbs
+#   p1_s23a.sh, prepared in session 22 and never run by itself (removed; in git history).
 # (1) main's tests: test_inproc (2 ranks as threads), test_coll (one rank).
-# (2) p1_s23a.sh's A/B: a = 83dde73 (before the ZC trace guard), b = main, e = pull-relaxed-done.
+# (2) the A/B prepared in session 22: a = 83dde73 (before the ZC trace guard), b = main, e = pull-relaxed-done.
 #     Predictions (session 22): (b) 0 to -1 us a forced ZC call, LL equal; (e) reduce-scatter ZC
 #     -0.3..-0.8 us at 2 ranks, others equal.
 # (3) NEW: the fused ops with both ranks in flight on one GPU (bench_inproc --fused; each rank on
