@@ -482,7 +482,8 @@ static void s2_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
  * meld's send and recv from meld_mem_alloc (NCCL: ordinary cudaMalloc buffers with the same
  * input, not registered with NCCL). Per op and size: the default ("auto": LL up to 1 MB per
  * peer, ZC above), ZC forced at 4..32 CTAs, and the staged ROUNDS engine on the same buffers;
- * all-gather also in place (send = own block of recv). */
+ * all-gather also in place (send = own block of recv); from 1 MB all-gather and all-to-all also
+ * by the CE engine (copy engines pull every peer's block: rows "ce", "ce_inplace"). */
 static int g_zc = 0;
 static int g_trace = 0; /* --trace: 4 back-to-back default calls per op, nothing timed */
 static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nccl_ver, void *sym_send,
@@ -596,6 +597,11 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
         h.proto = MELD_PROTO_ZC, h.ctas = op == OP_RS || op == OP_AR ? 32 : 16, h.unroll = 4;
         s2_point(c, jf, env, nccl_ver, op, bytes, &h, "zc_u4", 0, nms, bufs, d_acc, samples);
       }
+      if ((op == OP_AG || op == OP_A2A) && bytes >= ((size_t)1 << 20)) { /* the CE engine: copy engines pull */
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_CE;
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, "ce", graph, nms, bufs, d_acc, samples);
+      }
       if (bytes >= ((size_t)64 << 20)) { /* the staged engine on the same buffers */
         memset(&h, 0, sizeof h);
         h.proto = MELD_PROTO_ROUNDS;
@@ -609,6 +615,9 @@ static void zc_run(bc_ctx_t *c, FILE *jf, const bench_env_t *env, const char *nc
         memset(&h, 0, sizeof h);
         h.proto = MELD_PROTO_ZC, h.ctas = 8;
         s2_point(c, jf, env, nccl_ver, op, bytes, &h, "zc_c8_inplace", 0, nms, ib, d_acc, samples);
+        memset(&h, 0, sizeof h);
+        h.proto = MELD_PROTO_CE;
+        s2_point(c, jf, env, nccl_ver, op, bytes, &h, "ce_inplace", 0, nms, ib, d_acc, samples);
       }
     }
 }

@@ -8,7 +8,8 @@
  *
  * Per op (all-reduce, reduce-scatter, all-gather; bf16) and size, two kinds of buffers:
  *   ord: ordinary cudaMalloc buffers (LL / staged engines), sym: meld_mem_alloc (the plan's
- *   choice: LL below its size limit, else ZC; --zc: the ZC engine at every size).
+ *   choice: LL below its size limit, else ZC; --zc: the ZC engine at every size; --ce: the CE
+ *   engine (copy engines; all-gather only here: use --only all_gather)).
  * Each row is checked first (recv poisoned, random inputs, rank-order fp32 reference, relative
  * error), then timed: CUDA graphs of --calls back-to-back calls, replayed --reps times per
  * sample, every rank starting a sample after a host barrier; per-call time = sample / calls
@@ -17,7 +18,7 @@
  *
  * Usage: bench_inproc [--ranks P] [--sizes 4096,65536] [--calls 200] [--reps 3] [--samples 7]
  *                     [--only all_reduce|reduce_scatter|all_gather] [--kinds ord,sym]
- *                     [--zc] [--trace N] [--quick] [--json F] [--label L]
+ *                     [--zc | --ce] [--trace N] [--quick] [--json F] [--label L]
  * --trace N: per row N plain calls and no timing (with MELD_TRACE=path: one timeline per rank).
  * --fused LIST: instead of the collectives, the fused ops against meld_gemm with both ranks in
  *   flight (see fused_rows; --fused-calls N calls a sample, default 20; --fused-pairs R pairs
@@ -88,7 +89,9 @@ static void op_counts(int op, size_t bytes, int P, size_t *count, size_t *nsend,
   }
 }
 
-/* kind 1 (symmetric buffers) with --zc: the ZC engine forced by the plan hint. */
+/* kind 1 (symmetric buffers) with --zc / --ce: the ZC / CE engine forced by the plan hint
+ * (g_zc = MELD_PROTO_ZC or MELD_PROTO_CE); a call the engine cannot take fails (the row would
+ * time another engine under its name). */
 static meld_result_t op_call(int op, int kind, meld_comm_t c, const void *s, void *r, size_t count, cudaStream_t st) {
   if (kind == 1 && g_zc) {
     meld_coll_args_t a;
@@ -100,8 +103,15 @@ static meld_result_t op_call(int op, int kind, meld_comm_t c, const void *s, voi
     a.count = count;
     meld_coll_plan_hint_t h;
     memset(&h, 0, sizeof h);
-    h.proto = MELD_PROTO_ZC;
-    return meld_coll_run(c, "bench_inproc", &a, &h, st, NULL);
+    h.proto = (meld_coll_proto_t)g_zc;
+    meld_coll_plan_t plan;
+    const meld_result_t res = meld_coll_run(c, "bench_inproc", &a, &h, st, &plan);
+    if (res == MELD_OK && plan.proto != (meld_coll_proto_t)g_zc) {
+      fprintf(stderr, "bench_inproc: %s of %zu: %s asked for, %s planned (--ce: all-gather only)\n", g_opname[op], count,
+              meld_coll_proto_name((meld_coll_proto_t)g_zc), meld_coll_proto_name(plan.proto));
+      return MELD_ERR_UNSUPPORTED;
+    }
+    return res;
   }
   switch (op) {
     case 0: return meld_all_gather(c, s, r, count, MELD_BF16, st);
@@ -180,6 +190,8 @@ static float time_graph(int rank, int op, int kind, meld_comm_t c, const void *s
   for (int i = 0; i < g_calls; i++) IP_CK(op_call(op, kind, c, s, r, count, st));
   CK(cudaStreamEndCapture(st, &g));
   CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphUpload(ge, st)); /* before the peers' graphs run: an upload may wait for the device */
+  CK(cudaStreamSynchronize(st));
   pthread_barrier_wait(&g_bar);
   CK(cudaGraphLaunch(ge, st)); /* warm-up */
   CK(cudaStreamSynchronize(st));
@@ -465,6 +477,7 @@ static void *rank_main(void *argp) {
         IP_CK(op_call(op, kind, comm, send[kind], recv[kind], count, st));
         CK(cudaMemcpyAsync(got, recv[kind], nr * 2, cudaMemcpyDeviceToHost, st));
         CK(cudaStreamSynchronize(st));
+        IP_CK(meld_comm_check(comm)); /* (a failed CE call's copies still run: the data alone cannot tell) */
         g_err[rank] = op_check(op, rank, P, count, got);
         if (g_trace) { /* --trace N: N plain calls for MELD_TRACE's timeline, nothing timed */
           pthread_barrier_wait(&g_bar);
@@ -484,10 +497,11 @@ static void *rank_main(void *argp) {
         }
         pthread_barrier_wait(&g_bar); /* everyone read g_ms before it changes */
         const float tp = time_plain(rank, op, kind, comm, send[kind], recv[kind], count, st);
+        IP_CK(meld_comm_check(comm)); /* every timed call succeeded (CE's copies run even when a call fails) */
         if (rank == 0) {
           const int bad = !(emax <= 1e-2);
           if (bad) g_failed = 1;
-          printf("%-14s %-4s %10zu %10.2f %10.2f %10.2f %10.2e%s\n", g_opname[op], kind ? (g_zc ? "zc" : "sym") : "ord", g_sizes[si],
+          printf("%-14s %-4s %10zu %10.2f %10.2f %10.2f %10.2e%s\n", g_opname[op], kind ? (g_zc ? meld_coll_proto_name((meld_coll_proto_t)g_zc) : "sym") : "ord", g_sizes[si],
                  tg * 1e3, tmax * 1e3, tp * 1e3, emax, bad ? "  FAIL" : "");
           fflush(stdout);
           if (jf)
@@ -495,7 +509,7 @@ static void *rank_main(void *argp) {
                     "{\"bench\":\"inproc\",\"op\":\"%s\",\"kind\":\"%s\",\"label\":\"%s\",\"ranks\":%d,\"bytes\":%zu,"
                     "\"graph_us\":%.3f,\"graph_max_us\":%.3f,\"plain_us\":%.3f,\"rel_err\":%.3e,\"calls\":%d,\"reps\":%d,"
                     "\"samples\":%d,\"gpu\":\"%s\",\"driver\":\"%s\",\"cuda\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
-                    g_opname[op], kind ? (g_zc ? "zc" : "sym") : "ord", g_label, P, g_sizes[si], tg * 1e3, tmax * 1e3, tp * 1e3, emax,
+                    g_opname[op], kind ? (g_zc ? meld_coll_proto_name((meld_coll_proto_t)g_zc) : "sym") : "ord", g_label, P, g_sizes[si], tg * 1e3, tmax * 1e3, tp * 1e3, emax,
                     g_calls, g_reps, g_samples, env.gpu, env.driver, env.cuda, env.date, env.commit);
         }
       }
@@ -524,7 +538,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--samples") && v) g_samples = atoi(v), i++;
     else if (!strcmp(argv[i], "--json") && v) g_json = v, i++;
     else if (!strcmp(argv[i], "--label") && v) g_label = v, i++;
-    else if (!strcmp(argv[i], "--zc")) g_zc = 1;
+    else if (!strcmp(argv[i], "--zc")) g_zc = MELD_PROTO_ZC;
+    else if (!strcmp(argv[i], "--ce")) g_zc = MELD_PROTO_CE;
     else if (!strcmp(argv[i], "--quick")) g_samples = 3, g_reps = 1; /* (meld-bench --suite --quick) */
     else if (!strcmp(argv[i], "--trace") && v) g_trace = atoi(v), i++;
     else if (!strcmp(argv[i], "--fused-calls") && v) g_fcalls = atoi(v), i++;
@@ -571,7 +586,7 @@ int main(int argc, char **argv) {
       i++;
     } else {
       fprintf(stderr, "usage: %s [--ranks P] [--sizes a,b] [--calls N] [--reps R] [--samples S] [--only OP] "
-                      "[--kinds ord,sym] [--zc] [--trace N] [--quick] [--json F] [--label L]\n"
+                      "[--kinds ord,sym] [--zc | --ce] [--trace N] [--quick] [--json F] [--label L]\n"
                       "       [--fused ag:M,N_loc,K/rs:M,N,K_total/ar:M,N,K_total] [--fused-calls N] [--fused-pairs R]\n", argv[0]);
       return 2;
     }

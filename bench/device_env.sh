@@ -5,6 +5,10 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+# Binaries packed by bench/pack_bins.sh and carried: unpacked once per device copy.
+if [ -f build/carry/bins.tar.xz ] && [ ! -f build/carry/.unpacked ]; then
+  tar xJf build/carry/bins.tar.xz && touch build/carry/.unpacked && echo "unpacked build/carry/bins.tar.xz: $(el) s"
+fi
 # build TARGET...: make them (log in $OUT/build.log); on failure print the errors and stop.
 # PREBUILT=1: nothing is built (the binaries were built on the CPU machine and carried with the
 # device tool's `carry`, e.g. build/bench and build/tests/gpu: ~80-100 s of device time a call).

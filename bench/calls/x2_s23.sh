@@ -23,6 +23,11 @@
 # Session 23 update (one GPU, 2 ranks in flight): LL 4 KB now 2.24-2.67 us there (2.40-2.76 in
 # session 22) and forced ZC 4 KB 3.8-5.3 (6.1-7.8), 1 MB 6.1-8.2 (7.8-9.6): predictions now LL 4 KB
 # graph ~2.6-3.1 us on NVLink (~0.4-0.5 of NCCL), ZC 4 KB 5-7 us, 64 MB busbw +3-6% over session 9.
+# Session 24 update: bench_coll --zc now also times the CE engine (copy engines pull; rows "ce",
+# "ce_inplace") for all-gather and all-to-all from 1 MB, and bench_inproc --ce runs below.
+# Prediction: CE all-gather / all-to-all 64 MB busbw 335-360 GB/s (copy engine 387-391 over NV18,
+# minus a ~8-12 us fixed cost of two kernels, the fork and the join), ZC 305-315; CE slower than
+# ZC below ~4 MB (its fixed cost on one GPU: 6.8-6.9 us at 4 KB vs ZC 5.2).
 # Usage (device, nvidia-h200-x2): OUT=... [PREBUILT=1: carry build/bench/bench_coll
 #   build/bench/bench_inproc build/tests/gpu] bash bench/calls/x2_s23.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
@@ -39,6 +44,8 @@ MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --sizes 
   --json "$OUT/inproc-x2-s23-$d.jsonl" --label x2 > "$OUT/inproc_ord.log" 2>&1
 MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --sizes 4096,65536,262144,1048576 --kinds sym --zc \
   --json "$OUT/inproc-x2-s23-$d.jsonl" --label x2 > "$OUT/inproc_zc.log" 2>&1
+MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --only all_gather --sizes 1048576,16777216,67108864,268435456 \
+  --kinds sym --ce --json "$OUT/inproc-x2-s23-$d.jsonl" --label x2_ce > "$OUT/inproc_ce.log" 2>&1
 echo "== bench_inproc (2 GPUs, one process) at $(el) s"; grep -hE "^(all|reduce)|FAIL" "$OUT"/inproc_*.log
 for op in all_gather reduce_scatter; do
   MELD_PORT=$((47913 + ${#op})) MELD_TRACE="$OUT/coll-trace-$op.json" timeout -k 5 40 build/bench/bench_coll --zc --trace \

@@ -111,6 +111,7 @@ const char *meld_coll_proto_name(meld_coll_proto_t proto) {
     case MELD_PROTO_RING: return "ring";
     case MELD_PROTO_ROUNDS: return "rounds";
     case MELD_PROTO_ZC: return "zc";
+    case MELD_PROTO_CE: return "ce";
   }
   return "?";
 }
@@ -203,7 +204,7 @@ void meld_coll_plan_derive(meld_coll_plan_t *p) {
   p->signal_words = p->nranks > 1 ? (size_t)p->nranks * rings : 0;
   p->ws_bytes = mul_sat(peers * rings, p->chunk_bytes);
   if (p->proto == MELD_PROTO_LL) p->signal_words = 0, p->ws_bytes = 0; /* pad's LL region */
-  if (p->proto == MELD_PROTO_ZC) { /* no staging: one "done" signal per (peer, CTA) */
+  if (p->proto == MELD_PROTO_ZC || p->proto == MELD_PROTO_CE) { /* no staging: one "done" per (peer, CTA) */
     p->rounds = 0;
     p->ws_bytes = 0;
     p->signal_words = p->nranks > 1 ? (size_t)p->nranks * (size_t)p->ctas : 0;
@@ -249,7 +250,12 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
     return meld_error(MELD_ERR_INVALID_ARG,
                       "%s plan: %d CTAs outside [1, %d] (the GPU has %d SMs; MELD_COMM_CTAS?)", op,
                       p->ctas, max_ctas, sm_count);
-  if (p->threads < 64 || p->threads > 1024 || p->threads % 32)
+  if (p->proto == MELD_PROTO_CE && (p->ctas != 1 || p->threads != 32 || p->nranks < 2))
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s plan: the CE engine's handshake kernels are one CTA of 32 threads at 2+ ranks (%d x %d, "
+                      "%d ranks)",
+                      op, p->ctas, p->threads, p->nranks);
+  if (p->proto != MELD_PROTO_CE && (p->threads < 64 || p->threads > 1024 || p->threads % 32))
     return meld_error(MELD_ERR_INVALID_ARG,
                       "%s plan: %d threads per CTA: needs a multiple of 32 in [64, 1024]", op,
                       p->threads);
@@ -260,11 +266,12 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
                       "(MELD_CHUNK_BYTES?)",
                       op, p->chunk_bytes, MELD_COLL_MIN_CHUNK, (size_t)MELD_COLL_MAX_CHUNK);
   if (p->proto != MELD_PROTO_LL && p->proto != MELD_PROTO_RING && p->proto != MELD_PROTO_ROUNDS &&
-      p->proto != MELD_PROTO_ZC)
+      p->proto != MELD_PROTO_ZC && p->proto != MELD_PROTO_CE)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: unknown protocol %d", op, (int)p->proto);
   const int max_threads = p->proto == MELD_PROTO_LL     ? MELD_COLL_LL_MAX_THREADS
                           : p->proto == MELD_PROTO_RING ? MELD_COLL_RING_MAX_THREADS
                           : p->proto == MELD_PROTO_ZC   ? MELD_COLL_ZC_MAX_THREADS
+                          : p->proto == MELD_PROTO_CE   ? 32
                                                         : MELD_COLL_ROUNDS_MAX_THREADS;
   if (p->threads > max_threads)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d threads per CTA: the %s kernel takes at most %d", op,
@@ -283,6 +290,8 @@ meld_result_t meld_coll_plan_check(const meld_coll_plan_t *p, int sm_count, size
                       op, p->threads, p->cons_warps);
   if (p->proto != MELD_PROTO_ROUNDS && p->stages != 1)
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %d stages need the ROUNDS engine", op, p->stages);
+  if (p->proto == MELD_PROTO_CE && p->op != MELD_COLL_ALL_GATHER && p->op != MELD_COLL_ALL_TO_ALL)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s plan: the CE engine copies (all-gather, all-to-all) only", op);
   if (p->proto == MELD_PROTO_LL && (p->nranks < 2 || p->pair_bytes > meld_coll_ll_capacity(p->nranks)))
     return meld_error(MELD_ERR_INVALID_ARG, "%s plan: %zu bytes per peer do not fit the LL buffers (%zu)",
                       op, p->pair_bytes, meld_coll_ll_capacity(p->nranks));
@@ -352,6 +361,16 @@ int meld_coll_zc_request(const meld_coll_args_t *a, int nranks, int rank, int nn
   req->recv_bytes = rb;
   req->need_send = a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_REDUCE;
   req->need_recv = a->op != MELD_COLL_REDUCE_SCATTER;
+  return 1;
+}
+
+int meld_coll_ce_request(const meld_coll_args_t *a, int nranks, int rank, int nnodes, size_t *send_bytes) {
+  *send_bytes = 0;
+  meld_coll_zc_req_t req;
+  if (nranks < 2 || (a->op != MELD_COLL_ALL_GATHER && a->op != MELD_COLL_ALL_TO_ALL) ||
+      !meld_coll_zc_request(a, nranks, rank, nnodes, &req))
+    return 0;
+  *send_bytes = req.send_bytes;
   return 1;
 }
 
@@ -425,8 +444,18 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
    * up to PLAN_ZC_AR_MAX_BYTES). */
   const size_t ar_zc_max = a->zc == 2 ? PLAN_ZC_ONESHOT_MAX_BYTES : PLAN_ZC_AR_MAX_BYTES;
   const int zc_auto = a->zc && !(a->op == MELD_COLL_ALL_REDUCE && a->count * es > ar_zc_max);
+  /* CE (a->ce == 2: MELD_COLL_CE=1): blocks of at least MELD_COLL_CE_MIN_BYTES per peer. */
+  size_t ce_min = MELD_COLL_CE_MIN_BYTES_DEFAULT;
+  const char *cm = a->ce == 2 ? getenv("MELD_COLL_CE_MIN_BYTES") : NULL;
+  if (cm && *cm && meld_parse_size(cm, &ce_min) != 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "MELD_COLL_CE_MIN_BYTES=%s: not a size (e.g. 4194304, 4M)", cm);
+  const int ce_auto = a->ce == 2 && p->pair_bytes >= ce_min;
   if (want == MELD_PROTO_AUTO)
-    want = ll_ok && p->pair_bytes <= p->ll_max_bytes ? MELD_PROTO_LL : zc_auto ? MELD_PROTO_ZC : MELD_PROTO_ROUNDS;
+    want = ll_ok && p->pair_bytes <= p->ll_max_bytes ? MELD_PROTO_LL
+           : ce_auto                                 ? MELD_PROTO_CE
+           : zc_auto                                 ? MELD_PROTO_ZC
+                                                     : MELD_PROTO_ROUNDS;
+  if (want == MELD_PROTO_CE && !a->ce) want = zc_auto ? MELD_PROTO_ZC : MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_LL && !ll_ok) want = MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_ZC && !a->zc) want = MELD_PROTO_ROUNDS;
   if (want == MELD_PROTO_RING && p->stages == 2) want = MELD_PROTO_ROUNDS;
@@ -474,6 +503,12 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
       p->threads = PLAN_RING_THREADS;
       p->slots = PLAN_RING_SLOTS;
       break;
+    case MELD_PROTO_CE: /* the handshake kernels: one thread works */
+      want_ctas = 1;
+      cap_ctas = 1;
+      p->threads = 32;
+      p->slots = 2; /* unused */
+      break;
     case MELD_PROTO_ZC: {
       /* Bytes stored by this rank: AG / A2A / RS P blocks; AR its part to P ranks. */
       size_t stored = p->pair_bytes * (P > 1 ? P : 1);
@@ -495,7 +530,7 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
   p->unroll = p->proto == MELD_PROTO_LL ? 0 : PLAN_UNROLL;
   if (cap_ctas > max_ctas) cap_ctas = max_ctas;
   p->ctas = want_ctas < 1 ? 1 : want_ctas > (size_t)cap_ctas ? cap_ctas : (int)want_ctas;
-  p->chunk_bytes = p->proto == MELD_PROTO_ZC ? MELD_COLL_MIN_CHUNK /* unused */ : plan_chunk(p);
+  p->chunk_bytes = p->proto == MELD_PROTO_ZC || p->proto == MELD_PROTO_CE ? MELD_COLL_MIN_CHUNK /* unused */ : plan_chunk(p);
 
   /* Environment, then the caller's hint. */
   int set_ctas = 0, set_chunk = 0, set_slots = 0;
@@ -516,6 +551,10 @@ meld_result_t meld_coll_plan_make(const meld_coll_args_t *a, int nranks, int sm_
     if (hint->slots) p->slots = hint->slots, set_slots = 1;
     if (hint->unroll) p->unroll = hint->unroll;
     if (hint->bulk && p->proto == MELD_PROTO_RING) p->bulk = hint->bulk >= 2 ? 2 : 1;
+  }
+  if (p->proto == MELD_PROTO_CE) { /* nothing to tune: the copies are the copy engines' */
+    p->ctas = 1, p->threads = 32, p->chunk_bytes = MELD_COLL_MIN_CHUNK, p->slots = 2, set_ctas = set_chunk = 0;
+    if (p->unroll != 4 && p->unroll != 8) p->unroll = PLAN_UNROLL;
   }
   if (set_ctas && !set_chunk && p->proto != MELD_PROTO_ZC) p->chunk_bytes = plan_chunk(p); /* re-derive for the chosen CTAs */
   p->cons_warps = p->proto != MELD_PROTO_RING ? 0

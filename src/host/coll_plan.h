@@ -74,13 +74,22 @@ typedef enum { MELD_AR_AUTO = 0, MELD_AR_ONE_SHOT = 1, MELD_AR_TWO_SHOT = 2 } me
  *   sums (pull): one pass through an SM per byte instead of two or three. Two waits per call:
  *   the entry handshake (every peer's buffers are ready) and one "done" signal per (peer,
  *   CTA) at the end (every peer finished reading and writing this rank's buffers). All-reduce
- *   = pull-reduce of this rank's part from every send, then its sum pushed to every recv. */
+ *   = pull-reduce of this rank's part from every send, then its sum pushed to every recv.
+ * - CE (copy engine; all-gather and all-to-all whose send lies in symmetric memory): the
+ *   link is driven by the GPU's copy engines, no SM moves data. A one-thread kernel makes the
+ *   entry handshake; the copies pull every peer's block out of its send into this rank's recv
+ *   (cudaMemcpyAsync on the comm's side stream, forked and joined by events: capturable),
+ *   the own block is copied on the caller's stream meanwhile; a one-thread kernel then posts
+ *   "done reading" to every peer and waits for theirs (deadline). Pull only, so a failed
+ *   handshake cannot make this rank write into a peer's memory. Opt-in (MELD_COLL_CE=1, from
+ *   MELD_COLL_CE_MIN_BYTES per peer) until measured on two GPUs. */
 typedef enum {
   MELD_PROTO_AUTO = 0,
   MELD_PROTO_LL = 1,
   MELD_PROTO_RING = 2,
   MELD_PROTO_ROUNDS = 3,
-  MELD_PROTO_ZC = 4
+  MELD_PROTO_ZC = 4,
+  MELD_PROTO_CE = 5
 } meld_coll_proto_t;
 
 /* Low-latency buffers: half of MELD_PAD_LL_BYTES per epoch parity, split among the P-1
@@ -102,6 +111,9 @@ typedef struct {
                      call (symmetric buffers, uniform sizes, no racy overlap): 1; 2 = an
                      all-reduce whose send only is symmetric (ZC one-shot: every rank pulls
                      every send and sums into its own recv)                                */
+  int ce;         /* set by meld_coll_run: the CE engine may carry this call (meld_coll_ce_request
+                     and the send symmetric): 1 = when a hint asks for it, 2 = also by AUTO
+                     (MELD_COLL_CE=1)                                                      */
 } meld_coll_args_t;
 
 /* The plan of one call. Printable; checked by meld_coll_plan_check. */
@@ -122,7 +134,7 @@ typedef struct {
   size_t ws_bytes;        /* workspace bytes the staging needs                              */
   size_t signal_words;    /* u64 signal slots (and as many credits) the layout spans:
                              nranks * stages * ctas * slots (0 for LL)                      */
-  meld_coll_proto_t proto; /* LL, RING, ROUNDS or ZC (never AUTO in a made plan)            */
+  meld_coll_proto_t proto; /* LL, RING, ROUNDS, ZC or CE (never AUTO in a made plan)         */
   int cons_warps;         /* RING: consumer (drain) warps per CTA; the producer warps are
                              threads/32 - 2 - cons_warps (2 control warps)                   */
   size_t ll_max_bytes;    /* LL is chosen when pair_bytes <= this (and fits the buffers)     */
@@ -159,7 +171,7 @@ size_t meld_coll_dtype_bytes(meld_dtype_t dtype);
 /* "bf16", "fp32" or "?" ; "all_gather", ... */
 const char *meld_coll_dtype_name(meld_dtype_t dtype);
 const char *meld_coll_op_name(meld_coll_op_t op);
-const char *meld_coll_proto_name(meld_coll_proto_t proto); /* "ll", "ring", "rounds", "zc" */
+const char *meld_coll_proto_name(meld_coll_proto_t proto); /* "ll", "ring", "rounds", "zc", "ce" */
 
 /* Checks one call's arguments for a communicator of nranks ranks (fn = public name, used in
  * messages). Never touches CUDA. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence:
@@ -191,6 +203,16 @@ typedef struct {
 int meld_coll_zc_request(const meld_coll_args_t *a, int nranks, int rank, int nnodes, meld_coll_zc_req_t *req);
 int meld_coll_zc_mode(const meld_coll_args_t *a, const meld_coll_zc_req_t *req, int send_sym, int recv_sym);
 
+/* The CE engine's eligibility, pure: 1 if a validated call could take it (all-gather or
+ * uniform all-to-all, 2+ ranks of one node, ZC's size and overlap rules), with *send_bytes the
+ * range of send that must lie in symmetric memory (the peers pull from it): all-gather B,
+ * all-to-all P x B. */
+int meld_coll_ce_request(const meld_coll_args_t *a, int nranks, int rank, int nnodes, size_t *send_bytes);
+/* Per-peer bytes from which AUTO takes CE when MELD_COLL_CE=1 (MELD_COLL_CE_MIN_BYTES
+ * overrides). Not measured yet on two GPUs: the copy engine moved 387-391 GB/s over NV18
+ * where 16 SM CTAs push 332-347 (sessions 1-2), so large blocks should gain. */
+#define MELD_COLL_CE_MIN_BYTES_DEFAULT ((size_t)4 << 20)
+
 /* Fills *plan for a validated call: heuristic, then MELD_COMM_CTAS / MELD_CHUNK_BYTES from
  * the environment (malformed values: MELD_ERR_INVALID_ARG naming the variable), then `hint`
  * (may be NULL); then shrinks the chunk (and CTAs) to fit workspace_bytes, unless they were
@@ -219,6 +241,8 @@ struct meld_comm;
 /* 0 when MELD_COLL_ZC=0 (or malformed): ops that put a collective's buffer in the workspace
  * (which only ZC may carry) check it first (src/ops/collectives.cu). */
 int meld_coll_zc_enabled(void);
+/* Loads the CE engine's kernels (comm init; src/ops/collectives.cu). */
+meld_result_t meld_coll_ce_preload(void);
 
 /* Plans and launches one validated, non-empty intra-node call (src/ops/collectives.cu): the
  * engine behind the public functions, with `hint` (may be NULL) forcing plan fields (bench,

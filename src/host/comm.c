@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include "coll_plan.h"
 #include "error.h"
 #include "log.h"
 
@@ -144,8 +145,29 @@ static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *
   return res;
 }
 
+/* The CE engine's side stream and events (collectives.cu), for comms of 2+ ranks. Then one
+ * 16-byte copy from every same-node peer's pad into this rank's workspace on that stream,
+ * waited for here: whatever the driver sets up on a first copy between two GPUs' memories
+ * happens now, while no kernel of this comm waits for a peer (ranks as threads sharing a GPU
+ * saw a first CE call's entry stall past the timeout, session 24). */
+static meld_result_t ce_stream_create(struct meld_comm *c) {
+  if (c->nranks < 2) return MELD_OK;
+  MELD_CUDA_CHECK(cudaStreamCreateWithFlags(&c->ce_stream, cudaStreamNonBlocking));
+  MELD_CUDA_CHECK(cudaEventCreateWithFlags(&c->ce_fork, cudaEventDisableTiming));
+  MELD_CUDA_CHECK(cudaEventCreateWithFlags(&c->ce_join, cudaEventDisableTiming));
+  for (int q = 0; q < c->nranks; q++)
+    if (q != c->rank && c->rank_node[q] == c->node && c->pad.peer && c->pad.peer[q] && c->workspace.local &&
+        c->workspace.bytes >= 16)
+      MELD_CUDA_CHECK(cudaMemcpyAsync(c->workspace.local, c->pad.peer[q], 16, cudaMemcpyDefault, c->ce_stream));
+  MELD_CUDA_CHECK(cudaStreamSynchronize(c->ce_stream));
+  return meld_coll_ce_preload();
+}
+
 static void comm_free(struct meld_comm *c, int collective) {
   if (!c) return;
+  if (c->ce_join) cudaEventDestroy(c->ce_join);
+  if (c->ce_fork) cudaEventDestroy(c->ce_fork);
+  if (c->ce_stream) cudaStreamDestroy(c->ce_stream);
   if (c->proto) meld_proto_destroy(c);
   /* Close our mappings of the peers' buffers, then wait (briefly: a dead peer must not hold
    * us) until every peer closed its mappings of ours, then free ours. */
@@ -232,6 +254,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   c->workspace.seq = MELD_SYMBUF_SEQ_WORKSPACE;
   MELD_CHECK_GOTO(meld_symbuf_create(c, MELD_SIGNAL_PAD_BYTES, &c->pad), res, fail);
   MELD_CHECK_GOTO(agree(c, meld_proto_create(c), "device protocol setup"), res, fail);
+  MELD_CHECK_GOTO(agree(c, ce_stream_create(c), "the copy engine's stream"), res, fail);
 
   MELD_INFO(MELD_SUB_INIT,
             "rank %d/%d: GPU %s (%d SMs), node %d/%d, local rank %d/%d, workspace %zu bytes",

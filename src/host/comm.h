@@ -76,6 +76,8 @@ struct meld_comm {
   void *unfused_scratch;   /* the unfused paths' buffer (meld_comm_scratch); freed at destroy */
   size_t unfused_scratch_bytes;
   meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
+  cudaStream_t ce_stream;  /* the CE engine's copies (collectives.cu; 2+ ranks): non-blocking */
+  cudaEvent_t ce_fork, ce_join; /* fork the caller's stream to ce_stream and join it back    */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
 };
 

@@ -1308,6 +1308,64 @@ static const void *const coll_zc_kernels[2][MELD_COLL_NUM_OPS] = {
     {(const void *)coll_zc_kernel<MELD_COLL_ALL_GATHER, 4>, (const void *)coll_zc_kernel<MELD_COLL_REDUCE_SCATTER, 4>,
      (const void *)coll_zc_kernel<MELD_COLL_ALL_REDUCE, 4>, (const void *)coll_zc_kernel<MELD_COLL_ALL_TO_ALL, 4>}};
 
+/* ---- CE engine: the copy engines move the data, one thread makes the handshakes ---------------
+ * One call = coll_ce_enter_kernel, the copies (cudaMemcpyAsync: every peer's block pulled from
+ * its send into this rank's recv on the comm's side stream, forked and joined by events; the
+ * own block on the caller's stream meanwhile), coll_ce_exit_kernel. The two kernels are one
+ * call of the protocol: enter takes the ticket and epoch and makes the argument handshake
+ * (every peer entered this call: its earlier stream work on its send is done, and it will not
+ * return before our "done") but does not end the call; it leaves its verdict in scratch word 0
+ * (zero at every call's entry). exit (after the join: every copy of this rank has completed,
+ * its reads of the peers' sends have returned) posts "done reading" to every peer (relaxed, as
+ * the ZC engine's pull-only calls: nothing this rank wrote is for the peers), waits for every
+ * peer's (deadline), and ends the call (one CTA: the counter advance). A failed handshake
+ * cannot stop the copies (a copy engine takes no condition), but they only read the peers'
+ * sends, inside ranges symmetric on every rank (same size everywhere), and write this rank's
+ * recv, whose contents are undefined after a failed call; exit then skips the done trip. */
+typedef struct {
+  int32_t rank, nranks;
+  uint32_t op_id, arg_hash;
+} coll_ce_args_t;
+
+/* The verdict cell: scratch word 0 (launch.cuh meld_scratch; reset by every call's end). */
+#define COLL_CE_OK_WORD 0u
+
+__global__ void __launch_bounds__(32, 1) coll_ce_enter_kernel(const __grid_constant__ meld_proto_dev_t proto,
+                                                              const __grid_constant__ coll_ce_args_t a) {
+  if (threadIdx.x != 0) return;
+  meld_ctx_t ctx;
+  if (meld_call_begin_one(&ctx, &proto, a.op_id, a.arg_hash, 1))
+    *meld_scratch(&ctx, COLL_CE_OK_WORD) = 1u; /* read by exit, a later kernel of the stream */
+}
+
+__global__ void __launch_bounds__(32, 1) coll_ce_exit_kernel(const __grid_constant__ meld_proto_dev_t proto,
+                                                             const __grid_constant__ coll_ce_args_t a) {
+  if (threadIdx.x != 0) return;
+  meld_ctx_t ctx;
+  ctx.p = &proto;
+  ctx.op = a.op_id;
+  ctx.arg_hash = a.arg_hash;
+  ctx.ticket = 0;
+  ctx.role = MELD_ROLE_COMM;
+  ctx.cta = 0;
+  /* enter did not end the call: the counter still reads the previous call's epoch */
+  ctx.epoch = meld_epoch_of_counter(ld_relaxed_gpu_u64(meld_pad_u64(proto.pad, MELD_PAD_OFF_COUNTER)));
+  ctx.failed = *meld_scratch(&ctx, COLL_CE_OK_WORD) == 1u ? 0u : 1u;
+  if (!ctx.failed) {
+    const int P = a.nranks, me = a.rank;
+    const uint64_t stamp = meld_stamp(ctx.epoch, 1);
+    for (int k = 1; k < P; k++) {
+      const int q = (me + k) % P;
+      st_relaxed_sys_u64(meld_peer_signal(&ctx, q, meld_signal_index(me, P, 0, 0, 1)), stamp);
+    }
+    for (int k = 1; k < P && !ctx.failed; k++) {
+      const int q = (me + k) % P;
+      (void)meld_wait_signal(&ctx, meld_signal_index(q, P, 0, 0, 1), stamp, q, "coll ce: peer done");
+    }
+  }
+  meld_call_advance(&proto, ctx.epoch, 0, 1);
+}
+
 /* One kernel per engine: each gets its own register budget (no spills at the plan limits).
  * SP: coll_ll's lean instantiation (2) or the generic one (0). ACT (lean only): the action as a
  * constant, COLL_COPY (all-gather, all-to-all) or COLL_REDUCE (reduce-scatter, all-reduce), so
@@ -1620,6 +1678,109 @@ static meld_result_t coll_launch_plain(const void *kern, const meld_coll_plan_t 
                     cudaGetErrorString(e));
 }
 
+/* Loads the CE kernels now (comm init): with lazy module loading (CUDA's default) a kernel's
+ * first launch loads it, which may wait for the device; a call must not do that while a peer's
+ * kernel on the same GPU spins waiting for this rank's entry (ranks as threads). */
+extern "C" meld_result_t meld_coll_ce_preload(void) {
+  cudaFuncAttributes fa;
+  cudaError_t e = cudaFuncGetAttributes(&fa, (const void *)coll_ce_enter_kernel);
+  if (e == cudaSuccess) e = cudaFuncGetAttributes(&fa, (const void *)coll_ce_exit_kernel);
+  if (e != cudaSuccess) return meld_error(MELD_ERR_CUDA, "loading the CE engine's kernels: %s", cudaGetErrorString(e));
+  return MELD_OK;
+}
+
+/* ---- CE: which calls may take it, and the call ------------------------------------------------ */
+
+/* MELD_COLL_CE: unset or 0 = the CE engine only where a plan hint asks for it; 1 = also chosen
+ * by size (MELD_COLL_CE_MIN_BYTES per peer and up; coll_plan.h). */
+static meld_result_t coll_ce_env(int *on) { return coll_env_flag("MELD_COLL_CE", 0, on); }
+
+/* The call's CE eligibility (0 no, 1 yes) and where its send lies: the rules are coll_plan.c's
+ * (meld_coll_ce_request), the lookup of the send in the comm's symmetric buffers is here. Agrees
+ * on every rank for any correct use, as coll_zc_view (the send's allocation and offset go into
+ * the argument hash). */
+static int coll_ce_view(const struct meld_comm *comm, const meld_coll_args_t *a, const meld_symbuf_t **buf,
+                        size_t *off) {
+  size_t sb = 0;
+  *buf = NULL;
+  *off = 0;
+  if (!comm->ce_stream || !meld_coll_ce_request(a, comm->nranks, comm->rank, comm->nnodes, &sb)) return 0;
+  const meld_symbuf_t *b = meld_symbuf_find(comm, a->send, sb, off);
+  if (!b) return 0;
+  /* An in-place all-gather's send is this rank's block of recv: at offset rank * B of the
+   * recv, whose offset is the one every rank shares (rank q's block is at q * B of it). */
+  const uint64_t own = (uint64_t)comm->rank * sb;
+  if (a->op == MELD_COLL_ALL_GATHER && (uintptr_t)a->send >= own &&
+      (const uint8_t *)a->send - own == (const uint8_t *)a->recv) {
+    if (*off < own) return 0;
+    *off -= own; /* the recv's offset; coll_ce_call adds q * B for rank q's block */
+  }
+  for (int q = 0; q < comm->nranks; q++)
+    if (!b->peer[q]) return 0;
+  *buf = b;
+  return 1;
+}
+
+/* One CE call (see the kernels): enter, the fork, every peer's block pulled on the side
+ * stream and the own block copied on `stream`, the join, exit. Once enter is launched, exit is
+ * launched whatever fails in between (it ends the call: the epoch counter advances). */
+static meld_result_t coll_ce_call(struct meld_comm *comm, const char *fn, const meld_coll_args_t *a,
+                                  const meld_coll_plan_t *p, const meld_symbuf_t *sbuf, size_t soff,
+                                  cudaStream_t stream) {
+  const int P = comm->nranks, me = comm->rank;
+  const int a2a = a->op == MELD_COLL_ALL_TO_ALL;
+  const uint64_t B = (uint64_t)(a2a ? a->send_counts[0] : a->count) * p->elem_bytes;
+  /* Where rank q's block lies in its copy of the buffer: all-to-all q's send + me * B; an
+   * all-gather's send at the offset every rank shares, or in place at q * B of the recv (soff is
+   * then the recv's offset: coll_ce_view). */
+  const int inplace = a->op == MELD_COLL_ALL_GATHER && (const uint8_t *)a->send == (const uint8_t *)a->recv + (uint64_t)me * B;
+  coll_ce_args_t k;
+  k.rank = me;
+  k.nranks = P;
+  k.op_id = g_op_ids[a->op];
+  uint64_t h = meld_hash_init();
+  h = meld_hash_u64(h, k.op_id);
+  h = meld_hash_u64(h, (uint64_t)a->dtype);
+  h = meld_hash_u64(h, B);
+  h = meld_hash_u64(h, (uint64_t)p->proto);
+  h = meld_hash_u64(h, sbuf->seq);
+  h = meld_hash_u64(h, soff);
+  h = meld_hash_u64(h, (uint64_t)inplace);
+  k.arg_hash = meld_hash_fold(h);
+  meld_proto_dev_t proto = meld_proto_dev(comm);
+  void *kargs[] = {&proto, &k};
+  meld_result_t r = coll_launch_plain((const void *)coll_ce_enter_kernel, p, kargs, stream, 0);
+  if (r != MELD_OK) {
+    meld_error_prefix("%s (CE engine, entry)", fn);
+    return r;
+  }
+  const char *step = "fork";
+  cudaError_t e = cudaEventRecord(comm->ce_fork, stream);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(comm->ce_stream, comm->ce_fork, 0);
+  for (int j = 1; j < P && e == cudaSuccess; j++) {
+    const int q = (me + j) % P; /* rotated: the ranks start on different peers */
+    const uint8_t *src = (const uint8_t *)sbuf->peer[q] + soff + (a2a ? (uint64_t)me * B : inplace ? (uint64_t)q * B : 0);
+    step = "copy of a peer's block";
+    e = cudaMemcpyAsync((uint8_t *)a->recv + (uint64_t)q * B, src, B, cudaMemcpyDefault, comm->ce_stream);
+  }
+  const uint8_t *own_src = (const uint8_t *)a->send + (a2a ? (uint64_t)me * B : 0);
+  uint8_t *own_dst = (uint8_t *)a->recv + (uint64_t)me * B;
+  if (e == cudaSuccess && own_src != own_dst) { /* (an in-place all-gather has its block in place) */
+    step = "copy of the own block";
+    e = cudaMemcpyAsync(own_dst, own_src, B, cudaMemcpyDefault, stream);
+  }
+  if (e == cudaSuccess) {
+    step = "join";
+    e = cudaEventRecord(comm->ce_join, comm->ce_stream);
+  }
+  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, comm->ce_join, 0);
+  r = coll_launch_plain((const void *)coll_ce_exit_kernel, p, kargs, stream, 0);
+  if (e != cudaSuccess)
+    return meld_error(MELD_ERR_CUDA, "%s (CE engine): the %s failed: %s", fn, step, cudaGetErrorString(e));
+  if (r != MELD_OK) meld_error_prefix("%s (CE engine, exit)", fn);
+  return r;
+}
+
 extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, const meld_coll_args_t *args,
                                        const meld_coll_plan_hint_t *hint, cudaStream_t stream,
                                        meld_coll_plan_t *plan_out) {
@@ -1629,13 +1790,20 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   MELD_CHECK(coll_zc_env(&zc_on));
   coll_zc_view_t zv;
   const int zc = zc_on ? coll_zc_view(comm, args, &zv) : 0;
+  /* The CE engine's view: eligible (1), and chosen by size too with MELD_COLL_CE=1 (2). */
+  int ce_on = 0;
+  MELD_CHECK(coll_ce_env(&ce_on));
+  const meld_symbuf_t *ce_buf = NULL;
+  size_t ce_off = 0;
+  const int ce = coll_ce_view(comm, args, &ce_buf, &ce_off) ? (ce_on ? 2 : 1) : 0;
   const meld_coll_args_t *pa = args;
   meld_coll_args_t *za = NULL;
-  if (zc != args->zc) { /* the plan reads args->zc: a copy with it set (2.3 KB) */
+  if (zc != args->zc || ce != args->ce) { /* the plan reads args->zc / ce: a copy with them set (2.3 KB) */
     za = (meld_coll_args_t *)malloc(sizeof *za);
     if (!za) return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     *za = *args;
     za->zc = zc;
+    za->ce = ce;
     pa = za;
   }
   const int loop = comm->nranks == 1 && coll_loop_env();
@@ -1666,6 +1834,10 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
                 meld_symbuf_find(comm, args->recv, 0, NULL) == &comm->workspace))))
     return meld_error(MELD_ERR_INTERNAL, "%s: a buffer inside the comm's workspace cannot take the staged engines (%s planned%s)",
                       fn, meld_coll_proto_name(plan.proto), zc_on ? "" : "; MELD_COLL_ZC=0");
+  if (plan.proto == MELD_PROTO_CE && !loop) {
+    coll_trace_plan(fn, &plan);
+    return coll_ce_call(comm, fn, args, &plan, ce_buf, ce_off, stream);
+  }
   if (plan.proto == MELD_PROTO_ZC && !loop) {
     coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */
     coll_zc_fill(comm, args, &plan, &zv, &zk);
@@ -1775,6 +1947,7 @@ static void coll_args_init(meld_coll_args_t *a, meld_coll_op_t op, const void *s
   a->count = count;
   a->vector = 0;
   a->zc = 0;
+  a->ce = 0;
 }
 
 extern "C" meld_result_t meld_all_gather(meld_comm_t comm, const void *send, void *recv, size_t count,

@@ -1,7 +1,8 @@
 /* GPU tests of ranks as threads of ONE process (one meld_comm_init per thread; peers of one
- * process share buffers by address, no CUDA IPC). Two ranks, on two GPUs when present, else
- * both on one GPU (MELD_SHARE_GPU), where unlike rank processes their kernels run at the same
- * time, each with half the SMs in its plans:
+ * process share buffers by address, no CUDA IPC). P ranks (argument 1 or TEST_INPROC_RANKS,
+ * default 2, at most 8), one per GPU when there are enough, else sharing the GPUs
+ * (MELD_SHARE_GPU), where unlike rank processes their kernels run at the same time, each with
+ * its share of the SMs in its plans (the any-P protocol with every rank truly in flight):
  *   - every collective (all-gather, reduce-scatter, all-reduce, all-to-all), bf16 and fp32, on
  *     ordinary, meld_mem_alloc and meld_mem_register'ed buffers, an odd count and one large
  *     enough for the staged / ZC engines, against a host reference (recv poisoned first);
@@ -17,16 +18,18 @@
 
 #include <initializer_list>
 
+#include "coll_plan.h"
 #include "gpu_test.h"
 
-#define P 2
-static meld_unique_id g_id, g_id2; /* g_id2: the mismatch case's fresh comm */
+#define IP_MAX 8
+static int P = 2; /* ranks (threads) */
+static meld_unique_id g_id, g_id2, g_id3; /* g_id2, g_id3: the mismatch cases' fresh comms */
 static pthread_barrier_t g_bar;
 static int g_ndev;
 /* host copies of every rank's inputs, for the references */
-static uint16_t *g_in16[P];
-static float *g_in32[P];
-static uint16_t *g_a[P], *g_b[P]; /* fused cases: A and B of each rank */
+static uint16_t *g_in16[IP_MAX];
+static float *g_in32[IP_MAX];
+static uint16_t *g_a[IP_MAX], *g_b[IP_MAX]; /* fused cases: A and B of each rank */
 
 static float bf(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
@@ -45,7 +48,35 @@ typedef enum { K_ORD = 0, K_SYM = 1, K_REG = 2 } kind_t;
 static const char *const g_kind[] = {"ordinary", "meld_mem_alloc", "registered"};
 static const char *const g_op[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all"};
 
+/* t_ce: this thread's all-gathers and all-to-alls take the CE engine (plan hint), and each
+ * call's plan must say so (a fallback would test another engine silently). */
+static __thread int t_ce;
+
 static meld_result_t coll(int op, meld_comm_t c, const void *s, void *r, size_t count, meld_dtype_t dt, cudaStream_t st) {
+  if (t_ce && (op == 0 || op == 3)) {
+    meld_coll_args_t a;
+    memset(&a, 0, sizeof a);
+    a.op = op == 0 ? MELD_COLL_ALL_GATHER : MELD_COLL_ALL_TO_ALL;
+    a.dtype = dt;
+    a.send = s;
+    a.recv = r;
+    a.count = count;
+    for (int q = 0; q < P; q++) {
+      a.send_counts[q] = a.recv_counts[q] = count;
+      a.send_offsets[q] = a.recv_offsets[q] = (size_t)q * count;
+    }
+    meld_coll_plan_hint_t h;
+    memset(&h, 0, sizeof h);
+    h.proto = MELD_PROTO_CE;
+    meld_coll_plan_t plan;
+    memset(&plan, 0, sizeof plan);
+    const meld_result_t r2 = meld_coll_run(c, "test_inproc", &a, &h, st, &plan);
+    if (r2 == MELD_OK && plan.proto != MELD_PROTO_CE) {
+      GT_CHECK(0, "%s of %zu: the CE engine was asked for, %s planned", g_op[op], count, meld_coll_proto_name(plan.proto));
+      return MELD_ERR_INTERNAL;
+    }
+    return r2;
+  }
   switch (op) {
     case 0: return meld_all_gather(c, s, r, count, dt, st);
     case 1: return meld_reduce_scatter(c, s, r, count, dt, st);
@@ -96,6 +127,7 @@ static void coll_case(int rank, meld_comm_t comm, cudaStream_t st, int op, kind_
   GT_MELD(coll(op, comm, dsend, drecv, count, fp32 ? MELD_FP32 : MELD_BF16, st));
   GT_CUDA(cudaMemcpyAsync(host, drecv, nr * es, cudaMemcpyDeviceToHost, st));
   GT_CUDA(cudaStreamSynchronize(st));
+  if (t_ce) GT_MELD(meld_comm_check(comm)); /* a failed CE call's copies still ran */
   double num = 0, den = 0;
   size_t bad = 0;
   for (size_t i = 0; i < nr; i++) {
@@ -180,8 +212,11 @@ static double gemm_rs_err(int64_t m, int64_t n, int64_t k, int64_t r0, int64_t r
 }
 
 static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
-  const int64_t M = 256, N = 384, K = 512;
-  const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+  /* M: 128 rows per rank at P > 2 (the fused GEMM+RS needs a multiple of 128 per rank and
+   * refuses other M with MELD_ERR_UNSUPPORTED; M = 256 at P = 2); ml: AG+GEMM rows per rank */
+  const int64_t M = P > 2 ? 128 * P : 256, N = 384, K = 512, ml = 128;
+  const int64_t mc = M > P * ml ? M : P * ml;        /* rows of C */
+  const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)mc * N;
   uint16_t *A, *B, *C;
   GT_CUDA(cudaMalloc(&A, na * 2));
   GT_CUDA(cudaMalloc(&B, nb * 2));
@@ -215,7 +250,6 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     }
   /* AG+GEMM: C [P * m_loc, N] = concat of the ranks' A shards (their first m_loc rows) x B^T */
   {
-    const int64_t ml = 128;
     meld_ag_gemm_args_t g;
     memset(&g, 0, sizeof g);
     g.a_shard = A, g.lda = K, g.b = B, g.ldb = K, g.b_layout = MELD_B_NK, g.c = C, g.ldc = N;
@@ -245,6 +279,76 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   GT_CUDA(cudaFree(C));
 }
 
+/* CE in place: every rank's block already in its slot of recv (send = recv + rank * B); the
+ * other slots poisoned. */
+static void ce_inplace_case(int rank, meld_comm_t comm, cudaStream_t st, void *drecv, uint16_t *host) {
+  const size_t count = 65536 + 8;
+  uint64_t seed = 77 + (uint64_t)rank;
+  for (size_t i = 0; i < count; i++) g_in16[rank][i] = to_bf(gt_rand_f(&seed) + 0.25f);
+  GT_CUDA(cudaMemsetAsync(drecv, 0xff, count * P * 2, st));
+  uint16_t *mine = (uint16_t *)drecv + (size_t)rank * count;
+  GT_CUDA(cudaMemcpyAsync(mine, g_in16[rank], count * 2, cudaMemcpyHostToDevice, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&g_bar);
+  GT_MELD(coll(0, comm, mine, drecv, count, MELD_BF16, st));
+  GT_CUDA(cudaMemcpyAsync(host, drecv, count * P * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_MELD(meld_comm_check(comm));
+  size_t bad = 0;
+  for (size_t i = 0; i < count * P; i++) bad += host[i] != g_in16[i / count][i % count];
+  GT_CHECK(bad == 0, "CE all-gather in place of %zu bf16: %zu of %zu elements differ", count, bad, count * P);
+  pthread_barrier_wait(&g_bar);
+}
+
+/* CE back-to-back: n all-gathers with a different input each (one device fill before), no host
+ * sync between them; then the same n as a CUDA graph (the fork and join captured), replayed 3
+ * times. Every output checked. */
+static void ce_b2b_case(int rank, meld_comm_t comm, cudaStream_t st, void *in, void *out, uint16_t *host) {
+  const size_t count = 4104;
+  const int n = 50;
+  for (int pass = 0; pass < 2; pass++) {
+    gt_fill_bf16<<<132, 256, 0, st>>>((uint16_t *)in, count * n, 3000 + 10 * rank + pass);
+    GT_CUDA(cudaMemsetAsync(out, 0xff, count * n * P * 2, st));
+    GT_CUDA(cudaMemcpyAsync(g_in16[rank], in, count * n * 2, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    if (pass == 0) {
+      for (int i = 0; i < n; i++)
+        GT_MELD(coll(0, comm, (uint16_t *)in + (size_t)i * count, (uint16_t *)out + (size_t)i * count * P, count,
+                     MELD_BF16, st));
+    } else {
+      cudaGraph_t g;
+      cudaGraphExec_t ge;
+      GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      for (int i = 0; i < n; i++)
+        GT_MELD(coll(0, comm, (uint16_t *)in + (size_t)i * count, (uint16_t *)out + (size_t)i * count * P, count,
+                     MELD_BF16, st));
+      GT_CUDA(cudaStreamEndCapture(st, &g));
+      GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
+      /* uploaded before the peers' graphs can run (a first launch's upload may wait for the
+       * device: here the peers' spinning kernels) */
+      GT_CUDA(cudaGraphUpload(ge, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      pthread_barrier_wait(&g_bar);
+      for (int k = 0; k < 3; k++) GT_CUDA(cudaGraphLaunch(ge, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      GT_CUDA(cudaGraphExecDestroy(ge));
+      GT_CUDA(cudaGraphDestroy(g));
+    }
+    GT_MELD(meld_comm_check(comm)); /* a failed CE call's copies still ran: check the comm too */
+    GT_CUDA(cudaMemcpyAsync(host, out, count * n * P * 2, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    size_t bad = 0;
+    for (int i = 0; i < n; i++)
+      for (size_t j = 0; j < count * P; j++)
+        bad += host[(size_t)i * count * P + j] != g_in16[j / count][(size_t)i * count + j % count];
+    GT_CHECK(bad == 0, "CE %s %d all-gathers of %zu bf16: %zu elements differ", pass ? "graph of" : "back-to-back", n,
+             count, bad);
+    pthread_barrier_wait(&g_bar);
+  }
+}
+
 static void *rank_main(void *arg) {
   const int rank = (int)(intptr_t)arg;
   gt_rank = rank;
@@ -268,7 +372,7 @@ static void *rank_main(void *arg) {
   GT_MELD(meld_mem_register(comm, send[K_REG], bytes));
   GT_MELD(meld_mem_register(comm, recv[K_REG], bytes));
   GT_CUDA(cudaMallocHost(&host, bytes));
-  GT_CUDA(cudaMallocHost((void **)&g_in16[rank], (size_t)200 * 4099 * 2));
+  GT_CUDA(cudaMallocHost((void **)&g_in16[rank], (maxe > (size_t)200 * 4099 ? maxe : (size_t)200 * 4099) * 2));
   GT_CUDA(cudaMallocHost((void **)&g_in32[rank], bytes));
   pthread_barrier_wait(&g_bar);
 
@@ -282,6 +386,27 @@ static void *rank_main(void *arg) {
           cases++;
         }
   gt_log("%d collective cases (4 ops x bf16/fp32 x ordinary/meld_mem_alloc/registered x 2 sizes)", cases);
+
+  /* (1b) the CE engine (copy engines; forced, the plan checked): all-gather and all-to-all with
+   * symmetric sends (meld_mem_alloc, registered), bf16 / fp32, 2 sizes (16-byte blocks); an
+   * in-place all-gather; back-to-back calls and a graph of them */
+  if (P > 1) {
+    t_ce = 1;
+    cases = 0;
+    for (int kind = K_SYM; kind <= K_REG; kind++)
+      for (int fp32 = 0; fp32 < 2; fp32++)
+        for (int op = 0; op < 4; op += 3)
+          for (size_t count : {(size_t)1000, (size_t)300000}) {
+            coll_case(rank, comm, st, op, (kind_t)kind, fp32, count, send[kind], recv[kind], host);
+            cases++;
+          }
+    ce_inplace_case(rank, comm, st, recv[K_SYM], (uint16_t *)host);
+    ce_b2b_case(rank, comm, st, send[K_SYM], recv[K_SYM], (uint16_t *)host);
+    t_ce = 0;
+    gt_log("CE engine: %d cases (all-gather, all-to-all x bf16/fp32 x meld_mem_alloc/registered x 2 sizes), in place, "
+           "back-to-back and graph",
+           cases);
+  }
 
   /* (2) back-to-back and graphs: ordinary and symmetric buffers (200 x 4099 bf16 each side) */
   b2b_case(rank, comm, st, K_ORD, send[K_ORD], recv[K_ORD], 4099, 200, (uint16_t *)host);
@@ -298,8 +423,8 @@ static void *rank_main(void *arg) {
   GT_MELD(meld_mem_free(comm, send[K_SYM]));
   GT_MELD(meld_mem_free(comm, recv[K_SYM]));
 
-  /* (4) a peer that never calls: rank 0's all-reduce times out (3 s), rank 1 stays away */
-  if (rank == 0) {
+  /* (4) a peer that never calls: rank 0's all-reduce times out (3 s), the others stay away */
+  if (rank == 0 && P > 1) {
     const double t0 = gt_now_s();
     GT_MELD(meld_all_reduce(comm, send[K_ORD], recv[K_ORD], 1003, MELD_BF16, st));
     GT_CUDA(cudaStreamSynchronize(st));
@@ -314,12 +439,14 @@ static void *rank_main(void *arg) {
     GT_CUDA(cudaFree(send[k]));
     GT_CUDA(cudaFree(recv[k]));
   }
+  GT_CUDA(cudaFreeHost(host));
   GT_CUDA(cudaStreamDestroy(st));
   (void)meld_comm_destroy(comm);
+  if (P == 1) return NULL; /* (5) needs a peer */
 
-  /* (5) mismatched counts, LL (one CTA): rank 0 all-reduces 1000 bf16, rank 1 1008. Rank 0 gets
-   * every line it expects, then its late argument check finds the peer's hash different, fails
-   * the call and aborts the peer, whose wait for its last line (never sent) ends there. */
+  /* (5) mismatched counts, LL (one CTA): rank 0 all-reduces 1000 bf16, the others 1008. Rank 0
+   * gets every line it expects, then its late argument check finds the peers' hash different,
+   * fails the call and aborts the peers, whose waits for its last line (never sent) end there. */
   meld_comm_t c2 = NULL;
   GT_MELD(meld_comm_init(&c2, P, g_id2, rank, &cfg));
   if (!c2) return NULL;
@@ -345,29 +472,90 @@ static void *rank_main(void *arg) {
   GT_CUDA(cudaFree(out));
   GT_CUDA(cudaStreamDestroy(s2));
   (void)meld_comm_destroy(c2);
+
+  /* (6) mismatched counts through the CE engine (a fresh comm): rank 0 all-gathers 1000 bf16
+   * per rank, the others 1008. The copies run whatever the handshake says (they only read the
+   * peers' sends, inside the symmetric range); every rank's call must fail (the handshake),
+   * none hang or fault, and rank 0 names the mismatch. */
+  meld_comm_t c3 = NULL;
+  GT_MELD(meld_comm_init(&c3, P, g_id3, rank, &cfg));
+  if (!c3) return NULL;
+  cudaStream_t s3;
+  GT_CUDA(cudaStreamCreateWithFlags(&s3, cudaStreamNonBlocking));
+  void *sin = NULL, *sout = NULL;
+  GT_MELD(meld_mem_alloc(c3, 4096, &sin));
+  GT_CUDA(cudaMalloc(&sout, 4096 * P));
+  GT_CUDA(cudaMemsetAsync(sin, 0x3c, 4096, s3));
+  t_ce = 1;
+  const double t3 = gt_now_s();
+  GT_MELD(coll(0, c3, sin, sout, rank == 0 ? 1000 : 1008, MELD_BF16, s3));
+  t_ce = 0;
+  GT_CUDA(cudaStreamSynchronize(s3));
+  const meld_result_t r3 = meld_comm_check(c3);
+  const double dt3 = gt_now_s() - t3;
+  GT_CHECK((r3 == MELD_ERR_ABORTED || r3 == MELD_ERR_INVALID_ARG) && dt3 < 20,
+           "CE mismatched counts: rank %d: %s after %.1f s (%s)", rank, meld_strerror(r3), dt3, meld_last_error());
+  if (rank == 0)
+    GT_CHECK(strstr(meld_last_error(), "arguments differ") != NULL,
+             "CE mismatched counts: rank 0 should report the mismatch: %s", meld_last_error());
+  gt_log("CE mismatched counts: %s after %.1f s: %s", meld_strerror(r3), dt3, meld_last_error());
+  pthread_barrier_wait(&g_bar);
+  (void)meld_mem_free(c3, sin);
+  GT_CUDA(cudaFree(sout));
+  GT_CUDA(cudaStreamDestroy(s3));
+  (void)meld_comm_destroy(c3);
   return NULL;
 }
 
-int main(void) {
-  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1) {
-    printf("test_inproc: no GPU, skipped\n[  PASSED  ] 1 test(s).\n");
-    return 0;
-  }
-  if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
+/* One world of P rank threads: every case above. */
+static int run_world(int nranks) {
+  P = nranks;
+  const char *share = getenv("MELD_SHARE_GPU");
+  if (g_ndev < P && !(share && !strcmp(share, "1"))) setenv("MELD_SHARE_GPU", "1", 1);
   printf("test_inproc: %d ranks as threads on %d GPU(s)\n", P, g_ndev < P ? g_ndev : P);
-  if (meld_get_unique_id(&g_id) != MELD_OK || meld_get_unique_id(&g_id2) != MELD_OK) {
+  fflush(stdout);
+  if (meld_get_unique_id(&g_id) != MELD_OK || meld_get_unique_id(&g_id2) != MELD_OK ||
+      meld_get_unique_id(&g_id3) != MELD_OK) {
     printf("meld_get_unique_id: %s\n", meld_last_error());
     return 1;
   }
   pthread_barrier_init(&g_bar, NULL, P);
-  pthread_t th[P];
+  pthread_t th[IP_MAX];
   for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
   for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+  pthread_barrier_destroy(&g_bar);
   for (int r = 0; r < P; r++) {
     cudaFreeHost(g_in16[r]);
     cudaFreeHost(g_in32[r]);
     free(g_a[r]);
     free(g_b[r]);
+    g_in16[r] = NULL, g_in32[r] = NULL, g_a[r] = NULL, g_b[r] = NULL;
   }
+  return 0;
+}
+
+/* Rank counts: argument 1 or TEST_INPROC_RANKS, a comma list (default 2,3,4: two ranks, an odd
+ * count whose splits have tails, and four). */
+int main(int argc, char **argv) {
+  const char *list = argc > 1 ? argv[1] : getenv("TEST_INPROC_RANKS");
+  if (!list || !*list) list = "2,3,4";
+  int ps[16], n = 0;
+  for (const char *q = list; *q && n < 16;) {
+    char *end = NULL;
+    const long v = strtol(q, &end, 10);
+    if (end == q || v < 1 || v > IP_MAX || (*end && *end != ',')) {
+      fprintf(stderr, "test_inproc: rank counts '%s' (argument 1 or TEST_INPROC_RANKS): want a list of 1..%d, e.g. 2,3,4\n",
+              list, IP_MAX);
+      return 2;
+    }
+    ps[n++] = (int)v;
+    q = *end ? end + 1 : end;
+  }
+  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1) {
+    printf("test_inproc: no GPU, skipped\n[  PASSED  ] 1 test(s).\n");
+    return 0;
+  }
+  for (int i = 0; i < n; i++)
+    if (run_world(ps[i])) return 1;
   return gt_summary("test_inproc");
 }

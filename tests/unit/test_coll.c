@@ -389,6 +389,127 @@ static void test_plan_zc(void **state) {
   assert_non_null(strstr(buf, "proto=zc"));
 }
 
+/* The CE engine (copy engines move the data; opt-in): eligibility rules (all-gather and
+ * uniform all-to-all at 2+ ranks of one node, ZC's size and overlap rules; the send range the
+ * peers pull from), and the plan: taken when a hint asks and the call is eligible (a->ce >= 1),
+ * by AUTO only with a->ce == 2 (MELD_COLL_CE=1) from MELD_COLL_CE_MIN_BYTES per peer; its plan
+ * is one CTA of 32 threads (the handshake kernels), no workspace, one signal per rank; a
+ * forced CE on an ineligible call falls back to ZC (eligible) or ROUNDS. */
+static void test_plan_ce(void **state) {
+  (void)state;
+  meld_coll_args_t a;
+  memset(&a, 0, sizeof a);
+  const uintptr_t S = 0x100000, R = 0x900000;
+  size_t sb = 0;
+  a.dtype = MELD_BF16;
+  a.count = 1024; /* 2 KB blocks */
+  a.send = (const void *)S;
+  a.recv = (void *)R;
+  /* rules */
+  a.op = MELD_COLL_ALL_GATHER;
+  assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &sb), 1);
+  assert_int_equal(sb, 2048);
+  assert_int_equal(meld_coll_ce_request(&a, 1, 0, 1, &sb), 0); /* one rank: a copy, not CE */
+  assert_int_equal(meld_coll_ce_request(&a, 2, 0, 2, &sb), 0); /* two nodes */
+  a.send = (const void *)(R + 2048);                          /* in place: allowed */
+  assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &sb), 1);
+  a.send = (const void *)(R + 4096); /* overlapping another block */
+  assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &sb), 0);
+  a.send = (const void *)S;
+  a.count = 1001; /* not a 16-byte block */
+  assert_int_equal(meld_coll_ce_request(&a, 2, 0, 1, &sb), 0);
+  a.count = 1024;
+  for (int op = MELD_COLL_REDUCE_SCATTER; op <= MELD_COLL_ALL_REDUCE; op++) { /* sums: never */
+    a.op = (meld_coll_op_t)op;
+    assert_int_equal(meld_coll_ce_request(&a, 2, 0, 1, &sb), 0);
+  }
+  a.op = MELD_COLL_ALL_TO_ALL;
+  for (int q = 0; q < 3; q++) {
+    a.send_counts[q] = a.recv_counts[q] = 1024;
+    a.send_offsets[q] = a.recv_offsets[q] = (size_t)q * 1024;
+  }
+  assert_int_equal(meld_coll_ce_request(&a, 3, 2, 1, &sb), 1);
+  assert_int_equal(sb, 3 * 2048);
+  a.vector = 1;
+  assert_int_equal(meld_coll_ce_request(&a, 3, 2, 1, &sb), 0);
+  a.vector = 0;
+
+  /* plans */
+  meld_coll_plan_t p;
+  meld_coll_plan_hint_t h;
+  memset(&h, 0, sizeof h);
+  unsetenv("MELD_COLL_CE_MIN_BYTES");
+  for (int op = 0; op < MELD_COLL_NUM_OPS; op += 3) /* all-gather, all-to-all */
+    for (int P = 2; P <= 8; P++)
+      for (size_t count = 8; count <= ((size_t)1 << 28); count *= 8) {
+        a.op = (meld_coll_op_t)op;
+        a.count = count;
+        for (int q = 0; q < P; q++) {
+          a.send_counts[q] = a.recv_counts[q] = count;
+          a.send_offsets[q] = a.recv_offsets[q] = (size_t)q * count;
+        }
+        a.zc = 0;
+        a.ce = 1; /* eligible, not opted in: AUTO never takes it */
+        assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+        assert_int_not_equal(p.proto, MELD_PROTO_CE);
+        a.ce = 2; /* MELD_COLL_CE=1: from 4 MB per peer, above LL */
+        assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+        const int big = count * 2 >= MELD_COLL_CE_MIN_BYTES_DEFAULT;
+        assert_int_equal(p.proto == MELD_PROTO_CE, big);
+        h.proto = MELD_PROTO_CE; /* forced: taken at any size */
+        h.ctas = 7;              /* (the hint's geometry does not apply) */
+        a.ce = 1;
+        assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+        assert_int_equal(p.proto, MELD_PROTO_CE);
+        assert_int_equal(p.ctas, 1);
+        assert_int_equal(p.threads, 32);
+        assert_int_equal(p.ws_bytes, 0);
+        assert_int_equal(p.stages, 1);
+        assert_int_equal(p.signal_words, (size_t)P);
+        /* ... and with a 1 MB workspace the same */
+        assert_int_equal(meld_coll_plan_make(&a, P, 132, (size_t)1 << 20, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+        assert_int_equal(p.proto, MELD_PROTO_CE);
+        a.ce = 0; /* not eligible: ZC where eligible, else ROUNDS */
+        assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+        assert_int_equal(p.proto, MELD_PROTO_ROUNDS);
+        a.zc = 1;
+        assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+        assert_int_equal(p.proto, MELD_PROTO_ZC);
+        memset(&h, 0, sizeof h);
+      }
+  /* the threshold from the environment; a bad value is refused, naming the variable */
+  a.op = MELD_COLL_ALL_GATHER;
+  a.count = 1 << 20; /* 2 MB per peer (above LL) */
+  a.zc = 1;
+  a.ce = 2;
+  setenv("MELD_COLL_CE_MIN_BYTES", "1M", 1);
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_CE);
+  char buf[512];
+  meld_coll_plan_format(&p, buf, sizeof buf);
+  assert_non_null(strstr(buf, "proto=ce"));
+  unsetenv("MELD_COLL_CE_MIN_BYTES"); /* the default, 4 MB */
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
+  assert_int_equal(p.proto, MELD_PROTO_ZC);
+  setenv("MELD_COLL_CE_MIN_BYTES", "lots", 1);
+  expect(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_ERR_INVALID_ARG,
+         "MELD_COLL_CE_MIN_BYTES=lots");
+  unsetenv("MELD_COLL_CE_MIN_BYTES");
+  /* the legality check: CE only for copies, one CTA of 32 threads, 2+ ranks */
+  a.ce = 1;
+  h.proto = MELD_PROTO_CE;
+  assert_int_equal(meld_coll_plan_make(&a, 2, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, &h, &p), MELD_OK);
+  meld_coll_plan_t bad = p;
+  bad.op = MELD_COLL_ALL_REDUCE;
+  expect(meld_coll_plan_check(&bad, 132, WS_64M, MELD_PAD_CREDIT_SLOTS), MELD_ERR_INVALID_ARG, "copies");
+  bad = p;
+  bad.ctas = 2;
+  expect(meld_coll_plan_check(&bad, 132, WS_64M, MELD_PAD_CREDIT_SLOTS), MELD_ERR_INVALID_ARG, "one CTA of 32");
+  bad = p;
+  bad.nranks = 1;
+  expect(meld_coll_plan_check(&bad, 132, WS_64M, MELD_PAD_CREDIT_SLOTS), MELD_ERR_INVALID_ARG, "2+ ranks");
+}
+
 /* ZC eligibility rules (pure): which calls could take ZC, which ranges must be symmetric, and
  * the mode from where the buffers are. Pointers are fake addresses (never dereferenced). */
 static void test_zc_rules(void **state) {
@@ -625,6 +746,7 @@ int main(void) {
       cmocka_unit_test(test_plan_all_reduce_algo),
       cmocka_unit_test(test_plan_protocols),
       cmocka_unit_test(test_plan_zc),
+      cmocka_unit_test(test_plan_ce),
       cmocka_unit_test(test_zc_rules),
       cmocka_unit_test(test_plan_env_and_errors),
       cmocka_unit_test(test_validate_direct),

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# pack_bins.sh — packs built binaries into build/carry/bins.tar.xz for the device tool's `carry`
+# (the carry limit, 64 MiB with the tracked tree, holds ~25 MB of unpacked binaries; packed, the
+# GPU tests and bench_inproc are ~8 MB). On the device: `tar xJf build/carry/bins.tar.xz`
+# (bench/device_env.sh does it when the file is there), then PREBUILT=1.
+# Usage: bench/pack_bins.sh build/tests/gpu/test_* build/bench/bench_inproc ...
+set -eu
+cd "$(dirname "$0")/.."
+[ $# -gt 0 ] || { echo "usage: $0 BINARY..."; exit 2; }
+mkdir -p build/carry
+tar cf - "$@" | xz -6 -T2 > build/carry/bins.tar.xz
+ls -la build/carry/bins.tar.xz
