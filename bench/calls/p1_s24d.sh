@@ -16,8 +16,15 @@ MELD_TIMEOUT_MS=3000 timeout -k 5 200 build/tests/gpu/test_inproc 2,3,4 > "$OUT/
 echo "== test_inproc 2,3,4 rc=$? at $(el) s"; grep -E "ranks as threads|checks|FAIL|CE " "$OUT/test_inproc.log" | cut -c1-300 | head -16
 for i in 1 2; do
   bench/ab_inproc.sh s24d_ce "c" "c=build/bench" --ranks 2 --only all_gather --sizes 4096,1048576,16777216,67108864 --kinds sym --ce
-  grep -h "WARN\|rank [01]:" $OUT/ip_c1.log | cut -c1-300 | head -3
+  if grep -q "WARN\|rank [01]:" $OUT/ip_c1.log; then
+    grep -h "WARN\|rank [01]:" $OUT/ip_c1.log | cut -c1-300 | head -3
+    echo "-- again with CUDA_MODULE_LOADING=EAGER"
+    CUDA_MODULE_LOADING=EAGER bench/ab_inproc.sh s24d_ce_eager "c" "c=build/bench" --ranks 2 --only all_gather --sizes 4096,67108864 --kinds sym --ce
+    grep -h "WARN\|rank [01]:" $OUT/ip_c1.log | cut -c1-300 | head -3
+  fi
   bench/ab_inproc.sh s24d_zc "z" "z=build/bench" --ranks 2 --only all_gather --sizes 4096,1048576,16777216,67108864 --kinds sym --zc
 done
+bench/ab_inproc.sh s24d_ce4 "c" "c=build/bench" --ranks 4 --only all_gather --sizes 4096,1048576,16777216,67108864 --kinds sym --ce
+bench/ab_inproc.sh s24d_zc4 "z" "z=build/bench" --ranks 4 --only all_gather --sizes 4096,1048576,16777216,67108864 --kinds sym --zc
 echo "== done at $(el) s"
 cd "$OUT" && tar czf logs.tgz *.log && rm -f *.log

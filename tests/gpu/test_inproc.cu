@@ -144,49 +144,60 @@ static void coll_case(int rank, meld_comm_t comm, cudaStream_t st, int op, kind_
   pthread_barrier_wait(&g_bar); /* the host inputs are reused by the next case */
 }
 
-/* 200 back-to-back all-reduces, a different input each (from one device fill before), no host
- * sync between calls; then the same 200 as a graph, replayed. */
-static void b2b_case(int rank, meld_comm_t comm, cudaStream_t st, kind_t kind, void *in, void *out, size_t count, int n,
-                     uint16_t *host) {
+/* n back-to-back all-reduces (op 2) or all-gathers (op 0: through coll(), so the CE engine
+ * when t_ce), a different input each (one device fill before), no host sync between calls;
+ * then the same n as a CUDA graph (uploaded before the peers' graphs can run: an upload may
+ * wait for the device, where the peers' kernels spin), replayed 3 times. Every output checked,
+ * and the comm (a failed CE call's copies still run). */
+static void b2b_case(int rank, meld_comm_t comm, cudaStream_t st, int op, kind_t kind, void *in, void *out, size_t count,
+                     int n, uint16_t *host) {
+  const size_t per_out = op == 0 ? count * P : count; /* elements of one call's recv */
+  const char *what = op == 0 ? "all-gathers" : "all-reduces";
   for (int pass = 0; pass < 2; pass++) {
-    gt_fill_bf16<<<132, 256, 0, st>>>((uint16_t *)in, count * n, 1000 + 10 * rank + pass);
-    GT_CUDA(cudaMemsetAsync(out, 0xff, count * n * 2, st));
+    gt_fill_bf16<<<132, 256, 0, st>>>((uint16_t *)in, count * n, 1000 + 10 * rank + pass + 100 * op);
+    GT_CUDA(cudaMemsetAsync(out, 0xff, per_out * n * 2, st));
     GT_CUDA(cudaMemcpyAsync(g_in16[rank], in, count * n * 2, cudaMemcpyDeviceToHost, st));
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
     const double t0 = gt_now_s();
-    if (pass == 0) {
-      for (int i = 0; i < n; i++)
-        GT_MELD(meld_all_reduce(comm, (uint16_t *)in + (size_t)i * count, (uint16_t *)out + (size_t)i * count, count,
-                                MELD_BF16, st));
-    } else {
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < n; i++)
-        GT_MELD(meld_all_reduce(comm, (uint16_t *)in + (size_t)i * count, (uint16_t *)out + (size_t)i * count, count,
-                                MELD_BF16, st));
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    if (pass == 1) GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < n; i++)
+      GT_MELD(coll(op, comm, (uint16_t *)in + (size_t)i * count, (uint16_t *)out + (size_t)i * per_out, count, MELD_BF16,
+                   st));
+    if (pass == 1) {
       GT_CUDA(cudaStreamEndCapture(st, &g));
       GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
-      for (int k = 0; k < 3; k++) GT_CUDA(cudaGraphLaunch(ge, st));
+      GT_CUDA(cudaGraphUpload(ge, st));
       GT_CUDA(cudaStreamSynchronize(st));
-      GT_CUDA(cudaGraphExecDestroy(ge));
-      GT_CUDA(cudaGraphDestroy(g));
+      pthread_barrier_wait(&g_bar);
+      for (int k = 0; k < 3; k++) GT_CUDA(cudaGraphLaunch(ge, st));
     }
-    GT_CUDA(cudaMemcpyAsync(host, out, count * n * 2, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaMemcpyAsync(host, out, per_out * n * 2, cudaMemcpyDeviceToHost, st));
     GT_CUDA(cudaStreamSynchronize(st));
     const double dt = gt_now_s() - t0;
+    if (ge) GT_CUDA(cudaGraphExecDestroy(ge));
+    if (g) GT_CUDA(cudaGraphDestroy(g));
+    GT_MELD(meld_comm_check(comm));
     pthread_barrier_wait(&g_bar);
     size_t bad = 0;
-    for (size_t i = 0; i < count * n; i++) {
-      float s = 0.0f;
-      for (int r = 0; r < P; r++) s += bf(g_in16[r][i]);
-      bad += host[i] != to_bf(s);
-    }
-    GT_CHECK(bad == 0, "%s x%d all-reduces of %zu bf16 (%s): %zu elements differ", pass ? "graph of" : "back-to-back", n,
-             count, g_kind[kind], bad);
-    gt_log("%s %d all-reduces of %zu bf16, %s buffers: %.3f s", pass ? "graph (3 replays) of" : "back-to-back", n, count,
-           g_kind[kind], dt);
+    for (int i = 0; i < n; i++)
+      for (size_t j = 0; j < per_out; j++) {
+        uint16_t want;
+        if (op == 0) {
+          want = g_in16[j / count][(size_t)i * count + j % count];
+        } else {
+          float s = 0.0f;
+          for (int r = 0; r < P; r++) s += bf(g_in16[r][(size_t)i * count + j]);
+          want = to_bf(s);
+        }
+        bad += host[(size_t)i * per_out + j] != want;
+      }
+    GT_CHECK(bad == 0, "%s%s x%d %s of %zu bf16 (%s): %zu elements differ", t_ce ? "CE " : "", pass ? "graph of" : "back-to-back",
+             n, what, count, g_kind[kind], bad);
+    gt_log("%s%s %d %s of %zu bf16, %s buffers: %.3f s", t_ce ? "CE " : "", pass ? "graph (3 replays) of" : "back-to-back", n,
+           what, count, g_kind[kind], dt);
     pthread_barrier_wait(&g_bar);
   }
 }
@@ -300,55 +311,6 @@ static void ce_inplace_case(int rank, meld_comm_t comm, cudaStream_t st, void *d
   pthread_barrier_wait(&g_bar);
 }
 
-/* CE back-to-back: n all-gathers with a different input each (one device fill before), no host
- * sync between them; then the same n as a CUDA graph (the fork and join captured), replayed 3
- * times. Every output checked. */
-static void ce_b2b_case(int rank, meld_comm_t comm, cudaStream_t st, void *in, void *out, uint16_t *host) {
-  const size_t count = 4104;
-  const int n = 50;
-  for (int pass = 0; pass < 2; pass++) {
-    gt_fill_bf16<<<132, 256, 0, st>>>((uint16_t *)in, count * n, 3000 + 10 * rank + pass);
-    GT_CUDA(cudaMemsetAsync(out, 0xff, count * n * P * 2, st));
-    GT_CUDA(cudaMemcpyAsync(g_in16[rank], in, count * n * 2, cudaMemcpyDeviceToHost, st));
-    GT_CUDA(cudaStreamSynchronize(st));
-    pthread_barrier_wait(&g_bar);
-    if (pass == 0) {
-      for (int i = 0; i < n; i++)
-        GT_MELD(coll(0, comm, (uint16_t *)in + (size_t)i * count, (uint16_t *)out + (size_t)i * count * P, count,
-                     MELD_BF16, st));
-    } else {
-      cudaGraph_t g;
-      cudaGraphExec_t ge;
-      GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < n; i++)
-        GT_MELD(coll(0, comm, (uint16_t *)in + (size_t)i * count, (uint16_t *)out + (size_t)i * count * P, count,
-                     MELD_BF16, st));
-      GT_CUDA(cudaStreamEndCapture(st, &g));
-      GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
-      /* uploaded before the peers' graphs can run (a first launch's upload may wait for the
-       * device: here the peers' spinning kernels) */
-      GT_CUDA(cudaGraphUpload(ge, st));
-      GT_CUDA(cudaStreamSynchronize(st));
-      pthread_barrier_wait(&g_bar);
-      for (int k = 0; k < 3; k++) GT_CUDA(cudaGraphLaunch(ge, st));
-      GT_CUDA(cudaStreamSynchronize(st));
-      GT_CUDA(cudaGraphExecDestroy(ge));
-      GT_CUDA(cudaGraphDestroy(g));
-    }
-    GT_MELD(meld_comm_check(comm)); /* a failed CE call's copies still ran: check the comm too */
-    GT_CUDA(cudaMemcpyAsync(host, out, count * n * P * 2, cudaMemcpyDeviceToHost, st));
-    GT_CUDA(cudaStreamSynchronize(st));
-    pthread_barrier_wait(&g_bar);
-    size_t bad = 0;
-    for (int i = 0; i < n; i++)
-      for (size_t j = 0; j < count * P; j++)
-        bad += host[(size_t)i * count * P + j] != g_in16[j / count][(size_t)i * count + j % count];
-    GT_CHECK(bad == 0, "CE %s %d all-gathers of %zu bf16: %zu elements differ", pass ? "graph of" : "back-to-back", n,
-             count, bad);
-    pthread_barrier_wait(&g_bar);
-  }
-}
-
 static void *rank_main(void *arg) {
   const int rank = (int)(intptr_t)arg;
   gt_rank = rank;
@@ -401,7 +363,7 @@ static void *rank_main(void *arg) {
             cases++;
           }
     ce_inplace_case(rank, comm, st, recv[K_SYM], (uint16_t *)host);
-    ce_b2b_case(rank, comm, st, send[K_SYM], recv[K_SYM], (uint16_t *)host);
+    b2b_case(rank, comm, st, 0, K_SYM, send[K_SYM], recv[K_SYM], 4104, 50, (uint16_t *)host);
     t_ce = 0;
     gt_log("CE engine: %d cases (all-gather, all-to-all x bf16/fp32 x meld_mem_alloc/registered x 2 sizes), in place, "
            "back-to-back and graph",
@@ -409,8 +371,8 @@ static void *rank_main(void *arg) {
   }
 
   /* (2) back-to-back and graphs: ordinary and symmetric buffers (200 x 4099 bf16 each side) */
-  b2b_case(rank, comm, st, K_ORD, send[K_ORD], recv[K_ORD], 4099, 200, (uint16_t *)host);
-  b2b_case(rank, comm, st, K_SYM, send[K_SYM], recv[K_SYM], 4099, 200, (uint16_t *)host);
+  b2b_case(rank, comm, st, 2, K_ORD, send[K_ORD], recv[K_ORD], 4099, 200, (uint16_t *)host);
+  b2b_case(rank, comm, st, 2, K_SYM, send[K_SYM], recv[K_SYM], 4099, 200, (uint16_t *)host);
 
   /* (3) the fused ops (each rank planned with its share of the SMs when the GPU is shared) */
   fused_cases(rank, comm, st);

@@ -279,6 +279,16 @@ static void test_plan_protocols(void **state) {
          "2 control warps");
 }
 
+/* a: op with `count` elements per block, uniform all-to-all splits for P ranks. */
+static void set_uniform(meld_coll_args_t *a, meld_coll_op_t op, size_t count, int P) {
+  a->op = op;
+  a->count = count;
+  for (int q = 0; q < P; q++) {
+    a->send_counts[q] = a->recv_counts[q] = count;
+    a->send_offsets[q] = a->recv_offsets[q] = (size_t)q * count;
+  }
+}
+
 /* The ZC engine: chosen above LL exactly when the caller marked the call eligible (a->zc,
  * set by meld_coll_run for symmetric buffers); forced without eligibility it falls back to
  * ROUNDS; its plans need no workspace, one signal per (rank, CTA), and the all-reduce is
@@ -294,12 +304,7 @@ static void test_plan_zc(void **state) {
   for (int op = 0; op < MELD_COLL_NUM_OPS; op++)
     for (int P = 1; P <= 8; P++)
       for (size_t count = 1; count <= ((size_t)1 << 28); count *= 37) {
-        a.op = (meld_coll_op_t)op;
-        a.count = count;
-        for (int q = 0; q < P; q++) {
-          a.send_counts[q] = a.recv_counts[q] = count;
-          a.send_offsets[q] = a.recv_offsets[q] = (size_t)q * count;
-        }
+        set_uniform(&a, (meld_coll_op_t)op, count, P);
         a.zc = 0;
         assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
         assert_int_not_equal(p.proto, MELD_PROTO_ZC);
@@ -442,12 +447,7 @@ static void test_plan_ce(void **state) {
   for (int op = 0; op < MELD_COLL_NUM_OPS; op += 3) /* all-gather, all-to-all */
     for (int P = 2; P <= 8; P++)
       for (size_t count = 8; count <= ((size_t)1 << 28); count *= 8) {
-        a.op = (meld_coll_op_t)op;
-        a.count = count;
-        for (int q = 0; q < P; q++) {
-          a.send_counts[q] = a.recv_counts[q] = count;
-          a.send_offsets[q] = a.recv_offsets[q] = (size_t)q * count;
-        }
+        set_uniform(&a, (meld_coll_op_t)op, count, P);
         a.zc = 0;
         a.ce = 1; /* eligible, not opted in: AUTO never takes it */
         assert_int_equal(meld_coll_plan_make(&a, P, 132, WS_64M, MELD_PAD_CREDIT_SLOTS, NULL, &p), MELD_OK);
