@@ -12,7 +12,8 @@
  *   3. CUDA-graph capture of (fill, op, check) and 100 replays;
  *   4. (2+ GPUs) a rank that never joins: the others get MELD_ERR_TIMEOUT from
  *      meld_comm_check and from the next call, not a hang.
- * TEST_COLL_ONLY=bulk: only group 1 with the opt-in TMA bulk RING variants instead.
+ * TEST_COLL_ONLY=bulk: only group 1 with the opt-in TMA bulk RING variants instead;
+ * TEST_COLL_ONLY=ce: only its CE variants (copy engines), on symmetric and registered buffers.
  * MELD_TIMEOUT_MS defaults to 2000 here. */
 #include <cuda_bf16.h>
 
@@ -40,13 +41,19 @@ enum {
   V_BULK2 = 10, /* ... and the TMA drain of copies                                           */
   V_ZC = 11,    /* ZC forced (3 CTAs x 128 threads): taken on symmetric buffers, else ROUNDS   */
   V_ZC1 = 12,   /* all-reduce, symmetric send, ordinary recv: the ZC one-shot (default plan)   */
-  V_LAST = V_ZC1
+  V_CE = 13,    /* CE forced (copy engines pull): taken at 2+ ranks on symmetric sends, else ZC/ROUNDS */
+  V_CE_INPLACE = 14, /* ... an in-place all-gather                                           */
+  V_LAST = V_CE_INPLACE
 };
 /* TEST_COLL_ONLY=bulk: only the bulk variants' reference checks (the device script runs them
  * in a second process, so that a failure of the opt-in engine cannot hide the defaults'). */
 static int g_only_bulk = 0;
+/* TEST_COLL_ONLY=ce: only the CE variants' reference checks, on symmetric and registered
+ * buffers (the CE engine with peers in other processes, quickly). */
+static int g_only_ce = 0;
 static const char *const g_vname[] = {"default",  "tiny-ring",     "misaligned", "one-shot",  "two-shot", "in-place",
-                                      "ll-forced", "tiny-rounds", "in-place-ring", "tiny-bulk", "bulk-drain", "zc-forced", "zc-one-shot"};
+                                      "ll-forced", "tiny-rounds", "in-place-ring", "tiny-bulk", "bulk-drain", "zc-forced", "zc-one-shot",
+                                      "ce-forced", "ce-in-place"};
 static const char *const g_opname[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "all_to_allv"};
 enum { OP_AG = 0, OP_RS = 1, OP_AR = 2, OP_A2A = 3, OP_A2AV = 4 };
 
@@ -158,7 +165,7 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
     d_recv = c->d_plain;
     GT_CUDA(cudaMemsetAsync(c->d_plain, 0xff, c->cap, c->s));
   }
-  if (variant == V_INPLACE || variant == V_INPLACE_RING || variant == V_BULK2) { /* bulk-drain: in place too */
+  if (variant == V_INPLACE || variant == V_INPLACE_RING || variant == V_BULK2 || variant == V_CE_INPLACE) { /* bulk-drain: in place too */
     if (op == OP_AR) d_send = d_recv;
     if (op == OP_AG) d_send = d_recv + (size_t)me * count * es;
     if (op == OP_RS) d_recv = d_send + (size_t)me * count * es;
@@ -182,6 +189,7 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
   if (variant == V_ZC1) hp = &hint; /* all fields AUTO: the default plan, reported */
   if (variant == V_ZC) /* both loop depths: unroll 4 at even counts */
     hint.ctas = 3, hint.threads = 128, hint.proto = MELD_PROTO_ZC, hint.unroll = count % 2 ? 8 : 4, hp = &hint;
+  if (variant == V_CE || variant == V_CE_INPLACE) hint.proto = MELD_PROTO_CE, hp = &hint;
   meld_coll_plan_t plan;
   meld_result_t r;
   if (op == OP_A2AV) {
@@ -204,6 +212,12 @@ static void check_case(ctx_t *c, int op, meld_dtype_t dt, size_t count, int vari
     const int want_zc = c->sym && (op == OP_AR || count * es % 16 == 0);
     GT_CHECK((plan.proto == MELD_PROTO_ZC) == want_zc, "%s: engine %s, want %s", name,
              meld_coll_proto_name(plan.proto), want_zc ? "zc" : "not zc");
+  }
+  if ((variant == V_CE || variant == V_CE_INPLACE) && r == MELD_OK) {
+    /* CE runs exactly at 2+ ranks with a symmetric send and 16-byte blocks */
+    const int want_ce = c->sym && P > 1 && count * es % 16 == 0;
+    GT_CHECK((plan.proto == MELD_PROTO_CE) == want_ce, "%s: engine %s, want %s", name, meld_coll_proto_name(plan.proto),
+             want_ce ? "ce" : "not ce");
   }
   GT_CUDA(cudaStreamSynchronize(c->s));
   GT_MELD(meld_comm_check(c->comm));
@@ -272,8 +286,11 @@ static void test_reference(ctx_t *c) {
           if (v == V_INPLACE_RING && (op == OP_A2A || op == OP_A2AV || ci < 2)) continue;
           if ((v == V_RING || v == V_ROUNDS || v == V_LL || v == V_BULK || v == V_BULK2) && op == OP_A2AV) continue;
           if ((v == V_BULK || v == V_BULK2) != (g_only_bulk != 0)) continue;
+          if (g_only_ce && v != V_CE && v != V_CE_INPLACE) continue;
           if (v == V_ZC && (op == OP_A2AV || (ci == 3 && d == 1 && !c->sym))) continue;
           if (v == V_ZC1 && (op != OP_AR || !c->sym)) continue;
+          if (v == V_CE && op != OP_AG && op != OP_A2A) continue;
+          if (v == V_CE_INPLACE && (op != OP_AG || ci != 2)) continue;
           /* Symmetric buffers: the engines that differ there (ZC by default and forced), and
            * LL / ROUNDS on symmetric memory; the RING variants are covered above. */
           if (c->sym && (v == V_RING || v == V_INPLACE_RING || v == V_BULK || v == V_BULK2 || v == V_ONESHOT))
@@ -583,8 +600,8 @@ static void rank_main(int rank, int nranks) {
   GT_CUDA(cudaMalloc(&c.d_recv, c.cap));
   GT_CUDA(cudaMalloc(&c.d_plain, c.cap));
   GT_CUDA(cudaStreamCreateWithFlags(&c.s, cudaStreamNonBlocking));
-  test_reference(&c);
-  if (!g_only_bulk) {
+  if (!g_only_ce) test_reference(&c);
+  if (!g_only_bulk && !g_only_ce) {
     test_back_to_back(&c, gt_reps(1000));
     test_graph(&c, 100);
     /* Again without programmatic dependent launches and with the generic LL instantiation
@@ -608,14 +625,16 @@ static void rank_main(int rank, int nranks) {
     if (c.d_send && c.d_recv) {
       c.sym = 1;
       test_reference(&c);
-      test_back_to_back(&c, gt_reps(1000));
-      test_graph(&c, 100);
-      /* Again with ordinary launches of the LL and ZC kernels (MELD_COLL_PDL=0; by default
-       * each call's launch overlaps the previous kernel, which it waits for on the device). */
-      setenv("MELD_COLL_PDL", "0", 1);
-      test_back_to_back(&c, gt_reps(1000));
-      test_graph(&c, 100);
-      unsetenv("MELD_COLL_PDL");
+      if (!g_only_ce) {
+        test_back_to_back(&c, gt_reps(1000));
+        test_graph(&c, 100);
+        /* Again with ordinary launches of the LL and ZC kernels (MELD_COLL_PDL=0; by default
+         * each call's launch overlaps the previous kernel, which it waits for on the device). */
+        setenv("MELD_COLL_PDL", "0", 1);
+        test_back_to_back(&c, gt_reps(1000));
+        test_graph(&c, 100);
+        unsetenv("MELD_COLL_PDL");
+      }
     }
     meld_bootstrap_barrier(c.comm->boot);
     GT_MELD(meld_mem_free(c.comm, c.d_send));
@@ -635,8 +654,10 @@ static void rank_main(int rank, int nranks) {
     if (r1 == MELD_OK && r2 == MELD_OK) {
       c.sym = 2;
       test_reference(&c);
-      test_back_to_back(&c, gt_reps(200));
-      test_graph(&c, 20);
+      if (!g_only_ce) {
+        test_back_to_back(&c, gt_reps(200));
+        test_graph(&c, 20);
+      }
     }
     meld_bootstrap_barrier(c.comm->boot);
     if (r1 == MELD_OK) GT_MELD(meld_mem_deregister(c.comm, c.d_send));
@@ -742,6 +763,12 @@ int main(void) {
   int n = g_ndev > 8 ? 8 : g_ndev;
   const char *only = getenv("TEST_COLL_ONLY");
   g_only_bulk = only && !strcmp(only, "bulk");
+  g_only_ce = only && !strcmp(only, "ce");
+  if (g_only_ce) {
+    run("CE variants vs reference", n, rank_main);
+    printf("test_coll: %.1f s\n", gt_now_s() - t0);
+    return gt_summary("test_coll");
+  }
   if (g_only_bulk) {
     run("bulk RING variants vs reference", n, rank_main);
     printf("test_coll: %.1f s\n", gt_now_s() - t0);
