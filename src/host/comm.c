@@ -76,6 +76,7 @@ static void share_sms(struct meld_comm *c) {
     MELD_INFO(MELD_SUB_INIT, "rank %d: %d ranks of this process share GPU %s: %d of its %d SMs each", c->rank,
               n[c->rank], c->ranks[c->rank].bus_id, c->ranks[c->rank].sm_count, c->sm_count);
   c->sm_count = c->ranks[c->rank].sm_count;
+  c->gpu_share = n[c->rank];
   free(n);
 }
 

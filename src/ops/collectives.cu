@@ -95,6 +95,8 @@ enum { COLL_MODE_LL = 1, COLL_MODE_RING = 2, COLL_MODE_ROUNDS = 3, COLL_MODE_ZC 
 #define COLL_LL_U 4
 #define COLL_LL_U_SMALL 2
 #define COLL_LL_U2_BYTES ((uint64_t)64 << 10)
+/* LL sums of one unit per thread (the any-P lean kernel): peers' lines polled together */
+#define COLL_LL_PB 8
 
 static_assert(MELD_PAD_OFF_DATA <= MELD_PAD_OFF_LL && MELD_PAD_OFF_LL + MELD_PAD_LL_BYTES <= MELD_PAD_BYTES,
               "pad: LL region");
@@ -111,6 +113,9 @@ typedef struct {
   int32_t unroll;       /* 16-byte loads in flight per thread in the data loops (4 or 8)  */
   int32_t bulk;         /* RING: one push warp whose lane 0 pushes with TMA bulk copies   */
   int32_t pdl;          /* LL: launched with programmatic stream serialization            */
+  int32_t ll_flat;      /* LL, lean any-P kernel: bit 0, every peer's incoming stream has the
+                           same length (copies: one index space over the streams); bit 1,
+                           every outgoing stream                                       */
   int32_t loop;         /* LL loopback (MELD_COLL_LOOPBACK, one rank as rank 0 of 2): the
                            virtual peer's pad is this rank's own (its lines are ours, read
                            back), no argument post or check                                */
@@ -853,17 +858,19 @@ MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
 }
 
 /* The LL call: entry without waiting for peers, data, lazy argument check, exit.
- * SP (the lean instantiation, the default where it applies; MELD_COLL_LL_LEAN=0 = never): 2 = two ranks and
- * every stream's offsets and lengths, send and recv multiples of 8 bytes (the host checks):
- * P is a constant, units are plain 8-byte loads and stores (no width cases) and unit indices
- * 32-bit; 0 = any call. Same results bit for bit (same loads, stores, sum order). Session 20:
+ * SP (the lean instantiations, the default where they apply; MELD_COLL_LL_LEAN=0 = never):
+ * every stream's offsets and lengths, send and recv multiples of 8 bytes and streams < 2 GiB
+ * (the host checks): units are plain 8-byte loads and stores (no width cases) and unit
+ * indices 32-bit; SP = 2 also makes P the constant 2, SP = -1 takes P at run time (any P,
+ * session 25); 0 = any call (generic). Same results bit for bit (same loads, stores, sum order). Session 20:
  * the generic path runs ~590 instructions a warp (Nsight, LL loopback). Tried and reverted
  * (session 23 call 2): a one-CTA call loading its first units of the send before the entry, to
  * overlap that latency with the entry's round trips: +0.13..+0.40 us a call in graphs, at 4 KB
  * and at 64 KB (16 CTAs, where the prefetch never ran): the added code cost more than it hid. */
 template <int SP = 0, int ACT = -1, int U = COLL_LL_U>
 MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kargs_t *a) {
-  using I = typename std::conditional<SP != 0, uint32_t, uint64_t>::type;
+  constexpr bool LEAN = SP != 0;
+  using I = typename std::conditional<LEAN, uint32_t, uint64_t>::type;
   meld_cta_shared_t *sh = meld_cta_shared();
   ctx->p = p;
   ctx->op = a->op_id;
@@ -885,13 +892,40 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
   ctx->role = MELD_ROLE_COMM;
   ctx->failed = sh->ok ? 0u : 1u;
   if (sh->ok) {
-    const int P = SP ? SP : a->nranks, me = a->rank, npeer = P - 1;
+    const int P = SP > 0 ? SP : a->nranks, me = a->rank, npeer = P - 1;
     const uint32_t es = a->dtype == COPY_BF16 ? 2u : 4u;
     const uint32_t flag = (uint32_t)ctx->epoch;
     const uint64_t half = (uint64_t)(ctx->epoch & 1u) * MELD_COLL_LL_HALF_BYTES;
     const I g = (I)ctx->ticket * blockDim.x + threadIdx.x, G = (I)gridDim.x * blockDim.x;
     const uint64_t hi = (uint64_t)flag << 32;
     /* Send: units g, g+G, ... of every outgoing stream (peers in rotated order). */
+    if (SP < 0 && (a->ll_flat & 2)) {
+      /* Every outgoing stream has nu units: one index space over them (as the flat receive
+       * below), so a thread's U loads in flight span streams when they are short. Stream t
+       * goes to peer q = me + 1 + t (mod P), where this rank is producer P - 2 - t. */
+      const I nu = (I)(a->push_len[(me + 1) % P] / 8), total = nu * (I)npeer;
+      for (I i0 = g; i0 < total; i0 += U * G) {
+        uint64_t v[U];
+        I tk[U], uk[U];
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+          const I i = i0 + (I)k * G;
+          int q = me + 1 + (int)(tk[k] = i / nu);
+          uk[k] = i - tk[k] * nu;
+          if (q >= P) q -= P;
+          v[k] = 0;
+          if (i < total) v[k] = *(const uint64_t *)(a->send + a->push_off[q] + (uint64_t)uk[k] * 8);
+        }
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+          int q = me + 1 + (int)tk[k];
+          if (q >= P) q -= P;
+          if (i0 + (I)k * G < total)
+            coll_st_v2((a->loop ? p->pad : p->peer_pads[q]) + MELD_PAD_OFF_LL + half + (uint64_t)(npeer - 1 - (int)tk[k]) * a->ll_region + (uint64_t)uk[k] * 16,
+                       hi | (v[k] & 0xffffffffull), hi | (v[k] >> 32));
+        }
+      }
+    } else
     for (int t = 0; t < npeer; t++) {
       const int q = (me + 1 + t) % P;
       const uint64_t len = a->push_len[q];
@@ -906,7 +940,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
         for (int k = 0; k < U; k++) {
           const I u = u0 + (I)k * G;
           v[k] = 0;
-          if ((uint64_t)u * 8 < len) v[k] = SP ? *(const uint64_t *)(src + (uint64_t)u * 8) : coll_ld8(src + (uint64_t)u * 8, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
+          if ((uint64_t)u * 8 < len) v[k] = LEAN ? *(const uint64_t *)(src + (uint64_t)u * 8) : coll_ld8(src + (uint64_t)u * 8, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
         }
 #pragma unroll
         for (int k = 0; k < U; k++) {
@@ -927,6 +961,33 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
     if (ACT >= 0 ? ACT == COLL_COPY : a->action == COLL_COPY) {
       /* Own block first (overlaps the flight of the lines), then every incoming stream. */
       if (a->own_len) copy_bytes(a->recv + a->own_dst, a->send + a->own_src, a->own_len, (uint32_t)g, (uint32_t)G);
+      if (SP < 0 && a->ll_flat) {
+        /* Every incoming stream has nu units (all-gather, uniform all-to-all): one index
+         * space over all of them, so a thread's U polls in flight span streams when they are
+         * short (P = 8, 4 KB: one round of polls, not 7). */
+        const I nu = (I)(a->recv_len[(me + 1) % P] / 8), total = nu * (I)npeer;
+        for (I i0 = g; i0 < total && !ctx->failed; i0 += U * G) {
+          uint64_t x[U], y[U];
+          I tk[U], uk[U];
+#pragma unroll
+          for (int k = 0; k < U; k++) {
+            const I i = i0 + (I)k * G;
+            x[k] = y[k] = 0;
+            tk[k] = i / nu;
+            uk[k] = i - tk[k] * nu;
+            if (i < total) coll_ld_v2(mine + (uint64_t)tk[k] * a->ll_region + uk[k] * 16, &x[k], &y[k]);
+          }
+#pragma unroll
+          for (int k = 0; k < U; k++) {
+            const int pr = (me + 1 + (int)tk[k]) % P;
+            uint64_t v;
+            if (i0 + (I)k * G >= total ||
+                !coll_ll_take(ctx, mine + (uint64_t)tk[k] * a->ll_region + uk[k] * 16, flag, pr, x[k], y[k], &v))
+              break;
+            *(uint64_t *)(a->recv + a->recv_off[pr] + (uint64_t)uk[k] * 8) = v;
+          }
+        }
+      } else
       for (int t = 0; t < npeer; t++) {
         const int pr = (me + 1 + t) % P;
         const uint64_t len = a->recv_len[pr];
@@ -946,7 +1007,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
             const I u = u0 + (I)k * G;
             uint64_t v;
             if (u * 8 >= len || !coll_ll_take(ctx, src + u * 16, flag, pr, x[k], y[k], &v)) break;
-            if (SP) *(uint64_t *)(dst + (uint64_t)u * 8) = v;
+            if (LEAN) *(uint64_t *)(dst + (uint64_t)u * 8) = v;
             else coll_st8(dst + (uint64_t)u * 8, v, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
           }
         }
@@ -956,40 +1017,114 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
       const uint64_t len = a->own_len;
       const uint8_t *own = a->send + a->own_src;
       uint8_t *dst = a->recv + a->own_dst;
-      /* U units per thread per step: the own values and (P = 2) the peer's lines
-       * are all requested before the first add. */
-      for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += U * G) {
-        uint64_t ov[U], x[U], y[U];
+      if (SP < 0 && len <= (uint64_t)8 * G) {
+        /* One unit per thread at most: its peers' lines polled COLL_LL_PB at a time (P <= 9:
+         * one round of polls for all of them, not P - 1), summed in rank order. */
+        if ((uint64_t)g * 8 < len) {
+          const uint64_t ov = *(const uint64_t *)(own + (uint64_t)g * 8);
+          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+          for (int r0 = 0; r0 < P && !ctx->failed; r0 += COLL_LL_PB) {
+            uint64_t x[COLL_LL_PB], y[COLL_LL_PB];
 #pragma unroll
-        for (int k = 0; k < U; k++) {
-          const I u = u0 + (I)k * G;
-          ov[k] = x[k] = y[k] = 0;
-          if (u * 8 < len) {
-            ov[k] = SP ? *(const uint64_t *)(own + (uint64_t)u * 8) : coll_ld8(own + (uint64_t)u * 8, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
-            if (P == 2) coll_ld_v2(mine + u * 16, &x[k], &y[k]);
+            for (int k = 0; k < COLL_LL_PB; k++) {
+              const int r = r0 + k;
+              x[k] = y[k] = 0;
+              if (r < P && r != me) coll_ld_v2(mine + (uint64_t)coll_src_idx(r, me, P) * a->ll_region + (uint64_t)g * 16, &x[k], &y[k]);
+            }
+#pragma unroll
+            for (int k = 0; k < COLL_LL_PB; k++) {
+              const int r = r0 + k;
+              uint64_t v = ov;
+              if (r >= P || (r != me && !coll_ll_take(ctx, mine + (uint64_t)coll_src_idx(r, me, P) * a->ll_region + (uint64_t)g * 16,
+                                                       flag, r, x[k], y[k], &v)))
+                break;
+              coll_acc8(acc, v, a->dtype);
+            }
+          }
+          if (!ctx->failed) *(uint64_t *)(dst + (uint64_t)g * 8) = coll_pack8(acc, a->dtype);
+        }
+      } else if (P == 2) {
+        /* Two ranks: U units per thread per step, the own values and the peer's lines all
+         * requested before the first add (the loop below costs +0.15..0.24 us a call here:
+         * session 25 call 1, 4 KB reduce-scatter 2.52 vs 2.28 us). */
+        for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += U * G) {
+          uint64_t ov[U], x[U], y[U];
+#pragma unroll
+          for (int k = 0; k < U; k++) {
+            const I u = u0 + (I)k * G;
+            ov[k] = x[k] = y[k] = 0;
+            if (u * 8 < len) {
+              ov[k] = LEAN ? *(const uint64_t *)(own + (uint64_t)u * 8) : coll_ld8(own + (uint64_t)u * 8, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
+              coll_ld_v2(mine + u * 16, &x[k], &y[k]);
+            }
+          }
+#pragma unroll
+          for (int k = 0; k < U; k++) {
+            const I u = u0 + (I)k * G;
+            if (u * 8 >= len || ctx->failed) break;
+            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            for (int r = 0; r < 2; r++) {
+              uint64_t v = ov[k];
+              if (r != me && !coll_ll_take(ctx, mine + u * 16, flag, r, x[k], y[k], &v)) break;
+              coll_acc8(acc, v, a->dtype);
+            }
+            if (!ctx->failed) {
+              if (LEAN) *(uint64_t *)(dst + (uint64_t)u * 8) = coll_pack8(acc, a->dtype);
+              else coll_st8(dst + (uint64_t)u * 8, coll_pack8(acc, a->dtype), (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
+            }
           }
         }
+      } else
+      /* P > 2: U units per thread per step, the peers in rank order: the own values are
+       * requested first, then each peer's U lines are all polled before the first add (one
+       * line at a time before session 25), and the own values are added at their place in
+       * rank order after the next peer's polls issued. Units past len add zeros and are not
+       * stored. */
+      for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += U * G) {
+        uint64_t ov[U];
+        float acc[U][4];
 #pragma unroll
         for (int k = 0; k < U; k++) {
           const I u = u0 + (I)k * G;
-          if (u * 8 >= len || ctx->failed) break;
-          float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-          for (int r = 0; r < P; r++) {
+          ov[k] = 0;
+          acc[k][0] = acc[k][1] = acc[k][2] = acc[k][3] = 0.0f;
+          if (u * 8 < len)
+            ov[k] = LEAN ? *(const uint64_t *)(own + (uint64_t)u * 8) : coll_ld8(own + (uint64_t)u * 8, (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
+        }
+        bool own_added = false;
+        for (int r = 0; r < P && !ctx->failed; r++) {
+          if (r == me) continue;
+          const uint8_t *lines = mine + (uint64_t)coll_src_idx(r, me, P) * a->ll_region;
+          uint64_t x[U], y[U];
+#pragma unroll
+          for (int k = 0; k < U; k++) {
+            const I u = u0 + (I)k * G;
+            x[k] = y[k] = 0;
+            if (u * 8 < len) coll_ld_v2(lines + u * 16, &x[k], &y[k]);
+          }
+          if (!own_added && me < r) { /* the own operand at its place in rank order */
+#pragma unroll
+            for (int k = 0; k < U; k++) coll_acc8(acc[k], ov[k], a->dtype);
+            own_added = true;
+          }
+#pragma unroll
+          for (int k = 0; k < U; k++) {
+            const I u = u0 + (I)k * G;
             uint64_t v;
-            if (r == me) {
-              v = ov[k];
-            } else {
-              const int t = coll_src_idx(r, me, P);
-              const uint8_t *line = mine + (uint64_t)t * a->ll_region + u * 16;
-              if (!(P == 2 ? coll_ll_take(ctx, line, flag, r, x[k], y[k], &v) : coll_ll_wait(ctx, line, flag, r, &v)))
-                break;
-            }
-            coll_acc8(acc, v, a->dtype);
+            if (u * 8 >= len || !coll_ll_take(ctx, lines + u * 16, flag, r, x[k], y[k], &v)) break;
+            coll_acc8(acc[k], v, a->dtype);
           }
-          if (!ctx->failed) {
-            if (SP) *(uint64_t *)(dst + (uint64_t)u * 8) = coll_pack8(acc, a->dtype);
-            else coll_st8(dst + (uint64_t)u * 8, coll_pack8(acc, a->dtype), (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
-          }
+        }
+        if (!own_added)
+#pragma unroll
+          for (int k = 0; k < U; k++) coll_acc8(acc[k], ov[k], a->dtype);
+        if (ctx->failed) break;
+#pragma unroll
+        for (int k = 0; k < U; k++) {
+          const I u = u0 + (I)k * G;
+          if (u * 8 >= len) break;
+          if (LEAN) *(uint64_t *)(dst + (uint64_t)u * 8) = coll_pack8(acc[k], a->dtype);
+          else coll_st8(dst + (uint64_t)u * 8, coll_pack8(acc[k], a->dtype), (uint32_t)coll_min(8, len - (uint64_t)u * 8), es);
         }
       }
     }
@@ -1367,7 +1502,7 @@ __global__ void __launch_bounds__(32, 1) coll_ce_exit_kernel(const __grid_consta
 }
 
 /* One kernel per engine: each gets its own register budget (no spills at the plan limits).
- * SP: coll_ll's lean instantiation (2) or the generic one (0). ACT (lean only): the action as a
+ * SP: coll_ll's lean instantiations (2: two ranks; -1: any P) or the generic one (0). ACT (lean only): the action as a
  * constant, COLL_COPY (all-gather, all-to-all) or COLL_REDUCE (reduce-scatter, all-reduce), so
  * each lean kernel holds one path (the ZC kernels' split by op, session 21, cut their
  * instruction fetch); -1 = read at run time. U: units per thread and step (COLL_LL_U). */
@@ -1507,6 +1642,25 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
       break;
   }
   if (P == 1) k->max_len = u64_max(k->max_len, k->own_len);
+  if (P > 1) { /* bit 0: equal incoming streams (copies), bit 1: equal outgoing ones */
+    const int n = (me + 1) % P;
+    int in = k->action == COLL_COPY && k->recv_len[n] > 0, out = k->push_len[n] > 0;
+    uint64_t send_end = k->own_src + k->own_len, recv_end = k->own_dst + k->own_len;
+    for (int r = 0; r < P; r++) {
+      if (r != me) in &= k->recv_len[r] == k->recv_len[n], out &= k->push_len[r] == k->push_len[n];
+      send_end = u64_max(send_end, k->push_off[r] + k->push_len[r]);
+      recv_end = u64_max(recv_end, k->recv_off[r] + k->recv_len[r]);
+    }
+    /* A sum in place (send and recv overlap: all-reduce with send == recv, or the ops' own
+     * calls on the workspace) must send unit u before its own thread stores the sum of unit
+     * u: the per-stream send, where thread g sends units g, g+G, ... of every stream and sums
+     * the same units. (The flat send's thread-to-unit map differs; test_inproc's unfused
+     * GEMM+AR at 3 ranks caught it.) */
+    if (k->action == COLL_REDUCE && (uintptr_t)k->send < (uintptr_t)k->recv + recv_end &&
+        (uintptr_t)k->recv < (uintptr_t)k->send + send_end)
+      out = 0;
+    k->ll_flat = in | out << 1;
+  }
   /* The argument hash: what every rank must agree on (op, dtype, geometry; not this rank's
    * all-to-allv splits, which legitimately differ). */
   uint64_t h = meld_hash_init();
@@ -1558,7 +1712,11 @@ static meld_result_t coll_env_flag(const char *name, int def, int *on) {
  * -0.3 us a call in CUDA graphs (LL loopback, one H200, sessions 20-21; tests pass with and
  * without it at one rank and at 2 ranks sharing the GPU). Correctness does not depend on it:
  * the kernel waits for the previous grid on the device before touching any buffer. */
-static meld_result_t coll_pdl_env(int *on) { return coll_env_flag("MELD_COLL_PDL", 1, on); }
+static meld_result_t coll_pdl_env(const struct meld_comm *comm, int *on) {
+  MELD_CHECK(coll_env_flag("MELD_COLL_PDL", 1, on));
+  if (comm->gpu_share > 1) *on = 0; /* ranks as threads on one GPU: see struct meld_comm */
+  return MELD_OK;
+}
 
 /* MELD_COLL_LOOPBACK=1 (one rank only; a timing and test mode): all-gather, reduce-scatter and
  * all-reduce run the LL kernel as rank 0 of 2 whose virtual peer is this rank itself: its lines
@@ -1568,16 +1726,19 @@ static meld_result_t coll_pdl_env(int *on) { return coll_env_flag("MELD_COLL_PDL
  * 2 x send, reduce-scatter block 0 + block 1: what it pushed to its virtual peer). */
 static int coll_loop_env(void) { return coll_env_on("MELD_COLL_LOOPBACK"); }
 
-/* MELD_COLL_LL_LEAN (unset or 1 = on, 0 = off): the LL kernel's lean instantiation
- * (coll_ll<2>) where it applies (two ranks, every offset, length and buffer a multiple of 8
- * bytes, streams < 2^31 bytes), else the generic one. Default since session 21: 0.5-0.7 us a
- * call less in CUDA graphs (LL loopback, one H200: all-reduce 4 KB 2.92 vs 3.60 us), the same
- * results bit for bit (test_coll at one rank and at 2 ranks sharing the GPU). */
+/* MELD_COLL_LL_LEAN (unset or 1 = on, 0 = off, 2 = the any-P instantiation at P = 2 too, for
+ * comparison): the LL kernel's lean instantiations where they apply (every offset, length and
+ * buffer a multiple of 8 bytes, streams < 2^31 bytes): coll_ll<2> at two ranks, coll_ll<-1>
+ * at any other P (session 25); else the generic one. Returns the SP to launch (0 = generic).
+ * Lean at P = 2 is the default since session 21: 0.5-0.7 us a call less in CUDA graphs (LL
+ * loopback, one H200: all-reduce 4 KB 2.92 vs 3.60 us), the same results bit for bit (test_coll
+ * at one rank and at 2 ranks sharing the GPU). */
 static int coll_ll_lean(const coll_kargs_t *k, int on) {
-  if (!on || k->nranks != 2) return 0;
+  if (!on || k->nranks < 2) return 0;
   uint64_t bits = (uint64_t)(uintptr_t)k->send | (uint64_t)(uintptr_t)k->recv | k->own_src | k->own_dst | k->own_len;
-  for (int r = 0; r < 2; r++) bits |= k->push_off[r] | k->push_len[r] | k->recv_off[r] | k->recv_len[r];
-  return (bits & 7u) == 0 && k->max_len < ((uint64_t)1 << 31) && k->own_len < ((uint64_t)1 << 31);
+  for (int r = 0; r < k->nranks; r++) bits |= k->push_off[r] | k->push_len[r] | k->recv_off[r] | k->recv_len[r];
+  if ((bits & 7u) != 0 || k->max_len >= ((uint64_t)1 << 31) || k->own_len >= ((uint64_t)1 << 31)) return 0;
+  return k->nranks == 2 && on == 1 ? 2 : -1;
 }
 
 /* MELD_COLL_ZC: unset or 1 = the ZC engine on symmetric buffers, 0 = never. */
@@ -1843,23 +2004,33 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */
     coll_zc_fill(comm, args, &plan, &zv, &zk);
     int pdl_on = 0;
-    MELD_CHECK(coll_pdl_env(&pdl_on));
+    MELD_CHECK(coll_pdl_env(comm, &pdl_on));
     zk.pdl = pdl_on;
     coll_trace_plan(fn, &plan);
     meld_proto_dev_t proto = meld_proto_dev(comm);
     void *kargs[] = {&proto, &zk};
     /* Plain launch: a ZC CTA waits only for the peers' CTAs of its own ticket (see the kernel). */
     meld_result_t r =
-        coll_launch_plain(coll_zc_kernels[zk.unroll < 8][args->op], &plan, kargs, stream, (hint && hint->pdl) || zk.pdl);
+        coll_launch_plain(coll_zc_kernels[zk.unroll < 8][args->op], &plan, kargs, stream,
+                          ((hint && hint->pdl) || zk.pdl) && comm->gpu_share <= 1);
     if (r != MELD_OK) meld_error_prefix("%s", fn);
     return r;
   }
   coll_kargs_t k; /* ~3 KB of kernel parameters */
   coll_kargs_fill(comm, args, &plan, loop, &k);
   int pdl_on = 0, lean_on = 0;
-  MELD_CHECK(coll_pdl_env(&pdl_on));
-  MELD_CHECK(coll_env_flag("MELD_COLL_LL_LEAN", 1, &lean_on));
+  MELD_CHECK(coll_pdl_env(comm, &pdl_on));
+  {
+    int64_t v = 1;
+    MELD_CHECK(meld_env_int64("MELD_COLL_LL_LEAN", 0, 2, &v));
+    lean_on = (int)v;
+  }
   k.pdl = plan.proto == MELD_PROTO_LL && pdl_on;
+  { /* MELD_COLL_LL_FLAT (unset or 1; 0 = per-stream loops in the any-P kernel: comparisons) */
+    int flat_on = 1;
+    MELD_CHECK(coll_env_flag("MELD_COLL_LL_FLAT", 1, &flat_on));
+    if (!flat_on) k.ll_flat = 0;
+  }
   /* The rounds of the longest stream must fit the stamps' sequence bits. */
   uint64_t per_round = (uint64_t)plan.ctas * plan.chunk_bytes;
   if ((k.max_len + per_round - 1) / per_round / (uint64_t)plan.slots >= MELD_STAMP_SEQ_MAX)
@@ -1871,11 +2042,15 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, &k};
   const bool ll_small = k.max_len <= COLL_LL_U2_BYTES && k.own_len <= COLL_LL_U2_BYTES;
-  static const void *const ll_lean[2][2] = {
-      {(const void *)coll_ll_kernel<2, COLL_COPY>, (const void *)coll_ll_kernel<2, COLL_COPY, COLL_LL_U_SMALL>},
-      {(const void *)coll_ll_kernel<2, COLL_REDUCE>, (const void *)coll_ll_kernel<2, COLL_REDUCE, COLL_LL_U_SMALL>}};
-  const void *kern = plan.proto == MELD_PROTO_LL ? (!coll_ll_lean(&k, lean_on) ? (const void *)coll_ll_kernel<0>
-                                                                               : ll_lean[k.action != COLL_COPY][ll_small])
+  /* [any P][action][small]: the lean LL kernels (coll_ll_lean) */
+  static const void *const ll_lean[2][2][2] = {
+      {{(const void *)coll_ll_kernel<2, COLL_COPY>, (const void *)coll_ll_kernel<2, COLL_COPY, COLL_LL_U_SMALL>},
+       {(const void *)coll_ll_kernel<2, COLL_REDUCE>, (const void *)coll_ll_kernel<2, COLL_REDUCE, COLL_LL_U_SMALL>}},
+      {{(const void *)coll_ll_kernel<-1, COLL_COPY>, (const void *)coll_ll_kernel<-1, COLL_COPY, COLL_LL_U_SMALL>},
+       {(const void *)coll_ll_kernel<-1, COLL_REDUCE>, (const void *)coll_ll_kernel<-1, COLL_REDUCE, COLL_LL_U_SMALL>}}};
+  const int lean_sp = plan.proto == MELD_PROTO_LL ? coll_ll_lean(&k, lean_on) : 0;
+  const void *kern = plan.proto == MELD_PROTO_LL ? (lean_sp == 0 ? (const void *)coll_ll_kernel<0>
+                                                                 : ll_lean[lean_sp < 0][k.action != COLL_COPY][ll_small])
                      : plan.proto == MELD_PROTO_RING ? (const void *)coll_ring_kernel
                                                      : (const void *)coll_kernel;
   meld_result_t r;

@@ -389,7 +389,7 @@ extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld
     na++;
   }
   const char *pdl = getenv("MELD_GEMM_AR_DECODE_PDL"); /* (the unfused path's variable: 0 = off) */
-  if (!(pdl && !strcmp(pdl, "0"))) {
+  if (!(pdl && !strcmp(pdl, "0")) && comm->gpu_share <= 1) { /* (not beside in-process peers: comm.h) */
     attr[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[na].val.programmaticStreamSerializationAllowed = 1;
     na++;

@@ -476,7 +476,7 @@ static void test_graph(ctx_t *c, int replays) {
 /* ---- main per rank --------------------------------------------------------------------------------- */
 
 /* One rank: the LL kernel in loopback (MELD_COLL_LOOPBACK=1: rank 0 of 2 whose virtual peer
- * is itself) through the public API, plain, with PDL and lean (MELD_COLL_LL_LEAN), every op it takes, bf16 and fp32,
+ * is itself) through the public API, plain, with PDL and lean (MELD_COLL_LL_LEAN 1 and 2), every op it takes, bf16 and fp32,
  * sizes not multiples of anything: all-gather gives [send; send], all-reduce 2 x send,
  * reduce-scatter send[i] + send[n + i] (what it pushed to its virtual peer), checked bitwise; then 200 back-to-back all-reduces with changing inputs
  * (the lines' flags alternate halves by epoch) and graph replays. And without the variable,
@@ -487,12 +487,13 @@ static void test_loopback(ctx_t *c) {
   const meld_dtype_t dts[] = {MELD_BF16, MELD_FP32};
   int cases = 0, bad = 0;
   const double t0 = gt_now_s();
-  for (int mode = 0; mode < 3; mode++) { /* 1: with PDL; 2: the lean LL instantiation (MELD_COLL_LL_LEAN:
-                                          * where every length is a multiple of 8 bytes) */
+  for (int mode = 0; mode < 4; mode++) { /* 1: with PDL; 2: the lean LL instantiation (MELD_COLL_LL_LEAN:
+                                          * where every length is a multiple of 8 bytes); 3: the
+                                          * any-P lean one (MELD_COLL_LL_LEAN=2) */
     const int pdl = mode == 1;
     setenv("MELD_COLL_LOOPBACK", "1", 1);
     setenv("MELD_COLL_PDL", pdl ? "1" : "0", 1);
-    setenv("MELD_COLL_LL_LEAN", mode == 2 ? "1" : "0", 1);
+    setenv("MELD_COLL_LL_LEAN", mode == 2 ? "1" : mode == 3 ? "2" : "0", 1);
     for (int oi = 0; oi < 3; oi++)
       for (int di = 0; di < 2; di++)
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
@@ -567,11 +568,11 @@ static void test_loopback(ctx_t *c) {
   meld_result_t r = meld_all_to_all(c->comm, c->d_send, c->d_recv, 16, MELD_BF16, c->s);
   GT_CHECK(r == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "MELD_COLL_LOOPBACK"),
            "loopback all-to-all -> %s (%s), want MELD_ERR_UNSUPPORTED", meld_strerror(r), meld_last_error());
-  /* The on-by-default switches take 0 or 1 only: anything else is refused before any launch,
+  /* The on-by-default switches take 0 or 1 only (MELD_COLL_LL_LEAN also 2): anything else is refused before any launch,
    * naming the variable, and the comm stays usable. */
   const char *const flags[] = {"MELD_COLL_PDL", "MELD_COLL_LL_LEAN"};
   for (int f = 0; f < 2; f++) {
-    setenv(flags[f], f ? "2" : "yes", 1);
+    setenv(flags[f], f ? "3" : "yes", 1); /* LL_LEAN takes 0, 1, 2 */
     r = meld_all_reduce(c->comm, c->d_send, c->d_recv, 1024, MELD_BF16, c->s);
     GT_CHECK(r == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), flags[f]),
              "%s=%s -> %s (%s), want MELD_ERR_INVALID_ARG naming it", flags[f], getenv(flags[f]), meld_strerror(r),

@@ -5,10 +5,11 @@
  * (MELD_SHARE_GPU), where unlike rank processes their kernels run at the same time, each with
  * its share of the SMs in its plans (the any-P protocol with every rank truly in flight):
  *   - every collective (all-gather, reduce-scatter, all-reduce, all-to-all), bf16 and fp32, on
- *     ordinary, meld_mem_alloc and meld_mem_register'ed buffers, an odd count and one large
- *     enough for the staged / ZC engines, against a host reference (recv poisoned first);
+ *     ordinary, meld_mem_alloc and meld_mem_register'ed buffers, an odd count (generic LL),
+ *     two counts of 8-byte blocks (lean LL) and one large enough for the staged / ZC engines,
+ *     against a host reference (recv poisoned first);
  *   - 200 back-to-back all-reduces with a different input each (no host sync), every output
- *     checked; the same as a CUDA graph replayed;
+ *     checked; the same as a CUDA graph replayed (odd count and lean count);
  *   - the CE engine (copy engines, forced by the plan hint): all-gather and all-to-all on
  *     symmetric sends, in place, 50 back-to-back all-gathers and a graph of them, the comm
  *     checked after each (a failed CE call's copies still run);
@@ -339,20 +340,23 @@ static void *rank_main(void *arg) {
   GT_MELD(meld_mem_register(comm, send[K_REG], bytes));
   GT_MELD(meld_mem_register(comm, recv[K_REG], bytes));
   GT_CUDA(cudaMallocHost(&host, bytes));
-  GT_CUDA(cudaMallocHost((void **)&g_in16[rank], (maxe > (size_t)200 * 4099 ? maxe : (size_t)200 * 4099) * 2));
+  GT_CUDA(cudaMallocHost((void **)&g_in16[rank], (maxe > (size_t)200 * 4104 ? maxe : (size_t)200 * 4104) * 2));
   GT_CUDA(cudaMallocHost((void **)&g_in32[rank], bytes));
   pthread_barrier_wait(&g_bar);
 
-  /* (1) every collective, kind and dtype; an odd count, and one past the LL engine's sizes */
+  /* (1) every collective, kind and dtype; an odd count (the generic LL kernel), two counts
+   * whose blocks are multiples of 8 bytes (the lean LL kernels: coll_ll<2> at P = 2,
+   * coll_ll<-1> above; 1024: one unit per thread, 49152: several, at P <= 4), and one past
+   * the LL engine's sizes */
   int cases = 0;
   for (int kind = 0; kind < 3; kind++)
     for (int fp32 = 0; fp32 < 2; fp32++)
       for (int op = 0; op < 4; op++)
-        for (size_t count : {(size_t)1003, big}) {
+        for (size_t count : {(size_t)1003, (size_t)1024, (size_t)49152, big}) {
           coll_case(rank, comm, st, op, (kind_t)kind, fp32, count, send[kind], recv[kind], host);
           cases++;
         }
-  gt_log("%d collective cases (4 ops x bf16/fp32 x ordinary/meld_mem_alloc/registered x 2 sizes)", cases);
+  gt_log("%d collective cases (4 ops x bf16/fp32 x ordinary/meld_mem_alloc/registered x 4 sizes)", cases);
 
   /* (1b) the CE engine (copy engines; forced, the plan checked): all-gather and all-to-all with
    * symmetric sends (meld_mem_alloc, registered), bf16 / fp32, 2 sizes (16-byte blocks); an
@@ -375,8 +379,10 @@ static void *rank_main(void *arg) {
            cases);
   }
 
-  /* (2) back-to-back and graphs: ordinary and symmetric buffers (200 x 4099 bf16 each side) */
+  /* (2) back-to-back and graphs: ordinary and symmetric buffers (200 x 4099 bf16 each side;
+   * 4104 on ordinary buffers: the lean LL kernel) */
   b2b_case(rank, comm, st, 2, K_ORD, send[K_ORD], recv[K_ORD], 4099, 200, (uint16_t *)host);
+  b2b_case(rank, comm, st, 2, K_ORD, send[K_ORD], recv[K_ORD], 4104, 200, (uint16_t *)host);
   b2b_case(rank, comm, st, 2, K_SYM, send[K_SYM], recv[K_SYM], 4099, 200, (uint16_t *)host);
 
   /* (3) the fused ops (each rank planned with its share of the SMs when the GPU is shared) */
