@@ -257,6 +257,12 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  *   launch overlaps the work before it on the stream, and the kernel waits on the device for
  *   that work (its grid and memory) before touching any buffer, so stream order holds as
  *   usual (~0.3 us less per call in CUDA graphs). MELD_COLL_PDL=0 launches them ordinarily.
+ *   Not where ranks of one process share a GPU (MELD_SHARE_GPU): their kernels run at once,
+ *   and a rank's early-launched next kernel could hold SMs a peer's current kernel needs.
+ * - Small messages (up to ~1 MiB per peer) take the LL kernel, with a lean instantiation
+ *   wherever every block is a multiple of 8 bytes (any number of ranks; 4 KB at 4 ranks as
+ *   threads on one H200: ~4.5 us a call in CUDA graphs, 6.2-6.7 with the generic kernel).
+ *   MELD_COLL_LL_LEAN=0 turns it off (2: the any-P instantiation at two ranks too).
  * - Counts are in elements. A count of 0 is a no-op success (nothing is launched); it must
  *   then be 0 on every rank.
  * - One rank: every op is a copy of the rank's one block, enqueued as one device-to-device

@@ -65,9 +65,10 @@ struct meld_comm {
   int node, nnodes;
   int device, sm_count;
   int gpu_share;           /* ranks of this process on this GPU (MELD_SHARE_GPU, share_sms);
-                              > 1: their kernels run at once, so no programmatic launches:
-                              a rank's early-launched next grid could hold the SMs that a
-                              peer's current grid needs (seen as LL timeouts, session 25) */
+                              > 1: their kernels run at once, so programmatic launches only
+                              where two grids of every rank fit (collectives.cu
+                              coll_pdl_env): a rank's early-launched next grid could hold
+                              the SMs that a peer's current grid needs (LL timeouts, s25) */
   int *rank_node;          /* [nranks] node of each rank                                */
   int *rank_local;         /* [nranks] local rank of each rank within its node          */
   meld_rank_info_t *ranks; /* [nranks]                                                  */

@@ -857,6 +857,14 @@ MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
   return (uint64_t)__float_as_uint(acc[0]) | ((uint64_t)__float_as_uint(acc[1]) << 32);
 }
 
+/* Unit u's line from producer r in this rank's LL half `mine` (coll_src_idx without the
+ * run-time modulo: the any-P kernel's P is not a constant). */
+MELD_DEV const uint8_t *coll_ll_src_line(const uint8_t *mine, const coll_kargs_t *a, int r, int me, int P, uint32_t u) {
+  int t = r - me - 1;
+  if (t < 0) t += P;
+  return mine + (uint64_t)t * a->ll_region + (uint64_t)u * 16;
+}
+
 /* The LL call: entry without waiting for peers, data, lazy argument check, exit.
  * SP (the lean instantiations, the default where they apply; MELD_COLL_LL_LEAN=0 = never):
  * every stream's offsets and lengths, send and recv multiples of 8 bytes and streams < 2 GiB
@@ -979,7 +987,8 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
           }
 #pragma unroll
           for (int k = 0; k < U; k++) {
-            const int pr = (me + 1 + (int)tk[k]) % P;
+            int pr = me + 1 + (int)tk[k];
+            if (pr >= P) pr -= P;
             uint64_t v;
             if (i0 + (I)k * G >= total ||
                 !coll_ll_take(ctx, mine + (uint64_t)tk[k] * a->ll_region + uk[k] * 16, flag, pr, x[k], y[k], &v))
@@ -1029,14 +1038,13 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
             for (int k = 0; k < COLL_LL_PB; k++) {
               const int r = r0 + k;
               x[k] = y[k] = 0;
-              if (r < P && r != me) coll_ld_v2(mine + (uint64_t)coll_src_idx(r, me, P) * a->ll_region + (uint64_t)g * 16, &x[k], &y[k]);
+              if (r < P && r != me) coll_ld_v2(coll_ll_src_line(mine, a, r, me, P, g), &x[k], &y[k]);
             }
 #pragma unroll
             for (int k = 0; k < COLL_LL_PB; k++) {
               const int r = r0 + k;
               uint64_t v = ov;
-              if (r >= P || (r != me && !coll_ll_take(ctx, mine + (uint64_t)coll_src_idx(r, me, P) * a->ll_region + (uint64_t)g * 16,
-                                                       flag, r, x[k], y[k], &v)))
+              if (r >= P || (r != me && !coll_ll_take(ctx, coll_ll_src_line(mine, a, r, me, P, g), flag, r, x[k], y[k], &v)))
                 break;
               coll_acc8(acc, v, a->dtype);
             }
@@ -1131,23 +1139,40 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
     /* The argument check, after the fact: every peer posted (epoch, hash) at its entry. A
      * mismatch fails the call (MELD_FAIL_ARGS) on this rank and aborts the peers. */
     if (ctx->ticket == 0 && threadIdx.x == 0 && !ctx->failed && !a->loop) {
-      for (int r = 0; r < P; r++) {
-        if (r == me || !p->peer_pads[r]) continue;
-        /* Fast path: a relaxed read that finds the post needs no fence (the post orders
-         * nothing: run 2 measured ~3.5 us per system-scope fence). Else the guarded wait.
-         * (Tried in session 23 call 8: reading the post right after the sends, its latency
-         * behind the receive: all-gather +0.1..+0.17 us, the others -0.05..+0.07; reverted.) */
-        const uint64_t *slot = meld_pad_u64(p->pad, meld_pad_args_offset(r, ctx->epoch));
-        uint64_t v = ld_relaxed_sys_u64(slot);
-        if (!meld_args_arrived(v, ctx->epoch) &&
-            !meld_wait_impl<true>(ctx, slot, ctx->epoch, MELD_CMP_ARGS,
-                            meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"), &v))
-          break;
-        if (meld_args_hash(v) != ctx->arg_hash) {
-          meld_args_post(ctx);
-          meld_fail(ctx, MELD_FAIL_ARGS, meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"),
-                    ctx->arg_hash, meld_args_hash(v), 0, 0);
-          break;
+      /* Fast path: relaxed reads that find the posts need no fence (the post orders nothing:
+       * run 2 measured ~3.5 us per system-scope fence); up to COLL_LL_PB peers' posts are read
+       * together (one round trip for all, not one per peer: session 25). Else the guarded
+       * wait. (Tried in session 23 call 8: reading the post right after the sends, its
+       * latency behind the receive: all-gather +0.1..+0.17 us, the others -0.05..+0.07.) */
+      bool stop = false;
+      for (int r0 = 0; r0 < P && !stop; r0 += COLL_LL_PB) {
+        uint64_t pv[COLL_LL_PB];
+#pragma unroll
+        for (int k = 0; k < COLL_LL_PB; k++) {
+          const int r = r0 + k;
+          pv[k] = 0;
+          if (r < P && r != me && p->peer_pads[r]) pv[k] = ld_relaxed_sys_u64(meld_pad_u64(p->pad, meld_pad_args_offset(r, ctx->epoch)));
+        }
+#pragma unroll
+        for (int k = 0; k < COLL_LL_PB; k++) {
+          const int r = r0 + k;
+          if (r >= P) break;
+          if (r == me || !p->peer_pads[r]) continue;
+          const uint64_t *slot = meld_pad_u64(p->pad, meld_pad_args_offset(r, ctx->epoch));
+          uint64_t v = pv[k];
+          if (!meld_args_arrived(v, ctx->epoch) &&
+              !meld_wait_impl<true>(ctx, slot, ctx->epoch, MELD_CMP_ARGS,
+                                    meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"), &v)) {
+            stop = true;
+            break;
+          }
+          if (meld_args_hash(v) != ctx->arg_hash) {
+            meld_args_post(ctx);
+            meld_fail(ctx, MELD_FAIL_ARGS, meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"),
+                      ctx->arg_hash, meld_args_hash(v), 0, 0);
+            stop = true;
+            break;
+          }
         }
       }
     }
@@ -1712,9 +1737,14 @@ static meld_result_t coll_env_flag(const char *name, int def, int *on) {
  * -0.3 us a call in CUDA graphs (LL loopback, one H200, sessions 20-21; tests pass with and
  * without it at one rank and at 2 ranks sharing the GPU). Correctness does not depend on it:
  * the kernel waits for the previous grid on the device before touching any buffer. */
-static meld_result_t coll_pdl_env(const struct meld_comm *comm, int *on) {
+/* Ranks as threads sharing a GPU (struct meld_comm's gpu_share): PDL only where every rank's
+ * current and next grid fit on the GPU together, a CTA an SM at most (2 x ctas <= this rank's
+ * share of the SMs), so an early-launched next grid cannot hold an SM a peer's current grid
+ * needs (session 25: LL timeouts at 4 ranks x 32 CTAs and 8 x 16 with PDL; at 2 ranks PDL is
+ * 0.65 us a call, which the in-process figures of sessions 20-24 include). */
+static meld_result_t coll_pdl_env(const struct meld_comm *comm, int ctas, int *on) {
   MELD_CHECK(coll_env_flag("MELD_COLL_PDL", 1, on));
-  if (comm->gpu_share > 1) *on = 0; /* ranks as threads on one GPU: see struct meld_comm */
+  if (comm->gpu_share > 1 && 2 * ctas > comm->sm_count) *on = 0;
   return MELD_OK;
 }
 
@@ -2004,7 +2034,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */
     coll_zc_fill(comm, args, &plan, &zv, &zk);
     int pdl_on = 0;
-    MELD_CHECK(coll_pdl_env(comm, &pdl_on));
+    MELD_CHECK(coll_pdl_env(comm, plan.ctas, &pdl_on));
     zk.pdl = pdl_on;
     coll_trace_plan(fn, &plan);
     meld_proto_dev_t proto = meld_proto_dev(comm);
@@ -2012,14 +2042,14 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     /* Plain launch: a ZC CTA waits only for the peers' CTAs of its own ticket (see the kernel). */
     meld_result_t r =
         coll_launch_plain(coll_zc_kernels[zk.unroll < 8][args->op], &plan, kargs, stream,
-                          ((hint && hint->pdl) || zk.pdl) && comm->gpu_share <= 1);
+                          zk.pdl || (hint && hint->pdl && (comm->gpu_share <= 1 || 2 * plan.ctas <= comm->sm_count)));
     if (r != MELD_OK) meld_error_prefix("%s", fn);
     return r;
   }
   coll_kargs_t k; /* ~3 KB of kernel parameters */
   coll_kargs_fill(comm, args, &plan, loop, &k);
   int pdl_on = 0, lean_on = 0;
-  MELD_CHECK(coll_pdl_env(comm, &pdl_on));
+  MELD_CHECK(coll_pdl_env(comm, plan.ctas, &pdl_on));
   {
     int64_t v = 1;
     MELD_CHECK(meld_env_int64("MELD_COLL_LL_LEAN", 0, 2, &v));
