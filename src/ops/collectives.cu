@@ -1310,7 +1310,7 @@ static const void *const coll_zc_kernels[2][MELD_COLL_NUM_OPS] = {
 
 /* ---- CE engine: the copy engines move the data, one thread makes the handshakes ---------------
  * One call = coll_ce_enter_kernel, the copies (cudaMemcpyAsync: every peer's block pulled from
- * its send into this rank's recv on the comm's side stream, forked and joined by events; the
+ * its send into this rank's recv on the comm's side streams (one per peer, up to 4), forked and joined by events; the
  * own block on the caller's stream meanwhile), coll_ce_exit_kernel. The two kernels are one
  * call of the protocol: enter takes the ticket and epoch and makes the argument handshake
  * (every peer entered this call: its earlier stream work on its send is done, and it will not
@@ -1704,7 +1704,7 @@ static int coll_ce_view(const struct meld_comm *comm, const meld_coll_args_t *a,
   size_t sb = 0;
   *buf = NULL;
   *off = 0;
-  if (!comm->ce_stream || !meld_coll_ce_request(a, comm->nranks, comm->rank, comm->nnodes, &sb)) return 0;
+  if (comm->ce_nstreams < 1 || !meld_coll_ce_request(a, comm->nranks, comm->rank, comm->nnodes, &sb)) return 0;
   const meld_symbuf_t *b = meld_symbuf_find(comm, a->send, sb, off);
   if (!b) return 0;
   /* An in-place all-gather's send is this rank's block of recv: at offset rank * B of the
@@ -1754,14 +1754,17 @@ static meld_result_t coll_ce_call(struct meld_comm *comm, const char *fn, const 
     meld_error_prefix("%s (CE engine, entry)", fn);
     return r;
   }
+  /* Peer j of the rotation (rank me + j) copies on side stream (j - 1) % n: up to
+   * MELD_CE_STREAMS copies from different peers at once. */
+  const int n = P - 1 < comm->ce_nstreams ? P - 1 : comm->ce_nstreams;
   const char *step = "fork";
   cudaError_t e = cudaEventRecord(comm->ce_fork, stream);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(comm->ce_stream, comm->ce_fork, 0);
+  for (int i = 0; i < n && e == cudaSuccess; i++) e = cudaStreamWaitEvent(comm->ce_stream[i], comm->ce_fork, 0);
   for (int j = 1; j < P && e == cudaSuccess; j++) {
     const int q = (me + j) % P; /* rotated: the ranks start on different peers */
     const uint8_t *src = (const uint8_t *)sbuf->peer[q] + soff + (a2a ? (uint64_t)me * B : inplace ? (uint64_t)q * B : 0);
     step = "copy of a peer's block";
-    e = cudaMemcpyAsync((uint8_t *)a->recv + (uint64_t)q * B, src, B, cudaMemcpyDefault, comm->ce_stream);
+    e = cudaMemcpyAsync((uint8_t *)a->recv + (uint64_t)q * B, src, B, cudaMemcpyDefault, comm->ce_stream[(j - 1) % n]);
   }
   const uint8_t *own_src = (const uint8_t *)a->send + (a2a ? (uint64_t)me * B : 0);
   uint8_t *own_dst = (uint8_t *)a->recv + (uint64_t)me * B;
@@ -1769,11 +1772,11 @@ static meld_result_t coll_ce_call(struct meld_comm *comm, const char *fn, const 
     step = "copy of the own block";
     e = cudaMemcpyAsync(own_dst, own_src, B, cudaMemcpyDefault, stream);
   }
-  if (e == cudaSuccess) {
-    step = "join";
-    e = cudaEventRecord(comm->ce_join, comm->ce_stream);
+  if (e == cudaSuccess) step = "join";
+  for (int i = 0; i < n && e == cudaSuccess; i++) {
+    e = cudaEventRecord(comm->ce_join[i], comm->ce_stream[i]);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, comm->ce_join[i], 0);
   }
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, comm->ce_join, 0);
   r = coll_launch_plain((const void *)coll_ce_exit_kernel, p, kargs, stream, 0);
   if (e != cudaSuccess)
     return meld_error(MELD_ERR_CUDA, "%s (CE engine): the %s failed: %s", fn, step, cudaGetErrorString(e));
