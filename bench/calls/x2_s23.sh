@@ -27,7 +27,11 @@
 # "ce_inplace") for all-gather and all-to-all from 1 MB, and bench_inproc --ce runs below.
 # Prediction: CE all-gather / all-to-all 64 MB busbw 335-360 GB/s (copy engine 387-391 over NV18,
 # minus a ~8-12 us fixed cost of two kernels, the fork and the join), ZC 305-315; CE slower than
-# ZC below ~4 MB (its fixed cost on one GPU: 6.8-6.9 us at 4 KB vs ZC 5.2).
+# ZC below ~4 MB (its fixed cost on one GPU: 6.05 us at 4 KB vs ZC 5.3). Unknown: the 387-391 GB/s
+# of sessions 1-2 were copy-engine copies in one direction; the CE engine READS the peer (pull).
+# If CE pulls come out far below that, the answer is not a push (a copy engine cannot skip its
+# copy when the handshake fails, so a push could write a peer that never joined) but
+# MELD_COLL_CE staying opt-in.
 # Usage (device, nvidia-h200-x2): OUT=... [PREBUILT=1: carry build/bench/bench_coll
 #   build/bench/bench_inproc build/tests/gpu] bash bench/calls/x2_s23.sh
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
