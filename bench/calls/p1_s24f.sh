@@ -3,7 +3,10 @@
 # The CE engine's copies from different peers now go to different side streams (one per peer,
 # up to 4), so at P > 2 they may run on different copy engines at once (call 4, one stream:
 # 4 ranks, 64 MB all-gather CE 136 us vs ZC 122; 2 ranks CE 70.4 vs ZC 97.5).
-# Prediction: 4 ranks CE 64 MB 95-125 us; 2 ranks unchanged (one peer: one stream).
+# Also (branch commit 2): the first copy goes on the caller's stream, the others on side streams:
+# two ranks in place need no fork (3 operations a call instead of 8).
+# Prediction: 4 ranks CE 64 MB 95-125 us; 2 ranks unchanged in graphs (still one fork: the own
+# block); test_inproc's in-place CE case exercises the fork-less path.
 # 1. test_inproc 2,4 (the device time left); 2. bench_inproc --ce / --zc at 4 and 2 ranks; 3. test_coll's CE
 # variants at 2 rank processes sharing the GPU.
 # Usage (device): OUT=... bash bench/calls/p1_s24f.sh

@@ -81,7 +81,7 @@ struct meld_comm {
   size_t unfused_scratch_bytes;
   meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
   int ce_nstreams;         /* the CE engine's side streams (collectives.cu; 2+ ranks): min(P-1, 4) */
-  cudaStream_t ce_stream[MELD_CE_STREAMS]; /* non-blocking; peer j of a call copies on j % n  */
+  cudaStream_t ce_stream[MELD_CE_STREAMS]; /* non-blocking; a call's copy i > 0 on (i - 1) % n  */
   cudaEvent_t ce_fork, ce_join[MELD_CE_STREAMS]; /* fork from the caller's stream, join back */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
 };
