@@ -37,7 +37,8 @@
 
 #define IP_MAX_RANKS 8
 static int g_P = 2, g_calls = 200, g_reps = 3, g_samples = 7, g_only = -1;
-static int g_kind_ord = 1, g_kind_sym = 1, g_zc = 0, g_trace = 0;
+static int g_kind_ord = 1, g_kind_sym = 1, g_trace = 0;
+static int g_proto = 0; /* --zc / --ce: MELD_PROTO_ZC / MELD_PROTO_CE forced on symmetric buffers */
 static size_t g_sizes[32] = {4096, 65536, 1048576};
 static int g_nsizes = 3;
 static const char *g_json = NULL, *g_label = "";
@@ -89,11 +90,11 @@ static void op_counts(int op, size_t bytes, int P, size_t *count, size_t *nsend,
   }
 }
 
-/* kind 1 (symmetric buffers) with --zc / --ce: the ZC / CE engine forced by the plan hint
- * (g_zc = MELD_PROTO_ZC or MELD_PROTO_CE); a call the engine cannot take fails (the row would
- * time another engine under its name). */
+/* kind 1 (symmetric buffers) with --zc / --ce: the ZC / CE engine (g_proto) forced by the
+ * plan hint; a call the engine cannot take fails (the row would time another engine under its
+ * name). */
 static meld_result_t op_call(int op, int kind, meld_comm_t c, const void *s, void *r, size_t count, cudaStream_t st) {
-  if (kind == 1 && g_zc) {
+  if (kind == 1 && g_proto) {
     meld_coll_args_t a;
     memset(&a, 0, sizeof a);
     a.op = (meld_coll_op_t)op; /* all-gather 0, reduce-scatter 1, all-reduce 2: MELD_COLL_* order */
@@ -103,12 +104,12 @@ static meld_result_t op_call(int op, int kind, meld_comm_t c, const void *s, voi
     a.count = count;
     meld_coll_plan_hint_t h;
     memset(&h, 0, sizeof h);
-    h.proto = (meld_coll_proto_t)g_zc;
+    h.proto = (meld_coll_proto_t)g_proto;
     meld_coll_plan_t plan;
     const meld_result_t res = meld_coll_run(c, "bench_inproc", &a, &h, st, &plan);
-    if (res == MELD_OK && plan.proto != (meld_coll_proto_t)g_zc) {
+    if (res == MELD_OK && plan.proto != (meld_coll_proto_t)g_proto) {
       fprintf(stderr, "bench_inproc: %s of %zu: %s asked for, %s planned (--ce: all-gather only)\n", g_opname[op], count,
-              meld_coll_proto_name((meld_coll_proto_t)g_zc), meld_coll_proto_name(plan.proto));
+              meld_coll_proto_name((meld_coll_proto_t)g_proto), meld_coll_proto_name(plan.proto));
       return MELD_ERR_UNSUPPORTED;
     }
     return res;
@@ -501,7 +502,7 @@ static void *rank_main(void *argp) {
         if (rank == 0) {
           const int bad = !(emax <= 1e-2);
           if (bad) g_failed = 1;
-          printf("%-14s %-4s %10zu %10.2f %10.2f %10.2f %10.2e%s\n", g_opname[op], kind ? (g_zc ? meld_coll_proto_name((meld_coll_proto_t)g_zc) : "sym") : "ord", g_sizes[si],
+          printf("%-14s %-4s %10zu %10.2f %10.2f %10.2f %10.2e%s\n", g_opname[op], kind ? (g_proto ? meld_coll_proto_name((meld_coll_proto_t)g_proto) : "sym") : "ord", g_sizes[si],
                  tg * 1e3, tmax * 1e3, tp * 1e3, emax, bad ? "  FAIL" : "");
           fflush(stdout);
           if (jf)
@@ -509,7 +510,7 @@ static void *rank_main(void *argp) {
                     "{\"bench\":\"inproc\",\"op\":\"%s\",\"kind\":\"%s\",\"label\":\"%s\",\"ranks\":%d,\"bytes\":%zu,"
                     "\"graph_us\":%.3f,\"graph_max_us\":%.3f,\"plain_us\":%.3f,\"rel_err\":%.3e,\"calls\":%d,\"reps\":%d,"
                     "\"samples\":%d,\"gpu\":\"%s\",\"driver\":\"%s\",\"cuda\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
-                    g_opname[op], kind ? (g_zc ? meld_coll_proto_name((meld_coll_proto_t)g_zc) : "sym") : "ord", g_label, P, g_sizes[si], tg * 1e3, tmax * 1e3, tp * 1e3, emax,
+                    g_opname[op], kind ? (g_proto ? meld_coll_proto_name((meld_coll_proto_t)g_proto) : "sym") : "ord", g_label, P, g_sizes[si], tg * 1e3, tmax * 1e3, tp * 1e3, emax,
                     g_calls, g_reps, g_samples, env.gpu, env.driver, env.cuda, env.date, env.commit);
         }
       }
@@ -538,8 +539,8 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--samples") && v) g_samples = atoi(v), i++;
     else if (!strcmp(argv[i], "--json") && v) g_json = v, i++;
     else if (!strcmp(argv[i], "--label") && v) g_label = v, i++;
-    else if (!strcmp(argv[i], "--zc")) g_zc = MELD_PROTO_ZC;
-    else if (!strcmp(argv[i], "--ce")) g_zc = MELD_PROTO_CE;
+    else if (!strcmp(argv[i], "--zc")) g_proto = MELD_PROTO_ZC;
+    else if (!strcmp(argv[i], "--ce")) g_proto = MELD_PROTO_CE;
     else if (!strcmp(argv[i], "--quick")) g_samples = 3, g_reps = 1; /* (meld-bench --suite --quick) */
     else if (!strcmp(argv[i], "--trace") && v) g_trace = atoi(v), i++;
     else if (!strcmp(argv[i], "--fused-calls") && v) g_fcalls = atoi(v), i++;

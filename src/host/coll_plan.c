@@ -364,14 +364,10 @@ int meld_coll_zc_request(const meld_coll_args_t *a, int nranks, int rank, int nn
   return 1;
 }
 
-int meld_coll_ce_request(const meld_coll_args_t *a, int nranks, int rank, int nnodes, size_t *send_bytes) {
-  *send_bytes = 0;
-  meld_coll_zc_req_t req;
-  if (nranks < 2 || (a->op != MELD_COLL_ALL_GATHER && a->op != MELD_COLL_ALL_TO_ALL) ||
-      !meld_coll_zc_request(a, nranks, rank, nnodes, &req))
-    return 0;
-  *send_bytes = req.send_bytes;
-  return 1;
+int meld_coll_ce_request(const meld_coll_args_t *a, int nranks, int rank, int nnodes, meld_coll_zc_req_t *req) {
+  memset(req, 0, sizeof *req);
+  if (nranks < 2 || (a->op != MELD_COLL_ALL_GATHER && a->op != MELD_COLL_ALL_TO_ALL)) return 0;
+  return meld_coll_zc_request(a, nranks, rank, nnodes, req);
 }
 
 int meld_coll_zc_mode(const meld_coll_args_t *a, const meld_coll_zc_req_t *req, int send_sym, int recv_sym) {

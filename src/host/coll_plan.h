@@ -205,10 +205,10 @@ int meld_coll_zc_request(const meld_coll_args_t *a, int nranks, int rank, int nn
 int meld_coll_zc_mode(const meld_coll_args_t *a, const meld_coll_zc_req_t *req, int send_sym, int recv_sym);
 
 /* The CE engine's eligibility, pure: 1 if a validated call could take it (all-gather or
- * uniform all-to-all, 2+ ranks of one node, ZC's size and overlap rules), with *send_bytes the
- * range of send that must lie in symmetric memory (the peers pull from it): all-gather B,
- * all-to-all P x B. */
-int meld_coll_ce_request(const meld_coll_args_t *a, int nranks, int rank, int nnodes, size_t *send_bytes);
+ * uniform all-to-all, 2+ ranks of one node, ZC's size and overlap rules), with req->send_bytes
+ * the range of send that must lie in symmetric memory (the peers pull from it: all-gather B,
+ * all-to-all P x B) and req->inplace as ZC's (meld_coll_zc_request fills req). */
+int meld_coll_ce_request(const meld_coll_args_t *a, int nranks, int rank, int nnodes, meld_coll_zc_req_t *req);
 /* Per-peer bytes from which AUTO takes CE when MELD_COLL_CE=1 (MELD_COLL_CE_MIN_BYTES
  * overrides). Not measured yet on two GPUs: the copy engine moved 387-391 GB/s over NV18
  * where 16 SM CTAs push 332-347 (sessions 1-2), so large blocks should gain. */

@@ -1529,7 +1529,8 @@ static void coll_kargs_fill(const struct meld_comm *comm, const meld_coll_args_t
 
 /* ---- ZC: which calls may take it, and its kernel arguments ----------------------------------- */
 
-/* Where this rank's buffers of a ZC call are, when the call may take ZC. */
+/* Where this rank's buffers of a ZC call are, when the call may take ZC (also a CE call's
+ * send: coll_ce_view). */
 typedef struct {
   const meld_symbuf_t *send_buf, *recv_buf; /* the symmetric buffers peers touch, or NULL */
   size_t send_off, recv_off;
@@ -1700,25 +1701,25 @@ static meld_result_t coll_ce_env(int *on) { return coll_env_flag("MELD_COLL_CE",
  * (meld_coll_ce_request), the lookup of the send in the comm's symmetric buffers is here. Agrees
  * on every rank for any correct use, as coll_zc_view (the send's allocation and offset go into
  * the argument hash). */
-static int coll_ce_view(const struct meld_comm *comm, const meld_coll_args_t *a, const meld_symbuf_t **buf,
-                        size_t *off) {
-  size_t sb = 0;
-  *buf = NULL;
-  *off = 0;
-  if (comm->ce_nstreams < 1 || !meld_coll_ce_request(a, comm->nranks, comm->rank, comm->nnodes, &sb)) return 0;
-  const meld_symbuf_t *b = meld_symbuf_find(comm, a->send, sb, off);
+static int coll_ce_view(const struct meld_comm *comm, const meld_coll_args_t *a, coll_zc_view_t *v) {
+  memset(v, 0, sizeof *v);
+  meld_coll_zc_req_t req;
+  if (comm->ce_nstreams < 1 || !meld_coll_ce_request(a, comm->nranks, comm->rank, comm->nnodes, &req)) return 0;
+  size_t off = 0;
+  const meld_symbuf_t *b = meld_symbuf_find(comm, a->send, req.send_bytes, &off);
   if (!b) return 0;
   /* An in-place all-gather's send is this rank's block of recv: at offset rank * B of the
    * recv, whose offset is the one every rank shares (rank q's block is at q * B of it). */
-  const uint64_t own = (uint64_t)comm->rank * sb;
-  if (a->op == MELD_COLL_ALL_GATHER && (uintptr_t)a->send >= own &&
-      (const uint8_t *)a->send - own == (const uint8_t *)a->recv) {
-    if (*off < own) return 0;
-    *off -= own; /* the recv's offset; coll_ce_call adds q * B for rank q's block */
+  const uint64_t own = (uint64_t)comm->rank * req.send_bytes;
+  if (req.inplace) {
+    if (off < own) return 0;
+    off -= own; /* the recv's offset; coll_ce_call adds q * B for rank q's block */
   }
   for (int q = 0; q < comm->nranks; q++)
     if (!b->peer[q]) return 0;
-  *buf = b;
+  v->send_buf = b;
+  v->send_off = off;
+  v->inplace = req.inplace;
   return 1;
 }
 
@@ -1726,15 +1727,16 @@ static int coll_ce_view(const struct meld_comm *comm, const meld_coll_args_t *a,
  * stream and the own block copied on `stream`, the join, exit. Once enter is launched, exit is
  * launched whatever fails in between (it ends the call: the epoch counter advances). */
 static meld_result_t coll_ce_call(struct meld_comm *comm, const char *fn, const meld_coll_args_t *a,
-                                  const meld_coll_plan_t *p, const meld_symbuf_t *sbuf, size_t soff,
-                                  cudaStream_t stream) {
+                                  const meld_coll_plan_t *p, const coll_zc_view_t *v, cudaStream_t stream) {
+  const meld_symbuf_t *sbuf = v->send_buf;
+  const size_t soff = v->send_off;
+  const int inplace = v->inplace;
   const int P = comm->nranks, me = comm->rank;
   const int a2a = a->op == MELD_COLL_ALL_TO_ALL;
   const uint64_t B = (uint64_t)(a2a ? a->send_counts[0] : a->count) * p->elem_bytes;
   /* Where rank q's block lies in its copy of the buffer: all-to-all q's send + me * B; an
    * all-gather's send at the offset every rank shares, or in place at q * B of the recv (soff is
    * then the recv's offset: coll_ce_view). */
-  const int inplace = a->op == MELD_COLL_ALL_GATHER && (const uint8_t *)a->send == (const uint8_t *)a->recv + (uint64_t)me * B;
   coll_ce_args_t k;
   k.rank = me;
   k.nranks = P;
@@ -1805,9 +1807,8 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   /* The CE engine's view: eligible (1), and chosen by size too with MELD_COLL_CE=1 (2). */
   int ce_on = 0;
   MELD_CHECK(coll_ce_env(&ce_on));
-  const meld_symbuf_t *ce_buf = NULL;
-  size_t ce_off = 0;
-  const int ce = coll_ce_view(comm, args, &ce_buf, &ce_off) ? (ce_on ? 2 : 1) : 0;
+  coll_zc_view_t cv; /* send_buf, send_off, inplace */
+  const int ce = coll_ce_view(comm, args, &cv) ? (ce_on ? 2 : 1) : 0;
   const meld_coll_args_t *pa = args;
   meld_coll_args_t *za = NULL;
   if (zc != args->zc || ce != args->ce) { /* the plan reads args->zc / ce: a copy with them set (2.3 KB) */
@@ -1848,7 +1849,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
                       fn, meld_coll_proto_name(plan.proto), zc_on ? "" : "; MELD_COLL_ZC=0");
   if (plan.proto == MELD_PROTO_CE && !loop) {
     coll_trace_plan(fn, &plan);
-    return coll_ce_call(comm, fn, args, &plan, ce_buf, ce_off, stream);
+    return coll_ce_call(comm, fn, args, &plan, &cv, stream);
   }
   if (plan.proto == MELD_PROTO_ZC && !loop) {
     coll_zc_args_t zk; /* ~1.2 KB of kernel parameters */

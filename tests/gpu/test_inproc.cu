@@ -1,6 +1,7 @@
 /* GPU tests of ranks as threads of ONE process (one meld_comm_init per thread; peers of one
- * process share buffers by address, no CUDA IPC). P ranks (argument 1 or TEST_INPROC_RANKS,
- * default 2, at most 8), one per GPU when there are enough, else sharing the GPUs
+ * process share buffers by address, no CUDA IPC). For each rank count P of a list (argument 1
+ * or TEST_INPROC_RANKS, default 2,3,4; each 1..8), one world of P threads, one per GPU when
+ * there are enough, else sharing the GPUs
  * (MELD_SHARE_GPU), where unlike rank processes their kernels run at the same time, each with
  * its share of the SMs in its plans (the any-P protocol with every rank truly in flight):
  *   - every collective (all-gather, reduce-scatter, all-reduce, all-to-all), bf16 and fp32, on
@@ -8,10 +9,14 @@
  *     enough for the staged / ZC engines, against a host reference (recv poisoned first);
  *   - 200 back-to-back all-reduces with a different input each (no host sync), every output
  *     checked; the same as a CUDA graph replayed;
+ *   - the CE engine (copy engines, forced by the plan hint): all-gather and all-to-all on
+ *     symmetric sends, in place, 50 back-to-back all-gathers and a graph of them, the comm
+ *     checked after each (a failed CE call's copies still run);
  *   - GEMM+RS, GEMM+AR (fused and unfused) and AG+GEMM against a host reference;
  *   - a peer that never calls: MELD_ERR_TIMEOUT, not a hang;
  *   - (a fresh comm) mismatched counts in an LL all-reduce: the late argument check fails the
- *     call with "arguments differ" and aborts the peer's wait: errors on both ranks, no hang.
+ *     call with "arguments differ" and aborts the peers' waits: errors on every rank, no hang;
+ *   - (another fresh comm) mismatched counts in a CE all-gather: errors on every rank.
  * Each thread synchronizes only its own stream (a device-wide wait would wait for the peer's
  * kernels, which wait for this thread's next call). */
 #include <pthread.h>

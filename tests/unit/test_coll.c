@@ -405,38 +405,38 @@ static void test_plan_ce(void **state) {
   meld_coll_args_t a;
   memset(&a, 0, sizeof a);
   const uintptr_t S = 0x100000, R = 0x900000;
-  size_t sb = 0;
+  meld_coll_zc_req_t req;
   a.dtype = MELD_BF16;
   a.count = 1024; /* 2 KB blocks */
   a.send = (const void *)S;
   a.recv = (void *)R;
   /* rules */
   a.op = MELD_COLL_ALL_GATHER;
-  assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &sb), 1);
-  assert_int_equal(sb, 2048);
-  assert_int_equal(meld_coll_ce_request(&a, 1, 0, 1, &sb), 0); /* one rank: a copy, not CE */
-  assert_int_equal(meld_coll_ce_request(&a, 2, 0, 2, &sb), 0); /* two nodes */
+  assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &req), 1);
+  assert_int_equal(req.send_bytes, 2048);
+  assert_int_equal(meld_coll_ce_request(&a, 1, 0, 1, &req), 0); /* one rank: a copy, not CE */
+  assert_int_equal(meld_coll_ce_request(&a, 2, 0, 2, &req), 0); /* two nodes */
   a.send = (const void *)(R + 2048);                          /* in place: allowed */
-  assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &sb), 1);
+  assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &req), 1);
   a.send = (const void *)(R + 4096); /* overlapping another block */
-  assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &sb), 0);
+  assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &req), 0);
   a.send = (const void *)S;
   a.count = 1001; /* not a 16-byte block */
-  assert_int_equal(meld_coll_ce_request(&a, 2, 0, 1, &sb), 0);
+  assert_int_equal(meld_coll_ce_request(&a, 2, 0, 1, &req), 0);
   a.count = 1024;
   for (int op = MELD_COLL_REDUCE_SCATTER; op <= MELD_COLL_ALL_REDUCE; op++) { /* sums: never */
     a.op = (meld_coll_op_t)op;
-    assert_int_equal(meld_coll_ce_request(&a, 2, 0, 1, &sb), 0);
+    assert_int_equal(meld_coll_ce_request(&a, 2, 0, 1, &req), 0);
   }
   a.op = MELD_COLL_ALL_TO_ALL;
   for (int q = 0; q < 3; q++) {
     a.send_counts[q] = a.recv_counts[q] = 1024;
     a.send_offsets[q] = a.recv_offsets[q] = (size_t)q * 1024;
   }
-  assert_int_equal(meld_coll_ce_request(&a, 3, 2, 1, &sb), 1);
-  assert_int_equal(sb, 3 * 2048);
+  assert_int_equal(meld_coll_ce_request(&a, 3, 2, 1, &req), 1);
+  assert_int_equal(req.send_bytes, 3 * 2048);
   a.vector = 1;
-  assert_int_equal(meld_coll_ce_request(&a, 3, 2, 1, &sb), 0);
+  assert_int_equal(meld_coll_ce_request(&a, 3, 2, 1, &req), 0);
   a.vector = 0;
 
   /* plans */
