@@ -250,7 +250,7 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  * - Copy engines (opt-in, MELD_COLL_CE=1): an all-gather or all-to-all whose SEND is symmetric
  *   (meld_mem_alloc or registered; an in-place all-gather's send is its block of recv) moves
  *   its blocks with the GPU's copy engines instead of SMs, from MELD_COLL_CE_MIN_BYTES per peer
- *   (default 4 MiB): every rank pulls the peers' blocks (cudaMemcpyAsync on a stream of the
+ *   (default 4 MiB): every rank pulls the peers' blocks (cudaMemcpyAsync on streams of the
  *   comm, forked from and joined back to the caller's stream: CUDA-graph capturable), between
  *   two one-thread kernels that make the handshakes. No SM is used for the data.
  * - Small-message and zero-copy kernels are launched with programmatic dependent launch: the

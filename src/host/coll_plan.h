@@ -78,8 +78,9 @@ typedef enum { MELD_AR_AUTO = 0, MELD_AR_ONE_SHOT = 1, MELD_AR_TWO_SHOT = 2 } me
  * - CE (copy engine; all-gather and all-to-all whose send lies in symmetric memory): the
  *   link is driven by the GPU's copy engines, no SM moves data. A one-thread kernel makes the
  *   entry handshake; the copies pull every peer's block out of its send into this rank's recv
- *   (cudaMemcpyAsync on the comm's side stream, forked and joined by events: capturable),
- *   the own block is copied on the caller's stream meanwhile; a one-thread kernel then posts
+ *   and copy the own block (cudaMemcpyAsync: the first copy on the caller's stream, the others
+ *   on the comm's side streams, up to 4, forked and joined by events: capturable); a
+ *   one-thread kernel then posts
  *   "done reading" to every peer and waits for theirs (deadline). Pull only, so a failed
  *   handshake cannot make this rank write into a peer's memory. Opt-in (MELD_COLL_CE=1, from
  *   MELD_COLL_CE_MIN_BYTES per peer) until measured on two GPUs. */

@@ -146,29 +146,39 @@ static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *
   return res;
 }
 
-/* The CE engine's side stream and events (collectives.cu), for comms of 2+ ranks. Then one
- * 16-byte copy from every same-node peer's pad into this rank's workspace on that stream,
- * waited for here: whatever the driver sets up on a first copy between two GPUs' memories
- * happens now, while no kernel of this comm waits for a peer (ranks as threads sharing a GPU
- * saw a first CE call's entry stall past the timeout, session 24). */
+/* The CE engine's side streams and events (collectives.cu), for comms of 2+ ranks. Then one
+ * 16-byte copy from every same-node peer's pad into this rank's workspace on the stream its
+ * copies will use, waited for here: whatever the driver sets up on a first copy between two
+ * GPUs' memories happens now, while no kernel of this comm waits for a peer; and the CE
+ * kernels are loaded (ranks as threads sharing a GPU saw a first CE call's entry, and a CE
+ * graph's first launch, stall past the timeout before these and the tests' graph uploads;
+ * session 24 calls 3-4). */
 static meld_result_t ce_stream_create(struct meld_comm *c) {
   if (c->nranks < 2) return MELD_OK;
-  MELD_CUDA_CHECK(cudaStreamCreateWithFlags(&c->ce_stream, cudaStreamNonBlocking));
+  const int n = c->nranks - 1 < MELD_CE_STREAMS ? c->nranks - 1 : MELD_CE_STREAMS;
   MELD_CUDA_CHECK(cudaEventCreateWithFlags(&c->ce_fork, cudaEventDisableTiming));
-  MELD_CUDA_CHECK(cudaEventCreateWithFlags(&c->ce_join, cudaEventDisableTiming));
-  for (int q = 0; q < c->nranks; q++)
-    if (q != c->rank && c->rank_node[q] == c->node && c->pad.peer && c->pad.peer[q] && c->workspace.local &&
-        c->workspace.bytes >= 16)
-      MELD_CUDA_CHECK(cudaMemcpyAsync(c->workspace.local, c->pad.peer[q], 16, cudaMemcpyDefault, c->ce_stream));
-  MELD_CUDA_CHECK(cudaStreamSynchronize(c->ce_stream));
+  for (int i = 0; i < n; i++) {
+    MELD_CUDA_CHECK(cudaStreamCreateWithFlags(&c->ce_stream[i], cudaStreamNonBlocking));
+    MELD_CUDA_CHECK(cudaEventCreateWithFlags(&c->ce_join[i], cudaEventDisableTiming));
+    c->ce_nstreams = i + 1;
+  }
+  for (int j = 1; j < c->nranks; j++) { /* peer j of the rotation (collectives.cu coll_ce_call) */
+    const int q = (c->rank + j) % c->nranks;
+    if (c->rank_node[q] == c->node && c->pad.peer && c->pad.peer[q] && c->workspace.local && c->workspace.bytes >= 16)
+      MELD_CUDA_CHECK(cudaMemcpyAsync(c->workspace.local, c->pad.peer[q], 16, cudaMemcpyDefault,
+                                      c->ce_stream[(j - 1) % n]));
+  }
+  for (int i = 0; i < n; i++) MELD_CUDA_CHECK(cudaStreamSynchronize(c->ce_stream[i]));
   return meld_coll_ce_preload();
 }
 
 static void comm_free(struct meld_comm *c, int collective) {
   if (!c) return;
-  if (c->ce_join) cudaEventDestroy(c->ce_join);
+  for (int i = 0; i < MELD_CE_STREAMS; i++) {
+    if (c->ce_join[i]) cudaEventDestroy(c->ce_join[i]);
+    if (c->ce_stream[i]) cudaStreamDestroy(c->ce_stream[i]);
+  }
   if (c->ce_fork) cudaEventDestroy(c->ce_fork);
-  if (c->ce_stream) cudaStreamDestroy(c->ce_stream);
   if (c->proto) meld_proto_destroy(c);
   /* Close our mappings of the peers' buffers, then wait (briefly: a dead peer must not hold
    * us) until every peer closed its mappings of ours, then free ours. */

@@ -59,6 +59,10 @@ typedef struct {
 
 struct meld_proto_state; /* device protocol: src/host/proto.c */
 
+/* Most side streams of the CE engine (one per peer up to this many: copies from different
+ * peers on different streams may run on different copy engines). */
+#define MELD_CE_STREAMS 4
+
 struct meld_comm {
   int rank, nranks;
   int local_rank, local_size;
@@ -81,8 +85,9 @@ struct meld_comm {
   void *unfused_scratch;   /* the unfused paths' buffer (meld_comm_scratch); freed at destroy */
   size_t unfused_scratch_bytes;
   meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
-  cudaStream_t ce_stream;  /* the CE engine's copies (collectives.cu; 2+ ranks): non-blocking */
-  cudaEvent_t ce_fork, ce_join; /* fork the caller's stream to ce_stream and join it back    */
+  int ce_nstreams;         /* the CE engine's side streams (collectives.cu; 2+ ranks): min(P-1, 4) */
+  cudaStream_t ce_stream[MELD_CE_STREAMS]; /* non-blocking; a call's copy i > 0 on (i - 1) % n  */
+  cudaEvent_t ce_fork, ce_join[MELD_CE_STREAMS]; /* fork from the caller's stream, join back */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
 };
 

@@ -1470,8 +1470,9 @@ static const void *const coll_zc_kernels[2][MELD_COLL_NUM_OPS] = {
 
 /* ---- CE engine: the copy engines move the data, one thread makes the handshakes ---------------
  * One call = coll_ce_enter_kernel, the copies (cudaMemcpyAsync: every peer's block pulled from
- * its send into this rank's recv on the comm's side stream, forked and joined by events; the
- * own block on the caller's stream meanwhile), coll_ce_exit_kernel. The two kernels are one
+ * its send into this rank's recv, and the own block: the first copy on the caller's stream,
+ * the others on the comm's side streams, up to 4, forked and joined by events; coll_ce_call),
+ * coll_ce_exit_kernel. The two kernels are one
  * call of the protocol: enter takes the ticket and epoch and makes the argument handshake
  * (every peer entered this call: its earlier stream work on its send is done, and it will not
  * return before our "done") but does not end the call; it leaves its verdict in scratch word 0
@@ -1894,7 +1895,7 @@ static meld_result_t coll_ce_env(int *on) { return coll_env_flag("MELD_COLL_CE",
 static int coll_ce_view(const struct meld_comm *comm, const meld_coll_args_t *a, coll_zc_view_t *v) {
   memset(v, 0, sizeof *v);
   meld_coll_zc_req_t req;
-  if (!comm->ce_stream || !meld_coll_ce_request(a, comm->nranks, comm->rank, comm->nnodes, &req)) return 0;
+  if (comm->ce_nstreams < 1 || !meld_coll_ce_request(a, comm->nranks, comm->rank, comm->nnodes, &req)) return 0;
   size_t off = 0;
   const meld_symbuf_t *b = meld_symbuf_find(comm, a->send, req.send_bytes, &off);
   if (!b) return 0;
@@ -1947,26 +1948,37 @@ static meld_result_t coll_ce_call(struct meld_comm *comm, const char *fn, const 
     meld_error_prefix("%s (CE engine, entry)", fn);
     return r;
   }
-  const char *step = "fork";
-  cudaError_t e = cudaEventRecord(comm->ce_fork, stream);
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(comm->ce_stream, comm->ce_fork, 0);
-  for (int j = 1; j < P && e == cudaSuccess; j++) {
-    const int q = (me + j) % P; /* rotated: the ranks start on different peers */
-    const uint8_t *src = (const uint8_t *)sbuf->peer[q] + soff + (a2a ? (uint64_t)me * B : inplace ? (uint64_t)q * B : 0);
-    step = "copy of a peer's block";
-    e = cudaMemcpyAsync((uint8_t *)a->recv + (uint64_t)q * B, src, B, cudaMemcpyDefault, comm->ce_stream);
-  }
+  /* The copies: job 0 = peer 1 of the rotation (rank me + 1), ..., job P - 2 = peer P - 1,
+   * job P - 1 = the own block (none for an in-place all-gather). Job 0 runs on the caller's
+   * stream; job i > 0 on side stream (i - 1) % n, forked from the caller's stream after the
+   * entry kernel and joined back before the exit kernel: copies from different peers may run on
+   * different copy engines at once, and a call with one job (2 ranks, in place) enqueues three
+   * operations, no fork. */
   const uint8_t *own_src = (const uint8_t *)a->send + (a2a ? (uint64_t)me * B : 0);
   uint8_t *own_dst = (uint8_t *)a->recv + (uint64_t)me * B;
-  if (e == cudaSuccess && own_src != own_dst) { /* (an in-place all-gather has its block in place) */
-    step = "copy of the own block";
-    e = cudaMemcpyAsync(own_dst, own_src, B, cudaMemcpyDefault, stream);
+  const int jobs = P - 1 + (own_src != own_dst ? 1 : 0);
+  const int n = jobs - 1 < comm->ce_nstreams ? jobs - 1 : comm->ce_nstreams; /* side streams used */
+  const char *step = "fork";
+  cudaError_t e = cudaSuccess;
+  if (n > 0) e = cudaEventRecord(comm->ce_fork, stream);
+  for (int i = 0; i < n && e == cudaSuccess; i++) e = cudaStreamWaitEvent(comm->ce_stream[i], comm->ce_fork, 0);
+  for (int i = 0; i < jobs && e == cudaSuccess; i++) {
+    cudaStream_t s = i == 0 ? stream : comm->ce_stream[(i - 1) % n];
+    if (i < P - 1) {
+      const int q = (me + 1 + i) % P; /* rotated: the ranks start on different peers */
+      const uint8_t *src = (const uint8_t *)sbuf->peer[q] + soff + (a2a ? (uint64_t)me * B : inplace ? (uint64_t)q * B : 0);
+      step = "copy of a peer's block";
+      e = cudaMemcpyAsync((uint8_t *)a->recv + (uint64_t)q * B, src, B, cudaMemcpyDefault, s);
+    } else {
+      step = "copy of the own block";
+      e = cudaMemcpyAsync(own_dst, own_src, B, cudaMemcpyDefault, s);
+    }
   }
-  if (e == cudaSuccess) {
-    step = "join";
-    e = cudaEventRecord(comm->ce_join, comm->ce_stream);
+  if (e == cudaSuccess) step = "join";
+  for (int i = 0; i < n && e == cudaSuccess; i++) {
+    e = cudaEventRecord(comm->ce_join[i], comm->ce_stream[i]);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, comm->ce_join[i], 0);
   }
-  if (e == cudaSuccess) e = cudaStreamWaitEvent(stream, comm->ce_join, 0);
   r = coll_launch_plain((const void *)coll_ce_exit_kernel, p, kargs, stream, 0);
   if (e != cudaSuccess)
     return meld_error(MELD_ERR_CUDA, "%s (CE engine): the %s failed: %s", fn, step, cudaGetErrorString(e));
