@@ -531,6 +531,14 @@ static void *rank_main(void *argp) {
 }
 
 int main(int argc, char **argv) {
+  /* Ranks as threads of one process on one GPU run kernels that spin for each other, so no
+   * host call may wait for the device meanwhile, and no two ranks' streams may share a
+   * hardware queue: every module loaded at start (lazy loading waits for the device at a
+   * kernel's first launch), 32 queues (default 8: at 4+ ranks the CE side streams alias;
+   * session 25 saw 4-rank CE and 8-rank first-launch stalls). Before any CUDA call; a value
+   * set by the user wins. */
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(argv[i], "--ranks") && v) g_P = atoi(v), i++;
