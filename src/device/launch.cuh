@@ -72,14 +72,16 @@ MELD_DEV void meld_args_post(const meld_ctx_t *c) {
  * our own (so that the peer, seeing our abort, also finds our post and reports the mismatch
  * itself; ordered before meld_fail's abort CAS: same thread, acq_rel) and fails with
  * MELD_FAIL_ARGS (claims the record, raises the abort everywhere), returning -1. */
-MELD_DEV int meld_args_check_peer(meld_ctx_t *c, int r) {
-  const uint64_t v = ld_relaxed_sys_u64(meld_pad_u64(c->p->pad, meld_pad_args_offset(r, c->epoch)));
+MELD_DEV int meld_args_check_value(meld_ctx_t *c, int r, uint64_t v) {
   if (!meld_args_arrived(v, c->epoch)) return 0;
   if (meld_args_hash(v) == c->arg_hash) return 1;
   meld_args_post(c);
   meld_fail(c, MELD_FAIL_ARGS, meld_wait_info(MELD_REGION_ARGS, (uint32_t)r, r, "argument handshake"),
             c->arg_hash, meld_args_hash(v), 0, 0);
   return -1;
+}
+MELD_DEV int meld_args_check_peer(meld_ctx_t *c, int r) {
+  return meld_args_check_value(c, r, ld_relaxed_sys_u64(meld_pad_u64(c->p->pad, meld_pad_args_offset(r, c->epoch))));
 }
 
 /* Waits for every same-node peer's post of this epoch and compares hashes. One thread.
@@ -93,6 +95,29 @@ MELD_DEV bool meld_args_verify(meld_ctx_t *c) {
   const meld_proto_dev_t *p = c->p;
   const uint32_t *abort_word = meld_abort_word(p);
   int next = 0; /* peers below `next` are verified */
+  /* First pass: up to 8 peers' posts read together, checked in rank order (one round trip
+   * for all of them where the peers have posted, not one per peer: session 25). */
+  for (int r0 = 0; r0 < p->nranks && next == r0; r0 += 8) {
+    uint64_t pv[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const int r = r0 + k;
+      pv[k] = 0;
+      if (r < p->nranks && r != p->rank && p->peer_pads[r])
+        pv[k] = ld_relaxed_sys_u64(meld_pad_u64(p->pad, meld_pad_args_offset(r, c->epoch)));
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      const int r = r0 + k;
+      if (r >= p->nranks) break;
+      if (r != p->rank && p->peer_pads[r]) {
+        const int st = meld_args_check_value(c, r, pv[k]);
+        if (st < 0) return false;
+        if (st == 0) break;
+      }
+      next = r + 1;
+    }
+  }
   meld_wait_state_t w = {0, 0, 0, 0};
   bool started = false;
   for (;;) {

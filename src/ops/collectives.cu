@@ -113,9 +113,10 @@ typedef struct {
   int32_t unroll;       /* 16-byte loads in flight per thread in the data loops (4 or 8)  */
   int32_t bulk;         /* RING: one push warp whose lane 0 pushes with TMA bulk copies   */
   int32_t pdl;          /* LL: launched with programmatic stream serialization            */
-  int32_t ll_flat;      /* LL, lean any-P kernel: bit 0, every peer's incoming stream has the
-                           same length (copies: one index space over the streams); bit 1,
-                           every outgoing stream                                       */
+  int32_t ll_flat;      /* LL, the any-P kernel: bit 0, every peer's incoming stream has the
+                           same length (a copy's flat receive); bit 1, every outgoing one,
+                           and not a sum in place (the flat send); read by copies (FL 2),
+                           picks the sums' instantiation (FL 1 or 0)                    */
   int32_t loop;         /* LL loopback (MELD_COLL_LOOPBACK, one rank as rank 0 of 2): the
                            virtual peer's pad is this rank's own (its lines are ours, read
                            back), no argument post or check                                */
@@ -857,6 +858,18 @@ MELD_DEV uint64_t coll_pack8(const float acc[4], int dtype) {
   return (uint64_t)__float_as_uint(acc[0]) | ((uint64_t)__float_as_uint(acc[1]) << 32);
 }
 
+/* Polls the lines of units u0, u0 + G, ... (U of them, those below len bytes) of one
+ * producer's region: every load issues before any is checked. */
+template <int U, typename I>
+MELD_DEV void coll_ll_poll(const uint8_t *lines, I u0, I G, uint64_t len, uint64_t x[U], uint64_t y[U]) {
+#pragma unroll
+  for (int k = 0; k < U; k++) {
+    const I u = u0 + (I)k * G;
+    x[k] = y[k] = 0;
+    if (u * 8 < len) coll_ld_v2(lines + u * 16, &x[k], &y[k]);
+  }
+}
+
 /* Unit u's line from producer r in this rank's LL half `mine` (coll_src_idx without the
  * run-time modulo: the any-P kernel's P is not a constant). */
 MELD_DEV const uint8_t *coll_ll_src_line(const uint8_t *mine, const coll_kargs_t *a, int r, int me, int P, uint32_t u) {
@@ -875,7 +888,7 @@ MELD_DEV const uint8_t *coll_ll_src_line(const uint8_t *mine, const coll_kargs_t
  * (session 23 call 2): a one-CTA call loading its first units of the send before the entry, to
  * overlap that latency with the entry's round trips: +0.13..+0.40 us a call in graphs, at 4 KB
  * and at 64 KB (16 CTAs, where the prefetch never ran): the added code cost more than it hid. */
-template <int SP = 0, int ACT = -1, int U = COLL_LL_U>
+template <int SP = 0, int ACT = -1, int U = COLL_LL_U, int FL = 0>
 MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kargs_t *a) {
   constexpr bool LEAN = SP != 0;
   using I = typename std::conditional<LEAN, uint32_t, uint64_t>::type;
@@ -907,7 +920,8 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
     const I g = (I)ctx->ticket * blockDim.x + threadIdx.x, G = (I)gridDim.x * blockDim.x;
     const uint64_t hi = (uint64_t)flag << 32;
     /* Send: units g, g+G, ... of every outgoing stream (peers in rotated order). */
-    if (SP < 0 && (a->ll_flat & 2)) {
+    static_assert(!FL || SP < 0, "flat loops: the any-P kernel only");
+    if (FL == 1 || (FL == 2 && (a->ll_flat & 2))) {
       /* Every outgoing stream has nu units: one index space over them (as the flat receive
        * below), so a thread's U loads in flight span streams when they are short. Stream t
        * goes to peer q = me + 1 + t (mod P), where this rank is producer P - 2 - t. */
@@ -969,7 +983,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
     if (ACT >= 0 ? ACT == COLL_COPY : a->action == COLL_COPY) {
       /* Own block first (overlaps the flight of the lines), then every incoming stream. */
       if (a->own_len) copy_bytes(a->recv + a->own_dst, a->send + a->own_src, a->own_len, (uint32_t)g, (uint32_t)G);
-      if (SP < 0 && a->ll_flat) {
+      if (FL == 1 || (FL == 2 && (a->ll_flat & 1))) {
         /* Every incoming stream has nu units (all-gather, uniform all-to-all): one index
          * space over all of them, so a thread's U polls in flight span streams when they are
          * short (P = 8, 4 KB: one round of polls, not 7). */
@@ -1005,12 +1019,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
         /* U lines per thread per step: every poll issues before the first check. */
         for (I u0 = g; u0 * 8 < len && !ctx->failed; u0 += U * G) {
           uint64_t x[U], y[U];
-#pragma unroll
-          for (int k = 0; k < U; k++) {
-            const I u = u0 + (I)k * G;
-            x[k] = y[k] = 0;
-            if (u * 8 < len) coll_ld_v2(src + u * 16, &x[k], &y[k]);
-          }
+          coll_ll_poll<U>(src, u0, G, len, x, y);
 #pragma unroll
           for (int k = 0; k < U; k++) {
             const I u = u0 + (I)k * G;
@@ -1104,12 +1113,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
           if (r == me) continue;
           const uint8_t *lines = mine + (uint64_t)coll_src_idx(r, me, P) * a->ll_region;
           uint64_t x[U], y[U];
-#pragma unroll
-          for (int k = 0; k < U; k++) {
-            const I u = u0 + (I)k * G;
-            x[k] = y[k] = 0;
-            if (u * 8 < len) coll_ld_v2(lines + u * 16, &x[k], &y[k]);
-          }
+          coll_ll_poll<U>(lines, u0, G, len, x, y);
           if (!own_added && me < r) { /* the own operand at its place in rank order */
 #pragma unroll
             for (int k = 0; k < U; k++) coll_acc8(acc[k], ov[k], a->dtype);
@@ -1532,7 +1536,7 @@ __global__ void __launch_bounds__(32, 1) coll_ce_exit_kernel(const __grid_consta
  * constant, COLL_COPY (all-gather, all-to-all) or COLL_REDUCE (reduce-scatter, all-reduce), so
  * each lean kernel holds one path (the ZC kernels' split by op, session 21, cut their
  * instruction fetch); -1 = read at run time. U: units per thread and step (COLL_LL_U). */
-template <int SP, int ACT = -1, int U = COLL_LL_U>
+template <int SP, int ACT = -1, int U = COLL_LL_U, int FL = 0>
 __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(const __grid_constant__ meld_proto_dev_t proto,
                                                           const __grid_constant__ coll_kargs_t a) {
   meld_ctx_t ctx;
@@ -1543,7 +1547,7 @@ __global__ void __launch_bounds__(MELD_COLL_LL_MAX_THREADS, 1) coll_ll_kernel(co
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   }
-  coll_ll<SP, ACT, U>(&ctx, &proto, &a);
+  coll_ll<SP, ACT, U, FL>(&ctx, &proto, &a);
 }
 
 __global__ void __launch_bounds__(MELD_COLL_RING_MAX_THREADS, 1) coll_ring_kernel(const __grid_constant__ meld_proto_dev_t proto,
@@ -2084,15 +2088,26 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, &k};
   const bool ll_small = k.max_len <= COLL_LL_U2_BYTES && k.own_len <= COLL_LL_U2_BYTES;
-  /* [any P][action][small]: the lean LL kernels (coll_ll_lean) */
-  static const void *const ll_lean[2][2][2] = {
-      {{(const void *)coll_ll_kernel<2, COLL_COPY>, (const void *)coll_ll_kernel<2, COLL_COPY, COLL_LL_U_SMALL>},
-       {(const void *)coll_ll_kernel<2, COLL_REDUCE>, (const void *)coll_ll_kernel<2, COLL_REDUCE, COLL_LL_U_SMALL>}},
-      {{(const void *)coll_ll_kernel<-1, COLL_COPY>, (const void *)coll_ll_kernel<-1, COLL_COPY, COLL_LL_U_SMALL>},
-       {(const void *)coll_ll_kernel<-1, COLL_REDUCE>, (const void *)coll_ll_kernel<-1, COLL_REDUCE, COLL_LL_U_SMALL>}}};
+  /* The lean LL kernels (coll_ll_lean): two ranks [action][small]; any P, copies [small]
+   * with the flat loops chosen at run time (FL 2), sums [flat][small] holding only the loops
+   * a call needs (FL 1: the flat send, ll_flat bit 1; FL 0: per-stream). Measured (session 25
+   * call 5, 4 / 8 ranks as threads): sums with FL 1 -0.1..-0.6 us a call against the run-time
+   * choice; copies with FL 1 +0.2..+0.4 us at 64 KB, even at 4 KB: so copies keep FL 2. */
+  static const void *const ll_two[2][2] = {
+      {(const void *)coll_ll_kernel<2, COLL_COPY>, (const void *)coll_ll_kernel<2, COLL_COPY, COLL_LL_U_SMALL>},
+      {(const void *)coll_ll_kernel<2, COLL_REDUCE>, (const void *)coll_ll_kernel<2, COLL_REDUCE, COLL_LL_U_SMALL>}};
+  static const void *const ll_any_copy[2] = {(const void *)coll_ll_kernel<-1, COLL_COPY, COLL_LL_U, 2>,
+                                             (const void *)coll_ll_kernel<-1, COLL_COPY, COLL_LL_U_SMALL, 2>};
+  static const void *const ll_any_sum[2][2] = {
+      {(const void *)coll_ll_kernel<-1, COLL_REDUCE>, (const void *)coll_ll_kernel<-1, COLL_REDUCE, COLL_LL_U_SMALL>},
+      {(const void *)coll_ll_kernel<-1, COLL_REDUCE, COLL_LL_U, 1>,
+       (const void *)coll_ll_kernel<-1, COLL_REDUCE, COLL_LL_U_SMALL, 1>}};
   const int lean_sp = plan.proto == MELD_PROTO_LL ? coll_ll_lean(&k, lean_on) : 0;
-  const void *kern = plan.proto == MELD_PROTO_LL ? (lean_sp == 0 ? (const void *)coll_ll_kernel<0>
-                                                                 : ll_lean[lean_sp < 0][k.action != COLL_COPY][ll_small])
+  const int act = k.action != COLL_COPY;
+  const void *kern = plan.proto == MELD_PROTO_LL ? (lean_sp == 0  ? (const void *)coll_ll_kernel<0>
+                                                   : lean_sp > 0 ? ll_two[act][ll_small]
+                                                   : act         ? ll_any_sum[(k.ll_flat & 2) != 0][ll_small]
+                                                                 : ll_any_copy[ll_small])
                      : plan.proto == MELD_PROTO_RING ? (const void *)coll_ring_kernel
                                                      : (const void *)coll_kernel;
   meld_result_t r;
