@@ -4,6 +4,8 @@
 # Build and pack (CPU machine): make -j2 BUILD=build_c build_c/tests/gpu/test_inproc
 #   build_c/tests/gpu/test_coll build_c/bench/bench_inproc && bench/pack_bins.sh build_c/tests/gpu/test_inproc
 #   build_c/tests/gpu/test_coll build_c/bench/bench_inproc   (then carry ["build/carry"])
+# test_inproc also has an all-to-all-v with equal outgoing, unequal incoming blocks (the flat
+# receive must not apply: the receive condition fix).
 # Prediction: tests pass; LL 4 ranks 64 KB all-gather back to ~4.3 us (call 5 B), sums as C.
 . "$(dirname "$0")/../device_env.sh"
 export PREBUILT=1 MELD_TIMEOUT_MS=3000

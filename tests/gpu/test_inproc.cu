@@ -7,7 +7,8 @@
  *   - every collective (all-gather, reduce-scatter, all-reduce, all-to-all), bf16 and fp32, on
  *     ordinary, meld_mem_alloc and meld_mem_register'ed buffers, an odd count (generic LL),
  *     two counts of 8-byte blocks (lean LL) and one large enough for the staged / ZC engines,
- *     against a host reference (recv poisoned first);
+ *     against a host reference (recv poisoned first); an all-to-all-v with equal outgoing and
+ *     unequal incoming blocks;
  *   - 200 back-to-back all-reduces with a different input each (no host sync), every output
  *     checked; the same as a CUDA graph replayed (odd count and lean count);
  *   - the CE engine (copy engines, forced by the plan hint): all-gather and all-to-all on
@@ -148,6 +149,39 @@ static void coll_case(int rank, meld_comm_t comm, cudaStream_t st, int op, kind_
   GT_CHECK(bad == 0 && rel == rel, "%s %s %s count %zu: %zu of %zu elements differ (rel %.3g)", g_op[op], g_kind[kind],
            fp32 ? "fp32" : "bf16", count, bad, nr, rel);
   pthread_barrier_wait(&g_bar); /* the host inputs are reused by the next case */
+}
+
+/* All-to-all-v where every sender's outgoing blocks are equal but the incoming ones differ by
+ * sender (rank r sends 256 + 4 r bf16 to every rank: 8-byte multiples, the lean LL kernel):
+ * the any-P kernel's flat send applies and its flat receive must not (session 25). Values
+ * are a function of (sender, destination, index), checked exactly; recv poisoned first. */
+static uint16_t a2av_val(int r, int q, size_t i) {
+  uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(r * 64 + q + 1) + i;
+  float v = gt_rand_f(&seed);
+  return to_bf(fabsf(v) < 1.0f / 64 ? 0.5f : v);
+}
+static void a2av_case(int rank, meld_comm_t comm, cudaStream_t st, void *dsend, void *drecv, uint16_t *host) {
+  size_t sc[IP_MAX], so[IP_MAX], rc[IP_MAX], ro[IP_MAX], nr = 0;
+  const size_t mine = 256 + 4 * (size_t)rank;
+  for (int q = 0; q < P; q++) {
+    sc[q] = mine, so[q] = (size_t)q * mine;
+    rc[q] = 256 + 4 * (size_t)q, ro[q] = nr;
+    nr += rc[q];
+  }
+  for (int q = 0; q < P; q++)
+    for (size_t i = 0; i < mine; i++) host[so[q] + i] = a2av_val(rank, q, i);
+  GT_CUDA(cudaMemcpyAsync(dsend, host, (size_t)P * mine * 2, cudaMemcpyHostToDevice, st));
+  GT_CUDA(cudaMemsetAsync(drecv, 0xff, nr * 2, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&g_bar);
+  GT_MELD(meld_all_to_allv(comm, dsend, sc, so, drecv, rc, ro, MELD_BF16, st));
+  GT_CUDA(cudaMemcpyAsync(host, drecv, nr * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  size_t bad = 0;
+  for (int r = 0; r < P; r++)
+    for (size_t i = 0; i < rc[r]; i++) bad += host[ro[r] + i] != a2av_val(r, rank, i);
+  GT_CHECK(bad == 0, "all_to_allv (equal outgoing, unequal incoming blocks): %zu of %zu elements wrong", bad, nr);
+  pthread_barrier_wait(&g_bar);
 }
 
 /* n back-to-back all-reduces (op 2) or all-gathers (op 0: through coll(), so the CE engine
@@ -357,6 +391,7 @@ static void *rank_main(void *arg) {
           cases++;
         }
   gt_log("%d collective cases (4 ops x bf16/fp32 x ordinary/meld_mem_alloc/registered x 4 sizes)", cases);
+  a2av_case(rank, comm, st, send[K_ORD], recv[K_ORD], (uint16_t *)host);
 
   /* (1b) the CE engine (copy engines; forced, the plan checked): all-gather and all-to-all with
    * symmetric sends (meld_mem_alloc, registered), bf16 / fp32, 2 sizes (16-byte blocks); an
