@@ -17,3 +17,12 @@ build() {
   make -j"$(nproc)" "$@" > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -20; exit 1; }
   echo "build: $(el) s"
 }
+# ip_row LABEL NAME ENV BIN ARGS...: one bench_inproc run under `timeout` with ENV ("VAR=VAL ...",
+# or - for none), JSON lines labelled LABEL_NAME into $OUT/inproc.jsonl, its log in
+# $OUT/ip_NAME.log, and one summary line (op, kind, bytes, graph us a call per row).
+ip_row() {
+  local label=$1 name=$2 env=$3 bin=$4; shift 4
+  [ "$env" = - ] && env=IP_ROW_NO_ENV=1
+  env $env timeout -k 5 60 "$bin" "$@" --json "$OUT/inproc.jsonl" --label "${label}_$name" > "$OUT/ip_$name.log" 2>&1
+  echo "== $name rc=$?: $(grep -E '^(all|reduce)' "$OUT/ip_$name.log" | awk '{printf "%s %s %s %s | ", substr($1,1,6), $2, $3, $4}')"
+}

@@ -23,12 +23,7 @@ echo "== main test_inproc 2,3,4 rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/t
 TEST_TIMEOUT_S=100 timeout -k 5 110 tests/gpu/run.sh test_coll > "$OUT/test_coll.log" 2>&1
 echo "== main test_coll (1 rank) rc=$? at $(el) s"; grep -E "checks passed|FAIL|^== gpu" "$OUT/test_coll.log" | cut -c1-160 | head -5
 # ip NAME ENV BIN ARGS...: one bench_inproc run with env VAR=VAL (or -), summary line
-ip() {
-  local name=$1 env=$2 bin=$3; shift 3
-  if [ "$env" = - ]; then timeout -k 5 60 "$bin" "$@" --json "$OUT/inproc.jsonl" --label "s25a_$name" > "$OUT/ip_$name.log" 2>&1
-  else env "$env" timeout -k 5 60 "$bin" "$@" --json "$OUT/inproc.jsonl" --label "s25a_$name" > "$OUT/ip_$name.log" 2>&1; fi
-  echo "== $name rc=$?: $(grep -E '^(all|reduce)' "$OUT/ip_$name.log" | awk '{printf "%s %s %s %s | ", substr($1,1,6), $2, $3, $4}')"
-}
+ip() { ip_row s25a "$@"; }
 M=build/bench/bench_inproc F=build/fan/bench_inproc
 for P in 4 3; do
   S=$([ $P = 3 ] && echo 6144,196608 || echo 4096,65536,262144)

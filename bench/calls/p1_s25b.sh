@@ -27,11 +27,7 @@ echo "== GPU tests (1 rank) rc=$? at $(el) s"; grep -E "checks passed|FAIL|^== g
 TEST_TIMEOUT_S=150 GT_SPAWN_TIMEOUT_S=140 timeout -k 5 200 tests/gpu/run_shared.sh 2 test_abort test_gemm_rs test_ag_gemm \
   > "$OUT/p2.log" 2>&1
 echo "== P=2 shared processes rc=$? at $(el) s"; grep -E "^== gpu|FAIL|passed" "$OUT/p2.log" | head -6
-ip() {
-  local name=$1 env=$2 bin=$3; shift 3
-  env $env timeout -k 5 60 "$bin" "$@" --json "$OUT/inproc.jsonl" --label "s25b_$name" > "$OUT/ip_$name.log" 2>&1
-  echo "== $name rc=$?: $(grep -E '^(all|reduce)' "$OUT/ip_$name.log" | awk '{printf "%s %s %s %s | ", substr($1,1,6), $2, $3, $4}')"
-}
+ip() { ip_row s25b "$@"; }
 M=build/bench/bench_inproc F=build/fan/bench_inproc
 for i in 1 2; do
   ip p2_sp2_$i MELD_COLL_LL_LEAN=1 $M --ranks 2 --kinds ord --sizes 4096,65536

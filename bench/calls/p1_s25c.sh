@@ -18,11 +18,7 @@ TEST_TIMEOUT_S=100 timeout -k 5 110 tests/gpu/run.sh test_coll > "$OUT/test_coll
 echo "== test_coll (1 rank) rc=$? at $(el) s"; grep -E "checks passed|FAIL" "$OUT/test_coll.log" | cut -c1-160 | head -3
 TEST_COLL_ONLY=ce TEST_TIMEOUT_S=120 GT_SPAWN_TIMEOUT_S=110 timeout -k 5 130 tests/gpu/run_shared.sh 2 test_coll > "$OUT/p2_ce.log" 2>&1
 echo "== test_coll CE at 2 shared processes rc=$? at $(el) s"; grep -E "^== gpu|FAIL|passed" "$OUT/p2_ce.log" | cut -c1-200 | head -4
-ip() {
-  local name=$1 env=$2 bin=$3; shift 3
-  env $env timeout -k 5 60 "$bin" "$@" --json "$OUT/inproc.jsonl" --label "s25c_$name" > "$OUT/ip_$name.log" 2>&1
-  echo "== $name rc=$?: $(grep -E '^(all|reduce)' "$OUT/ip_$name.log" | awk '{printf "%s %s %s %s | ", substr($1,1,6), $2, $3, $4}')"
-}
+ip() { ip_row s25c "$@"; }
 M=build/bench/bench_inproc
 ip p2_lean X=1 $M --ranks 2 --kinds ord --sizes 4096,65536
 ip p3_lean X=1 $M --ranks 3 --kinds ord --sizes 6144,196608

@@ -10,11 +10,7 @@
 export PREBUILT=1 MELD_TIMEOUT_MS=3000
 timeout -k 5 150 build/tests/gpu/test_inproc 8,2,3,4 > "$OUT/test_inproc.log" 2>&1
 echo "== test_inproc 8,2,3,4 rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_inproc.log" | cut -c1-300 | head -6
-ip() {
-  local name=$1 env=$2 bin=$3; shift 3
-  env $env timeout -k 5 60 "$bin" "$@" --json "$OUT/inproc.jsonl" --label "s25d_$name" > "$OUT/ip_$name.log" 2>&1
-  echo "== $name rc=$?: $(grep -E '^(all|reduce)' "$OUT/ip_$name.log" | awk '{printf "%s %s %s %s | ", substr($1,1,6), $2, $3, $4}')"
-}
+ip() { ip_row s25d "$@"; }
 M=build/bench/bench_inproc
 ip ce8 X=1 $M --ranks 8 --only all_gather --kinds sym --ce --sizes 1048576,16777216,67108864
 ip zc8 X=1 $M --ranks 8 --only all_gather --kinds sym --zc --sizes 1048576,16777216,67108864

@@ -12,11 +12,7 @@ timeout -k 5 150 build_c/tests/gpu/test_inproc 8,2,3,4 > "$OUT/test_inproc.log" 
 echo "== C test_inproc 8,2,3,4 rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_inproc.log" | cut -c1-300 | head -4
 TEST_TIMEOUT_S=100 timeout -k 5 110 build_c/tests/gpu/test_coll > "$OUT/test_coll.log" 2>&1
 echo "== C test_coll (1 rank) rc=$? at $(el) s"; grep -E "checks passed|FAIL" "$OUT/test_coll.log" | cut -c1-160 | head -3
-ip() {
-  local name=$1 bin=$2; shift 2
-  timeout -k 5 60 "$bin" "$@" --json "$OUT/inproc.jsonl" --label "s25e_$name" > "$OUT/ip_$name.log" 2>&1
-  echo "== $name rc=$?: $(grep -E '^(all|reduce)' "$OUT/ip_$name.log" | awk '{printf "%s %s %s %s | ", substr($1,1,6), $2, $3, $4}')"
-}
+ip() { ip_row s25e "$1" - "${@:2}"; }
 for i in 1 2; do
   for v in B C; do
     d=build/bench; [ $v = C ] && d=build_c/bench

@@ -13,9 +13,6 @@ timeout -k 5 150 build_c/tests/gpu/test_inproc 8,2,3,4 > "$OUT/test_inproc.log" 
 echo "== test_inproc 8,2,3,4 rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_inproc.log" | cut -c1-300 | head -4
 TEST_TIMEOUT_S=100 timeout -k 5 110 build_c/tests/gpu/test_coll > "$OUT/test_coll.log" 2>&1
 echo "== test_coll (1 rank) rc=$? at $(el) s"; grep -E "checks passed|FAIL" "$OUT/test_coll.log" | cut -c1-160 | head -3
-for P in 4 8; do
-  timeout -k 5 60 build_c/bench/bench_inproc --ranks $P --kinds ord --sizes 4096,65536 --json "$OUT/inproc.jsonl" --label s25f_ll$P > "$OUT/ip_ll$P.log" 2>&1
-  echo "== ll$P rc=$?: $(grep -E '^(all|reduce)' "$OUT/ip_ll$P.log" | awk '{printf "%s %s %s %s | ", substr($1,1,6), $2, $3, $4}')"
-done
+for P in 4 8; do ip_row s25f ll$P - build_c/bench/bench_inproc --ranks $P --kinds ord --sizes 4096,65536; done
 echo "== done at $(el) s"
 cd "$OUT" && tar czf logs.tgz *.log && rm -f *.log
