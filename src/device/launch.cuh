@@ -68,6 +68,19 @@ MELD_DEV void meld_args_post(const meld_ctx_t *c) {
   }
 }
 
+/* Reads the posts of ranks r0 .. r0 + 7 that are peers here (0 elsewhere) into pv, every load
+ * issued before any is used: one round trip for up to 8 peers, not one each (session 25). */
+MELD_DEV void meld_args_read8(const meld_ctx_t *c, int r0, uint64_t pv[8]) {
+  const meld_proto_dev_t *p = c->p;
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    const int r = r0 + k;
+    pv[k] = 0;
+    if (r < p->nranks && r != p->rank && p->peer_pads[r])
+      pv[k] = ld_relaxed_sys_u64(meld_pad_u64(p->pad, meld_pad_args_offset(r, c->epoch)));
+  }
+}
+
 /* Checks one peer's post: 1 arrived and equal, 0 not arrived; on a different hash re-posts
  * our own (so that the peer, seeing our abort, also finds our post and reports the mismatch
  * itself; ordered before meld_fail's abort CAS: same thread, acq_rel) and fails with
@@ -99,13 +112,7 @@ MELD_DEV bool meld_args_verify(meld_ctx_t *c) {
    * for all of them where the peers have posted, not one per peer: session 25). */
   for (int r0 = 0; r0 < p->nranks && next == r0; r0 += 8) {
     uint64_t pv[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      const int r = r0 + k;
-      pv[k] = 0;
-      if (r < p->nranks && r != p->rank && p->peer_pads[r])
-        pv[k] = ld_relaxed_sys_u64(meld_pad_u64(p->pad, meld_pad_args_offset(r, c->epoch)));
-    }
+    meld_args_read8(c, r0, pv);
 #pragma unroll
     for (int k = 0; k < 8; k++) {
       const int r = r0 + k;

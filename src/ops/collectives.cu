@@ -142,7 +142,16 @@ typedef struct {
 /* ---- device side ------------------------------------------------------------------------- */
 
 /* Index of producer `src` among consumer `dst`'s producers (0..P-2: dst+1, dst+2, ...). */
-MELD_DEV int coll_src_idx(int src, int dst, int P) { return (src - dst - 1 + P) % P; }
+/* (A conditional add, not a modulo: the any-P LL kernel's P is not a constant.) */
+MELD_DEV int coll_src_idx(int src, int dst, int P) {
+  const int t = src - dst - 1;
+  return t < 0 ? t + P : t;
+}
+/* Peer t of this rank's rotation (0 <= t < P - 1): me + 1 + t modulo P. */
+MELD_DEV int coll_rot(int me, int t, int P) {
+  const int q = me + 1 + t;
+  return q >= P ? q - P : q;
+}
 
 MELD_DEV uint64_t coll_part_len(const coll_kargs_t *a, int p) {
   uint64_t start = (uint64_t)p * a->part;
@@ -870,14 +879,6 @@ MELD_DEV void coll_ll_poll(const uint8_t *lines, I u0, I G, uint64_t len, uint64
   }
 }
 
-/* Unit u's line from producer r in this rank's LL half `mine` (coll_src_idx without the
- * run-time modulo: the any-P kernel's P is not a constant). */
-MELD_DEV const uint8_t *coll_ll_src_line(const uint8_t *mine, const coll_kargs_t *a, int r, int me, int P, uint32_t u) {
-  int t = r - me - 1;
-  if (t < 0) t += P;
-  return mine + (uint64_t)t * a->ll_region + (uint64_t)u * 16;
-}
-
 /* The LL call: entry without waiting for peers, data, lazy argument check, exit.
  * SP (the lean instantiations, the default where they apply; MELD_COLL_LL_LEAN=0 = never):
  * every stream's offsets and lengths, send and recv multiples of 8 bytes and streams < 2 GiB
@@ -932,16 +933,15 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
 #pragma unroll
         for (int k = 0; k < U; k++) {
           const I i = i0 + (I)k * G;
-          int q = me + 1 + (int)(tk[k] = i / nu);
+          tk[k] = i / nu;
           uk[k] = i - tk[k] * nu;
-          if (q >= P) q -= P;
+          const int q = coll_rot(me, (int)tk[k], P);
           v[k] = 0;
           if (i < total) v[k] = *(const uint64_t *)(a->send + a->push_off[q] + (uint64_t)uk[k] * 8);
         }
 #pragma unroll
         for (int k = 0; k < U; k++) {
-          int q = me + 1 + (int)tk[k];
-          if (q >= P) q -= P;
+          const int q = coll_rot(me, (int)tk[k], P);
           if (i0 + (I)k * G < total)
             coll_st_v2((a->loop ? p->pad : p->peer_pads[q]) + MELD_PAD_OFF_LL + half + (uint64_t)(npeer - 1 - (int)tk[k]) * a->ll_region + (uint64_t)uk[k] * 16,
                        hi | (v[k] & 0xffffffffull), hi | (v[k] >> 32));
@@ -1001,8 +1001,7 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
           }
 #pragma unroll
           for (int k = 0; k < U; k++) {
-            int pr = me + 1 + (int)tk[k];
-            if (pr >= P) pr -= P;
+            const int pr = coll_rot(me, (int)tk[k], P);
             uint64_t v;
             if (i0 + (I)k * G >= total ||
                 !coll_ll_take(ctx, mine + (uint64_t)tk[k] * a->ll_region + uk[k] * 16, flag, pr, x[k], y[k], &v))
@@ -1047,13 +1046,13 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
             for (int k = 0; k < COLL_LL_PB; k++) {
               const int r = r0 + k;
               x[k] = y[k] = 0;
-              if (r < P && r != me) coll_ld_v2(coll_ll_src_line(mine, a, r, me, P, g), &x[k], &y[k]);
+              if (r < P && r != me) coll_ld_v2(mine + (uint64_t)coll_src_idx(r, me, P) * a->ll_region + (uint64_t)g * 16, &x[k], &y[k]);
             }
 #pragma unroll
             for (int k = 0; k < COLL_LL_PB; k++) {
               const int r = r0 + k;
               uint64_t v = ov;
-              if (r >= P || (r != me && !coll_ll_take(ctx, coll_ll_src_line(mine, a, r, me, P, g), flag, r, x[k], y[k], &v)))
+              if (r >= P || (r != me && !coll_ll_take(ctx, mine + (uint64_t)coll_src_idx(r, me, P) * a->ll_region + (uint64_t)g * 16, flag, r, x[k], y[k], &v)))
                 break;
               coll_acc8(acc, v, a->dtype);
             }
@@ -1144,21 +1143,16 @@ MELD_DEV void coll_ll(meld_ctx_t *ctx, const meld_proto_dev_t *p, const coll_kar
      * mismatch fails the call (MELD_FAIL_ARGS) on this rank and aborts the peers. */
     if (ctx->ticket == 0 && threadIdx.x == 0 && !ctx->failed && !a->loop) {
       /* Fast path: relaxed reads that find the posts need no fence (the post orders nothing:
-       * run 2 measured ~3.5 us per system-scope fence); up to COLL_LL_PB peers' posts are read
-       * together (one round trip for all, not one per peer: session 25). Else the guarded
-       * wait. (Tried in session 23 call 8: reading the post right after the sends, its
-       * latency behind the receive: all-gather +0.1..+0.17 us, the others -0.05..+0.07.) */
+       * run 2 measured ~3.5 us per system-scope fence); up to 8 peers' posts are read together
+       * (meld_args_read8). Else the guarded wait. (Tried in session 23 call 8: reading the
+       * post right after the sends, its latency behind the receive: all-gather +0.1..+0.17
+       * us, the others -0.05..+0.07.) */
       bool stop = false;
-      for (int r0 = 0; r0 < P && !stop; r0 += COLL_LL_PB) {
-        uint64_t pv[COLL_LL_PB];
+      for (int r0 = 0; r0 < P && !stop; r0 += 8) {
+        uint64_t pv[8];
+        meld_args_read8(ctx, r0, pv);
 #pragma unroll
-        for (int k = 0; k < COLL_LL_PB; k++) {
-          const int r = r0 + k;
-          pv[k] = 0;
-          if (r < P && r != me && p->peer_pads[r]) pv[k] = ld_relaxed_sys_u64(meld_pad_u64(p->pad, meld_pad_args_offset(r, ctx->epoch)));
-        }
-#pragma unroll
-        for (int k = 0; k < COLL_LL_PB; k++) {
+        for (int k = 0; k < 8; k++) {
           const int r = r0 + k;
           if (r >= P) break;
           if (r == me || !p->peer_pads[r]) continue;
@@ -1747,9 +1741,12 @@ static meld_result_t coll_env_flag(const char *name, int def, int *on) {
  * share of the SMs), so an early-launched next grid cannot hold an SM a peer's current grid
  * needs (session 25: LL timeouts at 4 ranks x 32 CTAs and 8 x 16 with PDL; at 2 ranks PDL is
  * 0.65 us a call, which the in-process figures of sessions 20-24 include). */
+static int coll_pdl_fits(const struct meld_comm *comm, int ctas) {
+  return comm->gpu_share <= 1 || 2 * ctas <= comm->sm_count;
+}
 static meld_result_t coll_pdl_env(const struct meld_comm *comm, int ctas, int *on) {
   MELD_CHECK(coll_env_flag("MELD_COLL_PDL", 1, on));
-  if (comm->gpu_share > 1 && 2 * ctas > comm->sm_count) *on = 0;
+  *on = *on && coll_pdl_fits(comm, ctas);
   return MELD_OK;
 }
 
@@ -2058,7 +2055,7 @@ extern "C" meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, c
     /* Plain launch: a ZC CTA waits only for the peers' CTAs of its own ticket (see the kernel). */
     meld_result_t r =
         coll_launch_plain(coll_zc_kernels[zk.unroll < 8][args->op], &plan, kargs, stream,
-                          zk.pdl || (hint && hint->pdl && (comm->gpu_share <= 1 || 2 * plan.ctas <= comm->sm_count)));
+                          zk.pdl || (hint && hint->pdl && coll_pdl_fits(comm, plan.ctas)));
     if (r != MELD_OK) meld_error_prefix("%s", fn);
     return r;
   }

@@ -394,6 +394,17 @@ static void test_plan_zc(void **state) {
   assert_non_null(strstr(buf, "proto=zc"));
 }
 
+/* The engine-rule tests' call: bf16, 2 KB blocks, send at S and recv at R (addresses only
+ * compared, never touched). */
+static const uintptr_t S = 0x100000, R = 0x900000;
+static void rule_args(meld_coll_args_t *a) {
+  memset(a, 0, sizeof *a);
+  a->dtype = MELD_BF16;
+  a->count = 1024;
+  a->send = (const void *)S;
+  a->recv = (void *)R;
+}
+
 /* The CE engine (copy engines move the data; opt-in): eligibility rules (all-gather and
  * uniform all-to-all at 2+ ranks of one node, ZC's size and overlap rules; the send range the
  * peers pull from), and the plan: taken when a hint asks and the call is eligible (a->ce >= 1),
@@ -403,13 +414,8 @@ static void test_plan_zc(void **state) {
 static void test_plan_ce(void **state) {
   (void)state;
   meld_coll_args_t a;
-  memset(&a, 0, sizeof a);
-  const uintptr_t S = 0x100000, R = 0x900000;
   meld_coll_zc_req_t req;
-  a.dtype = MELD_BF16;
-  a.count = 1024; /* 2 KB blocks */
-  a.send = (const void *)S;
-  a.recv = (void *)R;
+  rule_args(&a);
   /* rules */
   a.op = MELD_COLL_ALL_GATHER;
   assert_int_equal(meld_coll_ce_request(&a, 4, 1, 1, &req), 1);
@@ -515,13 +521,8 @@ static void test_plan_ce(void **state) {
 static void test_zc_rules(void **state) {
   (void)state;
   meld_coll_args_t a;
-  memset(&a, 0, sizeof a);
   meld_coll_zc_req_t req;
-  const uintptr_t S = 0x100000, R = 0x900000;
-  a.dtype = MELD_BF16;
-  a.count = 1024; /* 2 KB blocks */
-  a.send = (const void *)S;
-  a.recv = (void *)R;
+  rule_args(&a);
   /* all-gather: recv (P blocks) must be symmetric; send may be anything */
   a.op = MELD_COLL_ALL_GATHER;
   assert_int_equal(meld_coll_zc_request(&a, 4, 1, 1, &req), 1);
