@@ -170,12 +170,11 @@ MELD_DEV bool meld_args_verify(meld_ctx_t *c) {
     }
   }
   if (w.mirrored) meld_mirror_clear(c);
-  /* Acquire: one ld.acquire.sys of each peer's post (already seen by a relaxed load), in place
-   * of the fence.acq_rel.sys that ended the handshake until session 10 (a system-scope fence
-   * with release semantics in every CTA of every call; signal.cuh meld_acquire_slot). Polling
-   * with acquire loads instead (no re-read) measured nothing (session 22 call 6). */
-  for (int r = 0; r < p->nranks; r++)
-    if (r != p->rank && p->peer_pads[r]) (void)ld_acquire_sys_u64(meld_pad_u64(p->pad, meld_pad_args_offset(r, c->epoch)));
+  /* Acquire: every peer's post was seen by a relaxed load of this thread; one fence.acquire.sys
+   * makes each an acquire pattern (session 26). Until then: one ld.acquire.sys per peer (serial:
+   * each orders every later access of the thread, so P - 1 round trips), and until session 10
+   * a fence.acq_rel.sys (whose release half waits for this thread's earlier writes). */
+  fence_acquire_sys();
   return true;
 }
 
