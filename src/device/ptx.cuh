@@ -35,8 +35,8 @@ MELD_DEV void st_relaxed_sys_u32(uint32_t *p, uint32_t v) {
   asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 /* Relaxed load at system scope: reads the latest value in coherence order (never a stale
- * L1 copy), no ordering: spin on it, then one ld_acquire_sys of the word once it is reached
- * (signal.cuh meld_acquire_slot). */
+ * L1 copy), no ordering: spin on it, then one fence_acquire_sys once it is reached
+ * (signal.cuh meld_acquire_seen). */
 MELD_DEV uint64_t ld_relaxed_sys_u64(const uint64_t *p) {
   uint64_t v;
   asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
