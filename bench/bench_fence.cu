@@ -4,7 +4,9 @@
  * printed. Variants: relaxed / acquire loads at system scope, relaxed / release stores, the
  * acq_rel and sc fences at GPU and system scope, an acq_rel GPU-scope atomic (meld_call_end),
  * and the wait's success path both ways (relaxed load + fence.acq_rel.sys, the form of
- * meld_wait_impl until session 10, against one ld.acquire.sys). "after stores": each iteration
+ * meld_wait_impl until session 10, against one ld.acquire.sys; session 26: the acquire-only
+ * fence, and the entry handshake's shape, 7 posts acquired one by one or read relaxed together
+ * and followed by one fence.acquire.sys). "after stores": each iteration
  * first stores 64 bytes per lane (a warp's 2 KB) to another buffer, so that a release has
  * writes to drain; with --peer (2 GPUs) those stores go to GPU 1's memory over NVLink, so a
  * release must wait for the link's acknowledgements.
@@ -21,12 +23,14 @@
 
 enum {
   V_LD_RELAXED, V_LD_ACQUIRE, V_ST_RELAXED, V_ST_RELEASE, V_FENCE_ACQREL_GPU, V_FENCE_ACQREL_SYS,
-  V_FENCE_SC_SYS, V_ATOM_ACQREL_GPU, V_WAIT_FENCE, V_WAIT_ACQUIRE, V_NVARIANTS
+  V_FENCE_SC_SYS, V_ATOM_ACQREL_GPU, V_WAIT_FENCE, V_WAIT_ACQUIRE, V_FENCE_ACQ_SYS, V_WAIT_FENCE_ACQ,
+  V_ENTRY7_ACQUIRE, V_ENTRY7_FENCE_ACQ, V_NVARIANTS
 };
 static const char *const g_names[V_NVARIANTS] = {
     "ld.relaxed.sys",       "ld.acquire.sys",          "st.relaxed.sys",          "st.release.sys",
     "fence.acq_rel.gpu",    "fence.acq_rel.sys",       "fence.sc.sys",            "atom.acq_rel.gpu.add",
-    "wait: ld.relaxed + fence.acq_rel.sys", "wait: ld.acquire.sys"};
+    "wait: ld.relaxed + fence.acq_rel.sys", "wait: ld.acquire.sys", "fence.acquire.sys",
+    "wait: ld.relaxed + fence.acquire.sys", "7 words: ld.acquire.sys each", "7 words: ld.relaxed + fence.acquire"};
 
 __global__ void fence_kernel(int variant, int stores, int iters, uint64_t *word, uint4 *sink, uint64_t *out) {
   uint64_t acc = 0;
@@ -48,7 +52,22 @@ __global__ void fence_kernel(int variant, int stores, int iters, uint64_t *word,
         case V_FENCE_SC_SYS: fence_sc_sys(); break;
         case V_ATOM_ACQREL_GPU: acc += atom_add_acq_rel_gpu_u32((uint32_t *)word, 1u); break;
         case V_WAIT_FENCE: acc += ld_relaxed_sys_u64(word); fence_acq_rel_sys(); break;
-        default: acc += ld_acquire_sys_u64(word); break;
+        case V_FENCE_ACQ_SYS: fence_acquire_sys(); break;
+        case V_WAIT_FENCE_ACQ: acc += ld_relaxed_sys_u64(word); fence_acquire_sys(); break;
+        case V_ENTRY7_ACQUIRE: /* the entry handshake's acquires until session 26: one per peer */
+          for (int k = 1; k < 8; k++) acc += ld_acquire_sys_u64(word + 16 * k);
+          break;
+        case V_ENTRY7_FENCE_ACQ: { /* relaxed loads in flight together, then one acquire fence */
+          uint64_t v[7];
+#pragma unroll
+          for (int k = 0; k < 7; k++) v[k] = ld_relaxed_sys_u64(word + 16 * (k + 1));
+#pragma unroll
+          for (int k = 0; k < 7; k++) acc += v[k];
+          fence_acquire_sys();
+          break;
+        }
+        case V_WAIT_ACQUIRE: acc += ld_acquire_sys_u64(word); break;
+        default: break;
       }
     }
     __syncwarp();
@@ -100,11 +119,11 @@ int main(int argc, char **argv) {
   } else if (cudaMalloc(&sink, (size_t)64 * 128 * sizeof(uint4))) {
     sink = NULL;
   }
-  if (!sink || cudaMalloc(&word, 64) || cudaMalloc(&out, 64)) {
+  if (!sink || cudaMalloc(&word, 1024) || cudaMalloc(&out, 64)) {
     printf("bench_fence: cudaMalloc failed\n");
     return 1;
   }
-  cudaMemset(word, 0, 64);
+  cudaMemset(word, 0, 1024);
   printf("bench_fence: %s, one thread (warp 0 stores when asked%s), %d iterations; ns and SM cycles per iteration\n",
          prop.name, peer ? ", to GPU 1 over NVLink" : "", iters);
   printf("%-40s %12s %12s %14s %14s\n", "instruction", "ns", "cycles", "ns after st", "cycles after st");

@@ -35,8 +35,8 @@ MELD_DEV void st_relaxed_sys_u32(uint32_t *p, uint32_t v) {
   asm volatile("st.relaxed.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 /* Relaxed load at system scope: reads the latest value in coherence order (never a stale
- * L1 copy), no ordering: spin on it, then one ld_acquire_sys of the word once it is reached
- * (signal.cuh meld_acquire_slot). */
+ * L1 copy), no ordering: spin on it, then one fence_acquire_sys once it is reached
+ * (signal.cuh meld_acquire_seen). */
 MELD_DEV uint64_t ld_relaxed_sys_u64(const uint64_t *p) {
   uint64_t v;
   asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -71,6 +71,10 @@ MELD_DEV uint64_t ld_relaxed_gpu_u64(const uint64_t *p) {
 /* Acquire + release fence at system scope: after a relaxed load that saw a released value,
  * makes the releaser's prior writes visible (fence-based synchronization, PTX 8.8). */
 MELD_DEV void fence_acq_rel_sys(void) { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+/* Acquire-only fence at system scope (PTX ISA 8.6, sm_90): with earlier relaxed loads that saw
+ * released values, an acquire pattern for each of them; no release half, so it need not wait
+ * for this thread's earlier writes to be performed, as fence.acq_rel.sys must. */
+MELD_DEV void fence_acquire_sys(void) { asm volatile("fence.acquire.sys;" ::: "memory"); }
 /* Sequentially consistent fence at system scope (orders stores to host-mapped memory). */
 MELD_DEV void fence_sc_sys(void) { asm volatile("fence.sc.sys;" ::: "memory"); }
 /* Generic -> async proxy fence for global memory: generic-proxy accesses of this thread

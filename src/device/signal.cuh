@@ -188,17 +188,16 @@ MELD_DEV void meld_mirror_clear(const meld_ctx_t *c) {
   if (c->cta < MELD_MIRROR_CTAS) st_relaxed_sys_u32(&c->p->mirror[c->cta].state, 0u);
 }
 
-/* The acquire that ends a successful wait: one ld.acquire.sys of the slot whose relaxed load
- * saw the producer's st.release.sys (the value only grows until this wait's call ends, so the
- * re-read observes that release or a later one of the same writer). An acquire pattern by
- * itself, it replaces the fence.acq_rel.sys that followed the relaxed load until session 10:
- * a fence with release semantics at system scope costs microseconds on the critical path
- * (session 2: ~1.5-3.5 us per system-scope fence in the entry handshake), an acquire load
- * only invalidates the SM's L1 (bench/bench_fence.cu measures both). */
-MELD_DEV void meld_acquire_slot(const uint64_t *slot) { (void)ld_acquire_sys_u64(slot); }
+/* The acquire that ends a successful wait: the thread's relaxed load saw the producer's
+ * st.release.sys, and one fence.acquire.sys after it makes that an acquire pattern (session 26;
+ * bench/bench_fence.cu: 133 ns, no memory access; an ld.acquire.sys re-read of the slot, the
+ * form of sessions 10-25, costs a round trip to the slot, 287 ns on a local word; the
+ * fence.acq_rel.sys before that, 640 ns and more after stores, since its release half waits
+ * for the thread's earlier writes). */
+MELD_DEV void meld_acquire_seen(void) { fence_acquire_sys(); }
 
 /* One thread waits until *slot reaches target (cmp: stamp >=, or argument post of epoch
- * `target`). On success returns true with acquire ordering (meld_acquire_slot after the
+ * `target`). On success returns true with acquire ordering (meld_acquire_seen after the
  * relaxed load that saw the value) and *observed = the value. On abort or timeout fills the
  * record (see meld_fail) and returns false. `slot` must be in this GPU's memory (spin only on
  * local memory; peers write into it). */
@@ -210,7 +209,7 @@ MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t targe
   const uint32_t *abort_word = meld_abort_word(p);
   uint64_t v = ld_relaxed_sys_u64(slot);
   if (meld_cmp_reached(cmp, v, target)) {
-    meld_acquire_slot(slot); /* pairs with the producer's st.release.sys: its data is visible now */
+    meld_acquire_seen(); /* pairs with the producer's st.release.sys: its data is visible now */
     *observed = v;
     return true;
   }
@@ -255,7 +254,7 @@ MELD_DEV bool meld_wait_impl(meld_ctx_t *c, const uint64_t *slot, uint64_t targe
   }
   if (w.mirrored) meld_mirror_clear(c);
   if (outcome == MELD_WAIT_DONE) {
-    meld_acquire_slot(slot);
+    meld_acquire_seen();
     *observed = v;
     return true;
   }
@@ -370,7 +369,7 @@ MELD_DEV int meld_wait_ge_raw(const uint64_t *slot, uint64_t target, const uint3
       v = ld_relaxed_sys_u64(slot);
     }
   }
-  if (outcome == MELD_WAIT_DONE) meld_acquire_slot(slot); /* pairs with the setter's release */
+  if (outcome == MELD_WAIT_DONE) meld_acquire_seen(); /* pairs with the setter's release */
   else fence_acq_rel_sys();
   *observed = v;
   return outcome;
