@@ -6,7 +6,8 @@
  * and the wait's success path both ways (relaxed load + fence.acq_rel.sys, the form of
  * meld_wait_impl until session 10, against one ld.acquire.sys; session 26: the acquire-only
  * fence, and the entry handshake's shape, 7 posts acquired one by one or read relaxed together
- * and followed by one fence.acquire.sys). "after stores": each iteration
+ * and followed by one fence.acquire.sys; the release fence alone and in a release pattern).
+ * "after stores": each iteration
  * first stores 64 bytes per lane (a warp's 2 KB) to another buffer, so that a release has
  * writes to drain; with --peer (2 GPUs) those stores go to GPU 1's memory over NVLink, so a
  * release must wait for the link's acknowledgements.
@@ -24,13 +25,16 @@
 enum {
   V_LD_RELAXED, V_LD_ACQUIRE, V_ST_RELAXED, V_ST_RELEASE, V_FENCE_ACQREL_GPU, V_FENCE_ACQREL_SYS,
   V_FENCE_SC_SYS, V_ATOM_ACQREL_GPU, V_WAIT_FENCE, V_WAIT_ACQUIRE, V_FENCE_ACQ_SYS, V_WAIT_FENCE_ACQ,
-  V_ENTRY7_ACQUIRE, V_ENTRY7_FENCE_ACQ, V_NVARIANTS
+  V_ENTRY7_ACQUIRE, V_ENTRY7_FENCE_ACQ, V_FENCE_REL_SYS, V_FENCE_REL_ST, V_FENCE_ACQREL_ST, V_ST_RELEASE_GPU,
+  V_NVARIANTS
 };
 static const char *const g_names[V_NVARIANTS] = {
     "ld.relaxed.sys",       "ld.acquire.sys",          "st.relaxed.sys",          "st.release.sys",
     "fence.acq_rel.gpu",    "fence.acq_rel.sys",       "fence.sc.sys",            "atom.acq_rel.gpu.add",
     "wait: ld.relaxed + fence.acq_rel.sys", "wait: ld.acquire.sys", "fence.acquire.sys",
-    "wait: ld.relaxed + fence.acquire.sys", "7 words: ld.acquire.sys each", "7 words: ld.relaxed + fence.acquire"};
+    "wait: ld.relaxed + fence.acquire.sys", "7 words: ld.acquire.sys each", "7 words: ld.relaxed + fence.acquire",
+    "fence.release.sys", "fence.release.sys + st.relaxed.sys", "fence.acq_rel.sys + st.relaxed.sys",
+    "st.release.gpu"};
 
 __global__ void fence_kernel(int variant, int stores, int iters, uint64_t *word, uint4 *sink, uint64_t *out) {
   uint64_t acc = 0;
@@ -67,6 +71,15 @@ __global__ void fence_kernel(int variant, int stores, int iters, uint64_t *word,
           break;
         }
         case V_WAIT_ACQUIRE: acc += ld_acquire_sys_u64(word); break;
+        case V_FENCE_REL_SYS: asm volatile("fence.release.sys;" ::: "memory"); break;
+        case V_FENCE_REL_ST: /* a release pattern: fence, then a relaxed flag store */
+          asm volatile("fence.release.sys;" ::: "memory");
+          st_relaxed_sys_u64(word, (uint64_t)i);
+          break;
+        case V_FENCE_ACQREL_ST: fence_acq_rel_sys(); st_relaxed_sys_u64(word, (uint64_t)i); break;
+        case V_ST_RELEASE_GPU:
+          asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(word), "l"((uint64_t)i) : "memory");
+          break;
         default: break;
       }
     }
