@@ -160,10 +160,11 @@ static meld_result_t ce_stream_create(struct meld_comm *c) {
     /* Ranks as threads on one GPU (a test mode): their kernels spin for each other, so no two
      * of their streams may share a hardware queue (one's waiting kernel would hold up the
      * other's), and the process has CUDA_DEVICE_MAX_CONNECTIONS of them (default 8): a
-     * caller's stream and n side streams per rank must fit (session 25: 8 ranks x 5 streams
-     * on 32 queues stalled a CE call). */
+     * caller's stream, the protocol's side stream (proto.c) and n side streams per rank must
+     * fit (session 25: 8 ranks x 5 streams on 32 queues stalled a CE call; session 26 counts
+     * the side stream too: 8 ranks x (1 + 1 + 3) had still been 40). */
     const char *e = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    const int queues = e && atoi(e) > 0 ? atoi(e) : 8, fit = queues / c->gpu_share - 1;
+    const int queues = e && atoi(e) > 0 ? atoi(e) : 8, fit = queues / c->gpu_share - 2;
     n = fit < 1 ? 1 : fit < n ? fit : n;
   }
   MELD_CUDA_CHECK(cudaEventCreateWithFlags(&c->ce_fork, cudaEventDisableTiming));

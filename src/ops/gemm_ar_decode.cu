@@ -342,6 +342,11 @@ extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld
   const size_t base = (comm->workspace.bytes - (size_t)P * part) / 256 * 256;
   uint8_t *const local = (uint8_t *)comm->workspace.local;
   meld_gemm_args_t g = *g0;
+  /* Ranks as threads sharing a GPU (a test mode): every CTA waits for its peers' CTAs, so each
+   * rank's grid must fit in its share of the SMs beside theirs (session 26: 8 ranks planned the
+   * whole GPU each and timed out waiting for a rank whose grid could not start). */
+  if (comm->gpu_share > 1 && (g.sm_count <= 0 || g.sm_count > meld_comm_node_sm_count(comm)))
+    g.sm_count = meld_comm_node_sm_count(comm);
   g.c = local + base + (size_t)me * part;
   g.ldc = ldp;
   gemm_ar_dec_args_t k;
@@ -353,6 +358,7 @@ extern "C" meld_result_t gemm_ar_decode_fused(struct meld_comm *comm, const meld
   int dev = 0, fit = 0;
   MELD_CUDA_CHECK(cudaGetDevice(&dev));
   MELD_CHECK(gemm_ar_dec_clusters(dev, k.g.skinny_mt, S, &fit));
+  if (comm->gpu_share > 1) fit /= comm->gpu_share; /* (this rank's share of the co-resident clusters) */
   if (fit <= 0 || workers / S > fit) return MELD_OK; /* not one wave: a wait could never end */
   for (int r = 0; r < P; r++) {
     const uint8_t *ws_r = push || loop ? local : (const uint8_t *)comm->workspace.peer[r];
