@@ -75,6 +75,11 @@ MELD_DEV void fence_acq_rel_sys(void) { asm volatile("fence.acq_rel.sys;" ::: "m
  * released values, an acquire pattern for each of them; no release half, so it need not wait
  * for this thread's earlier writes to be performed, as fence.acq_rel.sys must. */
 MELD_DEV void fence_acquire_sys(void) { asm volatile("fence.acquire.sys;" ::: "memory"); }
+/* Release-only fence at system scope (PTX ISA 8.6, sm_90): with later relaxed stores, a
+ * release pattern for each of them. It costs what st.release.sys does (~650 ns: the wait for
+ * the thread's earlier writes; bench_fence, session 26), so it pays only where one fence
+ * serves several stores. */
+MELD_DEV void fence_release_sys(void) { asm volatile("fence.release.sys;" ::: "memory"); }
 /* Sequentially consistent fence at system scope (orders stores to host-mapped memory). */
 MELD_DEV void fence_sc_sys(void) { asm volatile("fence.sc.sys;" ::: "memory"); }
 /* Generic -> async proxy fence for global memory: generic-proxy accesses of this thread
