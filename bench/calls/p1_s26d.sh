@@ -3,7 +3,9 @@
 #   build_h/: fa22749 (baseline for the fused GEMM+AR kernel: unchanged since);
 #   build_j/: main at 9f67e89 + the fused GEMM+AR's deferred copy flags as ONE fence.release.sys
 #             and P - 1 relaxed stores (were P - 1 st.release.sys in series by thread 0 of
-#             warpgroup 0, ~650 ns each, once per reduced tile).
+#             warpgroup 0, ~650 ns each, once per reduced tile);
+#   build/:   main's GPU tests as `make test` built them (the session's final library: the
+#             acquire fences, the decode READY post, the in-process sharing fixes), run last.
 # Prediction: tests pass; fused AR ("fused" row: ordinary C, slots and copies) at 8 ranks
 # 8192 x 8192 x 1024 -2..-6% (short mainloops: the epilogue's serial releases weigh), x 8192 ~0;
 # 4 ranks about half that; the symmetric-C row (fused_symc) unchanged.
@@ -22,5 +24,8 @@ for P in 8 4; do
     echo "== fused AR $v P=$P rc=$? at $(el) s"; grep -E "mean of" "$OUT/ar_${P}_$v.log" | cut -c1-110
   done
 done
+TEST_TIMEOUT_S=150 timeout -k 5 200 tests/gpu/run.sh > "$OUT/gpu_tests.log" 2>&1
+echo "== main: every GPU test at one rank rc=$? at $(el) s"; grep -E "checks passed|FAILED|FAIL" "$OUT/gpu_tests.log" | head -12
+cp build/tests/gpu/*.log "$OUT/" 2>/dev/null
 echo "== done at $(el) s"
 cd "$OUT" && tar czf logs.tgz *.log && rm -f *.log
