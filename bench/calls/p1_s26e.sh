@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# p1_s26e.sh — ONE GPU, session 26 call 5 (the last ~200 s of device time). Carried: build_h/
+# p1_s26e.sh — ONE GPU, prepared in session 26 as call 5; NOT RUN (too little device time left). Carried: build_h/
 # bench_inproc (fa22749; the fused GEMM+RS kernel is unchanged since). Call 4 saw the fused
 # GEMM+AR slower than unfused at 4 and 8 in-process ranks; does GEMM+RS do the same?
 # Prediction: fused RS within a few % of unfused at 4 ranks (its kernel has no copy phase).
