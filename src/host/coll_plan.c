@@ -196,6 +196,18 @@ size_t meld_coll_ll_capacity(int nranks) {
   return MELD_COLL_LL_HALF_BYTES / (size_t)(nranks - 1) / 16 * 8;
 }
 
+int meld_coll_ce_side_streams(int nranks, int gpu_share, int queues, int max_streams) {
+  if (nranks < 2) return 0;
+  int n = nranks - 1 < max_streams ? nranks - 1 : max_streams;
+  if (gpu_share > 1) {
+    /* session 25: 8 ranks x 5 streams on 32 queues stalled a CE call; session 26: the
+     * protocol's side stream counted too (8 ranks had still been 40 streams on 32 queues) */
+    const int fit = queues / gpu_share - 2;
+    n = fit < 1 ? 1 : fit < n ? fit : n;
+  }
+  return n;
+}
+
 void meld_coll_plan_derive(meld_coll_plan_t *p) {
   size_t per_round = mul_sat((size_t)(p->ctas > 0 ? p->ctas : 1), p->chunk_bytes ? p->chunk_bytes : 1);
   p->rounds = (int64_t)ceil_div(p->pair_bytes, per_round);

@@ -167,6 +167,13 @@ typedef struct {
  * (0 when P = 1 or the op cannot use LL). */
 size_t meld_coll_ll_capacity(int nranks);
 
+/* How many side streams the CE engine takes (comm.c ce_stream_create): one per peer up to
+ * max_streams; where gpu_share > 1 ranks of one process share a GPU (their kernels wait for
+ * each other), only as many as leave every rank's caller's stream, protocol side stream and
+ * side streams a hardware queue of its own among `queues` (CUDA_DEVICE_MAX_CONNECTIONS),
+ * at least 1. 0 for one rank. */
+int meld_coll_ce_side_streams(int nranks, int gpu_share, int queues, int max_streams);
+
 /* Size of one element of dtype, or 0 for an unknown dtype. */
 size_t meld_coll_dtype_bytes(meld_dtype_t dtype);
 /* "bf16", "fp32" or "?" ; "all_gather", ... */

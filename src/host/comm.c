@@ -155,18 +155,11 @@ static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *
  * session 24 calls 3-4). */
 static meld_result_t ce_stream_create(struct meld_comm *c) {
   if (c->nranks < 2) return MELD_OK;
-  int n = c->nranks - 1 < MELD_CE_STREAMS ? c->nranks - 1 : MELD_CE_STREAMS;
-  if (c->gpu_share > 1) {
-    /* Ranks as threads on one GPU (a test mode): their kernels spin for each other, so no two
-     * of their streams may share a hardware queue (one's waiting kernel would hold up the
-     * other's), and the process has CUDA_DEVICE_MAX_CONNECTIONS of them (default 8): a
-     * caller's stream, the protocol's side stream (proto.c) and n side streams per rank must
-     * fit (session 25: 8 ranks x 5 streams on 32 queues stalled a CE call; session 26 counts
-     * the side stream too: 8 ranks x (1 + 1 + 3) had still been 40). */
-    const char *e = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    const int queues = e && atoi(e) > 0 ? atoi(e) : 8, fit = queues / c->gpu_share - 2;
-    n = fit < 1 ? 1 : fit < n ? fit : n;
-  }
+  /* Ranks as threads on one GPU (a test mode): their kernels spin for each other, so no two
+   * of their streams may share a hardware queue (one's waiting kernel would hold up the
+   * other's); the process has CUDA_DEVICE_MAX_CONNECTIONS of them (default 8). */
+  const char *e = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  const int n = meld_coll_ce_side_streams(c->nranks, c->gpu_share, e && atoi(e) > 0 ? atoi(e) : 8, MELD_CE_STREAMS);
   MELD_CUDA_CHECK(cudaEventCreateWithFlags(&c->ce_fork, cudaEventDisableTiming));
   for (int i = 0; i < n; i++) {
     MELD_CUDA_CHECK(cudaStreamCreateWithFlags(&c->ce_stream[i], cudaStreamNonBlocking));

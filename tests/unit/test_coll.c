@@ -735,6 +735,30 @@ static void test_ref_collectives(void **state) {
   assert_true(ref_rel_err(out, MELD_BF16, ref, 4) < 1e-2);
 }
 
+/* The CE engine's side streams (comm.c ce_stream_create): one per peer up to 4 with a GPU per
+ * rank; ranks as threads sharing a GPU take only what leaves every rank's streams a hardware
+ * queue of their own (session 26: 8 ranks had 40 streams on 32 queues and one rank's launch
+ * waited behind another rank's work past the timeout). */
+static void test_ce_side_streams(void **state) {
+  (void)state;
+  assert_int_equal(meld_coll_ce_side_streams(1, 1, 8, MELD_CE_STREAMS), 0);
+  assert_int_equal(meld_coll_ce_side_streams(2, 1, 8, MELD_CE_STREAMS), 1);
+  assert_int_equal(meld_coll_ce_side_streams(4, 1, 8, MELD_CE_STREAMS), 3);
+  assert_int_equal(meld_coll_ce_side_streams(8, 1, 8, MELD_CE_STREAMS), 4);
+  assert_int_equal(meld_coll_ce_side_streams(8, 8, 32, MELD_CE_STREAMS), 2);
+  assert_int_equal(meld_coll_ce_side_streams(4, 4, 32, MELD_CE_STREAMS), 3);
+  assert_int_equal(meld_coll_ce_side_streams(8, 8, 8, MELD_CE_STREAMS), 1); /* never none */
+  /* Every rank's caller's stream, protocol side stream and side streams fit the queues
+   * wherever that is possible (3 queues a rank or more). */
+  for (int share = 2; share <= 8; share++)
+    for (int queues = 8; queues <= 32; queues += 8)
+      for (int P = share; P <= 16; P++) {
+        const int n = meld_coll_ce_side_streams(P, share, queues, MELD_CE_STREAMS);
+        assert_true(n >= 1 && n <= MELD_CE_STREAMS && n <= P - 1);
+        if (queues / share >= 3) assert_true(share * (2 + n) <= queues);
+      }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_comm),
@@ -753,6 +777,7 @@ int main(void) {
       cmocka_unit_test(test_validate_direct),
       cmocka_unit_test(test_ref_bf16),
       cmocka_unit_test(test_ref_collectives),
+      cmocka_unit_test(test_ce_side_streams),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
