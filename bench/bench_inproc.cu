@@ -19,7 +19,8 @@
  * Usage: bench_inproc [--ranks P] [--sizes 4096,65536] [--calls 200] [--reps 3] [--samples 7]
  *                     [--only all_reduce|reduce_scatter|all_gather] [--kinds ord,sym]
  *                     [--zc | --ce] [--trace N] [--quick] [--json F] [--label L]
- * --trace N: per row N plain calls and no timing (with MELD_TRACE=path: one timeline per rank).
+ * --trace N: per row N plain calls and no timing (with MELD_TRACE=path: one timeline per rank);
+ *   with --fused, N calls of each fused variant after its check (BENCH_VARIANTS picks them).
  * --fused LIST: instead of the collectives, the fused ops against meld_gemm with both ranks in
  *   flight (see fused_rows; --fused-calls N calls a sample, default 20; --fused-pairs R pairs
  *   of passes in opposite orders, default 1; BENCH_SETTLE_MS).
@@ -375,6 +376,15 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
           pthread_barrier_wait(&g_bar);
           for (int r = 0; r < P; r++) err[v] = g_err[r] > err[v] ? g_err[r] : err[v];
           pthread_barrier_wait(&g_bar);
+        }
+        if (g_trace) { /* --trace N: N plain calls of the variant for MELD_TRACE's timeline, nothing timed */
+          if (pass == 0 && v != FV_GEMM) {
+            for (int i = 0; i < g_trace; i++) IP_CK(fused_call(comm, &f, v, st));
+            CK(cudaStreamSynchronize(st));
+            if (rank == 0) printf("trace: %d %s calls of %s (%s)\n", g_trace, g_fopname[s->op], shape, g_fvar[v]);
+          }
+          pthread_barrier_wait(&g_bar);
+          continue;
         }
         /* warm-up (2 calls, timed: the settle count), then the settle, then the samples */
         ip_fused_t fu = {comm, &f, v};
