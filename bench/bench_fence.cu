@@ -71,11 +71,8 @@ __global__ void fence_kernel(int variant, int stores, int iters, uint64_t *word,
           break;
         }
         case V_WAIT_ACQUIRE: acc += ld_acquire_sys_u64(word); break;
-        case V_FENCE_REL_SYS: asm volatile("fence.release.sys;" ::: "memory"); break;
-        case V_FENCE_REL_ST: /* a release pattern: fence, then a relaxed flag store */
-          asm volatile("fence.release.sys;" ::: "memory");
-          st_relaxed_sys_u64(word, (uint64_t)i);
-          break;
+        case V_FENCE_REL_SYS: fence_release_sys(); break;
+        case V_FENCE_REL_ST: fence_release_sys(); st_relaxed_sys_u64(word, (uint64_t)i); break; /* a release pattern */
         case V_FENCE_ACQREL_ST: fence_acq_rel_sys(); st_relaxed_sys_u64(word, (uint64_t)i); break;
         case V_ST_RELEASE_GPU:
           asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(word), "l"((uint64_t)i) : "memory");

@@ -85,7 +85,8 @@ struct meld_comm {
   void *unfused_scratch;   /* the unfused paths' buffer (meld_comm_scratch); freed at destroy */
   size_t unfused_scratch_bytes;
   meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
-  int ce_nstreams;         /* the CE engine's side streams (collectives.cu; 2+ ranks): min(P-1, 4) */
+  int ce_nstreams;         /* the CE engine's side streams (collectives.cu; 2+ ranks): min(P-1, 4),
+                              fewer where ranks share a GPU (coll_plan.c meld_coll_ce_side_streams) */
   cudaStream_t ce_stream[MELD_CE_STREAMS]; /* non-blocking; a call's copy i > 0 on (i - 1) % n  */
   cudaEvent_t ce_fork, ce_join[MELD_CE_STREAMS]; /* fork from the caller's stream, join back */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
