@@ -232,6 +232,15 @@ typedef struct {
      * stores were issued: cp.async.bulk.wait_group 0 on the warpgroup's path (session 16,
      * loopback: 2.4 us per own tile; at 2 GPUs the copies' NVLink drain). */
     int32_t copy_hold;
+    /* (additive; 0 = off; add mode 4) s + 1: at an own tile's start, after the flags' acquire,
+     * the thread that asks for src[0]'s half 0 also asks L2 for its warpgroup's rows of the
+     * partial slots s, s + 1, ... (as many as gemm_params_t.map_pf's box holds: a 3-D map over
+     * the slots, dims {n, rows_per_owner, slots}, ld out_ld, slot pitch = the slots' distance,
+     * box {256, 64, slots}, no swizzle) with ONE tensor prefetch, so that the epilogue's loads of
+     * src[1..] (registers, after the mainloop) and of src[0]'s half 1 (TMA, after half 0's
+     * stores) hit L2 instead of waiting for HBM with the tensor cores idle. A hint: results are
+     * the same with or without it. Session 27 (gemm_rs_pf_mode). */
+    int32_t pf;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
@@ -309,6 +318,8 @@ typedef struct {
   CUtensorMap map_p;
   /* The reduced tiles' copy map (hook g with epi.reduce.copy_tma; see there). */
   CUtensorMap map_cp;
+  /* The partial slots' prefetch map (hook g with epi.reduce.pf; see there). */
+  CUtensorMap map_pf;
   /* Split-K / stream-K combine (additive; 0 = each piece stores its partial, the last
    * arriver reads them; 1 = pieces add into one zeroed fp32 tile with red.global.add.v4.f32,
    * the last reads the sum and re-zeroes it: `workspace` must then be all zeros before the
@@ -979,7 +990,9 @@ __device__ __forceinline__ void gemm_partial_first(const gemm_params_t *p, gemm_
   if (t.m_blk * GEMM_BM + 64 * g >= p->m) return;
   gemm_own_wait(p, t, sbase);
   fence_proxy_async_gmem();
-  gemm_partial_tma(p, stg, sbase, g, 0, t.n_blk * GEMM_BN, (int64_t)gemm_own_mblk(p, t) * GEMM_BM + 64 * g);
+  const int64_t lrow0 = (int64_t)gemm_own_mblk(p, t) * GEMM_BM + 64 * g;
+  gemm_partial_tma(p, stg, sbase, g, 0, t.n_blk * GEMM_BN, lrow0);
+  if (p->epi.reduce.pf) tma_prefetch_3d(&p->map_pf, t.n_blk * GEMM_BN, (int32_t)lrow0, p->epi.reduce.pf - 1);
 }
 
 /* Hook g, the reduction of one 64x128 half (see the comment above gemm_red_args_t). Thread tid
@@ -1897,6 +1910,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     if (p->epi.reduce.copy_tma) prefetch_tensormap(&p->map_cp);
     if (p->epi.reduce.preload >= 4) { /* (mode 5 uses only the map) */
       prefetch_tensormap(&p->map_p);
+      if (p->epi.reduce.pf) prefetch_tensormap(&p->map_pf);
       for (int g = 0; g < 2; ++g) {
         mbarrier_init_cta(sbase + GEMM_PBAR_OFF + 8 * g, 1);
         st_shared_u32(sbase + GEMM_PCNT_OFF + 4 * g, 0u);

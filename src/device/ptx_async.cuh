@@ -72,6 +72,16 @@ PA_INLINE void tma_load_2d(uint32_t dst, const void *map, uint32_t bar, int32_t 
       : "memory");
 }
 
+/* L2 prefetch of the box at element coords (c0 = inner, c1, c2) of a 3-D map (PTX ISA
+ * cp.async.bulk.prefetch.tensor, sm_90): a hint, no completion to wait for; OOB parts are
+ * skipped. One instruction for a whole box, where per-row bulk prefetches queue up to 64 small
+ * operations in the TMA unit ahead of the producer's loads (perf-notes, session 5). */
+PA_INLINE void tma_prefetch_3d(const void *map, int32_t c0, int32_t c1, int32_t c2) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(map), "r"(c0), "r"(c1),
+               "r"(c2)
+               : "memory");
+}
+
 /* Like tma_load_2d, but the box lands at offset `dst` (and complete_tx hits `bar`) in every
  * CTA of the cluster whose bit is set in `mask`. */
 PA_INLINE void tma_load_2d_multicast(uint32_t dst, const void *map, uint32_t bar, int32_t c0,

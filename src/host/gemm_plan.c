@@ -111,6 +111,33 @@ static meld_result_t encode_2d(CUtensorMap *map, const void *base, int64_t inner
   return MELD_OK;
 }
 
+meld_result_t gemm_plan_map_slots(CUtensorMap *map, const void *base, int64_t n, int64_t rows, int64_t ld,
+                                  uint64_t slot_pitch, int slots, int box_slots) {
+  pthread_once(&g_encode_once, encode_lookup);
+  if (!g_encode)
+    return meld_error(MELD_ERR_CUDA, "gemm: the driver entry point cuTensorMapEncodeTiled is unavailable (%s)",
+                      cudaGetErrorString(g_encode_err));
+  if (n <= 0 || rows <= 0 || ld < n || ld % 8 || slot_pitch % 16 || slots < 1 || box_slots < 1 || box_slots > slots ||
+      box_slots > 256)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm: slot map n %lld, rows %lld, ld %lld, pitch %llu, slots %d / %d",
+                      (long long)n, (long long)rows, (long long)ld, (unsigned long long)slot_pitch, box_slots, slots);
+  const int64_t n8 = (n + 7) / 8 * 8;
+  cuuint64_t dims[3] = {(cuuint64_t)n, (cuuint64_t)rows, (cuuint64_t)slots};
+  cuuint64_t strides[2] = {(cuuint64_t)ld * 2, (cuuint64_t)slot_pitch};
+  cuuint32_t box[3] = {(cuuint32_t)(n8 < 256 ? n8 : 256), (cuuint32_t)(rows < 64 ? rows : 64), (cuuint32_t)box_slots};
+  cuuint32_t estr[3] = {1, 1, 1};
+  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)base, dims, strides, box, estr,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return meld_error(MELD_ERR_CUDA,
+                      "gemm: cuTensorMapEncodeTiled rejected the slot map (error %d; %lld x %lld x %d, ld %lld, "
+                      "pitch %llu, box %u x %u x %u)",
+                      (int)r, (long long)n, (long long)rows, slots, (long long)ld, (unsigned long long)slot_pitch,
+                      box[0], box[1], box[2]);
+  return MELD_OK;
+}
+
 /* ---- plan -------------------------------------------------------------------------------- */
 
 /* L2-reduction fixup chosen by default for one-round split-K (p->fixup_red 1 or 2). */

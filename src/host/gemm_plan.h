@@ -134,6 +134,13 @@ void gemm_plan_env(gemm_plan_opts_t *o);
  * ("meld_gemm: lda 4100 is not a multiple of 8 ..."). Touches no CUDA state. */
 meld_result_t gemm_args_validate(const meld_gemm_args_t *a);
 
+/* A bf16 map over `slots` equal buffers `slot_pitch` bytes apart (a fused op's partial slots),
+ * each `rows` rows of `n` elements, `ld` elements apart: dims {n, rows, slots}, box
+ * {min(256, n rounded up to 8), min(64, rows), box_slots}, no swizzle: for whole-box L2
+ * prefetches (gemm.cuh tma_prefetch_3d). `ld` a multiple of 8, `slot_pitch` of 16. */
+meld_result_t gemm_plan_map_slots(CUtensorMap *map, const void *base, int64_t n, int64_t rows, int64_t ld,
+                                  uint64_t slot_pitch, int slots, int box_slots);
+
 /* Fills *p for valid args a (validated first) and sets *workers, the number of engine CTAs
  * to launch (a multiple of p->cluster_m). Encodes the three tensor maps through the driver
  * entry point cuTensorMapEncodeTiled (fetched with cudaGetDriverEntryPointByVersion; meld

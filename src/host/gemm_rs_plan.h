@@ -179,6 +179,17 @@ int gemm_rs_copy_hold(int variant, int copy_defer, int requested);
 #define GEMM_RS_STORE_HINT 0
 int gemm_rs_store_hint(int requested);
 
+/* The first partial slot that an own tile's start asks L2 for (gemm.cuh reduce.pf = the
+ * result + 1, map_pf's box holding slots [first, nsrc)), or -1 for none. Only with add mode 4
+ * (`preload`), which loads src[0]'s halves by TMA and further sources into registers after the
+ * mainloop. `requested` = MELD_GEMM_RS_PF: 0 off, 1 the further sources (slot 1 on; more than
+ * 2 ranks), 2 every source (slot 0 on: src[0]'s half 1 too; any rank count), -1 unset:
+ * GEMM_RS_PF. Session 27: in-process 4 and 8 ranks spent ~24 us per own tile in its epilogue
+ * (8192 x 8192 x 8192 and x 1024), 1.3x a mainloop of K_loc 2048; the epilogue's source loads
+ * wait for HBM with the tensor cores idle. */
+#define GEMM_RS_PF 0
+int gemm_rs_pf_first(int requested, int preload, int nsrc);
+
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */
 int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len);

@@ -457,6 +457,10 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         registered; dense, n % 8 == 0) stores the reduced tiles straight into
  *                         the peers' C, no result slots and no copy phase; 0 = the result slots
  *                         (alike on every rank: in the argument hash)
+ *   MELD_GEMM_RS_PF       own tiles' partials asked into L2 at the tile's start by one tensor
+ *                         prefetch per warpgroup (add mode 4; gemm_rs_pf_first): 1 = the further
+ *                         sources src[1..] (more than 2 ranks), 2 = every source (src[0]'s half 1
+ *                         too), 0 = none; unset: GEMM_RS_PF (session 27)
  *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 4 (default) = the first partial by
  *                         TMA into the staging, added to the fp32 accumulators while staging
  *                         the sums; 5 (whole tiles of >= 4 k-blocks, else 4) = the producer
@@ -639,6 +643,13 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
                                              k.g.cluster_m);
     if (e->reduce.preload >= 4)
       MELD_CHECK(gemm_rs_map_c(&g, &o, (uint8_t *)ws + GEMM_RS_HDR_BYTES, pl->ldn, pl->rpo, &k.g.map_p));
+    /* The partial slots asked into L2 at an own tile's start (gemm_rs_pf_first, reduce.pf). */
+    const int pf0 = gemm_rs_pf_first(gemm_rs_env_int("MELD_GEMM_RS_PF", -1), e->reduce.preload, e->reduce.nsrc);
+    if (pf0 >= 0) {
+      MELD_CHECK(gemm_plan_map_slots(&k.g.map_pf, (uint8_t *)ws + GEMM_RS_HDR_BYTES, a->n, pl->rpo, pl->ldn,
+                                     pl->slot_bytes, e->reduce.nsrc, e->reduce.nsrc - pf0));
+      e->reduce.pf = pf0 + 1;
+    }
   }
   /* The AR's reduced tiles' copy flags released one epilogue later, like the pushes' (gemm.cuh
    * reduce.copy_defer; MELD_GEMM_AR_COPY_FLAG=now: at the end of the tile's epilogue, as before
@@ -668,6 +679,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     e->reduce.tma = 0;
     e->reduce.preload = 0;
     e->reduce.copy_defer = 0;
+    e->reduce.pf = 0;
     e->out_tma = 0;
   }
   k.ws = ws;

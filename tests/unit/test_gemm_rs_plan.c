@@ -365,6 +365,26 @@ static void test_copy_hold(void **state) {
   assert_int_equal(gemm_rs_store_hint(-1), GEMM_RS_STORE_HINT);
 }
 
+/* The partial slots' L2 prefetch (gemm_rs_pf_first): the first slot asked for, -1 for none. */
+static void test_pf_first(void **state) {
+  (void)state;
+  /* unset: the default */
+  assert_int_equal(gemm_rs_pf_first(-1, 4, 3), GEMM_RS_PF == 1 ? 1 : GEMM_RS_PF == 2 ? 0 : -1);
+  /* 1: the further sources only, so none at 2 ranks (one source) */
+  assert_int_equal(gemm_rs_pf_first(1, 4, 3), 1);
+  assert_int_equal(gemm_rs_pf_first(1, 4, 7), 1);
+  assert_int_equal(gemm_rs_pf_first(1, 4, 1), -1);
+  /* 2: every source, from slot 0, at any rank count with a source */
+  assert_int_equal(gemm_rs_pf_first(2, 4, 1), 0);
+  assert_int_equal(gemm_rs_pf_first(2, 4, 7), 0);
+  assert_int_equal(gemm_rs_pf_first(2, 4, 0), -1);
+  /* off, unknown values, and every add mode but 4 (which alone has the map and the request) */
+  assert_int_equal(gemm_rs_pf_first(0, 4, 3), -1);
+  assert_int_equal(gemm_rs_pf_first(3, 4, 3), -1);
+  for (int m = 0; m <= 5; m++)
+    if (m != 4) assert_int_equal(gemm_rs_pf_first(2, m, 3), -1);
+}
+
 /* The own-tile add mode (gemm_rs_preload_mode): each rule that the kernels depend on. */
 static void test_preload_mode(void **state) {
   (void)state;
@@ -490,6 +510,7 @@ int main(void) {
       cmocka_unit_test(test_ar_item_order),
       cmocka_unit_test_teardown(test_ileave_plan, unset_order_env),
       cmocka_unit_test(test_preload_mode),
+      cmocka_unit_test(test_pf_first),
       cmocka_unit_test(test_kernel_variant),
       cmocka_unit_test(test_copy_defer),
       cmocka_unit_test(test_copy_tma),
