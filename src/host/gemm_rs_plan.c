@@ -305,6 +305,8 @@ int gemm_rs_pf_first(int requested, int preload, int nsrc) {
   return -1;
 }
 
+int gemm_rs_pf_kb(int requested) { return requested >= 0 ? requested : GEMM_RS_PF_KB; }
+
 int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
                          int cluster_m) {
   int mode = 0;

@@ -189,6 +189,10 @@ int gemm_rs_store_hint(int requested);
  * wait for HBM with the tensor cores idle. */
 #define GEMM_RS_PF 0
 int gemm_rs_pf_first(int requested, int preload, int nsrc);
+/* How many k-blocks before an own tile's last the producer asks for its partials (gemm.cuh
+ * reduce.pf_kb): `requested` = MELD_GEMM_RS_PF_KB (>= 0), -1 unset: GEMM_RS_PF_KB. */
+#define GEMM_RS_PF_KB 8
+int gemm_rs_pf_kb(int requested);
 
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */

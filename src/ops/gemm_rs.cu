@@ -461,6 +461,8 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         prefetch per warpgroup (add mode 4; gemm_rs_pf_first): 1 = the further
  *                         sources src[1..] (more than 2 ranks), 2 = every source (src[0]'s half 1
  *                         too), 0 = none; unset: GEMM_RS_PF (session 27)
+ *   MELD_GEMM_RS_PF_KB    with MELD_GEMM_RS_PF: the prefetch goes out with the own tile's
+ *                         k-block k_nblk - KB (its first if it has fewer); unset: GEMM_RS_PF_KB
  *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 4 (default) = the first partial by
  *                         TMA into the staging, added to the fp32 accumulators while staging
  *                         the sums; 5 (whole tiles of >= 4 k-blocks, else 4) = the producer
@@ -649,6 +651,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       MELD_CHECK(gemm_plan_map_slots(&k.g.map_pf, (uint8_t *)ws + GEMM_RS_HDR_BYTES, a->n, pl->rpo, pl->ldn,
                                      pl->slot_bytes, e->reduce.nsrc, e->reduce.nsrc - pf0));
       e->reduce.pf = pf0 + 1;
+      e->reduce.pf_kb = gemm_rs_pf_kb(gemm_rs_env_int("MELD_GEMM_RS_PF_KB", -1));
     }
   }
   /* The AR's reduced tiles' copy flags released one epilogue later, like the pushes' (gemm.cuh

@@ -383,6 +383,10 @@ static void test_pf_first(void **state) {
   assert_int_equal(gemm_rs_pf_first(3, 4, 3), -1);
   for (int m = 0; m <= 5; m++)
     if (m != 4) assert_int_equal(gemm_rs_pf_first(2, m, 3), -1);
+  /* its k-block distance: as asked, else the default */
+  assert_int_equal(gemm_rs_pf_kb(0), 0);
+  assert_int_equal(gemm_rs_pf_kb(12), 12);
+  assert_int_equal(gemm_rs_pf_kb(-1), GEMM_RS_PF_KB);
 }
 
 /* The own-tile add mode (gemm_rs_preload_mode): each rule that the kernels depend on. */
