@@ -15,8 +15,9 @@ INCLUDES  := -Iinclude -Isrc -Isrc/host -I$(CUDA_HOME)/include
 CFLAGS    ?= -O2 -g
 CFLAGS    += -std=c11 -D_GNU_SOURCE -fPIC -Wall -Wextra -Werror -pthread $(INCLUDES)
 NVCCFLAGS ?= -O3 -lineinfo
+NVCC_SPILL_FLAGS := -Xptxas -warn-spills,-warn-lmem-usage
 NVCCFLAGS += -std=c++17 $(ARCH) -Xcompiler -fPIC,-Wall,-Wextra -Werror all-warnings \
-             -Xptxas -warn-spills,-warn-lmem-usage -diag-suppress 177 $(INCLUDES)
+             $(NVCC_SPILL_FLAGS) -diag-suppress 177 $(INCLUDES)
 LDLIBS    := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread -ldl -lm -lstdc++
 NV_LDLIBS := -L$(CUDA_HOME)/lib64 -Xlinker -rpath,$(CUDA_HOME)/lib64 -lcudart -lpthread -ldl -lm
 
@@ -94,6 +95,10 @@ $(BUILD)/asan/tests/mp/%: tests/mp/%.c $(ASAN_OBJS) $(CU_OBJS) $(TEST_COMMON)
 $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(LIB_A) $(DEV_HDRS) tests/gpu/gpu_test.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Itests $< -o $@ $(LIB_A) -lcublas -lcublasLt $(NV_LDLIBS)
+# test_signal's litmus and exchange kernels spill 64-112 bytes under nvcc 13.0 (call frames of the
+# protocol's out-of-line failure paths): harmless in a test, so not an error there; the
+# library's own device code stays spill-free (test-device).
+$(BUILD)/tests/gpu/test_signal: NVCC_SPILL_FLAGS :=
 $(BUILD)/bench/%: bench/%.cu $(LIB_A) $(DEV_HDRS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lcublas -lcublasLt $(NV_LDLIBS)

@@ -232,18 +232,17 @@ typedef struct {
      * stores were issued: cp.async.bulk.wait_group 0 on the warpgroup's path (session 16,
      * loopback: 2.4 us per own tile; at 2 GPUs the copies' NVLink drain). */
     int32_t copy_hold;
-    /* (additive; 0 = off; add mode 4, whole tiles) s + 1: the producer asks L2 for an own
-     * tile's rows of the partial slots s, s + 1, ... (as many as gemm_params_t.map_pf's box
-     * holds: a 3-D map over the slots, dims {n, rows_per_owner, slots}, ld out_ld, slot pitch =
-     * the slots' distance, box {256, 64, slots}, no swizzle), one tensor prefetch per 64 rows,
-     * when it issues the tile's k-block k_nblk - pf_kb (its first if it has fewer), so that the
-     * epilogue's loads of src[1..] (registers, after the mainloop) and of src[0]'s half 1 (TMA,
-     * after half 0's stores) hit L2 instead of waiting for HBM with the tensor cores idle. Not
-     * earlier: asked at the tile's start, a mainloop of 32 k-blocks (K_loc 2048) later the
-     * lines were gone again (session 27: 4 in-process ranks, +1.6% at K 8192, -8% at K 1024).
-     * A hint: peers' writes land in this GPU's L2 whenever they come, results are the same
-     * with or without it (gemm_rs_pf_first). */
-    int32_t pf, pf_kb;
+    /* (additive; 0 = off; add mode 4) s + 1: at an own tile's start, after the flags' acquire,
+     * the thread that asks for src[0]'s half 0 also asks L2 for its warpgroup's rows of the
+     * partial slots s, s + 1, ... (as many as gemm_params_t.map_pf's box holds: a 3-D map over
+     * the slots, dims {n, rows_per_owner, slots}, ld out_ld, slot pitch = the slots' distance,
+     * box {256, 64, slots}, no swizzle) with ONE tensor prefetch, so that the epilogue's loads of
+     * src[1..] (registers, after the mainloop) and of src[0]'s half 1 (TMA, after half 0's
+     * stores) hit L2 instead of waiting for HBM with the tensor cores idle. Only where the
+     * mainloop is short (the host's rule, gemm_rs_pf_first): after 32 k-blocks the lines were
+     * gone again. A hint: peers' writes land in this GPU's L2 whenever they come; results are
+     * the same with or without it. Session 27 (perf-notes). */
+    int32_t pf;
   } reduce;
   /* Hook (g2), asynchronous push (GEMM+RS/AR, additive; 0 = off; only with reduce.on, in
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
@@ -631,21 +630,11 @@ __device__ __forceinline__ int gemm_preload_of(const gemm_params_t *p) {
   return PRE >= 0 ? PRE : p->epi.reduce.preload;
 }
 
-/* Hook g, reduce.pf: the producer asks L2 for own tile t's rows of the partial slots. */
-__device__ __forceinline__ void gemm_pf_tile(const gemm_params_t *p, gemm_tile_t t) {
-  const int lmb = t.m_blk - p->epi.reduce.owner * (p->epi.rows_per_owner / GEMM_BM);
-#pragma unroll
-  for (int g = 0; g < 2; ++g)
-    if (t.m_blk * GEMM_BM + 64 * g < p->m)
-      tma_prefetch_3d(&p->map_pf, t.n_blk * GEMM_BN, lmb * GEMM_BM + 64 * g, p->epi.reduce.pf - 1);
-}
-
 /* (defined after gemm_reduce_wait) */
 __device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase,
                                                  uint32_t &stage, uint32_t &phase);
 
-/* PF (the hook g kernels but the flag helper's): reduce.pf's prefetch compiled in. */
-template <bool BKN, bool SKQ = false, bool PART = false, int BN = GEMM_BN, bool PF = false>
+template <bool BKN, bool SKQ = false, bool PART = false, int BN = GEMM_BN>
 __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int worker, int nworkers) {
   static_assert(BN == GEMM_BN || (!BKN && !PART), "the wide tile: B [N,K], no partial stages");
@@ -736,11 +725,6 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
           }
         }
       }
-      /* hook g, reduce.pf: the own tile's partials into L2, pf_kb k-blocks before its end
-       * (decided per k-block: nothing more stays live in the producer's 40 registers) */
-      if (PF && p->epi.reduce.pf && kb == (t.k_nblk > p->epi.reduce.pf_kb ? t.k_nblk - p->epi.reduce.pf_kb : 0) &&
-          t.split < 0 && gemm_own_tile(p, t))
-        gemm_pf_tile(p, t);
       if (++stage == NST) { stage = 0; phase ^= 1; }
     }
     /* hook g, add mode 5 (PART kernels): after an own, whole tile's k-blocks, two more stages
@@ -1008,7 +992,9 @@ __device__ __forceinline__ void gemm_partial_first(const gemm_params_t *p, gemm_
   if (t.m_blk * GEMM_BM + 64 * g >= p->m) return;
   gemm_own_wait(p, t, sbase);
   fence_proxy_async_gmem();
-  gemm_partial_tma(p, stg, sbase, g, 0, t.n_blk * GEMM_BN, (int64_t)gemm_own_mblk(p, t) * GEMM_BM + 64 * g);
+  const int64_t lrow0 = (int64_t)gemm_own_mblk(p, t) * GEMM_BM + 64 * g;
+  gemm_partial_tma(p, stg, sbase, g, 0, t.n_blk * GEMM_BN, lrow0);
+  if (p->epi.reduce.pf) tma_prefetch_3d(&p->map_pf, t.n_blk * GEMM_BN, (int32_t)lrow0, p->epi.reduce.pf - 1);
 }
 
 /* Hook g, the reduction of one 64x128 half (see the comment above gemm_red_args_t). Thread tid
@@ -1948,7 +1934,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec_40();
-    if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER && PRE < 0, BN, RED && !HELPER>(p, smem, sbase, worker, nworkers);
+    if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER && PRE < 0, BN>(p, smem, sbase, worker, nworkers);
     else if (HELPER && threadIdx.x == 32) gemm_flag_helper(p, sbase);
     else if (threadIdx.x >= 64) side((int)threadIdx.x / 32 - 2, (int)threadIdx.x & 31);
     __syncwarp();

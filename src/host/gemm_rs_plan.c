@@ -297,15 +297,17 @@ int gemm_rs_copy_hold(int variant, int copy_defer, int requested) {
 
 int gemm_rs_store_hint(int requested) { return requested >= 0 ? requested != 0 : GEMM_RS_STORE_HINT; }
 
-int gemm_rs_pf_first(int requested, int preload, int nsrc) {
-  const int mode = requested >= 0 ? requested : GEMM_RS_PF;
+int gemm_rs_pf_first(int requested, int preload, int nsrc, int k_blocks) {
   if (preload != 4) return -1;
-  if (mode == 1) return nsrc > 1 ? 1 : -1;
-  if (mode == 2) return nsrc > 0 ? 0 : -1;
+  if (requested == 1 || (requested < 0 && k_blocks <= GEMM_RS_PF_KB)) return nsrc > 1 ? 1 : -1;
+  if (requested == 2) return nsrc > 0 ? 0 : -1;
   return -1;
 }
 
-int gemm_rs_pf_kb(int requested) { return requested >= 0 ? requested : GEMM_RS_PF_KB; }
+int gemm_rs_early_copy(int requested, int slots, int nranks) {
+  if (!slots || nranks < 2) return 0;
+  return requested >= 0 ? requested == 1 : nranks >= GEMM_RS_EARLY_COPY_MIN_RANKS;
+}
 
 int gemm_rs_preload_mode(int requested, int helper, int diag, int nsrc, int split, int k_blocks, int min_kb,
                          int cluster_m) {

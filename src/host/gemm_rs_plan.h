@@ -183,16 +183,26 @@ int gemm_rs_store_hint(int requested);
  * result + 1, map_pf's box holding slots [first, nsrc)), or -1 for none. Only with add mode 4
  * (`preload`), which loads src[0]'s halves by TMA and further sources into registers after the
  * mainloop. `requested` = MELD_GEMM_RS_PF: 0 off, 1 the further sources (slot 1 on; more than
- * 2 ranks), 2 every source (slot 0 on: src[0]'s half 1 too; any rank count), -1 unset:
- * GEMM_RS_PF. Session 27: in-process 4 and 8 ranks spent ~24 us per own tile in its epilogue
- * (8192 x 8192 x 8192 and x 1024), 1.3x a mainloop of K_loc 2048; the epilogue's source loads
- * wait for HBM with the tensor cores idle. */
-#define GEMM_RS_PF 0
-int gemm_rs_pf_first(int requested, int preload, int nsrc);
-/* How many k-blocks before an own tile's last the producer asks for its partials (gemm.cuh
- * reduce.pf_kb): `requested` = MELD_GEMM_RS_PF_KB (>= 0), -1 unset: GEMM_RS_PF_KB. */
+ * 2 ranks), 2 every source (slot 0 on: src[0]'s half 1 too; any rank count), -1 unset: the
+ * further sources where a tile's mainloop has at most GEMM_RS_PF_KB k-blocks (`k_blocks`),
+ * else none. Session 27, 4 and 8 ranks as threads on one H200, 8192 x 8192 x K, asked at the
+ * tile's start: K 1024 (4 / 2 k-blocks a tile) -8 / -3.5% for GEMM+RS, -7 / -3% GEMM+AR; K 8192
+ * (32 / 16) +1.6 / +1.2% (the lines are gone again by the epilogue); 2 ranks, every source, K
+ * 8192: +-1%. Asked by the producer a few k-blocks before the end instead: worse at K 1024
+ * (+5%, the prefetch ahead of the peers' data and in the TMA unit's queue before the loads). */
 #define GEMM_RS_PF_KB 8
-int gemm_rs_pf_kb(int requested);
+int gemm_rs_pf_first(int requested, int preload, int nsrc, int k_blocks);
+
+/* 1 when a fused GEMM+AR with result slots (owner mode, C not symmetric: `slots`) copies the
+ * peers' reduced tiles into C during the GEMM as well (warps 2-3 of the producer warpgroup,
+ * gemm_rs.cu gemm_ar_copy_early), not only in the tail after it: `requested` =
+ * MELD_GEMM_AR_EARLY_COPY 0 / 1, -1 unset: from GEMM_RS_EARLY_COPY_MIN_RANKS ranks (`nranks`)
+ * on. Session 7 (one H200, 2-rank loopback, Nsight Compute cycles at locked clocks, the wait
+ * then spinning): the GEMM slowed by more than the copy it hid. Session 27 (4 ranks as threads
+ * on one H200, 8192 x 8192 x K, sustained): -3.5% at K 8192, -6.5% at K 1024; the tail's copy
+ * of (P - 1) / P of C by one warp per CTA was ~0.45 ms of a 2.4 ms call. */
+#define GEMM_RS_EARLY_COPY_MIN_RANKS 3
+int gemm_rs_early_copy(int requested, int slots, int nranks);
 
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */

@@ -450,9 +450,9 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
  *   MELD_GEMM_AR_EARLY_COPY  1: the AR's copy of the peers' reduced tiles into C also by warps
- *                         2-3 of the producer warpgroup while the GEMM runs, as the tiles arrive
- *                         (opt-in: slower on one GPU in loopback); 0 (default) = only after the
- *                         GEMM (the consumers' tail)
+ *                         2-3 of the producer warpgroup while the GEMM runs, as the tiles arrive;
+ *                         0 = only after the GEMM (the consumers' tail); unset: from
+ *                         GEMM_RS_EARLY_COPY_MIN_RANKS ranks on (gemm_rs_early_copy)
  *   MELD_GEMM_AR_ZC       1 (default): AR with C in symmetric memory (meld_mem_alloc or
  *                         registered; dense, n % 8 == 0) stores the reduced tiles straight into
  *                         the peers' C, no result slots and no copy phase; 0 = the result slots
@@ -460,9 +460,8 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *   MELD_GEMM_RS_PF       own tiles' partials asked into L2 at the tile's start by one tensor
  *                         prefetch per warpgroup (add mode 4; gemm_rs_pf_first): 1 = the further
  *                         sources src[1..] (more than 2 ranks), 2 = every source (src[0]'s half 1
- *                         too), 0 = none; unset: GEMM_RS_PF (session 27)
- *   MELD_GEMM_RS_PF_KB    with MELD_GEMM_RS_PF: the prefetch goes out with the own tile's
- *                         k-block k_nblk - KB (its first if it has fewer); unset: GEMM_RS_PF_KB
+ *                         too), 0 = none; unset: the further sources where a tile has at most
+ *                         GEMM_RS_PF_KB k-blocks (session 27)
  *   MELD_GEMM_RS_PRELOAD  own tiles' partials (with "tma"): 4 (default) = the first partial by
  *                         TMA into the staging, added to the fp32 accumulators while staging
  *                         the sums; 5 (whole tiles of >= 4 k-blocks, else 4) = the producer
@@ -646,12 +645,12 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     if (e->reduce.preload >= 4)
       MELD_CHECK(gemm_rs_map_c(&g, &o, (uint8_t *)ws + GEMM_RS_HDR_BYTES, pl->ldn, pl->rpo, &k.g.map_p));
     /* The partial slots asked into L2 at an own tile's start (gemm_rs_pf_first, reduce.pf). */
-    const int pf0 = gemm_rs_pf_first(gemm_rs_env_int("MELD_GEMM_RS_PF", -1), e->reduce.preload, e->reduce.nsrc);
+    const int pf0 = gemm_rs_pf_first(gemm_rs_env_int("MELD_GEMM_RS_PF", -1), e->reduce.preload, e->reduce.nsrc,
+                                     (int)k.g.k_blocks);
     if (pf0 >= 0) {
       MELD_CHECK(gemm_plan_map_slots(&k.g.map_pf, (uint8_t *)ws + GEMM_RS_HDR_BYTES, a->n, pl->rpo, pl->ldn,
                                      pl->slot_bytes, e->reduce.nsrc, e->reduce.nsrc - pf0));
       e->reduce.pf = pf0 + 1;
-      e->reduce.pf_kb = gemm_rs_pf_kb(gemm_rs_env_int("MELD_GEMM_RS_PF_KB", -1));
     }
   }
   /* The AR's reduced tiles' copy flags released one epilogue later, like the pushes' (gemm.cuh
@@ -730,11 +729,12 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       k.arg_hash = meld_hash_fold(h);
     }
   }
-  /* Opt-in: one H200 in loopback (Nsight Compute cycles, session 7) measured the GEMM slowed by
-   * more than the copy phase it hides: 1,670,594 vs 1,443,477 at 8192 x 8192 x 4096, 1,139,523
-   * vs 1,124,918 at 8192 x 4096 x 7168 (with a spinning wait it was 100x slower: 264 long
-   * waiters polling the host abort word over PCIe once past the mirror threshold). */
-  k.early = pl->is_ar && !pl->sym && !k.zc && P > 1 && gemm_rs_env_int("MELD_GEMM_AR_EARLY_COPY", 0) == 1;
+  /* The early copy (gemm_rs_early_copy: from 3 ranks on). Session 7, one H200 in 2-rank loopback
+   * (Nsight Compute cycles): the GEMM slowed by more than the copy phase it hides: 1,670,594 vs
+   * 1,443,477 at 8192 x 8192 x 4096, 1,139,523 vs 1,124,918 at 8192 x 4096 x 7168 (with a
+   * spinning wait it was 100x slower: 264 long waiters polling the host abort word over PCIe
+   * once past the mirror threshold). */
+  k.early = pl->is_ar && gemm_rs_early_copy(gemm_rs_env_int("MELD_GEMM_AR_EARLY_COPY", -1), !pl->sym && !k.zc, P);
   if (meld_log_level() >= MELD_LOG_TRACE) {
     char buf[1024];
     gemm_rs_plan_format(pl, buf, sizeof buf);

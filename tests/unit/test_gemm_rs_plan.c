@@ -368,25 +368,44 @@ static void test_copy_hold(void **state) {
 /* The partial slots' L2 prefetch (gemm_rs_pf_first): the first slot asked for, -1 for none. */
 static void test_pf_first(void **state) {
   (void)state;
-  /* unset: the default */
-  assert_int_equal(gemm_rs_pf_first(-1, 4, 3), GEMM_RS_PF == 1 ? 1 : GEMM_RS_PF == 2 ? 0 : -1);
-  /* 1: the further sources only, so none at 2 ranks (one source) */
-  assert_int_equal(gemm_rs_pf_first(1, 4, 3), 1);
-  assert_int_equal(gemm_rs_pf_first(1, 4, 7), 1);
-  assert_int_equal(gemm_rs_pf_first(1, 4, 1), -1);
+  /* unset: the further sources where a tile's mainloop is short, none where it is long or
+   * there is one source (2 ranks) */
+  assert_int_equal(gemm_rs_pf_first(-1, 4, 3, 4), 1);
+  assert_int_equal(gemm_rs_pf_first(-1, 4, 7, GEMM_RS_PF_KB), 1);
+  assert_int_equal(gemm_rs_pf_first(-1, 4, 3, GEMM_RS_PF_KB + 1), -1);
+  assert_int_equal(gemm_rs_pf_first(-1, 4, 3, 32), -1);
+  assert_int_equal(gemm_rs_pf_first(-1, 4, 1, 4), -1);
+  /* 1: the further sources only, at any length, so none at 2 ranks (one source) */
+  assert_int_equal(gemm_rs_pf_first(1, 4, 3, 32), 1);
+  assert_int_equal(gemm_rs_pf_first(1, 4, 7, 2), 1);
+  assert_int_equal(gemm_rs_pf_first(1, 4, 1, 2), -1);
   /* 2: every source, from slot 0, at any rank count with a source */
-  assert_int_equal(gemm_rs_pf_first(2, 4, 1), 0);
-  assert_int_equal(gemm_rs_pf_first(2, 4, 7), 0);
-  assert_int_equal(gemm_rs_pf_first(2, 4, 0), -1);
+  assert_int_equal(gemm_rs_pf_first(2, 4, 1, 64), 0);
+  assert_int_equal(gemm_rs_pf_first(2, 4, 7, 2), 0);
+  assert_int_equal(gemm_rs_pf_first(2, 4, 0, 2), -1);
   /* off, unknown values, and every add mode but 4 (which alone has the map and the request) */
-  assert_int_equal(gemm_rs_pf_first(0, 4, 3), -1);
-  assert_int_equal(gemm_rs_pf_first(3, 4, 3), -1);
+  assert_int_equal(gemm_rs_pf_first(0, 4, 3, 2), -1);
+  assert_int_equal(gemm_rs_pf_first(3, 4, 3, 2), -1);
   for (int m = 0; m <= 5; m++)
-    if (m != 4) assert_int_equal(gemm_rs_pf_first(2, m, 3), -1);
-  /* its k-block distance: as asked, else the default */
-  assert_int_equal(gemm_rs_pf_kb(0), 0);
-  assert_int_equal(gemm_rs_pf_kb(12), 12);
-  assert_int_equal(gemm_rs_pf_kb(-1), GEMM_RS_PF_KB);
+    if (m != 4) {
+      assert_int_equal(gemm_rs_pf_first(2, m, 3, 2), -1);
+      assert_int_equal(gemm_rs_pf_first(-1, m, 3, 2), -1);
+    }
+}
+
+/* The AR's early copy (gemm_rs_early_copy): only with result slots and peers; as asked, else
+ * from GEMM_RS_EARLY_COPY_MIN_RANKS ranks on. */
+static void test_early_copy(void **state) {
+  (void)state;
+  for (int P = 2; P <= 8; P++) {
+    assert_int_equal(gemm_rs_early_copy(-1, 1, P), P >= GEMM_RS_EARLY_COPY_MIN_RANKS);
+    assert_int_equal(gemm_rs_early_copy(1, 1, P), 1);
+    assert_int_equal(gemm_rs_early_copy(0, 1, P), 0);
+    assert_int_equal(gemm_rs_early_copy(1, 0, P), 0); /* zero copy / symmetric: nothing to copy */
+    assert_int_equal(gemm_rs_early_copy(-1, 0, P), 0);
+  }
+  assert_int_equal(gemm_rs_early_copy(1, 1, 1), 0); /* one rank */
+  assert_int_equal(gemm_rs_early_copy(-1, 1, 1), 0);
 }
 
 /* The own-tile add mode (gemm_rs_preload_mode): each rule that the kernels depend on. */
@@ -515,6 +534,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_ileave_plan, unset_order_env),
       cmocka_unit_test(test_preload_mode),
       cmocka_unit_test(test_pf_first),
+      cmocka_unit_test(test_early_copy),
       cmocka_unit_test(test_kernel_variant),
       cmocka_unit_test(test_copy_defer),
       cmocka_unit_test(test_copy_tma),
