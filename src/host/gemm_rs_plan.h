@@ -201,7 +201,7 @@ int gemm_rs_pf_first(int requested, int preload, int nsrc, int k_blocks);
  * then spinning): the GEMM slowed by more than the copy it hid. Session 27 (4 ranks as threads
  * on one H200, 8192 x 8192 x K, sustained): -3.5% at K 8192, -6.5% at K 1024; the tail's copy
  * of (P - 1) / P of C by one warp per CTA was ~0.45 ms of a 2.4 ms call. */
-#define GEMM_RS_EARLY_COPY_MIN_RANKS 3
+#define GEMM_RS_EARLY_COPY_MIN_RANKS 2
 int gemm_rs_early_copy(int requested, int slots, int nranks);
 
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
