@@ -13,39 +13,32 @@
 . "$(dirname "$0")/../device_env.sh"
 build build/bench/bench_inproc build/tests/gpu/test_inproc build/tests/gpu/test_gemm_rs
 export MELD_TIMEOUT_MS=3000 MELD_WORKSPACE_BYTES=402653184 BENCH_VARIANTS=gemm,fused,fused_symc
-L="$OUT/l"; mkdir -p "$L" build/tests/gpu
+FR_LABEL=s27c L="$OUT/l"; mkdir -p "$L" build/tests/gpu
 snap() { (cd "$L" && tar czf "$OUT/logs.tgz" *.log); }
-n=0
-row() { # P "ENV" shapes label
-  n=$((n + 1)); local log="$L/$4_$n.log"
-  env $2 BENCH_SETTLE_MS=100 timeout -k 5 100 build/bench/bench_inproc --ranks $1 --samples 3 \
-    --fused "$3" --json "$OUT/inproc.jsonl" --label "s27c_$4_$n" > "$log" 2>&1
-  echo "== P=$1 $4 [$2] rc=$? at $(el) s: $(grep -E 'mean of' "$log" | grep -v ' gemm ' | awk '{printf "%s/%s %s %s | ", substr($1,6), $6, $7, $8}')"
-}
 S4=rs:8192,8192,8192/rs:8192,8192,1024/ar:8192,8192,8192/ar:8192,8192,1024
 for v in "MELD_GEMM_RS_PF=0" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=1000" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=8" \
-         "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=4" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=2"; do row 4 "$v" $S4 p4; done
+         "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=4" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=2"; do fused_row 4 "$v" $S4 p4; done
 for v in "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=2" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=4" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=8" \
-         "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=1000" "MELD_GEMM_RS_PF=0"; do row 4 "$v" $S4 p4; done
+         "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=1000" "MELD_GEMM_RS_PF=0"; do fused_row 4 "$v" $S4 p4; done
 snap
 MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=4 timeout -k 5 120 build/tests/gpu/test_inproc 8,2,3,4 > "$L/test_inproc_pf1.log" 2>&1
 echo "== test_inproc 8,2,3,4 PF=1 KB=4 rc=$? at $(el) s"; grep -E "checks|FAIL" "$L/test_inproc_pf1.log" | cut -c1-300 | head -3
 snap
 S8=rs:8192,8192,8192/rs:8192,8192,1024/ar:8192,8192,1024
 for v in "MELD_GEMM_RS_PF=0" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=8" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=4" \
-         "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=4" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=8" "MELD_GEMM_RS_PF=0"; do row 8 "$v" $S8 p8; done
+         "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=4" "MELD_GEMM_RS_PF=1 MELD_GEMM_RS_PF_KB=8" "MELD_GEMM_RS_PF=0"; do fused_row 8 "$v" $S8 p8; done
 snap
 S2=rs:8192,8192,8192/rs:8192,8192,1024/ar:8192,8192,8192
 for v in "MELD_GEMM_RS_PF=0" "MELD_GEMM_RS_PF=2 MELD_GEMM_RS_PF_KB=4" "MELD_GEMM_RS_PF=2 MELD_GEMM_RS_PF_KB=4" "MELD_GEMM_RS_PF=0"; do
-  row 2 "$v" $S2 p2; done
+  fused_row 2 "$v" $S2 p2; done
 snap
 # the 4-rank own epilogue's breakdown (RS; fused only)
 S4R=rs:8192,8192,8192/rs:8192,8192,1024
 for v in "MELD_GEMM_RS_LEAN=0" "MELD_GEMM_RS_LEAN=0 MELD_GEMM_RS_DIAG=4" "MELD_GEMM_RS_DIAG=2" "MELD_GEMM_RS_PRELOAD=5" \
          "MELD_GEMM_RS_PRELOAD=5" "MELD_GEMM_RS_DIAG=2" "MELD_GEMM_RS_LEAN=0 MELD_GEMM_RS_DIAG=4" "MELD_GEMM_RS_LEAN=0"; do
-  BENCH_VARIANTS=fused row 4 "$v" $S4R d4; done
+  BENCH_VARIANTS=fused fused_row 4 "$v" $S4R d4; done
 for v in "MELD_GEMM_AR_EARLY_COPY=0" "MELD_GEMM_AR_EARLY_COPY=1" "MELD_GEMM_AR_EARLY_COPY=1" "MELD_GEMM_AR_EARLY_COPY=0"; do
-  BENCH_VARIANTS=fused row 4 "$v" ar:8192,8192,8192/ar:8192,8192,1024 e4; done
+  BENCH_VARIANTS=fused fused_row 4 "$v" ar:8192,8192,8192/ar:8192,8192,1024 e4; done
 snap
 MELD_GEMM_RS_PF=2 MELD_GEMM_RS_PF_KB=2 TEST_TIMEOUT_S=80 timeout -k 5 90 build/tests/gpu/test_gemm_rs > "$L/test_gemm_rs_pf2.log" 2>&1
 echo "== test_gemm_rs (1 rank) PF=2 KB=2 rc=$? at $(el) s"; grep -E "checks passed|FAIL" "$L/test_gemm_rs_pf2.log" | cut -c1-200 | head -3

@@ -12,31 +12,24 @@
 # Usage (device, nvidia-h200): bash bench/calls/p1_s27d.sh
 . "$(dirname "$0")/../device_env.sh"
 export PREBUILT=1 MELD_TIMEOUT_MS=3000 MELD_WORKSPACE_BYTES=402653184 BENCH_VARIANTS=gemm,fused,fused_symc
-L="$OUT/l"; mkdir -p "$L" build/tests/gpu
+FR_LABEL=s27d L="$OUT/l"; mkdir -p "$L" build/tests/gpu
 snap() { (cd "$L" && tar czf "$OUT/logs.tgz" *.log); }
 OLD="MELD_GEMM_RS_PF=0 MELD_GEMM_AR_EARLY_COPY=0"; NEW="IP_ROW_NO_ENV=1"
 timeout -k 5 120 build/tests/gpu/test_inproc 8,2,3,4 > "$L/test_inproc.log" 2>&1
 echo "== test_inproc 8,2,3,4 (new defaults) rc=$? at $(el) s"; grep -E "checks|FAIL" "$L/test_inproc.log" | cut -c1-300 | head -3
 snap
-n=0
-row() { # P "ENV" shapes label
-  n=$((n + 1)); local log="$L/$4_$n.log"
-  env $2 BENCH_SETTLE_MS=100 timeout -k 5 100 build/bench/bench_inproc --ranks $1 --samples 3 \
-    --fused "$3" --json "$OUT/inproc.jsonl" --label "s27d_$4_$n" > "$log" 2>&1
-  echo "== P=$1 $4 [$2] rc=$? at $(el) s: $(grep -E 'mean of' "$log" | grep -v ' gemm ' | awk '{printf "%s/%s %s %s | ", substr($1,6), $6, $7, $8}')"
-}
 S4=rs:8192,8192,8192/rs:8192,8192,1024/ar:8192,8192,8192/ar:8192,8192,1024
-for v in "$OLD" "$NEW" "MELD_GEMM_AR_EARLY_COPY=0" "$NEW" "$OLD"; do row 4 "$v" $S4 p4; done
+for v in "$OLD" "$NEW" "MELD_GEMM_AR_EARLY_COPY=0" "$NEW" "$OLD"; do fused_row 4 "$v" $S4 p4; done
 snap
 S8=rs:8192,8192,8192/rs:8192,8192,1024/ar:8192,8192,8192/ar:8192,8192,1024
-for v in "$OLD" "$NEW" "$NEW" "$OLD"; do row 8 "$v" $S8 p8; done
+for v in "$OLD" "$NEW" "$NEW" "$OLD"; do fused_row 8 "$v" $S8 p8; done
 snap
 S3=rs:8064,8192,8256/rs:8064,8192,1032/ar:8064,8192,8256/ar:8064,8192,1032
-for v in "$OLD" "$NEW" "$NEW" "$OLD"; do row 3 "$v" $S3 p3; done
+for v in "$OLD" "$NEW" "$NEW" "$OLD"; do fused_row 3 "$v" $S3 p3; done
 snap
 S2=ar:8192,8192,8192/ar:8192,8192,1024
 for v in "MELD_GEMM_AR_EARLY_COPY=0" "MELD_GEMM_AR_EARLY_COPY=1" "MELD_GEMM_AR_EARLY_COPY=1" "MELD_GEMM_AR_EARLY_COPY=0"; do
-  BENCH_VARIANTS=fused row 2 "$v" $S2 p2; done
+  BENCH_VARIANTS=fused fused_row 2 "$v" $S2 p2; done
 snap
 TEST_TIMEOUT_S=150 timeout -k 5 200 tests/gpu/run.sh > "$L/gpu_tests.log" 2>&1
 echo "== every GPU test at one rank rc=$? at $(el) s"; grep -E "checks passed|FAILED|FAIL" "$L/gpu_tests.log" | head -12
