@@ -198,9 +198,11 @@ int gemm_rs_pf_first(int requested, int preload, int nsrc, int k_blocks);
  * gemm_rs.cu gemm_ar_copy_early), not only in the tail after it: `requested` =
  * MELD_GEMM_AR_EARLY_COPY 0 / 1, -1 unset: from GEMM_RS_EARLY_COPY_MIN_RANKS ranks (`nranks`)
  * on. Session 7 (one H200, 2-rank loopback, Nsight Compute cycles at locked clocks, the wait
- * then spinning): the GEMM slowed by more than the copy it hid. Session 27 (4 ranks as threads
- * on one H200, 8192 x 8192 x K, sustained): -3.5% at K 8192, -6.5% at K 1024; the tail's copy
- * of (P - 1) / P of C by one warp per CTA was ~0.45 ms of a 2.4 ms call. */
+ * then spinning): the GEMM slowed by more than the copy it hid. Session 27 (ranks as threads
+ * on one H200, 8192 x 8192 x K, sustained): 2 ranks -3% at K 8192, -0.6% at K 1024; 4 ranks
+ * -3.5..-4.5% and -6.5%; 8 ranks (with the prefetch) -5.5% at K 8192; the tail's copy of
+ * (P - 1) / P of C by one warp per CTA was ~0.45 ms of a 2.4 ms call at 4 ranks. 2 x H200
+ * (session 9): 1.068 vs 1.082 ms at 8192^3, within noise. */
 #define GEMM_RS_EARLY_COPY_MIN_RANKS 2
 int gemm_rs_early_copy(int requested, int slots, int nranks);
 

@@ -729,7 +729,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       k.arg_hash = meld_hash_fold(h);
     }
   }
-  /* The early copy (gemm_rs_early_copy: from 3 ranks on). Session 7, one H200 in 2-rank loopback
+  /* The early copy (gemm_rs_early_copy: from 2 ranks on). Session 7, one H200 in 2-rank loopback
    * (Nsight Compute cycles): the GEMM slowed by more than the copy phase it hides: 1,670,594 vs
    * 1,443,477 at 8192 x 8192 x 4096, 1,139,523 vs 1,124,918 at 8192 x 4096 x 7168 (with a
    * spinning wait it was 100x slower: 264 long waiters polling the host abort word over PCIe
