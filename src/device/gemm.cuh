@@ -121,6 +121,14 @@ typedef struct {
   int32_t ileave_b;    /* m-blocks per owner                                          */
   int32_t ileave_own;  /* first m-block of this rank's own rows (0 or ileave_b)       */
   int32_t ileave_peer; /* first m-block of the peer's rows (ileave_b or 0)            */
+  /* The same for P = ileave_p >= 3 ranks (GEMM+RS / GEMM+AR owner mode; 0 = the 2-rank order
+   * above; needs tiles_m = P * ileave_b and group_m G dividing ileave_b): rounds of P raster
+   * groups; group j of round c holds m-blocks c G .. c G + G - 1 of owner (ileave_rank + 1 + j)
+   * % P, so a rank's own group is the last of each round and every peer computed the same
+   * m-blocks in an earlier group of that round: waits target smaller tickets (no cycle), own
+   * tiles (their partials' reads and, for AR, the reduced tiles' copies) spread over the call
+   * instead of its last 1 / P. */
+  int32_t ileave_p, ileave_rank;
 } gemm_order_hook_t;
 
 /* Hook (c): epilogue redirect and signal. With `out`, tile rows [r, r+128) are written to
@@ -467,6 +475,10 @@ typedef struct {
  * for B = ileave_b blocks per owner and raster groups of G = group_m (see the hook). */
 GEMM_HD int gemm_ileave_mblk(const gemm_order_hook_t *o, int G, int i) {
   const int B = o->ileave_b, h = G / 2;
+  if (o->ileave_p) { /* P ranks: round c = group / P, its group j = owner rank + 1 + j */
+    const int P = o->ileave_p, gi = i / G;
+    return ((o->ileave_rank + 1 + gi % P) % P) * B + (gi / P) * G + i % G;
+  }
   if (i < G) return o->ileave_peer + i; /* group 0: peer blocks 0 .. G-1 */
   const int q = i - G, u = q / G, r = q % G, mixed = (B - G) / h;
   if (u < mixed) return r < h ? o->ileave_own + u * h + r : o->ileave_peer + G + u * h + (r - h);

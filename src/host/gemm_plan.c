@@ -706,7 +706,14 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
         "leave its peer waiting for multicast data)");
   if (p->order.m_rotate < 0 || p->order.m_rotate >= p->tiles_m)
     MELD_WHY("gemm: m_rotate %d is outside [0, tiles_m %d)", p->order.m_rotate, p->tiles_m);
-  if (p->order.ileave_b) {
+  if (p->order.ileave_b && p->order.ileave_p) {
+    const int B = p->order.ileave_b, G = p->group_m, P = p->order.ileave_p;
+    if (B < 1 || P < 3 || p->cluster_m != 1 || p->order.m_rotate || p->order.m_order || p->tiles_m != P * B || G < 1 ||
+        B % G || p->order.ileave_rank < 0 || p->order.ileave_rank >= P)
+      MELD_WHY("gemm: the interleaved owner order for %d ranks needs cluster 1, no m_rotate or m_order, tiles_m %d = "
+          "%d x ileave_b %d, a group_m %d dividing ileave_b, and a rank %d in [0, %d)",
+          P, p->tiles_m, P, B, G, p->order.ileave_rank, P);
+  } else if (p->order.ileave_b) {
     const int B = p->order.ileave_b, G = p->group_m;
     if (B < 0 || p->cluster_m != 1 || p->order.m_rotate || p->order.m_order || p->tiles_m != 2 * B || G < 2 ||
         G % 2 || G > B || B % (G / 2) ||

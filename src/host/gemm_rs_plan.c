@@ -161,6 +161,23 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
       pl->group_m = G;
     }
   }
+  /* More than 2 ranks (session 27; RS and AR in owner mode, whole owner blocks): rounds of P
+   * raster groups of G m-blocks, own group last in each round (gemm.cuh gemm_ileave_mblk), G
+   * the largest divisor of the blocks per owner up to 16 that leaves >= 2 rounds. Own tiles
+   * then come every P groups instead of all in the last 1 / P of the call (the session 27
+   * trace at 4 ranks: own tiles' epilogues and the AR's copies all at the end). A wave rule as
+   * above, of one wave: the closest peer computed an own tile's partial in the group before
+   * (8192 x 8192 at 4 ranks: 8 x 32 = 256 tickets a group, 1.9 waves of 132 CTAs). */
+  if (order && !strcmp(order, "ileave") && P >= 3 && !pl->sym && B >= 2 && T == (int64_t)P * B) {
+    int G = (int)(B / 2 < 16 ? B / 2 : 16);
+    while (G > 1 && B % G) G--;
+    if (sm_count <= 0 || (int64_t)G * pl->tiles_n >= (int64_t)sm_count) {
+      pl->ileave = 1;
+      pl->m_rotate = 0;
+      pl->own_first = (int)(rank * B);
+      pl->group_m = G;
+    }
+  }
   /* The argument hash: every shape the ranks must agree on (pointers and leading dimensions
    * are per rank). The algorithm is part of it, so ranks that planned differently fail
    * together instead of waiting for each other. */
@@ -236,7 +253,14 @@ int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *w
     MELD_WHY("gemm_rs: rows per owner %lld differ from the split ceil(M/P) = %lld", (long long)pl->rpo, (long long)pl->split_rows);
   if (pl->ldn < pl->n || pl->ldn % 8) MELD_WHY("gemm_rs: staging ld %lld", (long long)pl->ldn);
   if (pl->m_rotate < 0 || pl->m_rotate >= pl->tiles_m) MELD_WHY("gemm_rs: m_rotate %d outside [0, %d)", pl->m_rotate, pl->tiles_m);
-  if (pl->ileave) {
+  if (pl->ileave && pl->nranks >= 3) {
+    const int64_t B = pl->rpo / 128;
+    if (pl->sym || pl->m_rotate || pl->tiles_m != pl->nranks * B || B < 2 || pl->group_m < 1 || B % pl->group_m ||
+        B / pl->group_m < 2)
+      MELD_WHY("gemm_rs: the interleaved order for %d ranks needs whole owner blocks (tiles_m %d = %d x %lld), no "
+          "rotation and a group_m %d dividing the blocks per owner at least twice",
+          pl->nranks, pl->tiles_m, pl->nranks, (long long)B, pl->group_m);
+  } else if (pl->ileave) {
     const int64_t B = pl->rpo / 128;
     if (pl->is_ar || pl->nranks != 2 || pl->sym || pl->m_rotate || pl->tiles_m != 2 * B || pl->group_m < 2 ||
         pl->group_m % 2 || pl->group_m > B || B % (pl->group_m / 2))

@@ -221,10 +221,14 @@ void gemm_rs_plan_format(const gemm_rs_plan_t *pl, char *buf, size_t len);
  * local tile *tile (m * tiles_n + n): items run in the peers' raster order (groups of group_m
  * m-blocks, m fastest, as the engine's tickets), so copiers meet tiles roughly as they arrive.
  * A bijection on each source's tiles (tests/unit/test_gemm_rs_plan.c). Host and device. */
-MELD_HD void gemm_ar_item_tile(uint32_t item, uint32_t tiles_own, uint32_t tiles_n, uint32_t group_m, int *s,
-                               int *tile) {
-  *s = (int)(item / tiles_own);
-  const uint32_t i = item % tiles_own, B = tiles_own / tiles_n, gmx = group_m > 0 ? group_m : 1u;
+MELD_HD void gemm_ar_item_tile(uint32_t item, uint32_t tiles_own, uint32_t tiles_n, uint32_t group_m,
+                               uint32_t sources_minor, int *s, int *tile) {
+  /* (sources_minor = the source count: every source's tile i before any tile i + 1, for the
+   * interleaved order of more than 2 ranks, where owners reduce their tiles i at the same
+   * time all through the call; 0: source after source, where they all come at the end) */
+  *s = (int)(sources_minor ? item % sources_minor : item / tiles_own);
+  const uint32_t i = sources_minor ? item / sources_minor : item % tiles_own, B = tiles_own / tiles_n,
+                 gmx = group_m > 0 ? group_m : 1u;
   const uint32_t per = gmx * tiles_n, g = i / per, first = g * gmx, gm = gmx < B - first ? gmx : B - first;
   const uint32_t r = i - g * per;
   *tile = (int)((first + r % gm) * tiles_n + r / gm);

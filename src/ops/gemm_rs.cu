@@ -109,7 +109,8 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
 
 /* AR copy-phase item -> (slot s of peer q, owner-local tile): gemm_rs_plan.h gemm_ar_item_tile. */
 __device__ __forceinline__ void gemm_ar_item(const gemm_rs_kargs_t *a, uint32_t item, int *s, int *tile) {
-  gemm_ar_item_tile(item, (uint32_t)a->tiles_own, (uint32_t)a->tiles_n, (uint32_t)a->g.group_m, s, tile);
+  gemm_ar_item_tile(item, (uint32_t)a->tiles_own, (uint32_t)a->tiles_n, (uint32_t)a->g.group_m,
+                    a->g.order.ileave_p ? (uint32_t)(a->nranks - 1) : 0u, s, tile);
 }
 
 /* The AR copies' next item, for one warp (the early copy below and the tail's copy phase share
@@ -442,7 +443,9 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         warpgroup warp, so that their system fence is off the consumers' path
  *                         (opt-in, session 5: built and tested on the CPU only; to be measured
  *                         with diag bit 8, which drops the release, as the bound)
- *   MELD_GEMM_RS_ORDER    RS at 2 ranks, whole owner blocks: "ileave" = own and peer tiles share
+ *   MELD_GEMM_RS_ORDER    whole owner blocks, RS at 2 ranks or RS / AR (owner mode) at 3 or more
+ *                         (session 27: rounds of P raster groups, own group last in each; built
+ *                         and CPU-tested only): "ileave" = own and peer tiles share
  *                         the raster groups after the first (gemm.cuh gemm_ileave_mblk), so the
  *                         pushes spread over the call (opt-in, session 13: built and CPU-tested
  *                         only); "rotate" or unset = peers' rows first, own rows last (in the
@@ -594,8 +597,13 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   k.g.order.m_rotate = pl->m_rotate;
   if (pl->ileave && !(diag & 8)) { /* (the interleaved owner order, MELD_GEMM_RS_ORDER=ileave) */
     k.g.order.ileave_b = (int32_t)(pl->rpo / 128);
-    k.g.order.ileave_own = r * k.g.order.ileave_b;
-    k.g.order.ileave_peer = (1 - r) * k.g.order.ileave_b;
+    if (P >= 3) {
+      k.g.order.ileave_p = P;
+      k.g.order.ileave_rank = r;
+    } else {
+      k.g.order.ileave_own = r * k.g.order.ileave_b;
+      k.g.order.ileave_peer = (1 - r) * k.g.order.ileave_b;
+    }
   }
   e->out = (void *const *)(ws + GEMM_RS_HDR_OUT);
   e->out_ld = pl->ldn;

@@ -527,6 +527,70 @@ static void test_ileave_order(void **state) {
   }
 }
 
+/* The interleaved owner order for P >= 3 ranks (gemm_order_hook_t.ileave_p): on every rank's
+ * schedule each tile runs once; an own tile (m-block of the rank's owner block) has a strictly
+ * larger ticket than the same tile on every other rank (its partials come first: no wait cycle
+ * in the static schedule); own tiles come every P groups, not all at the end; and
+ * gemm_params_check refuses what the order cannot take. */
+static void test_ileave_p_order(void **state) {
+  (void)state;
+  static const int cfg[][4] = {/* P, B (m-blocks per owner), group_m, tiles_n */
+                               {4, 16, 8, 32}, {8, 8, 4, 32}, {3, 21, 7, 5}, {4, 16, 4, 3}, {5, 6, 3, 1},
+                               {8, 8, 1, 2},   {3, 2, 1, 7},  {6, 10, 5, 4}};
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    const int P = cfg[c][0], B = cfg[c][1], G = cfg[c][2], TN = cfg[c][3], T = P * B, tiles = T * TN;
+    int *tk = calloc((size_t)P * tiles, sizeof *tk); /* [rank][m * TN + n] = ticket + 1 */
+    assert_non_null(tk);
+    for (int r = 0; r < P; r++) {
+      gemm_params_t p;
+      memset(&p, 0, sizeof p);
+      p.m = T * 128; p.n = TN * 256; p.k = 64 * 8;
+      p.tiles_m = T; p.tiles_n = TN; p.k_blocks = 8;
+      p.cluster_m = 1; p.group_m = G; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 8; p.split_from = tiles;
+      p.order.ileave_b = B; p.order.ileave_p = P; p.order.ileave_rank = r;
+      char why[256];
+      assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+      for (int t = 0; t < tiles; t++) {
+        gemm_tile_t x;
+        assert_int_equal(gemm_tile_of(&p, t, 0, &x), 1);
+        assert_true(x.m_blk >= 0 && x.m_blk < T && x.n_blk >= 0 && x.n_blk < TN);
+        assert_int_equal(tk[r * tiles + x.m_blk * TN + x.n_blk], 0); /* once */
+        tk[r * tiles + x.m_blk * TN + x.n_blk] = t + 1;
+      }
+      gemm_tile_t x;
+      assert_int_equal(gemm_tile_of(&p, tiles, 0, &x), 0);
+      /* round c's last group is this rank's own m-blocks c G .. c G + G - 1 */
+      for (int rc = 0; rc < B / G; rc++)
+        for (int i = 0; i < G; i++)
+          assert_int_equal(gemm_ileave_mblk(&p.order, G, (rc * P + P - 1) * G + i), r * B + rc * G + i);
+      if (c == 0) { /* the checks refuse what the order cannot take */
+        p.group_m = 6; /* 16 % 6 != 0 */
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        assert_non_null(strstr(why, "interleaved"));
+        p.group_m = G; p.tiles_m = T - 1;
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        p.tiles_m = T; p.order.ileave_rank = P;
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        p.order.ileave_rank = r; p.order.m_rotate = 1;
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        p.order.m_rotate = 0; p.cluster_m = 2;
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+        p.cluster_m = 1; p.order.ileave_p = 2; p.tiles_m = 2 * B; /* 2 ranks: the 2-rank order's rules */
+        p.order.ileave_own = 0; p.order.ileave_peer = 0;
+        assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+      }
+    }
+    for (int o = 0; o < P; o++) /* own tile (m, n) of rank o: every peer's partial comes first */
+      for (int m = o * B; m < (o + 1) * B; m++)
+        for (int n = 0; n < TN; n++)
+          for (int q = 0; q < P; q++)
+            if (q != o && !(tk[q * tiles + m * TN + n] < tk[o * tiles + m * TN + n]))
+              fail_msg("P %d B %d G %d: tile (%d, %d) of owner %d runs at ticket %d there, %d on rank %d", P, B, G, m, n,
+                       o, tk[o * tiles + m * TN + n] - 1, tk[q * tiles + m * TN + n] - 1, q);
+    free(tk);
+  }
+}
+
 static void test_wide_tile(void **state) {
   (void)state;
   /* 132 SMs, 2048 x 5120: 320 tiles of 256 (3 rounds) vs 256 of 320 (2 rounds x 1.25) -> wide */
@@ -600,7 +664,7 @@ int main(void) {
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
-      cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order),
+      cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -253,8 +253,34 @@ static void test_ileave_plan(void **state) {
   a = args(8192, 8192, 4096);
   assert_int_equal(gemm_rs_plan_make(&a, 1, 2, 0, 1, (size_t)1 << 40, &pl), MELD_OK); /* AR: not taken */
   assert_int_equal(pl.ileave, 0);
-  assert_int_equal(gemm_rs_plan_make(&a, 0, 4, 0, 1, (size_t)1 << 40, &pl), MELD_OK); /* 4 ranks: not taken */
+  /* more than 2 ranks (RS and AR in owner mode): rounds of P groups, G the largest divisor of
+   * the blocks per owner up to 16 that leaves >= 2 rounds, in the hash, legal for the check */
+  static const int64_t pm[][3] = {/* P, M, expected group_m (0: not taken) */
+                                  {4, 8192, 8}, {8, 8192, 4}, {3, 8064, 7}, {4, 16384, 16}, {5, 8192, 0},
+                                  {4, 1024, 1}, {4, 512, 0}, {8, 16384, 8}, {3, 8192, 0}};
+  for (size_t i = 0; i < sizeof pm / sizeof pm[0]; i++)
+    for (int ar = 0; ar < 2; ar++)
+      for (int r = 0; r < (int)pm[i][0]; r++) {
+        a = args(pm[i][1], 8192, 4096);
+        assert_int_equal(gemm_rs_plan_make(&a, ar, (int)pm[i][0], r, 1, (size_t)1 << 40, &pl), MELD_OK);
+        if (pl.ileave != (pm[i][2] > 0) || (pl.ileave && pl.group_m != pm[i][2]))
+          fail_msg("P %lld M %lld %s rank %d: ileave %d group_m %d", (long long)pm[i][0], (long long)pm[i][1],
+                   ar ? "AR" : "RS", r, pl.ileave, pl.group_m);
+        if (pl.ileave) {
+          assert_int_equal(pl.m_rotate, 0);
+          assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 0);
+          gemm_rs_plan_t q = pl;
+          q.group_m = (int)(pl.rpo / 128); /* one round: the rotation's order, refused as an interleave */
+          assert_int_equal(gemm_rs_plan_check(&q, (size_t)1 << 40, why, sizeof why), 1);
+          assert_non_null(strstr(why, "interleaved"));
+        }
+      }
+  a = args(8192, 2048, 4096); /* 4 ranks: 8 x 8 = 64 tickets per group, under 2 waves of 132: not taken */
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 0, 4, 0, 1, (size_t)1 << 40, 132, &pl), MELD_OK);
   assert_int_equal(pl.ileave, 0);
+  a = args(8192, 8192, 4096); /* 8 x 32 = 256: taken */
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 4, 0, 1, (size_t)1 << 40, 132, &pl), MELD_OK);
+  assert_int_equal(pl.ileave, 1);
   assert_int_equal(gemm_rs_plan_make_sm(&a, 0, 2, 0, 1, (size_t)1 << 40, 132, &pl), MELD_OK); /* 16 x 32 tickets per group: taken */
   assert_int_equal(pl.ileave, 1);
   a = args(8192, 2048, 4096); /* 16 x 8 = 128 tickets per group, under 2 waves of 132 SMs: not taken */
@@ -507,25 +533,34 @@ static void test_ar_item_order(void **state) {
     for (uint32_t tn = 1; tn <= 9; tn++)
       for (uint32_t gi = 0; gi < 5; gi++) {
         const uint32_t gm = (uint32_t[]){1, 3, 8, 16, 32}[gi], own = B * tn;
-        unsigned char seen[2 * 40 * 9];
-        memset(seen, 0, sizeof seen);
-        for (uint32_t item = 0; item < 2 * own; item++) {
-          int s = -1, tile = -1;
-          gemm_ar_item_tile(item, own, tn, gm, &s, &tile);
-          assert_int_equal(s, (int)(item / own));
-          assert_true(tile >= 0 && (uint32_t)tile < own);
-          seen[s * own + (uint32_t)tile]++;
-        }
-        for (uint32_t i = 0; i < 2 * own; i++)
-          if (seen[i] != 1) fail_msg("B %u tiles_n %u group_m %u: tile %u of source %u seen %d times", B, tn, gm,
-                                     i % own, i / own, seen[i]);
+        for (uint32_t ns = 2; ns <= 7; ns += 5) /* sources (ranks - 1) */
+          for (uint32_t minor = 0; minor < 2; minor++) { /* source after source / sources minor */
+            unsigned char seen[7 * 40 * 9];
+            memset(seen, 0, sizeof seen);
+            for (uint32_t item = 0; item < ns * own; item++) {
+              int s = -1, tile = -1, s1 = -1, t1 = -1;
+              gemm_ar_item_tile(item, own, tn, gm, minor ? ns : 0, &s, &tile);
+              assert_int_equal(s, minor ? (int)(item % ns) : (int)(item / own));
+              assert_true(tile >= 0 && (uint32_t)tile < own);
+              /* sources minor: the same tile order as source after source, each tile once per source */
+              gemm_ar_item_tile(minor ? (item / ns) : item % own, own, tn, gm, 0, &s1, &t1);
+              assert_int_equal(tile, t1);
+              seen[s * own + (uint32_t)tile]++;
+            }
+            for (uint32_t i = 0; i < ns * own; i++)
+              if (seen[i] != 1) fail_msg("B %u tiles_n %u group_m %u sources %u minor %u: tile %u of source %u seen %d times",
+                                         B, tn, gm, ns, minor, i % own, i / own, seen[i]);
+          }
       }
   /* raster order: the first items are the first group's m-blocks at n-block 0 */
   int s, tile;
-  gemm_ar_item_tile(1, 32 * 4, 4, 16, &s, &tile);
+  gemm_ar_item_tile(1, 32 * 4, 4, 16, 0, &s, &tile);
   assert_int_equal(tile, 1 * 4 + 0); /* m-block 1, n-block 0 */
-  gemm_ar_item_tile(16, 32 * 4, 4, 16, &s, &tile);
+  gemm_ar_item_tile(16, 32 * 4, 4, 16, 0, &s, &tile);
   assert_int_equal(tile, 0 * 4 + 1); /* m-block 0, n-block 1 */
+  gemm_ar_item_tile(3 * 16 + 2, 32 * 4, 4, 16, 3, &s, &tile); /* 3 sources minor: item 50 = tile 16's source 2 */
+  assert_int_equal(s, 2);
+  assert_int_equal(tile, 0 * 4 + 1);
 }
 
 int main(void) {

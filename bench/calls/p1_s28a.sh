@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# p1_s28a.sh — ONE GPU, prepared at the end of session 27 (not run). The interleaved owner order
+# for more than 2 ranks (opt-in MELD_GEMM_RS_ORDER=ileave; gemm.cuh gemm_ileave_mblk with
+# ileave_p): rounds of P raster groups, own group last in each, so own tiles (their P - 1
+# partial reads and, for GEMM+AR, the reduced tiles' copies) spread over the call instead of
+# its last 1 / P (bench/results/gemm_ar-inproc4-trace-s27.png shows them all at the end).
+# CPU-tested only (tests/unit/test_gemm_args.c test_ileave_p_order: each rank's schedule covers
+# every tile once; every own tile's partials have smaller tickets on every peer).
+# (1) correctness: test_inproc 8,2,3,4 with the order on (the fused GEMM+RS / GEMM+AR cases at 3,
+# 4, 8 ranks take it where owner blocks are whole; 2 ranks keep the 2-rank rule: RS only);
+# (2) A/B in alternating processes at 4, 8, 3 ranks; (3) a trace of the 4-rank GEMM+AR with it.
+# Prediction: 4 ranks GEMM+AR 8192^3 -5..-10% (2.34 ms), K 1024 -3..-8%; GEMM+RS -2..-5%;
+# 8 ranks alike; the trace shows reduce epilogues every 4th group and no copy tail.
+# Usage (device, nvidia-h200): bash bench/calls/p1_s28a.sh
+. "$(dirname "$0")/../device_env.sh"
+build build/bench/bench_inproc build/tests/gpu/test_inproc
+export MELD_TIMEOUT_MS=3000 MELD_WORKSPACE_BYTES=402653184 BENCH_VARIANTS=gemm,fused,fused_symc
+FR_LABEL=s28a L="$OUT/l"; mkdir -p "$L" build/tests/gpu
+snap() { (cd "$L" && tar czf "$OUT/logs.tgz" *.log ar4_* 2>/dev/null); }
+MELD_GEMM_RS_ORDER=ileave timeout -k 5 120 build/tests/gpu/test_inproc 8,2,3,4 > "$L/test_inproc_ileave.log" 2>&1
+echo "== test_inproc 8,2,3,4 ileave rc=$? at $(el) s"; grep -E "checks|FAIL" "$L/test_inproc_ileave.log" | cut -c1-300 | head -3
+snap
+IL="MELD_GEMM_RS_ORDER=ileave"; RO="MELD_GEMM_RS_ORDER=rotate"
+S=rs:8192,8192,8192/rs:8192,8192,1024/ar:8192,8192,8192/ar:8192,8192,1024
+for v in "$RO" "$IL" "$IL" "$RO"; do fused_row 4 "$v" $S p4; done; snap
+for v in "$RO" "$IL" "$IL" "$RO"; do fused_row 8 "$v" $S p8; done; snap
+S3=rs:8064,8192,8256/rs:8064,8192,1032/ar:8064,8192,8256/ar:8064,8192,1032
+for v in "$RO" "$IL" "$IL" "$RO"; do fused_row 3 "$v" $S3 p3; done; snap
+MELD_GEMM_RS_ORDER=ileave BENCH_VARIANTS=fused MELD_TRACE="$L/ar4_ileave.json" timeout -k 5 60 build/bench/bench_inproc \
+  --ranks 4 --trace 3 --fused ar:8192,8192,8192 > "$L/trace_ar4_ileave.log" 2>&1
+echo "== trace AR 4 ranks ileave rc=$? at $(el) s"
+python3 tools/trace_stats.py "$L"/ar4_ileave.rank0.json* 2>&1 | sed -n '/call 3:/,/call 4:/p' | head -14
+echo "== done at $(el) s"
+snap; rm -rf "$L"
