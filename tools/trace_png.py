@@ -6,10 +6,17 @@ wait, ...). Several files (one per rank) are aligned on their otherData.meld_bas
 GPUs' %globaltimer), so overlap across ranks is visible too.
 
     python3 tools/trace_png.py -o trace.png trace.rank0.json trace.rank1.json
+    python3 tools/trace_png.py --call -1 -o one.png trace.rank0.json.gz trace.rank1.json.gz
+
+--call N draws only the N-th call of each file (1-based, in the order of the calls' epochs;
+-1 = the last): the time window of that call's whole-CTA events (args.epoch = the call), with
+the per-tile events (epoch 0) inside it. Several calls with long gaps between them otherwise
+squeeze each call into a sliver of the picture. Inputs may be gzipped (.gz).
 
 Exit status: 0 written, 2 bad input, 3 matplotlib is not installed.
 """
 import argparse
+import gzip
 import json
 import sys
 
@@ -17,19 +24,35 @@ COLORS = {"comm": "#d62728", "compute": "#1f77b4", "wait": "#ff7f0e", "reduce": 
 
 
 def load(path):
-    with open(path) as f:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
         doc = json.load(f)
     base = int(doc.get("otherData", {}).get("meld_base_ns", 0))
     events = [e for e in doc.get("traceEvents", []) if e.get("ph") == "X"]
     return base, events
 
 
-def main():
+def call_window(events, call):
+    """The events of one call: the window [first start, last end] of the whole-CTA events whose
+    args.epoch is the call-th distinct nonzero epoch (1-based, ascending; -1 = the last), and
+    every event inside it. None when there is no such call."""
+    epochs = sorted({int(e.get("args", {}).get("epoch", 0)) for e in events} - {0})
+    if not epochs or call == 0 or abs(call) > len(epochs):
+        return None
+    ep = epochs[call - 1] if call > 0 else epochs[call]
+    whole = [e for e in events if int(e.get("args", {}).get("epoch", 0)) == ep]
+    lo = min(float(e["ts"]) for e in whole)
+    hi = max(float(e["ts"]) + float(e.get("dur", 0.0)) for e in whole)
+    return [e for e in events if float(e["ts"]) >= lo and float(e["ts"]) + float(e.get("dur", 0.0)) <= hi]
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", help="trace JSON files (one per rank)")
     ap.add_argument("-o", "--output", default="trace.png", help="PNG to write")
     ap.add_argument("--title", default=None)
-    args = ap.parse_args()
+    ap.add_argument("--call", type=int, default=0, help="draw only this call of each file (1-based; -1 = the last)")
+    args = ap.parse_args(argv)
     try:
         import matplotlib
 
@@ -47,6 +70,13 @@ def main():
         except (OSError, ValueError) as e:
             print(f"trace_png.py: {path}: {e}", file=sys.stderr)
             return 2
+        if args.call:
+            base, events = loaded[-1]
+            events = call_window(events, args.call)
+            if events is None:
+                print(f"trace_png.py: {path}: no call {args.call}", file=sys.stderr)
+                return 2
+            loaded[-1] = (base, events)
     bases = [b for b, ev in loaded if ev]
     if not bases:
         print("trace_png.py: no events in the input", file=sys.stderr)
