@@ -463,6 +463,28 @@ static void test_skinny_rules(void **state) {
 }
 
 /* The 128 x 320 tile: when meld_gemm takes it, and what the legality check refuses with it. */
+/* The interleaved orders' tests: a plain whole-tile plan of T x TN tiles, raster groups of G. */
+static void ileave_params(gemm_params_t *p, int T, int TN, int G) {
+  memset(p, 0, sizeof *p);
+  p->m = T * 128; p->n = TN * 256; p->k = 64 * 8;
+  p->tiles_m = T; p->tiles_n = TN; p->k_blocks = 8;
+  p->cluster_m = 1; p->group_m = G; p->c = (void *)16; p->split_k = 1; p->kb_per_split = 8; p->split_from = T * TN;
+}
+/* Runs every ticket of p's static schedule: each tile exactly once, tk[m * TN + n] = its ticket
+ * + 1 (tk zeroed), and no ticket past the last tile. */
+static void ileave_schedule(const gemm_params_t *p, int *tk) {
+  const int tiles = p->tiles_m * p->tiles_n;
+  for (int t = 0; t < tiles; t++) {
+    gemm_tile_t x;
+    assert_int_equal(gemm_tile_of(p, t, 0, &x), 1);
+    assert_true(x.m_blk >= 0 && x.m_blk < p->tiles_m && x.n_blk >= 0 && x.n_blk < p->tiles_n);
+    assert_int_equal(tk[x.m_blk * p->tiles_n + x.n_blk], 0); /* once */
+    tk[x.m_blk * p->tiles_n + x.n_blk] = t + 1;
+  }
+  gemm_tile_t x;
+  assert_int_equal(gemm_tile_of(p, tiles, 0, &x), 0);
+}
+
 /* The interleaved owner order (GEMM+RS at 2 ranks, gemm_order_hook_t.ileave_b): on both ranks'
  * schedules every tile runs exactly once; each own tile's partial (the same tile, a peer tile on
  * the other rank) has a strictly smaller ticket there (so the static schedule has no wait
@@ -479,22 +501,11 @@ static void test_ileave_order(void **state) {
     assert_non_null(tk);
     for (int r = 0; r < 2; r++) {
       gemm_params_t p;
-      memset(&p, 0, sizeof p);
-      p.m = T * 128; p.n = TN * 256; p.k = 64 * 8;
-      p.tiles_m = T; p.tiles_n = TN; p.k_blocks = 8;
-      p.cluster_m = 1; p.group_m = G; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 8; p.split_from = tiles;
+      ileave_params(&p, T, TN, G);
       p.order.ileave_b = B; p.order.ileave_own = r * B; p.order.ileave_peer = (1 - r) * B;
       char why[256];
       assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
-      for (int t = 0; t < tiles; t++) {
-        gemm_tile_t x;
-        assert_int_equal(gemm_tile_of(&p, t, 0, &x), 1);
-        assert_true(x.m_blk >= 0 && x.m_blk < T && x.n_blk >= 0 && x.n_blk < TN);
-        assert_int_equal(tk[r * tiles + x.m_blk * TN + x.n_blk], 0); /* once */
-        tk[r * tiles + x.m_blk * TN + x.n_blk] = t + 1;
-      }
-      gemm_tile_t x;
-      assert_int_equal(gemm_tile_of(&p, tiles, 0, &x), 0);
+      ileave_schedule(&p, tk + r * tiles);
       /* groups strictly between the first and the last: half own, half peer m-blocks */
       for (int g = 1; g < T / G - 1; g++) {
         int own = 0;
@@ -543,22 +554,11 @@ static void test_ileave_p_order(void **state) {
     assert_non_null(tk);
     for (int r = 0; r < P; r++) {
       gemm_params_t p;
-      memset(&p, 0, sizeof p);
-      p.m = T * 128; p.n = TN * 256; p.k = 64 * 8;
-      p.tiles_m = T; p.tiles_n = TN; p.k_blocks = 8;
-      p.cluster_m = 1; p.group_m = G; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 8; p.split_from = tiles;
+      ileave_params(&p, T, TN, G);
       p.order.ileave_b = B; p.order.ileave_p = P; p.order.ileave_rank = r;
       char why[256];
       assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
-      for (int t = 0; t < tiles; t++) {
-        gemm_tile_t x;
-        assert_int_equal(gemm_tile_of(&p, t, 0, &x), 1);
-        assert_true(x.m_blk >= 0 && x.m_blk < T && x.n_blk >= 0 && x.n_blk < TN);
-        assert_int_equal(tk[r * tiles + x.m_blk * TN + x.n_blk], 0); /* once */
-        tk[r * tiles + x.m_blk * TN + x.n_blk] = t + 1;
-      }
-      gemm_tile_t x;
-      assert_int_equal(gemm_tile_of(&p, tiles, 0, &x), 0);
+      ileave_schedule(&p, tk + r * tiles);
       /* round c's last group is this rank's own m-blocks c G .. c G + G - 1 */
       for (int rc = 0; rc < B / G; rc++)
         for (int i = 0; i < G; i++)
