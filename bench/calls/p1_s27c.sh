@@ -9,6 +9,8 @@
 # 2's rows. Then a breakdown of the 4-rank own epilogue (general kernel with and without the
 # partial loads (diag 4: WRONG results, FAIL expected), without the flag waits (diag 2), add mode
 # 5) and the AR tail with the early copy.
+# Ran at 8759ca6 (a record): the producer-side prefetch and MELD_GEMM_RS_PF_KB were dropped after
+# it (681ea72), so its KB rows no longer mean anything at later commits.
 # Usage (device, nvidia-h200): bash bench/calls/p1_s27c.sh
 . "$(dirname "$0")/../device_env.sh"
 build build/bench/bench_inproc build/tests/gpu/test_inproc build/tests/gpu/test_gemm_rs
