@@ -24,6 +24,9 @@
  * --fused LIST: instead of the collectives, the fused ops against meld_gemm with both ranks in
  *   flight (see fused_rows; --fused-calls N calls a sample, default 20; --fused-pairs R pairs
  *   of passes in opposite orders, default 1; BENCH_SETTLE_MS).
+ * --ab MELD_VAR=v1,v2: with --fused, every variant but gemm once per value (row "fused[v1]", JSON
+ *   "ab"), in the same passes: an A/B of a variable the library reads per call, in one process
+ *   (rank 0 sets it between barriers; afterwards it is as the bench found it).
  * Host copies use pinned memory: a copy to pageable memory is done by the calling thread,
  * which waited there for its stream while the peers could not launch (a 3-rank run stalled
  * 3 s at a row's first call that way, session 22). Only the calling thread's stream is synchronized (never the device): a device-wide wait in
@@ -228,11 +231,22 @@ typedef struct {
 } ip_fshape_t;
 static ip_fshape_t g_fs[16];
 static int g_nfs = 0, g_fcalls = 20, g_fpairs = 1;
+/* --ab VAR=v1,v2,..: every variant but gemm runs once per value of VAR (set by rank 0 between
+ * barriers before each call; the library reads such variables per call), in the same passes */
+#define IP_MAX_AB 4
+static char g_ab_var[64], g_ab_val[IP_MAX_AB][32], g_ab_orig[256];
+static int g_nab = 0, g_ab_had = 0;
 static uint16_t *g_hA[IP_MAX_RANKS], *g_hB[IP_MAX_RANKS]; /* each rank's A and B (host) */
 static int g_settle_n;                                     /* rank 0's settle call count */
 static const char *const g_fopname[] = {"ag_gemm", "gemm_rs", "gemm_ar"};
 static const char *const g_fvar[] = {"gemm", "fused", "unfused", "fused_symc"};
 enum { FV_GEMM, FV_FUSED, FV_UNFUSED, FV_SYMC, FV_N };
+
+/* A row's name: the variant, and with --ab the value in brackets ("fused[ileave]"). */
+static void ip_vname(char *out, size_t len, int v, int ab) {
+  if (g_nab && ab >= 0) snprintf(out, len, "%s[%s]", g_fvar[v], g_ab_val[ab]);
+  else snprintf(out, len, "%s", g_fvar[v]);
+}
 
 typedef struct {
   const ip_fshape_t *s;
@@ -354,16 +368,22 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
     }
     char shape[64];
     snprintf(shape, sizeof shape, "%lld x %lld x %lld", (long long)s->m, (long long)s->n, (long long)s->k);
-    double sum[FV_N], err[FV_N];
-    for (int v = 0; v < FV_N; v++) err[v] = 0, sum[v] = 0;
+    /* rows: gemm, then each other variant once per --ab value (one row each without --ab) */
+    const int NA = g_nab > 0 ? g_nab : 1, NR = 1 + (FV_N - 1) * NA;
+    double sum[1 + (FV_N - 1) * IP_MAX_AB], err[1 + (FV_N - 1) * IP_MAX_AB];
+    for (int x = 0; x < NR; x++) err[x] = 0, sum[x] = 0;
     const int npass = 2 * g_fpairs;
     for (int pass = 0; pass < npass; pass++)
-      for (int vi = 0; vi < FV_N; vi++) {
-        const int v = pass % 2 ? FV_N - 1 - vi : vi;
+      for (int ri = 0; ri < NR; ri++) {
+        const int x = pass % 2 ? NR - 1 - ri : ri; /* the row */
+        const int v = x == 0 ? FV_GEMM : 1 + (x - 1) / NA, ab = x == 0 ? -1 : (x - 1) % NA;
         if (v == FV_SYMC && s->op != 2) continue;
         if (!bench_variant_wanted(g_fvar[v])) continue;
+        char vname[64];
+        ip_vname(vname, sizeof vname, v, ab);
         pthread_barrier_wait(&g_bar);
         if (rank == 0 && s->op == 0) setenv("MELD_SCHEDULE", v == FV_UNFUSED ? "unfused" : "fused", 1);
+        if (rank == 0 && g_nab && ab >= 0) setenv(g_ab_var, g_ab_val[ab], 1);
         pthread_barrier_wait(&g_bar);
         if (pass == 0 && v != FV_GEMM) { /* check: poison, one call, sampled reference */
           void *c = v == FV_SYMC ? f.csym : f.c;
@@ -371,17 +391,17 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
           IP_CK(fused_call(comm, &f, v, st));
           CK(cudaMemcpyAsync(got, c, nc * 2, cudaMemcpyDeviceToHost, st));
           CK(cudaStreamSynchronize(st));
-          err[v] = fused_check(&f, got, s->op == 1 ? f.rows : s->m);
-          g_err[rank] = err[v];
+          err[x] = fused_check(&f, got, s->op == 1 ? f.rows : s->m);
+          g_err[rank] = err[x];
           pthread_barrier_wait(&g_bar);
-          for (int r = 0; r < P; r++) err[v] = g_err[r] > err[v] ? g_err[r] : err[v];
+          for (int r = 0; r < P; r++) err[x] = g_err[r] > err[x] ? g_err[r] : err[x];
           pthread_barrier_wait(&g_bar);
         }
         if (g_trace) { /* --trace N: N plain calls of the variant for MELD_TRACE's timeline, nothing timed */
           if (pass == 0 && v != FV_GEMM) {
             for (int i = 0; i < g_trace; i++) IP_CK(fused_call(comm, &f, v, st));
             CK(cudaStreamSynchronize(st));
-            if (rank == 0) printf("trace: %d %s calls of %s (%s)\n", g_trace, g_fopname[s->op], shape, g_fvar[v]);
+            if (rank == 0) printf("trace: %d %s calls of %s (%s)\n", g_trace, g_fopname[s->op], shape, vname);
           }
           pthread_barrier_wait(&g_bar);
           continue;
@@ -397,34 +417,43 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
         float tmax = 0, tmin = 1e30f;
         for (int r = 0; r < P; r++) tmax = g_ms[r] > tmax ? g_ms[r] : tmax, tmin = g_ms[r] < tmin ? g_ms[r] : tmin;
         pthread_barrier_wait(&g_bar);
-        sum[v] += tmax;
+        sum[x] += tmax;
         if (rank == 0) {
-          const int bad = v != FV_GEMM && !(err[v] <= 1e-2);
+          const int bad = v != FV_GEMM && !(err[x] <= 1e-2);
           if (bad) g_failed = 1;
-          printf("%-8s %-24s %-11s %10.4f %10.4f %8d %10.2e%s\n", g_fopname[s->op], shape, g_fvar[v], tmax, tmin, pass,
-                 v == FV_GEMM ? 0.0 : err[v], bad ? "  FAIL" : "");
+          printf("%-8s %-24s %-11s %10.4f %10.4f %8d %10.2e%s\n", g_fopname[s->op], shape, vname, tmax, tmin, pass,
+                 v == FV_GEMM ? 0.0 : err[x], bad ? "  FAIL" : "");
           fflush(stdout);
           if (jf)
             fprintf(jf,
-                    "{\"bench\":\"inproc_fused\",\"op\":\"%s\",\"variant\":\"%s\",\"label\":\"%s\",\"ranks\":%d,\"m\":%lld,"
+                    "{\"bench\":\"inproc_fused\",\"op\":\"%s\",\"variant\":\"%s\",\"ab\":\"%s%s%s\",\"label\":\"%s\",\"ranks\":%d,\"m\":%lld,"
                     "\"n\":%lld,\"k\":%lld,\"pass\":%d,\"ms\":%.5f,\"ms_min_rank\":%.5f,\"rel_err\":%.3e,"
                     "\"sm_count\":%d,\"calls\":%d,\"samples\":%d,\"settle_ms\":%d,\"gpu\":\"%s\",\"driver\":\"%s\","
                     "\"cuda\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
-                    g_fopname[s->op], g_fvar[v], g_label, P, (long long)s->m, (long long)s->n, (long long)s->k, pass, tmax,
-                    tmin, v == FV_GEMM ? 0.0 : err[v], f.sms, g_fcalls, g_samples,
+                    g_fopname[s->op], g_fvar[v], g_nab && ab >= 0 ? g_ab_var : "", g_nab && ab >= 0 ? "=" : "",
+                    g_nab && ab >= 0 ? g_ab_val[ab] : "", g_label, P, (long long)s->m, (long long)s->n, (long long)s->k,
+                    pass, tmax, tmin, v == FV_GEMM ? 0.0 : err[x], f.sms, g_fcalls, g_samples,
                     bench_settle_ms(), env->gpu, env->driver, env->cuda, env->date, env->commit);
         }
       }
     /* each variant's mean over the passes (opposite orders cancel a steady drift, e.g. the GPU
      * warming) against the gemm's */
     if (rank == 0)
-      for (int u = 0; u < FV_N; u++)
-        if (sum[u] > 0)
-          printf("%-8s %-24s %-11s %10.4f %10s %8.3f   (mean of %d passes vs gemm)\n", g_fopname[s->op], shape, g_fvar[u],
-                 sum[u] / npass, "", sum[FV_GEMM] > 0 ? sum[u] / sum[FV_GEMM] : 0.0, npass);
+      for (int x = 0; x < NR; x++)
+        if (sum[x] > 0) {
+          const int v = x == 0 ? FV_GEMM : 1 + (x - 1) / NA, ab = x == 0 ? -1 : (x - 1) % NA;
+          char vname[64];
+          ip_vname(vname, sizeof vname, v, ab);
+          printf("%-8s %-24s %-11s %10.4f %10s %8.3f   (mean of %d passes vs gemm)\n", g_fopname[s->op], shape, vname,
+                 sum[x] / npass, "", sum[0] > 0 ? sum[x] / sum[0] : 0.0, npass);
+        }
     CK(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar); /* nobody reads the host arrays any more */
     if (s->op == 0 && rank == 0) unsetenv("MELD_SCHEDULE");
+    if (g_nab && rank == 0) { /* the variable as the bench found it */
+      if (g_ab_had) setenv(g_ab_var, g_ab_orig, 1);
+      else unsetenv(g_ab_var);
+    }
     if (f.csym) IP_CK(meld_mem_free(comm, f.csym));
     CK(cudaFree(f.a));
     CK(cudaFree(f.b));
@@ -563,6 +592,35 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--trace") && v) g_trace = atoi(v), i++;
     else if (!strcmp(argv[i], "--fused-calls") && v) g_fcalls = atoi(v), i++;
     else if (!strcmp(argv[i], "--fused-pairs") && v) g_fpairs = atoi(v), i++;
+    else if (!strcmp(argv[i], "--ab") && v) {
+      const char *eq = strchr(v, '=');
+      if (!eq || eq == v || (size_t)(eq - v) >= sizeof g_ab_var || strncmp(v, "MELD_", 5)) {
+        fprintf(stderr, "--ab: MELD_VAR=v1,v2,... (up to %d values of one MELD_* variable)\n", IP_MAX_AB);
+        return 2;
+      }
+      memcpy(g_ab_var, v, (size_t)(eq - v));
+      g_ab_var[eq - v] = 0;
+      for (const char *p = eq + 1; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (g_nab == IP_MAX_AB || len == 0 || len >= sizeof g_ab_val[0]) {
+          fprintf(stderr, "--ab: 1..%d non-empty values of up to %zu characters\n", IP_MAX_AB, sizeof g_ab_val[0] - 1);
+          return 2;
+        }
+        memcpy(g_ab_val[g_nab], p, len);
+        g_ab_val[g_nab++][len] = 0;
+        if (!e) break;
+        p = e + 1;
+      }
+      if (g_nab == 0) {
+        fprintf(stderr, "--ab %s: no value\n", g_ab_var);
+        return 2;
+      }
+      const char *o = getenv(g_ab_var);
+      g_ab_had = o != NULL;
+      snprintf(g_ab_orig, sizeof g_ab_orig, "%s", o ? o : "");
+      i++;
+    }
     else if (!strcmp(argv[i], "--fused") && v) {
       for (const char *p = v; *p && g_nfs < 16;) {
         char op[8] = "";
@@ -606,7 +664,8 @@ int main(int argc, char **argv) {
     } else {
       fprintf(stderr, "usage: %s [--ranks P] [--sizes a,b] [--calls N] [--reps R] [--samples S] [--only OP] "
                       "[--kinds ord,sym] [--zc | --ce] [--trace N] [--quick] [--json F] [--label L]\n"
-                      "       [--fused ag:M,N_loc,K/rs:M,N,K_total/ar:M,N,K_total] [--fused-calls N] [--fused-pairs R]\n", argv[0]);
+                      "       [--fused ag:M,N_loc,K/rs:M,N,K_total/ar:M,N,K_total] [--fused-calls N] [--fused-pairs R]\n"
+                      "       [--ab MELD_VAR=v1,v2,..]\n", argv[0]);
       return 2;
     }
   }

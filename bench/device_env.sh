@@ -26,14 +26,16 @@ ip_row() {
   env $env timeout -k 5 60 "$bin" "$@" --json "$OUT/inproc.jsonl" --label "${label}_$name" > "$OUT/ip_$name.log" 2>&1
   echo "== $name rc=$?: $(grep -E '^(all|reduce)' "$OUT/ip_$name.log" | awk '{printf "%s %s %s %s | ", substr($1,1,6), $2, $3, $4}')"
 }
-# fused_row P ENV SHAPES NAME: one bench_inproc --fused run (sustained: settle 100 ms, 3 samples,
-# 2 passes) with P ranks under ENV ("VAR=VAL ...", e.g. IP_ROW_NO_ENV=1 for none), JSON lines
-# labelled ${FR_LABEL}_NAME_n into $OUT/inproc.jsonl, its log in $L/NAME_n.log (n counts the
-# script's rows), and one line: each variant's mean ms and its ratio to meld_gemm's.
+# fused_row P ENV SHAPES NAME [ARGS...]: one bench_inproc --fused run (sustained: settle 100 ms,
+# 3 samples, 2 passes) with P ranks under ENV ("VAR=VAL ...", e.g. IP_ROW_NO_ENV=1 for none) and
+# ARGS (e.g. --ab MELD_VAR=a,b --fused-pairs 2), JSON lines labelled ${FR_LABEL}_NAME_n into
+# $OUT/inproc.jsonl, its log in $L/NAME_n.log (n counts the script's rows), and one line: each
+# variant's mean ms and its ratio to meld_gemm's.
 fr_n=0
 fused_row() {
-  fr_n=$((fr_n + 1)); local log="$L/$4_$fr_n.log"
-  env $2 BENCH_SETTLE_MS=100 timeout -k 5 100 build/bench/bench_inproc --ranks $1 --sizes $((2048 * $1)) --samples 3 \
-    --fused "$3" --json "$OUT/inproc.jsonl" --label "${FR_LABEL:-row}_$4_$fr_n" > "$log" 2>&1
-  echo "== P=$1 $4 [$2] rc=$? at $(el) s: $(grep -E 'mean of' "$log" | grep -v ' gemm ' | awk '{printf "%s/%s %s %s %s | ", substr($1,6), $6, $7, $8, $9}')"
+  fr_n=$((fr_n + 1)); local log="$L/$4_$fr_n.log" p=$1 e=$2 sh=$3 name=$4
+  shift 4
+  env $e BENCH_SETTLE_MS=100 timeout -k 5 150 build/bench/bench_inproc --ranks $p --sizes $((2048 * p)) --samples 3 \
+    --fused "$sh" --json "$OUT/inproc.jsonl" --label "${FR_LABEL:-row}_${name}_$fr_n" "$@" > "$log" 2>&1
+  echo "== P=$p $name [$e $*] rc=$? at $(el) s: $(grep -E 'mean of' "$log" | grep -v ' gemm ' | awk '{printf "%s/%s %s %s %s | ", substr($1,6), $6, $7, $8, $9}')"
 }

@@ -20,12 +20,13 @@ snap() { (cd "$L" && tar czf "$OUT/logs.tgz" *.log ar4_* 2>/dev/null); }
 MELD_GEMM_RS_ORDER=ileave timeout -k 5 120 build/tests/gpu/test_inproc 8,2,3,4 > "$L/test_inproc_ileave.log" 2>&1
 echo "== test_inproc 8,2,3,4 ileave rc=$? at $(el) s"; grep -E "checks|FAIL" "$L/test_inproc_ileave.log" | cut -c1-300 | head -3
 snap
-IL="MELD_GEMM_RS_ORDER=ileave"; RO="MELD_GEMM_RS_ORDER=rotate"
+# A/B in one process per rank count (bench_inproc --ab: both orders in the same passes, 2 pairs)
+AB="--ab MELD_GEMM_RS_ORDER=rotate,ileave --fused-pairs 2"
 S=rs:8192,8192,8192/rs:8192,8192,1024/ar:8192,8192,8192/ar:8192,8192,1024
-for v in "$RO" "$IL" "$IL" "$RO"; do fused_row 4 "$v" $S p4; done; snap
-for v in "$RO" "$IL" "$IL" "$RO"; do fused_row 8 "$v" $S p8; done; snap
+fused_row 4 IP_ROW_NO_ENV=1 $S p4 $AB; snap
+fused_row 8 IP_ROW_NO_ENV=1 $S p8 $AB; snap
 S3=rs:8064,8192,8256/rs:8064,8192,1032/ar:8064,8192,8256/ar:8064,8192,1032
-for v in "$RO" "$IL" "$IL" "$RO"; do fused_row 3 "$v" $S3 p3; done; snap
+fused_row 3 IP_ROW_NO_ENV=1 $S3 p3 $AB; snap
 MELD_GEMM_RS_ORDER=ileave BENCH_VARIANTS=fused MELD_TRACE="$L/ar4_ileave.json" timeout -k 5 60 build/bench/bench_inproc \
   --ranks 4 --trace 3 --fused ar:8192,8192,8192 > "$L/trace_ar4_ileave.log" 2>&1
 echo "== trace AR 4 ranks ileave rc=$? at $(el) s"
