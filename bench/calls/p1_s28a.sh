@@ -11,7 +11,7 @@
 # (2) A/B in alternating processes at 4, 8, 3 ranks; (3) a trace of the 4-rank GEMM+AR with it.
 # Prediction: 4 ranks GEMM+AR 8192^3 -5..-10% (2.34 ms), K 1024 -3..-8%; GEMM+RS -2..-5%;
 # 8 ranks alike; the trace shows reduce epilogues every 4th group and no copy tail.
-# Usage (device, nvidia-h200): bash bench/calls/p1_s28a.sh
+# Usage (device, nvidia-h200): bash bench/calls/p1_s28a.sh   (~5 min of device time with the build)
 . "$(dirname "$0")/../device_env.sh"
 build build/bench/bench_inproc build/tests/gpu/test_inproc
 export MELD_TIMEOUT_MS=3000 MELD_WORKSPACE_BYTES=402653184 BENCH_VARIANTS=gemm,fused,fused_symc
@@ -27,6 +27,14 @@ fused_row 4 IP_ROW_NO_ENV=1 $S p4 $AB; snap
 fused_row 8 IP_ROW_NO_ENV=1 $S p8 $AB; snap
 S3=rs:8064,8192,8256/rs:8064,8192,1032/ar:8064,8192,8256/ar:8064,8192,1032
 fused_row 3 IP_ROW_NO_ENV=1 $S3 p3 $AB; snap
+# (4) the TMA push to several owners (opt-in MELD_GEMM_RS_PUSH=tma from 3 ranks: one map per
+# owner, flags deferred to the next epilogue as at 2 ranks; CPU-built only): tests, then A/B.
+# In-process the stores it replaces only wait for local memory: expect 0..-3% here; the case for
+# it is NVLink (2 GPUs, session 2: the stores' path 0.1-0.17 ms slower of 0.87).
+MELD_GEMM_RS_PUSH=tma timeout -k 5 120 build/tests/gpu/test_inproc 8,3,4 > "$L/test_inproc_tma.log" 2>&1
+echo "== test_inproc 8,3,4 push tma rc=$? at $(el) s"; grep -E "checks|FAIL" "$L/test_inproc_tma.log" | cut -c1-300 | head -3
+fused_row 4 IP_ROW_NO_ENV=1 $S p4push --ab MELD_GEMM_RS_PUSH=st,tma --fused-pairs 2; snap
+fused_row 8 IP_ROW_NO_ENV=1 $S p8push --ab MELD_GEMM_RS_PUSH=st,tma --fused-pairs 2; snap
 MELD_GEMM_RS_ORDER=ileave BENCH_VARIANTS=fused MELD_TRACE="$L/ar4_ileave.json" timeout -k 5 60 build/bench/bench_inproc \
   --ranks 4 --trace 3 --fused ar:8192,8192,8192 > "$L/trace_ar4_ileave.log" 2>&1
 echo "== trace AR 4 ranks ileave rc=$? at $(el) s"

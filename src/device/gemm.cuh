@@ -76,6 +76,8 @@
 #define GEMM_BAR_WG0 1
 #define GEMM_BAR_WG1 2
 #define GEMM_BAR_CONSUMERS 3
+/* Hook g2's push maps for more than 2 ranks (gemm_params_t.map_push): up to 8 ranks. */
+#define GEMM_PUSH_MAPS 7
 
 /* What the ready hook reports in *status (first giver-up wins). */
 enum { GEMM_STATUS_OK = 0, GEMM_STATUS_ABORTED = 1, GEMM_STATUS_TIMEOUT = 2 };
@@ -256,7 +258,8 @@ typedef struct {
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
    * reduce.owner is stored with TMA through map_c, which then describes THAT owner's buffer
    * (dims {n, rows_per_owner}, ld out_ld, box {64, 64}, SWIZZLE_128B; so at most one such
-   * owner: 2 ranks), at row (row - owner * rows_per_owner). Its signal is deferred: released
+   * owner: 2 ranks; the G2 2 kernels take map_push[] instead, one map per owner, for up to
+   * GEMM_PUSH_MAPS + 1 ranks), at row (row - owner * rows_per_owner). Its signal is deferred: released
    * at the start of this CTA's next epilogue (before any reduce wait) or after its last tile,
    * after the issuing threads' cp.async.bulk.wait_group 0, the consumers' barrier and a
    * fence.acq_rel.sys; so the consumers never wait for NVLink in the epilogue. */
@@ -330,6 +333,9 @@ typedef struct {
   CUtensorMap map_cp;
   /* The partial slots' prefetch map (hook g with epi.reduce.pf; see there). */
   CUtensorMap map_pf;
+  /* Hook g2 with several owners (the kernels' G2 2): map_push[s] over owner (reduce.owner + 1 +
+   * s) % P's slot for this rank's partials, like map_c at 2 ranks. */
+  CUtensorMap map_push[GEMM_PUSH_MAPS];
   /* Split-K / stream-K combine (additive; 0 = each piece stores its partial, the last
    * arriver reads them; 1 = pieces add into one zeroed fp32 tile with red.global.add.v4.f32,
    * the last reads the sum and re-zeroes it: `workspace` must then be all zeros before the
@@ -1162,6 +1168,12 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
   }
 }
 
+/* Hook g2 with several owners (G2 2): the map of `owner`'s slot for this rank's partials. */
+__device__ __forceinline__ const CUtensorMap *gemm_push_map(const gemm_params_t *p, int owner) {
+  const int P = p->epi.reduce.nsrc + 1;
+  return &p->map_push[(owner - p->epi.reduce.owner - 1 + P) % P];
+}
+
 /* One TMA store of a C box (gemm_params_t.store_hint: with L2::evict_first). */
 __device__ __forceinline__ void gemm_store_c(const gemm_params_t *p, const CUtensorMap *map, uint32_t src, int c0, int c1) {
   if (p->store_hint) tma_store_2d_hint(map, src, c0, c1, l2_policy_evict_first());
@@ -1209,12 +1221,13 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
   }
 }
 
-template <bool RED, bool G2 = false, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN, int PRE = -1>
+template <bool RED, int G2 = 0, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN, int PRE = -1>
 __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
                                               uint32_t *pk = nullptr, int *pk_on = nullptr,
                                               int *pk_col = nullptr, int *pk_row = nullptr) {
   static_assert(BN == GEMM_BN || (!RED && !G2 && !HELPER), "the wide tile: plain epilogue only");
+  static_assert(G2 != 2 || (DEFER == 0 && !HELPER), "pushes to several owners: no deferred half, no flag helper");
   constexpr int NH = (BN + 127) / 128; /* halves of 128 columns (the wide tile's third: 64) */
   const int w = tid >> 5, l = tid & 31;
   const int M = p->m, N = p->n;
@@ -1314,7 +1327,9 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
         for (int b = 0; b < 2; ++b) {
           const int c0 = col_base + 128 * h + 64 * b;
           if (c0 < N && 128 * h + 64 * b < BN) {
-            if (tma_out || (RED && PRE < 0)) tma_store_2d(&p->map_c, stg + 8192 * b, c0, tma_out ? (int)dst_row0 : row_base);
+            if (tma_out || (RED && PRE < 0))
+              tma_store_2d(G2 == 2 && tma_out ? gemm_push_map(p, owner) : &p->map_c, stg + 8192 * b, c0,
+                           tma_out ? (int)dst_row0 : row_base);
             else gemm_store_c(p, &p->map_c, stg + 8192 * b, c0, row_base);
           }
         }
@@ -1678,7 +1693,7 @@ __device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gem
     }
 }
 
-template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN,
+template <bool BKN, bool RED = false, int G2 = 0, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN,
           int PRE = -1>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
@@ -1901,7 +1916,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
 /* Side (optional): work for warps 2 and 3 of the producer warpgroup (idle in the engine), run
  * WHILE this CTA's consumers run their tiles, with the producer warpgroup's 40 registers and
  * no shared memory of the engine's: side(w, lane), w = 0 or 1; must not use CTA barriers. */
-template <bool BKN, bool RED = false, bool G2 = false, int DEFER = 0, bool HELPER = false, bool SKQ = false,
+template <bool BKN, bool RED = false, int G2 = 0, int DEFER = 0, bool HELPER = false, bool SKQ = false,
           class Tail = gemm_no_tail, class Side = gemm_no_tail, int BN = GEMM_BN, int PRE = -1>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers, const Tail &tail = Tail(),

@@ -328,6 +328,12 @@ int gemm_rs_pf_first(int requested, int preload, int nsrc, int k_blocks) {
   return -1;
 }
 
+int gemm_rs_push_mode(int nranks, int sym, int bare, int st, int tma) {
+  if (sym || bare || st) return 0;
+  if (nranks == 2) return 1;
+  return nranks >= 3 && nranks <= GEMM_PUSH_MAPS + 1 && tma ? 2 : 0;
+}
+
 int gemm_rs_early_copy(int requested, int slots, int nranks) {
   if (!slots || nranks < 2) return 0;
   return requested >= 0 ? requested == 1 : nranks >= GEMM_RS_EARLY_COPY_MIN_RANKS;

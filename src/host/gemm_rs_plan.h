@@ -206,6 +206,15 @@ int gemm_rs_pf_first(int requested, int preload, int nsrc, int k_blocks);
 #define GEMM_RS_EARLY_COPY_MIN_RANKS 2
 int gemm_rs_early_copy(int requested, int slots, int nranks);
 
+/* The fused kernel's partial push (gemm.cuh hook g2; the kernels' G2): 1 = TMA store into the
+ * one peer's slot with the flag deferred to the next epilogue (2 ranks, the default there since
+ * session 2; `st` = MELD_GEMM_RS_PUSH=st: 0), 2 = the same with one map per owner for 3 ..
+ * GEMM_PUSH_MAPS + 1 ranks, opt-in (`tma` = MELD_GEMM_RS_PUSH=tma; session 27: built and
+ * CPU-tested only), 0 = the threads' 16-byte stores with the flag released in the epilogue
+ * after a fence (the default from 3 ranks on; also symmetric mode, `sym`, and the diagnostic bare
+ * kernel, `bare`). */
+int gemm_rs_push_mode(int nranks, int sym, int bare, int st, int tma);
+
 /* 0 if a fused plan is consistent (layout fits the pad's signal region and the workspace,
  * group_m divides own_first, ...); else 1 and a sentence in why. */
 int gemm_rs_plan_check(const gemm_rs_plan_t *pl, size_t workspace_bytes, char *why, size_t len);

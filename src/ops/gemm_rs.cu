@@ -335,7 +335,7 @@ struct gemm_rs_side {
  * (gemm.cuh gemm_preload_of: preload 4, own tiles stored by TMA, no symmetric push), so the
  * other modes' code is left out; -1: every mode (the general kernel). AR false: RS only, without
  * the AR's copy phase and early copy (gemm_rs_tail, gemm_rs_side). */
-template <bool BKN, bool G2, bool BARE = false, bool HELPER = false, int PRE = -1, bool AR = true, int DEF = 0>
+template <bool BKN, int G2, bool BARE = false, bool HELPER = false, int PRE = -1, bool AR = true, int DEF = 0>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_rs_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_rs_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -371,11 +371,19 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 
 /* ---- host ------------------------------------------------------------------------------------ */
 
-/* The fused kernel for B's layout (`kn`) and the push (`g2`), with add mode PRE (-1: any) and,
+/* The fused kernel for B's layout (`kn`) and the push (`g2`: 0 the threads' stores, 1 TMA to one
+ * owner, 2 TMA to several), with add mode PRE (-1: any) and,
  * for AR false, RS only; DEF 1: the pushed tiles' deferred second half (PRE 4, g2 only). */
 template <int PRE, bool AR, int DEF = 0>
 static const void *gemm_rs_kernel_for(int kn, int g2) {
   static_assert(DEF == 0 || PRE >= 0, "the deferred push half: lean kernels only");
+  if constexpr (PRE >= 0) { /* pushes to several owners (gemm_rs_push_mode): lean kernels, no deferred half */
+    if (g2 == 2)
+      return kn ? (const void *)gemm_rs_kernel<true, 2, false, false, PRE, AR>
+                : (const void *)gemm_rs_kernel<false, 2, false, false, PRE, AR>;
+  } else {
+    if (g2 == 2) g2 = 0; /* (the general kernel with it spilled 24 bytes: the host then plans the stores) */
+  }
   if (DEF && g2)
     return kn ? (const void *)gemm_rs_kernel<true, true, false, false, PRE, AR, DEF>
               : (const void *)gemm_rs_kernel<false, true, false, false, PRE, AR, DEF>;
@@ -411,6 +419,9 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         s2 on 2 x H200 0.965 vs 0.933 / 3.049 vs 3.024 / 0.836 vs 0.824 ms, s5 on
  *                         one H200 with the fused kernel at one rank 0.918 vs 0.884, 0.758 vs 0.740)
  *   MELD_GEMM_RS_PUSH     fused path's partial push at 2 ranks: "tma" (default since s2 run 3) =
+ *                         (at 3..8 ranks "tma" opts in to the same push with one map per
+ *                         owner, gemm_rs_push_mode; session 27, CPU-built only; default there:
+ *                         the threads' stores)
  *                         TMA store into the peer's staging, flag released at the start of the
  *                         next epilogue (gemm.cuh hook g2); "st" = 16-byte stores from the
  *                         consumer warpgroups, flag released in the epilogue after a fence that
@@ -542,8 +553,9 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   if (loop) diag = (diag | 1024 | 1) & ~(128 | 8 | 16); /* the virtual peer's slot is this rank's own */
   else diag &= ~1024;
   if (diag & 16) diag |= 8;
-  const int g2 = P == 2 && !pl->sym && !(diag & 8) && !gemm_rs_env_is("MELD_GEMM_RS_PUSH", "st");
-  const int helper = g2 && gemm_rs_env_int("MELD_GEMM_RS_FLAG_HELPER", 0) == 1;
+  int g2 = gemm_rs_push_mode(P, pl->sym, diag & 8, gemm_rs_env_is("MELD_GEMM_RS_PUSH", "st"),
+                             gemm_rs_env_is("MELD_GEMM_RS_PUSH", "tma"));
+  const int helper = g2 == 1 && gemm_rs_env_int("MELD_GEMM_RS_FLAG_HELPER", 0) == 1;
   const int kn = a->b_layout == MELD_B_KN;
   const void *kern = diag & 16 ? (diag & 8192 ? (kn ? (const void *)gemm_rs_kernel<true, false, true, false, -1, true, 2>
                                                     : (const void *)gemm_rs_kernel<false, false, true, false, -1, true, 2>)
@@ -665,8 +677,18 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
    * reduce.copy_defer; MELD_GEMM_AR_COPY_FLAG=now: at the end of the tile's epilogue, as before
    * session 14). Only in the TMA-push kernels without the flag helper. */
   e->reduce.copy_defer =
-      gemm_rs_copy_defer(g2, helper, e->reduce.ncopies, pl->tiles_own, gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now"));
-  if (g2) {
+      gemm_rs_copy_defer(g2 == 1, helper, e->reduce.ncopies, pl->tiles_own, gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now"));
+  if (g2 == 2) {
+    /* Hook g2 with several owners: map_push[s] over owner q = (r + 1 + s) % P's slot for this
+     * rank's partials (where gemm_rs_header_fill points out[q]; diag 1: this rank's own slots). */
+    for (int sx = 0; sx < P - 1; sx++) {
+      const int q = (r + 1 + sx) % P;
+      uint8_t *slot = (uint8_t *)(diag & 1 ? comm->workspace.local : comm->workspace.peer[q]) + GEMM_RS_HDR_BYTES +
+                      (uint64_t)((r - q - 1 + P) % P) * pl->slot_bytes;
+      MELD_CHECK(gemm_rs_map_c(&g, &o, slot, pl->ldn, pl->rpo, &k.g.map_push[sx]));
+    }
+    e->out_tma = 1;
+  } else if (g2) {
     /* Hook g2: map_c over the peer's partial slot (R rows x N, ld ldn): every tile of the peer
      * goes there by TMA. Slot index (r - q - 1 + 2) % 2 = 0; diag 1: own slot, no NVLink. */
     const int q = 1 - r;
@@ -753,6 +775,10 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int variant = gemm_rs_kernel_variant(gemm_rs_env_int("MELD_GEMM_RS_LEAN", 1), pl->is_ar, diag & 16, helper,
                                              e->reduce.on, e->reduce.preload, e->reduce.tma, e->reduce.npush,
                                              k.g.split_k, k.g.sk_tiles);
+  if (g2 == 2 && !variant) { /* several owners' TMA push: lean kernels only (gemm_rs_kernel_for) */
+    g2 = 0;
+    e->out_tma = 0;
+  }
   /* The reduced tiles' one copy by TMA store in the lean kernels (gemm_rs_copy_tma;
    * MELD_GEMM_AR_COPY=st: the threads' stores): map_cp over where gemm_rs_header_fill points
    * copies[0] (the same address, computed on the host: keep in step; peer q = the other rank,
@@ -766,7 +792,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   }
   /* The pushed tiles' second half deferred into the next mainloop (gemm_rs_push_defer_kb;
    * MELD_GEMM_RS_PUSH_DEFER=KB | off). */
-  const int defer_kb = gemm_rs_push_defer_kb(variant, g2, gemm_rs_env_is("MELD_GEMM_RS_PUSH_DEFER", "off") ? -1
+  const int defer_kb = gemm_rs_push_defer_kb(variant, g2 == 1, gemm_rs_env_is("MELD_GEMM_RS_PUSH_DEFER", "off") ? -1
                                                          : gemm_rs_env_int("MELD_GEMM_RS_PUSH_DEFER", -2));
   e->out_defer_kb = defer_kb < 0 ? 0 : defer_kb;
   /* The AR's pending copy flag kept over an own tile's start (session 16; MELD_GEMM_AR_COPY_HOLD). */

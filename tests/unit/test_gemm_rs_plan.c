@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "device/gemm.cuh" /* GEMM_PUSH_MAPS */
 #include "error.h"
 #include "gemm_rs_plan.h"
 #include "meld.h"
@@ -419,6 +420,23 @@ static void test_pf_first(void **state) {
     }
 }
 
+/* The partial push (gemm_rs_push_mode): TMA to one owner at 2 ranks unless "st"; to several only
+ * when asked ("tma") at 3 .. GEMM_PUSH_MAPS + 1 ranks; never in symmetric mode or the bare kernel. */
+static void test_push_mode(void **state) {
+  (void)state;
+  assert_int_equal(gemm_rs_push_mode(2, 0, 0, 0, 0), 1);
+  assert_int_equal(gemm_rs_push_mode(2, 0, 0, 0, 1), 1);
+  assert_int_equal(gemm_rs_push_mode(2, 0, 0, 1, 0), 0);
+  for (int P = 3; P <= 12; P++) {
+    assert_int_equal(gemm_rs_push_mode(P, 0, 0, 0, 0), 0);
+    assert_int_equal(gemm_rs_push_mode(P, 0, 0, 0, 1), P <= GEMM_PUSH_MAPS + 1 ? 2 : 0);
+    assert_int_equal(gemm_rs_push_mode(P, 0, 0, 1, 0), 0);
+  }
+  assert_int_equal(gemm_rs_push_mode(2, 1, 0, 0, 0), 0); /* symmetric */
+  assert_int_equal(gemm_rs_push_mode(4, 0, 1, 0, 1), 0); /* bare kernel */
+  assert_int_equal(gemm_rs_push_mode(1, 0, 0, 0, 1), 0); /* one rank: nothing to push */
+}
+
 /* The AR's early copy (gemm_rs_early_copy): only with result slots and peers; as asked, else
  * from GEMM_RS_EARLY_COPY_MIN_RANKS ranks on. */
 static void test_early_copy(void **state) {
@@ -570,6 +588,7 @@ int main(void) {
       cmocka_unit_test(test_preload_mode),
       cmocka_unit_test(test_pf_first),
       cmocka_unit_test(test_early_copy),
+      cmocka_unit_test(test_push_mode),
       cmocka_unit_test(test_kernel_variant),
       cmocka_unit_test(test_copy_defer),
       cmocka_unit_test(test_copy_tma),
