@@ -258,8 +258,8 @@ typedef struct {
    * kernels running gemm_cta_run<BKN, true>): a tile redirected to an owner other than
    * reduce.owner is stored with TMA through map_c, which then describes THAT owner's buffer
    * (dims {n, rows_per_owner}, ld out_ld, box {64, 64}, SWIZZLE_128B; so at most one such
-   * owner: 2 ranks; the G2 2 kernels take map_push[] instead, one map per owner, for up to
-   * GEMM_PUSH_MAPS + 1 ranks), at row (row - owner * rows_per_owner). Its signal is deferred: released
+   * owner: 2 ranks; the G2 2 kernels take one map per owner instead, gemm_push_map, for up
+   * to GEMM_PUSH_MAPS + 1 ranks), at row (row - owner * rows_per_owner). Its signal is deferred: released
    * at the start of this CTA's next epilogue (before any reduce wait) or after its last tile,
    * after the issuing threads' cp.async.bulk.wait_group 0, the consumers' barrier and a
    * fence.acq_rel.sys; so the consumers never wait for NVLink in the epilogue. */
@@ -333,9 +333,6 @@ typedef struct {
   CUtensorMap map_cp;
   /* The partial slots' prefetch map (hook g with epi.reduce.pf; see there). */
   CUtensorMap map_pf;
-  /* Hook g2 with several owners (the kernels' G2 2): map_push[s] over owner (reduce.owner + 1 +
-   * s) % P's slot for this rank's partials, like map_c at 2 ranks. */
-  CUtensorMap map_push[GEMM_PUSH_MAPS];
   /* Split-K / stream-K combine (additive; 0 = each piece stores its partial, the last
    * arriver reads them; 1 = pieces add into one zeroed fp32 tile with red.global.add.v4.f32,
    * the last reads the sum and re-zeroes it: `workspace` must then be all zeros before the
@@ -1168,10 +1165,13 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
   }
 }
 
-/* Hook g2 with several owners (G2 2): the map of `owner`'s slot for this rank's partials. */
+/* Hook g2 with several owners (G2 2): the map of `owner`'s slot for this rank's partials. The
+ * maps are not in gemm_params_t (every other kernel would carry their 0.9 KB): a G2 2 kernel's
+ * parameter holds GEMM_PUSH_MAPS of them right after its gemm_params_t, map s over owner
+ * (reduce.owner + 1 + s) % P's slot (gemm_rs.cu gemm_rs_kargs_t.map_push, checked there). */
 __device__ __forceinline__ const CUtensorMap *gemm_push_map(const gemm_params_t *p, int owner) {
   const int P = p->epi.reduce.nsrc + 1;
-  return &p->map_push[(owner - p->epi.reduce.owner - 1 + P) % P];
+  return reinterpret_cast<const CUtensorMap *>(p + 1) + (owner - p->epi.reduce.owner - 1 + P) % P;
 }
 
 /* One TMA store of a C box (gemm_params_t.store_hint: with L2::evict_first). */

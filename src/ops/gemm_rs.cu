@@ -41,6 +41,9 @@
 
 typedef struct {
   gemm_params_t g;                         /* engine params; hooks point into the header   */
+  /* Hook g2 with several owners (the kernels' G2 2): map s over owner (rank + 1 + s) % P's slot
+   * for this rank's partials; right after g, where gemm.cuh gemm_push_map reads them. */
+  CUtensorMap map_push[GEMM_PUSH_MAPS];
   uint8_t *ws;                             /* this rank's workspace (header at 0)          */
   uint8_t *peer_ws[GEMM_RS_MAX_RANKS];     /* peers' mapped workspaces ([rank] = ws)        */
   uint16_t *c;                             /* user C (AR copy phase)                        */
@@ -56,6 +59,7 @@ typedef struct {
   int32_t early; /* AR with result slots: warps 2-3 of the producer warpgroup copy arrived
                     reduced tiles into C during the GEMM (gemm_ar_copy_early)              */
 } gemm_rs_kargs_t;
+static_assert(offsetof(gemm_rs_kargs_t, map_push) == sizeof(gemm_params_t), "gemm_push_map reads the maps right after g");
 
 
 /* Slot index of sender q at owner o. */
@@ -679,13 +683,13 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   e->reduce.copy_defer =
       gemm_rs_copy_defer(g2 == 1, helper, e->reduce.ncopies, pl->tiles_own, gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now"));
   if (g2 == 2) {
-    /* Hook g2 with several owners: map_push[s] over owner q = (r + 1 + s) % P's slot for this
+    /* Hook g2 with several owners: k.map_push[s] over owner q = (r + 1 + s) % P's slot for this
      * rank's partials (where gemm_rs_header_fill points out[q]; diag 1: this rank's own slots). */
     for (int sx = 0; sx < P - 1; sx++) {
       const int q = (r + 1 + sx) % P;
       uint8_t *slot = (uint8_t *)(diag & 1 ? comm->workspace.local : comm->workspace.peer[q]) + GEMM_RS_HDR_BYTES +
                       (uint64_t)((r - q - 1 + P) % P) * pl->slot_bytes;
-      MELD_CHECK(gemm_rs_map_c(&g, &o, slot, pl->ldn, pl->rpo, &k.g.map_push[sx]));
+      MELD_CHECK(gemm_rs_map_c(&g, &o, slot, pl->ldn, pl->rpo, &k.map_push[sx]));
     }
     e->out_tma = 1;
   } else if (g2) {
