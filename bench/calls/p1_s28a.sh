@@ -7,16 +7,25 @@
 # CPU-tested only (tests/unit/test_gemm_args.c test_ileave_p_order: each rank's schedule covers
 # every tile once; every own tile's partials have smaller tickets on every peer).
 # (1) correctness: test_inproc 8,2,3,4 with the order on (the fused GEMM+RS / GEMM+AR cases at 3,
-# 4, 8 ranks take it where owner blocks are whole; 2 ranks keep the 2-rank rule: RS only);
-# (2) A/B in alternating processes at 4, 8, 3 ranks; (3) a trace of the 4-rank GEMM+AR with it.
+# 4, 8 ranks take it where owner blocks are whole; 2 ranks the 2-rank order of session 13, RS
+# only, also never run on a GPU before); (2) A/B at 4, 8, 3 ranks, both orders in the same passes
+# of one process (bench_inproc --ab); (3) a trace of the 4-rank GEMM+AR with it.
 # Prediction: 4 ranks GEMM+AR 8192^3 -5..-10% (2.34 ms), K 1024 -3..-8%; GEMM+RS -2..-5%;
 # 8 ranks alike; the trace shows reduce epilogues every 4th group and no copy tail.
-# Usage (device, nvidia-h200): bash bench/calls/p1_s28a.sh   (~5 min of device time with the build)
+# Usage (device, nvidia-h200): bash bench/calls/p1_s28a.sh   (~7-8 min of device time with the build)
 . "$(dirname "$0")/../device_env.sh"
-build build/bench/bench_inproc build/tests/gpu/test_inproc
+build build/bench/bench_inproc $(ls tests/gpu/*.cu | sed 's|tests/gpu/\(.*\)\.cu|build/tests/gpu/\1|')
 export MELD_TIMEOUT_MS=3000 MELD_WORKSPACE_BYTES=402653184 BENCH_VARIANTS=gemm,fused,fused_symc
 FR_LABEL=s28a L="$OUT/l"; mkdir -p "$L" build/tests/gpu
 snap() { (cd "$L" && tar czf "$OUT/logs.tgz" *.log ar4_* 2>/dev/null); }
+# (0) the library since session 27's call 5 is CPU-built only (the fused kernels' parameter grew by
+# the push maps, the order hook by two fields): every GPU test at one rank first, then test_inproc.
+PREBUILT=1 TEST_TIMEOUT_S=150 timeout -k 5 200 tests/gpu/run.sh > "$L/gpu_tests.log" 2>&1
+echo "== every GPU test at one rank rc=$? at $(el) s"; grep -E "checks passed|FAILED|FAIL" "$L/gpu_tests.log" | head -12
+cp build/tests/gpu/*.log "$L/" 2>/dev/null
+timeout -k 5 120 build/tests/gpu/test_inproc 8,2,3,4 > "$L/test_inproc.log" 2>&1
+echo "== test_inproc 8,2,3,4 (defaults) rc=$? at $(el) s"; grep -E "checks|FAIL" "$L/test_inproc.log" | cut -c1-300 | head -3
+snap
 MELD_GEMM_RS_ORDER=ileave timeout -k 5 120 build/tests/gpu/test_inproc 8,2,3,4 > "$L/test_inproc_ileave.log" 2>&1
 echo "== test_inproc 8,2,3,4 ileave rc=$? at $(el) s"; grep -E "checks|FAIL" "$L/test_inproc_ileave.log" | cut -c1-300 | head -3
 snap

@@ -76,7 +76,7 @@
 #define GEMM_BAR_WG0 1
 #define GEMM_BAR_WG1 2
 #define GEMM_BAR_CONSUMERS 3
-/* Hook g2's push maps for more than 2 ranks (gemm_params_t.map_push): up to 8 ranks. */
+/* Hook g2's push maps for more than 2 ranks (gemm_push_map): up to 8 ranks. */
 #define GEMM_PUSH_MAPS 7
 
 /* What the ready hook reports in *status (first giver-up wins). */
