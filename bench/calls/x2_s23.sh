@@ -64,12 +64,16 @@ echo "== bench_inproc --fused (2 GPUs) rc=$? at $(el) s"; grep -E "mean of|FAIL"
 # (6) (added in session 27) the AR's early copy, the default since session 27 where C is ordinary
 # memory (result slots): one GPU, 2 ranks in flight, 8192^3 -3%; session 9 on 2 GPUs 1.068 vs
 # 1.082 ms. Prediction: -1..-3% on NVLink (the tail's copy of half of C by one warp per CTA).
-i=0
-for ec in 0 1 1 0; do
-  i=$((i + 1))
-  MELD_GEMM_AR_EARLY_COPY=$ec MELD_WORKSPACE_BYTES=402653184 BENCH_SETTLE_MS=300 BENCH_VARIANTS=gemm,fused MELD_TIMEOUT_MS=5000 \
-    timeout -k 5 120 build/bench/bench_inproc --ranks 2 --samples 3 --fused ar:8192,8192,8192/ar:8192,8192,1024 \
-    --json "$OUT/inproc-fused-x2-s23-$d.jsonl" --label "x2_ec${ec}_$i" > "$OUT/inproc_ec${ec}_$i.log" 2>&1
-  echo "== early copy $ec rc=$? at $(el) s: $(grep -E 'mean of' "$OUT/inproc_ec${ec}_$i.log" | grep -v ' gemm ' | awk '{printf "K %s %s %s | ", $6, $8, $9}')"
-done
+# (7) the 2-rank interleaved order for GEMM+RS (opt-in since session 13, never run on 2 GPUs:
+# session 9's trace had every CTA pushing in the first half at once). Both as A/Bs in one process
+# (bench_inproc --ab: the values in the same passes).
+ab_row() { # NAME SHAPES --ab ...
+  local name=$1 shapes=$2; shift 2
+  MELD_WORKSPACE_BYTES=402653184 BENCH_SETTLE_MS=300 BENCH_VARIANTS=gemm,fused MELD_TIMEOUT_MS=5000 timeout -k 5 200 \
+    build/bench/bench_inproc --ranks 2 --samples 3 --fused-pairs 2 --fused "$shapes" "$@" \
+    --json "$OUT/inproc-fused-x2-s23-$d.jsonl" --label "x2_$name" > "$OUT/inproc_$name.log" 2>&1
+  echo "== $name rc=$? at $(el) s"; grep -E "mean of|FAIL" "$OUT/inproc_$name.log"
+}
+ab_row early_copy ar:8192,8192,8192/ar:8192,8192,1024 --ab MELD_GEMM_AR_EARLY_COPY=0,1
+ab_row rs_order rs:8192,8192,8192/rs:8192,14336,4096 --ab MELD_GEMM_RS_ORDER=rotate,ileave  # (the order needs >= 2 waves a group: N 4096 would not take it)
 cd "$OUT" && tar czf logs.tgz *.log coll-trace-* && rm -f *.log coll-trace-*
