@@ -14,7 +14,8 @@
  *   - the CE engine (copy engines, forced by the plan hint): all-gather and all-to-all on
  *     symmetric sends, in place, 50 back-to-back all-gathers and a graph of them, the comm
  *     checked after each (a failed CE call's copies still run);
- *   - GEMM+RS, GEMM+AR (fused and unfused) and AG+GEMM against a host reference;
+ *   - GEMM+RS, GEMM+AR (fused and unfused) and AG+GEMM against a host reference; the fused ones
+ *     again with the opt-in interleaved order and several-owner TMA push (opt_cases);
  *   - a peer that never calls: MELD_ERR_TIMEOUT, not a hang;
  *   - (a fresh comm) mismatched counts in an LL all-reduce: the late argument check fails the
  *     call with "arguments differ" and aborts the peers' waits: errors on every rank, no hang;
@@ -26,6 +27,7 @@
 #include <initializer_list>
 
 #include "coll_plan.h"
+#include "gemm_rs_plan.h"
 #include "gpu_test.h"
 
 #define IP_MAX 8
@@ -330,6 +332,94 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   GT_CUDA(cudaFree(C));
 }
 
+/* GEMM+RS / GEMM+AR (fused) at a shape where the opt-in schedules apply, each of: the defaults,
+ * the interleaved owner order (MELD_GEMM_RS_ORDER=ileave: at 2 ranks RS only), the TMA push to
+ * several owners (MELD_GEMM_RS_PUSH=tma, 3+ ranks), both (session 27). Rank 0 sets the variables
+ * between barriers (the library reads them per call); 4 blocks of 128 rows per owner, 4 k-blocks
+ * per tile (so the partial prefetch runs too), N wide enough for one wave of tickets per raster
+ * group of the rank's SMs (the order's rule; asserted through the plan). Sampled reference
+ * (4096 entries). */
+static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
+  meld_comm_info_t info;
+  GT_MELD(meld_comm_info(comm, &info));
+  const int64_t M = 512 * P, N = P >= 8 ? 4096 : 8448, K = 256; /* (8 ranks: the AR's slots within 64 MiB) */
+  const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+  uint16_t *A, *B, *C;
+  GT_CUDA(cudaMalloc(&A, na * 2));
+  GT_CUDA(cudaMalloc(&B, nb * 2));
+  GT_CUDA(cudaMalloc(&C, nc * 2));
+  uint16_t *host = NULL;
+  GT_CUDA(cudaMallocHost((void **)&host, nc * 2));
+  g_a[rank] = (uint16_t *)malloc(na * 2);
+  g_b[rank] = (uint16_t *)malloc(nb * 2);
+  gt_fill_bf16<<<132, 256, 0, st>>>(A, na, 700 + rank);
+  gt_fill_bf16<<<132, 256, 0, st>>>(B, nb, 800 + rank);
+  GT_CUDA(cudaMemcpyAsync(g_a[rank], A, na * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaMemcpyAsync(g_b[rank], B, nb * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&g_bar);
+  static const char *const cfg[][2] = {{NULL, NULL}, {"ileave", NULL}, {NULL, "tma"}, {"ileave", "tma"}};
+  for (int c = 0; c < 4; c++)
+    for (int is_ar = 0; is_ar < 2; is_ar++) {
+      pthread_barrier_wait(&g_bar);
+      if (rank == 0) {
+        if (cfg[c][0]) setenv("MELD_GEMM_RS_ORDER", cfg[c][0], 1);
+        else unsetenv("MELD_GEMM_RS_ORDER");
+        if (cfg[c][1]) setenv("MELD_GEMM_RS_PUSH", cfg[c][1], 1);
+        else unsetenv("MELD_GEMM_RS_PUSH");
+      }
+      pthread_barrier_wait(&g_bar);
+      meld_gemm_rs_args_t a;
+      memset(&a, 0, sizeof a);
+      a.a = A, a.lda = K, a.b = B, a.ldb = K, a.b_layout = MELD_B_NK, a.c = C, a.ldc = N;
+      a.m = M, a.n = N, a.k = K, a.algo = MELD_GEMM_RS_FUSED;
+      const char *what = is_ar ? "gemm_ar" : "gemm_rs";
+      if (cfg[c][0] && (P > 2 || !is_ar)) { /* the order must be taken here, or the case tests nothing new */
+        gemm_rs_plan_t pl;
+        GT_MELD(gemm_rs_plan_make_sm(&a, is_ar, P, rank, 1, (size_t)1 << 40, info.sm_count, &pl));
+        GT_CHECK(pl.ileave == 1, "%s %lld x %lld x %lld at %d ranks (%d SMs): the interleaved order is not taken", what,
+                 (long long)M, (long long)N, (long long)K, P, info.sm_count);
+      }
+      int64_t r0 = 0, rows = M;
+      if (!is_ar) GT_MELD(meld_gemm_rs_rows(M, P, rank, &r0, &rows));
+      GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
+      GT_MELD(is_ar ? meld_gemm_ar(comm, &a, st) : meld_gemm_rs(comm, &a, st));
+      GT_CUDA(cudaMemcpyAsync(host, C, (size_t)rows * N * 2, cudaMemcpyDeviceToHost, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)(97 * rank + 13 * c + is_ar);
+      double num = 0, den = 0;
+      for (int t = 0; t < 4096; t++) {
+        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+        const int64_t i = (int64_t)(seed % (uint64_t)rows), j = (int64_t)((seed >> 20) % (uint64_t)N);
+        float sum = 0.0f;
+        for (int r = 0; r < P; r++) {
+          float d = 0.0f;
+          for (int64_t q = 0; q < K; q++) d += bf(g_a[r][(r0 + i) * K + q]) * bf(g_b[r][j * K + q]);
+          sum += d;
+        }
+        const double e = (double)bf(host[i * N + j]) - sum;
+        num += e * e;
+        den += (double)sum * sum;
+      }
+      const double e = den > 0 ? sqrt(num / den) : 1.0;
+      GT_CHECK(e <= 1e-2, "%s fused %lld x %lld x %lld, order %s, push %s: rel err %.3g", what, (long long)M, (long long)N,
+               (long long)K, cfg[c][0] ? cfg[c][0] : "default", cfg[c][1] ? cfg[c][1] : "default", e);
+      gt_log("%s fused %lld x %lld x %lld, order %s, push %s: rel err %.3g", what, (long long)M, (long long)N,
+             (long long)K, cfg[c][0] ? cfg[c][0] : "default", cfg[c][1] ? cfg[c][1] : "default", e);
+    }
+  pthread_barrier_wait(&g_bar); /* the peers' references read g_a / g_b */
+  if (rank == 0) {
+    unsetenv("MELD_GEMM_RS_ORDER");
+    unsetenv("MELD_GEMM_RS_PUSH");
+  }
+  free(g_a[rank]), free(g_b[rank]);
+  GT_CUDA(cudaFreeHost(host));
+  GT_CUDA(cudaFree(A));
+  GT_CUDA(cudaFree(B));
+  GT_CUDA(cudaFree(C));
+  pthread_barrier_wait(&g_bar);
+}
+
 /* CE in place: every rank's block already in its slot of recv (send = recv + rank * B); the
  * other slots poisoned. */
 static void ce_inplace_case(int rank, meld_comm_t comm, cudaStream_t st, void *drecv, uint16_t *host) {
@@ -422,6 +512,7 @@ static void *rank_main(void *arg) {
 
   /* (3) the fused ops (each rank planned with its share of the SMs when the GPU is shared) */
   fused_cases(rank, comm, st);
+  opt_cases(rank, comm, st);
 
   GT_MELD(meld_comm_check(comm));
   GT_CUDA(cudaStreamSynchronize(st));
