@@ -342,8 +342,14 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
 static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   meld_comm_info_t info;
   GT_MELD(meld_comm_info(comm, &info));
-  const int64_t M = 512 * P, N = P >= 8 ? 4096 : 8448, K = 256; /* (8 ranks: the AR's slots within 64 MiB) */
+  /* G * tiles_n >= SMs (3+ ranks, G 2) or >= 2 x SMs (2 ranks, G 4): tiles_n >= SMs / 2 */
+  const int64_t M = 512 * P, N = 256 * (int64_t)((info.sm_count + 1) / 2 > 16 ? (info.sm_count + 1) / 2 : 16), K = 256;
   const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+  if (P < 2 || 2 * (size_t)(P - 1) * 512 * (size_t)N * 2 + ((size_t)1 << 20) > info.workspace_bytes) {
+    if (rank == 0) gt_log("opt_cases: skipped (%d rank(s), or the AR's slots of %lld columns exceed the %zu-byte workspace)", P,
+                          (long long)N, info.workspace_bytes);
+    return;
+  }
   uint16_t *A, *B, *C;
   GT_CUDA(cudaMalloc(&A, na * 2));
   GT_CUDA(cudaMalloc(&B, nb * 2));
