@@ -682,22 +682,17 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
    * session 14). Only in the TMA-push kernels without the flag helper. */
   e->reduce.copy_defer =
       gemm_rs_copy_defer(g2 == 1, helper, e->reduce.ncopies, pl->tiles_own, gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now"));
-  if (g2 == 2) {
-    /* Hook g2 with several owners: k.map_push[s] over owner q = (r + 1 + s) % P's slot for this
-     * rank's partials (where gemm_rs_header_fill points out[q]; diag 1: this rank's own slots). */
+  if (g2) {
+    /* Hook g2: the map of owner q = (r + 1 + s) % P's slot for this rank's partials (R rows x N,
+     * ld ldn; where gemm_rs_header_fill points out[q]; diag 1: this rank's own slots, no NVLink):
+     * every tile of q goes there by TMA. 2 ranks: map_c (the one peer, slot index 0); more:
+     * k.map_push[s]. */
     for (int sx = 0; sx < P - 1; sx++) {
       const int q = (r + 1 + sx) % P;
       uint8_t *slot = (uint8_t *)(diag & 1 ? comm->workspace.local : comm->workspace.peer[q]) + GEMM_RS_HDR_BYTES +
                       (uint64_t)((r - q - 1 + P) % P) * pl->slot_bytes;
-      MELD_CHECK(gemm_rs_map_c(&g, &o, slot, pl->ldn, pl->rpo, &k.map_push[sx]));
+      MELD_CHECK(gemm_rs_map_c(&g, &o, slot, pl->ldn, pl->rpo, g2 == 2 ? &k.map_push[sx] : &k.g.map_c));
     }
-    e->out_tma = 1;
-  } else if (g2) {
-    /* Hook g2: map_c over the peer's partial slot (R rows x N, ld ldn): every tile of the peer
-     * goes there by TMA. Slot index (r - q - 1 + 2) % 2 = 0; diag 1: own slot, no NVLink. */
-    const int q = 1 - r;
-    uint8_t *slot = (uint8_t *)(diag & 1 ? comm->workspace.local : comm->workspace.peer[q]) + GEMM_RS_HDR_BYTES;
-    MELD_CHECK(gemm_rs_map_c(&g, &o, slot, pl->ldn, pl->rpo, &k.g.map_c));
     e->out_tma = 1;
   }
   if (diag & 8) {

@@ -245,23 +245,60 @@ static void b2b_case(int rank, meld_comm_t comm, cudaStream_t st, int op, kind_t
 }
 
 /* Host reference of GEMM+RS / GEMM+AR rows [r0, r0 + rows): sum over ranks of A_r x B_r^T
- * (A [M, K], B [N, K]), fp32; then the relative error of got (bf16, ld n). */
-static double gemm_rs_err(int64_t m, int64_t n, int64_t k, int64_t r0, int64_t rows, const uint16_t *got) {
-  (void)m;
+ * (A [M, K], B [N, K]), fp32; then the relative error of got (bf16, ld n), over every entry, or
+ * over `samples` random ones (seeded by `seed`) when samples > 0. */
+static double gemm_rs_err(int64_t n, int64_t k, int64_t r0, int64_t rows, const uint16_t *got, int samples = 0,
+                          uint64_t seed = 0) {
   double num = 0, den = 0;
-  for (int64_t i = r0; i < r0 + rows; i++)
-    for (int64_t j = 0; j < n; j++) {
-      float s = 0.0f;
-      for (int r = 0; r < P; r++) {
-        float d = 0.0f;
-        for (int64_t q = 0; q < k; q++) d += bf(g_a[r][i * k + q]) * bf(g_b[r][j * k + q]);
-        s += d;
-      }
-      const double e = (double)bf(got[(i - r0) * n + j]) - s;
-      num += e * e;
-      den += (double)s * s;
+  const int64_t total = samples > 0 ? samples : rows * n;
+  for (int64_t t = 0; t < total; t++) {
+    int64_t i = t / n, j = t % n; /* (local row) */
+    if (samples > 0) {
+      seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+      i = (int64_t)(seed % (uint64_t)rows), j = (int64_t)((seed >> 20) % (uint64_t)n);
     }
+    float s = 0.0f;
+    for (int r = 0; r < P; r++) {
+      float d = 0.0f;
+      for (int64_t q = 0; q < k; q++) d += bf(g_a[r][(r0 + i) * k + q]) * bf(g_b[r][j * k + q]);
+      s += d;
+    }
+    const double e = (double)bf(got[i * n + j]) - s;
+    num += e * e;
+    den += (double)s * s;
+  }
   return den > 0 ? sqrt(num / den) : 1.0;
+}
+
+/* One fused-op call of rank `rank` with C poisoned first; its rows of C ([r0, r0 + rows): this
+ * rank's for RS, all for AR) copied to host. */
+static void gemm_rs_call(int rank, meld_comm_t comm, cudaStream_t st, const meld_gemm_rs_args_t *a, int is_ar,
+                         size_t nc, uint16_t *host, int64_t *r0, int64_t *rows) {
+  *r0 = 0, *rows = a->m;
+  if (!is_ar) GT_MELD(meld_gemm_rs_rows(a->m, P, rank, r0, rows));
+  GT_CUDA(cudaMemsetAsync(a->c, 0xff, nc * 2, st));
+  GT_MELD(is_ar ? meld_gemm_ar(comm, a, st) : meld_gemm_rs(comm, a, st));
+  GT_CUDA(cudaMemcpyAsync(host, a->c, (size_t)*rows * a->n * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+}
+
+/* The fused cases' inputs: A [na], B [nb] random bf16 on the device (seeds `seed` + rank and
+ * seed + 100 + rank) and in g_a / g_b for the host references, C [nc] allocated; every rank's
+ * host copies are there when it returns. */
+static void fused_inputs(int rank, cudaStream_t st, size_t na, size_t nb, size_t nc, int seed, uint16_t **A,
+                         uint16_t **B, uint16_t **C) {
+  GT_CUDA(cudaMalloc(A, na * 2));
+  GT_CUDA(cudaMalloc(B, nb * 2));
+  GT_CUDA(cudaMalloc(C, nc * 2));
+  free(g_a[rank]), free(g_b[rank]);
+  g_a[rank] = (uint16_t *)malloc(na * 2);
+  g_b[rank] = (uint16_t *)malloc(nb * 2);
+  gt_fill_bf16<<<132, 256, 0, st>>>(*A, na, seed + rank);
+  gt_fill_bf16<<<132, 256, 0, st>>>(*B, nb, seed + 100 + rank);
+  GT_CUDA(cudaMemcpyAsync(g_a[rank], *A, na * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaMemcpyAsync(g_b[rank], *B, nb * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&g_bar);
 }
 
 static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
@@ -271,18 +308,8 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   const int64_t mc = M > P * ml ? M : P * ml;        /* rows of C */
   const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)mc * N;
   uint16_t *A, *B, *C;
-  GT_CUDA(cudaMalloc(&A, na * 2));
-  GT_CUDA(cudaMalloc(&B, nb * 2));
-  GT_CUDA(cudaMalloc(&C, nc * 2));
+  fused_inputs(rank, st, na, nb, nc, 500, &A, &B, &C);
   uint16_t *host = (uint16_t *)malloc(nc * 2);
-  g_a[rank] = (uint16_t *)malloc(na * 2);
-  g_b[rank] = (uint16_t *)malloc(nb * 2);
-  gt_fill_bf16<<<132, 256, 0, st>>>(A, na, 500 + rank);
-  gt_fill_bf16<<<132, 256, 0, st>>>(B, nb, 600 + rank);
-  GT_CUDA(cudaMemcpyAsync(g_a[rank], A, na * 2, cudaMemcpyDeviceToHost, st));
-  GT_CUDA(cudaMemcpyAsync(g_b[rank], B, nb * 2, cudaMemcpyDeviceToHost, st));
-  GT_CUDA(cudaStreamSynchronize(st));
-  pthread_barrier_wait(&g_bar);
   for (int is_ar = 0; is_ar < 2; is_ar++)
     for (int algo = 1; algo <= 2; algo++) {
       meld_gemm_rs_args_t a;
@@ -290,12 +317,8 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
       a.a = A, a.lda = K, a.b = B, a.ldb = K, a.b_layout = MELD_B_NK, a.c = C, a.ldc = N;
       a.m = M, a.n = N, a.k = K, a.algo = (meld_gemm_rs_algo_t)algo;
       int64_t r0 = 0, rows = M;
-      if (!is_ar) GT_MELD(meld_gemm_rs_rows(M, P, rank, &r0, &rows));
-      GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
-      GT_MELD(is_ar ? meld_gemm_ar(comm, &a, st) : meld_gemm_rs(comm, &a, st));
-      GT_CUDA(cudaMemcpyAsync(host, C, (size_t)rows * N * 2, cudaMemcpyDeviceToHost, st));
-      GT_CUDA(cudaStreamSynchronize(st));
-      const double e = gemm_rs_err(M, N, K, r0, rows, host);
+      gemm_rs_call(rank, comm, st, &a, is_ar, nc, host, &r0, &rows);
+      const double e = gemm_rs_err(N, K, r0, rows, host);
       GT_CHECK(e <= 1e-2, "%s %s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs",
                algo == 1 ? "fused" : "unfused", (long long)M, (long long)N, (long long)K, e);
       gt_log("%s %s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs", algo == 1 ? "fused" : "unfused",
@@ -351,19 +374,9 @@ static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     return;
   }
   uint16_t *A, *B, *C;
-  GT_CUDA(cudaMalloc(&A, na * 2));
-  GT_CUDA(cudaMalloc(&B, nb * 2));
-  GT_CUDA(cudaMalloc(&C, nc * 2));
+  fused_inputs(rank, st, na, nb, nc, 700, &A, &B, &C);
   uint16_t *host = NULL;
   GT_CUDA(cudaMallocHost((void **)&host, nc * 2));
-  g_a[rank] = (uint16_t *)malloc(na * 2);
-  g_b[rank] = (uint16_t *)malloc(nb * 2);
-  gt_fill_bf16<<<132, 256, 0, st>>>(A, na, 700 + rank);
-  gt_fill_bf16<<<132, 256, 0, st>>>(B, nb, 800 + rank);
-  GT_CUDA(cudaMemcpyAsync(g_a[rank], A, na * 2, cudaMemcpyDeviceToHost, st));
-  GT_CUDA(cudaMemcpyAsync(g_b[rank], B, nb * 2, cudaMemcpyDeviceToHost, st));
-  GT_CUDA(cudaStreamSynchronize(st));
-  pthread_barrier_wait(&g_bar);
   static const char *const cfg[][2] = {{NULL, NULL}, {"ileave", NULL}, {NULL, "tma"}, {"ileave", "tma"}};
   for (int c = 0; c < 4; c++)
     for (int is_ar = 0; is_ar < 2; is_ar++) {
@@ -387,27 +400,8 @@ static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
                  (long long)M, (long long)N, (long long)K, P, info.sm_count);
       }
       int64_t r0 = 0, rows = M;
-      if (!is_ar) GT_MELD(meld_gemm_rs_rows(M, P, rank, &r0, &rows));
-      GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
-      GT_MELD(is_ar ? meld_gemm_ar(comm, &a, st) : meld_gemm_rs(comm, &a, st));
-      GT_CUDA(cudaMemcpyAsync(host, C, (size_t)rows * N * 2, cudaMemcpyDeviceToHost, st));
-      GT_CUDA(cudaStreamSynchronize(st));
-      uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)(97 * rank + 13 * c + is_ar);
-      double num = 0, den = 0;
-      for (int t = 0; t < 4096; t++) {
-        seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-        const int64_t i = (int64_t)(seed % (uint64_t)rows), j = (int64_t)((seed >> 20) % (uint64_t)N);
-        float sum = 0.0f;
-        for (int r = 0; r < P; r++) {
-          float d = 0.0f;
-          for (int64_t q = 0; q < K; q++) d += bf(g_a[r][(r0 + i) * K + q]) * bf(g_b[r][j * K + q]);
-          sum += d;
-        }
-        const double e = (double)bf(host[i * N + j]) - sum;
-        num += e * e;
-        den += (double)sum * sum;
-      }
-      const double e = den > 0 ? sqrt(num / den) : 1.0;
+      gemm_rs_call(rank, comm, st, &a, is_ar, nc, host, &r0, &rows);
+      const double e = gemm_rs_err(N, K, r0, rows, host, 4096, 0x9e3779b97f4a7c15ull + (uint64_t)(97 * rank + 13 * c + is_ar));
       GT_CHECK(e <= 1e-2, "%s fused %lld x %lld x %lld, order %s, push %s: rel err %.3g", what, (long long)M, (long long)N,
                (long long)K, cfg[c][0] ? cfg[c][0] : "default", cfg[c][1] ? cfg[c][1] : "default", e);
       gt_log("%s fused %lld x %lld x %lld, order %s, push %s: rel err %.3g", what, (long long)M, (long long)N,
@@ -419,6 +413,7 @@ static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     unsetenv("MELD_GEMM_RS_PUSH");
   }
   free(g_a[rank]), free(g_b[rank]);
+  g_a[rank] = g_b[rank] = NULL;
   GT_CUDA(cudaFreeHost(host));
   GT_CUDA(cudaFree(A));
   GT_CUDA(cudaFree(B));
