@@ -135,8 +135,8 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
     pl->own_first = (int)((int64_t)rank * B < T ? (int64_t)rank * B : T);
   }
   pl->group_m = pow2_divisor16(pl->own_first);
-  /* The interleaved owner order (opt-in, MELD_GEMM_RS_ORDER=ileave; "rotate" or unset: the
-   * order above). Session 13 read session 9's 2-GPU trace: with own tiles last, every CTA pushes
+  /* The interleaved owner order (at 2 ranks opt-in, MELD_GEMM_RS_ORDER=ileave; at more the
+   * default, below; "rotate": the order above everywhere). Session 13 read session 9's 2-GPU trace: with own tiles last, every CTA pushes
    * its partials in the same first half of the call, often at the same moment, and the pushes'
    * epilogues took 7.6 us median (p99 18.5) against 2.4 for a plain one. Interleaved, own and
    * peer tiles share the raster groups after the first, and own block j always runs a group
@@ -167,11 +167,33 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
    * then come every P groups instead of all in the last 1 / P of the call (the session 27
    * trace at 4 ranks: own tiles' epilogues and the AR's copies all at the end). A wave rule as
    * above, of one wave: the closest peer computed an own tile's partial in the group before
-   * (8192 x 8192 at 4 ranks: 8 x 32 = 256 tickets a group, 1.9 waves of 132 CTAs). */
-  if (order && !strcmp(order, "ileave") && P >= 3 && !pl->sym && B >= 2 && T == (int64_t)P * B) {
+   * (8192 x 8192 at 4 ranks: 8 x 32 = 256 tickets a group, 1.9 waves of 132 CTAs).
+   * The default since session 28 (MELD_GEMM_RS_ORDER=rotate: the rotation). Ranks as threads
+   * on one H200, sustained, both orders in the same passes (bench_inproc --ab), fused GEMM+RS /
+   * GEMM+AR (result slots) / GEMM+AR (zero copy) at 8192 x 8192 x K: 3 ranks (M 8064, K 8256 /
+   * 1032) -9.4 / -6.4 / -7.6% and -5.9 / -7.4 / -6.8%; 4 ranks -2.6 / -1.0 / -1.6% and
+   * -2.6 / -3.6 / -1.0%; 8 ranks +1.1 / -3.3 / +0.4% and -0.1 / -1.6 / +0.2%. */
+  const int ileave_p = !order || !*order || !strcmp(order, "ileave");
+  /* MELD_GEMM_RS_ILEAVE_G (tuning): G itself, any divisor of the blocks per owner that leaves
+   * >= 2 rounds (no wave rule: waits may then stall, but every own tile's partials still have
+   * smaller tickets on every peer, so none cycles); elsewhere an error. */
+  const char *g_env = getenv("MELD_GEMM_RS_ILEAVE_G");
+  if (ileave_p && P >= 3 && !pl->sym && B >= 2 && T == (int64_t)P * B) {
     int G = (int)(B / 2 < 16 ? B / 2 : 16);
     while (G > 1 && B % G) G--;
-    if (sm_count <= 0 || (int64_t)G * pl->tiles_n >= (int64_t)sm_count) {
+    int forced = 0;
+    if (g_env && *g_env) {
+      char *end = NULL;
+      const long g = strtol(g_env, &end, 10);
+      if (*end || g < 1 || B % g || B / g < 2)
+        return meld_error(MELD_ERR_INVALID_ARG,
+                          "MELD_GEMM_RS_ILEAVE_G=%s: expected a divisor of the %lld blocks of 128 rows per owner "
+                          "that leaves at least 2 rounds (at most %lld)",
+                          g_env, (long long)B, (long long)(B / 2));
+      G = (int)g;
+      forced = 1;
+    }
+    if (forced || sm_count <= 0 || (int64_t)G * pl->tiles_n >= (int64_t)sm_count) {
       pl->ileave = 1;
       pl->m_rotate = 0;
       pl->own_first = (int)(rank * B);
@@ -231,6 +253,7 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
   h = meld_hash_u64(h, (uint64_t)P);
   h = meld_hash_u64(h, (uint64_t)pl->sym);
   h = meld_hash_u64(h, (uint64_t)pl->ileave); /* (an order set on one rank only fails on both) */
+  if (pl->ileave) h = meld_hash_u64(h, (uint64_t)pl->group_m); /* (so does another group size) */
   pl->arg_hash = meld_hash_fold(h);
   return MELD_OK;
 }

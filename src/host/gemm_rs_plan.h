@@ -63,8 +63,9 @@ typedef struct {
   int own_first;            /* first logical m-block of this rank's own rows                */
   int group_m;              /* raster group dividing own_first (own tiles strictly last)    */
   int ileave;               /* 1: the interleaved owner order (gemm.cuh gemm_order_hook_t
-                               ileave_b; MELD_GEMM_RS_ORDER=ileave, RS at 2 ranks): m_rotate 0,
-                               group_m even, own tiles spread over the call, not last */
+                               ileave_b / ileave_p; RS at 2 ranks with MELD_GEMM_RS_ORDER=ileave,
+                               RS / AR owner mode at >= 3 ranks by default): m_rotate 0, own
+                               tiles spread over the call, not last */
   int sym;                  /* AR, 2 ranks, <= GEMM_RS_SYM_MAX_TILES: every rank reduces every tile */
   size_t slot_bytes;        /* rpo * ldn * 2, rounded up to 256                             */
   size_t ws_needed;         /* header + slots                                               */

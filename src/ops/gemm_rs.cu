@@ -11,8 +11,9 @@
  *      co-resident (cooperative launch), and the hardware's block-to-SM order keeps CTAs that
  *      share operands near each other: session 8 measured 8% fewer L2 reads and 20% less L2
  *      fabric traffic than with arrival tickets, ~1% faster sustained). Tile order
- *      (m_rotate): the rows of rank r+1 first, then r+2, ..., own rows last (opt-in at 2 ranks:
- *      MELD_GEMM_RS_ORDER=ileave interleaves own and peer rows after a lag). A tile of another
+ *      (m_rotate): the rows of rank r+1 first, then r+2, ..., own rows last; at 3 or more ranks by
+ *      default (and opt-in at 2: MELD_GEMM_RS_ORDER=ileave) own and peer rows interleave, own
+ *      rows a raster group after the peers' same rows (gemm_rs_plan.c). A tile of another
  *      owner goes through the epilogue redirect into that owner's staging slot (bf16, 16-byte
  *      stores over NVLink) and its flag in the owner's pad is released (value: the stamp from
  *      the header, so graph replays publish fresh values). An own tile waits for the P-1
@@ -458,13 +459,17 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         warpgroup warp, so that their system fence is off the consumers' path
  *                         (opt-in, session 5: built and tested on the CPU only; to be measured
  *                         with diag bit 8, which drops the release, as the bound)
- *   MELD_GEMM_RS_ORDER    whole owner blocks, RS at 2 ranks or RS / AR (owner mode) at 3 or more
- *                         (session 27: rounds of P raster groups, own group last in each; built
- *                         and CPU-tested only): "ileave" = own and peer tiles share
- *                         the raster groups after the first (gemm.cuh gemm_ileave_mblk), so the
- *                         pushes spread over the call (opt-in, session 13: built and CPU-tested
- *                         only); "rotate" or unset = peers' rows first, own rows last (in the
- *                         argument hash: set it alike on every rank)
+ *   MELD_GEMM_RS_ORDER    the tile order where owner blocks are whole: "ileave" = own and peer
+ *                         tiles share the raster groups (gemm.cuh gemm_ileave_mblk), so the own
+ *                         tiles' epilogues (and the AR's copies) spread over the call: RS at 2
+ *                         ranks (opt-in, session 13; not yet run on 2 GPUs) and RS / AR in owner
+ *                         mode at 3 or more ranks (rounds of P raster groups, own group last in
+ *                         each; the default there since session 28: -1..-9% in-process at 3-4
+ *                         ranks); "rotate" = peers' rows first, own rows last (the default at 2
+ *                         ranks). In the argument hash: set it alike on every rank
+ *   MELD_GEMM_RS_ILEAVE_G  (tuning, 3 or more ranks) the interleaved order's raster group in
+ *                         m-blocks: a divisor of the blocks per owner leaving >= 2 rounds, taken
+ *                         without the plan's wave rule (in the argument hash)
  *   MELD_GEMM_RS_STORE    fused path's own (reduced) tiles: "tma" (default since session 5) = TMA
  *                         store into C from the staging; "st" = the threads' 16-byte stores
  *   MELD_GEMM_AR_EARLY_COPY  1: the AR's copy of the peers' reduced tiles into C also by warps

@@ -355,9 +355,11 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   GT_CUDA(cudaFree(C));
 }
 
-/* GEMM+RS / GEMM+AR (fused) at a shape where the opt-in schedules apply, each of: the defaults,
- * the interleaved owner order (MELD_GEMM_RS_ORDER=ileave: at 2 ranks RS only), the TMA push to
- * several owners (MELD_GEMM_RS_PUSH=tma, 3+ ranks), both (session 27). Rank 0 sets the variables
+/* GEMM+RS / GEMM+AR (fused) at a shape where the optional schedules apply, each of: the
+ * defaults (at 3+ ranks the interleaved owner order, session 28), the rotation
+ * (MELD_GEMM_RS_ORDER=rotate), the interleaved order (MELD_GEMM_RS_ORDER=ileave: at 2 ranks RS
+ * only), the TMA push to several owners (MELD_GEMM_RS_PUSH=tma, 3+ ranks), the last two
+ * together (session 27); which order the plan takes is asserted. Rank 0 sets the variables
  * between barriers (the library reads them per call); 4 blocks of 128 rows per owner, 4 k-blocks
  * per tile (so the partial prefetch runs too), N wide enough for one wave of tickets per raster
  * group of the rank's SMs (the order's rule; asserted through the plan). Sampled reference
@@ -377,8 +379,8 @@ static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   fused_inputs(rank, st, na, nb, nc, 700, &A, &B, &C);
   uint16_t *host = NULL;
   GT_CUDA(cudaMallocHost((void **)&host, nc * 2));
-  static const char *const cfg[][2] = {{NULL, NULL}, {"ileave", NULL}, {NULL, "tma"}, {"ileave", "tma"}};
-  for (int c = 0; c < 4; c++)
+  static const char *const cfg[][2] = {{NULL, NULL}, {"rotate", NULL}, {"ileave", NULL}, {NULL, "tma"}, {"ileave", "tma"}};
+  for (int c = 0; c < 5; c++)
     for (int is_ar = 0; is_ar < 2; is_ar++) {
       pthread_barrier_wait(&g_bar);
       if (rank == 0) {
@@ -393,11 +395,13 @@ static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
       a.a = A, a.lda = K, a.b = B, a.ldb = K, a.b_layout = MELD_B_NK, a.c = C, a.ldc = N;
       a.m = M, a.n = N, a.k = K, a.algo = MELD_GEMM_RS_FUSED;
       const char *what = is_ar ? "gemm_ar" : "gemm_rs";
-      if (cfg[c][0] && (P > 2 || !is_ar)) { /* the order must be taken here, or the case tests nothing new */
+      { /* the order the case names must be the one taken, or it tests nothing new */
+        const int want = cfg[c][0] && !strcmp(cfg[c][0], "rotate") ? 0 : cfg[c][0] ? P > 2 || !is_ar : P > 2;
         gemm_rs_plan_t pl;
         GT_MELD(gemm_rs_plan_make_sm(&a, is_ar, P, rank, 1, (size_t)1 << 40, info.sm_count, &pl));
-        GT_CHECK(pl.ileave == 1, "%s %lld x %lld x %lld at %d ranks (%d SMs): the interleaved order is not taken", what,
-                 (long long)M, (long long)N, (long long)K, P, info.sm_count);
+        GT_CHECK(pl.ileave == want, "%s %lld x %lld x %lld at %d ranks (%d SMs), order %s: ileave %d, expected %d", what,
+                 (long long)M, (long long)N, (long long)K, P, info.sm_count, cfg[c][0] ? cfg[c][0] : "default", pl.ileave,
+                 want);
       }
       int64_t r0 = 0, rows = M;
       gemm_rs_call(rank, comm, st, &a, is_ar, nc, host, &r0, &rows);

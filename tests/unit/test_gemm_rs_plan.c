@@ -189,41 +189,55 @@ static void test_choice(void **state) {
 }
 
 /* For every rank, the logical tile order puts the own m-blocks strictly last, and the raster
- * group divides the first own block (no group mixes own and other tiles). */
+ * group divides the first own block (no group mixes own and other tiles); with the order unset,
+ * plans at 3 or more ranks may take the interleave instead (its own order: test_gemm_args
+ * test_ileave_p_order), which the check accepts. */
 static void test_order(void **state) {
   (void)state;
   const int64_t ms[] = {16, 128, 512, 1000, 2048, 8192, 16384, 1 << 20};
-  for (int P = 2; P <= 16; P++)
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-      for (int r = 0; r < P; r++) {
-        meld_gemm_rs_args_t a = args(ms[i], 4096, 1024);
-        gemm_rs_plan_t pl;
-        assert_int_equal(gemm_rs_plan_make(&a, 1, P, r, 1, (size_t)1 << 40, &pl), MELD_OK);
-        if (pl.algo != MELD_GEMM_RS_FUSED) continue;
-        char why[256];
-        assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 0);
-        if (pl.sym) { /* every tile is reduced by every rank: no order constraint */
-          assert_true(P == 2 && pl.m_rotate == 0 && pl.rpo == 128 * pl.tiles_m);
-          continue;
+  for (int rotate = 0; rotate < 2; rotate++) {
+    if (rotate) setenv("MELD_GEMM_RS_ORDER", "rotate", 1);
+    for (int P = 2; P <= 16; P++)
+      for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        for (int r = 0; r < P; r++) {
+          meld_gemm_rs_args_t a = args(ms[i], 4096, 1024);
+          gemm_rs_plan_t pl;
+          assert_int_equal(gemm_rs_plan_make(&a, 1, P, r, 1, (size_t)1 << 40, &pl), MELD_OK);
+          if (pl.algo != MELD_GEMM_RS_FUSED) continue;
+          char why[256];
+          assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 0);
+          if (pl.sym) { /* every tile is reduced by every rank: no order constraint */
+            assert_true(P == 2 && pl.m_rotate == 0 && pl.rpo == 128 * pl.tiles_m);
+            continue;
+          }
+          if (pl.ileave) {
+            assert_true(!rotate && P >= 3 && pl.m_rotate == 0 &&
+                        pl.own_first == r * (int)(pl.rpo / 128));
+            continue;
+          }
+          const int B = (int)(pl.rpo / 128), T = pl.tiles_m;
+          for (int li = 0; li < T; li++) {
+            const int mb = (li + pl.m_rotate) % T;
+            const int own = mb / B == r;
+            assert_int_equal(own, li >= pl.own_first);
+          }
         }
-        const int B = (int)(pl.rpo / 128), T = pl.tiles_m;
-        for (int li = 0; li < T; li++) {
-          const int mb = (li + pl.m_rotate) % T;
-          const int own = mb / B == r;
-          assert_int_equal(own, li >= pl.own_first);
-        }
-      }
+  }
+  unsetenv("MELD_GEMM_RS_ORDER");
 }
 
 static int unset_order_env(void **state) {
   (void)state;
   unsetenv("MELD_GEMM_RS_ORDER");
+  unsetenv("MELD_GEMM_RS_ILEAVE_G");
   return 0;
 }
 
-/* MELD_GEMM_RS_ORDER: "ileave" takes the interleaved owner order where it applies (RS, 2
+/* MELD_GEMM_RS_ORDER: "ileave" takes the interleaved owner order where it applies (RS at 2
  * ranks, whole owner blocks: m_rotate 0, an even group_m whose half divides the blocks, in the
- * argument hash), nowhere else; "rotate" or unset keeps the rotation; other values fail. */
+ * argument hash; RS / AR owner mode at 3 or more ranks, where it is also the default),
+ * nowhere else; "rotate" keeps the rotation everywhere; unset: the rotation at 2 ranks; other
+ * values fail. */
 static void test_ileave_plan(void **state) {
   (void)state;
   gemm_rs_plan_t pl, p0;
@@ -304,7 +318,42 @@ static void test_ileave_plan(void **state) {
   setenv("MELD_GEMM_RS_ORDER", "zigzag", 1);
   assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)1 << 40, &pl), MELD_ERR_INVALID_ARG);
   assert_non_null(strstr(meld_last_error(), "MELD_GEMM_RS_ORDER=zigzag"));
+  /* more than 2 ranks: the interleave is the default (unset or empty); "rotate" turns it off,
+   * and the two plans' hashes differ (a rank with it set alone fails the handshake) */
+  a = args(8192, 8192, 4096);
+  for (int ar = 0; ar < 2; ar++) {
+    unsetenv("MELD_GEMM_RS_ORDER");
+    assert_int_equal(gemm_rs_plan_make(&a, ar, 4, 1, 1, (size_t)1 << 40, &p0), MELD_OK);
+    assert_int_equal(p0.ileave, 1);
+    assert_int_equal(p0.group_m, 8);
+    setenv("MELD_GEMM_RS_ORDER", "", 1);
+    assert_int_equal(gemm_rs_plan_make(&a, ar, 4, 1, 1, (size_t)1 << 40, &pl), MELD_OK);
+    assert_int_equal(pl.ileave, 1);
+    setenv("MELD_GEMM_RS_ORDER", "rotate", 1);
+    assert_int_equal(gemm_rs_plan_make(&a, ar, 4, 1, 1, (size_t)1 << 40, &pl), MELD_OK);
+    assert_int_equal(pl.ileave, 0);
+    assert_int_equal(pl.m_rotate, 2 * 16);
+    assert_true(pl.arg_hash != p0.arg_hash);
+  }
   unsetenv("MELD_GEMM_RS_ORDER");
+  assert_int_equal(gemm_rs_plan_make(&a, 0, 2, 0, 1, (size_t)1 << 40, &pl), MELD_OK); /* 2 ranks: unset = rotate */
+  assert_int_equal(pl.ileave, 0);
+  /* MELD_GEMM_RS_ILEAVE_G: a group size of its own (a divisor of the 16 blocks per owner leaving
+   * >= 2 rounds, taken without the wave rule), in the hash; anything else fails */
+  setenv("MELD_GEMM_RS_ILEAVE_G", "2", 1);
+  assert_int_equal(gemm_rs_plan_make_sm(&a, 1, 4, 3, 1, (size_t)1 << 40, 132, &pl), MELD_OK);
+  assert_int_equal(pl.ileave, 1);
+  assert_int_equal(pl.group_m, 2); /* 2 x 32 tickets, under a wave of 132: forced anyway */
+  assert_int_equal(gemm_rs_plan_check(&pl, (size_t)1 << 40, why, sizeof why), 0);
+  assert_true(pl.arg_hash != p0.arg_hash);
+  static const char *const bad[] = {"3", "16", "0", "-2", "2x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("MELD_GEMM_RS_ILEAVE_G", bad[i], 1);
+    assert_int_equal(gemm_rs_plan_make(&a, 1, 4, 3, 1, (size_t)1 << 40, &pl), MELD_ERR_INVALID_ARG);
+    assert_non_null(strstr(meld_last_error(), "MELD_GEMM_RS_ILEAVE_G"));
+  }
+  assert_int_equal(gemm_rs_plan_make(&a, 1, 2, 1, 1, (size_t)1 << 40, &pl), MELD_OK); /* not read at 2 ranks */
+  unsetenv("MELD_GEMM_RS_ILEAVE_G");
 }
 
 /* The hook g kernel a fused call runs (gemm_rs_kernel_variant): the default plan takes the lean
@@ -598,7 +647,7 @@ int main(void) {
       cmocka_unit_test(test_rows),
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_choice),
-      cmocka_unit_test(test_order),
+      cmocka_unit_test_teardown(test_order, unset_order_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
