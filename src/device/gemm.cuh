@@ -224,13 +224,15 @@ typedef struct {
      * own epilogue after both warpgroups' barrier and a fence.acq_rel.sys that waits for the
      * copies' stores (at 2 GPUs NVLink stores into the peer's slot or C). Session 14. */
     int32_t copy_defer;
-    /* (additive; 0 = off; needs tma and ncopies 1) 1: a reduced tile's sums reach copies[0] by
+    /* (additive; 0 = off; needs tma) 1 (ncopies 1): a reduced tile's sums reach copies[0] by
      * TMA store through gemm_params_t.map_cp (a map over copies[0] like map_c2: dims {n, rows},
      * ld out_ld, box {64, 64}, SWIZZLE_128B), issued with the own store from the same staging,
      * instead of the 128 threads' 16-byte stores (at 2 GPUs NVLink stores from registers that
      * hold the warpgroup in its epilogue). The copy flags follow the issuing thread's
      * cp.async.bulk.wait_group 0 like a pushed tile's. Only the kernels with the add mode compiled
-     * in (PRE >= 0) have it: in the general one it spilled 12 bytes. Session 15. */
+     * in (PRE >= 0) have it: in the general one it spilled 12 bytes. Session 15.
+     * 2 (ncopies 2 .. GEMM_PUSH_MAPS, session 28): every copies[c] alike, through the maps the
+     * fused kernel's parameter holds after its push maps (gemm_copy_map). */
     int32_t copy_tma;
     /* (additive; 0 = off; the kernels with the add mode compiled in, PRE >= 0) 1: an own
      * tile's start does not release a pending copy flag (a reduced tile's, reduce.copy_defer):
@@ -1174,6 +1176,12 @@ __device__ __forceinline__ const CUtensorMap *gemm_push_map(const gemm_params_t 
   return reinterpret_cast<const CUtensorMap *>(p + 1) + (owner - p->epi.reduce.owner - 1 + P) % P;
 }
 
+/* reduce.copy_tma 2 (several copies): the map of copies[c], GEMM_PUSH_MAPS maps after the push
+ * maps in the fused kernel's parameter (gemm_rs.cu gemm_rs_kargs_t.map_copy, checked there). */
+__device__ __forceinline__ const CUtensorMap *gemm_copy_map(const gemm_params_t *p, int c) {
+  return reinterpret_cast<const CUtensorMap *>(p + 1) + GEMM_PUSH_MAPS + c;
+}
+
 /* One TMA store of a C box (gemm_params_t.store_hint: with L2::evict_first). */
 __device__ __forceinline__ void gemm_store_c(const gemm_params_t *p, const CUtensorMap *map, uint32_t src, int c0, int c1) {
   if (p->store_hint) tma_store_2d_hint(map, src, c0, c1, l2_policy_evict_first());
@@ -1344,14 +1352,17 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
         fence_proxy_async_smem_cta();
         named_bar_sync(bar, 128);
         if (tid == 0) {
-          const int copy_tma = PRE >= 0 && eh->reduce.copy_tma; /* (the lean kernels only) */
+          const int copy_tma = PRE >= 0 ? eh->reduce.copy_tma : 0; /* (the lean kernels only) */
 #pragma unroll
           for (int b = 0; b < 2; ++b) {
             const int c0 = col_base + 128 * h + 64 * b;
             if (c0 < N) {
               if (PRE >= 0) gemm_store_c(p, &p->map_c2, stg + 8192 * b, c0, (int)dst_row0);
               else tma_store_2d(&p->map_c2, stg + 8192 * b, c0, (int)dst_row0); /* (the general kernel: spilled) */
-              if (copy_tma) gemm_store_c(p, &p->map_cp, stg + 8192 * b, c0, (int)dst_row0);
+              if (copy_tma == 1) gemm_store_c(p, &p->map_cp, stg + 8192 * b, c0, (int)dst_row0);
+              else if (copy_tma)
+                for (int cc = 0; cc < eh->reduce.ncopies; ++cc)
+                  gemm_store_c(p, gemm_copy_map(p, cc), stg + 8192 * b, c0, (int)dst_row0);
             }
           }
           cp_async_bulk_commit_group();
@@ -1936,7 +1947,9 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     prefetch_tensormap(&p->map_b);
     if (p->epi_tma) prefetch_tensormap(&p->map_c);
     if (p->epi.reduce.tma) prefetch_tensormap(&p->map_c2);
-    if (p->epi.reduce.copy_tma) prefetch_tensormap(&p->map_cp);
+    if (p->epi.reduce.copy_tma == 1) prefetch_tensormap(&p->map_cp);
+    else if (p->epi.reduce.copy_tma)
+      for (int cc = 0; cc < p->epi.reduce.ncopies; ++cc) prefetch_tensormap(gemm_copy_map(p, cc));
     if (p->epi.reduce.preload >= 4) { /* (mode 5 uses only the map) */
       prefetch_tensormap(&p->map_p);
       if (p->epi.reduce.pf) prefetch_tensormap(&p->map_pf);

@@ -643,9 +643,13 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
   if (p->epi.reduce.tma && (!p->epi.reduce.on || p->epi.reduce.npush > 0 || p->n % 8))
     MELD_WHY("gemm: the reduced tiles' TMA store needs the reduce hook on, no symmetric push and n %% 8 == 0 (n %d)",
         p->n);
-  if (p->epi.reduce.copy_tma && (!p->epi.reduce.tma || p->epi.reduce.ncopies != 1))
-    MELD_WHY("gemm: the reduced tiles' TMA copy needs their TMA store and exactly one copy (ncopies %d)",
-        p->epi.reduce.ncopies);
+  if (p->epi.reduce.copy_tma &&
+      (!p->epi.reduce.tma || p->epi.reduce.copy_tma < 1 || p->epi.reduce.copy_tma > 2 ||
+       (p->epi.reduce.copy_tma == 1 && p->epi.reduce.ncopies != 1) ||
+       (p->epi.reduce.copy_tma == 2 && (p->epi.reduce.ncopies < 2 || p->epi.reduce.ncopies > GEMM_PUSH_MAPS))))
+    MELD_WHY("gemm: the reduced tiles' TMA copy (mode %d) needs their TMA store and one copy (mode 1) or 2..%d "
+        "(mode 2, maps in the fused kernel's parameter), not %d",
+        p->epi.reduce.copy_tma, GEMM_PUSH_MAPS, p->epi.reduce.ncopies);
   if (workers < 1) MELD_WHY("gemm: %d workers; at least 1 CTA must run the engine", workers);
   if (p->cluster_m == 2 && workers % 2)
     MELD_WHY("gemm: cluster_m 2 needs an even number of workers, not %d", workers);

@@ -330,7 +330,10 @@ int gemm_rs_copy_defer(int g2, int helper, int ncopies, int64_t tiles_own, int n
   return g2 && !helper && ncopies > 0 && tiles_own < ((int64_t)1 << 24) && !now;
 }
 
-int gemm_rs_copy_tma(int lean, int tma, int ncopies, int st) { return lean && tma && ncopies == 1 && !st; }
+int gemm_rs_copy_tma(int lean, int tma, int ncopies, int st) {
+  if (!lean || !tma || st || ncopies < 1 || ncopies > GEMM_PUSH_MAPS) return 0;
+  return ncopies == 1 ? 1 : 2;
+}
 
 int gemm_rs_push_defer_kb(int variant, int g2, int requested) {
   if (!variant || !g2 || requested == -1) return -1;

@@ -135,11 +135,13 @@ int gemm_rs_kernel_variant(int lean, int is_ar, int bare, int helper, int reduce
  * pending word's field), and not with MELD_GEMM_AR_COPY_FLAG=now (`now`). */
 int gemm_rs_copy_defer(int g2, int helper, int ncopies, int64_t tiles_own, int now);
 
-/* 1 when a fused call's reduced tiles reach their one copy (AR in owner mode at 2 ranks: the
- * peer's result slot or, zero copy, its C) by TMA store from the staging (gemm.cuh
- * reduce.copy_tma): in the lean kernels only (`lean`: gemm_rs_kernel_variant != 0), own tiles
- * stored by TMA (`tma`), exactly one copy (`ncopies` 1), and not with MELD_GEMM_AR_COPY=st
- * (`st`: the threads' 16-byte stores, as before session 15). */
+/* Whether a fused call's reduced tiles reach their copies (AR in owner mode: the peers' result
+ * slots or, zero copy, their C) by TMA store from the staging (gemm.cuh reduce.copy_tma): 1 for
+ * one copy (2 ranks; map_cp), 2 for 2 .. GEMM_PUSH_MAPS copies (3 .. 8 ranks, session 28: one
+ * map per peer in the fused kernel's parameter), else 0; in the lean kernels only (`lean`:
+ * gemm_rs_kernel_variant != 0), own tiles stored by TMA (`tma`), and not with
+ * MELD_GEMM_AR_COPY=st (`st`: the threads' 16-byte stores, as before session 15; at more than 2
+ * ranks before session 28). */
 int gemm_rs_copy_tma(int lean, int tma, int ncopies, int st);
 
 /* The k-block of a CTA's next mainloop after which a pushed tile's deferred second half is

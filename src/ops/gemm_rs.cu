@@ -45,6 +45,10 @@ typedef struct {
   /* Hook g2 with several owners (the kernels' G2 2): map s over owner (rank + 1 + s) % P's slot
    * for this rank's partials; right after g, where gemm.cuh gemm_push_map reads them. */
   CUtensorMap map_push[GEMM_PUSH_MAPS];
+  /* The AR's several copies by TMA (reduce.copy_tma 2): map s over copies[s] (peer (rank + 1 +
+   * s) % P's result slot or C, as gemm_rs_header_fill points it); after map_push, where gemm.cuh
+   * gemm_copy_map reads them. */
+  CUtensorMap map_copy[GEMM_PUSH_MAPS];
   uint8_t *ws;                             /* this rank's workspace (header at 0)          */
   uint8_t *peer_ws[GEMM_RS_MAX_RANKS];     /* peers' mapped workspaces ([rank] = ws)        */
   uint16_t *c;                             /* user C (AR copy phase)                        */
@@ -61,6 +65,8 @@ typedef struct {
                     reduced tiles into C during the GEMM (gemm_ar_copy_early)              */
 } gemm_rs_kargs_t;
 static_assert(offsetof(gemm_rs_kargs_t, map_push) == sizeof(gemm_params_t), "gemm_push_map reads the maps right after g");
+static_assert(offsetof(gemm_rs_kargs_t, map_copy) == sizeof(gemm_params_t) + GEMM_PUSH_MAPS * sizeof(CUtensorMap),
+              "gemm_copy_map reads the maps after the push maps");
 
 
 /* Slot index of sender q at owner o. */
@@ -435,10 +441,11 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         its epilogue (after both warpgroups' barrier and a system fence), as
  *                         before session 14; default: at the start of the CTA's next epilogue,
  *                         like the pushes' flags (gemm.cuh reduce.copy_defer)
- *   MELD_GEMM_AR_COPY     "st": AR at 2 ranks copies a reduced tile to the peer (result slot or,
- *                         zero copy, its C) with the consumer threads' 16-byte stores, as before
- *                         session 15; default "tma": TMA stores from the staging, issued with the
- *                         own tile's store (gemm.cuh reduce.copy_tma)
+ *   MELD_GEMM_AR_COPY     "st": AR copies a reduced tile to the peers (result slots or, zero
+ *                         copy, their C) with the consumer threads' 16-byte stores, as before
+ *                         session 15 (2 ranks) / 28 (3 to 8 ranks); default "tma": TMA stores
+ *                         from the staging, issued with the own tile's store (gemm.cuh
+ *                         reduce.copy_tma; from 3 ranks one map per peer, gemm_copy_map)
  *   MELD_GEMM_RS_PUSH_DEFER  KB (>= 0): at 2 ranks (TMA push, lean kernel) a pushed tile's second
  *                         half per warpgroup waits in registers and is staged and pushed during the
  *                         CTA's next mainloop after k-block KB (gemm.cuh out_defer_kb); "off": in
@@ -783,16 +790,17 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     g2 = 0;
     e->out_tma = 0;
   }
-  /* The reduced tiles' one copy by TMA store in the lean kernels (gemm_rs_copy_tma;
-   * MELD_GEMM_AR_COPY=st: the threads' stores): map_cp over where gemm_rs_header_fill points
-   * copies[0] (the same address, computed on the host: keep in step; peer q = the other rank,
-   * slot index 0 at 2 ranks), rows of this owner, row pitch ldn (= ldc for zc). */
+  /* The reduced tiles' copies by TMA store in the lean kernels (gemm_rs_copy_tma;
+   * MELD_GEMM_AR_COPY=st: the threads' stores): a map over where gemm_rs_header_fill points
+   * copies[s] (the same address, computed on the host: keep in step; peer q = (r + 1 + s) % P),
+   * rows of this owner, row pitch ldn (= ldc for zc); one copy (2 ranks): map_cp, more:
+   * k.map_copy[s]. */
   e->reduce.copy_tma = gemm_rs_copy_tma(variant != 0, e->reduce.tma, e->reduce.ncopies, gemm_rs_env_is("MELD_GEMM_AR_COPY", "st"));
-  if (e->reduce.copy_tma) {
-    const int q = (r + 1) % P;
+  for (int s = 0; e->reduce.copy_tma && s < e->reduce.ncopies; s++) {
+    const int q = (r + 1 + s) % P;
     void *cp = k.zc ? (void *)(k.peer_c[q] + (int64_t)(diag & 1024 ? q : r) * pl->rpo * a->ldc)
                     : (void *)(k.peer_ws[q] + GEMM_RS_HDR_BYTES + (uint64_t)(P - 1 + (r - q - 1 + P) % P) * pl->slot_bytes);
-    MELD_CHECK(gemm_rs_map_c(&g, &o, cp, pl->ldn, own_rows, &k.g.map_cp));
+    MELD_CHECK(gemm_rs_map_c(&g, &o, cp, pl->ldn, own_rows, e->reduce.copy_tma == 1 ? &k.g.map_cp : &k.map_copy[s]));
   }
   /* The pushed tiles' second half deferred into the next mainloop (gemm_rs_push_defer_kb;
    * MELD_GEMM_RS_PUSH_DEFER=KB | off). */

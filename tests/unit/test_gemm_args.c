@@ -538,6 +538,37 @@ static void test_ileave_order(void **state) {
   }
 }
 
+/* The reduced tiles' TMA copies (epi.reduce.copy_tma): mode 1 takes exactly one copy, mode 2
+ * (maps in the fused kernel's parameter) 2 .. GEMM_PUSH_MAPS; both need the TMA store of the
+ * sums; anything else is refused with a sentence. */
+static void test_copy_tma_check(void **state) {
+  (void)state;
+  gemm_params_t p;
+  char why[256];
+  ileave_params(&p, 4, 4, 1);
+  p.epi.reduce.on = 1;
+  p.epi.reduce.tma = 1;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  static const int ok[][2] = {{1, 1}, {2, 2}, {2, 3}, {2, GEMM_PUSH_MAPS}, {0, 5}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    p.epi.reduce.copy_tma = ok[i][0];
+    p.epi.reduce.ncopies = ok[i][1];
+    if (gemm_params_check(&p, 132, why, sizeof why)) fail_msg("copy_tma %d ncopies %d: %s", ok[i][0], ok[i][1], why);
+  }
+  static const int bad[][2] = {{1, 2}, {1, 0}, {2, 1}, {2, GEMM_PUSH_MAPS + 1}, {3, 2}, {-1, 2}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    p.epi.reduce.copy_tma = bad[i][0];
+    p.epi.reduce.ncopies = bad[i][1];
+    assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+    assert_non_null(strstr(why, "TMA copy"));
+  }
+  p.epi.reduce.copy_tma = 2;
+  p.epi.reduce.ncopies = 3;
+  p.epi.reduce.tma = 0; /* no staged sums to copy from */
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "TMA copy"));
+}
+
 /* The interleaved owner order for P >= 3 ranks (gemm_order_hook_t.ileave_p): on every rank's
  * schedule each tile runs once; an own tile (m-block of the rank's owner block) has a strictly
  * larger ticket than the same tile on every other rank (its partials come first: no wait cycle
@@ -665,6 +696,7 @@ int main(void) {
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
       cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
+      cmocka_unit_test(test_copy_tma_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

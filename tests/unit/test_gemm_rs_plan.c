@@ -406,7 +406,11 @@ static void test_copy_tma(void **state) {
   assert_int_equal(gemm_rs_copy_tma(0, 1, 1, 0), 0); /* the general kernel (it spilled with it) */
   assert_int_equal(gemm_rs_copy_tma(1, 0, 1, 0), 0); /* own tiles by 16-byte stores: no staged sums */
   assert_int_equal(gemm_rs_copy_tma(1, 1, 0, 0), 0); /* RS: nothing copied */
-  assert_int_equal(gemm_rs_copy_tma(1, 1, 2, 0), 0); /* 3 ranks: one map only */
+  assert_int_equal(gemm_rs_copy_tma(1, 1, 2, 0), 2); /* 3 ranks: a map per copy (session 28) */
+  assert_int_equal(gemm_rs_copy_tma(1, 1, GEMM_PUSH_MAPS, 0), 2); /* 8 ranks */
+  assert_int_equal(gemm_rs_copy_tma(1, 1, GEMM_PUSH_MAPS + 1, 0), 0); /* 9 ranks: the threads' stores */
+  assert_int_equal(gemm_rs_copy_tma(1, 1, 3, 1), 0);
+  assert_int_equal(gemm_rs_copy_tma(0, 1, 3, 0), 0);
   /* the default AR plan at 2 ranks takes it */
   assert_int_equal(gemm_rs_copy_tma(gemm_rs_kernel_variant(1, 1, 0, 0, 1, 4, 1, 0, 1, 0) != 0, 1, 1, 0), 1);
 }
