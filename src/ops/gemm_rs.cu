@@ -693,7 +693,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
    * reduce.copy_defer; MELD_GEMM_AR_COPY_FLAG=now: at the end of the tile's epilogue, as before
    * session 14). Only in the TMA-push kernels without the flag helper. */
   e->reduce.copy_defer =
-      gemm_rs_copy_defer(g2 == 1, helper, e->reduce.ncopies, pl->tiles_own, gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now"));
+      gemm_rs_copy_defer(g2 != 0, helper, e->reduce.ncopies, pl->tiles_own, gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now"));
   if (g2) {
     /* Hook g2: the map of owner q = (r + 1 + s) % P's slot for this rank's partials (R rows x N,
      * ld ldn; where gemm_rs_header_fill points out[q]; diag 1: this rank's own slots, no NVLink):
