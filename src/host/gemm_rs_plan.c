@@ -136,9 +136,10 @@ meld_result_t gemm_rs_plan_make_sm(const meld_gemm_rs_args_t *a, int is_ar, int 
   }
   pl->group_m = pow2_divisor16(pl->own_first);
   /* The interleaved owner order (at 2 ranks opt-in, MELD_GEMM_RS_ORDER=ileave; at more the
-   * default, below; "rotate": the order above everywhere). Session 13 read session 9's 2-GPU trace: with own tiles last, every CTA pushes
-   * its partials in the same first half of the call, often at the same moment, and the pushes'
-   * epilogues took 7.6 us median (p99 18.5) against 2.4 for a plain one. Interleaved, own and
+   * default, below; "rotate": the order above everywhere). Session 13 read session 9's 2-GPU
+   * trace: with own tiles last, every CTA pushes its partials in the same first half of the
+   * call, often at the same moment, and the pushes' epilogues took 7.6 us median (p99 18.5)
+   * against 2.4 for a plain one. Interleaved, own and
    * peer tiles share the raster groups after the first, and own block j always runs a group
    * after the peer's block j (gemm.cuh gemm_ileave_mblk: no wait cycle). RS at 2 ranks with
    * whole owner blocks only (tiles_m = 2 x blocks per owner); elsewhere the rotation stays. */

@@ -437,10 +437,12 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         next epilogue (gemm.cuh hook g2); "st" = 16-byte stores from the
  *                         consumer warpgroups, flag released in the epilogue after a fence that
  *                         waits for them (s2 run 2 diag: 0.1-0.17 ms of 0.87 at 8192x4096x7168)
- *   MELD_GEMM_AR_COPY_FLAG  "now": AR at 2 ranks releases a reduced tile's copy flags at the end of
- *                         its epilogue (after both warpgroups' barrier and a system fence), as
+ *   MELD_GEMM_AR_COPY_FLAG  "now": AR with the TMA push (2 ranks; 3+ with MELD_GEMM_RS_PUSH=tma,
+ *                         session 28) releases a reduced tile's copy flags at the end of its
+ *                         epilogue (after both warpgroups' barrier and a system fence), as
  *                         before session 14; default: at the start of the CTA's next epilogue,
- *                         like the pushes' flags (gemm.cuh reduce.copy_defer)
+ *                         like the pushes' flags (gemm.cuh reduce.copy_defer). Without the TMA
+ *                         push (3+ ranks by default) always at the end of the epilogue
  *   MELD_GEMM_AR_COPY     "st": AR copies a reduced tile to the peers (result slots or, zero
  *                         copy, their C) with the consumer threads' 16-byte stores, as before
  *                         session 15 (2 ranks) / 28 (3 to 8 ranks); default "tma": TMA stores

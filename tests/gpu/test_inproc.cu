@@ -358,8 +358,9 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
 /* GEMM+RS / GEMM+AR (fused) at a shape where the optional schedules apply, each of: the
  * defaults (at 3+ ranks the interleaved owner order, session 28), the rotation
  * (MELD_GEMM_RS_ORDER=rotate), the interleaved order (MELD_GEMM_RS_ORDER=ileave: at 2 ranks RS
- * only), the TMA push to several owners (MELD_GEMM_RS_PUSH=tma, 3+ ranks), the last two
- * together (session 27); which order the plan takes is asserted. Rank 0 sets the variables
+ * only), the TMA push to several owners (MELD_GEMM_RS_PUSH=tma, 3+ ranks; with it the AR's
+ * copy flags wait for the next epilogue, session 28), the last two together (session 27); which
+ * order the plan takes is asserted. (The AR's copies leave by TMA in every case but at one rank.) Rank 0 sets the variables
  * between barriers (the library reads them per call); 4 blocks of 128 rows per owner, 4 k-blocks
  * per tile (so the partial prefetch runs too), N wide enough for one wave of tickets per raster
  * group of the rank's SMs (the order's rule; asserted through the plan). Sampled reference
