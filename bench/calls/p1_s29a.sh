@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # p1_s29a.sh — ONE GPU, prepared at the end of session 28 (not run: its device time was spent).
-# (1) test_gemm and test_inproc 8,2,3,4 at the final library (gemm.cuh's copy_tma change touches
-# every engine kernel's prologue; session 28 ran test_inproc and bench_inproc's checks after it,
-# not test_gemm); (2) the 2-rank interleaved order for GEMM+RS (opt-in since session 13, never
-# timed with both ranks in flight) as an A/B; (3) why the AR's own epilogue (28 us at 4 ranks,
-# 25.6 without the early copy) is longer than RS's (17.7): traces of the 4-rank AR with the TMA
-# push (its copy flags are deferred to the next epilogue, so the epilogue no longer waits for
-# its 4 x 64 KB of TMA writes to complete before a system fence: p1_s28f) and of RS in the AR's
-# kernel (MELD_GEMM_RS_LEAN=2: the copy code's own cost).
+# (1) test_gemm and test_inproc 8,2,3,4 at the final library (gemm.cuh changed after session 28's
+# last test_gemm: the AR copies by TMA at 3+ ranks, and the opt-in deferred copy flags without
+# the TMA push, MELD_GEMM_AR_COPY_FLAG=next, which test_inproc's opt_cases run for the first
+# time); (2) the 2-rank interleaved order for GEMM+RS (opt-in since session 13, never timed with
+# both ranks in flight) as an A/B; (3) why the AR's own epilogue (28 us at 4 ranks, 25.6 without
+# the early copy) is longer than RS's (17.7): A/B of the copy flags now / next at 4 and 8 ranks
+# (next: the own epilogue no longer waits for its 4 x 64 KB of TMA writes to complete and a
+# system fence; the flags go at the next epilogue's start) with a trace of it, and a trace of
+# RS in the AR's kernel (MELD_GEMM_RS_LEAN=2: the copy code's own cost).
 # Prediction: (2) +-2% (what the order targets, the pushes crowding NVLink, is not here);
-# (3) with the deferred copy flags the own epilogue 28 -> ~20 us (the write-completion wait and
-# the fence), though p1_s28f measured the whole call slower (the push by TMA to 3 owners costs
-# more than that saves in-process); RS in the AR kernel +0..+1%, its own epilogue as RS's.
+# (3) next: own epilogue 28 -> ~20 us, AR 4 ranks -2..-4% (slots and zero copy), 8 ranks
+# -1..-3%; if so, make it the default at 3+ ranks. RS in the AR kernel +0..+1%.
 # Usage (device, nvidia-h200): bash bench/calls/p1_s29a.sh  (or build here, bench/pack_bins.sh,
 # carry build/carry and PREBUILT=1)
 . "$(dirname "$0")/../device_env.sh"
@@ -26,7 +26,10 @@ echo "== test_inproc 8,2,3,4 rc=$? at $(el) s"; grep -E "checks|FAIL" "$L/test_i
 snap
 fused_row 2 IP_ROW_NO_ENV=1 rs:8192,8192,8192/rs:8192,14336,4096/rs:8192,8192,1024 p2ord --ab MELD_GEMM_RS_ORDER=rotate,ileave --fused-pairs 2; snap
 fused_row 4 IP_ROW_NO_ENV=1 rs:8192,8192,8192/rs:8192,8192,1024 p4lean --ab MELD_GEMM_RS_LEAN=1,2 --fused-pairs 2; snap
-for v in "ar MELD_GEMM_RS_PUSH=tma" "rs MELD_GEMM_RS_LEAN=2"; do
+S=ar:8192,8192,8192/ar:8192,8192,1024
+fused_row 4 BENCH_VARIANTS=gemm,fused,fused_symc $S p4cf --ab MELD_GEMM_AR_COPY_FLAG=now,next --fused-pairs 2; snap
+fused_row 8 BENCH_VARIANTS=gemm,fused,fused_symc $S p8cf --ab MELD_GEMM_AR_COPY_FLAG=now,next --fused-pairs 2; snap
+for v in "ar MELD_GEMM_AR_COPY_FLAG=next" "rs MELD_GEMM_RS_LEAN=2"; do
   set -- $v
   env $2 BENCH_VARIANTS=fused MELD_TRACE="$L/$1.json" timeout -k 5 60 build/bench/bench_inproc \
     --ranks 4 --trace 3 --fused $1:8192,8192,8192 > "$L/trace_$1.log" 2>&1

@@ -1280,6 +1280,10 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
    * epilogue and before this tile's TMA stores are in flight, so that the fence.acq_rel.sys
    * has nothing of ours on NVLink to wait for (the previous tile's stores had a mainloop). */
   if (G2 && RED && eh->out_tma && t.m_blk < p->tiles_m) gemm_epi_flush<HELPER>(p, g, tid, sb, 0, 0xffffffffu);
+  /* (the lean kernels without the TMA push: the previous reduced tile's deferred copy flags,
+   * reduce.copy_defer at 3+ ranks, opt-in; its TMA copies had this tile's mainloop) */
+  if (!G2 && RED && PRE >= 0 && eh->reduce.copy_defer && t.m_blk < p->tiles_m)
+    gemm_epi_flush<false>(p, g, tid, sb, 0, 0xffffffffu);
   const int use_tma = G2 ? tma_out : (p->epi_tma && !eh->out && eh->rows_valid <= 0);
   /* Deferred half 1 (DEFER): packed into 32 registers now, staged and stored by
    * gemm_epi_deferred during the next tile's mainloop. The plain TMA-store path (no hooks), and
@@ -1395,8 +1399,8 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
     if (g == 0 && tid == 0)
       st_shared_u32(pend_sa, ((uint32_t)owner << 24) |
                                  (uint32_t)((t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk));
-  } else if (G2 && !HELPER && red && eh->out_tma && eh->reduce.copy_defer && eh->reduce.ncopies > 0 &&
-             t.m_blk < p->tiles_m) { /* the copies' flags wait for the next epilogue, like a push's */
+  } else if ((G2 ? !HELPER && eh->out_tma : PRE >= 0 && eh->reduce.copy_tma) && red && eh->reduce.copy_defer &&
+             eh->reduce.ncopies > 0 && t.m_blk < p->tiles_m) { /* the copies' flags wait for the next epilogue, like a push's */
     if (g == 0 && tid == 0) st_shared_u32(pend_sa, (GEMM_PEND_COPY << 24) | (uint32_t)red_tile);
   } else if (((eh->signal && !red) || (red && eh->reduce.ncopies > 0)) &&
              t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag; a reduced tile's own flag is waited for by nobody) */
@@ -1723,7 +1727,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   const uint32_t info0 = sbase + GEMM_INFO_OFF; /* 32-bit smem addresses: fewer registers */
   const uint32_t stg = sbase + GEMM_EPI_OFF + g * GEMM_EPI_BYTES;
   const int lane = tid & 31;
-  if (G2 && g == 0 && tid == 0) st_shared_u32(sbase + GEMM_PEND_OFF, 0xffffffffu); /* hook g2: none pending */
+  if ((G2 || (RED && PRE >= 0)) && g == 0 && tid == 0)
+    st_shared_u32(sbase + GEMM_PEND_OFF, 0xffffffffu); /* hook g2 (or deferred copy flags): none pending */
   if (RED && p->epi.epoch_src) { /* the call's epilogue value, once per CTA (gemm_epi_value) */
     if (g == 0 && tid == 0) st_shared_u64(sbase + GEMM_EPOCH_OFF, *(const volatile uint64_t *)p->epi.epoch_src);
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);
@@ -1906,6 +1911,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   }
   if (DEFER > 0 && pk_on) gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu); /* hook g2: last */
+  if (!G2 && RED && PRE >= 0 && p->epi.reduce.copy_defer) gemm_epi_flush<false>(p, g, tid, sbase, 0, 0xffffffffu);
   if (HELPER && g == 0 && tid == 0) gemm_helper_post(GEMM_HELPER_END); /* always: the helper ends */
   if ((p->epi_tma || (RED && (PRE >= 0 || p->epi.reduce.tma))) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }

@@ -327,8 +327,9 @@ int gemm_rs_kernel_variant(int lean, int is_ar, int bare, int helper, int reduce
   return is_ar || lean == 2 ? 1 : 2;
 }
 
-int gemm_rs_copy_defer(int g2, int helper, int ncopies, int64_t tiles_own, int now) {
-  return g2 && !helper && ncopies > 0 && tiles_own < ((int64_t)1 << 24) && !now;
+int gemm_rs_copy_defer(int g2, int lean, int copy_tma, int helper, int ncopies, int64_t tiles_own, int flag) {
+  if (helper || ncopies <= 0 || tiles_own >= ((int64_t)1 << 24) || flag == 1) return 0;
+  return g2 || (flag == 2 && lean && copy_tma);
 }
 
 int gemm_rs_copy_tma(int lean, int tma, int ncopies, int st) {

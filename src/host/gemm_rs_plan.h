@@ -130,10 +130,12 @@ int gemm_rs_kernel_variant(int lean, int is_ar, int bare, int helper, int reduce
                            int split_k, int sk_tiles);
 
 /* 1 when a fused call's reduced tiles release their copy flags one epilogue later, like the
- * pushes' (gemm.cuh reduce.copy_defer): only in the TMA-push kernels (`g2`) without the flag
- * helper, with copies to make (`ncopies` > 0: AR in owner mode), local tiles < 2^24 (the
- * pending word's field), and not with MELD_GEMM_AR_COPY_FLAG=now (`now`). */
-int gemm_rs_copy_defer(int g2, int helper, int ncopies, int64_t tiles_own, int now);
+ * pushes' (gemm.cuh reduce.copy_defer): never with the flag helper, without copies to make
+ * (`ncopies` > 0: AR in owner mode), past local tiles < 2^24 (the pending word's field) or with
+ * MELD_GEMM_AR_COPY_FLAG=now (`flag` 1); then by default in the TMA-push kernels (`g2`), and
+ * in the other lean kernels (`lean`) with the copies by TMA (`copy_tma`) only with
+ * MELD_GEMM_AR_COPY_FLAG=next (`flag` 2; 3+ ranks, session 28, opt-in). */
+int gemm_rs_copy_defer(int g2, int lean, int copy_tma, int helper, int ncopies, int64_t tiles_own, int flag);
 
 /* Whether a fused call's reduced tiles reach their copies (AR in owner mode: the peers' result
  * slots or, zero copy, their C) by TMA store from the staging (gemm.cuh reduce.copy_tma): 1 for

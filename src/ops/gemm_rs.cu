@@ -442,7 +442,9 @@ static const void *gemm_rs_kernel_for(int kn, int g2) {
  *                         epilogue (after both warpgroups' barrier and a system fence), as
  *                         before session 14; default: at the start of the CTA's next epilogue,
  *                         like the pushes' flags (gemm.cuh reduce.copy_defer). Without the TMA
- *                         push (3+ ranks by default) always at the end of the epilogue
+ *                         push (3+ ranks by default): at the end of the epilogue, or with
+ *                         "next" (opt-in, session 28: built and CPU-tested only; lean kernels
+ *                         with the TMA copies) at the next epilogue's start
  *   MELD_GEMM_AR_COPY     "st": AR copies a reduced tile to the peers (result slots or, zero
  *                         copy, their C) with the consumer threads' 16-byte stores, as before
  *                         session 15 (2 ranks) / 28 (3 to 8 ranks); default "tma": TMA stores
@@ -691,11 +693,6 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       e->reduce.pf = pf0 + 1;
     }
   }
-  /* The AR's reduced tiles' copy flags released one epilogue later, like the pushes' (gemm.cuh
-   * reduce.copy_defer; MELD_GEMM_AR_COPY_FLAG=now: at the end of the tile's epilogue, as before
-   * session 14). Only in the TMA-push kernels without the flag helper. */
-  e->reduce.copy_defer =
-      gemm_rs_copy_defer(g2 != 0, helper, e->reduce.ncopies, pl->tiles_own, gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now"));
   if (g2) {
     /* Hook g2: the map of owner q = (r + 1 + s) % P's slot for this rank's partials (R rows x N,
      * ld ldn; where gemm_rs_header_fill points out[q]; diag 1: this rank's own slots, no NVLink):
@@ -809,6 +806,13 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int defer_kb = gemm_rs_push_defer_kb(variant, g2 == 1, gemm_rs_env_is("MELD_GEMM_RS_PUSH_DEFER", "off") ? -1
                                                          : gemm_rs_env_int("MELD_GEMM_RS_PUSH_DEFER", -2));
   e->out_defer_kb = defer_kb < 0 ? 0 : defer_kb;
+  /* The AR's reduced tiles' copy flags released one epilogue later, like the pushes' (gemm.cuh
+   * reduce.copy_defer; gemm_rs_copy_defer): by default in the TMA-push kernels without the flag
+   * helper (MELD_GEMM_AR_COPY_FLAG=now: at the end of the tile's epilogue, as before session
+   * 14); opt-in in the lean kernels with the TMA copies otherwise (3+ ranks: =next). */
+  const int copy_flag = gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "now") ? 1 : gemm_rs_env_is("MELD_GEMM_AR_COPY_FLAG", "next") ? 2 : 0;
+  e->reduce.copy_defer = e->reduce.on && gemm_rs_copy_defer(g2 != 0, variant != 0, e->reduce.copy_tma, helper,
+                                                            e->reduce.ncopies, pl->tiles_own, copy_flag);
   /* The AR's pending copy flag kept over an own tile's start (session 16; MELD_GEMM_AR_COPY_HOLD). */
   e->reduce.copy_hold = gemm_rs_copy_hold(variant, e->reduce.copy_defer, gemm_rs_env_int("MELD_GEMM_AR_COPY_HOLD", -1));
   if (variant) {

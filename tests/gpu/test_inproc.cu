@@ -360,7 +360,9 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
  * (MELD_GEMM_RS_ORDER=rotate), the interleaved order (MELD_GEMM_RS_ORDER=ileave: at 2 ranks RS
  * only), the TMA push to several owners (MELD_GEMM_RS_PUSH=tma, 3+ ranks; with it the AR's
  * copy flags wait for the next epilogue, session 28), the last two together (session 27); which
- * order the plan takes is asserted. (The AR's copies leave by TMA in every case but at one rank.) Rank 0 sets the variables
+ * order the plan takes is asserted; and the AR's copy flags deferred to the next epilogue without
+ * the TMA push (MELD_GEMM_AR_COPY_FLAG=next, 3+ ranks, session 28). (The AR's copies leave by
+ * TMA in every case but at one rank.) Rank 0 sets the variables
  * between barriers (the library reads them per call); 4 blocks of 128 rows per owner, 4 k-blocks
  * per tile (so the partial prefetch runs too), N wide enough for one wave of tickets per raster
  * group of the rank's SMs (the order's rule; asserted through the plan). Sampled reference
@@ -380,8 +382,9 @@ static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   fused_inputs(rank, st, na, nb, nc, 700, &A, &B, &C);
   uint16_t *host = NULL;
   GT_CUDA(cudaMallocHost((void **)&host, nc * 2));
-  static const char *const cfg[][2] = {{NULL, NULL}, {"rotate", NULL}, {"ileave", NULL}, {NULL, "tma"}, {"ileave", "tma"}};
-  for (int c = 0; c < 5; c++)
+  static const char *const cfg[][3] = {{NULL, NULL, NULL},  {"rotate", NULL, NULL}, {"ileave", NULL, NULL},
+                                       {NULL, "tma", NULL}, {"ileave", "tma", NULL}, {NULL, NULL, "next"}};
+  for (int c = 0; c < 6; c++)
     for (int is_ar = 0; is_ar < 2; is_ar++) {
       pthread_barrier_wait(&g_bar);
       if (rank == 0) {
@@ -389,6 +392,8 @@ static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
         else unsetenv("MELD_GEMM_RS_ORDER");
         if (cfg[c][1]) setenv("MELD_GEMM_RS_PUSH", cfg[c][1], 1);
         else unsetenv("MELD_GEMM_RS_PUSH");
+        if (cfg[c][2]) setenv("MELD_GEMM_AR_COPY_FLAG", cfg[c][2], 1);
+        else unsetenv("MELD_GEMM_AR_COPY_FLAG");
       }
       pthread_barrier_wait(&g_bar);
       meld_gemm_rs_args_t a;
@@ -407,15 +412,18 @@ static void opt_cases(int rank, meld_comm_t comm, cudaStream_t st) {
       int64_t r0 = 0, rows = M;
       gemm_rs_call(rank, comm, st, &a, is_ar, nc, host, &r0, &rows);
       const double e = gemm_rs_err(N, K, r0, rows, host, 4096, 0x9e3779b97f4a7c15ull + (uint64_t)(97 * rank + 13 * c + is_ar));
-      GT_CHECK(e <= 1e-2, "%s fused %lld x %lld x %lld, order %s, push %s: rel err %.3g", what, (long long)M, (long long)N,
-               (long long)K, cfg[c][0] ? cfg[c][0] : "default", cfg[c][1] ? cfg[c][1] : "default", e);
-      gt_log("%s fused %lld x %lld x %lld, order %s, push %s: rel err %.3g", what, (long long)M, (long long)N,
-             (long long)K, cfg[c][0] ? cfg[c][0] : "default", cfg[c][1] ? cfg[c][1] : "default", e);
+      GT_CHECK(e <= 1e-2, "%s fused %lld x %lld x %lld, order %s, push %s, copy flags %s: rel err %.3g", what,
+               (long long)M, (long long)N, (long long)K, cfg[c][0] ? cfg[c][0] : "default",
+               cfg[c][1] ? cfg[c][1] : "default", cfg[c][2] ? cfg[c][2] : "default", e);
+      gt_log("%s fused %lld x %lld x %lld, order %s, push %s, copy flags %s: rel err %.3g", what, (long long)M,
+             (long long)N, (long long)K, cfg[c][0] ? cfg[c][0] : "default", cfg[c][1] ? cfg[c][1] : "default",
+             cfg[c][2] ? cfg[c][2] : "default", e);
     }
   pthread_barrier_wait(&g_bar); /* the peers' references read g_a / g_b */
   if (rank == 0) {
     unsetenv("MELD_GEMM_RS_ORDER");
     unsetenv("MELD_GEMM_RS_PUSH");
+    unsetenv("MELD_GEMM_AR_COPY_FLAG");
   }
   free(g_a[rank]), free(g_b[rank]);
   g_a[rank] = g_b[rank] = NULL;

@@ -382,18 +382,25 @@ static void test_kernel_variant(void **state) {
 }
 
 /* The AR copy flags' deferral (gemm_rs_copy_defer): on by default in the TMA-push kernels;
- * never with the flag helper (its ring carries push flags only) or past the pending word's
- * 24-bit tile field. */
+ * opt-in (MELD_GEMM_AR_COPY_FLAG=next) in the other lean kernels with the TMA copies; never
+ * with the flag helper (its ring carries push flags only) or past the pending word's 24-bit
+ * tile field. */
 static void test_copy_defer(void **state) {
   (void)state;
-  /* g2, helper, ncopies, tiles_own, now */
-  assert_int_equal(gemm_rs_copy_defer(1, 0, 1, 2048, 0), 1);
-  assert_int_equal(gemm_rs_copy_defer(1, 0, 1, 2048, 1), 0); /* MELD_GEMM_AR_COPY_FLAG=now */
-  assert_int_equal(gemm_rs_copy_defer(0, 0, 1, 2048, 0), 0); /* 16-byte-store push: no pending word */
-  assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 2048, 0), 0); /* flag helper */
-  assert_int_equal(gemm_rs_copy_defer(1, 0, 0, 2048, 0), 0); /* RS: nothing copied */
-  assert_int_equal(gemm_rs_copy_defer(1, 0, 1, ((int64_t)1 << 24) - 1, 0), 1);
-  assert_int_equal(gemm_rs_copy_defer(1, 0, 1, (int64_t)1 << 24, 0), 0);
+  /* g2, lean, copy_tma, helper, ncopies, tiles_own, flag (0 unset, 1 now, 2 next) */
+  assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 0, 1, 2048, 0), 1);
+  assert_int_equal(gemm_rs_copy_defer(1, 0, 0, 0, 1, 2048, 0), 1); /* (the general TMA-push kernel too) */
+  assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 0, 1, 2048, 1), 0); /* MELD_GEMM_AR_COPY_FLAG=now */
+  assert_int_equal(gemm_rs_copy_defer(0, 1, 2, 0, 3, 2048, 0), 0); /* 16-byte-store push: not by default */
+  assert_int_equal(gemm_rs_copy_defer(0, 1, 2, 0, 3, 2048, 2), 1); /* ... but with =next (3+ ranks) */
+  assert_int_equal(gemm_rs_copy_defer(0, 0, 2, 0, 3, 2048, 2), 0); /* not in the general kernel */
+  assert_int_equal(gemm_rs_copy_defer(0, 1, 0, 0, 3, 2048, 2), 0); /* nor with the threads' copies */
+  assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 1, 1, 2048, 0), 0); /* flag helper */
+  assert_int_equal(gemm_rs_copy_defer(0, 1, 2, 1, 3, 2048, 2), 0);
+  assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 0, 0, 2048, 0), 0); /* RS: nothing copied */
+  assert_int_equal(gemm_rs_copy_defer(0, 1, 2, 0, 0, 2048, 2), 0);
+  assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 0, 1, ((int64_t)1 << 24) - 1, 0), 1);
+  assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 0, 1, (int64_t)1 << 24, 0), 0);
 }
 
 /* The AR copies by TMA (gemm_rs_copy_tma): the default in the lean kernels wherever own tiles
