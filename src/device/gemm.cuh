@@ -217,12 +217,13 @@ typedef struct {
      *     the pass (4-byte loads).
      * The flag-helper kernels lack 4 and 5 (docs/perf-notes.md, session 6). */
     int32_t preload;
-    /* (additive; 0 = off; only in hook g2 kernels with out_tma, not with the flag helper; local
-     * tiles < 2^24) 1: a reduced tile's copy_signal flags are released like a pushed tile's
-     * (hook g2): at the start of the CTA's next epilogue or after its last tile (pending word
-     * GEMM_PEND_COPY << 24 | local tile), with st.release.sys each, instead of at the end of its
-     * own epilogue after both warpgroups' barrier and a fence.acq_rel.sys that waits for the
-     * copies' stores (at 2 GPUs NVLink stores into the peer's slot or C). Session 14. */
+    /* (additive; 0 = off; in hook g2 kernels with out_tma, not with the flag helper, and (session
+     * 28, opt-in) in the lean kernels without hook g2 that copy by TMA; local tiles < 2^24) 1: a
+     * reduced tile's copy_signal flags are released like a pushed tile's (hook g2): at the start
+     * of the CTA's next epilogue or after its last tile (pending word GEMM_PEND_COPY << 24 |
+     * local tile; gemm_epi_flush), instead of at the end of its own epilogue after both
+     * warpgroups' barrier and a fence.acq_rel.sys that waits for the copies' stores (at 2 GPUs
+     * NVLink stores into the peer's slot or C). Session 14. */
     int32_t copy_defer;
     /* (additive; 0 = off; needs tma) 1 (ncopies 1): a reduced tile's sums reach copies[0] by
      * TMA store through gemm_params_t.map_cp (a map over copies[0] like map_c2: dims {n, rows},
@@ -1075,9 +1076,10 @@ __device__ __forceinline__ void gemm_copy_half(const gemm_epilogue_hook_t *eh, u
   }
 }
 
-/* Hook g2: releases the deferred signal of this CTA's previous TMA-pushed tile. The pending
- * flag (owner << 24 | local tile, or ~0) lives in a shared word (GEMM_PEND_OFF) that only
- * consumer thread 0 of warpgroup 0 touches. All 256 consumer threads call this (uniform:
+/* Hook g2 (and reduce.copy_defer in the lean kernels without it): releases the deferred
+ * signal of this CTA's previous TMA-pushed tile, or its previous reduced tile's copy flags. The
+ * pending flag (owner << 24 | local tile, GEMM_PEND_COPY << 24 | local tile, or ~0) lives in a
+ * shared word (GEMM_PEND_OFF) that only consumer thread 0 of warpgroup 0 touches. All 256 consumer threads call this (uniform:
  * both warpgroups see the same tiles), with keep 0: at the START of every epilogue of a g2
  * kernel (before this tile's TMA stores and before any reduce wait: the previous pushed
  * tile's writes, issued a whole mainloop earlier, are complete, and the fence has none of our
@@ -1157,8 +1159,14 @@ __device__ __forceinline__ void gemm_epi_flush(const gemm_params_t *p, int g, in
         gemm_helper_post(pend); /* (copy_defer is off with the helper) */
       } else if ((pend >> 24) == GEMM_PEND_COPY) { /* a reduced tile's copies (reduce.copy_defer) */
         const uint64_t value = gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF);
-        for (int cc = 0; cc < p->epi.reduce.ncopies; ++cc)
-          gemm_flag_put(p, p->epi.reduce.copy_signal[cc] + (pend & 0xffffffu), value);
+        const int nc = p->epi.reduce.ncopies;
+        if (nc == 1 || (p->epi.reduce.diag & 32)) {
+          for (int cc = 0; cc < nc; ++cc) gemm_flag_put(p, p->epi.reduce.copy_signal[cc] + (pend & 0xffffffu), value);
+        } else { /* several: one fence, then relaxed stores (P - 1 st.release.sys run in series,
+                  * ~0.65 us each: facts sheet 8g); the barrier above ordered every copy's wait */
+          fence_acq_rel_sys();
+          for (int cc = 0; cc < nc; ++cc) st_relaxed_sys_u64(p->epi.reduce.copy_signal[cc] + (pend & 0xffffffu), value);
+        }
       } else {
         gemm_flag_put(p, p->epi.signal[pend >> 24] + (pend & 0xffffffu), gemm_epi_value(&p->epi, sbase + GEMM_EPOCH_OFF));
       }

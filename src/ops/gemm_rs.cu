@@ -96,7 +96,7 @@ __device__ void gemm_rs_header_fill(const meld_ctx_t *c, const gemm_rs_kargs_t *
     /* AR: this rank's reduced tiles go to peer q's result slot, or (zc) straight into q's C at
      * this rank's rows; loopback (the virtual peer q = 1 is this rank): into its own slot, or
      * (zc) its own C at rows [R, 2R), flagged where its own tail waits, so both halves of C
-     * must come out equal (gemm_rs_fused's map_cp repeats this address for s = 0: keep in step) */
+     * must come out equal (gemm_rs_fused's map_cp / map_copy[s] repeat these addresses: keep in step) */
     ((void *volatile *)(h + GEMM_RS_HDR_COPIES))[s] =
         a->zc ? (void *)(a->peer_c[q] + (int64_t)(a->diag & 1024 ? q : r) * a->rpo * a->ldc)
               : (void *)(a->peer_ws[q] + hdr + (uint64_t)(P - 1 + gemm_rs_sidx(r, q, P)) * a->slot_bytes);

@@ -562,11 +562,13 @@ static void test_copy_tma_check(void **state) {
     assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
     assert_non_null(strstr(why, "TMA copy"));
   }
-  p.epi.reduce.copy_tma = 2;
-  p.epi.reduce.ncopies = 3;
-  p.epi.reduce.tma = 0; /* no staged sums to copy from */
-  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
-  assert_non_null(strstr(why, "TMA copy"));
+  p.epi.reduce.tma = 0; /* no staged sums to copy from, either mode */
+  for (int mode = 1; mode <= 2; mode++) {
+    p.epi.reduce.copy_tma = mode;
+    p.epi.reduce.ncopies = mode == 1 ? 1 : 3;
+    assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+    assert_non_null(strstr(why, "TMA copy"));
+  }
 }
 
 /* The interleaved owner order for P >= 3 ranks (gemm_order_hook_t.ileave_p): on every rank's

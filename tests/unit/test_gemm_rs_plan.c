@@ -401,6 +401,9 @@ static void test_copy_defer(void **state) {
   assert_int_equal(gemm_rs_copy_defer(0, 1, 2, 0, 0, 2048, 2), 0);
   assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 0, 1, ((int64_t)1 << 24) - 1, 0), 1);
   assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 0, 1, (int64_t)1 << 24, 0), 0);
+  assert_int_equal(gemm_rs_copy_defer(1, 1, 1, 0, 1, 2048, 2), 1); /* =next in a TMA-push kernel: as the default */
+  assert_int_equal(gemm_rs_copy_defer(0, 1, 2, 0, 3, (int64_t)1 << 24, 2), 0); /* the tile field's limit here too */
+  assert_int_equal(gemm_rs_copy_defer(0, 1, 2, 0, 3, ((int64_t)1 << 24) - 1, 2), 1);
 }
 
 /* The AR copies by TMA (gemm_rs_copy_tma): the default in the lean kernels wherever own tiles
