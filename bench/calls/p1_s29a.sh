@@ -11,7 +11,8 @@
 # RS in the AR's kernel (MELD_GEMM_RS_LEAN=2: the copy code's own cost).
 # Prediction: (2) +-2% (what the order targets, the pushes crowding NVLink, is not here);
 # (3) next: own epilogue 28 -> ~20 us, AR 4 ranks -2..-4% (slots and zero copy), 8 ranks
-# -1..-3%; if so, make it the default at 3+ ranks. RS in the AR kernel +0..+1%.
+# -1..-3%; if so, make it the default at 3+ ranks. RS in the AR kernel +0..+1%. The several-
+# owner TMA push with its copy flags' one fence: 4 ranks AR +0..+4% (s28f +4..+11%).
 # Usage (device, nvidia-h200): bash bench/calls/p1_s29a.sh  (or build here, bench/pack_bins.sh,
 # carry build/carry and PREBUILT=1)
 . "$(dirname "$0")/../device_env.sh"
@@ -29,6 +30,8 @@ fused_row 4 IP_ROW_NO_ENV=1 rs:8192,8192,8192/rs:8192,8192,1024 p4lean --ab MELD
 S=ar:8192,8192,8192/ar:8192,8192,1024
 fused_row 4 BENCH_VARIANTS=gemm,fused,fused_symc $S p4cf --ab MELD_GEMM_AR_COPY_FLAG=now,next --fused-pairs 2; snap
 fused_row 8 BENCH_VARIANTS=gemm,fused,fused_symc $S p8cf --ab MELD_GEMM_AR_COPY_FLAG=now,next --fused-pairs 2; snap
+# the several-owner TMA push again (its deferred copy flags now one fence + relaxed stores: 6492802)
+fused_row 4 BENCH_VARIANTS=gemm,fused,fused_symc $S p4push --ab MELD_GEMM_RS_PUSH=st,tma --fused-pairs 2; snap
 for v in "ar MELD_GEMM_AR_COPY_FLAG=next" "rs MELD_GEMM_RS_LEAN=2"; do
   set -- $v
   env $2 BENCH_VARIANTS=fused MELD_TRACE="$L/$1.json" timeout -k 5 60 build/bench/bench_inproc \
