@@ -1288,10 +1288,6 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
    * epilogue and before this tile's TMA stores are in flight, so that the fence.acq_rel.sys
    * has nothing of ours on NVLink to wait for (the previous tile's stores had a mainloop). */
   if (G2 && RED && eh->out_tma && t.m_blk < p->tiles_m) gemm_epi_flush<HELPER>(p, g, tid, sb, 0, 0xffffffffu);
-  /* (the lean kernels without the TMA push: the previous reduced tile's deferred copy flags,
-   * reduce.copy_defer at 3+ ranks, opt-in; its TMA copies had this tile's mainloop) */
-  if (!G2 && RED && PRE >= 0 && eh->reduce.copy_defer && t.m_blk < p->tiles_m)
-    gemm_epi_flush<false>(p, g, tid, sb, 0, 0xffffffffu);
   const int use_tma = G2 ? tma_out : (p->epi_tma && !eh->out && eh->rows_valid <= 0);
   /* Deferred half 1 (DEFER): packed into 32 registers now, staged and stored by
    * gemm_epi_deferred during the next tile's mainloop. The plain TMA-store path (no hooks), and
@@ -1742,6 +1738,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     named_bar_sync(GEMM_BAR_CONSUMERS, 256);
   }
   uint32_t stage = 0, phase = 0;
+  int cp_pend = 0; /* (reduce.copy_defer without hook g2: the pending word holds copy flags) */
   for (;;) {
     mbar_wait(full0 + 8 * stage, phase);
     const uint4 ti = ld_shared_v4(info0 + GEMM_INFO_BYTES * stage);
@@ -1910,8 +1907,19 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       }
       named_bar_sync(GEMM_BAR_WG0 + g, 128);
     }
+    /* (the lean kernels without the TMA push, reduce.copy_defer at 3+ ranks, opt-in: the previous
+     * reduced tile's deferred copy flags, whose TMA copies had this tile's mainloop; only after
+     * a tile that left them, which both warpgroups know alike) */
+    if (!G2 && RED && PRE >= 0 && cp_pend) {
+      gemm_epi_flush<false>(p, g, tid, sbase, 0, 0xffffffffu);
+      cp_pend = 0;
+    }
     if (DEFER > 0) gemm_epilogue<RED, G2, DEFER, false, BN, PRE>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
     else gemm_epilogue<RED, G2, 0, HELPER, BN, PRE>(p, acc, t, stg, g, tid);
+    /* (gemm_epilogue's condition for the pending word without hook g2, mirrored) */
+    if (!G2 && RED && PRE >= 0)
+      cp_pend = p->epi.reduce.copy_defer && p->epi.reduce.copy_tma && p->epi.reduce.ncopies > 0 &&
+                t.m_blk < p->tiles_m && own_tile();
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the epilogue */
       meld_trace_record(&p->trace, own_tile() ? MELD_ROLE_REDUCE : p->epi.out ? MELD_ROLE_COMM : MELD_ROLE_OTHER,
                         (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
@@ -1919,7 +1927,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   }
   if (DEFER > 0 && pk_on) gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
   if (G2 && RED && p->epi.out_tma) gemm_epi_flush<HELPER>(p, g, tid, sbase, 0, 0xffffffffu); /* hook g2: last */
-  if (!G2 && RED && PRE >= 0 && p->epi.reduce.copy_defer) gemm_epi_flush<false>(p, g, tid, sbase, 0, 0xffffffffu);
+  if (!G2 && RED && PRE >= 0 && p->epi.reduce.copy_defer) /* (always, whatever cp_pend says: nothing is left held) */
+    gemm_epi_flush<false>(p, g, tid, sbase, 0, 0xffffffffu);
   if (HELPER && g == 0 && tid == 0) gemm_helper_post(GEMM_HELPER_END); /* always: the helper ends */
   if ((p->epi_tma || (RED && (PRE >= 0 || p->epi.reduce.tma))) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }
