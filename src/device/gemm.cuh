@@ -1237,8 +1237,10 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
   }
 }
 
+/* Returns 1 when it left this reduced tile's copy flags in the pending word (reduce.copy_defer;
+ * released by gemm_epi_flush before the CTA's next epilogue or after its last tile). */
 template <bool RED, int G2 = 0, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN, int PRE = -1>
-__device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc,
+__device__ __forceinline__ int gemm_epilogue(const gemm_params_t *p, float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
                                               uint32_t *pk = nullptr, int *pk_on = nullptr,
                                               int *pk_col = nullptr, int *pk_row = nullptr) {
@@ -1399,12 +1401,14 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
       }
     }
   }
+  /* (a reduced tile is never a pushed one: this excludes the branch above) */
+  const int copy_pend = (G2 ? !HELPER && eh->out_tma : PRE >= 0 && eh->reduce.copy_tma) && red && eh->reduce.copy_defer &&
+                        eh->reduce.ncopies > 0 && t.m_blk < p->tiles_m;
   if (tma_out && eh->signal && t.m_blk < p->tiles_m) { /* hook g2: this tile's flag waits for the next epilogue */
     if (g == 0 && tid == 0)
       st_shared_u32(pend_sa, ((uint32_t)owner << 24) |
                                  (uint32_t)((t.m_blk - owner * (eh->rows_per_owner / GEMM_BM)) * p->tiles_n + t.n_blk));
-  } else if ((G2 ? !HELPER && eh->out_tma : PRE >= 0 && eh->reduce.copy_tma) && red && eh->reduce.copy_defer &&
-             eh->reduce.ncopies > 0 && t.m_blk < p->tiles_m) { /* the copies' flags wait for the next epilogue, like a push's */
+  } else if (copy_pend) { /* the copies' flags wait for the next epilogue, like a push's */
     if (g == 0 && tid == 0) st_shared_u32(pend_sa, (GEMM_PEND_COPY << 24) | (uint32_t)red_tile);
   } else if (((eh->signal && !red) || (red && eh->reduce.ncopies > 0)) &&
              t.m_blk < p->tiles_m) { /* (a cluster pad tile has no flag; a reduced tile's own flag is waited for by nobody) */
@@ -1423,6 +1427,7 @@ __device__ __forceinline__ void gemm_epilogue(const gemm_params_t *p, float *acc
           st_relaxed_sys_u64(eh->reduce.copy_signal[cc] + red_tile, value);
     }
   }
+  return copy_pend;
 }
 
 /* The deferred half 1 of the previous tile's epilogue (plain TMA-store path, DEFER): waits
@@ -1914,12 +1919,9 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       gemm_epi_flush<false>(p, g, tid, sbase, 0, 0xffffffffu);
       cp_pend = 0;
     }
-    if (DEFER > 0) gemm_epilogue<RED, G2, DEFER, false, BN, PRE>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row);
-    else gemm_epilogue<RED, G2, 0, HELPER, BN, PRE>(p, acc, t, stg, g, tid);
-    /* (gemm_epilogue's condition for the pending word without hook g2, mirrored) */
-    if (!G2 && RED && PRE >= 0)
-      cp_pend = p->epi.reduce.copy_defer && p->epi.reduce.copy_tma && p->epi.reduce.ncopies > 0 &&
-                t.m_blk < p->tiles_m && own_tile();
+    const int left = DEFER > 0 ? gemm_epilogue<RED, G2, DEFER, false, BN, PRE>(p, acc, t, stg, g, tid, pk, &pk_on, &pk_col, &pk_row)
+                               : gemm_epilogue<RED, G2, 0, HELPER, BN, PRE>(p, acc, t, stg, g, tid);
+    if (!G2 && RED && PRE >= 0) cp_pend = left;
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the epilogue */
       meld_trace_record(&p->trace, own_tile() ? MELD_ROLE_REDUCE : p->epi.out ? MELD_ROLE_COMM : MELD_ROLE_OTHER,
                         (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));

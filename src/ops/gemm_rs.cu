@@ -720,8 +720,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
     e->reduce.on = 0;
     e->reduce.tma = 0;
     e->reduce.preload = 0;
-    e->reduce.copy_defer = 0;
-    e->reduce.pf = 0;
+    e->reduce.pf = 0; /* (copy_defer is decided below, after reduce.on) */
     e->out_tma = 0;
   }
   k.ws = ws;
