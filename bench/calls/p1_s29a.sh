@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# p1_s29a.sh — ONE GPU, prepared at the end of session 28 (not run: its device time was spent).
+# p1_s29a.sh — ONE GPU, prepared at the end of session 28; ran in session 29 (call 1, docs/perf-notes.md "Session 29").
 # (1) test_gemm and test_inproc 8,2,3,4 at the final library (gemm.cuh changed after session 28's
 # last test_gemm: the AR copies by TMA at 3+ ranks, and the opt-in deferred copy flags without
 # the TMA push, MELD_GEMM_AR_COPY_FLAG=next, which test_inproc's opt_cases run for the first
