@@ -220,6 +220,44 @@ typedef struct {
 meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Attention alone (single GPU): the compute core of the ring attention                     */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Flash-attention forward, bf16 in and out, fp32 softmax and accumulation:
+ *   O[b, i, h, :] = sum_j softmax_j(scale * Q[b, i, h, :] . K[b, j, h / G, :]) V[b, j, h / G, :]
+ * with G = heads / heads_kv (grouped-query attention; 1 = multi-head). Layout [batch, seq,
+ * heads, head_dim] (as flash-attention's), head_dim contiguous; a token's row may be wider than
+ * heads * head_dim (packed QKV): stride_* is the distance between tokens in elements (0 = the
+ * dense heads * head_dim; a multiple of 8), batches lie seq * stride_* apart.
+ * Causal masks compare positions: query i sits at q_pos0 + i, key j at kv_pos0 + j, and key j
+ * is visible to query i iff kv_pos0 + j <= q_pos0 + i (both 0: the top-left square mask of
+ * torch's is_causal when seq_q == seq_kv; for a K/V block of another part of the sequence, as a
+ * ring step sees it, give each part's first position). A query with no visible key gets O = 0
+ * and LSE = -inf.
+ * lse (optional, may be NULL): fp32 [batch, heads, seq_q], natural log of the softmax
+ * denominator in the scaled domain (lse = log sum_j exp(scale * q . k_j)), for merging partial
+ * results. */
+typedef struct {
+  const void *q;     /* bf16 [batch, seq_q, heads, head_dim]                                */
+  const void *k;     /* bf16 [batch, seq_kv, heads_kv, head_dim]                            */
+  const void *v;     /* bf16 [batch, seq_kv, heads_kv, head_dim]                            */
+  void *o;           /* bf16 [batch, seq_q, heads, head_dim]                                */
+  float *lse;        /* fp32 [batch, heads, seq_q], or NULL                                  */
+  int64_t stride_q, stride_k, stride_v, stride_o; /* elements between tokens; 0 = dense      */
+  int64_t batch, seq_q, seq_kv, heads, heads_kv, head_dim;
+  int causal;        /* 0 or 1                                                              */
+  float scale;       /* softmax scale; 0 = 1 / sqrt(head_dim)                                */
+  int64_t q_pos0, kv_pos0; /* positions of the first query / key (causal masks only)          */
+} meld_attention_args_t;
+
+/* Enqueues the attention forward on `stream` and returns at once (one kernel; sm_90 only).
+ * head_dim 128 today. Pointers 16-byte aligned (lse 4-byte). CUDA-graph capturable.
+ * Fails: MELD_ERR_INVALID_ARG (NULL, bad dims, heads not a multiple of heads_kv, misalignment;
+ * the sentence names the argument), MELD_ERR_UNSUPPORTED (head_dim other than 128, not a Hopper
+ * GPU), MELD_ERR_CUDA. */
+meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t stream);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Collectives alone (intra-node, GPU-driven over NVLink)                                   */
 /* ---------------------------------------------------------------------------------------- */
 

@@ -336,6 +336,38 @@ PA_INLINE void wgmma_fence_accN(float *d) {
   else wgmma_fence_acc128(d);
 }
 
+/* ---- attention (src/ops/attention.cu) ---------------------------------------------------- */
+
+/* 4-D tiled load of the box at element coords (c0 = inner, c1, c2, c3) into smem `dst`;
+ * completion does complete_tx(box bytes) on `bar`. OOB parts arrive as zeros. */
+PA_INLINE void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int32_t c0, int32_t c1, int32_t c2,
+                           int32_t c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+
+/* The 64 fp32 accumulators of a 64x128 wgmma tile as read-write asm operands %0..%63. */
+#define PA_ACC64(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+/* d[64x128 f32] (+)= A[64x16 bf16, registers] * B[16x128 bf16 smem]: the RS form (A = four
+ * 32-bit registers per thread, 2 bf16 each, in the accumulator layout of a 64x16 tile), B
+ * K-major (TRANS_B = 0) or MN-major (TRANS_B = 1); scale_d == 0 overwrites d. */
+template <int TRANS_B>
+PA_INLINE void wgmma_m64n128k16_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n"
+      "}\n"
+      : PA_ACC64(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
+}
+
 /* ---- registers, barriers, clusters ------------------------------------------------------ */
 
 /* Warpgroup-wide: lowers this warpgroup's register limit to 40 (producer roles). */

@@ -138,6 +138,30 @@ meld_result_t gemm_plan_map_slots(CUtensorMap *map, const void *base, int64_t n,
   return MELD_OK;
 }
 
+meld_result_t tmap_encode_bf16(CUtensorMap *map, const void *base, int rank, const uint64_t *dims,
+                               const uint64_t *strides, const uint32_t *box, const char *what) {
+  pthread_once(&g_encode_once, encode_lookup);
+  if (!g_encode)
+    return meld_error(MELD_ERR_CUDA, "%s: the driver entry point cuTensorMapEncodeTiled is unavailable (%s)", what,
+                      cudaGetErrorString(g_encode_err));
+  if (rank < 1 || rank > 5) return meld_error(MELD_ERR_INTERNAL, "%s: tensor map rank %d", what, rank);
+  cuuint64_t d[5], st[4];
+  cuuint32_t b[5], e[5];
+  for (int i = 0; i < rank; i++) {
+    d[i] = (cuuint64_t)dims[i];
+    b[i] = (cuuint32_t)box[i];
+    e[i] = 1;
+    if (i + 1 < rank) st[i] = (cuuint64_t)strides[i];
+  }
+  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, (cuuint32_t)rank, (void *)base, d, st, b, e,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return meld_error(MELD_ERR_CUDA, "%s: cuTensorMapEncodeTiled rejected the map (error %d; rank %d, dims %llu x %llu, box %u x %u)",
+                      what, (int)r, rank, (unsigned long long)d[0], (unsigned long long)d[rank - 1], b[0], b[rank - 1]);
+  return MELD_OK;
+}
+
 /* ---- plan -------------------------------------------------------------------------------- */
 
 /* L2-reduction fixup chosen by default for one-round split-K (p->fixup_red 1 or 2). */

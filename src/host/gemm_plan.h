@@ -141,6 +141,12 @@ meld_result_t gemm_args_validate(const meld_gemm_args_t *a);
 meld_result_t gemm_plan_map_slots(CUtensorMap *map, const void *base, int64_t n, int64_t rows, int64_t ld,
                                   uint64_t slot_pitch, int slots, int box_slots);
 
+/* A bf16 tensor map of `rank` (1..5) dims, innermost first, `strides` in bytes (rank - 1 of
+ * them), 128-byte swizzle, zero fill: for kernels beyond the GEMM engine (attention). `what`
+ * names the caller in the error sentence. */
+meld_result_t tmap_encode_bf16(CUtensorMap *map, const void *base, int rank, const uint64_t *dims,
+                               const uint64_t *strides, const uint32_t *box, const char *what);
+
 /* Fills *p for valid args a (validated first) and sets *workers, the number of engine CTAs
  * to launch (a multiple of p->cluster_m). Encodes the three tensor maps through the driver
  * entry point cuTensorMapEncodeTiled (fetched with cudaGetDriverEntryPointByVersion; meld

@@ -1,0 +1,122 @@
+/* attn_plan.c — argument checks, geometry and tensor maps of meld_attention (attn_plan.h). */
+#include "attn_plan.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "error.h"
+#include "gemm_plan.h" /* tmap_encode_bf16 */
+
+static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p % n) == 0; }
+
+/* The stride of a tensor whose tokens hold `width` elements: 0 -> width. */
+static meld_result_t check_stride(int64_t stride, int64_t width, const char *name) {
+  if (stride == 0) return MELD_OK;
+  if (stride < width)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: %s %lld is smaller than a token's %lld elements", name,
+                      (long long)stride, (long long)width);
+  if (stride % 8)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_attention: %s %lld is not a multiple of 8 (token rows must be 16-byte aligned)", name,
+                      (long long)stride);
+  return MELD_OK;
+}
+
+meld_result_t attn_args_validate(const meld_attention_args_t *a) {
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: args is NULL");
+  const struct {
+    const void *p;
+    const char *name;
+  } ptrs[4] = {{a->q, "q"}, {a->k, "k"}, {a->v, "v"}, {a->o, "o"}};
+  for (int i = 0; i < 4; i++) {
+    if (!ptrs[i].p) return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: %s is NULL", ptrs[i].name);
+    if (!aligned(ptrs[i].p, 16))
+      return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: %s %p is not 16-byte aligned", ptrs[i].name, ptrs[i].p);
+  }
+  if (a->lse && !aligned(a->lse, 4))
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: lse %p is not 4-byte aligned", (void *)a->lse);
+  if (a->batch < 0 || a->seq_q < 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: batch %lld and seq_q %lld must be >= 0",
+                      (long long)a->batch, (long long)a->seq_q);
+  if (a->seq_kv < 1) return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: seq_kv %lld < 1", (long long)a->seq_kv);
+  if (a->heads < 1 || a->heads_kv < 1)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: heads %lld and heads_kv %lld must be >= 1",
+                      (long long)a->heads, (long long)a->heads_kv);
+  if (a->heads % a->heads_kv)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: heads %lld is not a multiple of heads_kv %lld",
+                      (long long)a->heads, (long long)a->heads_kv);
+  if (a->head_dim != ATTN_D)
+    return meld_error(a->head_dim < 1 ? MELD_ERR_INVALID_ARG : MELD_ERR_UNSUPPORTED,
+                      "meld_attention: head_dim %lld (only %d is supported today)", (long long)a->head_dim, ATTN_D);
+  if (a->causal != 0 && a->causal != 1)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: causal %d is neither 0 nor 1", a->causal);
+  if (!(a->scale >= 0.0f) || isinf(a->scale))
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: scale %g must be finite and >= 0 (0 = 1/sqrt(head_dim))",
+                      (double)a->scale);
+  MELD_CHECK(check_stride(a->stride_q, a->heads * a->head_dim, "stride_q"));
+  MELD_CHECK(check_stride(a->stride_o, a->heads * a->head_dim, "stride_o"));
+  MELD_CHECK(check_stride(a->stride_k, a->heads_kv * a->head_dim, "stride_k"));
+  MELD_CHECK(check_stride(a->stride_v, a->heads_kv * a->head_dim, "stride_v"));
+  if (a->seq_q > INT32_MAX - ATTN_BM || a->seq_kv > INT32_MAX - ATTN_BN || a->heads > 65536 || a->batch > INT32_MAX)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: seq_q %lld / seq_kv %lld / heads %lld / batch %lld too large",
+                      (long long)a->seq_q, (long long)a->seq_kv, (long long)a->heads, (long long)a->batch);
+  const int64_t q_tiles = (a->seq_q + ATTN_BM - 1) / ATTN_BM;
+  if (a->batch > 0 && q_tiles > 0 && q_tiles * a->heads > INT32_MAX / a->batch)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: %lld query tiles x %lld heads x %lld batches exceed a grid",
+                      (long long)q_tiles, (long long)a->heads, (long long)a->batch);
+  const int64_t lim = (int64_t)1 << 40; /* the tensor maps' stride limit, bytes */
+  const int64_t sq = a->stride_q ? a->stride_q : a->heads * a->head_dim;
+  const int64_t sk = a->stride_k ? a->stride_k : a->heads_kv * a->head_dim;
+  const int64_t sv = a->stride_v ? a->stride_v : a->heads_kv * a->head_dim;
+  if (a->seq_q * sq * 2 >= lim || a->seq_kv * sk * 2 >= lim || a->seq_kv * sv * 2 >= lim)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: a batch spans 2^40 bytes or more");
+  const int64_t pos_lim = (int64_t)1 << 60;
+  if (a->q_pos0 <= -pos_lim || a->q_pos0 >= pos_lim || a->kv_pos0 <= -pos_lim || a->kv_pos0 >= pos_lim)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: q_pos0 %lld / kv_pos0 %lld out of range (|x| < 2^60)",
+                      (long long)a->q_pos0, (long long)a->kv_pos0);
+  return MELD_OK;
+}
+
+meld_result_t attn_plan_geometry(const meld_attention_args_t *a, attn_params_t *p, int64_t *grid) {
+  MELD_CHECK(attn_args_validate(a));
+  memset(p, 0, sizeof *p);
+  p->o = a->o;
+  p->lse = a->lse;
+  p->stride_o = a->stride_o ? a->stride_o : a->heads * a->head_dim;
+  p->batch = (int)a->batch;
+  p->heads = (int)a->heads;
+  p->group = (int)(a->heads / a->heads_kv);
+  p->seq_q = (int)a->seq_q;
+  p->seq_kv = (int)a->seq_kv;
+  p->q_tiles = (int)((a->seq_q + ATTN_BM - 1) / ATTN_BM);
+  p->kv_tiles = (int)((a->seq_kv + ATTN_BN - 1) / ATTN_BN);
+  p->causal = a->causal;
+  p->q_pos0 = a->q_pos0;
+  p->kv_pos0 = a->kv_pos0;
+  const float scale = a->scale > 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim));
+  p->scale_log2 = scale * 1.4426950408889634f;
+  *grid = (int64_t)p->q_tiles * p->heads * p->batch;
+  return MELD_OK;
+}
+
+meld_result_t attn_plan_make(const meld_attention_args_t *a, attn_params_t *p, int64_t *grid) {
+  MELD_CHECK(attn_plan_geometry(a, p, grid));
+  if (*grid == 0) return MELD_OK;
+  const int64_t D = a->head_dim;
+  const int64_t sq = a->stride_q ? a->stride_q : a->heads * D;
+  const int64_t sk = a->stride_k ? a->stride_k : a->heads_kv * D;
+  const int64_t sv = a->stride_v ? a->stride_v : a->heads_kv * D;
+  uint64_t dq[4] = {(uint64_t)D, (uint64_t)a->heads, (uint64_t)a->seq_q, (uint64_t)a->batch};
+  uint64_t sq_b[3] = {(uint64_t)D * 2, (uint64_t)sq * 2, (uint64_t)(a->seq_q * sq * 2)};
+  uint32_t box_q[4] = {64, 1, ATTN_BM, 1};
+  MELD_CHECK(tmap_encode_bf16(&p->map_q, a->q, 4, dq, sq_b, box_q, "meld_attention (q)"));
+  uint64_t dkv[4] = {(uint64_t)D, (uint64_t)a->heads_kv, (uint64_t)a->seq_kv, (uint64_t)a->batch};
+  uint64_t sk_b[3] = {(uint64_t)D * 2, (uint64_t)sk * 2, (uint64_t)(a->seq_kv * sk * 2)};
+  uint32_t box_k[4] = {64, 1, ATTN_BN, 1};
+  MELD_CHECK(tmap_encode_bf16(&p->map_k, a->k, 4, dkv, sk_b, box_k, "meld_attention (k)"));
+  uint64_t sv_b[3] = {(uint64_t)D * 2, (uint64_t)sv * 2, (uint64_t)(a->seq_kv * sv * 2)};
+  uint32_t box_v[4] = {64, 1, 64, 1};
+  MELD_CHECK(tmap_encode_bf16(&p->map_v, a->v, 4, dkv, sv_b, box_v, "meld_attention (v)"));
+  return MELD_OK;
+}

@@ -1,0 +1,88 @@
+/* attn_plan.h — host side of the attention kernel (src/ops/attention.cu): argument checks, the
+ * kernel's parameters (plain C, shared with the device code), and the geometry both sides use
+ * (which K/V blocks a query tile reads, which of them need a mask). Internal (not public). */
+#ifndef MELD_HOST_ATTN_PLAN_H
+#define MELD_HOST_ATTN_PLAN_H
+
+#include <cuda.h>
+#include <stdint.h>
+
+#include "common/proto.h" /* MELD_HD */
+#include "meld.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Tile shape: 128 queries (two consumer warpgroups of 64) x 128 keys, head_dim 128. */
+#define ATTN_BM 128
+#define ATTN_BN 128
+#define ATTN_D 128
+
+/* The kernel's parameters (__grid_constant__). Maps are 4-D {head_dim, heads, seq, batch},
+ * 128-byte swizzle: Q and K boxes {64, 1, 128, 1}, V boxes {64, 1, 64, 1}. */
+typedef struct {
+  CUtensorMap map_q, map_k, map_v;
+  void *o;
+  float *lse;
+  int64_t stride_o;  /* elements between output tokens */
+  int batch, heads, group; /* group = heads / heads_kv */
+  int seq_q, seq_kv;
+  int q_tiles, kv_tiles;
+  int causal;
+  int64_t q_pos0, kv_pos0;
+  float scale_log2; /* scale * log2(e) */
+} attn_params_t;
+
+/* Checks every argument; MELD_OK or MELD_ERR_INVALID_ARG / MELD_ERR_UNSUPPORTED with a
+ * sentence naming the argument. No CUDA call. */
+meld_result_t attn_args_validate(const meld_attention_args_t *a);
+
+/* Fills *p for valid args (validated first) without the tensor maps (CPU-testable), and the
+ * grid size: one CTA per (query tile, head, batch). */
+meld_result_t attn_plan_geometry(const meld_attention_args_t *a, attn_params_t *p, int64_t *grid);
+
+/* attn_plan_geometry, then the three tensor maps (driver entry point). MELD_ERR_CUDA if the
+ * encoder rejects one. */
+meld_result_t attn_plan_make(const meld_attention_args_t *a, attn_params_t *p, int64_t *grid);
+
+/* The K/V blocks [*jb, *je) that query tile qt reads (causal: the blocks with a key visible to
+ * at least one of its queries, before the tail of the sequence); *je <= *jb when none. */
+MELD_HD void attn_kv_range(const attn_params_t *p, int qt, int *jb, int *je) {
+  *jb = 0;
+  *je = p->kv_tiles;
+  if (p->causal) {
+    /* the last visible key of the tile's last query: kv_pos0 + j <= q_pos0 + q_last */
+    int64_t q_last = (int64_t)qt * ATTN_BM + ATTN_BM - 1;
+    if (q_last > p->seq_q - 1) q_last = p->seq_q - 1;
+    const int64_t j_last = p->q_pos0 + q_last - p->kv_pos0;
+    if (j_last < 0) *je = 0;
+    else if (j_last / ATTN_BN + 1 < *je) *je = (int)(j_last / ATTN_BN + 1);
+  }
+}
+
+/* Whether block j of query tile qt has keys some of its queries must not see (causal
+ * diagonal, or keys past seq_kv). */
+MELD_HD int attn_block_masked(const attn_params_t *p, int qt, int j) {
+  if ((int64_t)(j + 1) * ATTN_BN > p->seq_kv) return 1;
+  if (!p->causal) return 0;
+  /* the block's last key against the tile's first query */
+  return p->kv_pos0 + (int64_t)j * ATTN_BN + ATTN_BN - 1 > p->q_pos0 + (int64_t)qt * ATTN_BM;
+}
+
+/* Work item x of the grid -> (query tile, head, batch): heavier (later, causal) tiles first,
+ * the heads of a K/V group side by side. */
+MELD_HD void attn_work_of(const attn_params_t *p, int64_t x, int *qt, int *h, int *b) {
+  const int64_t bh = (int64_t)p->batch * p->heads;
+  const int r = (int)(x / bh);
+  const int64_t i = x % bh;
+  *qt = p->causal ? p->q_tiles - 1 - r : r;
+  *b = (int)(i / p->heads);
+  *h = (int)(i % p->heads);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MELD_HOST_ATTN_PLAN_H */

@@ -1,0 +1,153 @@
+/* test_attn_plan.c — meld_attention's argument checks and geometry on the CPU: every refused
+ * argument with its sentence; for many sequence lengths, causal or not, and query / key
+ * positions (ring steps), the K/V blocks a query tile reads are exactly those holding a key
+ * visible to one of its queries, a block read without a mask has every key visible to every
+ * query of the tile, and the grid's work items cover each (tile, head, batch) once. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "attn_plan.h"
+#include "meld.h"
+
+#define FAKE(x) ((void *)(uintptr_t)(x))
+
+static meld_attention_args_t good(void) {
+  meld_attention_args_t a;
+  memset(&a, 0, sizeof a);
+  a.q = FAKE(0x100000), a.k = FAKE(0x200000), a.v = FAKE(0x300000), a.o = FAKE(0x400000);
+  a.lse = (float *)FAKE(0x500000);
+  a.batch = 2, a.seq_q = 1000, a.seq_kv = 1000, a.heads = 32, a.heads_kv = 8, a.head_dim = 128;
+  return a;
+}
+
+static void expect_err(const meld_attention_args_t *a, meld_result_t want, const char *needle) {
+  meld_result_t r = attn_args_validate(a);
+  assert_int_equal(r, want);
+  if (!strstr(meld_last_error(), needle)) fail_msg("message \"%s\" lacks \"%s\"", meld_last_error(), needle);
+}
+
+static void test_validation(void **state) {
+  (void)state;
+  meld_attention_args_t a = good();
+  assert_int_equal(attn_args_validate(&a), MELD_OK);
+  expect_err(NULL, MELD_ERR_INVALID_ARG, "args is NULL");
+  a.v = NULL;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "v is NULL");
+  a = good(), a.q = FAKE(0x100008);
+  expect_err(&a, MELD_ERR_INVALID_ARG, "q 0x100008 is not 16-byte aligned");
+  a = good(), a.lse = (float *)FAKE(0x500002);
+  expect_err(&a, MELD_ERR_INVALID_ARG, "lse");
+  a = good(), a.head_dim = 64;
+  expect_err(&a, MELD_ERR_UNSUPPORTED, "head_dim 64 (only 128");
+  a = good(), a.head_dim = 0;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "head_dim 0");
+  a = good(), a.heads_kv = 5;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "heads 32 is not a multiple of heads_kv 5");
+  a = good(), a.heads_kv = 0;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "heads_kv 0");
+  a = good(), a.seq_kv = 0;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "seq_kv 0 < 1");
+  a = good(), a.seq_q = -1;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "seq_q -1");
+  a = good(), a.causal = 3;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "causal 3");
+  a = good(), a.scale = -0.5f;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "scale");
+  a = good(), a.stride_q = 4000;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "stride_q 4000 is smaller than a token's 4096");
+  a = good(), a.stride_k = 1028;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "stride_k 1028 is not a multiple of 8");
+  a = good(), a.stride_v = 3 * 1024, a.stride_o = 4096 + 64, a.stride_q = 3 * 4096;
+  assert_int_equal(attn_args_validate(&a), MELD_OK);
+  a = good(), a.q_pos0 = (int64_t)1 << 61;
+  expect_err(&a, MELD_ERR_INVALID_ARG, "q_pos0");
+  a = good(), a.seq_q = 0; /* nothing to do: valid */
+  assert_int_equal(attn_args_validate(&a), MELD_OK);
+  a = good(), a.lse = NULL;
+  assert_int_equal(attn_args_validate(&a), MELD_OK);
+}
+
+static int visible(const attn_params_t *p, int64_t i, int64_t j) {
+  return i < p->seq_q && j < p->seq_kv && (!p->causal || p->kv_pos0 + j <= p->q_pos0 + i);
+}
+
+static void check_geometry(int sq, int skv, int causal, int64_t qp0, int64_t kp0) {
+  meld_attention_args_t a = good();
+  a.batch = 1, a.heads = 2, a.heads_kv = 1, a.seq_q = sq, a.seq_kv = skv, a.causal = causal;
+  a.q_pos0 = qp0, a.kv_pos0 = kp0;
+  attn_params_t p;
+  int64_t grid = 0;
+  assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
+  assert_int_equal(grid, (int64_t)p.q_tiles * 2);
+  for (int qt = 0; qt < p.q_tiles; qt++) {
+    int jb, je;
+    attn_kv_range(&p, qt, &jb, &je);
+    for (int j = 0; j < p.kv_tiles; j++) {
+      int any = 0, all = 1;
+      for (int64_t i = (int64_t)qt * ATTN_BM; i < (int64_t)(qt + 1) * ATTN_BM && i < sq; i++)
+        for (int64_t k = (int64_t)j * ATTN_BN; k < (int64_t)(j + 1) * ATTN_BN; k++) {
+          const int v = visible(&p, i, k);
+          any |= v;
+          all &= v;
+        }
+      const int in = j >= jb && j < je;
+      if (in != any)
+        fail_msg("sq %d skv %d causal %d pos %lld/%lld: tile %d block %d read %d, holds a visible key %d", sq, skv,
+                 causal, (long long)qp0, (long long)kp0, qt, j, in, any);
+      if (in && !attn_block_masked(&p, qt, j) && !all)
+        fail_msg("sq %d skv %d causal %d pos %lld/%lld: tile %d block %d unmasked with a hidden key", sq, skv, causal,
+                 (long long)qp0, (long long)kp0, qt, j);
+    }
+  }
+}
+
+static void test_geometry(void **state) {
+  (void)state;
+  const int seqs[] = {1, 5, 127, 128, 129, 300, 384, 640};
+  const int64_t pos[] = {0, 1, 100, 128, 200, 513, -77};
+  for (size_t a = 0; a < sizeof seqs / sizeof *seqs; a++)
+    for (size_t b = 0; b < sizeof seqs / sizeof *seqs; b++) {
+      check_geometry(seqs[a], seqs[b], 0, 0, 0);
+      for (size_t x = 0; x < sizeof pos / sizeof *pos; x++)
+        for (size_t y = 0; y < sizeof pos / sizeof *pos; y++) check_geometry(seqs[a], seqs[b], 1, pos[x], pos[y]);
+    }
+}
+
+static void test_work_order(void **state) {
+  (void)state;
+  for (int causal = 0; causal < 2; causal++) {
+    meld_attention_args_t a = good();
+    a.batch = 3, a.seq_q = 1000, a.heads = 4, a.heads_kv = 2, a.causal = causal;
+    attn_params_t p;
+    int64_t grid = 0;
+    assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
+    assert_int_equal(grid, 8 * 4 * 3);
+    char seen[8 * 4 * 3];
+    memset(seen, 0, sizeof seen);
+    int prev_qt = causal ? 8 : -1;
+    for (int64_t x = 0; x < grid; x++) {
+      int qt, h, b;
+      attn_work_of(&p, x, &qt, &h, &b);
+      assert_true(qt >= 0 && qt < 8 && h >= 0 && h < 4 && b >= 0 && b < 3);
+      assert_int_equal(seen[(qt * 4 + h) * 3 + b]++, 0);
+      if (causal) assert_true(qt <= prev_qt); /* heavier (later) tiles first */
+      else assert_true(qt >= prev_qt);
+      prev_qt = qt;
+    }
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_validation),
+      cmocka_unit_test(test_geometry),
+      cmocka_unit_test(test_work_order),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
