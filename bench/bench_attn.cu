@@ -5,7 +5,8 @@
  * calls (CUDA events, 2 rotating input sets), the median; error vs the fp32 reference kernel of
  * tests/gpu/test_attn.cu for rows with S <= 4096 (--check-all: every row). FLOPs count the
  * visible (query, key) pairs: 4 x pairs x D (causal: about half of the square). Prints a table
- * and writes JSON lines (--json FILE; op "attn").
+ * and writes JSON lines (--json FILE; op "attn"). BENCH_ATTN_PIPES (a comma list of MELD_ATTN_PIPE
+ * values, default "1") times each kernel variant per shape, in the same pass (label "pipe<v>").
  *
  *   bench_attn [--json FILE] [--quick] [--shape B,S,H,HKV,CAUSAL ...] [--custom-only] [--check-all] */
 #include <cuda_runtime.h>
@@ -75,56 +76,63 @@ int main(int argc, char **argv) {
     if (setup(&c, &x[0], 11) || setup(&c, &x[1], 23)) return 1;
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    for (int i = 0; i < 5; i++) GT_MELD(meld_attention(&x[i & 1].a, st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    CK(cudaEventRecord(e0, st));
-    for (int i = 0; i < 4; i++) GT_MELD(meld_attention(&x[i & 1].a, st));
-    CK(cudaEventRecord(e1, st));
-    CK(cudaEventSynchronize(e1));
-    float est = 0;
-    CK(cudaEventElapsedTime(&est, e0, e1));
-    const int settle = bench_settle_calls(est / 4, settle_ms);
-    for (int i = 0; i < settle; i++) GT_MELD(meld_attention(&x[i & 1].a, st));
-    enum { TIMED = 30 };
-    float t[TIMED];
-    for (int i = 0; i < TIMED; i++) {
+    char pipes[64];
+    snprintf(pipes, sizeof pipes, "%s", getenv("BENCH_ATTN_PIPES") ? getenv("BENCH_ATTN_PIPES") : "1");
+    for (char *save = NULL, *pv = strtok_r(pipes, ",", &save); pv; pv = strtok_r(NULL, ",", &save)) {
+      setenv("MELD_ATTN_PIPE", pv, 1);
+      for (int i = 0; i < 5; i++) GT_MELD(meld_attention(&x[i & 1].a, st)); /* warm-up */
+      cudaEvent_t e0, e1;
+      CK(cudaEventCreate(&e0));
+      CK(cudaEventCreate(&e1));
       CK(cudaEventRecord(e0, st));
-      GT_MELD(meld_attention(&x[i & 1].a, st));
+      for (int i = 0; i < 4; i++) GT_MELD(meld_attention(&x[i & 1].a, st));
       CK(cudaEventRecord(e1, st));
       CK(cudaEventSynchronize(e1));
-      CK(cudaEventElapsedTime(&t[i], e0, e1));
+      float est = 0;
+      CK(cudaEventElapsedTime(&est, e0, e1));
+      const int settle = bench_settle_calls(est / 4, settle_ms);
+      for (int i = 0; i < settle; i++) GT_MELD(meld_attention(&x[i & 1].a, st));
+      enum { TIMED = 30 };
+      float t[TIMED];
+      for (int i = 0; i < TIMED; i++) {
+        CK(cudaEventRecord(e0, st));
+        GT_MELD(meld_attention(&x[i & 1].a, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&t[i], e0, e1));
+      }
+      const float ms = bench_median(t, TIMED);
+      const double tflops = 4.0 * sh.B * sh.H * visible_pairs(sh.S, sh.causal) * 128 / (ms * 1e-3) / 1e12;
+      double rel = -1;
+      if (check_all || sh.S <= 4096) {
+        CK(cudaStreamSynchronize(st));
+        poison(&x[0], &c);
+        GT_MELD(meld_attention(&x[0].a, st));
+        CK(cudaStreamSynchronize(st));
+        reference(&c, &x[0]);
+        CK(cudaDeviceSynchronize());
+        rel = compare(&c, &x[0], "bench row");
+      }
+      char name[80];
+      snprintf(name, sizeof name, "%d,%d,%d,%d,%d pipe%s", sh.B, sh.S, sh.H, sh.HKV, sh.causal, pv);
+      printf("%-28s %10.4f %10.1f %10.2e\n", name, ms, tflops, rel);
+      if (jf) {
+        char relj[32];
+        if (rel < 0) snprintf(relj, sizeof relj, "null");
+        else snprintf(relj, sizeof relj, "%.3e", rel);
+        fprintf(jf,
+                "{\"op\": \"attn\", \"shape\": {\"batch\": %d, \"seq\": %d, \"heads\": %d, \"heads_kv\": %d, \"head_dim\": "
+                "128, \"causal\": %d}, \"variant\": \"pipe%s\", \"nranks\": 1, \"nnodes\": 1, \"dtype\": \"bf16\", \"meld_ms\": %.5f, \"tflops\": "
+                "%.1f, \"settle_ms\": %d, \"rel_err\": %s, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
+                "\"date\": \"%s\", \"commit\": \"%s\"}\n",
+                sh.B, sh.S, sh.H, sh.HKV, sh.causal, pv, ms, tflops, settle_ms, relj, env.gpu,
+                env.driver, env.cuda, env.date, env.commit);
+        fflush(jf);
+      }
+      cudaEventDestroy(e0), cudaEventDestroy(e1);
     }
-    const float ms = bench_median(t, TIMED);
-    const double tflops = 4.0 * sh.B * sh.H * visible_pairs(sh.S, sh.causal) * 128 / (ms * 1e-3) / 1e12;
-    double rel = -1;
-    if (check_all || sh.S <= 4096) {
-      CK(cudaStreamSynchronize(st));
-      poison(&x[0], &c);
-      GT_MELD(meld_attention(&x[0].a, st));
-      CK(cudaStreamSynchronize(st));
-      reference(&c, &x[0]);
-      CK(cudaDeviceSynchronize());
-      rel = compare(&c, &x[0], "bench row");
-    }
-    char name[64];
-    snprintf(name, sizeof name, "%d,%d,%d,%d,%d", sh.B, sh.S, sh.H, sh.HKV, sh.causal);
-    printf("%-28s %10.4f %10.1f %10.2e\n", name, ms, tflops, rel);
-    if (jf) {
-      char relj[32];
-      if (rel < 0) snprintf(relj, sizeof relj, "null");
-      else snprintf(relj, sizeof relj, "%.3e", rel);
-      fprintf(jf,
-              "{\"op\": \"attn\", \"shape\": {\"batch\": %d, \"seq\": %d, \"heads\": %d, \"heads_kv\": %d, \"head_dim\": "
-              "128, \"causal\": %d}, \"nranks\": 1, \"nnodes\": 1, \"dtype\": \"bf16\", \"meld_ms\": %.5f, \"tflops\": "
-              "%.1f, \"settle_ms\": %d, \"rel_err\": %s, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
-              "\"date\": \"%s\", \"commit\": \"%s\"}\n",
-              sh.B, sh.S, sh.H, sh.HKV, sh.causal, ms, tflops, settle_ms, relj, env.gpu,
-              env.driver, env.cuda, env.date, env.commit);
-      fflush(jf);
-    }
-    cudaEventDestroy(e0), cudaEventDestroy(e1), cudaStreamDestroy(st);
+    unsetenv("MELD_ATTN_PIPE");
+    cudaStreamDestroy(st);
     teardown(&x[0]), teardown(&x[1]);
   }
   if (jf) fclose(jf);

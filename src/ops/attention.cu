@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn_plan.h"
@@ -27,132 +28,171 @@
 #include "error.h"
 
 #define ATTN_THREADS 384
-#define ATTN_STAGES 2
 #define ATTN_Q_BYTES (ATTN_BM * ATTN_D * 2)  /* 32 KB */
 #define ATTN_KV_BYTES (ATTN_BN * ATTN_D * 2) /* 32 KB each of K and V */
 #define ATTN_K_OFF(s) (ATTN_Q_BYTES + (s) * 2 * ATTN_KV_BYTES)
 #define ATTN_V_OFF(s) (ATTN_K_OFF(s) + ATTN_KV_BYTES)
-#define ATTN_BAR_OFF (ATTN_Q_BYTES + ATTN_STAGES * 2 * ATTN_KV_BYTES)
-#define ATTN_SMEM_BYTES (ATTN_BAR_OFF + 128 + 1024)
+/* barriers after the last stage: q_full, then k_full[ST], v_full[ST], empty[ST] (8 B each) */
+#define ATTN_BAR_OFF(ST) (ATTN_Q_BYTES + (ST) * 2 * ATTN_KV_BYTES)
+#define ATTN_KF(ST, s) (8 + 8 * (s))
+#define ATTN_VF(ST, s) (8 + 8 * (ST) + 8 * (s))
+#define ATTN_EM(ST, s) (8 + 16 * (ST) + 8 * (s))
+#define ATTN_SMEM_BYTES(ST) (ATTN_BAR_OFF(ST) + 8 + 24 * (ST) + 1024)
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+#define ATTN_DEV static __device__ __forceinline__
+
+ATTN_DEV uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x = lo: the lower 16 bits */
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
-static __device__ __forceinline__ void attn_producer(const attn_params_t *p, uint32_t sb, int qt, int h, int b,
-                                                     int jb, int je) {
-  const uint32_t bar = sb + ATTN_BAR_OFF;
-  const uint32_t q_full = bar, k_full = bar + 8, v_full = bar + 24, empty = bar + 40;
+/* 2^x, the SFU's approximation (flush-to-zero; 2^-inf = 0). */
+ATTN_DEV float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/* Keeps the 32 registers of P (the A operand of an RS wgmma in flight) alive and in place up to
+ * this point: the compiler does not know the wgmma still reads them after its asm statement. */
+ATTN_DEV void pin_p32(uint32_t *P) {
+  asm volatile("" : "+r"(P[0]), "+r"(P[1]), "+r"(P[2]), "+r"(P[3]), "+r"(P[4]), "+r"(P[5]), "+r"(P[6]), "+r"(P[7]),
+               "+r"(P[8]), "+r"(P[9]), "+r"(P[10]), "+r"(P[11]), "+r"(P[12]), "+r"(P[13]), "+r"(P[14]), "+r"(P[15]),
+               "+r"(P[16]), "+r"(P[17]), "+r"(P[18]), "+r"(P[19]), "+r"(P[20]), "+r"(P[21]), "+r"(P[22]), "+r"(P[23]),
+               "+r"(P[24]), "+r"(P[25]), "+r"(P[26]), "+r"(P[27]), "+r"(P[28]), "+r"(P[29]), "+r"(P[30]), "+r"(P[31])
+               :
+               : "memory");
+}
+
+template <int ST>
+ATTN_DEV void attn_producer(const attn_params_t *p, uint32_t sb, int qt, int h, int b, int jb, int je) {
+  const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   const int hk = h / p->group;
-  mbarrier_arrive_expect_tx_cta(q_full, ATTN_Q_BYTES);
+  mbarrier_arrive_expect_tx_cta(bar, ATTN_Q_BYTES);
   for (int half = 0; half < 2; half++)
-    tma_load_4d(sb + half * (ATTN_Q_BYTES / 2), &p->map_q, q_full, 64 * half, h, qt * ATTN_BM, b);
+    tma_load_4d(sb + half * (ATTN_Q_BYTES / 2), &p->map_q, bar, 64 * half, h, qt * ATTN_BM, b);
   for (int it = 0; it < je - jb; it++) {
-    const int s = it & 1;
-    if (it >= 2) mbar_wait(empty + 8 * s, ((it >> 1) - 1) & 1);
+    const int s = it % ST;
+    if (it >= ST) mbar_wait(bar + ATTN_EM(ST, s), (uint32_t)(it / ST - 1) & 1);
     const int kv0 = (jb + it) * ATTN_BN;
-    mbarrier_arrive_expect_tx_cta(k_full + 8 * s, ATTN_KV_BYTES);
+    mbarrier_arrive_expect_tx_cta(bar + ATTN_KF(ST, s), ATTN_KV_BYTES);
     for (int half = 0; half < 2; half++)
-      tma_load_4d(sb + ATTN_K_OFF(s) + half * (ATTN_KV_BYTES / 2), &p->map_k, k_full + 8 * s, 64 * half, hk, kv0, b);
-    mbarrier_arrive_expect_tx_cta(v_full + 8 * s, ATTN_KV_BYTES);
+      tma_load_4d(sb + ATTN_K_OFF(s) + half * (ATTN_KV_BYTES / 2), &p->map_k, bar + ATTN_KF(ST, s), 64 * half, hk, kv0,
+                  b);
+    mbarrier_arrive_expect_tx_cta(bar + ATTN_VF(ST, s), ATTN_KV_BYTES);
     for (int kb = 0; kb < 2; kb++)
       for (int db = 0; db < 2; db++)
-        tma_load_4d(sb + ATTN_V_OFF(s) + kb * 16384 + db * 8192, &p->map_v, v_full + 8 * s, 64 * db, hk,
+        tma_load_4d(sb + ATTN_V_OFF(s) + kb * 16384 + db * 8192, &p->map_v, bar + ATTN_VF(ST, s), 64 * db, hk,
                     kv0 + 64 * kb, b);
   }
 }
 
-/* One consumer warpgroup (wg 0 or 1: queries 64 wg .. 64 wg + 63 of the tile). */
-static __device__ __forceinline__ void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt, int h,
-                                                     int b, int jb, int je) {
-  const uint32_t bar = sb + ATTN_BAR_OFF;
-  const uint32_t q_full = bar, k_full = bar + 8, v_full = bar + 24, empty = bar + 40;
-  const int t = threadIdx.x & 127, w = t >> 5, l = t & 31;
-  const int row0 = 64 * wg + 16 * w + (l >> 2); /* this thread's rows in the tile: row0, row0 + 8 */
-  const float sl2 = p->scale_log2;
-  float S[64], O[64];
-  uint32_t P[32];
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+/* The running softmax state of a thread's two rows (row0 and row0 + 8 of its warpgroup's 64). */
+typedef struct {
+  float m0, m1; /* row max so far, log2 domain (scale folded in); -inf before any visible key */
+  float l0, l1; /* this thread's part of the row sums (the 4 lanes of a row are summed at the end) */
+} attn_rows_t;
+
+/* S = Q K^T for stage s (8 SS wgmmas over head_dim 128, K-major both), committed, not waited. */
+template <int ST>
+ATTN_DEV void attn_issue_qk(float *S, uint32_t sb, int wg, int s) {
 #pragma unroll
-  for (int i = 0; i < 64; i++) O[i] = 0.f;
-  mbar_wait(q_full, 0);
-  for (int it = 0; it < je - jb; it++) {
-    const int j = jb + it, s = it & 1;
-    const uint32_t ph = (uint32_t)(it >> 1) & 1;
-    mbar_wait(k_full + 8 * s, ph);
-    wgmma_fence();
+  for (int half = 0; half < 2; half++)
 #pragma unroll
-    for (int half = 0; half < 2; half++)
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) {
-        const uint64_t da = wgmma_desc_sw128(sb + half * 16384 + wg * 8192 + kk * 32, 16, 1024);
-        const uint64_t db = wgmma_desc_sw128(sb + ATTN_K_OFF(s) + half * 16384 + kk * 32, 16, 1024);
-        wgmma_m64n128k16_ss(S, da, db, (half | kk) != 0);
-      }
-    wgmma_commit();
-    wgmma_wait0();
-    wgmma_fence_acc64(S);
-    if (attn_block_masked(p, qt, j)) {
-      const int64_t qp0 = p->q_pos0 + (int64_t)qt * ATTN_BM + row0;
-      const int64_t kp0 = p->kv_pos0 + (int64_t)j * ATTN_BN;
-      const int kv_left = p->seq_kv - j * ATTN_BN;
-#pragma unroll
-      for (int r = 0; r < 64; r++) {
-        const int col = 8 * (r >> 2) + 2 * (l & 3) + (r & 1);
-        const int64_t qp = qp0 + 8 * ((r >> 1) & 1);
-        if (col >= kv_left || (p->causal && kp0 + col > qp)) S[r] = -INFINITY;
-      }
+    for (int kk = 0; kk < 4; kk++) {
+      const uint64_t da = wgmma_desc_sw128(sb + half * 16384 + wg * 8192 + kk * 32, 16, 1024);
+      const uint64_t db = wgmma_desc_sw128(sb + ATTN_K_OFF(s) + half * 16384 + kk * 32, 16, 1024);
+      if (half | kk) wgmma_m64n128k16_ss(S, da, db, 1);
+      else wgmma_m64n128k16_ss_zero(S, da, db);
     }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
+  wgmma_commit();
+}
+
+/* O += P V for stage s (8 RS wgmmas over 128 keys; V MN-major), committed, not waited. */
+ATTN_DEV void attn_issue_pv(float *O, uint32_t *P, uint32_t sb, int s) {
 #pragma unroll
-    for (int r = 0; r < 64; r++) {
-      if ((r >> 1) & 1) mx1 = fmaxf(mx1, S[r]);
-      else mx0 = fmaxf(mx0, S[r]);
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float mn0 = fmaxf(m0, mx0 * sl2), mn1 = fmaxf(m1, mx1 * sl2);
-    /* a row with no visible key so far keeps max -inf: subtract 0 instead (no inf - inf) */
-    const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
-    const float a0 = exp2f(m0 - ms0), a1 = exp2f(m1 - ms1);
-    m0 = mn0;
-    m1 = mn1;
-    float rs0 = 0.f, rs1 = 0.f;
-#pragma unroll
-    for (int r = 0; r < 64; r++) {
-      const int hi = (r >> 1) & 1;
-      const float e = exp2f(fmaf(S[r], sl2, hi ? -ms1 : -ms0));
-      S[r] = e;
-      if (hi) rs1 += e;
-      else rs0 += e;
-    }
-    l0 = l0 * a0 + rs0;
-    l1 = l1 * a1 + rs1;
-#pragma unroll
-    for (int r = 0; r < 64; r++) O[r] *= ((r >> 1) & 1) ? a1 : a0;
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      P[4 * k + 0] = pack_bf16(S[8 * k + 0], S[8 * k + 1]);
-      P[4 * k + 1] = pack_bf16(S[8 * k + 2], S[8 * k + 3]);
-      P[4 * k + 2] = pack_bf16(S[8 * k + 4], S[8 * k + 5]);
-      P[4 * k + 3] = pack_bf16(S[8 * k + 6], S[8 * k + 7]);
-    }
-    mbar_wait(v_full + 8 * s, ph);
-    wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      const uint64_t dv = wgmma_desc_sw128(sb + ATTN_V_OFF(s) + (k >> 2) * 16384 + (k & 3) * 2048, 8192, 1024);
-      wgmma_m64n128k16_rs<1>(O, &P[4 * k], dv, 1);
-    }
-    wgmma_commit();
-    wgmma_wait0();
-    wgmma_fence_acc64(O);
-    if (t == 0) mbar_arrive(empty + 8 * s);
+  for (int k = 0; k < 8; k++) {
+    const uint64_t dv = wgmma_desc_sw128(sb + ATTN_V_OFF(s) + (k >> 2) * 16384 + (k & 3) * 2048, 8192, 1024);
+    wgmma_m64n128k16_rs<1>(O, &P[4 * k], dv, 1);
   }
+  wgmma_commit();
+}
+
+/* Masks block j of S (MASK: causal diagonal or keys past seq_kv), updates the rows' max and
+ * sums, turns S into probabilities packed as bf16 into P (the A-register layout of the PV
+ * wgmma), and returns the factors by which the rows' O must be scaled (a0 for row0, a1 for
+ * row0 + 8). S itself is only read, and the mask is branch-free: S is a wgmma accumulator, and a
+ * non-wgmma (or branch-merged) write to it while the PV wgmma is in flight (PIPE 1) makes ptxas
+ * serialize the wgmmas (C7513). */
+template <bool MASK>
+ATTN_DEV void attn_softmax(const attn_params_t *p, const float *Sacc, uint32_t *P, attn_rows_t *st, int qt, int j,
+                           int row0, float *a0, float *a1) {
+  const int l = threadIdx.x & 31;
+  const float sl2 = p->scale_log2;
+  float S[64];
+  if (MASK) {
+    const int64_t qp0 = p->q_pos0 + (int64_t)qt * ATTN_BM + row0;
+    const int64_t kp0 = p->kv_pos0 + (int64_t)j * ATTN_BN;
+    const int kv_left = p->seq_kv - j * ATTN_BN;
+    const bool causal = p->causal != 0;
+#pragma unroll
+    for (int r = 0; r < 64; r++) {
+      const int col = 8 * (r >> 2) + 2 * (l & 3) + (r & 1);
+      const int64_t qp = qp0 + 8 * ((r >> 1) & 1);
+      const bool bad = (col >= kv_left) | (causal & (kp0 + col > qp));
+      S[r] = bad ? -INFINITY : Sacc[r];
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 64; r++) S[r] = Sacc[r];
+  }
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+  for (int r = 0; r < 64; r++) {
+    if ((r >> 1) & 1) mx1 = fmaxf(mx1, S[r]);
+    else mx0 = fmaxf(mx0, S[r]);
+  }
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  const float mn0 = fmaxf(st->m0, mx0 * sl2), mn1 = fmaxf(st->m1, mx1 * sl2);
+  /* a row with no visible key so far keeps max -inf: subtract 0 instead (no inf - inf) */
+  const float ms0 = mn0 == -INFINITY ? 0.f : mn0, ms1 = mn1 == -INFINITY ? 0.f : mn1;
+  *a0 = ex2(st->m0 - ms0);
+  *a1 = ex2(st->m1 - ms1);
+  st->m0 = mn0;
+  st->m1 = mn1;
+  float rs0 = 0.f, rs1 = 0.f;
+#pragma unroll
+  for (int r = 0; r < 64; r++) {
+    const int hi = (r >> 1) & 1;
+    const float e = ex2(fmaf(S[r], sl2, hi ? -ms1 : -ms0));
+    S[r] = e;
+    if (hi) rs1 += e;
+    else rs0 += e;
+  }
+  st->l0 = st->l0 * *a0 + rs0;
+  st->l1 = st->l1 * *a1 + rs1;
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    P[4 * k + 0] = pack_bf16(S[8 * k + 0], S[8 * k + 1]);
+    P[4 * k + 1] = pack_bf16(S[8 * k + 2], S[8 * k + 3]);
+    P[4 * k + 2] = pack_bf16(S[8 * k + 4], S[8 * k + 5]);
+    P[4 * k + 3] = pack_bf16(S[8 * k + 6], S[8 * k + 7]);
+  }
+}
+
+ATTN_DEV void attn_scale_o(float *O, float a0, float a1) {
+#pragma unroll
+  for (int r = 0; r < 64; r++) O[r] *= ((r >> 1) & 1) ? a1 : a0;
+}
+
+/* O / l to bf16 straight from registers, and the LSE. */
+ATTN_DEV void attn_store(const attn_params_t *p, const float *O, attn_rows_t *st, int qt, int h, int b, int row0) {
+  const int l = threadIdx.x & 31;
+  float l0 = st->l0, l1 = st->l1;
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
   l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
@@ -172,16 +212,122 @@ static __device__ __forceinline__ void attn_consumer(const attn_params_t *p, uin
       dst[(8 * c + 2 * (l & 3)) >> 1] = pack_bf16(O[r] * inv, O[r + 1] * inv);
     }
     if (p->lse && (l & 3) == 0) {
-      const float lsum = hi ? l1 : l0, m = hi ? m1 : m0;
+      const float lsum = hi ? l1 : l0, m = hi ? st->m1 : st->m0;
       p->lse[((int64_t)b * p->heads + h) * p->seq_q + q] =
           lsum > 0.f ? m * 0.69314718055994531f + logf(lsum) : -INFINITY;
     }
   }
 }
+
+/* PIPE 1, block jb + it (it >= 1): S of this block and PV of the previous one are issued
+ * together; this block's softmax (into Pnext) runs while PV (reading Pcur) is in flight; then
+ * the previous stage is released and O rescaled to this block's max. */
+template <int ST>
+ATTN_DEV void attn_pipe_step(const attn_params_t *p, uint32_t sb, int wg, int qt, int jb, int it, int row0, float *S,
+                             float *O, uint32_t *Pcur, uint32_t *Pnext, attn_rows_t *st) {
+  const uint32_t bar = sb + ATTN_BAR_OFF(ST);
+  const int s = it % ST, sp = (it - 1) % ST;
+  mbar_wait(bar + ATTN_KF(ST, s), (uint32_t)(it / ST) & 1);
+  mbar_wait(bar + ATTN_VF(ST, sp), (uint32_t)((it - 1) / ST) & 1); /* landed with K j - 1 */
+  wgmma_fence();
+  attn_issue_qk<ST>(S, sb, wg, s);
+  attn_issue_pv(O, Pcur, sb, sp);
+  wgmma_wait1(); /* S is done; PV j - 1 may still run */
+  wgmma_fence_acc64(S);
+  float a0, a1;
+  if (attn_block_masked(p, qt, jb + it)) attn_softmax<true>(p, S, Pnext, st, qt, jb + it, row0, &a0, &a1);
+  else attn_softmax<false>(p, S, Pnext, st, qt, jb + it, row0, &a0, &a1);
+  wgmma_wait0();
+  wgmma_fence_acc64(O);
+  pin_p32(Pcur);
+  if ((threadIdx.x & 127) == 0) mbar_arrive(bar + ATTN_EM(ST, sp));
+  attn_scale_o(O, a0, a1);
+}
+
+/* PIPE 1: the PV of the last block (n - 1), from P. */
+template <int ST>
+ATTN_DEV void attn_last_pv(uint32_t sb, int n, float *O, uint32_t *P) {
+  const uint32_t bar = sb + ATTN_BAR_OFF(ST);
+  const int sp = (n - 1) % ST;
+  mbar_wait(bar + ATTN_VF(ST, sp), (uint32_t)((n - 1) / ST) & 1);
+  wgmma_fence();
+  attn_issue_pv(O, P, sb, sp);
+  wgmma_wait0();
+  wgmma_fence_acc64(O);
+  pin_p32(P);
+  if ((threadIdx.x & 127) == 0) mbar_arrive(bar + ATTN_EM(ST, sp));
+}
+
+/* One consumer warpgroup (wg 0 or 1: queries 64 wg .. 64 wg + 63 of the tile).
+ * PIPE 0: per block S, softmax, PV, each waited for before the next.
+ * PIPE 1 (FA3's intra-warpgroup overlap): S of block j and PV of block j - 1 are issued
+ * together; the softmax of block j runs while PV j - 1 is in flight; O is rescaled after it. */
+template <int ST, int PIPE>
+ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt, int h, int b, int jb, int je) {
+  const uint32_t bar = sb + ATTN_BAR_OFF(ST);
+  const int t = threadIdx.x & 127, w = t >> 5, l = t & 31;
+  const int row0 = 64 * wg + 16 * w + (l >> 2); /* this thread's rows in the tile: row0, row0 + 8 */
+  float S[64], O[64];
+  uint32_t P[32];
+  attn_rows_t st = {-INFINITY, -INFINITY, 0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < 64; i++) O[i] = 0.f;
+  mbar_wait(bar, 0);
+  const int n = je - jb;
+  float a0, a1;
+  if (!PIPE) {
+    for (int it = 0; it < n; it++) {
+      const int s = it % ST;
+      const uint32_t ph = (uint32_t)(it / ST) & 1;
+      mbar_wait(bar + ATTN_KF(ST, s), ph);
+      wgmma_fence();
+      attn_issue_qk<ST>(S, sb, wg, s);
+      wgmma_wait0();
+      wgmma_fence_acc64(S);
+      if (attn_block_masked(p, qt, jb + it)) attn_softmax<true>(p, S, P, &st, qt, jb + it, row0, &a0, &a1);
+      else attn_softmax<false>(p, S, P, &st, qt, jb + it, row0, &a0, &a1);
+      attn_scale_o(O, a0, a1);
+      mbar_wait(bar + ATTN_VF(ST, s), ph);
+      wgmma_fence();
+      attn_issue_pv(O, P, sb, s);
+      wgmma_wait0();
+      wgmma_fence_acc64(O);
+      pin_p32(P);
+      if (t == 0) mbar_arrive(bar + ATTN_EM(ST, s));
+    }
+  } else if (n > 0) {
+    mbar_wait(bar + ATTN_KF(ST, 0), 0);
+    wgmma_fence();
+    attn_issue_qk<ST>(S, sb, wg, 0);
+    wgmma_wait0();
+    wgmma_fence_acc64(S);
+    if (attn_block_masked(p, qt, jb)) attn_softmax<true>(p, S, P, &st, qt, jb, row0, &a0, &a1); /* O is 0: no scaling */
+    else attn_softmax<false>(p, S, P, &st, qt, jb, row0, &a0, &a1);
+    /* two P buffers that swap roles each step (no copy: a copied P would share registers with
+     * the one the PV wgmma in flight still reads) */
+    uint32_t P2[32];
+    int it = 1;
+    for (; it + 1 < n; it += 2) {
+      attn_pipe_step<ST>(p, sb, wg, qt, jb, it, row0, S, O, P, P2, &st);
+      attn_pipe_step<ST>(p, sb, wg, qt, jb, it + 1, row0, S, O, P2, P, &st);
+    }
+    if (it < n) {
+      attn_pipe_step<ST>(p, sb, wg, qt, jb, it, row0, S, O, P, P2, &st);
+      attn_last_pv<ST>(sb, n, O, P2);
+    } else {
+      attn_last_pv<ST>(sb, n, O, P);
+    }
+  }
+  attn_store(p, O, &st, qt, h, b, row0);
+}
 #endif
 
+/* PIPE 0: 2 stages; PIPE 1: 3 stages (block j + 1's K must load while block j - 1's stage is
+ * still read by its PV). */
+template <int PIPE>
 __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_constant__ attn_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int ST = PIPE ? 3 : 2;
   extern __shared__ __align__(1024) uint8_t attn_smem[];
   const uint32_t raw = smem_addr(attn_smem);
   const uint32_t sb = (raw + 1023u) & ~1023u;
@@ -191,12 +337,12 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
   if (je < jb) je = jb;
   const int wg = threadIdx.x >> 7;
   if (threadIdx.x == 0) {
-    const uint32_t bar = sb + ATTN_BAR_OFF;
+    const uint32_t bar = sb + ATTN_BAR_OFF(ST);
     mbarrier_init_cta(bar, 1); /* q_full */
-    for (int s = 0; s < ATTN_STAGES; s++) {
-      mbarrier_init_cta(bar + 8 + 8 * s, 1);  /* k_full */
-      mbarrier_init_cta(bar + 24 + 8 * s, 1); /* v_full */
-      mbarrier_init_cta(bar + 40 + 8 * s, 2); /* empty: one arrival per consumer warpgroup */
+    for (int s = 0; s < ST; s++) {
+      mbarrier_init_cta(bar + ATTN_KF(ST, s), 1);
+      mbarrier_init_cta(bar + ATTN_VF(ST, s), 1);
+      mbarrier_init_cta(bar + ATTN_EM(ST, s), 2); /* one arrival per consumer warpgroup */
     }
     fence_mbar_init();
     prefetch_tensormap(&p.map_q);
@@ -206,10 +352,10 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
   __syncthreads();
   if (wg == 0) {
     setmaxnreg_dec_40();
-    if (threadIdx.x == 0) attn_producer(&p, sb, qt, h, b, jb, je);
+    if (threadIdx.x == 0) attn_producer<ST>(&p, sb, qt, h, b, jb, je);
   } else {
     setmaxnreg_inc_232();
-    attn_consumer(&p, sb, wg - 1, qt, h, b, jb, je);
+    attn_consumer<ST, PIPE>(&p, sb, wg - 1, qt, h, b, jb, je);
   }
 #endif
 }
@@ -230,11 +376,18 @@ extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaS
                       "meld_attention: device %d has compute capability %d.x; the kernel needs Hopper (sm_90a)", dev,
                       major);
   if (dev >= 64 || !g_attn_ready[dev]) {
-    MELD_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_BYTES));
+    MELD_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         ATTN_SMEM_BYTES(2)));
+    MELD_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         ATTN_SMEM_BYTES(3)));
     if (dev < 64) g_attn_ready[dev] = 1;
   }
   MELD_CHECK(attn_plan_make(args, &p, &grid));
-  attn_fwd_kernel<<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES, stream>>>(p);
+  /* MELD_ATTN_PIPE: 1 (default) overlaps each block's softmax with the previous block's PV
+   * wgmmas, 0 runs them in series (the first version, kept for A/B). */
+  const char *pipe = getenv("MELD_ATTN_PIPE");
+  if (pipe && pipe[0] == '0') attn_fwd_kernel<0><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(2), stream>>>(p);
+  else attn_fwd_kernel<1><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(p);
   MELD_CUDA_CHECK(cudaGetLastError());
   return MELD_OK;
 }

@@ -328,8 +328,16 @@ int main(void) {
       {"scale 0.05", 1, 512, 640, 4, 4, 0, 0, 0, 0.05f, 0, 0},
       {"long causal", 1, 4096, 4096, 8, 2, 1, 0, 0, 0.f, 0, 0},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
-  back_to_back_and_graph();
+  /* both kernels: MELD_ATTN_PIPE 1 (the default, softmax overlapped with the previous block's
+   * PV) and 0 (in series) */
+  const char *pipes[2] = {"1", "0"};
+  for (int v = 0; v < 2; v++) {
+    setenv("MELD_ATTN_PIPE", pipes[v], 1);
+    gt_log("MELD_ATTN_PIPE=%s", pipes[v]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    back_to_back_and_graph();
+  }
+  unsetenv("MELD_ATTN_PIPE");
   bad_args();
   return gt_summary("test_attn");
 }
