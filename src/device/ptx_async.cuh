@@ -402,6 +402,11 @@ PA_INLINE void named_bar_sync(uint32_t id, uint32_t nthreads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
 }
 
+/* Arrives at named barrier `id` (counting `nthreads` with the syncs) without waiting. */
+PA_INLINE void named_bar_arrive(uint32_t id, uint32_t nthreads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(nthreads) : "memory");
+}
+
 /* This CTA's rank inside its cluster. */
 PA_INLINE uint32_t cluster_ctarank(void) {
   uint32_t r;

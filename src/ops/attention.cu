@@ -219,19 +219,34 @@ ATTN_DEV void attn_store(const attn_params_t *p, const float *O, attn_rows_t *st
   }
 }
 
+/* PIPE 2 (FA3's ping-pong): the two consumer warpgroups take turns to issue their wgmmas, so
+ * one's softmax runs while the other's wgmmas use the tensor cores. Named barrier 8 + w is
+ * warpgroup w's turn: it syncs there before issuing and then arrives at the other's. Both issue
+ * at the same number of points (same K/V blocks), warpgroup 1 lets 0 start and skips its last
+ * arrival, so no arrival is left pending at exit. */
+#define ATTN_TURN_BAR 8
+ATTN_DEV void attn_turn_wait(int pp, int wg) {
+  if (pp) named_bar_sync(ATTN_TURN_BAR + wg, 256);
+}
+ATTN_DEV void attn_turn_pass(int pp, int wg, int last) {
+  if (pp && !(wg == 1 && last)) named_bar_arrive(ATTN_TURN_BAR + (wg ^ 1), 256);
+}
+
 /* PIPE 1, block jb + it (it >= 1): S of this block and PV of the previous one are issued
  * together; this block's softmax (into Pnext) runs while PV (reading Pcur) is in flight; then
  * the previous stage is released and O rescaled to this block's max. */
-template <int ST>
+template <int ST, int PP>
 ATTN_DEV void attn_pipe_step(const attn_params_t *p, uint32_t sb, int wg, int qt, int jb, int it, int row0, float *S,
                              float *O, uint32_t *Pcur, uint32_t *Pnext, attn_rows_t *st) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   const int s = it % ST, sp = (it - 1) % ST;
   mbar_wait(bar + ATTN_KF(ST, s), (uint32_t)(it / ST) & 1);
   mbar_wait(bar + ATTN_VF(ST, sp), (uint32_t)((it - 1) / ST) & 1); /* landed with K j - 1 */
+  attn_turn_wait(PP, wg);
   wgmma_fence();
   attn_issue_qk<ST>(S, sb, wg, s);
   attn_issue_pv(O, Pcur, sb, sp);
+  attn_turn_pass(PP, wg, 0);
   wgmma_wait1(); /* S is done; PV j - 1 may still run */
   wgmma_fence_acc64(S);
   float a0, a1;
@@ -245,13 +260,15 @@ ATTN_DEV void attn_pipe_step(const attn_params_t *p, uint32_t sb, int wg, int qt
 }
 
 /* PIPE 1: the PV of the last block (n - 1), from P. */
-template <int ST>
-ATTN_DEV void attn_last_pv(uint32_t sb, int n, float *O, uint32_t *P) {
+template <int ST, int PP>
+ATTN_DEV void attn_last_pv(uint32_t sb, int wg, int n, float *O, uint32_t *P) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   const int sp = (n - 1) % ST;
   mbar_wait(bar + ATTN_VF(ST, sp), (uint32_t)((n - 1) / ST) & 1);
+  attn_turn_wait(PP, wg);
   wgmma_fence();
   attn_issue_pv(O, P, sb, sp);
+  attn_turn_pass(PP, wg, 1);
   wgmma_wait0();
   wgmma_fence_acc64(O);
   pin_p32(P);
@@ -261,7 +278,8 @@ ATTN_DEV void attn_last_pv(uint32_t sb, int n, float *O, uint32_t *P) {
 /* One consumer warpgroup (wg 0 or 1: queries 64 wg .. 64 wg + 63 of the tile).
  * PIPE 0: per block S, softmax, PV, each waited for before the next.
  * PIPE 1 (FA3's intra-warpgroup overlap): S of block j and PV of block j - 1 are issued
- * together; the softmax of block j runs while PV j - 1 is in flight; O is rescaled after it. */
+ * together; the softmax of block j runs while PV j - 1 is in flight; O is rescaled after it.
+ * PIPE 2: PIPE 1 with the two warpgroups taking turns to issue (ping-pong). */
 template <int ST, int PIPE>
 ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt, int h, int b, int jb, int je) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
@@ -296,9 +314,13 @@ ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt,
       if (t == 0) mbar_arrive(bar + ATTN_EM(ST, s));
     }
   } else if (n > 0) {
+    constexpr int PP = PIPE == 2;
+    if (PP && wg == 1) named_bar_arrive(ATTN_TURN_BAR, 256); /* warpgroup 0 issues first */
     mbar_wait(bar + ATTN_KF(ST, 0), 0);
+    attn_turn_wait(PP, wg);
     wgmma_fence();
     attn_issue_qk<ST>(S, sb, wg, 0);
+    attn_turn_pass(PP, wg, 0);
     wgmma_wait0();
     wgmma_fence_acc64(S);
     if (attn_block_masked(p, qt, jb)) attn_softmax<true>(p, S, P, &st, qt, jb, row0, &a0, &a1); /* O is 0: no scaling */
@@ -308,22 +330,22 @@ ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt,
     uint32_t P2[32];
     int it = 1;
     for (; it + 1 < n; it += 2) {
-      attn_pipe_step<ST>(p, sb, wg, qt, jb, it, row0, S, O, P, P2, &st);
-      attn_pipe_step<ST>(p, sb, wg, qt, jb, it + 1, row0, S, O, P2, P, &st);
+      attn_pipe_step<ST, PP>(p, sb, wg, qt, jb, it, row0, S, O, P, P2, &st);
+      attn_pipe_step<ST, PP>(p, sb, wg, qt, jb, it + 1, row0, S, O, P2, P, &st);
     }
     if (it < n) {
-      attn_pipe_step<ST>(p, sb, wg, qt, jb, it, row0, S, O, P, P2, &st);
-      attn_last_pv<ST>(sb, n, O, P2);
+      attn_pipe_step<ST, PP>(p, sb, wg, qt, jb, it, row0, S, O, P, P2, &st);
+      attn_last_pv<ST, PP>(sb, wg, n, O, P2);
     } else {
-      attn_last_pv<ST>(sb, n, O, P);
+      attn_last_pv<ST, PP>(sb, wg, n, O, P);
     }
   }
   attn_store(p, O, &st, qt, h, b, row0);
 }
 #endif
 
-/* PIPE 0: 2 stages; PIPE 1: 3 stages (block j + 1's K must load while block j - 1's stage is
- * still read by its PV). */
+/* PIPE 0: 2 stages; PIPE 1 and 2: 3 stages (block j + 1's K must load while block j - 1's
+ * stage is still read by its PV). */
 template <int PIPE>
 __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_constant__ attn_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -380,13 +402,17 @@ extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaS
                                          ATTN_SMEM_BYTES(2)));
     MELD_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          ATTN_SMEM_BYTES(3)));
+    MELD_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         ATTN_SMEM_BYTES(3)));
     if (dev < 64) g_attn_ready[dev] = 1;
   }
   MELD_CHECK(attn_plan_make(args, &p, &grid));
   /* MELD_ATTN_PIPE: 1 (default) overlaps each block's softmax with the previous block's PV
-   * wgmmas, 0 runs them in series (the first version, kept for A/B). */
+   * wgmmas, 0 runs them in series (the first version, kept for A/B), 2 adds the warpgroups'
+   * ping-pong to 1. */
   const char *pipe = getenv("MELD_ATTN_PIPE");
   if (pipe && pipe[0] == '0') attn_fwd_kernel<0><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(2), stream>>>(p);
+  else if (pipe && pipe[0] == '2') attn_fwd_kernel<2><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(p);
   else attn_fwd_kernel<1><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(p);
   MELD_CUDA_CHECK(cudaGetLastError());
   return MELD_OK;

@@ -328,10 +328,10 @@ int main(void) {
       {"scale 0.05", 1, 512, 640, 4, 4, 0, 0, 0, 0.05f, 0, 0},
       {"long causal", 1, 4096, 4096, 8, 2, 1, 0, 0, 0.f, 0, 0},
   };
-  /* both kernels: MELD_ATTN_PIPE 1 (the default, softmax overlapped with the previous block's
-   * PV) and 0 (in series) */
-  const char *pipes[2] = {"1", "0"};
-  for (int v = 0; v < 2; v++) {
+  /* every kernel: MELD_ATTN_PIPE 1 (the default, softmax overlapped with the previous block's
+   * PV), 0 (in series), 2 (1 with the warpgroups' ping-pong) */
+  const char *pipes[3] = {"1", "0", "2"};
+  for (int v = 0; v < 3; v++) {
     setenv("MELD_ATTN_PIPE", pipes[v], 1);
     gt_log("MELD_ATTN_PIPE=%s", pipes[v]);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);

@@ -252,7 +252,11 @@ static int dies_rank(int idx, const job_t *job) {
     rc = meld_proxy_wait_flag(w.p, &w.pad[VICTIM * MAXCH + 1], meld_stamp(1, 2), TIMEOUT_MS, "victim");
   const int64_t waited = meld_now_ms() - t0;
   CHILD_CHECK(rc == MELD_ERR_SYSTEM);
-  CHILD_CHECK(strstr(meld_last_error(), "rank 1") != NULL);
+  /* The victim's death is named, unless another survivor saw it first and its teardown closed
+   * this rank's connection before the victim's was noticed (seen under load in make test,
+   * session 29): then that survivor's leaving is named, as a death or abort. */
+  CHILD_CHECK(strstr(meld_last_error(), "rank 1") != NULL ||
+              strstr(meld_last_error(), "(it died or aborted") != NULL);
   CHILD_CHECK(waited < 3000);
   const int64_t t1 = meld_now_ms(); /* teardown is bounded too */
   CHILD_CHECK(meld_proxy_destroy(w.p) == MELD_ERR_SYSTEM);
