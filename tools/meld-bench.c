@@ -27,7 +27,7 @@ static void usage(FILE *f) {
           "usage: meld-bench --op OP [--m M --n N --k K | --bytes B] [--json FILE] [--quick] [--soak MS]\n"
           "       meld-bench --suite [--quick] [--json-dir DIR] [--soak MS]\n"
           "OP: gemm, ag_gemm, gemm_rs, gemm_ar, all_gather, reduce_scatter, all_reduce,\n"
-          "    all_to_all, p2p\n"
+          "    all_to_all, p2p, attn (the ring-attention suite shapes on one GPU)\n"
           "--suite writes DIR/<family>-<date>.jsonl (default DIR bench/results)\n");
 }
 
@@ -91,6 +91,8 @@ int main(int argc, char **argv) {
     static const char *fams[][3] = {{"bench_gemm", "gemm", NULL},       {"bench_coll", "coll", NULL},
                                     {"bench_coll", "coll_zc", "--zc"},  {"bench_ag_gemm", "ag_gemm", NULL},
                                     {"bench_gemm_rs", "gemm_rs", NULL}, {"bench_p2p", "p2p", NULL},
+                                    /* attention alone (the ring attention's compute core, one GPU) */
+                                    {"bench_attn", "attn", NULL},
                                     /* 2 ranks as threads of this process: on one GPU their kernels run at once */
                                     {"bench_inproc", "inproc", NULL}};
     int worst = 0;
@@ -130,6 +132,8 @@ int main(int argc, char **argv) {
     av[ac++] = "--only";
     av[ac++] = (char *)op;
     if (bytes > 0) { av[ac++] = "--bytes"; av[ac++] = bstr; }
+  } else if (!strcmp(op, "attn")) {
+    av[ac++] = "bench_attn";
   } else if (!strcmp(op, "p2p")) {
     av[ac++] = "bench_p2p";
     if (bytes > 0) { av[ac++] = "--bytes"; av[ac++] = bstr; }
