@@ -6,7 +6,7 @@
  * tests/gpu/test_attn.cu for rows with S <= 4096 (--check-all: every row). FLOPs count the
  * visible (query, key) pairs: 4 x pairs x D (causal: about half of the square). Prints a table
  * and writes JSON lines (--json FILE; op "attn"). BENCH_ATTN_PIPES (a comma list of MELD_ATTN_PIPE
- * values, default "1") times each kernel variant per shape, in the same pass (label "pipe<v>").
+ * values, default "2", the library's default) times each kernel variant per shape, in the same pass (label "pipe<v>").
  *
  *   bench_attn [--json FILE] [--quick] [--shape B,S,H,HKV,CAUSAL ...] [--custom-only] [--check-all] */
 #include <cuda_runtime.h>
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     char pipes[64];
-    snprintf(pipes, sizeof pipes, "%s", getenv("BENCH_ATTN_PIPES") ? getenv("BENCH_ATTN_PIPES") : "1");
+    snprintf(pipes, sizeof pipes, "%s", getenv("BENCH_ATTN_PIPES") ? getenv("BENCH_ATTN_PIPES") : "2");
     for (char *save = NULL, *pv = strtok_r(pipes, ",", &save); pv; pv = strtok_r(NULL, ",", &save)) {
       setenv("MELD_ATTN_PIPE", pv, 1);
       for (int i = 0; i < 5; i++) GT_MELD(meld_attention(&x[i & 1].a, st)); /* warm-up */

@@ -3,7 +3,7 @@
  *
  * One CTA per (128-query tile, head, batch); 384 threads:
  *   warpgroup 0  producer (setmaxnreg 40): one thread loads the Q tile once, then the K and V
- *                blocks of 128 keys by TMA into a 2-stage ring (K and V with their own full
+ *                blocks of 128 keys by TMA into a 3-stage ring (K and V with their own full
  *                barriers, so S = Q K^T starts before V lands);
  *   warpgroups 1, 2  consumers (setmaxnreg 232): 64 queries each. Per K/V block:
  *                S = Q K^T (8 x wgmma m64n128k16, both operands from shared memory, K-major),
@@ -14,9 +14,10 @@
  *                imm-trans-b 1, LBO 8192 between the two 64-wide halves of head_dim, +2048 B per
  *                16 keys: the layout the GEMM engine's B [K,N] verified).
  *   Epilogue: O / l rounded to bf16 straight from registers; LSE = m ln 2 + ln l.
- * Shared memory: Q 32 KB + 2 x (K 32 KB + V 32 KB) = 160 KB (+ barriers, 1 KB alignment).
- * First version: no overlap of one block's softmax with another block's wgmmas (FA3's
- * ping-pong and intra-warpgroup pipelining are the next steps; docs/perf-notes.md). */
+ * Shared memory: Q 32 KB + 3 x (K 32 KB + V 32 KB) = 224 KB (+ barriers, 1 KB alignment).
+ * Variants (MELD_ATTN_PIPE): 2 (default) FA3's intra-warpgroup overlap (block j's softmax
+ * while block j - 1's PV runs, 3 stages) with the two warpgroups taking turns to issue
+ * (ping-pong); 1 the overlap alone; 0 all in series (2 stages). docs/perf-notes.md "Session 29". */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -407,13 +408,14 @@ extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaS
     if (dev < 64) g_attn_ready[dev] = 1;
   }
   MELD_CHECK(attn_plan_make(args, &p, &grid));
-  /* MELD_ATTN_PIPE: 1 (default) overlaps each block's softmax with the previous block's PV
-   * wgmmas, 0 runs them in series (the first version, kept for A/B), 2 adds the warpgroups'
-   * ping-pong to 1. */
+  /* MELD_ATTN_PIPE: 2 (default) overlaps each block's softmax with the previous block's PV
+   * wgmmas and lets the two warpgroups take turns to issue (ping-pong); 1 without the turns; 0
+   * in series (the first version). Session 29, one H200, sustained: 2 vs 1 -0.5..-2.3% at S
+   * 4096, -7.3..+2.5% at S 16384 (two calls; geomean ~-1%); 1 vs 0 -2..-17%. */
   const char *pipe = getenv("MELD_ATTN_PIPE");
   if (pipe && pipe[0] == '0') attn_fwd_kernel<0><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(2), stream>>>(p);
-  else if (pipe && pipe[0] == '2') attn_fwd_kernel<2><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(p);
-  else attn_fwd_kernel<1><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(p);
+  else if (pipe && pipe[0] == '1') attn_fwd_kernel<1><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(p);
+  else attn_fwd_kernel<2><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(p);
   MELD_CUDA_CHECK(cudaGetLastError());
   return MELD_OK;
 }

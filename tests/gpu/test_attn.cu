@@ -328,9 +328,9 @@ int main(void) {
       {"scale 0.05", 1, 512, 640, 4, 4, 0, 0, 0, 0.05f, 0, 0},
       {"long causal", 1, 4096, 4096, 8, 2, 1, 0, 0, 0.f, 0, 0},
   };
-  /* every kernel: MELD_ATTN_PIPE 1 (the default, softmax overlapped with the previous block's
-   * PV), 0 (in series), 2 (1 with the warpgroups' ping-pong) */
-  const char *pipes[3] = {"1", "0", "2"};
+  /* every kernel: MELD_ATTN_PIPE 2 (the default: softmax overlapped with the previous block's
+   * PV, warpgroups' ping-pong), 1 (without the ping-pong), 0 (in series) */
+  const char *pipes[3] = {"2", "1", "0"};
   for (int v = 0; v < 3; v++) {
     setenv("MELD_ATTN_PIPE", pipes[v], 1);
     gt_log("MELD_ATTN_PIPE=%s", pipes[v]);
