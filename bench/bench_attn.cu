@@ -5,8 +5,9 @@
  * calls (CUDA events, 2 rotating input sets), the median; error vs the fp32 reference kernel of
  * tests/gpu/test_attn.cu for rows with S <= 4096 (--check-all: every row). FLOPs count the
  * visible (query, key) pairs: 4 x pairs x D (causal: about half of the square). Prints a table
- * and writes JSON lines (--json FILE; op "attn"). BENCH_ATTN_PIPES (a comma list of MELD_ATTN_PIPE
- * values, default "2", the library's default) times each kernel variant per shape, in the same pass (label "pipe<v>").
+ * and writes JSON lines (--json FILE; op "attn"). BENCH_ATTN_AB (a comma list of variants, each
+ * "VAR=VAL" or "VAR=VAL+VAR=VAL", set in the environment for its row; default: none, the
+ * library's defaults) times each variant per shape in the same pass ("variant" in the JSON).
  *
  *   bench_attn [--json FILE] [--quick] [--shape B,S,H,HKV,CAUSAL ...] [--custom-only] [--check-all] */
 #include <cuda_runtime.h>
@@ -67,7 +68,7 @@ int main(int argc, char **argv) {
   bench_env(&env, 0);
   FILE *jf = json ? fopen(json, "a") : NULL;
   const int settle_ms = bench_settle_ms();
-  printf("%-28s %10s %10s %10s\n", "shape (B,S,H,HKV,causal)", "ms", "TFLOP/s", "rel_err");
+  printf("%-44s %10s %10s %10s\n", "shape (B,S,H,HKV,causal) variant", "ms", "TFLOP/s", "rel_err");
   for (int si = 0; si < ns; si++) {
     const shape_t sh = shapes[si];
     bench_shape_pause();
@@ -76,10 +77,15 @@ int main(int argc, char **argv) {
     if (setup(&c, &x[0], 11) || setup(&c, &x[1], 23)) return 1;
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    char pipes[64];
-    snprintf(pipes, sizeof pipes, "%s", getenv("BENCH_ATTN_PIPES") ? getenv("BENCH_ATTN_PIPES") : "2");
-    for (char *save = NULL, *pv = strtok_r(pipes, ",", &save); pv; pv = strtok_r(NULL, ",", &save)) {
-      setenv("MELD_ATTN_PIPE", pv, 1);
+    char vars[256];
+    snprintf(vars, sizeof vars, "%s", getenv("BENCH_ATTN_AB") && *getenv("BENCH_ATTN_AB") ? getenv("BENCH_ATTN_AB") : "default");
+    for (char *save = NULL, *pv = strtok_r(vars, ",", &save); pv; pv = strtok_r(NULL, ",", &save)) {
+      char setv[128];
+      snprintf(setv, sizeof setv, "%s", pv);
+      for (char *s2 = NULL, *kv = strtok_r(setv, "+", &s2); kv; kv = strtok_r(NULL, "+", &s2)) {
+        char *eq = strchr(kv, '=');
+        if (eq) *eq = 0, setenv(kv, eq + 1, 1);
+      }
       for (int i = 0; i < 5; i++) GT_MELD(meld_attention(&x[i & 1].a, st)); /* warm-up */
       cudaEvent_t e0, e1;
       CK(cudaEventCreate(&e0));
@@ -107,22 +113,23 @@ int main(int argc, char **argv) {
       if (check_all || sh.S <= 4096) {
         CK(cudaStreamSynchronize(st));
         poison(&x[0], &c);
+        CK(cudaDeviceSynchronize()); /* the poison (legacy stream) before the call on st */
         GT_MELD(meld_attention(&x[0].a, st));
         CK(cudaStreamSynchronize(st));
         reference(&c, &x[0]);
         CK(cudaDeviceSynchronize());
         rel = compare(&c, &x[0], "bench row");
       }
-      char name[80];
-      snprintf(name, sizeof name, "%d,%d,%d,%d,%d pipe%s", sh.B, sh.S, sh.H, sh.HKV, sh.causal, pv);
-      printf("%-28s %10.4f %10.1f %10.2e\n", name, ms, tflops, rel);
+      char name[320];
+      snprintf(name, sizeof name, "%d,%d,%d,%d,%d %s", sh.B, sh.S, sh.H, sh.HKV, sh.causal, pv);
+      printf("%-44s %10.4f %10.1f %10.2e\n", name, ms, tflops, rel);
       if (jf) {
         char relj[32];
         if (rel < 0) snprintf(relj, sizeof relj, "null");
         else snprintf(relj, sizeof relj, "%.3e", rel);
         fprintf(jf,
                 "{\"op\": \"attn\", \"shape\": {\"batch\": %d, \"seq\": %d, \"heads\": %d, \"heads_kv\": %d, \"head_dim\": "
-                "128, \"causal\": %d}, \"variant\": \"pipe%s\", \"nranks\": 1, \"nnodes\": 1, \"dtype\": \"bf16\", \"meld_ms\": %.5f, \"tflops\": "
+                "128, \"causal\": %d}, \"variant\": \"%s\", \"nranks\": 1, \"nnodes\": 1, \"dtype\": \"bf16\", \"meld_ms\": %.5f, \"tflops\": "
                 "%.1f, \"settle_ms\": %d, \"rel_err\": %s, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"date\": \"%s\", \"commit\": \"%s\"}\n",
                 sh.B, sh.S, sh.H, sh.HKV, sh.causal, pv, ms, tflops, settle_ms, relj, env.gpu,
@@ -130,8 +137,9 @@ int main(int argc, char **argv) {
         fflush(jf);
       }
       cudaEventDestroy(e0), cudaEventDestroy(e1);
+      unsetenv("MELD_ATTN_PIPE");
+      unsetenv("MELD_ATTN_ORDER");
     }
-    unsetenv("MELD_ATTN_PIPE");
     cudaStreamDestroy(st);
     teardown(&x[0]), teardown(&x[1]);
   }

@@ -15,7 +15,7 @@ L="$OUT/l"; mkdir -p "$L"
 timeout -k 5 150 build/tests/gpu/test_attn > "$L/test_attn.log" 2>&1
 echo "== test_attn rc=$? at $(el) s"; grep -E "checks|FAIL|PASSED|FAILED" "$L/test_attn.log" | cut -c1-300 | head -12
 grep -E "rel err" "$L/test_attn.log" | cut -c1-160 | head -20
-BENCH_ATTN_PIPES=1,0,2 BENCH_SETTLE_MS=200 timeout -k 5 200 build/bench/bench_attn --json "$OUT/attn.jsonl" ${BENCH_ARGS:-} > "$L/bench_attn.log" 2>&1
+BENCH_ATTN_AB=MELD_ATTN_PIPE=1,MELD_ATTN_PIPE=0,MELD_ATTN_PIPE=2 BENCH_SETTLE_MS=200 timeout -k 5 200 build/bench/bench_attn --json "$OUT/attn.jsonl" ${BENCH_ARGS:-} > "$L/bench_attn.log" 2>&1
 echo "== bench_attn rc=$? at $(el) s"; grep -v "rel err" "$L/bench_attn.log" | tail -26
 BENCH_SETTLE_MS=200 timeout -k 5 200 python3 bench/attn_torch.py --json "$OUT/attn.jsonl" ${BENCH_ARGS:-} > "$L/attn_torch.log" 2>&1
 echo "== attn_torch rc=$? at $(el) s"; tail -30 "$L/attn_torch.log"

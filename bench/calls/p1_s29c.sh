@@ -9,7 +9,7 @@
 build build/bench/bench_attn
 L="$OUT/l"; mkdir -p "$L"
 SH="--shape 1,16384,32,32,0 --shape 1,16384,32,32,1 --shape 1,16384,32,8,0 --shape 1,16384,32,8,1 --custom-only"
-BENCH_ATTN_PIPES=1,2,1,2 BENCH_SETTLE_MS=500 timeout -k 5 200 build/bench/bench_attn --json "$OUT/attn.jsonl" $SH > "$L/bench_attn.log" 2>&1
+BENCH_ATTN_AB=MELD_ATTN_PIPE=1,MELD_ATTN_PIPE=2,MELD_ATTN_PIPE=1,MELD_ATTN_PIPE=2 BENCH_SETTLE_MS=500 timeout -k 5 200 build/bench/bench_attn --json "$OUT/attn.jsonl" $SH > "$L/bench_attn.log" 2>&1
 echo "== bench_attn rc=$? at $(el) s"; grep -v "rel err" "$L/bench_attn.log" | tail -18
 BENCH_SETTLE_MS=500 timeout -k 5 200 python3 bench/attn_torch.py --json "$OUT/attn.jsonl" $SH > "$L/attn_torch.log" 2>&1
 echo "== attn_torch rc=$? at $(el) s"; grep -E "^1," "$L/attn_torch.log" | grep -v efficient

@@ -338,6 +338,16 @@ int main(void) {
     back_to_back_and_graph();
   }
   unsetenv("MELD_ATTN_PIPE");
+  /* the other work orders (the default takes as many heads together as fit K/V in L2: all of
+   * them at these sizes) */
+  const char *orders[2] = {"tiles", "heads"};
+  for (int v = 0; v < 2; v++) {
+    setenv("MELD_ATTN_ORDER", orders[v], 1);
+    gt_log("MELD_ATTN_ORDER=%s", orders[v]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      if (cases[i].H > 2 && cases[i].Sq > 128) run_case(&cases[i]);
+  }
+  unsetenv("MELD_ATTN_ORDER");
   bad_args();
   return gt_summary("test_attn");
 }

@@ -119,28 +119,55 @@ static void test_geometry(void **state) {
     }
 }
 
+/* Every (tile, head, batch) once for any chunk of heads; inside a chunk, tile ranks in order
+ * (heavier first when causal) with the chunk's heads side by side. */
+static void check_order(int batch, int heads, int heads_kv, int causal, int chunk) {
+  meld_attention_args_t a = good();
+  a.batch = batch, a.seq_q = 1000, a.heads = heads, a.heads_kv = heads_kv, a.causal = causal;
+  attn_params_t p;
+  int64_t grid = 0;
+  assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
+  p.chunk_heads = chunk;
+  assert_int_equal(grid, (int64_t)8 * heads * batch);
+  char *seen = calloc((size_t)grid, 1);
+  int prev_b = 0, prev_c = 0, prev_r = -1;
+  for (int64_t x = 0; x < grid; x++) {
+    int qt, h, b;
+    attn_work_of(&p, x, &qt, &h, &b);
+    assert_true(qt >= 0 && qt < 8 && h >= 0 && h < heads && b >= 0 && b < batch);
+    assert_int_equal(seen[((int64_t)b * heads + h) * 8 + qt]++, 0);
+    const int c = h / chunk, r = causal ? 7 - qt : qt;
+    assert_true(b > prev_b || (b == prev_b && (c > prev_c || (c == prev_c && r >= prev_r))));
+    if (b != prev_b || c != prev_c) prev_r = -1;
+    prev_b = b, prev_c = c, prev_r = r;
+  }
+  free(seen);
+}
+
 static void test_work_order(void **state) {
   (void)state;
   for (int causal = 0; causal < 2; causal++) {
-    meld_attention_args_t a = good();
-    a.batch = 3, a.seq_q = 1000, a.heads = 4, a.heads_kv = 2, a.causal = causal;
-    attn_params_t p;
-    int64_t grid = 0;
-    assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
-    assert_int_equal(grid, 8 * 4 * 3);
-    char seen[8 * 4 * 3];
-    memset(seen, 0, sizeof seen);
-    int prev_qt = causal ? 8 : -1;
-    for (int64_t x = 0; x < grid; x++) {
-      int qt, h, b;
-      attn_work_of(&p, x, &qt, &h, &b);
-      assert_true(qt >= 0 && qt < 8 && h >= 0 && h < 4 && b >= 0 && b < 3);
-      assert_int_equal(seen[(qt * 4 + h) * 3 + b]++, 0);
-      if (causal) assert_true(qt <= prev_qt); /* heavier (later) tiles first */
-      else assert_true(qt >= prev_qt);
-      prev_qt = qt;
-    }
+    const int chunks[] = {1, 2, 3, 4, 8, 12};
+    for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) check_order(3, 12, 4, causal, chunks[i]);
+    check_order(1, 5, 5, causal, 2); /* a partial last chunk */
   }
+  /* the rule: whole K/V groups within the L2 budget, at least one group, at most all heads */
+  meld_attention_args_t a = good(); /* 32 heads, 8 KV heads: groups of 4 */
+  attn_params_t p;
+  int64_t grid;
+  a.causal = 1;
+  a.seq_q = a.seq_kv = 16384; /* 8 MB of K + V a group: 3 groups */
+  assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
+  assert_int_equal(p.chunk_heads, 12);
+  a.seq_kv = 4096; /* 2 MB: 12 groups, capped at the 8 there are */
+  assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
+  assert_int_equal(p.chunk_heads, 32);
+  a.heads_kv = 32, a.seq_kv = 1 << 20; /* 512 MB a head: one */
+  assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
+  assert_int_equal(p.chunk_heads, 1);
+  a.causal = 0, a.heads_kv = 8, a.seq_kv = 4096; /* not causal: one K/V group */
+  assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
+  assert_int_equal(p.chunk_heads, 4);
 }
 
 int main(void) {
