@@ -257,6 +257,19 @@ typedef struct {
  * GPU), MELD_ERR_CUDA. */
 meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t stream);
 
+/* Ring attention (forward) over the ranks of comm: the sequence is split in P contiguous parts,
+ * rank r holding part r of Q, K and V (args as for meld_attention with this rank's part: seq_q ==
+ * seq_kv = the part's length; q_pos0 = kv_pos0 = 0, the ring sets the positions: rank r's part
+ * starts at r * seq_q), and rank r gets O and LSE of its queries against the keys of every
+ * part (causal: of its own and earlier parts). Collective: every rank calls it with the same
+ * shapes. K and V dense (stride_k = stride_v = 0) today. First version: K and V all-gathered
+ * (meld_all_gather, into stream-ordered scratch of 2 x P x the K bytes), then one attention
+ * kernel over the P parts; the fused ring (blocks consumed as they arrive) is to come.
+ * With one rank it is meld_attention. Fails as meld_attention and meld_all_gather do, and
+ * MELD_ERR_INVALID_ARG (NULL comm, non-zero positions, seq_q != seq_kv), MELD_ERR_UNSUPPORTED
+ * (strided K / V). */
+meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attention_args_t *args, cudaStream_t stream);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Collectives alone (intra-node, GPU-driven over NVLink)                                   */
 /* ---------------------------------------------------------------------------------------- */

@@ -79,6 +79,23 @@ meld_result_t attn_args_validate(const meld_attention_args_t *a) {
   return MELD_OK;
 }
 
+void attn_plan_order(const meld_attention_args_t *a, attn_params_t *p) {
+  /* the chunk of heads the work order takes together: not causal, one K/V group; causal, whole
+   * groups whose K and V (every segment's) fit the L2 budget; MELD_ATTN_ORDER=heads (all) or
+   * tiles (one head) for A/B */
+  const uint64_t kv_bytes = (uint64_t)a->seq_kv * (uint64_t)p->kv_segs * (uint64_t)a->head_dim * 4u;
+  uint64_t groups = ATTN_L2_BUDGET / (kv_bytes ? kv_bytes : 1);
+  if (groups < 1) groups = 1;
+  if (groups > (uint64_t)a->heads_kv) groups = (uint64_t)a->heads_kv;
+  /* non-causal tiles weigh the same: one group at a time reads K/V from L2 best (session 29:
+   * -1..-4% against the L2-budget chunk); causal ones gain from the heaviest tiles of several
+   * heads first (S 4096 MHA: 0.270 ms with 12 heads together, 0.287 with one, 0.285 with all) */
+  p->chunk_heads = a->causal ? (int)groups * p->group : p->group;
+  const char *order = getenv("MELD_ATTN_ORDER");
+  if (order && !strcmp(order, "heads")) p->chunk_heads = p->heads;
+  else if (order && !strcmp(order, "tiles")) p->chunk_heads = 1;
+}
+
 meld_result_t attn_plan_geometry(const meld_attention_args_t *a, attn_params_t *p, int64_t *grid) {
   MELD_CHECK(attn_args_validate(a));
   memset(p, 0, sizeof *p);
@@ -97,40 +114,45 @@ meld_result_t attn_plan_geometry(const meld_attention_args_t *a, attn_params_t *
   p->kv_pos0 = a->kv_pos0;
   const float scale = a->scale > 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->head_dim));
   p->scale_log2 = scale * 1.4426950408889634f;
-  /* the chunk of heads the work order takes together: whole K/V groups whose K and V fit the
-   * L2 budget; MELD_ATTN_ORDER=heads (all) or tiles (one head) for A/B */
-  const uint64_t kv_bytes = (uint64_t)a->seq_kv * (uint64_t)a->head_dim * 4u; /* K + V of a group */
-  uint64_t groups = ATTN_L2_BUDGET / (kv_bytes ? kv_bytes : 1);
-  if (groups < 1) groups = 1;
-  if (groups > (uint64_t)a->heads_kv) groups = (uint64_t)a->heads_kv;
-  /* non-causal tiles weigh the same: one group at a time reads K/V from L2 best (session 29:
-   * -1..-4% against the L2-budget chunk); causal ones gain from the heaviest tiles of several
-   * heads first (S 4096 MHA: 0.270 ms with 12 heads together, 0.287 with one, 0.285 with all) */
-  p->chunk_heads = a->causal ? (int)groups * p->group : p->group;
-  const char *order = getenv("MELD_ATTN_ORDER");
-  if (order && !strcmp(order, "heads")) p->chunk_heads = p->heads;
-  else if (order && !strcmp(order, "tiles")) p->chunk_heads = 1;
+  p->kv_segs = 1;
+  p->kv_seg_pos = 0;
+  attn_plan_order(a, p);
   *grid = (int64_t)p->q_tiles * p->heads * p->batch;
   return MELD_OK;
+}
+
+meld_result_t attn_plan_kv_maps(const meld_attention_args_t *a, attn_params_t *p, const void *k, const void *v,
+                                int64_t sk, int64_t sv, int segs) {
+  const int64_t D = a->head_dim;
+  uint64_t dkv[5] = {(uint64_t)D, (uint64_t)a->heads_kv, (uint64_t)a->seq_kv, (uint64_t)a->batch, (uint64_t)segs};
+  /* segments lie a whole [batch, seq_kv] apart (the ring's gathered K/V); with one segment the
+   * last stride is not used (any legal value) */
+  uint64_t sk_b[4] = {(uint64_t)D * 2, (uint64_t)sk * 2, (uint64_t)(a->seq_kv * sk * 2),
+                      (uint64_t)(a->batch * a->seq_kv * sk * 2)};
+  uint64_t sv_b[4] = {(uint64_t)D * 2, (uint64_t)sv * 2, (uint64_t)(a->seq_kv * sv * 2),
+                      (uint64_t)(a->batch * a->seq_kv * sv * 2)};
+  if (segs == 1) sk_b[3] = sk_b[2], sv_b[3] = sv_b[2];
+  uint32_t box_k[5] = {64, 1, ATTN_BN, 1, 1};
+  MELD_CHECK(tmap_encode_bf16(&p->map_k, k, 5, dkv, sk_b, box_k, "meld_attention (k)"));
+  uint32_t box_v[5] = {64, 1, 64, 1, 1};
+  MELD_CHECK(tmap_encode_bf16(&p->map_v, v, 5, dkv, sv_b, box_v, "meld_attention (v)"));
+  return MELD_OK;
+}
+
+meld_result_t attn_plan_q_map(const meld_attention_args_t *a, attn_params_t *p) {
+  const int64_t D = a->head_dim;
+  const int64_t sq = a->stride_q ? a->stride_q : a->heads * D;
+  uint64_t dq[4] = {(uint64_t)D, (uint64_t)a->heads, (uint64_t)a->seq_q, (uint64_t)a->batch};
+  uint64_t sq_b[3] = {(uint64_t)D * 2, (uint64_t)sq * 2, (uint64_t)(a->seq_q * sq * 2)};
+  uint32_t box_q[4] = {64, 1, ATTN_BM, 1};
+  return tmap_encode_bf16(&p->map_q, a->q, 4, dq, sq_b, box_q, "meld_attention (q)");
 }
 
 meld_result_t attn_plan_make(const meld_attention_args_t *a, attn_params_t *p, int64_t *grid) {
   MELD_CHECK(attn_plan_geometry(a, p, grid));
   if (*grid == 0) return MELD_OK;
-  const int64_t D = a->head_dim;
-  const int64_t sq = a->stride_q ? a->stride_q : a->heads * D;
-  const int64_t sk = a->stride_k ? a->stride_k : a->heads_kv * D;
-  const int64_t sv = a->stride_v ? a->stride_v : a->heads_kv * D;
-  uint64_t dq[4] = {(uint64_t)D, (uint64_t)a->heads, (uint64_t)a->seq_q, (uint64_t)a->batch};
-  uint64_t sq_b[3] = {(uint64_t)D * 2, (uint64_t)sq * 2, (uint64_t)(a->seq_q * sq * 2)};
-  uint32_t box_q[4] = {64, 1, ATTN_BM, 1};
-  MELD_CHECK(tmap_encode_bf16(&p->map_q, a->q, 4, dq, sq_b, box_q, "meld_attention (q)"));
-  uint64_t dkv[4] = {(uint64_t)D, (uint64_t)a->heads_kv, (uint64_t)a->seq_kv, (uint64_t)a->batch};
-  uint64_t sk_b[3] = {(uint64_t)D * 2, (uint64_t)sk * 2, (uint64_t)(a->seq_kv * sk * 2)};
-  uint32_t box_k[4] = {64, 1, ATTN_BN, 1};
-  MELD_CHECK(tmap_encode_bf16(&p->map_k, a->k, 4, dkv, sk_b, box_k, "meld_attention (k)"));
-  uint64_t sv_b[3] = {(uint64_t)D * 2, (uint64_t)sv * 2, (uint64_t)(a->seq_kv * sv * 2)};
-  uint32_t box_v[4] = {64, 1, 64, 1};
-  MELD_CHECK(tmap_encode_bf16(&p->map_v, a->v, 4, dkv, sv_b, box_v, "meld_attention (v)"));
-  return MELD_OK;
+  const int64_t sk = a->stride_k ? a->stride_k : a->heads_kv * a->head_dim;
+  const int64_t sv = a->stride_v ? a->stride_v : a->heads_kv * a->head_dim;
+  MELD_CHECK(attn_plan_q_map(a, p));
+  return attn_plan_kv_maps(a, p, a->k, a->v, sk, sv, 1);
 }

@@ -19,8 +19,11 @@ extern "C" {
 #define ATTN_BN 128
 #define ATTN_D 128
 
-/* The kernel's parameters (__grid_constant__). Maps are 4-D {head_dim, heads, seq, batch},
- * 128-byte swizzle: Q and K boxes {64, 1, 128, 1}, V boxes {64, 1, 64, 1}. */
+/* The kernel's parameters (__grid_constant__). Q's map is 4-D {head_dim, heads, seq, batch}, K's
+ * and V's 5-D {head_dim, heads_kv, seq_kv, batch, segment}, 128-byte swizzle: Q and K boxes of
+ * 128 rows of 64, V boxes of 64 rows of 64. K/V segments: the parts of the sequence the keys
+ * come from (one for meld_attention; one per rank in the ring), segment s's first key at
+ * position kv_pos0 + s * kv_seg_pos. */
 typedef struct {
   CUtensorMap map_q, map_k, map_v;
   void *o;
@@ -31,6 +34,8 @@ typedef struct {
   int q_tiles, kv_tiles;
   int causal;
   int64_t q_pos0, kv_pos0;
+  int kv_segs;
+  int64_t kv_seg_pos;
   float scale_log2; /* scale * log2(e) */
   int chunk_heads;  /* work order: heads taken together (attn_work_of); 1..heads */
 } attn_params_t;
@@ -47,32 +52,85 @@ meld_result_t attn_args_validate(const meld_attention_args_t *a);
  * grid size: one CTA per (query tile, head, batch). */
 meld_result_t attn_plan_geometry(const meld_attention_args_t *a, attn_params_t *p, int64_t *grid);
 
+/* The work order's chunk of heads (p->chunk_heads) for the geometry and segments in *p. */
+void attn_plan_order(const meld_attention_args_t *a, attn_params_t *p);
+
+/* The K and V maps over `segs` segments of [batch, seq_kv, heads_kv, head_dim] at k / v, tokens
+ * sk / sv elements apart, segments one whole [batch, seq_kv] block apart. */
+meld_result_t attn_plan_kv_maps(const meld_attention_args_t *a, attn_params_t *p, const void *k, const void *v,
+                                int64_t sk, int64_t sv, int segs);
+
+/* Q's map. */
+meld_result_t attn_plan_q_map(const meld_attention_args_t *a, attn_params_t *p);
+
 /* attn_plan_geometry, then the three tensor maps (driver entry point). MELD_ERR_CUDA if the
  * encoder rejects one. */
 meld_result_t attn_plan_make(const meld_attention_args_t *a, attn_params_t *p, int64_t *grid);
 
-/* The K/V blocks [*jb, *je) that query tile qt reads (causal: the blocks with a key visible to
- * at least one of its queries, before the tail of the sequence); *je <= *jb when none. */
-MELD_HD void attn_kv_range(const attn_params_t *p, int qt, int *jb, int *je) {
+/* The K/V blocks [*jb, *je) of a segment whose first key sits at position pos0 that query tile
+ * qt reads (causal: the blocks with a key visible to at least one of its queries, before the tail
+ * of the sequence); *je <= *jb when none. */
+MELD_HD void attn_kv_range(const attn_params_t *p, int qt, int64_t pos0, int *jb, int *je) {
   *jb = 0;
   *je = p->kv_tiles;
   if (p->causal) {
-    /* the last visible key of the tile's last query: kv_pos0 + j <= q_pos0 + q_last */
+    /* the last visible key of the tile's last query: pos0 + j <= q_pos0 + q_last */
     int64_t q_last = (int64_t)qt * ATTN_BM + ATTN_BM - 1;
     if (q_last > p->seq_q - 1) q_last = p->seq_q - 1;
-    const int64_t j_last = p->q_pos0 + q_last - p->kv_pos0;
+    const int64_t j_last = p->q_pos0 + q_last - pos0;
     if (j_last < 0) *je = 0;
     else if (j_last / ATTN_BN + 1 < *je) *je = (int)(j_last / ATTN_BN + 1);
   }
 }
 
-/* Whether block j of query tile qt has keys some of its queries must not see (causal
- * diagonal, or keys past seq_kv). */
-MELD_HD int attn_block_masked(const attn_params_t *p, int qt, int j) {
+/* Whether block j (of the segment at pos0) of query tile qt has keys some of its queries must not
+ * see (causal diagonal, or keys past seq_kv). */
+MELD_HD int attn_block_masked(const attn_params_t *p, int qt, int j, int64_t pos0) {
   if ((int64_t)(j + 1) * ATTN_BN > p->seq_kv) return 1;
   if (!p->causal) return 0;
   /* the block's last key against the tile's first query */
-  return p->kv_pos0 + (int64_t)j * ATTN_BN + ATTN_BN - 1 > p->q_pos0 + (int64_t)qt * ATTN_BM;
+  return pos0 + (int64_t)j * ATTN_BN + ATTN_BN - 1 > p->q_pos0 + (int64_t)qt * ATTN_BM;
+}
+
+/* The K/V blocks a query tile reads, in order: segment by segment, each segment's range. */
+typedef struct {
+  int s, j, je; /* segment, block, the segment's end block */
+} attn_iter_t;
+
+/* The first position of the iterator's segment. */
+MELD_HD int64_t attn_iter_pos0(const attn_params_t *p, const attn_iter_t *it) {
+  return p->kv_pos0 + (int64_t)it->s * p->kv_seg_pos;
+}
+
+/* Moves *it to the first block of the first segment >= s that the tile reads; 0 when none. */
+MELD_HD int attn_iter_seek(const attn_params_t *p, int qt, int s, attn_iter_t *it) {
+  for (; s < p->kv_segs; s++) {
+    const int64_t pos0 = p->kv_pos0 + (int64_t)s * p->kv_seg_pos;
+    int jb, je;
+    attn_kv_range(p, qt, pos0, &jb, &je);
+    if (je > jb) {
+      it->s = s, it->j = jb, it->je = je;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* The next block; 0 after the last. */
+MELD_HD int attn_iter_next(const attn_params_t *p, int qt, attn_iter_t *it) {
+  if (++it->j < it->je) return 1;
+  return attn_iter_seek(p, qt, it->s + 1, it);
+}
+
+/* How many blocks query tile qt reads. */
+MELD_HD int attn_iter_count(const attn_params_t *p, int qt) {
+  int n = 0;
+  for (int s = 0; s < p->kv_segs; s++) {
+    int jb, je;
+    attn_kv_range(p, qt, p->kv_pos0 + (int64_t)s * p->kv_seg_pos, &jb, &je);
+    if (je > jb) n += je - jb;
+  }
+  return n;
 }
 
 /* Work item x of the grid -> (query tile, head, batch). Batches outermost, then chunks of

@@ -67,25 +67,27 @@ ATTN_DEV void pin_p32(uint32_t *P) {
 }
 
 template <int ST>
-ATTN_DEV void attn_producer(const attn_params_t *p, uint32_t sb, int qt, int h, int b, int jb, int je) {
+ATTN_DEV void attn_producer(const attn_params_t *p, uint32_t sb, int qt, int h, int b) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   const int hk = h / p->group;
   mbarrier_arrive_expect_tx_cta(bar, ATTN_Q_BYTES);
   for (int half = 0; half < 2; half++)
     tma_load_4d(sb + half * (ATTN_Q_BYTES / 2), &p->map_q, bar, 64 * half, h, qt * ATTN_BM, b);
-  for (int it = 0; it < je - jb; it++) {
+  attn_iter_t itr = {0, 0, 0};
+  int more = attn_iter_seek(p, qt, 0, &itr);
+  for (int it = 0; more; it++, more = attn_iter_next(p, qt, &itr)) {
     const int s = it % ST;
     if (it >= ST) mbar_wait(bar + ATTN_EM(ST, s), (uint32_t)(it / ST - 1) & 1);
-    const int kv0 = (jb + it) * ATTN_BN;
+    const int kv0 = itr.j * ATTN_BN;
     mbarrier_arrive_expect_tx_cta(bar + ATTN_KF(ST, s), ATTN_KV_BYTES);
     for (int half = 0; half < 2; half++)
-      tma_load_4d(sb + ATTN_K_OFF(s) + half * (ATTN_KV_BYTES / 2), &p->map_k, bar + ATTN_KF(ST, s), 64 * half, hk, kv0,
-                  b);
+      tma_load_5d(sb + ATTN_K_OFF(s) + half * (ATTN_KV_BYTES / 2), &p->map_k, bar + ATTN_KF(ST, s), 64 * half, hk, kv0,
+                  b, itr.s);
     mbarrier_arrive_expect_tx_cta(bar + ATTN_VF(ST, s), ATTN_KV_BYTES);
     for (int kb = 0; kb < 2; kb++)
       for (int db = 0; db < 2; db++)
-        tma_load_4d(sb + ATTN_V_OFF(s) + kb * 16384 + db * 8192, &p->map_v, bar + ATTN_VF(ST, s), 64 * db, hk,
-                    kv0 + 64 * kb, b);
+        tma_load_5d(sb + ATTN_V_OFF(s) + kb * 16384 + db * 8192, &p->map_v, bar + ATTN_VF(ST, s), 64 * db, hk,
+                    kv0 + 64 * kb, b, itr.s);
   }
 }
 
@@ -127,14 +129,15 @@ ATTN_DEV void attn_issue_pv(float *O, uint32_t *P, uint32_t sb, int s) {
  * non-wgmma (or branch-merged) write to it while the PV wgmma is in flight (PIPE 1) makes ptxas
  * serialize the wgmmas (C7513). */
 template <bool MASK>
-ATTN_DEV void attn_softmax(const attn_params_t *p, const float *Sacc, uint32_t *P, attn_rows_t *st, int qt, int j,
-                           int row0, float *a0, float *a1) {
+ATTN_DEV void attn_softmax(const attn_params_t *p, const float *Sacc, uint32_t *P, attn_rows_t *st, int qt,
+                           const attn_iter_t *itr, int row0, float *a0, float *a1) {
+  const int j = itr->j;
   const int l = threadIdx.x & 31;
   const float sl2 = p->scale_log2;
   float S[64];
   if (MASK) {
     const int64_t qp0 = p->q_pos0 + (int64_t)qt * ATTN_BM + row0;
-    const int64_t kp0 = p->kv_pos0 + (int64_t)j * ATTN_BN;
+    const int64_t kp0 = attn_iter_pos0(p, itr) + (int64_t)j * ATTN_BN;
     const int kv_left = p->seq_kv - j * ATTN_BN;
     const bool causal = p->causal != 0;
 #pragma unroll
@@ -185,6 +188,13 @@ ATTN_DEV void attn_softmax(const attn_params_t *p, const float *Sacc, uint32_t *
   }
 }
 
+/* The softmax of the block at *itr, masked where it needs it. */
+ATTN_DEV void attn_softmax_block(const attn_params_t *p, const float *S, uint32_t *P, attn_rows_t *st, int qt,
+                                 const attn_iter_t *itr, int row0, float *a0, float *a1) {
+  if (attn_block_masked(p, qt, itr->j, attn_iter_pos0(p, itr))) attn_softmax<true>(p, S, P, st, qt, itr, row0, a0, a1);
+  else attn_softmax<false>(p, S, P, st, qt, itr, row0, a0, a1);
+}
+
 ATTN_DEV void attn_scale_o(float *O, float a0, float a1) {
 #pragma unroll
   for (int r = 0; r < 64; r++) O[r] *= ((r >> 1) & 1) ? a1 : a0;
@@ -233,12 +243,12 @@ ATTN_DEV void attn_turn_pass(int pp, int wg, int last) {
   if (pp && !(wg == 1 && last)) named_bar_arrive(ATTN_TURN_BAR + (wg ^ 1), 256);
 }
 
-/* PIPE 1, block jb + it (it >= 1): S of this block and PV of the previous one are issued
+/* PIPE 1, the it-th block (it >= 1, at *itr): S of this block and PV of the previous one are issued
  * together; this block's softmax (into Pnext) runs while PV (reading Pcur) is in flight; then
  * the previous stage is released and O rescaled to this block's max. */
 template <int ST, int PP>
-ATTN_DEV void attn_pipe_step(const attn_params_t *p, uint32_t sb, int wg, int qt, int jb, int it, int row0, float *S,
-                             float *O, uint32_t *Pcur, uint32_t *Pnext, attn_rows_t *st) {
+ATTN_DEV void attn_pipe_step(const attn_params_t *p, uint32_t sb, int wg, int qt, const attn_iter_t *itr, int it,
+                             int row0, float *S, float *O, uint32_t *Pcur, uint32_t *Pnext, attn_rows_t *st) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   const int s = it % ST, sp = (it - 1) % ST;
   mbar_wait(bar + ATTN_KF(ST, s), (uint32_t)(it / ST) & 1);
@@ -251,8 +261,7 @@ ATTN_DEV void attn_pipe_step(const attn_params_t *p, uint32_t sb, int wg, int qt
   wgmma_wait1(); /* S is done; PV j - 1 may still run */
   wgmma_fence_acc64(S);
   float a0, a1;
-  if (attn_block_masked(p, qt, jb + it)) attn_softmax<true>(p, S, Pnext, st, qt, jb + it, row0, &a0, &a1);
-  else attn_softmax<false>(p, S, Pnext, st, qt, jb + it, row0, &a0, &a1);
+  attn_softmax_block(p, S, Pnext, st, qt, itr, row0, &a0, &a1);
   wgmma_wait0();
   wgmma_fence_acc64(O);
   pin_p32(Pcur);
@@ -282,7 +291,7 @@ ATTN_DEV void attn_last_pv(uint32_t sb, int wg, int n, float *O, uint32_t *P) {
  * together; the softmax of block j runs while PV j - 1 is in flight; O is rescaled after it.
  * PIPE 2: PIPE 1 with the two warpgroups taking turns to issue (ping-pong). */
 template <int ST, int PIPE>
-ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt, int h, int b, int jb, int je) {
+ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt, int h, int b, int n) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   const int t = threadIdx.x & 127, w = t >> 5, l = t & 31;
   const int row0 = 64 * wg + 16 * w + (l >> 2); /* this thread's rows in the tile: row0, row0 + 8 */
@@ -292,10 +301,11 @@ ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt,
 #pragma unroll
   for (int i = 0; i < 64; i++) O[i] = 0.f;
   mbar_wait(bar, 0);
-  const int n = je - jb;
+  attn_iter_t itr = {0, 0, 0}; /* the block whose softmax is next */
+  attn_iter_seek(p, qt, 0, &itr);
   float a0, a1;
   if (!PIPE) {
-    for (int it = 0; it < n; it++) {
+    for (int it = 0; it < n; it++, attn_iter_next(p, qt, &itr)) {
       const int s = it % ST;
       const uint32_t ph = (uint32_t)(it / ST) & 1;
       mbar_wait(bar + ATTN_KF(ST, s), ph);
@@ -303,8 +313,7 @@ ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt,
       attn_issue_qk<ST>(S, sb, wg, s);
       wgmma_wait0();
       wgmma_fence_acc64(S);
-      if (attn_block_masked(p, qt, jb + it)) attn_softmax<true>(p, S, P, &st, qt, jb + it, row0, &a0, &a1);
-      else attn_softmax<false>(p, S, P, &st, qt, jb + it, row0, &a0, &a1);
+      attn_softmax_block(p, S, P, &st, qt, &itr, row0, &a0, &a1);
       attn_scale_o(O, a0, a1);
       mbar_wait(bar + ATTN_VF(ST, s), ph);
       wgmma_fence();
@@ -324,18 +333,20 @@ ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt,
     attn_turn_pass(PP, wg, 0);
     wgmma_wait0();
     wgmma_fence_acc64(S);
-    if (attn_block_masked(p, qt, jb)) attn_softmax<true>(p, S, P, &st, qt, jb, row0, &a0, &a1); /* O is 0: no scaling */
-    else attn_softmax<false>(p, S, P, &st, qt, jb, row0, &a0, &a1);
+    attn_softmax_block(p, S, P, &st, qt, &itr, row0, &a0, &a1); /* O is 0: no scaling */
     /* two P buffers that swap roles each step (no copy: a copied P would share registers with
      * the one the PV wgmma in flight still reads) */
     uint32_t P2[32];
     int it = 1;
     for (; it + 1 < n; it += 2) {
-      attn_pipe_step<ST, PP>(p, sb, wg, qt, jb, it, row0, S, O, P, P2, &st);
-      attn_pipe_step<ST, PP>(p, sb, wg, qt, jb, it + 1, row0, S, O, P2, P, &st);
+      attn_iter_next(p, qt, &itr);
+      attn_pipe_step<ST, PP>(p, sb, wg, qt, &itr, it, row0, S, O, P, P2, &st);
+      attn_iter_next(p, qt, &itr);
+      attn_pipe_step<ST, PP>(p, sb, wg, qt, &itr, it + 1, row0, S, O, P2, P, &st);
     }
     if (it < n) {
-      attn_pipe_step<ST, PP>(p, sb, wg, qt, jb, it, row0, S, O, P, P2, &st);
+      attn_iter_next(p, qt, &itr);
+      attn_pipe_step<ST, PP>(p, sb, wg, qt, &itr, it, row0, S, O, P, P2, &st);
       attn_last_pv<ST, PP>(sb, wg, n, O, P2);
     } else {
       attn_last_pv<ST, PP>(sb, wg, n, O, P);
@@ -354,10 +365,9 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
   extern __shared__ __align__(1024) uint8_t attn_smem[];
   const uint32_t raw = smem_addr(attn_smem);
   const uint32_t sb = (raw + 1023u) & ~1023u;
-  int qt, h, b, jb, je;
+  int qt, h, b;
   attn_work_of(&p, blockIdx.x, &qt, &h, &b);
-  attn_kv_range(&p, qt, &jb, &je);
-  if (je < jb) je = jb;
+  const int n = attn_iter_count(&p, qt);
   const int wg = threadIdx.x >> 7;
   if (threadIdx.x == 0) {
     const uint32_t bar = sb + ATTN_BAR_OFF(ST);
@@ -375,22 +385,18 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
   __syncthreads();
   if (wg == 0) {
     setmaxnreg_dec_40();
-    if (threadIdx.x == 0) attn_producer<ST>(&p, sb, qt, h, b, jb, je);
+    if (threadIdx.x == 0) attn_producer<ST>(&p, sb, qt, h, b);
   } else {
     setmaxnreg_inc_232();
-    attn_consumer<ST, PIPE>(&p, sb, wg - 1, qt, h, b, jb, je);
+    attn_consumer<ST, PIPE>(&p, sb, wg - 1, qt, h, b, n);
   }
 #endif
 }
 
 static int g_attn_ready[64];
 
-extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t stream) {
-  meld_error_clear();
-  attn_params_t p;
-  int64_t grid = 0;
-  MELD_CHECK(attn_args_validate(args));
-  if (args->batch == 0 || args->seq_q == 0) return MELD_OK;
+/* Launches the kernel variant MELD_ATTN_PIPE names for a plan with its maps. */
+static meld_result_t attn_launch(const attn_params_t *p, int64_t grid, cudaStream_t stream) {
   int dev = 0, major = 0;
   MELD_CUDA_CHECK(cudaGetDevice(&dev));
   MELD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
@@ -407,15 +413,82 @@ extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaS
                                          ATTN_SMEM_BYTES(3)));
     if (dev < 64) g_attn_ready[dev] = 1;
   }
-  MELD_CHECK(attn_plan_make(args, &p, &grid));
   /* MELD_ATTN_PIPE: 2 (default) overlaps each block's softmax with the previous block's PV
    * wgmmas and lets the two warpgroups take turns to issue (ping-pong); 1 without the turns; 0
    * in series (the first version). Session 29, one H200, sustained: 2 vs 1 -0.5..-2.3% at S
    * 4096, -7.3..+2.5% at S 16384 (two calls; geomean ~-1%); 1 vs 0 -2..-17%. */
   const char *pipe = getenv("MELD_ATTN_PIPE");
-  if (pipe && pipe[0] == '0') attn_fwd_kernel<0><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(2), stream>>>(p);
-  else if (pipe && pipe[0] == '1') attn_fwd_kernel<1><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(p);
-  else attn_fwd_kernel<2><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(p);
+  if (pipe && pipe[0] == '0') attn_fwd_kernel<0><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(2), stream>>>(*p);
+  else if (pipe && pipe[0] == '1') attn_fwd_kernel<1><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(*p);
+  else attn_fwd_kernel<2><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(*p);
   MELD_CUDA_CHECK(cudaGetLastError());
   return MELD_OK;
+}
+
+extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t stream) {
+  meld_error_clear();
+  attn_params_t p;
+  int64_t grid = 0;
+  MELD_CHECK(attn_args_validate(args));
+  if (args->batch == 0 || args->seq_q == 0) return MELD_OK;
+  MELD_CHECK(attn_plan_make(args, &p, &grid));
+  return attn_launch(&p, grid, stream);
+}
+
+/* The ring attention, first version (unfused): every rank's K and V are all-gathered into a
+ * stream-ordered scratch buffer [rank][batch][seq][heads_kv][head_dim], then ONE attention kernel
+ * reads them as P segments, segment r at position r * seq (rank r's part of the sequence). The
+ * fused version (K/V blocks arriving around the ring while the kernel runs, a wait per block in
+ * its producer) replaces the gathers; the kernel already takes segments. */
+extern "C" meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attention_args_t *args,
+                                             cudaStream_t stream) {
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_ring_attention: comm is NULL");
+  MELD_CHECK(attn_args_validate(args));
+  meld_comm_info_t info;
+  MELD_CHECK(meld_comm_info(comm, &info));
+  if (args->q_pos0 != 0 || args->kv_pos0 != 0)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_ring_attention: q_pos0 %lld / kv_pos0 %lld must be 0 (the ring sets positions: rank r's "
+                      "part starts at r * seq_q)",
+                      (long long)args->q_pos0, (long long)args->kv_pos0);
+  if (args->seq_q != args->seq_kv)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_ring_attention: seq_q %lld != seq_kv %lld (each rank holds its part of "
+                      "one sequence for Q, K and V)", (long long)args->seq_q, (long long)args->seq_kv);
+  const int64_t dense = args->heads_kv * args->head_dim;
+  if ((args->stride_k && args->stride_k != dense) || (args->stride_v && args->stride_v != dense))
+    return meld_error(MELD_ERR_UNSUPPORTED,
+                      "meld_ring_attention: K and V must be dense [batch, seq, heads_kv, head_dim] (stride_k / "
+                      "stride_v 0) today");
+  const int P = info.nranks;
+  if (P == 1) {
+    attn_params_t p;
+    int64_t grid = 0;
+    if (args->batch == 0 || args->seq_q == 0) return MELD_OK;
+    MELD_CHECK(attn_plan_make(args, &p, &grid));
+    return attn_launch(&p, grid, stream);
+  }
+  if (args->batch == 0 || args->seq_q == 0) return MELD_OK; /* the same on every rank (collective) */
+  const size_t elems = (size_t)args->batch * (size_t)args->seq_kv * (size_t)dense;
+  const size_t bytes = elems * 2;
+  if ((uint64_t)bytes >= ((uint64_t)1 << 40) / 2 || (uint64_t)P * bytes * 2 >= ((uint64_t)1 << 46))
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_ring_attention: K of %zu bytes a rank is too large", bytes);
+  attn_params_t p;
+  int64_t grid = 0;
+  MELD_CHECK(attn_plan_geometry(args, &p, &grid));
+  p.q_pos0 = (int64_t)info.rank * args->seq_q;
+  p.kv_segs = P;
+  p.kv_seg_pos = args->seq_kv;
+  attn_plan_order(args, &p);
+  char *kv = NULL;
+  MELD_CUDA_CHECK(cudaMallocAsync((void **)&kv, 2 * (size_t)P * bytes, stream));
+  meld_result_t res = meld_all_gather(comm, args->k, kv, elems, MELD_BF16, stream);
+  if (res == MELD_OK) res = meld_all_gather(comm, args->v, kv + (size_t)P * bytes, elems, MELD_BF16, stream);
+  if (res == MELD_OK) res = attn_plan_q_map(args, &p);
+  if (res == MELD_OK) res = attn_plan_kv_maps(args, &p, kv, kv + (size_t)P * bytes, dense, dense, P);
+  if (res == MELD_OK) res = attn_launch(&p, grid, stream);
+  const cudaError_t fe = cudaFreeAsync(kv, stream); /* stream-ordered: after the kernel */
+  if (res == MELD_OK && fe != cudaSuccess)
+    res = meld_error(MELD_ERR_CUDA, "meld_ring_attention: cudaFreeAsync: %s", cudaGetErrorString(fe));
+  return res;
 }

@@ -87,7 +87,7 @@ static void check_geometry(int sq, int skv, int causal, int64_t qp0, int64_t kp0
   assert_int_equal(grid, (int64_t)p.q_tiles * 2);
   for (int qt = 0; qt < p.q_tiles; qt++) {
     int jb, je;
-    attn_kv_range(&p, qt, &jb, &je);
+    attn_kv_range(&p, qt, p.kv_pos0, &jb, &je);
     for (int j = 0; j < p.kv_tiles; j++) {
       int any = 0, all = 1;
       for (int64_t i = (int64_t)qt * ATTN_BM; i < (int64_t)(qt + 1) * ATTN_BM && i < sq; i++)
@@ -100,7 +100,7 @@ static void check_geometry(int sq, int skv, int causal, int64_t qp0, int64_t kp0
       if (in != any)
         fail_msg("sq %d skv %d causal %d pos %lld/%lld: tile %d block %d read %d, holds a visible key %d", sq, skv,
                  causal, (long long)qp0, (long long)kp0, qt, j, in, any);
-      if (in && !attn_block_masked(&p, qt, j) && !all)
+      if (in && !attn_block_masked(&p, qt, j, p.kv_pos0) && !all)
         fail_msg("sq %d skv %d causal %d pos %lld/%lld: tile %d block %d unmasked with a hidden key", sq, skv, causal,
                  (long long)qp0, (long long)kp0, qt, j);
     }
@@ -144,6 +144,49 @@ static void check_order(int batch, int heads, int heads_kv, int causal, int chun
   free(seen);
 }
 
+/* K/V in segments (the ring: segment s at position kv_pos0 + s * seg_pos): the iterator visits
+ * exactly the (segment, block) pairs holding a key visible to one of the tile's queries, in
+ * order, and counts them. */
+static void check_segments(int sq, int skv, int causal, int64_t qp0, int segs, int64_t seg_pos) {
+  meld_attention_args_t a = good();
+  a.batch = 1, a.heads = 2, a.heads_kv = 1, a.seq_q = sq, a.seq_kv = skv, a.causal = causal, a.q_pos0 = qp0;
+  attn_params_t p;
+  int64_t grid = 0;
+  assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
+  p.kv_segs = segs, p.kv_seg_pos = seg_pos;
+  for (int qt = 0; qt < p.q_tiles; qt++) {
+    attn_iter_t it = {0, 0, 0};
+    int more = attn_iter_seek(&p, qt, 0, &it), n = 0;
+    for (int s = 0; s < segs; s++)
+      for (int j = 0; j < p.kv_tiles; j++) {
+        int any = 0;
+        for (int64_t i = (int64_t)qt * ATTN_BM; i < (int64_t)(qt + 1) * ATTN_BM && i < sq; i++)
+          for (int64_t k = (int64_t)j * ATTN_BN; k < (int64_t)(j + 1) * ATTN_BN && k < skv; k++)
+            any |= !causal || s * seg_pos + k <= qp0 + i;
+        if (!any) continue;
+        if (!more || it.s != s || it.j != j || attn_iter_pos0(&p, &it) != s * seg_pos)
+          fail_msg("segments %d x %d, causal %d, q_pos0 %lld: tile %d should read segment %d block %d next", segs, skv,
+                   causal, (long long)qp0, qt, s, j);
+        more = attn_iter_next(&p, qt, &it);
+        n++;
+      }
+    if (more) fail_msg("segments %d x %d, q_pos0 %lld: tile %d reads a block too many", segs, skv, (long long)qp0, qt);
+    assert_int_equal(attn_iter_count(&p, qt), n);
+  }
+}
+
+static void test_segments(void **state) {
+  (void)state;
+  for (int P = 1; P <= 4; P++)
+    for (int r = 0; r < P; r++) {
+      const int lens[] = {128, 300, 1000};
+      for (size_t i = 0; i < 3; i++) {
+        check_segments(lens[i], lens[i], 1, (int64_t)r * lens[i], P, lens[i]); /* rank r of a causal ring */
+        check_segments(lens[i], lens[i], 0, (int64_t)r * lens[i], P, lens[i]);
+      }
+    }
+}
+
 static void test_work_order(void **state) {
   (void)state;
   for (int causal = 0; causal < 2; causal++) {
@@ -175,6 +218,7 @@ int main(void) {
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_geometry),
       cmocka_unit_test(test_work_order),
+      cmocka_unit_test(test_segments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

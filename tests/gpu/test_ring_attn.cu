@@ -1,0 +1,147 @@
+/* test_ring_attn.cu — meld_ring_attention with ranks as threads of this process (sharing the GPUs
+ * present, as test_inproc does): every rank holds its part of one random sequence (Q, K, V cut
+ * from full tensors that every rank generates alike), calls the ring, and checks its O and LSE
+ * against the fp32 reference kernel of test_attn.cu run over the FULL K and V with its queries'
+ * positions (rank r's part starts at r * seq). Outputs poisoned first; causal and not, GQA,
+ * tails (parts not a multiple of 128), batches, two calls a case with new inputs, and the
+ * refused arguments. Rank counts: argument 1 (default 2,3,4). */
+#define main test_attn_main
+#include "test_attn.cu"
+#undef main
+#include <pthread.h>
+
+#define RING_MAX 8
+static int P;
+static meld_unique_id g_id;
+static int g_ndev;
+
+typedef struct {
+  int B, S, H, HKV, causal; /* S: each rank's part */
+} ring_case_t;
+static const ring_case_t g_cases[] = {
+    {1, 256, 4, 2, 1}, {2, 300, 4, 4, 0}, {1, 1000, 8, 2, 1}, {2, 384, 2, 1, 1}, {1, 128, 2, 2, 0},
+};
+#define RING_MAX_ELEMS ((size_t)2 * 1000 * 8 * 128 * RING_MAX) /* the largest full Q */
+
+static void *ring_rank(void *arg) {
+  const int rank = (int)(intptr_t)arg;
+  gt_rank = rank;
+  GT_CUDA(cudaSetDevice(rank % g_ndev));
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 20000;
+  cfg.timeout_ms = 5000;
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init(&comm, P, g_id, rank, &cfg));
+  if (!comm) return NULL;
+  cudaStream_t st;
+  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  /* everything allocated before the first collective (a cudaMalloc / cudaFree may wait for the
+   * device, i.e. for the other ranks' kernels) */
+  uint16_t *qf, *kf, *vf, *q, *k, *v, *o;
+  float *lse, *oref, *lref;
+  const size_t full = RING_MAX_ELEMS, part = full / 2; /* a part is at most half the full tensor */
+  GT_CUDA(cudaMalloc(&qf, full * 2));
+  GT_CUDA(cudaMalloc(&kf, full * 2));
+  GT_CUDA(cudaMalloc(&vf, full * 2));
+  GT_CUDA(cudaMalloc(&q, part * 2));
+  GT_CUDA(cudaMalloc(&k, part * 2));
+  GT_CUDA(cudaMalloc(&v, part * 2));
+  GT_CUDA(cudaMalloc(&o, part * 2));
+  GT_CUDA(cudaMalloc(&oref, part * 4));
+  GT_CUDA(cudaMalloc(&lse, part / 128 * 4));
+  GT_CUDA(cudaMalloc(&lref, part / 128 * 4));
+  for (size_t ci = 0; ci < sizeof g_cases / sizeof g_cases[0]; ci++)
+    for (int call = 0; call < 2; call++) {
+      const ring_case_t *rc = &g_cases[ci];
+      const int64_t D = 128, S = (int64_t)rc->S * P;
+      const size_t nq = (size_t)rc->B * S * rc->H * D, nk = (size_t)rc->B * S * rc->HKV * D;
+      const uint64_t seed = 7000 + 100 * ci + 10 * call; /* the same on every rank */
+      gt_fill_bf16<<<256, 256, 0, st>>>(qf, nq, seed);
+      gt_fill_bf16<<<256, 256, 0, st>>>(kf, nk, seed + 1);
+      gt_fill_bf16<<<256, 256, 0, st>>>(vf, nk, seed + 2);
+      /* this rank's part of each batch's sequence */
+      const size_t rq = (size_t)rc->S * rc->H * D * 2, rk = (size_t)rc->S * rc->HKV * D * 2;
+      GT_CUDA(cudaMemcpy2DAsync(q, rq, (char *)qf + rank * rq, rq * P, rq, rc->B, cudaMemcpyDeviceToDevice, st));
+      GT_CUDA(cudaMemcpy2DAsync(k, rk, (char *)kf + rank * rk, rk * P, rk, rc->B, cudaMemcpyDeviceToDevice, st));
+      GT_CUDA(cudaMemcpy2DAsync(v, rk, (char *)vf + rank * rk, rk * P, rk, rc->B, cudaMemcpyDeviceToDevice, st));
+      const size_t no = (size_t)rc->B * rc->S * rc->H * D, nl = (size_t)rc->B * rc->H * rc->S;
+      GT_CUDA(cudaMemsetAsync(o, 0xff, no * 2, st));
+      GT_CUDA(cudaMemsetAsync(lse, 0xff, nl * 4, st));
+      meld_attention_args_t a;
+      memset(&a, 0, sizeof a);
+      a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse;
+      a.batch = rc->B, a.seq_q = a.seq_kv = rc->S, a.heads = rc->H, a.heads_kv = rc->HKV, a.head_dim = D;
+      a.causal = rc->causal;
+      GT_MELD(meld_ring_attention(comm, &a, st));
+      const int64_t warps = (int64_t)rc->B * rc->H * rc->S;
+      ref_attn<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>((const __nv_bfloat16 *)q, (const __nv_bfloat16 *)kf,
+                                                             (const __nv_bfloat16 *)vf, oref, lref, rc->B, rc->S, (int)S,
+                                                             rc->H, rc->HKV, rc->H * D, rc->HKV * D, rc->HKV * D,
+                                                             rc->causal, 1.0f / sqrtf(128.f), (int64_t)rank * rc->S, 0);
+      GT_CUDA(cudaStreamSynchronize(st));
+      char name[96];
+      snprintf(name, sizeof name, "ring P=%d B %d part %d H %d/%d causal %d", P, rc->B, rc->S, rc->H, rc->HKV,
+               rc->causal);
+      attn_case_t c = {name, rc->B, rc->S, (int)S, rc->H, rc->HKV, rc->causal, 0, 0, 0.f, 0, 0};
+      attn_bufs_t x;
+      memset(&x, 0, sizeof x);
+      x.o = o, x.lse = lse, x.oref = oref, x.lref = lref, x.o_elems = no, x.a = a;
+      compare(&c, &x, call ? "second call" : "first call");
+    }
+  /* refused: positions set by the caller, seq_q != seq_kv, strided K (every rank alike) */
+  meld_attention_args_t a;
+  memset(&a, 0, sizeof a);
+  a.q = q, a.k = k, a.v = v, a.o = o, a.batch = 1, a.seq_q = a.seq_kv = 128, a.heads = 2, a.heads_kv = 2;
+  a.head_dim = 128;
+  a.q_pos0 = 5;
+  GT_CHECK(meld_ring_attention(comm, &a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "must be 0"),
+           "ring: q_pos0 accepted: %s", meld_last_error());
+  a.q_pos0 = 0, a.seq_kv = 64;
+  GT_CHECK(meld_ring_attention(comm, &a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "seq_q 128 != seq_kv"),
+           "ring: seq_q != seq_kv accepted: %s", meld_last_error());
+  a.seq_kv = 128, a.stride_k = 512;
+  GT_CHECK(meld_ring_attention(comm, &a, st) == MELD_ERR_UNSUPPORTED, "ring: strided K accepted: %s", meld_last_error());
+  GT_CHECK(meld_ring_attention(NULL, &a, st) == MELD_ERR_INVALID_ARG, "ring: NULL comm accepted");
+  GT_MELD(meld_comm_check(comm));
+  GT_CUDA(cudaStreamSynchronize(st));
+  cudaFree(qf), cudaFree(kf), cudaFree(vf), cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
+  cudaFree(lse), cudaFree(oref), cudaFree(lref);
+  GT_CUDA(cudaStreamDestroy(st));
+  (void)meld_comm_destroy(comm);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  /* as test_inproc: every module loaded at start, 32 hardware queues (ranks' kernels wait for
+   * each other; no host call may wait for the device) */
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  const char *list = argc > 1 ? argv[1] : "2,3,4";
+  cudaDeviceProp prop;
+  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+      prop.major != 9) {
+    printf("test_ring_attn: no Hopper GPU: skipped\n[  PASSED  ] 0 test(s).\n");
+    return 0;
+  }
+  for (const char *s = list; *s;) {
+    char *end = NULL;
+    const long n = strtol(s, &end, 10);
+    if (end == s || n < 1 || n > RING_MAX) {
+      fprintf(stderr, "test_ring_attn: rank counts '%s': a list of 1..%d\n", list, RING_MAX);
+      return 2;
+    }
+    P = (int)n;
+    if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
+    printf("test_ring_attn: %d ranks as threads on %d GPU(s)\n", P, g_ndev < P ? g_ndev : P);
+    fflush(stdout);
+    if (meld_get_unique_id(&g_id) != MELD_OK) {
+      printf("meld_get_unique_id: %s\n", meld_last_error());
+      return 1;
+    }
+    pthread_t th[RING_MAX];
+    for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, ring_rank, (void *)(intptr_t)r);
+    for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+    s = *end ? end + 1 : end;
+  }
+  return gt_summary("test_ring_attn");
+}
