@@ -125,17 +125,17 @@ meld_result_t attn_plan_kv_maps(const meld_attention_args_t *a, attn_params_t *p
                                 int64_t sk, int64_t sv, int segs) {
   const int64_t D = a->head_dim;
   uint64_t dkv[5] = {(uint64_t)D, (uint64_t)a->heads_kv, (uint64_t)a->seq_kv, (uint64_t)a->batch, (uint64_t)segs};
-  /* segments lie a whole [batch, seq_kv] apart (the ring's gathered K/V); with one segment the
-   * last stride is not used (any legal value) */
+  /* segments lie a whole [batch, seq_kv] apart (the ring's gathered K/V) */
   uint64_t sk_b[4] = {(uint64_t)D * 2, (uint64_t)sk * 2, (uint64_t)(a->seq_kv * sk * 2),
                       (uint64_t)(a->batch * a->seq_kv * sk * 2)};
   uint64_t sv_b[4] = {(uint64_t)D * 2, (uint64_t)sv * 2, (uint64_t)(a->seq_kv * sv * 2),
                       (uint64_t)(a->batch * a->seq_kv * sv * 2)};
-  if (segs == 1) sk_b[3] = sk_b[2], sv_b[3] = sv_b[2];
+  /* one segment: 4-D maps (the kernel's single-segment variant loads 4-D boxes) */
+  const int rank = segs > 1 ? 5 : 4;
   uint32_t box_k[5] = {64, 1, ATTN_BN, 1, 1};
-  MELD_CHECK(tmap_encode_bf16(&p->map_k, k, 5, dkv, sk_b, box_k, "meld_attention (k)"));
+  MELD_CHECK(tmap_encode_bf16(&p->map_k, k, rank, dkv, sk_b, box_k, "meld_attention (k)"));
   uint32_t box_v[5] = {64, 1, 64, 1, 1};
-  MELD_CHECK(tmap_encode_bf16(&p->map_v, v, 5, dkv, sv_b, box_v, "meld_attention (v)"));
+  MELD_CHECK(tmap_encode_bf16(&p->map_v, v, rank, dkv, sv_b, box_v, "meld_attention (v)"));
   return MELD_OK;
 }
 

@@ -66,7 +66,20 @@ ATTN_DEV void pin_p32(uint32_t *P) {
                : "memory");
 }
 
-template <int ST>
+/* The K/V block iterator, specialized: MS false (one segment: meld_attention) is the plain
+ * block counter of the first version (the general iterator cost 1-5% there, session 29 call 8);
+ * MS true walks the ring's segments. */
+template <bool MS>
+ATTN_DEV int attn_next(const attn_params_t *p, int qt, attn_iter_t *it) {
+  if (!MS) return ++it->j < it->je;
+  return attn_iter_next(p, qt, it);
+}
+template <bool MS>
+ATTN_DEV int64_t attn_pos0(const attn_params_t *p, const attn_iter_t *it) {
+  return MS ? attn_iter_pos0(p, it) : p->kv_pos0;
+}
+
+template <int ST, bool MS>
 ATTN_DEV void attn_producer(const attn_params_t *p, uint32_t sb, int qt, int h, int b) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   const int hk = h / p->group;
@@ -75,19 +88,23 @@ ATTN_DEV void attn_producer(const attn_params_t *p, uint32_t sb, int qt, int h, 
     tma_load_4d(sb + half * (ATTN_Q_BYTES / 2), &p->map_q, bar, 64 * half, h, qt * ATTN_BM, b);
   attn_iter_t itr = {0, 0, 0};
   int more = attn_iter_seek(p, qt, 0, &itr);
-  for (int it = 0; more; it++, more = attn_iter_next(p, qt, &itr)) {
+  for (int it = 0; more; it++, more = attn_next<MS>(p, qt, &itr)) {
     const int s = it % ST;
     if (it >= ST) mbar_wait(bar + ATTN_EM(ST, s), (uint32_t)(it / ST - 1) & 1);
     const int kv0 = itr.j * ATTN_BN;
     mbarrier_arrive_expect_tx_cta(bar + ATTN_KF(ST, s), ATTN_KV_BYTES);
-    for (int half = 0; half < 2; half++)
-      tma_load_5d(sb + ATTN_K_OFF(s) + half * (ATTN_KV_BYTES / 2), &p->map_k, bar + ATTN_KF(ST, s), 64 * half, hk, kv0,
-                  b, itr.s);
+    for (int half = 0; half < 2; half++) {
+      const uint32_t dst = sb + ATTN_K_OFF(s) + half * (ATTN_KV_BYTES / 2);
+      if (MS) tma_load_5d(dst, &p->map_k, bar + ATTN_KF(ST, s), 64 * half, hk, kv0, b, itr.s);
+      else tma_load_4d(dst, &p->map_k, bar + ATTN_KF(ST, s), 64 * half, hk, kv0, b);
+    }
     mbarrier_arrive_expect_tx_cta(bar + ATTN_VF(ST, s), ATTN_KV_BYTES);
     for (int kb = 0; kb < 2; kb++)
-      for (int db = 0; db < 2; db++)
-        tma_load_5d(sb + ATTN_V_OFF(s) + kb * 16384 + db * 8192, &p->map_v, bar + ATTN_VF(ST, s), 64 * db, hk,
-                    kv0 + 64 * kb, b, itr.s);
+      for (int db = 0; db < 2; db++) {
+        const uint32_t dst = sb + ATTN_V_OFF(s) + kb * 16384 + db * 8192;
+        if (MS) tma_load_5d(dst, &p->map_v, bar + ATTN_VF(ST, s), 64 * db, hk, kv0 + 64 * kb, b, itr.s);
+        else tma_load_4d(dst, &p->map_v, bar + ATTN_VF(ST, s), 64 * db, hk, kv0 + 64 * kb, b);
+      }
   }
 }
 
@@ -128,7 +145,7 @@ ATTN_DEV void attn_issue_pv(float *O, uint32_t *P, uint32_t sb, int s) {
  * row0 + 8). S itself is only read, and the mask is branch-free: S is a wgmma accumulator, and a
  * non-wgmma (or branch-merged) write to it while the PV wgmma is in flight (PIPE 1) makes ptxas
  * serialize the wgmmas (C7513). */
-template <bool MASK>
+template <bool MASK, bool MS>
 ATTN_DEV void attn_softmax(const attn_params_t *p, const float *Sacc, uint32_t *P, attn_rows_t *st, int qt,
                            const attn_iter_t *itr, int row0, float *a0, float *a1) {
   const int j = itr->j;
@@ -137,7 +154,7 @@ ATTN_DEV void attn_softmax(const attn_params_t *p, const float *Sacc, uint32_t *
   float S[64];
   if (MASK) {
     const int64_t qp0 = p->q_pos0 + (int64_t)qt * ATTN_BM + row0;
-    const int64_t kp0 = attn_iter_pos0(p, itr) + (int64_t)j * ATTN_BN;
+    const int64_t kp0 = attn_pos0<MS>(p, itr) + (int64_t)j * ATTN_BN;
     const int kv_left = p->seq_kv - j * ATTN_BN;
     const bool causal = p->causal != 0;
 #pragma unroll
@@ -189,10 +206,11 @@ ATTN_DEV void attn_softmax(const attn_params_t *p, const float *Sacc, uint32_t *
 }
 
 /* The softmax of the block at *itr, masked where it needs it. */
+template <bool MS>
 ATTN_DEV void attn_softmax_block(const attn_params_t *p, const float *S, uint32_t *P, attn_rows_t *st, int qt,
                                  const attn_iter_t *itr, int row0, float *a0, float *a1) {
-  if (attn_block_masked(p, qt, itr->j, attn_iter_pos0(p, itr))) attn_softmax<true>(p, S, P, st, qt, itr, row0, a0, a1);
-  else attn_softmax<false>(p, S, P, st, qt, itr, row0, a0, a1);
+  if (attn_block_masked(p, qt, itr->j, attn_pos0<MS>(p, itr))) attn_softmax<true, MS>(p, S, P, st, qt, itr, row0, a0, a1);
+  else attn_softmax<false, MS>(p, S, P, st, qt, itr, row0, a0, a1);
 }
 
 ATTN_DEV void attn_scale_o(float *O, float a0, float a1) {
@@ -246,7 +264,7 @@ ATTN_DEV void attn_turn_pass(int pp, int wg, int last) {
 /* PIPE 1, the it-th block (it >= 1, at *itr): S of this block and PV of the previous one are issued
  * together; this block's softmax (into Pnext) runs while PV (reading Pcur) is in flight; then
  * the previous stage is released and O rescaled to this block's max. */
-template <int ST, int PP>
+template <int ST, int PP, bool MS>
 ATTN_DEV void attn_pipe_step(const attn_params_t *p, uint32_t sb, int wg, int qt, const attn_iter_t *itr, int it,
                              int row0, float *S, float *O, uint32_t *Pcur, uint32_t *Pnext, attn_rows_t *st) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
@@ -261,7 +279,7 @@ ATTN_DEV void attn_pipe_step(const attn_params_t *p, uint32_t sb, int wg, int qt
   wgmma_wait1(); /* S is done; PV j - 1 may still run */
   wgmma_fence_acc64(S);
   float a0, a1;
-  attn_softmax_block(p, S, Pnext, st, qt, itr, row0, &a0, &a1);
+  attn_softmax_block<MS>(p, S, Pnext, st, qt, itr, row0, &a0, &a1);
   wgmma_wait0();
   wgmma_fence_acc64(O);
   pin_p32(Pcur);
@@ -290,7 +308,7 @@ ATTN_DEV void attn_last_pv(uint32_t sb, int wg, int n, float *O, uint32_t *P) {
  * PIPE 1 (FA3's intra-warpgroup overlap): S of block j and PV of block j - 1 are issued
  * together; the softmax of block j runs while PV j - 1 is in flight; O is rescaled after it.
  * PIPE 2: PIPE 1 with the two warpgroups taking turns to issue (ping-pong). */
-template <int ST, int PIPE>
+template <int ST, int PIPE, bool MS>
 ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt, int h, int b, int n) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   const int t = threadIdx.x & 127, w = t >> 5, l = t & 31;
@@ -305,7 +323,7 @@ ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt,
   attn_iter_seek(p, qt, 0, &itr);
   float a0, a1;
   if (!PIPE) {
-    for (int it = 0; it < n; it++, attn_iter_next(p, qt, &itr)) {
+    for (int it = 0; it < n; it++, attn_next<MS>(p, qt, &itr)) {
       const int s = it % ST;
       const uint32_t ph = (uint32_t)(it / ST) & 1;
       mbar_wait(bar + ATTN_KF(ST, s), ph);
@@ -313,7 +331,7 @@ ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt,
       attn_issue_qk<ST>(S, sb, wg, s);
       wgmma_wait0();
       wgmma_fence_acc64(S);
-      attn_softmax_block(p, S, P, &st, qt, &itr, row0, &a0, &a1);
+      attn_softmax_block<MS>(p, S, P, &st, qt, &itr, row0, &a0, &a1);
       attn_scale_o(O, a0, a1);
       mbar_wait(bar + ATTN_VF(ST, s), ph);
       wgmma_fence();
@@ -333,20 +351,20 @@ ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt,
     attn_turn_pass(PP, wg, 0);
     wgmma_wait0();
     wgmma_fence_acc64(S);
-    attn_softmax_block(p, S, P, &st, qt, &itr, row0, &a0, &a1); /* O is 0: no scaling */
+    attn_softmax_block<MS>(p, S, P, &st, qt, &itr, row0, &a0, &a1); /* O is 0: no scaling */
     /* two P buffers that swap roles each step (no copy: a copied P would share registers with
      * the one the PV wgmma in flight still reads) */
     uint32_t P2[32];
     int it = 1;
     for (; it + 1 < n; it += 2) {
-      attn_iter_next(p, qt, &itr);
-      attn_pipe_step<ST, PP>(p, sb, wg, qt, &itr, it, row0, S, O, P, P2, &st);
-      attn_iter_next(p, qt, &itr);
-      attn_pipe_step<ST, PP>(p, sb, wg, qt, &itr, it + 1, row0, S, O, P2, P, &st);
+      attn_next<MS>(p, qt, &itr);
+      attn_pipe_step<ST, PP, MS>(p, sb, wg, qt, &itr, it, row0, S, O, P, P2, &st);
+      attn_next<MS>(p, qt, &itr);
+      attn_pipe_step<ST, PP, MS>(p, sb, wg, qt, &itr, it + 1, row0, S, O, P2, P, &st);
     }
     if (it < n) {
-      attn_iter_next(p, qt, &itr);
-      attn_pipe_step<ST, PP>(p, sb, wg, qt, &itr, it, row0, S, O, P, P2, &st);
+      attn_next<MS>(p, qt, &itr);
+      attn_pipe_step<ST, PP, MS>(p, sb, wg, qt, &itr, it, row0, S, O, P, P2, &st);
       attn_last_pv<ST, PP>(sb, wg, n, O, P2);
     } else {
       attn_last_pv<ST, PP>(sb, wg, n, O, P);
@@ -358,7 +376,7 @@ ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt,
 
 /* PIPE 0: 2 stages; PIPE 1 and 2: 3 stages (block j + 1's K must load while block j - 1's
  * stage is still read by its PV). */
-template <int PIPE>
+template <int PIPE, bool MS>
 __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_constant__ attn_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int ST = PIPE ? 3 : 2;
@@ -385,10 +403,10 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
   __syncthreads();
   if (wg == 0) {
     setmaxnreg_dec_40();
-    if (threadIdx.x == 0) attn_producer<ST>(&p, sb, qt, h, b);
+    if (threadIdx.x == 0) attn_producer<ST, MS>(&p, sb, qt, h, b);
   } else {
     setmaxnreg_inc_232();
-    attn_consumer<ST, PIPE>(&p, sb, wg - 1, qt, h, b, n);
+    attn_consumer<ST, PIPE, MS>(&p, sb, wg - 1, qt, h, b, n);
   }
 #endif
 }
@@ -404,13 +422,15 @@ static meld_result_t attn_launch(const attn_params_t *p, int64_t grid, cudaStrea
     return meld_error(MELD_ERR_UNSUPPORTED,
                       "meld_attention: device %d has compute capability %d.x; the kernel needs Hopper (sm_90a)", dev,
                       major);
+  typedef void (*kern_t)(attn_params_t);
+  /* [multi-segment][pipe] */
+  static const kern_t kern[2][3] = {{attn_fwd_kernel<0, false>, attn_fwd_kernel<1, false>, attn_fwd_kernel<2, false>},
+                                    {attn_fwd_kernel<0, true>, attn_fwd_kernel<1, true>, attn_fwd_kernel<2, true>}};
   if (dev >= 64 || !g_attn_ready[dev]) {
-    MELD_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         ATTN_SMEM_BYTES(2)));
-    MELD_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         ATTN_SMEM_BYTES(3)));
-    MELD_CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         ATTN_SMEM_BYTES(3)));
+    for (int ms = 0; ms < 2; ms++)
+      for (int v = 0; v < 3; v++)
+        MELD_CUDA_CHECK(cudaFuncSetAttribute(kern[ms][v], cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             ATTN_SMEM_BYTES(v ? 3 : 2)));
     if (dev < 64) g_attn_ready[dev] = 1;
   }
   /* MELD_ATTN_PIPE: 2 (default) overlaps each block's softmax with the previous block's PV
@@ -418,9 +438,8 @@ static meld_result_t attn_launch(const attn_params_t *p, int64_t grid, cudaStrea
    * in series (the first version). Session 29, one H200, sustained: 2 vs 1 -0.5..-2.3% at S
    * 4096, -7.3..+2.5% at S 16384 (two calls; geomean ~-1%); 1 vs 0 -2..-17%. */
   const char *pipe = getenv("MELD_ATTN_PIPE");
-  if (pipe && pipe[0] == '0') attn_fwd_kernel<0><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(2), stream>>>(*p);
-  else if (pipe && pipe[0] == '1') attn_fwd_kernel<1><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(*p);
-  else attn_fwd_kernel<2><<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(3), stream>>>(*p);
+  const int v = pipe && pipe[0] == '0' ? 0 : pipe && pipe[0] == '1' ? 1 : 2;
+  kern[p->kv_segs > 1][v]<<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(v ? 3 : 2), stream>>>(*p);
   MELD_CUDA_CHECK(cudaGetLastError());
   return MELD_OK;
 }
