@@ -206,6 +206,25 @@ static inline int gt_spawn_env(int nranks, gt_rank_fn fn, void (*extra_env)(int 
 
 static inline int gt_spawn(int nranks, gt_rank_fn fn) { return gt_spawn_env(nranks, fn, NULL); }
 
+/* A rank thread's start when ranks are threads of one process (test_inproc, test_ring_attn):
+ * this thread's rank for the log, GPU rank % ndev, a communicator with bootstrap deadline 20 s
+ * and device deadline timeout_ms (*cfg keeps that config for more comms), and a non-blocking
+ * stream. 0 on success (failures are counted and logged). */
+static inline int gt_thread_comm(int rank, int nranks, int ndev, meld_unique_id id, int64_t timeout_ms,
+                                 meld_config_t *cfg, meld_comm_t *comm, cudaStream_t *st) {
+  gt_rank = rank;
+  GT_CUDA(cudaSetDevice(rank % ndev));
+  meld_config_t c = MELD_CONFIG_INIT;
+  c.bootstrap_timeout_ms = 20000;
+  c.timeout_ms = timeout_ms;
+  *cfg = c;
+  *comm = NULL;
+  GT_MELD(meld_comm_init(comm, nranks, id, rank, cfg));
+  if (!*comm) return 1;
+  GT_CUDA(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+  return 0;
+}
+
 /* Deterministic pseudo-random generator for test data (xorshift64*). */
 static inline uint64_t gt_rand_u64(uint64_t *s) {
   *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;

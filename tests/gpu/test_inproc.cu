@@ -457,16 +457,10 @@ static void ce_inplace_case(int rank, meld_comm_t comm, cudaStream_t st, void *d
 
 static void *rank_main(void *arg) {
   const int rank = (int)(intptr_t)arg;
-  gt_rank = rank;
-  GT_CUDA(cudaSetDevice(rank % g_ndev));
-  meld_config_t cfg = MELD_CONFIG_INIT;
-  cfg.bootstrap_timeout_ms = 20000;
-  cfg.timeout_ms = 3000;
-  meld_comm_t comm = NULL;
-  GT_MELD(meld_comm_init(&comm, P, g_id, rank, &cfg));
-  if (!comm) return NULL;
+  meld_config_t cfg;
+  meld_comm_t comm;
   cudaStream_t st;
-  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  if (gt_thread_comm(rank, P, g_ndev, g_id, 3000, &cfg, &comm, &st)) return NULL;
   const size_t big = 300007, maxe = big * P, bytes = maxe * 4;
   void *send[3], *recv[3], *host;
   GT_CUDA(cudaMalloc(&send[K_ORD], bytes));

@@ -25,16 +25,10 @@ static const ring_case_t g_cases[] = {
 
 static void *ring_rank(void *arg) {
   const int rank = (int)(intptr_t)arg;
-  gt_rank = rank;
-  GT_CUDA(cudaSetDevice(rank % g_ndev));
-  meld_config_t cfg = MELD_CONFIG_INIT;
-  cfg.bootstrap_timeout_ms = 20000;
-  cfg.timeout_ms = 5000;
-  meld_comm_t comm = NULL;
-  GT_MELD(meld_comm_init(&comm, P, g_id, rank, &cfg));
-  if (!comm) return NULL;
+  meld_config_t cfg;
+  meld_comm_t comm;
   cudaStream_t st;
-  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  if (gt_thread_comm(rank, P, g_ndev, g_id, 5000, &cfg, &comm, &st)) return NULL;
   /* everything allocated before the first collective (a cudaMalloc / cudaFree may wait for the
    * device, i.e. for the other ranks' kernels) */
   uint16_t *qf, *kf, *vf, *q, *k, *v, *o;
