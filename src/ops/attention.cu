@@ -1,5 +1,6 @@
 /* attention.cu — flash-attention forward on Hopper (meld_attention): the compute core of the
- * ring attention (DESIGN.md section 7b), here on one GPU.
+ * ring attention (DESIGN.md section 7): one GPU (meld_attention), and the K/V parts of the ring
+ * as segments (meld_ring_attention, below).
  *
  * One CTA per (128-query tile, head, batch); 384 threads:
  *   warpgroup 0  producer (setmaxnreg 40): one thread loads the Q tile once, then the K and V
