@@ -91,6 +91,16 @@ static void encode_lookup(void) {
   if (g_encode_err == cudaSuccess && q == cudaDriverEntryPointSuccess) g_encode = (encode_tiled_fn)fn;
 }
 
+/* The one call of the encoder (looked up first): a bf16 tiled map of `rank` (1..5) dims,
+ * element strides 1, zero fill. */
+static CUresult encode_tiled(CUtensorMap *map, const void *base, int rank, const cuuint64_t *dims,
+                             const cuuint64_t *strides, const cuuint32_t *box, CUtensorMapSwizzle swizzle,
+                             CUtensorMapL2promotion l2) {
+  const cuuint32_t estr[5] = {1, 1, 1, 1, 1};
+  return g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, (cuuint32_t)rank, (void *)base, dims, strides, box, estr,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
 /* A 2-D bf16 map: inner dimension `inner` (contiguous), `outer` rows `ld` elements apart. */
 static meld_result_t encode_2d(CUtensorMap *map, const void *base, int64_t inner, int64_t outer,
                                int64_t ld, uint32_t box_inner, uint32_t box_outer,
@@ -98,10 +108,7 @@ static meld_result_t encode_2d(CUtensorMap *map, const void *base, int64_t inner
   cuuint64_t dims[2] = {(cuuint64_t)inner, (cuuint64_t)outer};
   cuuint64_t strides[1] = {(cuuint64_t)ld * 2};
   cuuint32_t box[2] = {box_inner, box_outer};
-  cuuint32_t estr[2] = {1, 1};
-  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box,
-                        estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, l2,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = encode_tiled(map, base, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B, l2);
   if (r != CUDA_SUCCESS)
     return meld_error(MELD_ERR_CUDA,
                       "meld_gemm: cuTensorMapEncodeTiled rejected the %s map (error %d; dims %lld x "
@@ -125,10 +132,8 @@ meld_result_t gemm_plan_map_slots(CUtensorMap *map, const void *base, int64_t n,
   cuuint64_t dims[3] = {(cuuint64_t)n, (cuuint64_t)rows, (cuuint64_t)slots};
   cuuint64_t strides[2] = {(cuuint64_t)ld * 2, (cuuint64_t)slot_pitch};
   cuuint32_t box[3] = {(cuuint32_t)(n8 < 256 ? n8 : 256), (cuuint32_t)(rows < 64 ? rows : 64), (cuuint32_t)box_slots};
-  cuuint32_t estr[3] = {1, 1, 1};
-  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, (void *)base, dims, strides, box, estr,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = encode_tiled(map, base, 3, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
   if (r != CUDA_SUCCESS)
     return meld_error(MELD_ERR_CUDA,
                       "gemm: cuTensorMapEncodeTiled rejected the slot map (error %d; %lld x %lld x %d, ld %lld, "
@@ -145,20 +150,12 @@ meld_result_t tmap_encode_bf16(CUtensorMap *map, const void *base, int rank, con
     return meld_error(MELD_ERR_CUDA, "%s: the driver entry point cuTensorMapEncodeTiled is unavailable (%s)", what,
                       cudaGetErrorString(g_encode_err));
   if (rank < 1 || rank > 5) return meld_error(MELD_ERR_INTERNAL, "%s: tensor map rank %d", what, rank);
-  cuuint64_t d[5], st[4];
-  cuuint32_t b[5], e[5];
-  for (int i = 0; i < rank; i++) {
-    d[i] = (cuuint64_t)dims[i];
-    b[i] = (cuuint32_t)box[i];
-    e[i] = 1;
-    if (i + 1 < rank) st[i] = (cuuint64_t)strides[i];
-  }
-  CUresult r = g_encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, (cuuint32_t)rank, (void *)base, d, st, b, e,
-                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  CUresult r = encode_tiled(map, base, rank, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
   if (r != CUDA_SUCCESS)
     return meld_error(MELD_ERR_CUDA, "%s: cuTensorMapEncodeTiled rejected the map (error %d; rank %d, dims %llu x %llu, box %u x %u)",
-                      what, (int)r, rank, (unsigned long long)d[0], (unsigned long long)d[rank - 1], b[0], b[rank - 1]);
+                      what, (int)r, rank, (unsigned long long)dims[0], (unsigned long long)dims[rank - 1], box[0],
+                      box[rank - 1]);
   return MELD_OK;
 }
 
