@@ -445,14 +445,19 @@ static meld_result_t attn_launch(const attn_params_t *p, int64_t grid, cudaStrea
   return MELD_OK;
 }
 
-extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t stream) {
-  meld_error_clear();
+/* One GPU, one K/V segment: plan (validated) and launch; nothing to do for an empty batch. */
+static meld_result_t attn_single(const meld_attention_args_t *args, cudaStream_t stream) {
   attn_params_t p;
   int64_t grid = 0;
   MELD_CHECK(attn_args_validate(args));
   if (args->batch == 0 || args->seq_q == 0) return MELD_OK;
   MELD_CHECK(attn_plan_make(args, &p, &grid));
   return attn_launch(&p, grid, stream);
+}
+
+extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t stream) {
+  meld_error_clear();
+  return attn_single(args, stream);
 }
 
 /* The ring attention, first version (unfused): every rank's K and V are all-gathered into a
@@ -481,13 +486,7 @@ extern "C" meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attent
                       "meld_ring_attention: K and V must be dense [batch, seq, heads_kv, head_dim] (stride_k / "
                       "stride_v 0) today");
   const int P = info.nranks;
-  if (P == 1) {
-    attn_params_t p;
-    int64_t grid = 0;
-    if (args->batch == 0 || args->seq_q == 0) return MELD_OK;
-    MELD_CHECK(attn_plan_make(args, &p, &grid));
-    return attn_launch(&p, grid, stream);
-  }
+  if (P == 1) return attn_single(args, stream);
   if (args->batch == 0 || args->seq_q == 0) return MELD_OK; /* the same on every rank (collective) */
   const size_t elems = (size_t)args->batch * (size_t)args->seq_kv * (size_t)dense;
   const size_t bytes = elems * 2;
