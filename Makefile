@@ -92,14 +92,14 @@ $(BUILD)/asan/tests/mp/%: tests/mp/%.c $(ASAN_OBJS) $(CU_OBJS) $(TEST_COMMON)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $< $(TEST_COMMON) -o $@ $(ASAN_OBJS) $(CU_OBJS) -lcmocka $(LDLIBS)
 
 # GPU tests and benchmarks: CUDA C programs.
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(LIB_A) $(DEV_HDRS) tests/gpu/gpu_test.h
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(LIB_A) $(DEV_HDRS) $(wildcard tests/gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Itests $< -o $@ $(LIB_A) -lcublas -lcublasLt $(NV_LDLIBS)
 # test_signal's litmus and exchange kernels spill 64-112 bytes under nvcc 13.0 (call frames of the
 # protocol's out-of-line failure paths): harmless in a test, so not an error there; the
 # library's own device code stays spill-free (test-device).
 $(BUILD)/tests/gpu/test_signal: NVCC_SPILL_FLAGS :=
-$(BUILD)/bench/%: bench/%.cu $(LIB_A) $(DEV_HDRS)
+$(BUILD)/bench/%: bench/%.cu $(LIB_A) $(DEV_HDRS) $(wildcard bench/*.h tests/gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Ibench $< -o $@ $(LIB_A) -lcublas -lcublasLt $(NV_LDLIBS)
 

@@ -3,7 +3,7 @@
  * sequence 4096 and 16384, causal and not), plus any --shape B,S,H,HKV,CAUSAL. Per row: 5 warm-up
  * calls, BENCH_SETTLE_MS of back-to-back calls (sustained timing; 0 = burst), then >= 20 timed
  * calls (CUDA events, 2 rotating input sets), the median; error vs the fp32 reference kernel of
- * tests/gpu/test_attn.cu for rows with S <= 4096 (--check-all: every row). FLOPs count the
+ * tests/gpu/attn_ref.h for rows with S <= 4096 (--check-all: every row). FLOPs count the
  * visible (query, key) pairs: 4 x pairs x D (causal: about half of the square). Prints a table
  * and writes JSON lines (--json FILE; op "attn"). BENCH_ATTN_AB (a comma list of variants, each
  * "VAR=VAL" or "VAR=VAL+VAR=VAL", set in the environment for its row; default: none, the
@@ -20,10 +20,8 @@
 #include "bench_common.h"
 #include "meld.h"
 
-/* The reference kernel (fp32; one warp per query row). */
-#define main test_attn_main
-#include "../tests/gpu/test_attn.cu"
-#undef main
+/* The reference kernel (fp32; one warp per query row), cases and comparison. */
+#include "../tests/gpu/attn_ref.h"
 
 typedef struct {
   int B, S, H, HKV, causal;

@@ -5,10 +5,9 @@
  * positions (rank r's part starts at r * seq). Outputs poisoned first; causal and not, GQA,
  * tails (parts not a multiple of 128), batches, two calls a case with new inputs, and the
  * refused arguments. Rank counts: argument 1 (default 2,3,4). */
-#define main test_attn_main
-#include "test_attn.cu"
-#undef main
 #include <pthread.h>
+
+#include "attn_ref.h"
 
 #define RING_MAX 8
 static int P;
