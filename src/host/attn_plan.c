@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h" /* meld_env_int64 */
 #include "error.h"
+#include "common/proto.h" /* MELD_PAD_SIGNAL_SLOTS */
 #include "gemm_plan.h" /* tmap_encode_bf16 */
 
 static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p % n) == 0; }
@@ -116,26 +118,75 @@ meld_result_t attn_plan_geometry(const meld_attention_args_t *a, attn_params_t *
   p->scale_log2 = scale * 1.4426950408889634f;
   p->kv_segs = 1;
   p->kv_seg_pos = 0;
+  p->heads_all = p->heads;
   attn_plan_order(a, p);
   *grid = (int64_t)p->q_tiles * p->heads * p->batch;
   return MELD_OK;
 }
 
-meld_result_t attn_plan_kv_maps(const meld_attention_args_t *a, attn_params_t *p, const void *k, const void *v,
-                                int64_t sk, int64_t sv, int segs) {
+meld_result_t attn_plan_kv_maps_at(const meld_attention_args_t *a, CUtensorMap *mk, CUtensorMap *mv, const void *k,
+                                   const void *v, int64_t sk, int64_t sv, int64_t heads_kv, int segs, int dims) {
   const int64_t D = a->head_dim;
-  uint64_t dkv[5] = {(uint64_t)D, (uint64_t)a->heads_kv, (uint64_t)a->seq_kv, (uint64_t)a->batch, (uint64_t)segs};
+  uint64_t dkv[5] = {(uint64_t)D, (uint64_t)heads_kv, (uint64_t)a->seq_kv, (uint64_t)a->batch, (uint64_t)segs};
   /* segments lie a whole [batch, seq_kv] apart (the ring's gathered K/V) */
   uint64_t sk_b[4] = {(uint64_t)D * 2, (uint64_t)sk * 2, (uint64_t)(a->seq_kv * sk * 2),
                       (uint64_t)(a->batch * a->seq_kv * sk * 2)};
   uint64_t sv_b[4] = {(uint64_t)D * 2, (uint64_t)sv * 2, (uint64_t)(a->seq_kv * sv * 2),
                       (uint64_t)(a->batch * a->seq_kv * sv * 2)};
-  /* one segment: 4-D maps (the kernel's single-segment variant loads 4-D boxes) */
-  const int rank = segs > 1 ? 5 : 4;
   uint32_t box_k[5] = {64, 1, ATTN_BN, 1, 1};
-  MELD_CHECK(tmap_encode_bf16(&p->map_k, k, rank, dkv, sk_b, box_k, "meld_attention (k)"));
+  MELD_CHECK(tmap_encode_bf16(mk, k, dims, dkv, sk_b, box_k, "meld_attention (k)"));
   uint32_t box_v[5] = {64, 1, 64, 1, 1};
-  MELD_CHECK(tmap_encode_bf16(&p->map_v, v, rank, dkv, sv_b, box_v, "meld_attention (v)"));
+  return tmap_encode_bf16(mv, v, dims, dkv, sv_b, box_v, "meld_attention (v)");
+}
+
+meld_result_t attn_plan_kv_maps(const meld_attention_args_t *a, attn_params_t *p, const void *k, const void *v,
+                                int64_t sk, int64_t sv, int segs) {
+  /* one segment: 4-D maps (the kernel's single-segment variant loads 4-D boxes) */
+  return attn_plan_kv_maps_at(a, &p->map_k, &p->map_v, k, v, sk, sv, a->heads_kv, segs, segs > 1 ? 5 : 4);
+}
+
+meld_result_t attn_ring_plan_make(const meld_attention_args_t *a, int nranks, size_t ws_bytes, int sm_count,
+                                  attn_ring_plan_t *rp) {
+  memset(rp, 0, sizeof *rp);
+  const int P = nranks;
+  const char *mode = getenv("MELD_RING_ATTN");
+  if (mode && *mode && strcmp(mode, "fused") && strcmp(mode, "unfused"))
+    return meld_error(MELD_ERR_INVALID_ARG, "MELD_RING_ATTN=%s: expected fused or unfused", mode);
+  int64_t cap = a->heads_kv, ctas = 0;
+  MELD_CHECK(meld_env_int64("MELD_RING_ATTN_HEADS", 1, 65536, &cap));
+  MELD_CHECK(meld_env_int64("MELD_RING_ATTN_COMM_CTAS", 1, 1024, &ctas));
+  /* one K/V head's staging: K and V of the P - 1 peers' parts */
+  const uint64_t per_head = 2u * (uint64_t)(P - 1) * (uint64_t)a->batch * (uint64_t)a->seq_kv * (uint64_t)a->head_dim * 2u;
+  uint64_t nk = per_head ? ws_bytes / per_head : 0;
+  if (nk > (uint64_t)a->heads_kv) nk = (uint64_t)a->heads_kv;
+  if (nk > (uint64_t)cap) nk = (uint64_t)cap;
+  rp->fused = P > 1;
+  if (P > 1 && mode && !strcmp(mode, "unfused")) rp->fused = 0, rp->why = "MELD_RING_ATTN=unfused";
+  else if (P > 1 && nk < 1) rp->fused = 0, rp->why = "one K/V head's staging exceeds the workspace (MELD_WORKSPACE_BYTES)";
+  else if (P > 1 && sm_count < 2) rp->fused = 0, rp->why = "fewer than 2 SMs a rank";
+  if (!rp->fused) return MELD_OK;
+  rp->heads_per_launch = (int)nk;
+  rp->launches = (int)((a->heads_kv + (int64_t)nk - 1) / (int64_t)nk);
+  rp->stage_bytes = (size_t)(nk * per_head);
+  /* chunks of 512 tokens (256 KB of K and V at one head): a signal per chunk and peer must fit
+   * the pad's slots (P x chunks of a launch); longer chunks where they would not */
+  int ct = 4 * ATTN_BN;
+  for (;;) {
+    const int64_t tcs = (a->seq_kv + ct - 1) / ct;
+    if ((uint64_t)P * (uint64_t)a->batch * nk * (uint64_t)tcs <= MELD_PAD_SIGNAL_SLOTS || ct >= a->seq_kv) break;
+    ct *= 2;
+  }
+  rp->chunk_tokens = ct;
+  rp->token_chunks = (int)((a->seq_kv + ct - 1) / ct);
+  if ((uint64_t)P * (uint64_t)a->batch * nk * (uint64_t)rp->token_chunks > MELD_PAD_SIGNAL_SLOTS)
+    rp->fused = 0, rp->why = "more chunks than signal slots (batch x heads)";
+  /* comm CTAs: 8 of a whole H200's 132, fewer on a share of the SMs (ranks sharing a GPU) */
+  int cc = sm_count / 8;
+  if (cc > 8) cc = 8;
+  if (cc < 1) cc = 1;
+  if (ctas > 0) cc = (int)ctas;
+  if (cc > sm_count - 1) cc = sm_count - 1;
+  rp->comm_ctas = cc;
   return MELD_OK;
 }
 

@@ -26,6 +26,9 @@ extern "C" {
  * position kv_pos0 + s * kv_seg_pos. */
 typedef struct {
   CUtensorMap map_q, map_k, map_v;
+  CUtensorMap map_ks, map_vs; /* fused ring only: the peers' parts in this rank's staging, 5-D
+                                 {head_dim, launch's heads_kv, seq_kv, batch, P - 1}, part of
+                                 ring step i (i >= 1) at segment i - 1 */
   void *o;
   float *lse;
   int64_t stride_o;  /* elements between output tokens */
@@ -36,9 +39,35 @@ typedef struct {
   int64_t q_pos0, kv_pos0;
   int kv_segs;
   int64_t kv_seg_pos;
+  int seg_rot;      /* ring order: step s reads the part of rank (seg_rot - s) mod kv_segs (own first) */
+  int h_base, hk_base, heads_all; /* the launch's first head / K/V head of the call (the fused ring
+                                     takes the heads in launches that fit its staging), and the
+                                     call's heads (LSE rows); 0, 0, heads otherwise */
   float scale_log2; /* scale * log2(e) */
   int chunk_heads;  /* work order: heads taken together (attn_work_of); 1..heads */
 } attn_params_t;
+
+/* The fused ring attention (meld_ring_attention): every rank pushes its K and V, chunk by chunk,
+ * into every peer's staging (the comm's workspace) from inside the attention kernel, whose
+ * producer waits for a chunk's signal before loading its blocks; the own part is read in place
+ * and first. The heads go in launches of heads_per_launch K/V heads whose staging fits the
+ * workspace; a chunk is (batch, K/V head, chunk_tokens tokens) of K and V. */
+typedef struct {
+  int fused;            /* 0: all-gather K/V, then the kernel over the parts (unfused)         */
+  int heads_per_launch; /* K/V heads per fused launch (the last may take fewer)                */
+  int launches;
+  int chunk_tokens;     /* a multiple of ATTN_BN                                               */
+  int token_chunks;     /* chunks of a (batch, K/V head): ceil(seq / chunk_tokens)             */
+  int comm_ctas;        /* CTAs that push first (then join the attention)                     */
+  size_t stage_bytes;   /* staging of one launch (K and V of P - 1 parts)                      */
+  const char *why;      /* why unfused (a static string), or NULL                              */
+} attn_ring_plan_t;
+
+/* The ring's plan for valid args (attn_args_validate first) of P ranks, a workspace of ws_bytes
+ * and sm_count SMs a rank; MELD_RING_ATTN=unfused, MELD_RING_ATTN_HEADS (most K/V heads a launch)
+ * and MELD_RING_ATTN_COMM_CTAS override. MELD_ERR_INVALID_ARG for a bad override. */
+meld_result_t attn_ring_plan_make(const meld_attention_args_t *a, int nranks, size_t ws_bytes, int sm_count,
+                                  attn_ring_plan_t *rp);
 
 /* K/V bytes the CTAs running at once should share in L2 (of the H200's 60 MB): sets how many
  * heads the work order takes together (attn_plan_geometry). */
@@ -59,6 +88,11 @@ void attn_plan_order(const meld_attention_args_t *a, attn_params_t *p);
  * sk / sv elements apart, segments one whole [batch, seq_kv] block apart. */
 meld_result_t attn_plan_kv_maps(const meld_attention_args_t *a, attn_params_t *p, const void *k, const void *v,
                                 int64_t sk, int64_t sv, int segs);
+
+/* The same with the K/V head count and dimension count (4 or 5) given: the fused ring's staging
+ * maps (heads_kv of one launch, P - 1 segments, always 5-D) into *mk / *mv. */
+meld_result_t attn_plan_kv_maps_at(const meld_attention_args_t *a, CUtensorMap *mk, CUtensorMap *mv, const void *k,
+                                   const void *v, int64_t sk, int64_t sv, int64_t heads_kv, int segs, int dims);
 
 /* Q's map. */
 meld_result_t attn_plan_q_map(const meld_attention_args_t *a, attn_params_t *p);
@@ -97,17 +131,25 @@ typedef struct {
   int s, j, je; /* segment, block, the segment's end block */
 } attn_iter_t;
 
-/* The first position of the iterator's segment. */
-MELD_HD int64_t attn_iter_pos0(const attn_params_t *p, const attn_iter_t *it) {
-  return p->kv_pos0 + (int64_t)it->s * p->kv_seg_pos;
+/* The part ring step s reads: rank (seg_rot - s) mod kv_segs. */
+MELD_HD int attn_seg_src(const attn_params_t *p, int s) {
+  const int r = p->seg_rot - s;
+  return r < 0 ? r + p->kv_segs : r;
 }
+
+/* The first position of ring step s's part. */
+MELD_HD int64_t attn_seg_pos0(const attn_params_t *p, int s) {
+  return p->kv_pos0 + (int64_t)attn_seg_src(p, s) * p->kv_seg_pos;
+}
+
+/* The first position of the iterator's segment. */
+MELD_HD int64_t attn_iter_pos0(const attn_params_t *p, const attn_iter_t *it) { return attn_seg_pos0(p, it->s); }
 
 /* Moves *it to the first block of the first segment >= s that the tile reads; 0 when none. */
 MELD_HD int attn_iter_seek(const attn_params_t *p, int qt, int s, attn_iter_t *it) {
   for (; s < p->kv_segs; s++) {
-    const int64_t pos0 = p->kv_pos0 + (int64_t)s * p->kv_seg_pos;
     int jb, je;
-    attn_kv_range(p, qt, pos0, &jb, &je);
+    attn_kv_range(p, qt, attn_seg_pos0(p, s), &jb, &je);
     if (je > jb) {
       it->s = s, it->j = jb, it->je = je;
       return 1;
@@ -127,7 +169,7 @@ MELD_HD int attn_iter_count(const attn_params_t *p, int qt) {
   int n = 0;
   for (int s = 0; s < p->kv_segs; s++) {
     int jb, je;
-    attn_kv_range(p, qt, p->kv_pos0 + (int64_t)s * p->kv_seg_pos, &jb, &je);
+    attn_kv_range(p, qt, attn_seg_pos0(p, s), &jb, &je);
     if (je > jb) n += je - jb;
   }
   return n;

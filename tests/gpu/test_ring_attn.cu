@@ -3,8 +3,11 @@
  * from full tensors that every rank generates alike), calls the ring, and checks its O and LSE
  * against the fp32 reference kernel of test_attn.cu run over the FULL K and V with its queries'
  * positions (rank r's part starts at r * seq). Outputs poisoned first; causal and not, GQA,
- * tails (parts not a multiple of 128), batches, two calls a case with new inputs, and the
- * refused arguments. Rank counts: argument 1 (default 2,3,4). */
+ * tails (parts not a multiple of 128), batches, two calls a case with new inputs, a CUDA graph
+ * of a call replayed on new inputs, and the refused arguments. Every rank count runs the paths:
+ * the fused kernel (all heads in one launch; one K/V head a launch with one comm CTA, i.e.
+ * several launches and calls' staging reuse; PIPE 0) and the gathered fallback.
+ * Rank counts: argument 1 (default 2,3,4). */
 #include <pthread.h>
 
 #include "attn_ref.h"
@@ -80,6 +83,37 @@ static void *ring_rank(void *arg) {
       memset(&x, 0, sizeof x);
       x.o = o, x.lse = lse, x.oref = oref, x.lref = lref, x.o_elems = no, x.a = a;
       compare(&c, &x, call ? "second call" : "first call");
+      if (ci != 0 || call != 1) continue;
+      /* the same case captured once as a CUDA graph, replayed on new inputs (the fused path
+       * allocates nothing, takes its epoch on the device) */
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      const meld_result_t gr = meld_ring_attention(comm, &a, st);
+      GT_CUDA(cudaStreamEndCapture(st, &graph));
+      GT_MELD(gr);
+      GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      for (int rep = 0; rep < 2; rep++) {
+        const uint64_t s2 = seed + 1000 + 10 * rep;
+        gt_fill_bf16<<<256, 256, 0, st>>>(qf, nq, s2);
+        gt_fill_bf16<<<256, 256, 0, st>>>(kf, nk, s2 + 1);
+        gt_fill_bf16<<<256, 256, 0, st>>>(vf, nk, s2 + 2);
+        GT_CUDA(cudaMemcpy2DAsync(q, rq, (char *)qf + rank * rq, rq * P, rq, rc->B, cudaMemcpyDeviceToDevice, st));
+        GT_CUDA(cudaMemcpy2DAsync(k, rk, (char *)kf + rank * rk, rk * P, rk, rc->B, cudaMemcpyDeviceToDevice, st));
+        GT_CUDA(cudaMemcpy2DAsync(v, rk, (char *)vf + rank * rk, rk * P, rk, rc->B, cudaMemcpyDeviceToDevice, st));
+        GT_CUDA(cudaMemsetAsync(o, 0xff, no * 2, st));
+        GT_CUDA(cudaMemsetAsync(lse, 0xff, nl * 4, st));
+        GT_CUDA(cudaGraphLaunch(exec, st));
+        ref_attn<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>((const __nv_bfloat16 *)q, (const __nv_bfloat16 *)kf,
+                                                               (const __nv_bfloat16 *)vf, oref, lref, rc->B, rc->S, (int)S,
+                                                               rc->H, rc->HKV, rc->H * D, rc->HKV * D, rc->HKV * D,
+                                                               rc->causal, 1.0f / sqrtf(128.f), (int64_t)rank * rc->S, 0);
+        GT_CUDA(cudaStreamSynchronize(st));
+        GT_MELD(meld_comm_check(comm));
+        compare(&c, &x, rep ? "graph replay 2" : "graph replay 1");
+      }
+      GT_CUDA(cudaGraphExecDestroy(exec));
+      GT_CUDA(cudaGraphDestroy(graph));
     }
   /* refused: positions set by the caller, seq_q != seq_kv, strided K (every rank alike) */
   meld_attention_args_t a;
@@ -125,15 +159,30 @@ int main(int argc, char **argv) {
     }
     P = (int)n;
     if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
-    printf("test_ring_attn: %d ranks as threads on %d GPU(s)\n", P, g_ndev < P ? g_ndev : P);
-    fflush(stdout);
-    if (meld_get_unique_id(&g_id) != MELD_OK) {
-      printf("meld_get_unique_id: %s\n", meld_last_error());
-      return 1;
+    /* the paths (environment set between runs, while no rank thread lives) */
+    static const struct {
+      const char *name, *mode, *heads, *ctas, *pipe;
+    } paths[] = {{"fused", NULL, NULL, NULL, NULL},
+                 {"fused, one K/V head a launch, one comm CTA", NULL, "1", "1", NULL},
+                 {"fused, PIPE 0", NULL, NULL, NULL, "0"},
+                 {"gathered", "unfused", NULL, NULL, NULL}};
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+      const char *names[] = {"MELD_RING_ATTN", "MELD_RING_ATTN_HEADS", "MELD_RING_ATTN_COMM_CTAS", "MELD_ATTN_PIPE"};
+      const char *vals[] = {paths[pi].mode, paths[pi].heads, paths[pi].ctas, paths[pi].pipe};
+      for (int e = 0; e < 4; e++) {
+        if (vals[e]) setenv(names[e], vals[e], 1);
+        else unsetenv(names[e]);
+      }
+      printf("test_ring_attn: %d ranks as threads on %d GPU(s), %s\n", P, g_ndev < P ? g_ndev : P, paths[pi].name);
+      fflush(stdout);
+      if (meld_get_unique_id(&g_id) != MELD_OK) {
+        printf("meld_get_unique_id: %s\n", meld_last_error());
+        return 1;
+      }
+      pthread_t th[RING_MAX];
+      for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, ring_rank, (void *)(intptr_t)r);
+      for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
     }
-    pthread_t th[RING_MAX];
-    for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, ring_rank, (void *)(intptr_t)r);
-    for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
     s = *end ? end + 1 : end;
   }
   return gt_summary("test_ring_attn");

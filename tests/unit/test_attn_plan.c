@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "attn_plan.h"
+#include "common/proto.h"
 #include "meld.h"
 
 #define FAKE(x) ((void *)(uintptr_t)(x))
@@ -144,29 +145,31 @@ static void check_order(int batch, int heads, int heads_kv, int causal, int chun
   free(seen);
 }
 
-/* K/V in segments (the ring: segment s at position kv_pos0 + s * seg_pos): the iterator visits
- * exactly the (segment, block) pairs holding a key visible to one of the tile's queries, in
- * order, and counts them. */
-static void check_segments(int sq, int skv, int causal, int64_t qp0, int segs, int64_t seg_pos) {
+/* K/V in segments (the ring: rank s's part at position kv_pos0 + s * seg_pos, step i reading
+ * rank (rot - i) mod segs's: own part first): the iterator visits exactly the (step, block) pairs
+ * holding a key visible to one of the tile's queries, in order, and counts them. */
+static void check_segments(int sq, int skv, int causal, int64_t qp0, int segs, int64_t seg_pos, int rot) {
   meld_attention_args_t a = good();
   a.batch = 1, a.heads = 2, a.heads_kv = 1, a.seq_q = sq, a.seq_kv = skv, a.causal = causal, a.q_pos0 = qp0;
   attn_params_t p;
   int64_t grid = 0;
   assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
-  p.kv_segs = segs, p.kv_seg_pos = seg_pos;
+  p.kv_segs = segs, p.kv_seg_pos = seg_pos, p.seg_rot = rot;
   for (int qt = 0; qt < p.q_tiles; qt++) {
     attn_iter_t it = {0, 0, 0};
     int more = attn_iter_seek(&p, qt, 0, &it), n = 0;
-    for (int s = 0; s < segs; s++)
+    for (int step = 0; step < segs; step++)
       for (int j = 0; j < p.kv_tiles; j++) {
+        const int s = (rot - step + segs) % segs; /* the part this step reads */
+        assert_int_equal(attn_seg_src(&p, step), s);
         int any = 0;
         for (int64_t i = (int64_t)qt * ATTN_BM; i < (int64_t)(qt + 1) * ATTN_BM && i < sq; i++)
           for (int64_t k = (int64_t)j * ATTN_BN; k < (int64_t)(j + 1) * ATTN_BN && k < skv; k++)
             any |= !causal || s * seg_pos + k <= qp0 + i;
         if (!any) continue;
-        if (!more || it.s != s || it.j != j || attn_iter_pos0(&p, &it) != s * seg_pos)
-          fail_msg("segments %d x %d, causal %d, q_pos0 %lld: tile %d should read segment %d block %d next", segs, skv,
-                   causal, (long long)qp0, qt, s, j);
+        if (!more || it.s != step || it.j != j || attn_iter_pos0(&p, &it) != s * seg_pos)
+          fail_msg("segments %d x %d, causal %d, q_pos0 %lld, rot %d: tile %d should read step %d (part %d) block %d next",
+                   segs, skv, causal, (long long)qp0, rot, qt, step, s, j);
         more = attn_iter_next(&p, qt, &it);
         n++;
       }
@@ -181,8 +184,10 @@ static void test_segments(void **state) {
     for (int r = 0; r < P; r++) {
       const int lens[] = {128, 300, 1000};
       for (size_t i = 0; i < 3; i++) {
-        check_segments(lens[i], lens[i], 1, (int64_t)r * lens[i], P, lens[i]); /* rank r of a causal ring */
-        check_segments(lens[i], lens[i], 0, (int64_t)r * lens[i], P, lens[i]);
+        /* rank r of a causal ring, own part first (rot r) and in rank order (rot 0) */
+        check_segments(lens[i], lens[i], 1, (int64_t)r * lens[i], P, lens[i], r);
+        check_segments(lens[i], lens[i], 0, (int64_t)r * lens[i], P, lens[i], r);
+        check_segments(lens[i], lens[i], 1, (int64_t)r * lens[i], P, lens[i], 0);
       }
     }
 }
@@ -213,8 +218,74 @@ static void test_work_order(void **state) {
   assert_int_equal(p.chunk_heads, 4);
 }
 
+/* The fused ring's plan: K/V heads a launch from the workspace (K and V of the P - 1 peers'
+ * parts), the gathered fallback with its reason, chunks that fit the signal slots, comm CTAs by
+ * SM share, and the overrides. */
+static void test_ring_plan(void **state) {
+  (void)state;
+  unsetenv("MELD_RING_ATTN"), unsetenv("MELD_RING_ATTN_HEADS"), unsetenv("MELD_RING_ATTN_COMM_CTAS");
+  meld_attention_args_t a = good(); /* batch 2, 1000 tokens a part, 8 K/V heads */
+  a.batch = 1, a.seq_q = a.seq_kv = 4096, a.heads = 32, a.heads_kv = 32;
+  attn_ring_plan_t rp;
+  /* one K/V head of 4096 tokens from one peer: 2 x 1 MB; a 64 MB workspace holds all 32 */
+  assert_int_equal(attn_ring_plan_make(&a, 2, (size_t)64 << 20, 132, &rp), MELD_OK);
+  assert_true(rp.fused);
+  assert_int_equal(rp.heads_per_launch, 32);
+  assert_int_equal(rp.launches, 1);
+  assert_int_equal(rp.stage_bytes, (size_t)64 << 20);
+  assert_int_equal(rp.chunk_tokens, 512);
+  assert_int_equal(rp.token_chunks, 8);
+  assert_int_equal(rp.comm_ctas, 8);
+  /* 8 ranks, 16384 tokens: 7 x 8 MB a head: one head a launch in 64 MB, 32 launches */
+  a.seq_q = a.seq_kv = 16384;
+  assert_int_equal(attn_ring_plan_make(&a, 8, (size_t)64 << 20, 16, &rp), MELD_OK);
+  assert_true(rp.fused);
+  assert_int_equal(rp.heads_per_launch, 1);
+  assert_int_equal(rp.launches, 32);
+  assert_int_equal(rp.comm_ctas, 2); /* 16 SMs a rank (8 ranks on one GPU): 2 */
+  /* a remainder launch: 3 heads (8 MB each) a launch of 8 */
+  a.heads_kv = 8;
+  assert_int_equal(attn_ring_plan_make(&a, 2, (size_t)24 << 20, 66, &rp), MELD_OK);
+  assert_int_equal(rp.heads_per_launch, 3);
+  assert_int_equal(rp.launches, 3);
+  /* not even one head fits: the gathered path, saying why */
+  assert_int_equal(attn_ring_plan_make(&a, 8, (size_t)32 << 20, 132, &rp), MELD_OK);
+  assert_false(rp.fused);
+  assert_non_null(strstr(rp.why, "MELD_WORKSPACE_BYTES"));
+  /* a long batch: chunks grow until P x chunks fit the signal slots */
+  a.batch = 256, a.seq_q = a.seq_kv = 65536, a.heads_kv = 8; /* 2 x 256 x 8 x 128 chunks of 512 */
+  assert_int_equal(attn_ring_plan_make(&a, 2, (size_t)64 << 30, 132, &rp), MELD_OK);
+  assert_true(rp.fused);
+  assert_true((uint64_t)2 * 256 * (uint64_t)rp.heads_per_launch * (uint64_t)rp.token_chunks <= MELD_PAD_SIGNAL_SLOTS);
+  assert_true(rp.chunk_tokens > 512 && rp.chunk_tokens % ATTN_BN == 0);
+  /* one rank: nothing to fuse */
+  a = good();
+  assert_int_equal(attn_ring_plan_make(&a, 1, (size_t)64 << 20, 132, &rp), MELD_OK);
+  assert_false(rp.fused);
+  /* overrides */
+  setenv("MELD_RING_ATTN", "unfused", 1);
+  assert_int_equal(attn_ring_plan_make(&a, 2, (size_t)64 << 20, 132, &rp), MELD_OK);
+  assert_false(rp.fused);
+  assert_string_equal(rp.why, "MELD_RING_ATTN=unfused");
+  setenv("MELD_RING_ATTN", "fast", 1);
+  assert_int_equal(attn_ring_plan_make(&a, 2, (size_t)64 << 20, 132, &rp), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "MELD_RING_ATTN=fast"));
+  unsetenv("MELD_RING_ATTN");
+  setenv("MELD_RING_ATTN_HEADS", "3", 1);
+  setenv("MELD_RING_ATTN_COMM_CTAS", "5", 1);
+  assert_int_equal(attn_ring_plan_make(&a, 2, (size_t)64 << 20, 132, &rp), MELD_OK);
+  assert_int_equal(rp.heads_per_launch, 3);
+  assert_int_equal(rp.launches, 3); /* 8 K/V heads */
+  assert_int_equal(rp.comm_ctas, 5);
+  setenv("MELD_RING_ATTN_HEADS", "0", 1);
+  assert_int_equal(attn_ring_plan_make(&a, 2, (size_t)64 << 20, 132, &rp), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "MELD_RING_ATTN_HEADS=0"));
+  unsetenv("MELD_RING_ATTN_HEADS"), unsetenv("MELD_RING_ATTN_COMM_CTAS");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ring_plan),
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_geometry),
       cmocka_unit_test(test_work_order),

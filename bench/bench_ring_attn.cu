@@ -1,0 +1,221 @@
+/* bench_ring_attn.cu — meld_ring_attention with the ranks as threads of ONE process (as
+ * bench_inproc: with fewer GPUs than ranks they share a GPU, each rank's kernels on its share of
+ * the SMs, all in flight together; with a GPU per rank it is the one-process multi-GPU mode).
+ * Rows: the BENCH.md ring-attention shapes (D 128, 32 query heads, 32 or 8 KV heads, batch 1,
+ * the sequence per rank 4096 (--long: also 16384), causal and not), per row three variants timed
+ * in the same pass:
+ *   fused     the default path (the fused kernel: K/V pushed and consumed inside it),
+ *   gathered  MELD_RING_ATTN=unfused (meld_all_gather of K and V, then the kernel),
+ *   compute   meld_attention of this rank's queries over the whole sequence's K/V, already here
+ *             (the same attention work with no communication: the bound).
+ * Each variant: 3 warm-up calls, BENCH_SETTLE_MS of calls (sustained), then --samples samples of
+ * --calls back-to-back calls, every rank starting a sample after a host barrier; per-call time =
+ * sample / calls; the median sample of the slowest rank. Checked first: rank 0's O of the fused
+ * and gathered calls against each other (relative error; both are checked against the fp32
+ * reference by test_ring_attn). FLOPs count every rank's visible (query, key) pairs.
+ * Rank 0 prints a table and appends JSON lines (--json; op "ring_attn", variant names above).
+ *
+ *   bench_ring_attn [--ranks P] [--long] [--calls N] [--samples N] [--json FILE] */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "../tests/gpu/gpu_test.h"
+#include "bench_common.h"
+#include "meld.h"
+
+typedef struct {
+  int S, HKV, causal; /* S: a rank's part */
+} row_t;
+
+static int P = 2, g_calls = 10, g_samples = 5, g_ndev = 1, g_nrows = 0;
+static row_t g_rows[16];
+static meld_unique_id g_id;
+static pthread_barrier_t g_bar;
+static float g_ms[8][3]; /* [rank][variant] of the current row */
+static double g_rel;
+static const char *g_json;
+static bench_env_t g_env;
+
+static const char *const k_var[3] = {"fused", "gathered", "compute"};
+
+/* Visible (query, key) pairs of all ranks: the causal square over the whole sequence. */
+static double pairs(const row_t *r) {
+  const double n = (double)r->S * P;
+  return r->causal ? n * (n + 1) / 2 : n * n;
+}
+
+static void *rank_main(void *arg) {
+  const int rank = (int)(intptr_t)arg;
+  meld_config_t cfg;
+  meld_comm_t comm;
+  cudaStream_t st;
+  if (gt_thread_comm(rank, P, g_ndev, g_id, 20000, &cfg, &comm, &st)) return NULL;
+  int smax = 0;
+  for (int i = 0; i < g_nrows; i++) smax = g_rows[i].S > smax ? g_rows[i].S : smax;
+  const size_t full = (size_t)smax * P * 32 * 128, part = (size_t)smax * 32 * 128;
+  uint16_t *q, *kf, *vf, *o, *o2;
+  float *lse;
+  GT_CUDA(cudaMalloc(&q, part * 2));
+  GT_CUDA(cudaMalloc(&kf, full * 2));
+  GT_CUDA(cudaMalloc(&vf, full * 2));
+  GT_CUDA(cudaMalloc(&o, part * 2));
+  GT_CUDA(cudaMalloc(&o2, part * 2));
+  GT_CUDA(cudaMalloc(&lse, (size_t)smax * 32 * 4));
+  cudaEvent_t e0, e1;
+  GT_CUDA(cudaEventCreate(&e0));
+  GT_CUDA(cudaEventCreate(&e1));
+  const int settle_ms = bench_settle_ms();
+  for (int ri = 0; ri < g_nrows; ri++) {
+    const row_t *r = &g_rows[ri];
+    const size_t nkp = (size_t)r->S * r->HKV * 128; /* a part's K elements */
+    gt_fill_bf16<<<256, 256, 0, st>>>(q, (size_t)r->S * 32 * 128, 100 + rank);
+    gt_fill_bf16<<<256, 256, 0, st>>>(kf, nkp * P, 200); /* the whole sequence, alike everywhere */
+    gt_fill_bf16<<<256, 256, 0, st>>>(vf, nkp * P, 300);
+    meld_attention_args_t a; /* the ring: this rank's part of K and V, in place in kf / vf */
+    memset(&a, 0, sizeof a);
+    a.q = q, a.k = kf + rank * nkp, a.v = vf + rank * nkp, a.o = o, a.lse = lse;
+    a.batch = 1, a.seq_q = a.seq_kv = r->S, a.heads = 32, a.heads_kv = r->HKV, a.head_dim = 128, a.causal = r->causal;
+    meld_attention_args_t c = a; /* compute: the whole K/V, this rank's query positions */
+    c.k = kf, c.v = vf, c.seq_kv = (int64_t)r->S * P, c.q_pos0 = (int64_t)rank * r->S, c.o = o2;
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    /* check: fused and gathered agree (rank 0) */
+    if (rank == 0) unsetenv("MELD_RING_ATTN"); /* (the environment: rank 0, between barriers) */
+    pthread_barrier_wait(&g_bar);
+    GT_MELD(meld_ring_attention(comm, &a, st));
+    GT_CUDA(cudaMemcpyAsync(o2, o, (size_t)r->S * 32 * 128 * 2, cudaMemcpyDeviceToDevice, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    if (rank == 0) setenv("MELD_RING_ATTN", "unfused", 1);
+    pthread_barrier_wait(&g_bar);
+    GT_MELD(meld_ring_attention(comm, &a, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    if (rank == 0) {
+      const size_t n = (size_t)r->S * 32 * 128;
+      uint16_t *h1 = (uint16_t *)malloc(n * 2), *h2 = (uint16_t *)malloc(n * 2);
+      GT_CUDA(cudaMemcpy(h1, o, n * 2, cudaMemcpyDeviceToHost));
+      GT_CUDA(cudaMemcpy(h2, o2, n * 2, cudaMemcpyDeviceToHost));
+      double num = 0, den = 0;
+      for (size_t i = 0; i < n; i++) {
+        uint32_t b1 = (uint32_t)h1[i] << 16, b2 = (uint32_t)h2[i] << 16;
+        float f1, f2;
+        memcpy(&f1, &b1, 4), memcpy(&f2, &b2, 4);
+        num += ((double)f1 - f2) * ((double)f1 - f2), den += (double)f2 * f2;
+      }
+      g_rel = den > 0 ? sqrt(num / den) : (num > 0 ? 1 : 0);
+      free(h1), free(h2);
+    }
+    for (int v = 0; v < 3; v++) {
+      pthread_barrier_wait(&g_bar);
+      if (rank == 0) {
+        if (v == 1) setenv("MELD_RING_ATTN", "unfused", 1);
+        else unsetenv("MELD_RING_ATTN");
+      }
+      pthread_barrier_wait(&g_bar);
+      const meld_attention_args_t *x = v == 2 ? &c : &a;
+#define RUN() GT_MELD(v == 2 ? meld_attention(x, st) : meld_ring_attention(comm, x, st))
+      for (int i = 0; i < 3; i++) RUN();
+      GT_CUDA(cudaEventRecord(e0, st));
+      RUN();
+      GT_CUDA(cudaEventRecord(e1, st));
+      GT_CUDA(cudaEventSynchronize(e1));
+      float est = 0;
+      GT_CUDA(cudaEventElapsedTime(&est, e0, e1));
+      const int settle = bench_settle_calls(est, settle_ms);
+      for (int i = 0; i < settle; i++) RUN();
+      GT_CUDA(cudaStreamSynchronize(st));
+      float t[16];
+      for (int smp = 0; smp < g_samples; smp++) {
+        pthread_barrier_wait(&g_bar);
+        GT_CUDA(cudaEventRecord(e0, st));
+        for (int i = 0; i < g_calls; i++) RUN();
+        GT_CUDA(cudaEventRecord(e1, st));
+        GT_CUDA(cudaEventSynchronize(e1));
+        GT_CUDA(cudaEventElapsedTime(&t[smp], e0, e1));
+        t[smp] /= (float)g_calls;
+      }
+#undef RUN
+      g_ms[rank][v] = bench_median(t, g_samples);
+    }
+    GT_MELD(meld_comm_check(comm));
+    pthread_barrier_wait(&g_bar);
+    if (rank == 0) {
+      unsetenv("MELD_RING_ATTN");
+      float worst[3] = {0, 0, 0};
+      for (int rr = 0; rr < P; rr++)
+        for (int v = 0; v < 3; v++) worst[v] = g_ms[rr][v] > worst[v] ? g_ms[rr][v] : worst[v];
+      for (int v = 0; v < 3; v++) {
+        const double tf = 4.0 * 32 * pairs(r) * 128 / (worst[v] * 1e-3) / 1e12;
+        char name[96];
+        snprintf(name, sizeof name, "P%d S%d HKV%d causal%d %s", P, r->S, r->HKV, r->causal, k_var[v]);
+        printf("%-40s %10.4f %10.1f %9.3f %10.2e\n", name, worst[v], tf, worst[v] / worst[2], v ? 0.0 : g_rel);
+        if (g_json) {
+          FILE *jf = fopen(g_json, "a");
+          if (jf) {
+            fprintf(jf,
+                    "{\"op\": \"ring_attn\", \"shape\": {\"batch\": 1, \"seq\": %d, \"heads\": 32, \"heads_kv\": %d, "
+                    "\"head_dim\": 128, \"causal\": %d}, \"variant\": \"%s\", \"nranks\": %d, \"nnodes\": 1, \"gpus\": %d, "
+                    "\"dtype\": \"bf16\", \"meld_ms\": %.5f, \"compute_ms\": %.5f, \"tflops_all_ranks\": %.1f, "
+                    "\"settle_ms\": %d, \"rel_err_fused_vs_gathered\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", "
+                    "\"cuda\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
+                    r->S, r->HKV, r->causal, k_var[v], P, g_ndev < P ? g_ndev : P, worst[v], worst[2], tf, settle_ms,
+                    g_rel, g_env.gpu, g_env.driver, g_env.cuda, g_env.date, g_env.commit);
+            fclose(jf);
+          }
+        }
+      }
+      fflush(stdout);
+    }
+  }
+  GT_CUDA(cudaStreamSynchronize(st));
+  cudaFree(q), cudaFree(kf), cudaFree(vf), cudaFree(o), cudaFree(o2), cudaFree(lse);
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  GT_CUDA(cudaStreamDestroy(st));
+  (void)meld_comm_destroy(comm);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  int lng = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) P = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--long")) lng = 1;
+    else if (!strcmp(argv[i], "--calls") && i + 1 < argc) g_calls = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--samples") && i + 1 < argc) g_samples = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--ranks P] [--long] [--calls N] [--samples N] [--json FILE]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (P < 2 || P > 8 || g_calls < 1 || g_samples < 1 || g_samples > 16) {
+    fprintf(stderr, "bench_ring_attn: --ranks 2..8, --calls >= 1, --samples 1..16\n");
+    return 2;
+  }
+  cudaDeviceProp prop;
+  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+      prop.major != 9) {
+    printf("bench_ring_attn: no Hopper GPU: skipped\n");
+    return 0;
+  }
+  if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
+  const int seqs[2] = {4096, 16384};
+  for (int si = 0; si < (lng ? 2 : 1); si++)
+    for (int hk = 0; hk < 2; hk++)
+      for (int c = 0; c < 2; c++) g_rows[g_nrows++] = (row_t){seqs[si], hk ? 8 : 32, c};
+  bench_env(&g_env, 0);
+  printf("bench_ring_attn: %d ranks as threads on %d GPU(s)\n", P, g_ndev < P ? g_ndev : P);
+  printf("%-40s %10s %10s %9s %10s\n", "row variant", "ms", "TFLOP/s", "/compute", "rel(f,g)");
+  if (meld_get_unique_id(&g_id) != MELD_OK) {
+    printf("meld_get_unique_id: %s\n", meld_last_error());
+    return 1;
+  }
+  pthread_barrier_init(&g_bar, NULL, (unsigned)P);
+  pthread_t th[8];
+  for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
+  for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+  return gt_summary("bench_ring_attn") ? 1 : 0;
+}
