@@ -14,6 +14,8 @@
  * and gathered calls against each other (relative error; both are checked against the fp32
  * reference by test_ring_attn). FLOPs count every rank's visible (query, key) pairs.
  * Rank 0 prints a table and appends JSON lines (--json; op "ring_attn", variant names above).
+ * BENCH_RING_AB (a comma list of "VAR=VAL" or "VAR=VAL+VAR=VAL"): more fused variants, each with
+ * its variables set (by rank 0, between barriers), timed in the same pass (variant "fused[...]").
  *
  *   bench_ring_attn [--ranks P] [--long] [--calls N] [--samples N] [--json FILE] */
 #include <math.h>
@@ -32,12 +34,31 @@ static int P = 2, g_calls = 10, g_samples = 5, g_ndev = 1, g_nrows = 0;
 static row_t g_rows[16];
 static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
-static float g_ms[8][3]; /* [rank][variant] of the current row */
+#define MAX_VAR 8
+static float g_ms[8][MAX_VAR]; /* [rank][variant] of the current row */
+static int g_nvar = 3;
+static char g_var[MAX_VAR][128]; /* names: fused, gathered, compute, fused[AB]... */
 static double g_rel;
+static int g_settle; /* rank 0's settle count, for every rank (the calls must pair up) */
 static const char *g_json;
 static bench_env_t g_env;
 
-static const char *const k_var[3] = {"fused", "gathered", "compute"};
+/* Sets variant v's variables (rank 0 only, between barriers): gathered MELD_RING_ATTN=unfused,
+ * an AB variant its list; clears them for the others. */
+static void set_variant(int v) {
+  static const char *const vars[] = {"MELD_RING_ATTN", "MELD_RING_ATTN_COMM_CTAS", "MELD_RING_ATTN_HEADS",
+                                     "MELD_ATTN_PIPE", "MELD_ATTN_ORDER"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+  if (v == 1) setenv("MELD_RING_ATTN", "unfused", 1);
+  if (v < 3) return;
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", g_var[v] + 6); /* "fused[" ... "]" */
+  buf[strlen(buf) - 1] = 0;
+  for (char *save = NULL, *kv = strtok_r(buf, "+", &save); kv; kv = strtok_r(NULL, "+", &save)) {
+    char *eq = strchr(kv, '=');
+    if (eq) *eq = 0, setenv(kv, eq + 1, 1);
+  }
+}
 
 /* Visible (query, key) pairs of all ranks: the causal square over the whole sequence. */
 static double pairs(const row_t *r) {
@@ -106,12 +127,9 @@ static void *rank_main(void *arg) {
       g_rel = den > 0 ? sqrt(num / den) : (num > 0 ? 1 : 0);
       free(h1), free(h2);
     }
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < g_nvar; v++) {
       pthread_barrier_wait(&g_bar);
-      if (rank == 0) {
-        if (v == 1) setenv("MELD_RING_ATTN", "unfused", 1);
-        else unsetenv("MELD_RING_ATTN");
-      }
+      if (rank == 0) set_variant(v);
       pthread_barrier_wait(&g_bar);
       const meld_attention_args_t *x = v == 2 ? &c : &a;
 #define RUN() GT_MELD(v == 2 ? meld_attention(x, st) : meld_ring_attention(comm, x, st))
@@ -122,7 +140,9 @@ static void *rank_main(void *arg) {
       GT_CUDA(cudaEventSynchronize(e1));
       float est = 0;
       GT_CUDA(cudaEventElapsedTime(&est, e0, e1));
-      const int settle = bench_settle_calls(est, settle_ms);
+      if (rank == 0) g_settle = bench_settle_calls(est, settle_ms);
+      pthread_barrier_wait(&g_bar);
+      const int settle = g_settle;
       for (int i = 0; i < settle; i++) RUN();
       GT_CUDA(cudaStreamSynchronize(st));
       float t[16];
@@ -141,14 +161,14 @@ static void *rank_main(void *arg) {
     GT_MELD(meld_comm_check(comm));
     pthread_barrier_wait(&g_bar);
     if (rank == 0) {
-      unsetenv("MELD_RING_ATTN");
-      float worst[3] = {0, 0, 0};
+      set_variant(0);
+      float worst[MAX_VAR] = {0};
       for (int rr = 0; rr < P; rr++)
-        for (int v = 0; v < 3; v++) worst[v] = g_ms[rr][v] > worst[v] ? g_ms[rr][v] : worst[v];
-      for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < g_nvar; v++) worst[v] = g_ms[rr][v] > worst[v] ? g_ms[rr][v] : worst[v];
+      for (int v = 0; v < g_nvar; v++) {
         const double tf = 4.0 * 32 * pairs(r) * 128 / (worst[v] * 1e-3) / 1e12;
-        char name[96];
-        snprintf(name, sizeof name, "P%d S%d HKV%d causal%d %s", P, r->S, r->HKV, r->causal, k_var[v]);
+        char name[192];
+        snprintf(name, sizeof name, "P%d S%d HKV%d causal%d %s", P, r->S, r->HKV, r->causal, g_var[v]);
         printf("%-40s %10.4f %10.1f %9.3f %10.2e\n", name, worst[v], tf, worst[v] / worst[2], v ? 0.0 : g_rel);
         if (g_json) {
           FILE *jf = fopen(g_json, "a");
@@ -159,7 +179,7 @@ static void *rank_main(void *arg) {
                     "\"dtype\": \"bf16\", \"meld_ms\": %.5f, \"compute_ms\": %.5f, \"tflops_all_ranks\": %.1f, "
                     "\"settle_ms\": %d, \"rel_err_fused_vs_gathered\": %.3e, \"gpu\": \"%s\", \"driver\": \"%s\", "
                     "\"cuda\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
-                    r->S, r->HKV, r->causal, k_var[v], P, g_ndev < P ? g_ndev : P, worst[v], worst[2], tf, settle_ms,
+                    r->S, r->HKV, r->causal, g_var[v], P, g_ndev < P ? g_ndev : P, worst[v], worst[2], tf, settle_ms,
                     g_rel, g_env.gpu, g_env.driver, g_env.cuda, g_env.date, g_env.commit);
             fclose(jf);
           }
@@ -202,6 +222,15 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
+  snprintf(g_var[0], sizeof g_var[0], "fused");
+  snprintf(g_var[1], sizeof g_var[1], "gathered");
+  snprintf(g_var[2], sizeof g_var[2], "compute");
+  if (getenv("BENCH_RING_AB") && *getenv("BENCH_RING_AB")) {
+    char ab[512];
+    snprintf(ab, sizeof ab, "%s", getenv("BENCH_RING_AB"));
+    for (char *save = NULL, *pv = strtok_r(ab, ",", &save); pv && g_nvar < MAX_VAR; pv = strtok_r(NULL, ",", &save))
+      snprintf(g_var[g_nvar++], sizeof g_var[0], "fused[%.110s]", pv);
+  }
   const int seqs[2] = {4096, 16384};
   for (int si = 0; si < (lng ? 2 : 1); si++)
     for (int hk = 0; hk < 2; hk++)

@@ -16,6 +16,7 @@
 static int P;
 static meld_unique_id g_id;
 static int g_ndev;
+static pthread_barrier_t g_bar; /* the P rank threads of the running path */
 
 typedef struct {
   int B, S, H, HKV, causal; /* S: each rank's part */
@@ -93,6 +94,11 @@ static void *ring_rank(void *arg) {
       GT_CUDA(cudaStreamEndCapture(st, &graph));
       GT_MELD(gr);
       GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+      /* uploaded, and every rank past its upload, before any replays: a graph's first launch
+       * may wait for the device while the peers' kernels wait for this rank's (DESIGN section 5) */
+      GT_CUDA(cudaGraphUpload(exec, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      pthread_barrier_wait(&g_bar);
       for (int rep = 0; rep < 2; rep++) {
         const uint64_t s2 = seed + 1000 + 10 * rep;
         gt_fill_bf16<<<256, 256, 0, st>>>(qf, nq, s2);
@@ -179,9 +185,11 @@ int main(int argc, char **argv) {
         printf("meld_get_unique_id: %s\n", meld_last_error());
         return 1;
       }
+      pthread_barrier_init(&g_bar, NULL, (unsigned)P);
       pthread_t th[RING_MAX];
       for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, ring_rank, (void *)(intptr_t)r);
       for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+      pthread_barrier_destroy(&g_bar);
     }
     s = *end ? end + 1 : end;
   }
