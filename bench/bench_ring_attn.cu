@@ -7,7 +7,8 @@
  *   fused     the default path (the fused kernel: K/V pushed and consumed inside it),
  *   gathered  MELD_RING_ATTN=unfused (meld_all_gather of K and V, then the kernel),
  *   compute   meld_attention of this rank's queries over the whole sequence's K/V, already here
- *             (the same attention work with no communication: the bound).
+ *             (the same attention work with no communication: the bound of the contiguous split),
+ *   zigzag    the fused path with the zigzag layout (zigzag = 1: every rank the same causal work).
  * Each variant: 3 warm-up calls, BENCH_SETTLE_MS of calls (sustained), then --samples samples of
  * --calls back-to-back calls, every rank starting a sample after a host barrier; per-call time =
  * sample / calls; the median sample of the slowest rank. Checked first: rank 0's O of the fused
@@ -36,7 +37,7 @@ static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
 #define MAX_VAR 8
 static float g_ms[8][MAX_VAR]; /* [rank][variant] of the current row */
-static int g_nvar = 3;
+static int g_nvar = 4;
 static char g_var[MAX_VAR][128]; /* names: fused, gathered, compute, fused[AB]... */
 static double g_rel;
 static int g_settle; /* rank 0's settle count, for every rank (the calls must pair up) */
@@ -50,7 +51,7 @@ static void set_variant(int v) {
                                      "MELD_ATTN_PIPE", "MELD_ATTN_ORDER"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   if (v == 1) setenv("MELD_RING_ATTN", "unfused", 1);
-  if (v < 3) return;
+  if (v < 4) return;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", g_var[v] + 6); /* "fused[" ... "]" */
   buf[strlen(buf) - 1] = 0;
@@ -131,7 +132,9 @@ static void *rank_main(void *arg) {
       pthread_barrier_wait(&g_bar);
       if (rank == 0) set_variant(v);
       pthread_barrier_wait(&g_bar);
-      const meld_attention_args_t *x = v == 2 ? &c : &a;
+      meld_attention_args_t az = a;
+      az.zigzag = 1;
+      const meld_attention_args_t *x = v == 2 ? &c : v == 3 ? &az : &a;
 #define RUN() GT_MELD(v == 2 ? meld_attention(x, st) : meld_ring_attention(comm, x, st))
       for (int i = 0; i < 3; i++) RUN();
       GT_CUDA(cudaEventRecord(e0, st));
@@ -225,6 +228,7 @@ int main(int argc, char **argv) {
   snprintf(g_var[0], sizeof g_var[0], "fused");
   snprintf(g_var[1], sizeof g_var[1], "gathered");
   snprintf(g_var[2], sizeof g_var[2], "compute");
+  snprintf(g_var[3], sizeof g_var[3], "zigzag");
   if (getenv("BENCH_RING_AB") && *getenv("BENCH_RING_AB")) {
     char ab[512];
     snprintf(ab, sizeof ab, "%s", getenv("BENCH_RING_AB"));

@@ -248,6 +248,9 @@ typedef struct {
   int causal;        /* 0 or 1                                                              */
   float scale;       /* softmax scale; 0 = 1 / sqrt(head_dim)                                */
   int64_t q_pos0, kv_pos0; /* positions of the first query / key (causal masks only)          */
+  int zigzag;        /* meld_ring_attention only (0 for meld_attention): 1 = each rank's part is
+                        two halves, chunks r and 2P - 1 - r of the sequence cut in 2P pieces (the
+                        causal load balance); 0 = rank r holds piece r of P                      */
 } meld_attention_args_t;
 
 /* Enqueues the attention forward on `stream` and returns at once (one kernel; sm_90 only).
@@ -257,17 +260,24 @@ typedef struct {
  * GPU), MELD_ERR_CUDA. */
 meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t stream);
 
-/* Ring attention (forward) over the ranks of comm: the sequence is split in P contiguous parts,
- * rank r holding part r of Q, K and V (args as for meld_attention with this rank's part: seq_q ==
+/* Ring attention (forward) over the ranks of comm: the sequence is split in P parts, rank r
+ * holding part r of Q, K and V (args as for meld_attention with this rank's part: seq_q ==
  * seq_kv = the part's length; q_pos0 = kv_pos0 = 0, the ring sets the positions: rank r's part
- * starts at r * seq_q), and rank r gets O and LSE of its queries against the keys of every
- * part (causal: of its own and earlier parts). Collective: every rank calls it with the same
- * shapes. K and V dense (stride_k = stride_v = 0) today. First version: K and V all-gathered
- * (meld_all_gather, into stream-ordered scratch of 2 x P x the K bytes), then one attention
- * kernel over the P parts; the fused ring (blocks consumed as they arrive) is to come.
- * With one rank it is meld_attention. Fails as meld_attention and meld_all_gather do, and
- * MELD_ERR_INVALID_ARG (NULL comm, non-zero positions, seq_q != seq_kv), MELD_ERR_UNSUPPORTED
- * (strided K / V). */
+ * starts at r * seq_q; with zigzag = 1 it is pieces r and 2P - 1 - r of the sequence cut in 2P,
+ * each of seq_q / 2 tokens, which gives every rank the same causal work), and rank r gets O and
+ * LSE of its queries against the keys of every part (causal: those at earlier positions).
+ * Collective: every rank calls it with the same shapes. K and V dense (stride_k = stride_v = 0).
+ * ONE kernel per launch on each rank (fused): comm CTAs push this rank's K and V, chunk by chunk,
+ * into every peer's staging (the comm's workspace) while the attention runs on the own part,
+ * and each peer's blocks are consumed as their chunks land (a wait with the comm's deadline).
+ * The heads go in as many launches as the staging needs (2 x (P - 1) x batch x seq x 256 bytes a
+ * K/V head: MELD_WORKSPACE_BYTES); where not even one head fits, K and V are all-gathered first
+ * (stream-ordered scratch), then one kernel runs (also MELD_RING_ATTN=unfused). CUDA-graph
+ * capturable (the fused path allocates nothing). With one rank it is meld_attention.
+ * Fails as meld_attention does, and MELD_ERR_INVALID_ARG (NULL comm, non-zero positions,
+ * seq_q != seq_kv, zigzag with a part not a multiple of 256 tokens), MELD_ERR_UNSUPPORTED
+ * (strided K / V, ranks on several nodes), MELD_ERR_TIMEOUT / MELD_ERR_ABORTED (a peer did not
+ * take part: the comm's timeout). */
 meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attention_args_t *args, cudaStream_t stream);
 
 /* ---------------------------------------------------------------------------------------- */

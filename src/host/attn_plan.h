@@ -40,6 +40,10 @@ typedef struct {
   int kv_segs;
   int64_t kv_seg_pos;
   int seg_rot;      /* ring order: step s reads the part of rank (seg_rot - s) mod kv_segs (own first) */
+  int zz_half;      /* zigzag ring (parts cut in two halves of zz_half tokens, a multiple of ATTN_BM:
+                       rank r holds chunks r and 2P - 1 - r of the sequence in 2P): 0 = contiguous */
+  int64_t q_pos1;   /* zigzag: the position of local query 0 as seen from the second half
+                       (query i >= zz_half sits at q_pos1 + i)                                      */
   int h_base, hk_base, heads_all; /* the launch's first head / K/V head of the call (the fused ring
                                      takes the heads in launches that fit its staging), and the
                                      call's heads (LSE rows); 0, 0, heads otherwise */
@@ -101,20 +105,31 @@ meld_result_t attn_plan_q_map(const meld_attention_args_t *a, attn_params_t *p);
  * encoder rejects one. */
 meld_result_t attn_plan_make(const meld_attention_args_t *a, attn_params_t *p, int64_t *grid);
 
-/* The K/V blocks [*jb, *je) of a segment whose first key sits at position pos0 that query tile
- * qt reads (causal: the blocks with a key visible to at least one of its queries, before the tail
- * of the sequence); *je <= *jb when none. */
-MELD_HD void attn_kv_range(const attn_params_t *p, int qt, int64_t pos0, int *jb, int *je) {
-  *jb = 0;
-  *je = p->kv_tiles;
+/* Query tile qt's origin: its query i (local index in the part) sits at attn_q_base(p, qt) + i
+ * (zigzag: the second half's tiles have their own; zz_half is a multiple of ATTN_BM). */
+MELD_HD int64_t attn_q_base(const attn_params_t *p, int qt) {
+  return p->zz_half && (int64_t)qt * ATTN_BM >= p->zz_half ? p->q_pos1 : p->q_pos0;
+}
+
+/* The K/V blocks [*jb, *je) within [jlo, jhi) of a segment whose key j (local index) sits at
+ * position pos0 + j that query tile qt reads (causal: the blocks with a key visible to at least
+ * one of its queries, before the tail of the sequence); *je <= *jb when none. */
+MELD_HD void attn_kv_range_in(const attn_params_t *p, int qt, int64_t pos0, int jlo, int jhi, int *jb, int *je) {
+  *jb = jlo;
+  *je = jhi;
   if (p->causal) {
-    /* the last visible key of the tile's last query: pos0 + j <= q_pos0 + q_last */
+    /* the last visible key of the tile's last query: pos0 + j <= q_base + q_last */
     int64_t q_last = (int64_t)qt * ATTN_BM + ATTN_BM - 1;
     if (q_last > p->seq_q - 1) q_last = p->seq_q - 1;
-    const int64_t j_last = p->q_pos0 + q_last - pos0;
+    const int64_t j_last = attn_q_base(p, qt) + q_last - pos0;
     if (j_last < 0) *je = 0;
     else if (j_last / ATTN_BN + 1 < *je) *je = (int)(j_last / ATTN_BN + 1);
   }
+}
+
+/* The same over the whole segment. */
+MELD_HD void attn_kv_range(const attn_params_t *p, int qt, int64_t pos0, int *jb, int *je) {
+  attn_kv_range_in(p, qt, pos0, 0, p->kv_tiles, jb, je);
 }
 
 /* Whether block j (of the segment at pos0) of query tile qt has keys some of its queries must not
@@ -123,12 +138,13 @@ MELD_HD int attn_block_masked(const attn_params_t *p, int qt, int j, int64_t pos
   if ((int64_t)(j + 1) * ATTN_BN > p->seq_kv) return 1;
   if (!p->causal) return 0;
   /* the block's last key against the tile's first query */
-  return pos0 + (int64_t)j * ATTN_BN + ATTN_BN - 1 > p->q_pos0 + (int64_t)qt * ATTN_BM;
+  return pos0 + (int64_t)j * ATTN_BN + ATTN_BN - 1 > attn_q_base(p, qt) + (int64_t)qt * ATTN_BM;
 }
 
-/* The K/V blocks a query tile reads, in order: segment by segment, each segment's range. */
+/* The K/V blocks a query tile reads, in order: segment by segment, each segment's range. A
+ * zigzag ring's segments are the halves of the parts: s = 2 x step + half. */
 typedef struct {
-  int s, j, je; /* segment, block, the segment's end block */
+  int s, j, je; /* segment, block (the part's local index), the segment's end block */
 } attn_iter_t;
 
 /* The part ring step s reads: rank (seg_rot - s) mod kv_segs. */
@@ -137,19 +153,40 @@ MELD_HD int attn_seg_src(const attn_params_t *p, int s) {
   return r < 0 ? r + p->kv_segs : r;
 }
 
-/* The first position of ring step s's part. */
+/* Segments the iterator walks: the parts, or (zigzag) their halves. */
+MELD_HD int attn_nseg(const attn_params_t *p) { return p->zz_half ? 2 * p->kv_segs : p->kv_segs; }
+
+/* The ring step of segment s. */
+MELD_HD int attn_seg_step(const attn_params_t *p, int s) { return p->zz_half ? s >> 1 : s; }
+
+/* Segment s's origin: its key j (the part's local index) sits at attn_seg_pos0 + j. Zigzag: the
+ * first half of rank q's part is chunk q of 2P, the second half chunk 2P - 1 - q. */
 MELD_HD int64_t attn_seg_pos0(const attn_params_t *p, int s) {
-  return p->kv_pos0 + (int64_t)attn_seg_src(p, s) * p->kv_seg_pos;
+  const int src = attn_seg_src(p, attn_seg_step(p, s));
+  if (!p->zz_half) return p->kv_pos0 + (int64_t)src * p->kv_seg_pos;
+  const int64_t h = p->zz_half;
+  return (s & 1) ? (int64_t)(2 * p->kv_segs - 1 - src) * h - h : (int64_t)src * h;
 }
 
-/* The first position of the iterator's segment. */
+/* Segment s's blocks [*lo, *hi) of the part (zigzag: its half's). */
+MELD_HD void attn_seg_blocks(const attn_params_t *p, int s, int *lo, int *hi) {
+  if (!p->zz_half) {
+    *lo = 0, *hi = p->kv_tiles;
+  } else {
+    const int hb = p->zz_half / ATTN_BN;
+    *lo = (s & 1) * hb, *hi = (s & 1) ? p->kv_tiles : hb;
+  }
+}
+
+/* The origin of the iterator's segment. */
 MELD_HD int64_t attn_iter_pos0(const attn_params_t *p, const attn_iter_t *it) { return attn_seg_pos0(p, it->s); }
 
 /* Moves *it to the first block of the first segment >= s that the tile reads; 0 when none. */
 MELD_HD int attn_iter_seek(const attn_params_t *p, int qt, int s, attn_iter_t *it) {
-  for (; s < p->kv_segs; s++) {
-    int jb, je;
-    attn_kv_range(p, qt, attn_seg_pos0(p, s), &jb, &je);
+  for (; s < attn_nseg(p); s++) {
+    int jb, je, lo, hi;
+    attn_seg_blocks(p, s, &lo, &hi);
+    attn_kv_range_in(p, qt, attn_seg_pos0(p, s), lo, hi, &jb, &je);
     if (je > jb) {
       it->s = s, it->j = jb, it->je = je;
       return 1;
@@ -167,9 +204,10 @@ MELD_HD int attn_iter_next(const attn_params_t *p, int qt, attn_iter_t *it) {
 /* How many blocks query tile qt reads. */
 MELD_HD int attn_iter_count(const attn_params_t *p, int qt) {
   int n = 0;
-  for (int s = 0; s < p->kv_segs; s++) {
-    int jb, je;
-    attn_kv_range(p, qt, attn_seg_pos0(p, s), &jb, &je);
+  for (int s = 0; s < attn_nseg(p); s++) {
+    int jb, je, lo, hi;
+    attn_seg_blocks(p, s, &lo, &hi);
+    attn_kv_range_in(p, qt, attn_seg_pos0(p, s), lo, hi, &jb, &je);
     if (je > jb) n += je - jb;
   }
   return n;

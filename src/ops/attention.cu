@@ -126,10 +126,11 @@ ATTN_DEV void attn_load_kv(const attn_params_t *p, uint32_t sb, uint32_t g, cons
   const int s = (int)(g % ST);
   if (g >= ST) mbar_wait(bar + ATTN_EM(ST, s), (g / ST - 1) & 1);
   const int kv0 = itr->j * ATTN_BN;
-  const bool own = MODE == ATTN_SINGLE || (MODE == ATTN_FUSED && itr->s == 0); /* 4-D maps */
+  const int step = attn_seg_step(p, itr->s);
+  const bool own = MODE == ATTN_SINGLE || (MODE == ATTN_FUSED && step == 0); /* 4-D maps */
   const CUtensorMap *mk = MODE == ATTN_FUSED && !own ? &p->map_ks : &p->map_k;
   const CUtensorMap *mv = MODE == ATTN_FUSED && !own ? &p->map_vs : &p->map_v;
-  const int seg = MODE == ATTN_GATHERED ? attn_seg_src(p, itr->s) : itr->s - 1;
+  const int seg = MODE == ATTN_GATHERED ? attn_seg_src(p, step) : step - 1;
   const int hc = own ? p->hk_base + hk : hk;
   mbarrier_arrive_expect_tx_cta(bar + ATTN_KF(ST, s), ATTN_KV_BYTES);
   for (int half = 0; half < 2; half++) {
@@ -201,7 +202,7 @@ ATTN_DEV void attn_softmax(const attn_params_t *p, const float *Sacc, uint32_t *
   const float sl2 = p->scale_log2;
   float S[64];
   if (MASK) {
-    const int64_t qp0 = p->q_pos0 + (int64_t)qt * ATTN_BM + row0;
+    const int64_t qp0 = attn_q_base(p, qt) + (int64_t)qt * ATTN_BM + row0;
     const int64_t kp0 = attn_pos0<MS>(p, itr) + (int64_t)j * ATTN_BN;
     const int kv_left = p->seq_kv - j * ATTN_BN;
     const bool causal = p->causal != 0;
@@ -552,7 +553,6 @@ ATTN_DEV void attn_ring_producer(const meld_proto_dev_t *proto, const attn_ring_
   const attn_params_t *p = &a->p;
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   uint32_t g = 0;
-  bool failed = false;
   for (uint32_t k = 0;; k++) {
     const uint32_t item = atom_add_relaxed_gpu_u32((uint32_t *)(proto->pad + MELD_PAD_OFF_QUEUES), 1u);
     const bool end = item >= a->items;
@@ -568,12 +568,17 @@ ATTN_DEV void attn_ring_producer(const meld_proto_dev_t *proto, const attn_ring_
     attn_iter_t itr = {0, 0, 0};
     int more = attn_iter_seek(p, qt, 0, &itr);
     bool q_done = false;
-    int ws = -1, wc = -1; /* the (step, chunk) last waited for */
+    /* the (step, chunk) last waited for, as step << 20 | chunk (chunks of a launch < 2^18: the
+     * signal slots); one register, as is the failure flag kept in shared memory (the producer
+     * has 40) */
+    uint32_t wkey = 0xffffffffu;
     for (; more; g++, more = attn_iter_next(p, qt, &itr)) {
-      if (itr.s > 0) {
+      const int step = attn_seg_step(p, itr.s);
+      if (step > 0) {
         const int chunk = (b * a->nk + hk) * a->token_chunks + itr.j * ATTN_BN / a->chunk_tokens;
-        if ((itr.s != ws || chunk != wc) && !failed) {
-          const int src = attn_seg_src(p, itr.s);
+        const uint32_t key = (uint32_t)step << 20 | (uint32_t)chunk;
+        if (key != wkey && ld_shared_u32(bar + ATTN_FAIL(ST)) == 0u) {
+          const int src = attn_seg_src(p, step);
           const uint32_t idx = meld_signal_index(src, a->nranks, 0, (uint32_t)chunk, a->chunks);
           uint64_t seen;
           const int w = meld_wait_ge_raw((const uint64_t *)(proto->pad + meld_pad_signal_offset(idx)),
@@ -581,12 +586,11 @@ ATTN_DEV void attn_ring_producer(const meld_proto_dev_t *proto, const attn_ring_
           if (w == MELD_WAIT_DONE) {
             fence_proxy_async_gmem();
           } else {
-            failed = true;
             st_shared_u32(bar + ATTN_FAIL(ST) + 4, idx);
             st_shared_u32(bar + ATTN_FAIL(ST) + 8, (uint32_t)src);
             st_shared_u32(bar + ATTN_FAIL(ST), (uint32_t)w);
           }
-          ws = itr.s, wc = chunk;
+          wkey = key;
         }
       }
       attn_load_kv<ST, ATTN_FUSED>(p, sb, g, &itr, hk, b);
@@ -717,7 +721,25 @@ static meld_result_t attn_single(const meld_attention_args_t *args, cudaStream_t
 
 extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t stream) {
   meld_error_clear();
+  if (args && args->zigzag)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: zigzag %d (a ring layout: meld_ring_attention only; "
+                      "give positions by q_pos0 / kv_pos0)", args->zigzag);
   return attn_single(args, stream);
+}
+
+/* Rank `me`'s positions in a ring of P (the parts as segments, own part first). */
+static void attn_ring_positions(const meld_attention_args_t *args, int P, int me, attn_params_t *p) {
+  p->kv_segs = P;
+  p->seg_rot = me;
+  if (args->zigzag) { /* pieces me and 2P - 1 - me of 2P, each of h tokens */
+    const int64_t h = args->seq_q / 2;
+    p->zz_half = (int)h;
+    p->q_pos0 = (int64_t)me * h;
+    p->q_pos1 = (int64_t)(2 * P - 1 - me) * h - h;
+  } else {
+    p->q_pos0 = (int64_t)me * args->seq_q;
+    p->kv_seg_pos = args->seq_kv;
+  }
 }
 
 /* The gathered ring (unfused; the fallback where one K/V head's staging exceeds the workspace,
@@ -732,10 +754,7 @@ static meld_result_t attn_ring_gathered(meld_comm_t comm, const meld_attention_a
   attn_params_t p;
   int64_t grid = 0;
   MELD_CHECK(attn_plan_geometry(args, &p, &grid));
-  p.q_pos0 = (int64_t)comm->rank * args->seq_q;
-  p.kv_segs = P;
-  p.kv_seg_pos = args->seq_kv;
-  p.seg_rot = comm->rank;
+  attn_ring_positions(args, P, comm->rank, &p);
   attn_plan_order(args, &p);
   char *kv = NULL;
   MELD_CUDA_CHECK(cudaMallocAsync((void **)&kv, 2 * (size_t)P * bytes, stream));
@@ -798,10 +817,7 @@ static meld_result_t attn_ring_fill(struct meld_comm *comm, const meld_attention
   attn_params_t *p = &k->p;
   int64_t grid = 0;
   MELD_CHECK(attn_plan_geometry(&sub, p, &grid));
-  p->q_pos0 = (int64_t)me * args->seq_q;
-  p->kv_segs = P;
-  p->kv_seg_pos = args->seq_kv;
-  p->seg_rot = me;
+  attn_ring_positions(args, P, me, p);
   p->h_base = (int)(k0 * G);
   p->hk_base = (int)k0;
   p->heads_all = (int)args->heads;
@@ -830,7 +846,8 @@ static meld_result_t attn_ring_fill(struct meld_comm *comm, const meld_attention
   /* what every rank must agree on (the shapes, the launch, the plan) */
   uint64_t h = meld_hash_init();
   const int64_t vals[] = {MELD_OP_RING_ATTENTION, args->batch, args->seq_q, args->seq_kv, args->heads, args->heads_kv,
-                          args->causal, l, nk, rp->chunk_tokens, rp->comm_ctas, attn_pipe_variant()};
+                          args->causal, args->zigzag, l, nk, rp->chunk_tokens, rp->comm_ctas,
+                          attn_pipe_variant()};
   for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) h = meld_hash_u64(h, (uint64_t)vals[i]);
   k->arg_hash = meld_hash_fold(h);
   return MELD_OK;
@@ -863,6 +880,11 @@ extern "C" meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attent
     vr = meld_error(MELD_ERR_INVALID_ARG,
                     "%s: q_pos0 %lld / kv_pos0 %lld must be 0 (the ring sets positions: rank r's part starts at r * "
                     "seq_q)", fn, (long long)args->q_pos0, (long long)args->kv_pos0);
+  if (vr == MELD_OK && (args->zigzag < 0 || args->zigzag > 1))
+    vr = meld_error(MELD_ERR_INVALID_ARG, "%s: zigzag %d is neither 0 nor 1", fn, args->zigzag);
+  if (vr == MELD_OK && args->zigzag && args->seq_q % (2 * ATTN_BM))
+    vr = meld_error(MELD_ERR_INVALID_ARG, "%s: zigzag needs a part of a multiple of %d tokens (two halves of whole "
+                    "%d-query tiles); seq_q is %lld", fn, 2 * ATTN_BM, ATTN_BM, (long long)args->seq_q);
   if (vr == MELD_OK && args->seq_q != args->seq_kv)
     vr = meld_error(MELD_ERR_INVALID_ARG, "%s: seq_q %lld != seq_kv %lld (each rank holds its part of one sequence for "
                     "Q, K and V)", fn, (long long)args->seq_q, (long long)args->seq_kv);

@@ -20,18 +20,21 @@
 /* O_ref [b, i, h, :] fp32 and LSE_ref [b, h, i]; one warp per (i, h, b), lane holds 4 dims. */
 __global__ void ref_attn(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, float *o,
                          float *lse, int B, int Sq, int Skv, int H, int Hkv, int64_t sq, int64_t sk, int64_t sv,
-                         int causal, float scale, int64_t qp0, int64_t kp0) {
+                         int causal, float scale, int64_t qp0, int64_t kp0, int64_t zz_h = 0,
+                         int64_t qp1 = 0) {
+  /* (query i sits at qp0 + i; with zz_h > 0, a zigzag ring's part: queries i >= zz_h at qp1 + i) */
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (warp >= (int64_t)B * H * Sq) return;
   const int i = (int)(warp % Sq), h = (int)((warp / Sq) % H), b = (int)(warp / ((int64_t)Sq * H));
   const int hk = h / (H / Hkv);
+  const int64_t qpos = (zz_h > 0 && i >= zz_h ? qp1 : qp0) + i;
   float qv[4];
   for (int e = 0; e < 4; e++) qv[e] = __bfloat162float(q[((int64_t)b * Sq + i) * sq + h * 128 + lane * 4 + e]);
   /* pass 1: the max; pass 2: sum and weighted V */
   float mx = -INFINITY;
   for (int j = 0; j < Skv; j++) {
-    if (causal && kp0 + j > qp0 + i) continue;
+    if (causal && kp0 + j > qpos) continue;
     const __nv_bfloat16 *kr = k + ((int64_t)b * Skv + j) * sk + hk * 128 + lane * 4;
     float d = 0.f;
     for (int e = 0; e < 4; e++) d += qv[e] * __bfloat162float(kr[e]);
@@ -40,7 +43,7 @@ __global__ void ref_attn(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const _
   }
   float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int j = 0; j < Skv; j++) {
-    if (causal && kp0 + j > qp0 + i) continue;
+    if (causal && kp0 + j > qpos) continue;
     const __nv_bfloat16 *kr = k + ((int64_t)b * Skv + j) * sk + hk * 128 + lane * 4;
     const __nv_bfloat16 *vr = v + ((int64_t)b * Skv + j) * sv + hk * 128 + lane * 4;
     float d = 0.f;

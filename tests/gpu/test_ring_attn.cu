@@ -19,12 +19,40 @@ static int g_ndev;
 static pthread_barrier_t g_bar; /* the P rank threads of the running path */
 
 typedef struct {
-  int B, S, H, HKV, causal; /* S: each rank's part */
+  int B, S, H, HKV, causal, zz; /* S: each rank's part; zz: zigzag layout */
 } ring_case_t;
 static const ring_case_t g_cases[] = {
-    {1, 256, 4, 2, 1}, {2, 300, 4, 4, 0}, {1, 1000, 8, 2, 1}, {2, 384, 2, 1, 1}, {1, 128, 2, 2, 0},
+    {1, 256, 4, 2, 1, 0}, {2, 300, 4, 4, 0, 0}, {1, 1000, 8, 2, 1, 0}, {2, 384, 2, 1, 1, 0}, {1, 128, 2, 2, 0, 0},
+    {1, 256, 4, 2, 1, 1}, {2, 1024, 4, 4, 1, 1}, {1, 512, 2, 1, 0, 1},
 };
 #define RING_MAX_ELEMS ((size_t)2 * 1000 * 8 * 128 * RING_MAX) /* the largest full Q */
+
+/* This rank's part of each batch's sequence from a full tensor [B, S x P, heads, 128]: piece
+ * `rank` of P, or (zigzag) pieces rank and 2P - 1 - rank of 2P. */
+static void take_part(uint16_t *dst, const uint16_t *full, const ring_case_t *rc, int heads, int rank,
+                      cudaStream_t st) {
+  const size_t tok = (size_t)heads * 128 * 2, part = (size_t)rc->S * tok, whole = part * P;
+  if (!rc->zz) {
+    GT_CUDA(cudaMemcpy2DAsync(dst, part, (const char *)full + rank * part, whole, part, rc->B, cudaMemcpyDeviceToDevice, st));
+    return;
+  }
+  const size_t half = part / 2;
+  GT_CUDA(cudaMemcpy2DAsync(dst, part, (const char *)full + rank * half, whole, half, rc->B, cudaMemcpyDeviceToDevice, st));
+  GT_CUDA(cudaMemcpy2DAsync((char *)dst + half, part, (const char *)full + (2 * P - 1 - rank) * half, whole, half, rc->B,
+                            cudaMemcpyDeviceToDevice, st));
+}
+
+/* The fp32 reference for this rank's queries over the whole sequence (positions by layout). */
+static void ring_ref(const uint16_t *q, const uint16_t *kf, const uint16_t *vf, float *oref, float *lref,
+                     const ring_case_t *rc, int rank, cudaStream_t st) {
+  const int64_t D = 128, S = (int64_t)rc->S * P, h = rc->S / 2;
+  const int64_t warps = (int64_t)rc->B * rc->H * rc->S;
+  const int64_t qp0 = rc->zz ? rank * h : (int64_t)rank * rc->S, qp1 = (2 * P - 1 - rank) * h - h;
+  ref_attn<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>((const __nv_bfloat16 *)q, (const __nv_bfloat16 *)kf,
+                                                         (const __nv_bfloat16 *)vf, oref, lref, rc->B, rc->S, (int)S,
+                                                         rc->H, rc->HKV, rc->H * D, rc->HKV * D, rc->HKV * D, rc->causal,
+                                                         1.0f / sqrtf(128.f), qp0, 0, rc->zz ? h : 0, qp1);
+}
 
 static void *ring_rank(void *arg) {
   const int rank = (int)(intptr_t)arg;
@@ -57,10 +85,9 @@ static void *ring_rank(void *arg) {
       gt_fill_bf16<<<256, 256, 0, st>>>(kf, nk, seed + 1);
       gt_fill_bf16<<<256, 256, 0, st>>>(vf, nk, seed + 2);
       /* this rank's part of each batch's sequence */
-      const size_t rq = (size_t)rc->S * rc->H * D * 2, rk = (size_t)rc->S * rc->HKV * D * 2;
-      GT_CUDA(cudaMemcpy2DAsync(q, rq, (char *)qf + rank * rq, rq * P, rq, rc->B, cudaMemcpyDeviceToDevice, st));
-      GT_CUDA(cudaMemcpy2DAsync(k, rk, (char *)kf + rank * rk, rk * P, rk, rc->B, cudaMemcpyDeviceToDevice, st));
-      GT_CUDA(cudaMemcpy2DAsync(v, rk, (char *)vf + rank * rk, rk * P, rk, rc->B, cudaMemcpyDeviceToDevice, st));
+      take_part(q, qf, rc, rc->H, rank, st);
+      take_part(k, kf, rc, rc->HKV, rank, st);
+      take_part(v, vf, rc, rc->HKV, rank, st);
       const size_t no = (size_t)rc->B * rc->S * rc->H * D, nl = (size_t)rc->B * rc->H * rc->S;
       GT_CUDA(cudaMemsetAsync(o, 0xff, no * 2, st));
       GT_CUDA(cudaMemsetAsync(lse, 0xff, nl * 4, st));
@@ -69,22 +96,19 @@ static void *ring_rank(void *arg) {
       a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse;
       a.batch = rc->B, a.seq_q = a.seq_kv = rc->S, a.heads = rc->H, a.heads_kv = rc->HKV, a.head_dim = D;
       a.causal = rc->causal;
+      a.zigzag = rc->zz;
       GT_MELD(meld_ring_attention(comm, &a, st));
-      const int64_t warps = (int64_t)rc->B * rc->H * rc->S;
-      ref_attn<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>((const __nv_bfloat16 *)q, (const __nv_bfloat16 *)kf,
-                                                             (const __nv_bfloat16 *)vf, oref, lref, rc->B, rc->S, (int)S,
-                                                             rc->H, rc->HKV, rc->H * D, rc->HKV * D, rc->HKV * D,
-                                                             rc->causal, 1.0f / sqrtf(128.f), (int64_t)rank * rc->S, 0);
+      ring_ref(q, kf, vf, oref, lref, rc, rank, st);
       GT_CUDA(cudaStreamSynchronize(st));
       char name[96];
-      snprintf(name, sizeof name, "ring P=%d B %d part %d H %d/%d causal %d", P, rc->B, rc->S, rc->H, rc->HKV,
-               rc->causal);
+      snprintf(name, sizeof name, "ring P=%d B %d part %d H %d/%d causal %d%s", P, rc->B, rc->S, rc->H, rc->HKV,
+               rc->causal, rc->zz ? " zigzag" : "");
       attn_case_t c = {name, rc->B, rc->S, (int)S, rc->H, rc->HKV, rc->causal, 0, 0, 0.f, 0, 0};
       attn_bufs_t x;
       memset(&x, 0, sizeof x);
       x.o = o, x.lse = lse, x.oref = oref, x.lref = lref, x.o_elems = no, x.a = a;
       compare(&c, &x, call ? "second call" : "first call");
-      if (ci != 0 || call != 1) continue;
+      if ((ci != 0 && ci != 6) || call != 1) continue;
       /* the same case captured once as a CUDA graph, replayed on new inputs (the fused path
        * allocates nothing, takes its epoch on the device) */
       cudaGraph_t graph;
@@ -104,16 +128,13 @@ static void *ring_rank(void *arg) {
         gt_fill_bf16<<<256, 256, 0, st>>>(qf, nq, s2);
         gt_fill_bf16<<<256, 256, 0, st>>>(kf, nk, s2 + 1);
         gt_fill_bf16<<<256, 256, 0, st>>>(vf, nk, s2 + 2);
-        GT_CUDA(cudaMemcpy2DAsync(q, rq, (char *)qf + rank * rq, rq * P, rq, rc->B, cudaMemcpyDeviceToDevice, st));
-        GT_CUDA(cudaMemcpy2DAsync(k, rk, (char *)kf + rank * rk, rk * P, rk, rc->B, cudaMemcpyDeviceToDevice, st));
-        GT_CUDA(cudaMemcpy2DAsync(v, rk, (char *)vf + rank * rk, rk * P, rk, rc->B, cudaMemcpyDeviceToDevice, st));
+        take_part(q, qf, rc, rc->H, rank, st);
+        take_part(k, kf, rc, rc->HKV, rank, st);
+        take_part(v, vf, rc, rc->HKV, rank, st);
         GT_CUDA(cudaMemsetAsync(o, 0xff, no * 2, st));
         GT_CUDA(cudaMemsetAsync(lse, 0xff, nl * 4, st));
         GT_CUDA(cudaGraphLaunch(exec, st));
-        ref_attn<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>((const __nv_bfloat16 *)q, (const __nv_bfloat16 *)kf,
-                                                               (const __nv_bfloat16 *)vf, oref, lref, rc->B, rc->S, (int)S,
-                                                               rc->H, rc->HKV, rc->H * D, rc->HKV * D, rc->HKV * D,
-                                                               rc->causal, 1.0f / sqrtf(128.f), (int64_t)rank * rc->S, 0);
+        ring_ref(q, kf, vf, oref, lref, rc, rank, st);
         GT_CUDA(cudaStreamSynchronize(st));
         GT_MELD(meld_comm_check(comm));
         compare(&c, &x, rep ? "graph replay 2" : "graph replay 1");
@@ -132,7 +153,13 @@ static void *ring_rank(void *arg) {
   a.q_pos0 = 0, a.seq_kv = 64;
   GT_CHECK(meld_ring_attention(comm, &a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "seq_q 128 != seq_kv"),
            "ring: seq_q != seq_kv accepted: %s", meld_last_error());
-  a.seq_kv = 128, a.stride_k = 512;
+  a.seq_kv = 128, a.zigzag = 1; /* a part of 128: halves of 64 */
+  GT_CHECK(meld_ring_attention(comm, &a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "multiple of 256"),
+           "ring: zigzag with a part of 128 accepted: %s", meld_last_error());
+  GT_CHECK(meld_attention(&a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "zigzag"),
+           "meld_attention: zigzag accepted: %s", meld_last_error());
+  a.zigzag = 0;
+  a.stride_k = 512;
   GT_CHECK(meld_ring_attention(comm, &a, st) == MELD_ERR_UNSUPPORTED, "ring: strided K accepted: %s", meld_last_error());
   GT_CHECK(meld_ring_attention(NULL, &a, st) == MELD_ERR_INVALID_ARG, "ring: NULL comm accepted");
   GT_MELD(meld_comm_check(comm));

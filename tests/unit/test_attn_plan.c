@@ -192,6 +192,65 @@ static void test_segments(void **state) {
     }
 }
 
+/* The zigzag ring (rank r holds pieces r and 2P - 1 - r of 2P, h tokens each): the iterator visits
+ * exactly the (step, half, block) triples holding a key visible to one of the tile's queries, in
+ * order (own part first, first half before second), each at its true origin, and a block it reads
+ * without a mask has every key visible to every query of the tile. */
+static int64_t zz_pos(int rank, int P, int64_t h, int64_t i) {
+  return i < h ? rank * h + i : (2 * P - 1 - rank) * h + (i - h);
+}
+
+static void check_zigzag(int S, int P, int r, int causal) {
+  meld_attention_args_t a = good();
+  a.batch = 1, a.heads = 2, a.heads_kv = 1, a.seq_q = a.seq_kv = S, a.causal = causal;
+  attn_params_t p;
+  int64_t grid = 0;
+  assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
+  const int64_t h = S / 2;
+  p.kv_segs = P, p.seg_rot = r, p.zz_half = (int)h, p.q_pos0 = r * h, p.q_pos1 = (2 * P - 1 - r) * h - h;
+  for (int qt = 0; qt < p.q_tiles; qt++) {
+    attn_iter_t it = {0, 0, 0};
+    int more = attn_iter_seek(&p, qt, 0, &it), n = 0;
+    for (int step = 0; step < P; step++)
+      for (int half = 0; half < 2; half++)
+        for (int j = (int)(half * h / ATTN_BN); j < (int)((half + 1) * h / ATTN_BN); j++) {
+          const int src = (r - step + P) % P;
+          int any = 0, all = 1;
+          for (int64_t i = (int64_t)qt * ATTN_BM; i < (int64_t)(qt + 1) * ATTN_BM; i++)
+            for (int64_t k = (int64_t)j * ATTN_BN; k < (int64_t)(j + 1) * ATTN_BN; k++) {
+              const int vis = !causal || zz_pos(src, P, h, k) <= zz_pos(r, P, h, i);
+              any |= vis, all &= vis;
+            }
+          if (!any) continue;
+          if (!more || it.s != 2 * step + half || it.j != j)
+            fail_msg("zigzag S %d P %d rank %d causal %d: tile %d should read step %d half %d block %d next", S, P, r,
+                     causal, qt, step, half, j);
+          assert_int_equal(attn_seg_step(&p, it.s), step);
+          /* the segment's origin: key j sits at pos0 + j */
+          assert_int_equal(attn_iter_pos0(&p, &it) + (int64_t)j * ATTN_BN, zz_pos(src, P, h, (int64_t)j * ATTN_BN));
+          assert_int_equal(attn_q_base(&p, qt) + (int64_t)qt * ATTN_BM, zz_pos(r, P, h, (int64_t)qt * ATTN_BM));
+          if (!attn_block_masked(&p, qt, j, attn_iter_pos0(&p, &it)) && !all)
+            fail_msg("zigzag S %d P %d rank %d: tile %d block %d read unmasked with hidden keys", S, P, r, qt, j);
+          more = attn_iter_next(&p, qt, &it);
+          n++;
+        }
+    if (more) fail_msg("zigzag S %d P %d rank %d: tile %d reads a block too many", S, P, r, qt);
+    assert_int_equal(attn_iter_count(&p, qt), n);
+  }
+}
+
+static void test_zigzag(void **state) {
+  (void)state;
+  for (int P = 1; P <= 4; P++)
+    for (int r = 0; r < P; r++) {
+      const int lens[] = {256, 512, 1024};
+      for (size_t i = 0; i < 3; i++) {
+        check_zigzag(lens[i], P, r, 1);
+        check_zigzag(lens[i], P, r, 0);
+      }
+    }
+}
+
 static void test_work_order(void **state) {
   (void)state;
   for (int causal = 0; causal < 2; causal++) {
@@ -290,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_geometry),
       cmocka_unit_test(test_work_order),
       cmocka_unit_test(test_segments),
+      cmocka_unit_test(test_zigzag),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
