@@ -48,7 +48,7 @@ static bench_env_t g_env;
  * an AB variant its list; clears them for the others. */
 static void set_variant(int v) {
   static const char *const vars[] = {"MELD_RING_ATTN", "MELD_RING_ATTN_COMM_CTAS", "MELD_RING_ATTN_HEADS",
-                                     "MELD_ATTN_PIPE", "MELD_ATTN_ORDER"};
+                                     "MELD_ATTN_PIPE", "MELD_ATTN_ORDER", "MELD_RING_ATTN_DIAG"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   if (v == 1) setenv("MELD_RING_ATTN", "unfused", 1);
   if (v < 4) return;

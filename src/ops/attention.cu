@@ -48,6 +48,7 @@
 typedef struct {
   attn_params_t p;  /* the launch's heads; positions, ring order, maps (own K/V 4-D, staging 5-D) */
   int32_t rank, nranks, comm_ctas, handshake_only;
+  int32_t diag;     /* MELD_RING_ATTN_DIAG bit 0 (timing only, WRONG RESULTS): no pushes, no waits */
   uint32_t arg_hash;
   int32_t nk, chunk_tokens, token_chunks, heads_kv_all; /* launch's K/V heads, chunking            */
   uint32_t chunks, items; /* chunks a rank pushes (batch x nk x token_chunks); work items          */
@@ -574,7 +575,7 @@ ATTN_DEV void attn_ring_producer(const meld_proto_dev_t *proto, const attn_ring_
     uint32_t wkey = 0xffffffffu;
     for (; more; g++, more = attn_iter_next(p, qt, &itr)) {
       const int step = attn_seg_step(p, itr.s);
-      if (step > 0) {
+      if (step > 0 && !(a->diag & 1)) {
         const int chunk = (b * a->nk + hk) * a->token_chunks + itr.j * ATTN_BN / a->chunk_tokens;
         const uint32_t key = (uint32_t)step << 20 | (uint32_t)chunk;
         if (key != wkey && ld_shared_u32(bar + ATTN_FAIL(ST)) == 0u) {
@@ -643,7 +644,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1)
   meld_ctx_t ctx;
   const uint32_t ncomm = a.handshake_only ? 0u : (uint32_t)a.comm_ctas;
   if (meld_call_begin(&ctx, &proto, MELD_OP_RING_ATTENTION, a.arg_hash, ncomm) && !a.handshake_only) {
-    if (ctx.role == MELD_ROLE_COMM) attn_ring_push(ctx, &a);
+    if (ctx.role == MELD_ROLE_COMM && !(a.diag & 1)) attn_ring_push(ctx, &a);
     if (threadIdx.x == 0) attn_init_bars<ST>(&a.p, sb);
     __syncthreads();
     if (wg == 0) {
@@ -727,6 +728,14 @@ extern "C" meld_result_t meld_attention(const meld_attention_args_t *args, cudaS
   return attn_single(args, stream);
 }
 
+/* MELD_RING_ATTN_DIAG (timing diagnostics, WRONG RESULTS): bit 0 the fused kernel without its
+ * pushes and waits (what the kernel costs beside the communication), bit 1 the gathered path
+ * without its all-gathers (the gathered kernel alone). */
+static int attn_ring_diag(void) {
+  const char *d = getenv("MELD_RING_ATTN_DIAG");
+  return d ? atoi(d) : 0;
+}
+
 /* Rank `me`'s positions in a ring of P (the parts as segments, own part first). */
 static void attn_ring_positions(const meld_attention_args_t *args, int P, int me, attn_params_t *p) {
   p->kv_segs = P;
@@ -758,8 +767,11 @@ static meld_result_t attn_ring_gathered(meld_comm_t comm, const meld_attention_a
   attn_plan_order(args, &p);
   char *kv = NULL;
   MELD_CUDA_CHECK(cudaMallocAsync((void **)&kv, 2 * (size_t)P * bytes, stream));
-  meld_result_t res = meld_all_gather(comm, args->k, kv, elems, MELD_BF16, stream);
-  if (res == MELD_OK) res = meld_all_gather(comm, args->v, kv + (size_t)P * bytes, elems, MELD_BF16, stream);
+  meld_result_t res = MELD_OK;
+  if (!(attn_ring_diag() & 2)) { /* (bit 1, timing only, WRONG RESULTS: the kernel alone) */
+    res = meld_all_gather(comm, args->k, kv, elems, MELD_BF16, stream);
+    if (res == MELD_OK) res = meld_all_gather(comm, args->v, kv + (size_t)P * bytes, elems, MELD_BF16, stream);
+  }
   if (res == MELD_OK) res = attn_plan_q_map(args, &p);
   if (res == MELD_OK) res = attn_plan_kv_maps(args, &p, kv, kv + (size_t)P * bytes, dense, dense, P);
   if (res == MELD_OK) res = attn_launch(&p, grid, stream);
@@ -833,6 +845,7 @@ static meld_result_t attn_ring_fill(struct meld_comm *comm, const meld_attention
   k->rank = me;
   k->nranks = P;
   k->comm_ctas = rp->comm_ctas;
+  k->diag = attn_ring_diag();
   k->nk = (int32_t)nk;
   k->chunk_tokens = rp->chunk_tokens;
   k->token_chunks = rp->token_chunks;
