@@ -18,7 +18,9 @@
  * BENCH_RING_AB (a comma list of "VAR=VAL" or "VAR=VAL+VAR=VAL"): more fused variants, each with
  * its variables set (by rank 0, between barriers), timed in the same pass (variant "fused[...]").
  *
- *   bench_ring_attn [--ranks P] [--long] [--calls N] [--samples N] [--json FILE] */
+ * Ranks: --ranks P, default one per GPU where there are 2 or more (up to 8), else 2 sharing GPU 0.
+ *
+ *   bench_ring_attn [--ranks P] [--long] [--quick] [--calls N] [--samples N] [--json FILE] */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -31,7 +33,7 @@ typedef struct {
   int S, HKV, causal; /* S: a rank's part */
 } row_t;
 
-static int P = 2, g_calls = 10, g_samples = 5, g_ndev = 1, g_nrows = 0;
+static int P = 0, g_calls = 10, g_samples = 5, g_ndev = 1, g_nrows = 0;
 static row_t g_rows[16];
 static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
@@ -206,23 +208,25 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc) P = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--long")) lng = 1;
+    else if (!strcmp(argv[i], "--quick")) lng = 0; /* (the default: the 4096-token rows) */
     else if (!strcmp(argv[i], "--calls") && i + 1 < argc) g_calls = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--samples") && i + 1 < argc) g_samples = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--ranks P] [--long] [--calls N] [--samples N] [--json FILE]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--ranks P] [--long] [--quick] [--calls N] [--samples N] [--json FILE]\n", argv[0]);
       return 2;
     }
-  }
-  if (P < 2 || P > 8 || g_calls < 1 || g_samples < 1 || g_samples > 16) {
-    fprintf(stderr, "bench_ring_attn: --ranks 2..8, --calls >= 1, --samples 1..16\n");
-    return 2;
   }
   cudaDeviceProp prop;
   if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
       prop.major != 9) {
     printf("bench_ring_attn: no Hopper GPU: skipped\n");
     return 0;
+  }
+  if (P == 0) P = g_ndev >= 2 ? (g_ndev < 8 ? g_ndev : 8) : 2;
+  if (P < 2 || P > 8 || g_calls < 1 || g_samples < 1 || g_samples > 16) {
+    fprintf(stderr, "bench_ring_attn: --ranks 2..8, --calls >= 1, --samples 1..16\n");
+    return 2;
   }
   if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
   snprintf(g_var[0], sizeof g_var[0], "fused");

@@ -27,7 +27,8 @@ static void usage(FILE *f) {
           "usage: meld-bench --op OP [--m M --n N --k K | --bytes B] [--json FILE] [--quick] [--soak MS]\n"
           "       meld-bench --suite [--quick] [--json-dir DIR] [--soak MS]\n"
           "OP: gemm, ag_gemm, gemm_rs, gemm_ar, all_gather, reduce_scatter, all_reduce,\n"
-          "    all_to_all, p2p, attn (the ring-attention suite shapes on one GPU)\n"
+          "    all_to_all, p2p, attn (the ring-attention suite shapes on one GPU),\n"
+          "    ring_attn (the ring attention, ranks as threads: one per GPU, or 2 sharing one GPU)\n"
           "--suite writes DIR/<family>-<date>.jsonl (default DIR bench/results)\n");
 }
 
@@ -93,6 +94,8 @@ int main(int argc, char **argv) {
                                     {"bench_gemm_rs", "gemm_rs", NULL}, {"bench_p2p", "p2p", NULL},
                                     /* attention alone (the ring attention's compute core, one GPU) */
                                     {"bench_attn", "attn", NULL},
+                                    /* the ring attention: fused / gathered / compute-only, ranks as threads */
+                                    {"bench_ring_attn", "ring_attn", NULL},
                                     /* 2 ranks as threads of this process: on one GPU their kernels run at once */
                                     {"bench_inproc", "inproc", NULL}};
     int worst = 0;
@@ -134,6 +137,8 @@ int main(int argc, char **argv) {
     if (bytes > 0) { av[ac++] = "--bytes"; av[ac++] = bstr; }
   } else if (!strcmp(op, "attn")) {
     av[ac++] = "bench_attn";
+  } else if (!strcmp(op, "ring_attn")) {
+    av[ac++] = "bench_ring_attn";
   } else if (!strcmp(op, "p2p")) {
     av[ac++] = "bench_p2p";
     if (bytes > 0) { av[ac++] = "--bytes"; av[ac++] = bstr; }
