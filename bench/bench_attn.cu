@@ -137,6 +137,7 @@ int main(int argc, char **argv) {
       cudaEventDestroy(e0), cudaEventDestroy(e1);
       unsetenv("MELD_ATTN_PIPE");
       unsetenv("MELD_ATTN_ORDER");
+      unsetenv("MELD_ATTN_PERSIST");
     }
     cudaStreamDestroy(st);
     teardown(&x[0]), teardown(&x[1]);

@@ -43,6 +43,8 @@
 #define ATTN_SINGLE 0
 #define ATTN_GATHERED 1
 #define ATTN_FUSED 2
+#define ATTN_PERSIST 3 /* one segment as ATTN_SINGLE, persistent CTAs (MELD_ATTN_PERSIST=1, opt-in) */
+#define ATTN_MS(MODE) ((MODE) == ATTN_GATHERED || (MODE) == ATTN_FUSED) /* segment iterator */
 
 /* The fused ring's kernel arguments (__grid_constant__, with the comm's meld_proto_dev_t). */
 typedef struct {
@@ -128,7 +130,7 @@ ATTN_DEV void attn_load_kv(const attn_params_t *p, uint32_t sb, uint32_t g, cons
   if (g >= ST) mbar_wait(bar + ATTN_EM(ST, s), (g / ST - 1) & 1);
   const int kv0 = itr->j * ATTN_BN;
   const int step = attn_seg_step(p, itr->s);
-  const bool own = MODE == ATTN_SINGLE || (MODE == ATTN_FUSED && step == 0); /* 4-D maps */
+  const bool own = !ATTN_MS(MODE) || (MODE == ATTN_FUSED && step == 0); /* 4-D maps */
   const CUtensorMap *mk = MODE == ATTN_FUSED && !own ? &p->map_ks : &p->map_k;
   const CUtensorMap *mv = MODE == ATTN_FUSED && !own ? &p->map_vs : &p->map_v;
   const int seg = MODE == ATTN_GATHERED ? attn_seg_src(p, step) : step - 1;
@@ -154,7 +156,7 @@ ATTN_DEV void attn_producer(const attn_params_t *p, uint32_t sb, int qt, int h, 
   attn_load_q(p, sb, sb + ATTN_BAR_OFF(ST), qt, h, b);
   attn_iter_t itr = {0, 0, 0};
   int more = attn_iter_seek(p, qt, 0, &itr);
-  for (uint32_t g = 0; more; g++, more = attn_next<MODE != ATTN_SINGLE>(p, qt, &itr))
+  for (uint32_t g = 0; more; g++, more = attn_next<ATTN_MS(MODE)>(p, qt, &itr))
     attn_load_kv<ST, MODE>(p, sb, g, &itr, h / p->group, b);
 }
 
@@ -358,7 +360,8 @@ ATTN_DEV void attn_last_pv(uint32_t sb, int wg, uint32_t g, float *O, uint32_t *
  * so the producer may load the next item's Q. Once per item and warpgroup. */
 template <int ST, int MODE>
 ATTN_DEV void attn_q_release(uint32_t sb) {
-  if (MODE == ATTN_FUSED && (threadIdx.x & 127) == 0) mbar_arrive(sb + ATTN_BAR_OFF(ST) + ATTN_QE(ST));
+  if ((MODE == ATTN_FUSED || MODE == ATTN_PERSIST) && (threadIdx.x & 127) == 0)
+    mbar_arrive(sb + ATTN_BAR_OFF(ST) + ATTN_QE(ST));
 }
 
 /* One consumer warpgroup (wg 0 or 1: queries 64 wg .. 64 wg + 63 of the tile), one work item of
@@ -369,7 +372,7 @@ ATTN_DEV void attn_q_release(uint32_t sb) {
  * PIPE 2: PIPE 1 with the two warpgroups taking turns to issue (ping-pong). */
 template <int ST, int PIPE, int MODE>
 ATTN_DEV void attn_consumer(const attn_params_t *p, uint32_t sb, int wg, int qt, int h, int b, int n, uint32_t g0) {
-  constexpr bool MS = MODE != ATTN_SINGLE;
+  constexpr bool MS = ATTN_MS(MODE);
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   const int t = threadIdx.x & 127, w = t >> 5, l = t & 31;
   const int row0 = 64 * wg + 16 * w + (l >> 2); /* this thread's rows in the tile: row0, row0 + 8 */
@@ -540,23 +543,25 @@ __device__ __noinline__ void attn_ring_push(meld_ctx_t ctx_v, const attn_ring_ka
   }
 }
 
-/* The fused ring's producer (thread 0 of a persistent CTA): takes work items from queue 0 until
- * none is left; per item its K/V blocks (before a peer's block, the wait for its chunk's signal,
+/* The producer of a persistent CTA (thread 0). MODE ATTN_FUSED (the fused ring): takes work items
+ * from queue 0 until none is left; per item its K/V blocks (before a peer's block, the wait for its chunk's signal,
  * then the proxy fence: the rows were written by generic stores, TMA reads them), and its Q
  * once the consumers have released the previous item's (q_empty). The item goes to the
  * consumers through a cell of shared memory published by the q_full arrival (release); -1 ends.
  * The waits are the raw guards (40 registers here; no ctx): a failed one (timeout, abort) leaves
  * its outcome in the CTA's fail cells for the exit to record; the producer goes on loading
- * (whatever the staging holds) so that the consumers drain, and waits no more. */
-template <int ST>
-ATTN_DEV void attn_ring_producer(const meld_proto_dev_t *proto, const attn_ring_kargs_t *a, uint64_t epoch,
-                                 uint32_t sb) {
-  const attn_params_t *p = &a->p;
+ * (whatever the staging holds) so that the consumers drain, and waits no more.
+ * MODE ATTN_PERSIST (one GPU): items blockIdx.x, + gridDim.x, ... of `items`, no waits (proto and
+ * a unused). */
+template <int ST, int MODE>
+ATTN_DEV void attn_persist_producer(const attn_params_t *p, uint32_t items, const meld_proto_dev_t *proto,
+                                    const attn_ring_kargs_t *a, uint64_t epoch, uint32_t sb) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   uint32_t g = 0;
   for (uint32_t k = 0;; k++) {
-    const uint32_t item = atom_add_relaxed_gpu_u32((uint32_t *)(proto->pad + MELD_PAD_OFF_QUEUES), 1u);
-    const bool end = item >= a->items;
+    const uint32_t item = MODE == ATTN_FUSED ? atom_add_relaxed_gpu_u32((uint32_t *)(proto->pad + MELD_PAD_OFF_QUEUES), 1u)
+                                             : blockIdx.x + k * gridDim.x;
+    const bool end = item >= items;
     st_shared_u32(bar + ATTN_ITEM(ST, k), end ? 0xffffffffu : item);
     if (end) {
       if (k) mbar_wait(bar + ATTN_QE(ST), (k - 1) & 1);
@@ -573,9 +578,9 @@ ATTN_DEV void attn_ring_producer(const meld_proto_dev_t *proto, const attn_ring_
      * signal slots); one register, as is the failure flag kept in shared memory (the producer
      * has 40) */
     uint32_t wkey = 0xffffffffu;
-    for (; more; g++, more = attn_iter_next(p, qt, &itr)) {
+    for (; more; g++, more = attn_next<ATTN_MS(MODE)>(p, qt, &itr)) {
       const int step = attn_seg_step(p, itr.s);
-      if (step > 0 && !(a->diag & 1)) {
+      if (MODE == ATTN_FUSED && step > 0 && !(a->diag & 1)) {
         const int chunk = (b * a->nk + hk) * a->token_chunks + itr.j * ATTN_BN / a->chunk_tokens;
         const uint32_t key = (uint32_t)step << 20 | (uint32_t)chunk;
         if (key != wkey && ld_shared_u32(bar + ATTN_FAIL(ST)) == 0u) {
@@ -594,7 +599,7 @@ ATTN_DEV void attn_ring_producer(const meld_proto_dev_t *proto, const attn_ring_
           wkey = key;
         }
       }
-      attn_load_kv<ST, ATTN_FUSED>(p, sb, g, &itr, hk, b);
+      attn_load_kv<ST, MODE>(p, sb, g, &itr, hk, b);
       if (!q_done) {
         if (k) mbar_wait(bar + ATTN_QE(ST), (k - 1) & 1);
         attn_load_q(p, sb, bar, qt, h, b);
@@ -608,10 +613,9 @@ ATTN_DEV void attn_ring_producer(const meld_proto_dev_t *proto, const attn_ring_
   }
 }
 
-/* The fused ring's consumer warpgroups: the producer's items, in turn, until the end mark. */
-template <int ST, int PIPE>
-ATTN_DEV void attn_ring_consumer(const attn_ring_kargs_t *a, uint32_t sb, int wg) {
-  const attn_params_t *p = &a->p;
+/* The consumer warpgroups of a persistent CTA: the producer's items, in turn, until the end mark. */
+template <int ST, int PIPE, int MODE>
+ATTN_DEV void attn_persist_consumer(const attn_params_t *p, uint32_t sb, int wg) {
   const uint32_t bar = sb + ATTN_BAR_OFF(ST);
   uint32_t g0 = 0;
   for (uint32_t k = 0;; k++) {
@@ -621,7 +625,7 @@ ATTN_DEV void attn_ring_consumer(const attn_ring_kargs_t *a, uint32_t sb, int wg
     int qt, h, b;
     attn_work_of(p, item, &qt, &h, &b);
     const int n = attn_iter_count(p, qt);
-    attn_consumer<ST, PIPE, ATTN_FUSED>(p, sb, wg, qt, h, b, n, g0);
+    attn_consumer<ST, PIPE, MODE>(p, sb, wg, qt, h, b, n, g0);
     g0 += (uint32_t)n;
   }
 }
@@ -649,10 +653,10 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1)
     __syncthreads();
     if (wg == 0) {
       setmaxnreg_dec_40();
-      if (threadIdx.x == 0) attn_ring_producer<ST>(&proto, &a, ctx.epoch, sb);
+      if (threadIdx.x == 0) attn_persist_producer<ST, ATTN_FUSED>(&a.p, a.items, &proto, &a, ctx.epoch, sb);
     } else {
       setmaxnreg_inc_232();
-      attn_ring_consumer<ST, PIPE>(&a, sb, wg - 1);
+      attn_persist_consumer<ST, PIPE, ATTN_FUSED>(&a.p, sb, wg - 1);
     }
   }
   __syncthreads();
@@ -667,6 +671,29 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1)
                                (int)ld_shared_u32(bar + ATTN_FAIL(ST) + 8), "ring attention: K/V chunk"),
                 meld_stamp(c.epoch, 1), 0, 0, ld_relaxed_sys_u32(meld_abort_word(&proto)));
     meld_call_end_thread(&c);
+  }
+#endif
+}
+
+/* meld_attention with persistent CTAs (MELD_ATTN_PERSIST=1, opt-in until measured): grid = the
+ * SMs, items strided by CTA; Q reloaded per item after the consumers' release, the K/V ring
+ * running on across items (the fused ring's CTA loop without its communication). */
+template <int PIPE>
+__global__ void __launch_bounds__(ATTN_THREADS, 1)
+    attn_persist_kernel(const __grid_constant__ attn_params_t p, uint32_t items) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int ST = PIPE ? 3 : 2;
+  extern __shared__ __align__(1024) uint8_t attn_smem[];
+  const uint32_t sb = (smem_addr(attn_smem) + 1023u) & ~1023u;
+  const int wg = threadIdx.x >> 7;
+  if (threadIdx.x == 0) attn_init_bars<ST>(&p, sb);
+  __syncthreads();
+  if (wg == 0) {
+    setmaxnreg_dec_40();
+    if (threadIdx.x == 0) attn_persist_producer<ST, ATTN_PERSIST>(&p, items, nullptr, nullptr, 0, sb);
+  } else {
+    setmaxnreg_inc_232();
+    attn_persist_consumer<ST, PIPE, ATTN_PERSIST>(&p, sb, wg - 1);
   }
 #endif
 }
@@ -705,7 +732,24 @@ static meld_result_t attn_launch(const attn_params_t *p, int64_t grid, cudaStrea
    * in series (the first version). Session 29, one H200, sustained: 2 vs 1 -0.5..-2.3% at S
    * 4096, -7.3..+2.5% at S 16384 (two calls; geomean ~-1%); 1 vs 0 -2..-17%. */
   const int v = attn_pipe_variant();
-  kern[p->kv_segs > 1][v]<<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(v ? 3 : 2), stream>>>(*p);
+  const char *ps = getenv("MELD_ATTN_PERSIST");
+  if (p->kv_segs == 1 && ps && ps[0] == '1') {
+    static int persist_ready[64];
+    static void (*const pk[3])(attn_params_t, uint32_t) = {attn_persist_kernel<0>, attn_persist_kernel<1>,
+                                                            attn_persist_kernel<2>};
+    if (dev >= 64 || !persist_ready[dev]) {
+      for (int i = 0; i < 3; i++)
+        MELD_CUDA_CHECK(
+            cudaFuncSetAttribute(pk[i], cudaFuncAttributeMaxDynamicSharedMemorySize, ATTN_SMEM_BYTES(i ? 3 : 2)));
+      if (dev < 64) persist_ready[dev] = 1;
+    }
+    int sms = 0;
+    MELD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int64_t pg = grid < sms ? grid : sms;
+    pk[v]<<<(unsigned)pg, ATTN_THREADS, ATTN_SMEM_BYTES(v ? 3 : 2), stream>>>(*p, (uint32_t)grid);
+  } else {
+    kern[p->kv_segs > 1][v]<<<(unsigned)grid, ATTN_THREADS, ATTN_SMEM_BYTES(v ? 3 : 2), stream>>>(*p);
+  }
   MELD_CUDA_CHECK(cudaGetLastError());
   return MELD_OK;
 }

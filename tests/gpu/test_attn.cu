@@ -186,6 +186,16 @@ int main(void) {
       if (cases[i].H > 2 && cases[i].Sq > 128) run_case(&cases[i]);
   }
   unsetenv("MELD_ATTN_ORDER");
+  /* persistent CTAs (opt-in): every case, each pipeline, back-to-back calls and a graph */
+  setenv("MELD_ATTN_PERSIST", "1", 1);
+  for (int v = 0; v < 3; v++) {
+    setenv("MELD_ATTN_PIPE", pipes[v], 1);
+    gt_log("MELD_ATTN_PERSIST=1 MELD_ATTN_PIPE=%s", pipes[v]);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
+    back_to_back_and_graph();
+  }
+  unsetenv("MELD_ATTN_PIPE");
+  unsetenv("MELD_ATTN_PERSIST");
   bad_args();
   return gt_summary("test_attn");
 }
