@@ -25,7 +25,7 @@ HOST_SRCS := $(wildcard src/host/*.c)
 CU_SRCS   := $(wildcard src/ops/*.cu)
 HOST_OBJS := $(HOST_SRCS:%.c=$(BUILD)/obj/%.o)
 CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
-DEV_HDRS  := $(wildcard src/device/*.cuh src/common/*.h)
+DEV_HDRS  := $(wildcard src/device/*.cuh src/common/*.h src/ops/*.cuh src/ops/*.h)
 LIB_SO    := $(BUILD)/lib/libmeld.so
 LIB_A     := $(BUILD)/lib/libmeld.a
 

@@ -5,7 +5,7 @@ with each backend that runs (flash, cuDNN, efficient), bf16, layout [B, S, H, D]
 BENCH_SETTLE_MS of back-to-back calls, 30 timed calls (CUDA events), the median; FLOPs as bench_attn
 (4 x visible pairs x D). JSON lines to --json (op "attn", peer = the backend).
 
-  python3 bench/attn_torch.py [--json FILE] [--quick] [--shape B,S,H,HKV,CAUSAL ...] [--custom-only]
+  python3 bench/attn_torch.py [--json FILE] [--quick] [--shape B,S,H,HKV,CAUSAL[,D] ...] [--custom-only]
 """
 import argparse, json, os, statistics, time
 
@@ -15,12 +15,15 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
 def shapes(args):
-    out = [tuple(int(x) for x in s.split(",")) for s in args.shape]
+    out = []
+    for s in args.shape:  # B,S,H,HKV,CAUSAL[,D]
+        v = [int(x) for x in s.split(",")]
+        out.append(tuple(v + [128] * (6 - len(v))))
     if not args.custom_only:
         for S in ([4096] if args.quick else [4096, 16384]):
             for hkv in (32, 8):
                 for c in (0, 1):
-                    out.append((1, S, 32, hkv, c))
+                    out.append((1, S, 32, hkv, c, 128))
     return out
 
 
@@ -59,11 +62,11 @@ def main():
                 ("efficient", SDPBackend.EFFICIENT_ATTENTION)]
     jf = open(args.json, "a") if args.json else None
     print(f"{'shape (B,S,H,HKV,causal)':28s} {'backend':10s} {'ms':>10s} {'TFLOP/s':>10s}")
-    for (B, S, H, HKV, causal) in shapes(args):
+    for (B, S, H, HKV, causal, D) in shapes(args):
         g = torch.Generator(device="cuda").manual_seed(7)
-        q = (torch.rand(B, S, H, 128, device="cuda", generator=g) * 2 - 1).bfloat16()
-        k = (torch.rand(B, S, HKV, 128, device="cuda", generator=g) * 2 - 1).bfloat16()
-        v = (torch.rand(B, S, HKV, 128, device="cuda", generator=g) * 2 - 1).bfloat16()
+        q = (torch.rand(B, S, H, D, device="cuda", generator=g) * 2 - 1).bfloat16()
+        k = (torch.rand(B, S, HKV, D, device="cuda", generator=g) * 2 - 1).bfloat16()
+        v = (torch.rand(B, S, HKV, D, device="cuda", generator=g) * 2 - 1).bfloat16()
         qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         pairs = S * (S + 1) / 2 if causal else S * S
         ref = None
@@ -74,16 +77,16 @@ def main():
                     out = fn()
                     ms = time_fn(fn, settle)
             except Exception as e:  # a backend that does not take this shape
-                print(f"{B},{S},{H},{HKV},{causal:<18} {name:10s} {'-':>10s} ({type(e).__name__})")
+                print(f"{B},{S},{H},{HKV},{causal},{D:<16} {name:10s} {'-':>10s} ({type(e).__name__})")
                 continue
             if ref is None:
                 ref = out.float()
             err = ((out.float() - ref).norm() / ref.norm()).item()
-            tf = 4.0 * B * H * pairs * 128 / (ms * 1e-3) / 1e12
-            print(f"{f'{B},{S},{H},{HKV},{causal}':28s} {name:10s} {ms:10.4f} {tf:10.1f}  (vs first backend {err:.1e})")
+            tf = 4.0 * B * H * pairs * D / (ms * 1e-3) / 1e12
+            print(f"{f'{B},{S},{H},{HKV},{causal},{D}':28s} {name:10s} {ms:10.4f} {tf:10.1f}  (vs first backend {err:.1e})")
             if jf:
                 jf.write(json.dumps({"op": "attn", "shape": {"batch": B, "seq": S, "heads": H, "heads_kv": HKV,
-                                                             "head_dim": 128, "causal": causal},
+                                                             "head_dim": D, "causal": causal},
                                      "nranks": 1, "peer": "torch_sdpa_" + name, "peer_ms": ms, "tflops": round(tf, 1),
                                      "settle_ms": settle, "torch": torch.__version__,
                                      "gpu": torch.cuda.get_device_name(0),

@@ -9,7 +9,7 @@
  * "VAR=VAL" or "VAR=VAL+VAR=VAL", set in the environment for its row; default: none, the
  * library's defaults) times each variant per shape in the same pass ("variant" in the JSON).
  *
- *   bench_attn [--json FILE] [--quick] [--shape B,S,H,HKV,CAUSAL ...] [--custom-only] [--check-all] */
+ *   bench_attn [--json FILE] [--quick] [--shape B,S,H,HKV,CAUSAL[,D] ...] [--custom-only] [--check-all] */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +24,7 @@
 #include "../tests/gpu/attn_ref.h"
 
 typedef struct {
-  int B, S, H, HKV, causal;
+  int B, S, H, HKV, causal, D;
 } shape_t;
 
 static double visible_pairs(int S, int causal) { return causal ? (double)S * (S + 1) / 2 : (double)S * S; }
@@ -40,13 +40,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--check-all")) check_all = 1;
     else if (!strcmp(argv[i], "--shape") && i + 1 < argc && ns < 32) {
       shape_t s;
-      if (sscanf(argv[++i], "%d,%d,%d,%d,%d", &s.B, &s.S, &s.H, &s.HKV, &s.causal) != 5) {
-        fprintf(stderr, "bad --shape %s (B,S,H,HKV,CAUSAL)\n", argv[i]);
+      s.D = 128;
+      const int got = sscanf(argv[++i], "%d,%d,%d,%d,%d,%d", &s.B, &s.S, &s.H, &s.HKV, &s.causal, &s.D);
+      if (got != 5 && got != 6) {
+        fprintf(stderr, "bad --shape %s (B,S,H,HKV,CAUSAL[,D])\n", argv[i]);
         return 2;
       }
       shapes[ns++] = s;
     } else {
-      fprintf(stderr, "usage: %s [--json FILE] [--quick] [--shape B,S,H,HKV,CAUSAL] [--custom-only] [--check-all]\n",
+      fprintf(stderr, "usage: %s [--json FILE] [--quick] [--shape B,S,H,HKV,CAUSAL[,D]] [--custom-only] [--check-all]\n",
               argv[0]);
       return 2;
     }
@@ -60,7 +62,7 @@ int main(int argc, char **argv) {
     const int seqs[2] = {4096, 16384};
     for (int si = 0; si < (quick ? 1 : 2); si++)
       for (int hk = 0; hk < 2; hk++)
-        for (int c = 0; c < 2; c++) shapes[ns++] = (shape_t){1, seqs[si], 32, hk ? 8 : 32, c};
+        for (int c = 0; c < 2; c++) shapes[ns++] = (shape_t){1, seqs[si], 32, hk ? 8 : 32, c, 128};
   }
   bench_env_t env;
   bench_env(&env, 0);
@@ -70,7 +72,7 @@ int main(int argc, char **argv) {
   for (int si = 0; si < ns; si++) {
     const shape_t sh = shapes[si];
     bench_shape_pause();
-    attn_case_t c = {"bench", sh.B, sh.S, sh.S, sh.H, sh.HKV, sh.causal, 0, 0, 0.f, 0, 0};
+    attn_case_t c = {"bench", sh.B, sh.S, sh.S, sh.H, sh.HKV, sh.causal, 0, 0, 0.f, 0, 0, sh.D};
     attn_bufs_t x[2];
     if (setup(&c, &x[0], 11) || setup(&c, &x[1], 23)) return 1;
     cudaStream_t st;
@@ -106,7 +108,7 @@ int main(int argc, char **argv) {
         CK(cudaEventElapsedTime(&t[i], e0, e1));
       }
       const float ms = bench_median(t, TIMED);
-      const double tflops = 4.0 * sh.B * sh.H * visible_pairs(sh.S, sh.causal) * 128 / (ms * 1e-3) / 1e12;
+      const double tflops = 4.0 * sh.B * sh.H * visible_pairs(sh.S, sh.causal) * sh.D / (ms * 1e-3) / 1e12;
       double rel = -1;
       if (check_all || sh.S <= 4096) {
         CK(cudaStreamSynchronize(st));
@@ -119,7 +121,7 @@ int main(int argc, char **argv) {
         rel = compare(&c, &x[0], "bench row");
       }
       char name[320];
-      snprintf(name, sizeof name, "%d,%d,%d,%d,%d %s", sh.B, sh.S, sh.H, sh.HKV, sh.causal, pv);
+      snprintf(name, sizeof name, "%d,%d,%d,%d,%d%s %s", sh.B, sh.S, sh.H, sh.HKV, sh.causal, sh.D == 64 ? ",64" : "", pv);
       printf("%-44s %10.4f %10.1f %10.2e\n", name, ms, tflops, rel);
       if (jf) {
         char relj[32];
@@ -127,10 +129,10 @@ int main(int argc, char **argv) {
         else snprintf(relj, sizeof relj, "%.3e", rel);
         fprintf(jf,
                 "{\"op\": \"attn\", \"shape\": {\"batch\": %d, \"seq\": %d, \"heads\": %d, \"heads_kv\": %d, \"head_dim\": "
-                "128, \"causal\": %d}, \"variant\": \"%s\", \"nranks\": 1, \"nnodes\": 1, \"dtype\": \"bf16\", \"meld_ms\": %.5f, \"tflops\": "
+                "%d, \"causal\": %d}, \"variant\": \"%s\", \"nranks\": 1, \"nnodes\": 1, \"dtype\": \"bf16\", \"meld_ms\": %.5f, \"tflops\": "
                 "%.1f, \"settle_ms\": %d, \"rel_err\": %s, \"gpu\": \"%s\", \"driver\": \"%s\", \"cuda\": \"%s\", "
                 "\"date\": \"%s\", \"commit\": \"%s\"}\n",
-                sh.B, sh.S, sh.H, sh.HKV, sh.causal, pv, ms, tflops, settle_ms, relj, env.gpu,
+                sh.B, sh.S, sh.H, sh.HKV, sh.D, sh.causal, pv, ms, tflops, settle_ms, relj, env.gpu,
                 env.driver, env.cuda, env.date, env.commit);
         fflush(jf);
       }

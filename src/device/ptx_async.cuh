@@ -395,11 +395,35 @@ PA_INLINE void wgmma_m64n128k16_rs(float *d, const uint32_t *a, uint64_t desc_b,
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
 }
 
+/* d[64x64 f32] (+)= A[64x16 bf16, registers] * B[16x64 bf16 smem]: as wgmma_m64n128k16_rs (the
+ * attention's PV at head_dim 64). */
+template <int TRANS_B>
+PA_INLINE void wgmma_m64n64k16_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
+}
+
 /* ---- registers, barriers, clusters ------------------------------------------------------ */
 
 /* Warpgroup-wide: lowers this warpgroup's register limit to 40 (producer roles). */
 PA_INLINE void setmaxnreg_dec_40(void) {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 40;" ::: "memory");
+}
+
+/* Warpgroup-wide: 56 for the producer, 224 for the two math warpgroups (the attention at
+ * head_dim 64: its producer's waits spilled in 40, its math needs fewer than 224). */
+PA_INLINE void setmaxnreg_dec_56(void) {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 56;" ::: "memory");
+}
+PA_INLINE void setmaxnreg_inc_224(void) {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;" ::: "memory");
 }
 
 /* Warpgroup-wide: raises this warpgroup's register limit to 232 (math roles). */

@@ -49,9 +49,9 @@ meld_result_t attn_args_validate(const meld_attention_args_t *a) {
   if (a->heads % a->heads_kv)
     return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: heads %lld is not a multiple of heads_kv %lld",
                       (long long)a->heads, (long long)a->heads_kv);
-  if (a->head_dim != ATTN_D)
+  if (a->head_dim != 64 && a->head_dim != 128)
     return meld_error(a->head_dim < 1 ? MELD_ERR_INVALID_ARG : MELD_ERR_UNSUPPORTED,
-                      "meld_attention: head_dim %lld (only %d is supported today)", (long long)a->head_dim, ATTN_D);
+                      "meld_attention: head_dim %lld (64 and 128 are supported today)", (long long)a->head_dim);
   if (a->causal != 0 && a->causal != 1)
     return meld_error(MELD_ERR_INVALID_ARG, "meld_attention: causal %d is neither 0 nor 1", a->causal);
   if (!(a->scale >= 0.0f) || isinf(a->scale))
@@ -107,6 +107,7 @@ meld_result_t attn_plan_geometry(const meld_attention_args_t *a, attn_params_t *
   p->batch = (int)a->batch;
   p->heads = (int)a->heads;
   p->group = (int)(a->heads / a->heads_kv);
+  p->head_dim = (int)a->head_dim;
   p->seq_q = (int)a->seq_q;
   p->seq_kv = (int)a->seq_kv;
   p->q_tiles = (int)((a->seq_q + ATTN_BM - 1) / ATTN_BM);

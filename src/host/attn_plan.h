@@ -14,10 +14,10 @@
 extern "C" {
 #endif
 
-/* Tile shape: 128 queries (two consumer warpgroups of 64) x 128 keys, head_dim 128. */
+/* Tile shape: 128 queries (two consumer warpgroups of 64) x 128 keys; head_dim 64 or 128 (the
+ * kernels are compiled once per head_dim: src/ops/attention_kernels.cuh). */
 #define ATTN_BM 128
 #define ATTN_BN 128
-#define ATTN_D 128
 
 /* The kernel's parameters (__grid_constant__). Q's map is 4-D {head_dim, heads, seq, batch}, K's
  * and V's 5-D {head_dim, heads_kv, seq_kv, batch, segment}, 128-byte swizzle: Q and K boxes of
@@ -33,6 +33,7 @@ typedef struct {
   float *lse;
   int64_t stride_o;  /* elements between output tokens */
   int batch, heads, group; /* group = heads / heads_kv */
+  int head_dim;            /* 64 or 128 (which kernels) */
   int seq_q, seq_kv;
   int q_tiles, kv_tiles;
   int causal;

@@ -17,44 +17,50 @@
 #include "gpu_test.h"
 #include "meld.h"
 
-/* O_ref [b, i, h, :] fp32 and LSE_ref [b, h, i]; one warp per (i, h, b), lane holds 4 dims. */
+/* O_ref [b, i, h, :] fp32 and LSE_ref [b, h, i]; one warp per (i, h, b), lane holds D / 32 dims
+ * (head_dim D: 64 or 128). */
 __global__ void ref_attn(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v, float *o,
                          float *lse, int B, int Sq, int Skv, int H, int Hkv, int64_t sq, int64_t sk, int64_t sv,
                          int causal, float scale, int64_t qp0, int64_t kp0, int64_t zz_h = 0,
-                         int64_t qp1 = 0) {
+                         int64_t qp1 = 0, int D = 128) {
   /* (query i sits at qp0 + i; with zz_h > 0, a zigzag ring's part: queries i >= zz_h at qp1 + i) */
   const int64_t warp = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, E = D / 32;
   if (warp >= (int64_t)B * H * Sq) return;
   const int i = (int)(warp % Sq), h = (int)((warp / Sq) % H), b = (int)(warp / ((int64_t)Sq * H));
   const int hk = h / (H / Hkv);
   const int64_t qpos = (zz_h > 0 && i >= zz_h ? qp1 : qp0) + i;
-  float qv[4];
-  for (int e = 0; e < 4; e++) qv[e] = __bfloat162float(q[((int64_t)b * Sq + i) * sq + h * 128 + lane * 4 + e]);
+  float qv[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int e = 0; e < 4; e++) if (e < E) qv[e] = __bfloat162float(q[((int64_t)b * Sq + i) * sq + h * D + lane * E + e]);
   /* pass 1: the max; pass 2: sum and weighted V */
   float mx = -INFINITY;
   for (int j = 0; j < Skv; j++) {
     if (causal && kp0 + j > qpos) continue;
-    const __nv_bfloat16 *kr = k + ((int64_t)b * Skv + j) * sk + hk * 128 + lane * 4;
+    const __nv_bfloat16 *kr = k + ((int64_t)b * Skv + j) * sk + hk * D + lane * E;
     float d = 0.f;
-    for (int e = 0; e < 4; e++) d += qv[e] * __bfloat162float(kr[e]);
+#pragma unroll
+    for (int e = 0; e < 4; e++) if (e < E) d += qv[e] * __bfloat162float(kr[e]);
     for (int off = 16; off; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
     mx = fmaxf(mx, d * scale);
   }
   float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int j = 0; j < Skv; j++) {
     if (causal && kp0 + j > qpos) continue;
-    const __nv_bfloat16 *kr = k + ((int64_t)b * Skv + j) * sk + hk * 128 + lane * 4;
-    const __nv_bfloat16 *vr = v + ((int64_t)b * Skv + j) * sv + hk * 128 + lane * 4;
+    const __nv_bfloat16 *kr = k + ((int64_t)b * Skv + j) * sk + hk * D + lane * E;
+    const __nv_bfloat16 *vr = v + ((int64_t)b * Skv + j) * sv + hk * D + lane * E;
     float d = 0.f;
-    for (int e = 0; e < 4; e++) d += qv[e] * __bfloat162float(kr[e]);
+#pragma unroll
+    for (int e = 0; e < 4; e++) if (e < E) d += qv[e] * __bfloat162float(kr[e]);
     for (int off = 16; off; off >>= 1) d += __shfl_xor_sync(0xffffffffu, d, off);
     const float p = expf(d * scale - mx);
     sum += p;
-    for (int e = 0; e < 4; e++) acc[e] += p * __bfloat162float(vr[e]);
+#pragma unroll
+    for (int e = 0; e < 4; e++) if (e < E) acc[e] += p * __bfloat162float(vr[e]);
   }
-  float *orow = o + (((int64_t)b * Sq + i) * H + h) * 128 + lane * 4;
-  for (int e = 0; e < 4; e++) orow[e] = sum > 0.f ? acc[e] / sum : 0.f;
+  float *orow = o + (((int64_t)b * Sq + i) * H + h) * D + lane * E;
+#pragma unroll
+  for (int e = 0; e < 4; e++) if (e < E) orow[e] = sum > 0.f ? acc[e] / sum : 0.f;
   if (lane == 0) lse[((int64_t)b * H + h) * Sq + i] = sum > 0.f ? mx + logf(sum) : -INFINITY;
 }
 
@@ -72,7 +78,10 @@ typedef struct {
   float scale;
   int packed;   /* 1: q, k, v are views of one [B, S, 3, H, D] buffer (needs Sq == Skv, H == Hkv) */
   int pad_o;    /* extra elements between output tokens (poison must survive) */
+  int D;        /* head_dim: 64 or 128 (0 = 128) */
 } attn_case_t;
+
+static inline int case_d(const attn_case_t *c) { return c->D ? c->D : 128; }
 
 typedef struct {
   uint16_t *q, *k, *v, *o, *qkv;
@@ -86,7 +95,7 @@ static inline void fill(uint16_t *p, size_t n, uint64_t seed) { gt_fill_bf16<<<1
 /* Allocates and fills a case's buffers and args (seed varies the inputs). */
 static inline int setup(const attn_case_t *c, attn_bufs_t *x, uint64_t seed) {
   memset(x, 0, sizeof *x);
-  const int64_t D = 128;
+  const int64_t D = case_d(c);
   meld_attention_args_t *a = &x->a;
   a->batch = c->B, a->seq_q = c->Sq, a->seq_kv = c->Skv, a->heads = c->H, a->heads_kv = c->Hkv, a->head_dim = D;
   a->causal = c->causal, a->scale = c->scale, a->q_pos0 = c->qp0, a->kv_pos0 = c->kp0;
@@ -126,19 +135,20 @@ static inline void teardown(attn_bufs_t *x) {
 
 static inline void reference(const attn_case_t *c, attn_bufs_t *x) {
   const meld_attention_args_t *a = &x->a;
-  const int64_t sq = a->stride_q ? a->stride_q : c->H * 128, sk = a->stride_k ? a->stride_k : c->Hkv * 128;
-  const int64_t sv = a->stride_v ? a->stride_v : c->Hkv * 128;
-  const float scale = c->scale > 0 ? c->scale : 1.0f / sqrtf(128.f);
+  const int D = case_d(c);
+  const int64_t sq = a->stride_q ? a->stride_q : c->H * D, sk = a->stride_k ? a->stride_k : c->Hkv * D;
+  const int64_t sv = a->stride_v ? a->stride_v : c->Hkv * D;
+  const float scale = c->scale > 0 ? c->scale : 1.0f / sqrtf((float)D);
   const int64_t warps = (int64_t)c->B * c->H * c->Sq;
   ref_attn<<<(unsigned)((warps + 7) / 8), 256>>>((const __nv_bfloat16 *)a->q, (const __nv_bfloat16 *)a->k,
                                                  (const __nv_bfloat16 *)a->v, x->oref, x->lref, c->B, c->Sq, c->Skv,
-                                                 c->H, c->Hkv, sq, sk, sv, c->causal, scale, c->qp0, c->kp0);
+                                                 c->H, c->Hkv, sq, sk, sv, c->causal, scale, c->qp0, c->kp0, 0, 0, D);
   GT_CUDA(cudaGetLastError());
 }
 
 /* Compares O and LSE with the reference; returns the worst per-(b, h) relative error. */
 static inline double compare(const attn_case_t *c, attn_bufs_t *x, const char *what) {
-  const int64_t D = 128, so = x->a.stride_o ? x->a.stride_o : c->H * D;
+  const int64_t D = case_d(c), so = x->a.stride_o ? x->a.stride_o : c->H * D;
   const size_t nref = (size_t)c->B * c->Sq * c->H * D, nl = (size_t)c->B * c->H * c->Sq;
   uint16_t *o = (uint16_t *)malloc(x->o_elems * 2);
   float *oref = (float *)malloc(nref * 4), *lse = (float *)malloc(nl * 4), *lref = (float *)malloc(nl * 4);

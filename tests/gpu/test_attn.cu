@@ -21,7 +21,7 @@
 
 /* The GPU reference against double precision on the CPU for a few rows of a small case. */
 static void check_reference(void) {
-  const attn_case_t c = {"ref", 1, 70, 150, 2, 1, 1, 30, 0, 0.f, 0, 0};
+  const attn_case_t c = {"ref", 1, 70, 150, 2, 1, 1, 30, 0, 0.f, 0, 0, 0};
   attn_bufs_t x;
   if (setup(&c, &x, 777)) return;
   reference(&c, &x);
@@ -74,7 +74,7 @@ static void run_case(const attn_case_t *c) {
 
 /* Back-to-back calls with new inputs each time (no host sync between calls), then a graph. */
 static void back_to_back_and_graph(void) {
-  const attn_case_t c = {"b2b", 2, 640, 640, 4, 2, 1, 0, 0, 0.f, 0, 0};
+  const attn_case_t c = {"b2b", 2, 640, 640, 4, 2, 1, 0, 0, 0.f, 0, 0, 0};
   attn_bufs_t x;
   if (setup(&c, &x, 5)) return;
   cudaStream_t st;
@@ -116,13 +116,13 @@ static void expect_fail(const meld_attention_args_t *a, meld_result_t want, cons
 }
 
 static void bad_args(void) {
-  attn_case_t c = {"bad", 1, 128, 128, 4, 2, 0, 0, 0, 0.f, 0, 0};
+  attn_case_t c = {"bad", 1, 128, 128, 4, 2, 0, 0, 0, 0.f, 0, 0, 0};
   attn_bufs_t x;
   if (setup(&c, &x, 9)) return;
   meld_attention_args_t a = x.a;
   expect_fail(NULL, MELD_ERR_INVALID_ARG, "args is NULL");
-  a.head_dim = 64;
-  expect_fail(&a, MELD_ERR_UNSUPPORTED, "head_dim 64");
+  a.head_dim = 96;
+  expect_fail(&a, MELD_ERR_UNSUPPORTED, "head_dim 96");
   a = x.a, a.heads = 3;
   expect_fail(&a, MELD_ERR_INVALID_ARG, "not a multiple of heads_kv");
   a = x.a, a.k = NULL;
@@ -151,20 +151,29 @@ int main(void) {
   gt_log("%s", prop.name);
   check_reference();
   const attn_case_t cases[] = {
-      /* name, B, Sq, Skv, H, Hkv, causal, q_pos0, kv_pos0, scale, packed, pad_o */
-      {"one tile", 1, 128, 128, 1, 1, 0, 0, 0, 0.f, 0, 0},
-      {"one tile causal", 1, 128, 128, 1, 1, 1, 0, 0, 0.f, 0, 0},
-      {"dense", 2, 1024, 1024, 8, 8, 0, 0, 0, 0.f, 0, 0},
-      {"causal", 2, 1024, 1024, 8, 8, 1, 0, 0, 0.f, 0, 0},
-      {"gqa tails causal", 1, 1000, 1000, 16, 2, 1, 0, 0, 0.f, 0, 0},
-      {"tails", 3, 300, 777, 4, 1, 0, 0, 0, 0.f, 0, 0},
-      {"short kv", 1, 513, 5, 2, 2, 0, 0, 0, 0.f, 0, 0},
-      {"ring step, earlier kv", 1, 256, 768, 4, 4, 1, 512, 0, 0.f, 0, 0},
-      {"ring step, rows see nothing", 1, 384, 384, 4, 2, 1, 0, 200, 0.f, 0, 0},
-      {"ring step, later kv", 1, 256, 256, 2, 2, 1, 0, 256, 0.f, 0, 0},
-      {"packed qkv, padded o", 2, 700, 700, 4, 4, 1, 0, 0, 0.f, 1, 64},
-      {"scale 0.05", 1, 512, 640, 4, 4, 0, 0, 0, 0.05f, 0, 0},
-      {"long causal", 1, 4096, 4096, 8, 2, 1, 0, 0, 0.f, 0, 0},
+      /* name, B, Sq, Skv, H, Hkv, causal, q_pos0, kv_pos0, scale, packed, pad_o[, head_dim] */
+      {"one tile", 1, 128, 128, 1, 1, 0, 0, 0, 0.f, 0, 0, 0},
+      {"one tile causal", 1, 128, 128, 1, 1, 1, 0, 0, 0.f, 0, 0, 0},
+      {"dense", 2, 1024, 1024, 8, 8, 0, 0, 0, 0.f, 0, 0, 0},
+      {"causal", 2, 1024, 1024, 8, 8, 1, 0, 0, 0.f, 0, 0, 0},
+      {"gqa tails causal", 1, 1000, 1000, 16, 2, 1, 0, 0, 0.f, 0, 0, 0},
+      {"tails", 3, 300, 777, 4, 1, 0, 0, 0, 0.f, 0, 0, 0},
+      {"short kv", 1, 513, 5, 2, 2, 0, 0, 0, 0.f, 0, 0, 0},
+      {"ring step, earlier kv", 1, 256, 768, 4, 4, 1, 512, 0, 0.f, 0, 0, 0},
+      {"ring step, rows see nothing", 1, 384, 384, 4, 2, 1, 0, 200, 0.f, 0, 0, 0},
+      {"ring step, later kv", 1, 256, 256, 2, 2, 1, 0, 256, 0.f, 0, 0, 0},
+      {"packed qkv, padded o", 2, 700, 700, 4, 4, 1, 0, 0, 0.f, 1, 64, 0},
+      {"scale 0.05", 1, 512, 640, 4, 4, 0, 0, 0, 0.05f, 0, 0, 0},
+      {"long causal", 1, 4096, 4096, 8, 2, 1, 0, 0, 0.f, 0, 0, 0},
+      /* head_dim 64 */
+      {"d64 one tile", 1, 128, 128, 1, 1, 0, 0, 0, 0.f, 0, 0, 64},
+      {"d64 dense", 2, 1024, 1024, 8, 8, 0, 0, 0, 0.f, 0, 0, 64},
+      {"d64 gqa tails causal", 1, 1000, 1000, 16, 2, 1, 0, 0, 0.f, 0, 0, 64},
+      {"d64 tails", 3, 300, 777, 4, 1, 0, 0, 0, 0.f, 0, 0, 64},
+      {"d64 ring step, rows see nothing", 1, 384, 384, 4, 2, 1, 0, 200, 0.f, 0, 0, 64},
+      {"d64 packed qkv, padded o", 2, 700, 700, 4, 4, 1, 0, 0, 0.f, 1, 64, 64},
+      {"d64 scale 0.05", 1, 512, 640, 4, 4, 0, 0, 0, 0.05f, 0, 0, 64},
+      {"d64 long causal", 1, 4096, 4096, 8, 2, 1, 0, 0, 0.f, 0, 0, 64},
   };
   /* every kernel: MELD_ATTN_PIPE 2 (the default: softmax overlapped with the previous block's
    * PV, warpgroups' ping-pong), 1 (without the ping-pong), 0 (in series) */

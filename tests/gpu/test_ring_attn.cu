@@ -20,18 +20,21 @@ static pthread_barrier_t g_bar; /* the P rank threads of the running path */
 
 typedef struct {
   int B, S, H, HKV, causal, zz; /* S: each rank's part; zz: zigzag layout */
+  int D;                        /* head_dim (0 = 128) */
 } ring_case_t;
 static const ring_case_t g_cases[] = {
-    {1, 256, 4, 2, 1, 0}, {2, 300, 4, 4, 0, 0}, {1, 1000, 8, 2, 1, 0}, {2, 384, 2, 1, 1, 0}, {1, 128, 2, 2, 0, 0},
-    {1, 256, 4, 2, 1, 1}, {2, 1024, 4, 4, 1, 1}, {1, 512, 2, 1, 0, 1},
+    {1, 256, 4, 2, 1, 0, 0}, {2, 300, 4, 4, 0, 0, 0}, {1, 1000, 8, 2, 1, 0, 0}, {2, 384, 2, 1, 1, 0, 0}, {1, 128, 2, 2, 0, 0, 0},
+    {1, 256, 4, 2, 1, 1, 0}, {2, 1024, 4, 4, 1, 1, 0}, {1, 512, 2, 1, 0, 1, 0},
+    {1, 1000, 8, 2, 1, 0, 64}, {2, 512, 4, 4, 1, 1, 64}, /* head_dim 64 */
 };
+static int ring_d(const ring_case_t *rc) { return rc->D ? rc->D : 128; }
 #define RING_MAX_ELEMS ((size_t)2 * 1000 * 8 * 128 * RING_MAX) /* the largest full Q */
 
 /* This rank's part of each batch's sequence from a full tensor [B, S x P, heads, 128]: piece
  * `rank` of P, or (zigzag) pieces rank and 2P - 1 - rank of 2P. */
 static void take_part(uint16_t *dst, const uint16_t *full, const ring_case_t *rc, int heads, int rank,
                       cudaStream_t st) {
-  const size_t tok = (size_t)heads * 128 * 2, part = (size_t)rc->S * tok, whole = part * P;
+  const size_t tok = (size_t)heads * ring_d(rc) * 2, part = (size_t)rc->S * tok, whole = part * P;
   if (!rc->zz) {
     GT_CUDA(cudaMemcpy2DAsync(dst, part, (const char *)full + rank * part, whole, part, rc->B, cudaMemcpyDeviceToDevice, st));
     return;
@@ -45,13 +48,13 @@ static void take_part(uint16_t *dst, const uint16_t *full, const ring_case_t *rc
 /* The fp32 reference for this rank's queries over the whole sequence (positions by layout). */
 static void ring_ref(const uint16_t *q, const uint16_t *kf, const uint16_t *vf, float *oref, float *lref,
                      const ring_case_t *rc, int rank, cudaStream_t st) {
-  const int64_t D = 128, S = (int64_t)rc->S * P, h = rc->S / 2;
+  const int64_t D = ring_d(rc), S = (int64_t)rc->S * P, h = rc->S / 2;
   const int64_t warps = (int64_t)rc->B * rc->H * rc->S;
   const int64_t qp0 = rc->zz ? rank * h : (int64_t)rank * rc->S, qp1 = (2 * P - 1 - rank) * h - h;
   ref_attn<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>((const __nv_bfloat16 *)q, (const __nv_bfloat16 *)kf,
                                                          (const __nv_bfloat16 *)vf, oref, lref, rc->B, rc->S, (int)S,
                                                          rc->H, rc->HKV, rc->H * D, rc->HKV * D, rc->HKV * D, rc->causal,
-                                                         1.0f / sqrtf(128.f), qp0, 0, rc->zz ? h : 0, qp1);
+                                                         1.0f / sqrtf((float)D), qp0, 0, rc->zz ? h : 0, qp1, (int)D);
 }
 
 static void *ring_rank(void *arg) {
@@ -78,7 +81,7 @@ static void *ring_rank(void *arg) {
   for (size_t ci = 0; ci < sizeof g_cases / sizeof g_cases[0]; ci++)
     for (int call = 0; call < 2; call++) {
       const ring_case_t *rc = &g_cases[ci];
-      const int64_t D = 128, S = (int64_t)rc->S * P;
+      const int64_t D = ring_d(rc), S = (int64_t)rc->S * P;
       const size_t nq = (size_t)rc->B * S * rc->H * D, nk = (size_t)rc->B * S * rc->HKV * D;
       const uint64_t seed = 7000 + 100 * ci + 10 * call; /* the same on every rank */
       gt_fill_bf16<<<256, 256, 0, st>>>(qf, nq, seed);
@@ -101,14 +104,14 @@ static void *ring_rank(void *arg) {
       ring_ref(q, kf, vf, oref, lref, rc, rank, st);
       GT_CUDA(cudaStreamSynchronize(st));
       char name[96];
-      snprintf(name, sizeof name, "ring P=%d B %d part %d H %d/%d causal %d%s", P, rc->B, rc->S, rc->H, rc->HKV,
-               rc->causal, rc->zz ? " zigzag" : "");
-      attn_case_t c = {name, rc->B, rc->S, (int)S, rc->H, rc->HKV, rc->causal, 0, 0, 0.f, 0, 0};
+      snprintf(name, sizeof name, "ring P=%d B %d part %d H %d/%d D %d causal %d%s", P, rc->B, rc->S, rc->H, rc->HKV,
+               (int)D, rc->causal, rc->zz ? " zigzag" : "");
+      attn_case_t c = {name, rc->B, rc->S, (int)S, rc->H, rc->HKV, rc->causal, 0, 0, 0.f, 0, 0, (int)D};
       attn_bufs_t x;
       memset(&x, 0, sizeof x);
       x.o = o, x.lse = lse, x.oref = oref, x.lref = lref, x.o_elems = no, x.a = a;
       compare(&c, &x, call ? "second call" : "first call");
-      if ((ci != 0 && ci != 6) || call != 1) continue;
+      if ((ci != 0 && ci != 6 && ci != 9) || call != 1) continue;
       /* the same case captured once as a CUDA graph, replayed on new inputs (the fused path
        * allocates nothing, takes its epoch on the device) */
       cudaGraph_t graph;

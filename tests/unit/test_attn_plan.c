@@ -45,7 +45,9 @@ static void test_validation(void **state) {
   a = good(), a.lse = (float *)FAKE(0x500002);
   expect_err(&a, MELD_ERR_INVALID_ARG, "lse");
   a = good(), a.head_dim = 64;
-  expect_err(&a, MELD_ERR_UNSUPPORTED, "head_dim 64 (only 128");
+  assert_int_equal(attn_args_validate(&a), MELD_OK);
+  a = good(), a.head_dim = 96;
+  expect_err(&a, MELD_ERR_UNSUPPORTED, "head_dim 96 (64 and 128");
   a = good(), a.head_dim = 0;
   expect_err(&a, MELD_ERR_INVALID_ARG, "head_dim 0");
   a = good(), a.heads_kv = 5;
