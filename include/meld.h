@@ -254,10 +254,10 @@ typedef struct {
 } meld_attention_args_t;
 
 /* Enqueues the attention forward on `stream` and returns at once (one kernel; sm_90 only).
- * head_dim 128 today. Pointers 16-byte aligned (lse 4-byte). CUDA-graph capturable.
+ * head_dim 64 or 128. Pointers 16-byte aligned (lse 4-byte). CUDA-graph capturable.
  * Fails: MELD_ERR_INVALID_ARG (NULL, bad dims, heads not a multiple of heads_kv, misalignment;
- * the sentence names the argument), MELD_ERR_UNSUPPORTED (head_dim other than 128, not a Hopper
- * GPU), MELD_ERR_CUDA. */
+ * the sentence names the argument), MELD_ERR_UNSUPPORTED (head_dim other than 64 or 128, not a
+ * Hopper GPU), MELD_ERR_CUDA. */
 meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t stream);
 
 /* Ring attention (forward) over the ranks of comm: the sequence is split in P parts, rank r
