@@ -30,7 +30,7 @@ def main():
     dist.init_process_group("nccl")
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.experimental import context_parallel
-    from torch.distributed.tensor.experimental._attention import set_rotate_method
+    from torch.distributed.tensor.experimental._attention import _cp_options, set_rotate_method
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     set_rotate_method(args.rotate)
@@ -50,6 +50,7 @@ def main():
         if HKV != 32:  # GQA: K/V expanded to every query head (torch's ring attention takes MHA)
             k, v = k.repeat_interleave(32 // HKV, dim=1), v.repeat_interleave(32 // HKV, dim=1)
         ms, err = None, ""
+        _cp_options.enable_load_balance = bool(causal)  # torch balances causal rows only
         try:
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION]):
                 with context_parallel(mesh, buffers=(q, k, v), buffer_seq_dims=(2, 2, 2)):
