@@ -209,7 +209,7 @@ static meld_result_t attn_ring_fill(struct meld_comm *comm, const meld_attention
   /* what every rank must agree on (the shapes, the launch, the plan) */
   uint64_t h = meld_hash_init();
   const int64_t vals[] = {MELD_OP_RING_ATTENTION, args->batch, args->seq_q, args->seq_kv, args->heads, args->heads_kv,
-                          args->causal, args->zigzag, l, nk, rp->chunk_tokens, rp->comm_ctas,
+                          args->head_dim, args->causal, args->zigzag, l, nk, rp->chunk_tokens, rp->comm_ctas,
                           attn_pipe_variant()};
   for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) h = meld_hash_u64(h, (uint64_t)vals[i]);
   k->arg_hash = meld_hash_fold(h);

@@ -17,6 +17,7 @@ static int P;
 static meld_unique_id g_id;
 static int g_ndev;
 static pthread_barrier_t g_bar; /* the P rank threads of the running path */
+static int g_fused;             /* the running path is the fused kernel's */
 
 typedef struct {
   int B, S, H, HKV, causal, zz; /* S: each rank's part; zz: zigzag layout */
@@ -167,6 +168,19 @@ static void *ring_rank(void *arg) {
   GT_CHECK(meld_ring_attention(NULL, &a, st) == MELD_ERR_INVALID_ARG, "ring: NULL comm accepted");
   GT_MELD(meld_comm_check(comm));
   GT_CUDA(cudaStreamSynchronize(st));
+  if (g_fused) {
+    /* ranks that disagree (rank 0 causal, the others not): every rank's call fails fast with the
+     * argument mismatch, none hangs (the comm is aborted: last) */
+    a.stride_k = 0, a.causal = rank == 0;
+    const double t0 = gt_now_s();
+    GT_MELD(meld_ring_attention(comm, &a, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    const meld_result_t r = meld_comm_check(comm);
+    const double el = gt_now_s() - t0;
+    GT_CHECK(r == MELD_ERR_ABORTED && strstr(meld_last_error(), "arguments differ"),
+             "ring: ranks with different arguments: %s: %s", meld_strerror(r), meld_last_error());
+    GT_CHECK(el < 2.0, "ring: the mismatch took %.2f s to fail", el);
+  }
   cudaFree(qf), cudaFree(kf), cudaFree(vf), cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
   cudaFree(lse), cudaFree(oref), cudaFree(lref);
   GT_CUDA(cudaStreamDestroy(st));
@@ -209,6 +223,7 @@ int main(int argc, char **argv) {
         if (vals[e]) setenv(names[e], vals[e], 1);
         else unsetenv(names[e]);
       }
+      g_fused = paths[pi].mode == NULL;
       printf("test_ring_attn: %d ranks as threads on %d GPU(s), %s\n", P, g_ndev < P ? g_ndev : P, paths[pi].name);
       fflush(stdout);
       if (meld_get_unique_id(&g_id) != MELD_OK) {
