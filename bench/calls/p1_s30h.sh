@@ -2,7 +2,8 @@
 # p1_s30h.sh — ONE GPU, session 30, last: the ring's argument hash now includes head_dim, and each
 # fused path of test_ring_attn ends with ranks that disagree (rank 0 causal, the others not): the
 # call must fail fast on every rank with "arguments differ". test_attn, test_ring_attn 2,3,4,8.
-# Prediction: all pass; the mismatch fails in < 0.1 s.
+# Prediction: all pass; the mismatch fails in < 0.1 s. (Rerun after call 9: the gathered path at 8
+# ranks timed out at its first graph replay; it now uses the comm scratch, no memory nodes.)
 . "$(dirname "$0")/../device_env.sh"
 build build/tests/gpu/test_attn build/tests/gpu/test_ring_attn
 export MELD_TIMEOUT_MS=3000

@@ -116,10 +116,15 @@ static void attn_ring_positions(const meld_attention_args_t *args, int P, int me
   }
 }
 
+static void attn_ring_refuse(struct meld_comm *comm, cudaStream_t stream);
+
 /* The gathered ring (unfused; the fallback where one K/V head's staging exceeds the workspace,
- * and MELD_RING_ATTN=unfused for A/B): every rank's K and V are all-gathered into a
- * stream-ordered scratch buffer [rank][batch][seq][heads_kv][head_dim], then ONE attention kernel
- * reads them as P segments, own part first. */
+ * and MELD_RING_ATTN=unfused for A/B): every rank's K and V are all-gathered into the comm's
+ * unfused scratch [rank][batch][seq][heads_kv][head_dim] (K, then V), then ONE attention kernel
+ * reads them as P segments, own part first. The scratch is the comm's (grown outside capture,
+ * shared with the other unfused paths): no allocation inside a call, so a captured graph holds
+ * no memory nodes (session 30: with 8 ranks as threads on one GPU, the first replay of a graph
+ * with cudaMallocAsync / cudaFreeAsync nodes kept one rank's launch back past the timeout). */
 static meld_result_t attn_ring_gathered(meld_comm_t comm, const meld_attention_args_t *args, cudaStream_t stream) {
   const int P = comm->nranks;
   const int64_t dense = args->heads_kv * args->head_dim;
@@ -131,8 +136,15 @@ static meld_result_t attn_ring_gathered(meld_comm_t comm, const meld_attention_a
   attn_ring_positions(args, P, comm->rank, &p);
   attn_plan_order(args, &p);
   char *kv = NULL;
-  MELD_CUDA_CHECK(cudaMallocAsync((void **)&kv, 2 * (size_t)P * bytes, stream));
-  meld_result_t res = MELD_OK;
+  meld_result_t res = meld_comm_scratch(comm, "meld_ring_attention", "run the call once before capturing",
+                                        2 * (size_t)P * bytes, stream, (void **)&kv);
+  if (res != MELD_OK) {
+    /* the peers are in their all-gather's handshake: a mismatching one ends it at once */
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", meld_last_error());
+    attn_ring_refuse(comm, stream);
+    return meld_error(res, "%s", msg);
+  }
   if (!(attn_ring_diag() & 2)) { /* (bit 1, timing only, WRONG RESULTS: the kernel alone) */
     res = meld_all_gather(comm, args->k, kv, elems, MELD_BF16, stream);
     if (res == MELD_OK) res = meld_all_gather(comm, args->v, kv + (size_t)P * bytes, elems, MELD_BF16, stream);
@@ -140,9 +152,6 @@ static meld_result_t attn_ring_gathered(meld_comm_t comm, const meld_attention_a
   if (res == MELD_OK) res = attn_plan_q_map(args, &p);
   if (res == MELD_OK) res = attn_plan_kv_maps(args, &p, kv, kv + (size_t)P * bytes, dense, dense, P);
   if (res == MELD_OK) res = attn_launch(&p, grid, stream);
-  const cudaError_t fe = cudaFreeAsync(kv, stream); /* stream-ordered: after the kernel */
-  if (res == MELD_OK && fe != cudaSuccess)
-    res = meld_error(MELD_ERR_CUDA, "meld_ring_attention: cudaFreeAsync: %s", cudaGetErrorString(fe));
   return res;
 }
 
@@ -215,6 +224,7 @@ static meld_result_t attn_ring_fill(struct meld_comm *comm, const meld_attention
   k->arg_hash = meld_hash_fold(h);
   return MELD_OK;
 }
+
 
 /* A call this rank cannot make must not leave its peers waiting: the entry handshake alone with
  * a hash no valid call has (the peers report the mismatch; as AG+GEMM's). */
