@@ -202,8 +202,7 @@ static void *rank_main(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  gt_inproc_env();
   int lng = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc) P = atoi(argv[++i]);

@@ -210,6 +210,16 @@ static inline int gt_spawn(int nranks, gt_rank_fn fn) { return gt_spawn_env(nran
  * this thread's rank for the log, GPU rank % ndev, a communicator with bootstrap deadline 20 s
  * and device deadline timeout_ms (*cfg keeps that config for more comms), and a non-blocking
  * stream. 0 on success (failures are counted and logged). */
+/* Ranks as threads of one process: their kernels wait for each other's, so no host call may wait
+ * for the device meanwhile, and no two ranks' streams may share a hardware queue: every module
+ * loaded at start (lazy loading waits for the device at a kernel's first launch), 32 queues
+ * (default 8: at 4+ ranks the CE side streams alias; session 25 saw 4-rank CE and 8-rank
+ * first-launch stalls). Call before any CUDA call; a value set by the user wins. */
+static inline void gt_inproc_env(void) {
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+}
+
 static inline int gt_thread_comm(int rank, int nranks, int ndev, meld_unique_id id, int64_t timeout_ms,
                                  meld_config_t *cfg, meld_comm_t *comm, cudaStream_t *st) {
   gt_rank = rank;

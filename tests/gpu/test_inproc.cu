@@ -644,14 +644,7 @@ static int run_world(int nranks) {
 /* Rank counts: argument 1 or TEST_INPROC_RANKS, a comma list (default 2,3,4: two ranks, an odd
  * count whose splits have tails, and four). */
 int main(int argc, char **argv) {
-  /* Ranks as threads of one process on one GPU run kernels that spin for each other, so no
-   * host call may wait for the device meanwhile, and no two ranks' streams may share a
-   * hardware queue: every module loaded at start (lazy loading waits for the device at a
-   * kernel's first launch), 32 queues (default 8: at 4+ ranks the CE side streams alias;
-   * session 25 saw 4-rank CE and 8-rank first-launch stalls). Before any CUDA call; a value
-   * set by the user wins. */
-  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  gt_inproc_env(); /* before any CUDA call (gpu_test.h says why) */
   const char *list = argc > 1 ? argv[1] : getenv("TEST_INPROC_RANKS");
   if (!list || !*list) list = "2,3,4";
   int ps[16], n = 0;

@@ -46,6 +46,22 @@ static void take_part(uint16_t *dst, const uint16_t *full, const ring_case_t *rc
                             cudaMemcpyDeviceToDevice, st));
 }
 
+/* Fresh inputs from `seed` (the same full tensors on every rank), this rank's part of them, and
+ * its outputs poisoned (no output elements of O, nl of LSE). */
+static void new_inputs(const ring_case_t *rc, uint64_t seed, int rank, uint16_t *qf, uint16_t *kf, uint16_t *vf,
+                       uint16_t *q, uint16_t *k, uint16_t *v, uint16_t *o, float *lse, cudaStream_t st) {
+  const int64_t D = ring_d(rc), S = (int64_t)rc->S * P;
+  const size_t nq = (size_t)rc->B * S * rc->H * D, nk = (size_t)rc->B * S * rc->HKV * D;
+  gt_fill_bf16<<<256, 256, 0, st>>>(qf, nq, seed);
+  gt_fill_bf16<<<256, 256, 0, st>>>(kf, nk, seed + 1);
+  gt_fill_bf16<<<256, 256, 0, st>>>(vf, nk, seed + 2);
+  take_part(q, qf, rc, rc->H, rank, st);
+  take_part(k, kf, rc, rc->HKV, rank, st);
+  take_part(v, vf, rc, rc->HKV, rank, st);
+  GT_CUDA(cudaMemsetAsync(o, 0xff, (size_t)rc->B * rc->S * rc->H * D * 2, st));
+  GT_CUDA(cudaMemsetAsync(lse, 0xff, (size_t)rc->B * rc->H * rc->S * 4, st));
+}
+
 /* The fp32 reference for this rank's queries over the whole sequence (positions by layout). */
 static void ring_ref(const uint16_t *q, const uint16_t *kf, const uint16_t *vf, float *oref, float *lref,
                      const ring_case_t *rc, int rank, cudaStream_t st) {
@@ -83,18 +99,9 @@ static void *ring_rank(void *arg) {
     for (int call = 0; call < 2; call++) {
       const ring_case_t *rc = &g_cases[ci];
       const int64_t D = ring_d(rc), S = (int64_t)rc->S * P;
-      const size_t nq = (size_t)rc->B * S * rc->H * D, nk = (size_t)rc->B * S * rc->HKV * D;
       const uint64_t seed = 7000 + 100 * ci + 10 * call; /* the same on every rank */
-      gt_fill_bf16<<<256, 256, 0, st>>>(qf, nq, seed);
-      gt_fill_bf16<<<256, 256, 0, st>>>(kf, nk, seed + 1);
-      gt_fill_bf16<<<256, 256, 0, st>>>(vf, nk, seed + 2);
-      /* this rank's part of each batch's sequence */
-      take_part(q, qf, rc, rc->H, rank, st);
-      take_part(k, kf, rc, rc->HKV, rank, st);
-      take_part(v, vf, rc, rc->HKV, rank, st);
-      const size_t no = (size_t)rc->B * rc->S * rc->H * D, nl = (size_t)rc->B * rc->H * rc->S;
-      GT_CUDA(cudaMemsetAsync(o, 0xff, no * 2, st));
-      GT_CUDA(cudaMemsetAsync(lse, 0xff, nl * 4, st));
+      new_inputs(rc, seed, rank, qf, kf, vf, q, k, v, o, lse, st);
+      const size_t no = (size_t)rc->B * rc->S * rc->H * D;
       meld_attention_args_t a;
       memset(&a, 0, sizeof a);
       a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse;
@@ -128,15 +135,7 @@ static void *ring_rank(void *arg) {
       GT_CUDA(cudaStreamSynchronize(st));
       pthread_barrier_wait(&g_bar);
       for (int rep = 0; rep < 2; rep++) {
-        const uint64_t s2 = seed + 1000 + 10 * rep;
-        gt_fill_bf16<<<256, 256, 0, st>>>(qf, nq, s2);
-        gt_fill_bf16<<<256, 256, 0, st>>>(kf, nk, s2 + 1);
-        gt_fill_bf16<<<256, 256, 0, st>>>(vf, nk, s2 + 2);
-        take_part(q, qf, rc, rc->H, rank, st);
-        take_part(k, kf, rc, rc->HKV, rank, st);
-        take_part(v, vf, rc, rc->HKV, rank, st);
-        GT_CUDA(cudaMemsetAsync(o, 0xff, no * 2, st));
-        GT_CUDA(cudaMemsetAsync(lse, 0xff, nl * 4, st));
+        new_inputs(rc, seed + 1000 + 10 * rep, rank, qf, kf, vf, q, k, v, o, lse, st);
         GT_CUDA(cudaGraphLaunch(exec, st));
         ring_ref(q, kf, vf, oref, lref, rc, rank, st);
         GT_CUDA(cudaStreamSynchronize(st));
@@ -189,10 +188,7 @@ static void *ring_rank(void *arg) {
 }
 
 int main(int argc, char **argv) {
-  /* as test_inproc: every module loaded at start, 32 hardware queues (ranks' kernels wait for
-   * each other; no host call may wait for the device) */
-  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
+  gt_inproc_env();
   const char *list = argc > 1 ? argv[1] : "2,3,4";
   cudaDeviceProp prop;
   if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
