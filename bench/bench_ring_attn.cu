@@ -16,7 +16,9 @@
  * reference by test_ring_attn). FLOPs count every rank's visible (query, key) pairs.
  * Rank 0 prints a table and appends JSON lines (--json; op "ring_attn", variant names above).
  * BENCH_RING_AB (a comma list of "VAR=VAL" or "VAR=VAL+VAR=VAL"): more fused variants, each with
- * its variables set (by rank 0, between barriers), timed in the same pass (variant "fused[...]").
+ * its variables set (by rank 0, between barriers), timed in the same pass (variant "fused[...]");
+ * an entry "compute:VAR=VAL..." is a compute variant with those variables ("compute[...]", e.g.
+ * MELD_ATTN_PERSIST=1: persistent CTAs on a share of the SMs, as the fused kernel's).
  *
  * Ranks: --ranks P, default one per GPU where there are 2 or more (up to 8), else 2 sharing GPU 0.
  *
@@ -50,12 +52,12 @@ static bench_env_t g_env;
  * an AB variant its list; clears them for the others. */
 static void set_variant(int v) {
   static const char *const vars[] = {"MELD_RING_ATTN", "MELD_RING_ATTN_COMM_CTAS", "MELD_RING_ATTN_HEADS",
-                                     "MELD_ATTN_PIPE", "MELD_ATTN_ORDER", "MELD_RING_ATTN_DIAG"};
+                                     "MELD_ATTN_PIPE", "MELD_ATTN_ORDER", "MELD_RING_ATTN_DIAG", "MELD_ATTN_PERSIST"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   if (v == 1) setenv("MELD_RING_ATTN", "unfused", 1);
   if (v < 4) return;
   char buf[128];
-  snprintf(buf, sizeof buf, "%s", g_var[v] + 6); /* "fused[" ... "]" */
+  snprintf(buf, sizeof buf, "%s", strchr(g_var[v], '[') + 1); /* "fused[" / "compute[" ... "]" */
   buf[strlen(buf) - 1] = 0;
   for (char *save = NULL, *kv = strtok_r(buf, "+", &save); kv; kv = strtok_r(NULL, "+", &save)) {
     char *eq = strchr(kv, '=');
@@ -136,8 +138,9 @@ static void *rank_main(void *arg) {
       pthread_barrier_wait(&g_bar);
       meld_attention_args_t az = a;
       az.zigzag = 1;
-      const meld_attention_args_t *x = v == 2 ? &c : v == 3 ? &az : &a;
-#define RUN() GT_MELD(v == 2 ? meld_attention(x, st) : meld_ring_attention(comm, x, st))
+      const bool comp = v == 2 || !strncmp(g_var[v], "compute[", 8);
+      const meld_attention_args_t *x = comp ? &c : v == 3 ? &az : &a;
+#define RUN() GT_MELD(comp ? meld_attention(x, st) : meld_ring_attention(comm, x, st))
       for (int i = 0; i < 3; i++) RUN();
       GT_CUDA(cudaEventRecord(e0, st));
       RUN();
@@ -236,7 +239,8 @@ int main(int argc, char **argv) {
     char ab[512];
     snprintf(ab, sizeof ab, "%s", getenv("BENCH_RING_AB"));
     for (char *save = NULL, *pv = strtok_r(ab, ",", &save); pv && g_nvar < MAX_VAR; pv = strtok_r(NULL, ",", &save))
-      snprintf(g_var[g_nvar++], sizeof g_var[0], "fused[%.110s]", pv);
+      if (!strncmp(pv, "compute:", 8)) snprintf(g_var[g_nvar++], sizeof g_var[0], "compute[%.110s]", pv + 8);
+      else snprintf(g_var[g_nvar++], sizeof g_var[0], "fused[%.110s]", pv);
   }
   const int seqs[2] = {4096, 16384};
   for (int si = 0; si < (lng ? 2 : 1); si++)
