@@ -266,7 +266,8 @@ meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t str
  * starts at r * seq_q; with zigzag = 1 it is pieces r and 2P - 1 - r of the sequence cut in 2P,
  * each of seq_q / 2 tokens, which gives every rank the same causal work), and rank r gets O and
  * LSE of its queries against the keys of every part (causal: those at earlier positions).
- * Collective: every rank calls it with the same shapes. K and V dense (stride_k = stride_v = 0).
+ * Collective: every rank calls it with the same shapes. Token strides as for meld_attention (a
+ * packed QKV works: the fused path reads K and V where they are).
  * ONE kernel per launch on each rank (fused): comm CTAs push this rank's K and V, chunk by chunk,
  * into every peer's staging (the comm's workspace) while the attention runs on the own part,
  * and each peer's blocks are consumed as their chunks land (a wait with the comm's deadline).
@@ -276,7 +277,7 @@ meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t str
  * capturable (the fused path allocates nothing). With one rank it is meld_attention.
  * Fails as meld_attention does, and MELD_ERR_INVALID_ARG (NULL comm, non-zero positions,
  * seq_q != seq_kv, zigzag with a part not a multiple of 256 tokens), MELD_ERR_UNSUPPORTED
- * (strided K / V, ranks on several nodes), MELD_ERR_TIMEOUT / MELD_ERR_ABORTED (a peer did not
+ * (ranks on several nodes), MELD_ERR_TIMEOUT / MELD_ERR_ABORTED (a peer did not
  * take part: the comm's timeout). */
 meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attention_args_t *args, cudaStream_t stream);
 

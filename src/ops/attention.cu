@@ -146,8 +146,22 @@ static meld_result_t attn_ring_gathered(meld_comm_t comm, const meld_attention_a
     return meld_error(res, "%s", msg);
   }
   if (!(attn_ring_diag() & 2)) { /* (bit 1, timing only, WRONG RESULTS: the kernel alone) */
-    res = meld_all_gather(comm, args->k, kv, elems, MELD_BF16, stream);
-    if (res == MELD_OK) res = meld_all_gather(comm, args->v, kv + (size_t)P * bytes, elems, MELD_BF16, stream);
+    /* strided K / V (packed QKV): copied into this rank's place first, then gathered in place */
+    const void *ks = args->k, *vs = args->v;
+    char *mk = kv + (size_t)comm->rank * bytes, *mv = kv + (size_t)(P + comm->rank) * bytes;
+    const size_t row = (size_t)dense * 2, rows = (size_t)args->batch * (size_t)args->seq_kv;
+    if (args->stride_k && args->stride_k != dense) {
+      MELD_CUDA_CHECK(cudaMemcpy2DAsync(mk, row, args->k, (size_t)args->stride_k * 2, row, rows, cudaMemcpyDeviceToDevice,
+                                        stream));
+      ks = mk;
+    }
+    if (args->stride_v && args->stride_v != dense) {
+      MELD_CUDA_CHECK(cudaMemcpy2DAsync(mv, row, args->v, (size_t)args->stride_v * 2, row, rows, cudaMemcpyDeviceToDevice,
+                                        stream));
+      vs = mv;
+    }
+    res = meld_all_gather(comm, ks, kv, elems, MELD_BF16, stream);
+    if (res == MELD_OK) res = meld_all_gather(comm, vs, kv + (size_t)P * bytes, elems, MELD_BF16, stream);
   }
   if (res == MELD_OK) res = attn_plan_q_map(args, &p);
   if (res == MELD_OK) res = attn_plan_kv_maps(args, &p, kv, kv + (size_t)P * bytes, dense, dense, P);
@@ -194,8 +208,9 @@ static meld_result_t attn_ring_fill(struct meld_comm *comm, const meld_attention
   p->heads_all = (int)args->heads;
   attn_plan_order(&sub, p);
   const int64_t dense = args->heads_kv * args->head_dim;
+  const int64_t sk = args->stride_k ? args->stride_k : dense, sv = args->stride_v ? args->stride_v : dense;
   MELD_CHECK(attn_plan_q_map(args, p));
-  MELD_CHECK(attn_plan_kv_maps_at(args, &p->map_k, &p->map_v, args->k, args->v, dense, dense, args->heads_kv, 1, 4));
+  MELD_CHECK(attn_plan_kv_maps_at(args, &p->map_k, &p->map_v, args->k, args->v, sk, sv, args->heads_kv, 1, 4));
   uint8_t *st = (uint8_t *)comm->workspace.local;
   const int64_t seg_bytes = args->batch * args->seq_kv * nk * args->head_dim * 2;
   k->stage_v = (int64_t)(P - 1) * seg_bytes;
@@ -208,7 +223,8 @@ static meld_result_t attn_ring_fill(struct meld_comm *comm, const meld_attention
   k->nk = (int32_t)nk;
   k->chunk_tokens = rp->chunk_tokens;
   k->token_chunks = rp->token_chunks;
-  k->heads_kv_all = (int32_t)args->heads_kv;
+  k->k_ld = sk * 2;
+  k->v_ld = sv * 2;
   k->chunks = (uint32_t)(args->batch * nk * rp->token_chunks);
   k->items = (uint32_t)grid;
   k->k = (const uint8_t *)args->k;
@@ -262,9 +278,6 @@ extern "C" meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attent
     vr = meld_error(MELD_ERR_INVALID_ARG, "%s: seq_q %lld != seq_kv %lld (each rank holds its part of one sequence for "
                     "Q, K and V)", fn, (long long)args->seq_q, (long long)args->seq_kv);
   const int64_t dense = vr == MELD_OK ? args->heads_kv * args->head_dim : 0;
-  if (vr == MELD_OK && ((args->stride_k && args->stride_k != dense) || (args->stride_v && args->stride_v != dense)))
-    vr = meld_error(MELD_ERR_UNSUPPORTED,
-                    "%s: K and V must be dense [batch, seq, heads_kv, head_dim] (stride_k / stride_v 0) today", fn);
   const int P = comm->nranks;
   if (vr == MELD_OK && P > ATTN_RING_MAX_RANKS)
     vr = meld_error(MELD_ERR_UNSUPPORTED, "%s: %d ranks (at most %d)", fn, P, ATTN_RING_MAX_RANKS);

@@ -28,9 +28,10 @@ typedef struct {
   int32_t rank, nranks, comm_ctas, handshake_only;
   int32_t diag;     /* MELD_RING_ATTN_DIAG bit 0 (timing only, WRONG RESULTS): no pushes, no waits */
   uint32_t arg_hash;
-  int32_t nk, chunk_tokens, token_chunks, heads_kv_all; /* launch's K/V heads, chunking            */
+  int32_t nk, chunk_tokens, token_chunks;               /* launch's K/V heads, chunking            */
   uint32_t chunks, items; /* chunks a rank pushes (batch x nk x token_chunks); work items          */
-  const uint8_t *k, *v;   /* this rank's K and V (dense [batch, seq, heads_kv_all, head_dim])     */
+  const uint8_t *k, *v;   /* this rank's K and V ([batch, seq, heads_kv, head_dim], tokens k_ld /  */
+  int64_t k_ld, v_ld;     /* v_ld bytes apart: dense, or rows of a packed QKV)                     */
   uint8_t *stage[ATTN_RING_MAX_RANKS]; /* rank r's staging as mapped here: K of P - 1 parts, then V */
   int64_t stage_v;        /* bytes from a staging's K to its V                                    */
 } attn_ring_kargs_t;

@@ -494,7 +494,7 @@ __device__ __noinline__ void attn_ring_push(meld_ctx_t ctx_v, const attn_ring_ka
   const int P = a->nranks, me = a->rank, nk = a->nk, tcs = a->token_chunks, ct = a->chunk_tokens;
   const int64_t seq = a->p.seq_kv, B = a->p.batch;
   constexpr int RB = 2 * ATTN_D, RV = ATTN_D / 8; /* a row's bytes and 16-byte vectors */
-  const int64_t src_ld = (int64_t)a->heads_kv_all * RB, dst_ld = (int64_t)nk * RB; /* bytes between tokens */
+  const int64_t dst_ld = (int64_t)nk * RB; /* bytes between the staging's tokens */
   const int64_t items = (int64_t)a->chunks * (P - 1);
   for (int64_t i = ctx->ticket; i < items; i += a->comm_ctas) {
     const uint32_t ch = (uint32_t)(i / (P - 1));
@@ -504,8 +504,8 @@ __device__ __noinline__ void attn_ring_push(meld_ctx_t ctx_v, const attn_ring_ka
     const int64_t t0 = (int64_t)tc * ct;
     const int rows = (int)min((int64_t)ct, seq - t0);
     const int64_t tok = (int64_t)b * seq + t0; /* the chunk's first token among the batches */
-    const uint8_t *ks = a->k + tok * src_ld + (int64_t)(a->p.hk_base + hk) * RB;
-    const uint8_t *vs = a->v + tok * src_ld + (int64_t)(a->p.hk_base + hk) * RB;
+    const uint8_t *ks = a->k + tok * a->k_ld + (int64_t)(a->p.hk_base + hk) * RB;
+    const uint8_t *vs = a->v + tok * a->v_ld + (int64_t)(a->p.hk_base + hk) * RB;
     uint8_t *kd = a->stage[dst] + (((int64_t)(t - 1) * B * seq + tok) * nk + hk) * RB;
     uint8_t *vd = kd + a->stage_v;
     const int nv = rows * RV; /* vectors of K (and of V) */
@@ -517,7 +517,7 @@ __device__ __noinline__ void attn_ring_push(meld_ctx_t ctx_v, const attn_ring_ka
         const int v = v0 + u * (int)blockDim.x;
         if (v < 2 * nv) {
           const int w = v < nv ? v : v - nv, r = w / RV, c = w % RV;
-          x[u] = *(const int4 *)((v < nv ? ks : vs) + r * src_ld + c * 16);
+          x[u] = *(const int4 *)(v < nv ? ks + r * a->k_ld + c * 16 : vs + r * a->v_ld + c * 16);
         }
       }
 #pragma unroll

@@ -3,8 +3,9 @@
  * from full tensors that every rank generates alike), calls the ring, and checks its O and LSE
  * against the fp32 reference kernel of test_attn.cu run over the FULL K and V with its queries'
  * positions (rank r's part starts at r * seq). Outputs poisoned first; causal and not, GQA,
- * tails (parts not a multiple of 128), batches, two calls a case with new inputs, a CUDA graph
- * of a call replayed on new inputs, and the refused arguments. Every rank count runs the paths:
+ * tails (parts not a multiple of 128), batches, head_dim 64, packed QKV (strided Q, K, V), two
+ * calls a case with new inputs, a CUDA graph of a call replayed on new inputs, the refused
+ * arguments, and ranks that disagree (fused paths). Every rank count runs the paths:
  * the fused kernel (all heads in one launch; one K/V head a launch with one comm CTA, i.e.
  * several launches and calls' staging reuse; PIPE 0) and the gathered fallback.
  * Rank counts: argument 1 (default 2,3,4). */
@@ -22,11 +23,13 @@ static int g_fused;             /* the running path is the fused kernel's */
 typedef struct {
   int B, S, H, HKV, causal, zz; /* S: each rank's part; zz: zigzag layout */
   int D;                        /* head_dim (0 = 128) */
+  int packed;                   /* q, k, v views of one [B, S, 3, H, D] buffer (H == HKV) */
 } ring_case_t;
 static const ring_case_t g_cases[] = {
-    {1, 256, 4, 2, 1, 0, 0}, {2, 300, 4, 4, 0, 0, 0}, {1, 1000, 8, 2, 1, 0, 0}, {2, 384, 2, 1, 1, 0, 0}, {1, 128, 2, 2, 0, 0, 0},
-    {1, 256, 4, 2, 1, 1, 0}, {2, 1024, 4, 4, 1, 1, 0}, {1, 512, 2, 1, 0, 1, 0},
-    {1, 1000, 8, 2, 1, 0, 64}, {2, 512, 4, 4, 1, 1, 64}, /* head_dim 64 */
+    {1, 256, 4, 2, 1, 0, 0, 0}, {2, 300, 4, 4, 0, 0, 0, 0}, {1, 1000, 8, 2, 1, 0, 0, 0}, {2, 384, 2, 1, 1, 0, 0, 0}, {1, 128, 2, 2, 0, 0, 0, 0},
+    {1, 256, 4, 2, 1, 1, 0, 0}, {2, 1024, 4, 4, 1, 1, 0, 0}, {1, 512, 2, 1, 0, 1, 0, 0},
+    {1, 1000, 8, 2, 1, 0, 64, 0}, {2, 512, 4, 4, 1, 1, 64, 0}, /* head_dim 64 */
+    {2, 300, 4, 4, 1, 0, 0, 1}, {1, 512, 4, 4, 1, 1, 64, 1},   /* packed QKV (strided K and V) */
 };
 static int ring_d(const ring_case_t *rc) { return rc->D ? rc->D : 128; }
 #define RING_MAX_ELEMS ((size_t)2 * 1000 * 8 * 128 * RING_MAX) /* the largest full Q */
@@ -46,10 +49,10 @@ static void take_part(uint16_t *dst, const uint16_t *full, const ring_case_t *rc
                             cudaMemcpyDeviceToDevice, st));
 }
 
-/* Fresh inputs from `seed` (the same full tensors on every rank), this rank's part of them, and
- * its outputs poisoned (no output elements of O, nl of LSE). */
+/* Fresh inputs from `seed` (the same full tensors on every rank), this rank's part of them (and,
+ * for a packed case, the same interleaved into qkv), and its outputs poisoned. */
 static void new_inputs(const ring_case_t *rc, uint64_t seed, int rank, uint16_t *qf, uint16_t *kf, uint16_t *vf,
-                       uint16_t *q, uint16_t *k, uint16_t *v, uint16_t *o, float *lse, cudaStream_t st) {
+                       uint16_t *q, uint16_t *k, uint16_t *v, uint16_t *qkv, uint16_t *o, float *lse, cudaStream_t st) {
   const int64_t D = ring_d(rc), S = (int64_t)rc->S * P;
   const size_t nq = (size_t)rc->B * S * rc->H * D, nk = (size_t)rc->B * S * rc->HKV * D;
   gt_fill_bf16<<<256, 256, 0, st>>>(qf, nq, seed);
@@ -58,6 +61,12 @@ static void new_inputs(const ring_case_t *rc, uint64_t seed, int rank, uint16_t 
   take_part(q, qf, rc, rc->H, rank, st);
   take_part(k, kf, rc, rc->HKV, rank, st);
   take_part(v, vf, rc, rc->HKV, rank, st);
+  if (rc->packed) { /* [B, S, 3, H, D]: the dense parts interleaved token by token */
+    const size_t row = (size_t)rc->H * D * 2, rows = (size_t)rc->B * rc->S;
+    GT_CUDA(cudaMemcpy2DAsync(qkv, 3 * row, q, row, row, rows, cudaMemcpyDeviceToDevice, st));
+    GT_CUDA(cudaMemcpy2DAsync((char *)qkv + row, 3 * row, k, row, row, rows, cudaMemcpyDeviceToDevice, st));
+    GT_CUDA(cudaMemcpy2DAsync((char *)qkv + 2 * row, 3 * row, v, row, row, rows, cudaMemcpyDeviceToDevice, st));
+  }
   GT_CUDA(cudaMemsetAsync(o, 0xff, (size_t)rc->B * rc->S * rc->H * D * 2, st));
   GT_CUDA(cudaMemsetAsync(lse, 0xff, (size_t)rc->B * rc->H * rc->S * 4, st));
 }
@@ -82,13 +91,14 @@ static void *ring_rank(void *arg) {
   if (gt_thread_comm(rank, P, g_ndev, g_id, 5000, &cfg, &comm, &st)) return NULL;
   /* everything allocated before the first collective (a cudaMalloc / cudaFree may wait for the
    * device, i.e. for the other ranks' kernels) */
-  uint16_t *qf, *kf, *vf, *q, *k, *v, *o;
+  uint16_t *qf, *kf, *vf, *q, *k, *v, *o, *qkv;
   float *lse, *oref, *lref;
   const size_t full = RING_MAX_ELEMS, part = full / 2; /* a part is at most half the full tensor */
   GT_CUDA(cudaMalloc(&qf, full * 2));
   GT_CUDA(cudaMalloc(&kf, full * 2));
   GT_CUDA(cudaMalloc(&vf, full * 2));
   GT_CUDA(cudaMalloc(&q, part * 2));
+  GT_CUDA(cudaMalloc(&qkv, 3 * part * 2));
   GT_CUDA(cudaMalloc(&k, part * 2));
   GT_CUDA(cudaMalloc(&v, part * 2));
   GT_CUDA(cudaMalloc(&o, part * 2));
@@ -100,11 +110,15 @@ static void *ring_rank(void *arg) {
       const ring_case_t *rc = &g_cases[ci];
       const int64_t D = ring_d(rc), S = (int64_t)rc->S * P;
       const uint64_t seed = 7000 + 100 * ci + 10 * call; /* the same on every rank */
-      new_inputs(rc, seed, rank, qf, kf, vf, q, k, v, o, lse, st);
+      new_inputs(rc, seed, rank, qf, kf, vf, q, k, v, qkv, o, lse, st);
       const size_t no = (size_t)rc->B * rc->S * rc->H * D;
       meld_attention_args_t a;
       memset(&a, 0, sizeof a);
       a.q = q, a.k = k, a.v = v, a.o = o, a.lse = lse;
+      if (rc->packed) { /* Q, K and V read from the interleaved buffer (strides 3 x H x D) */
+        a.q = qkv, a.k = qkv + rc->H * D, a.v = qkv + 2 * rc->H * D;
+        a.stride_q = a.stride_k = a.stride_v = 3 * rc->H * D;
+      }
       a.batch = rc->B, a.seq_q = a.seq_kv = rc->S, a.heads = rc->H, a.heads_kv = rc->HKV, a.head_dim = D;
       a.causal = rc->causal;
       a.zigzag = rc->zz;
@@ -112,8 +126,8 @@ static void *ring_rank(void *arg) {
       ring_ref(q, kf, vf, oref, lref, rc, rank, st);
       GT_CUDA(cudaStreamSynchronize(st));
       char name[96];
-      snprintf(name, sizeof name, "ring P=%d B %d part %d H %d/%d D %d causal %d%s", P, rc->B, rc->S, rc->H, rc->HKV,
-               (int)D, rc->causal, rc->zz ? " zigzag" : "");
+      snprintf(name, sizeof name, "ring P=%d B %d part %d H %d/%d D %d causal %d%s%s", P, rc->B, rc->S, rc->H, rc->HKV,
+               (int)D, rc->causal, rc->zz ? " zigzag" : "", rc->packed ? " packed" : "");
       attn_case_t c = {name, rc->B, rc->S, (int)S, rc->H, rc->HKV, rc->causal, 0, 0, 0.f, 0, 0, (int)D};
       attn_bufs_t x;
       memset(&x, 0, sizeof x);
@@ -135,7 +149,7 @@ static void *ring_rank(void *arg) {
       GT_CUDA(cudaStreamSynchronize(st));
       pthread_barrier_wait(&g_bar);
       for (int rep = 0; rep < 2; rep++) {
-        new_inputs(rc, seed + 1000 + 10 * rep, rank, qf, kf, vf, q, k, v, o, lse, st);
+        new_inputs(rc, seed + 1000 + 10 * rep, rank, qf, kf, vf, q, k, v, qkv, o, lse, st);
         GT_CUDA(cudaGraphLaunch(exec, st));
         ring_ref(q, kf, vf, oref, lref, rc, rank, st);
         GT_CUDA(cudaStreamSynchronize(st));
@@ -162,8 +176,9 @@ static void *ring_rank(void *arg) {
   GT_CHECK(meld_attention(&a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "zigzag"),
            "meld_attention: zigzag accepted: %s", meld_last_error());
   a.zigzag = 0;
-  a.stride_k = 512;
-  GT_CHECK(meld_ring_attention(comm, &a, st) == MELD_ERR_UNSUPPORTED, "ring: strided K accepted: %s", meld_last_error());
+  a.stride_k = 260; /* not a multiple of 8 */
+  GT_CHECK(meld_ring_attention(comm, &a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "stride_k"),
+           "ring: stride_k 260 accepted: %s", meld_last_error());
   GT_CHECK(meld_ring_attention(NULL, &a, st) == MELD_ERR_INVALID_ARG, "ring: NULL comm accepted");
   GT_MELD(meld_comm_check(comm));
   GT_CUDA(cudaStreamSynchronize(st));
@@ -180,7 +195,7 @@ static void *ring_rank(void *arg) {
              "ring: ranks with different arguments: %s: %s", meld_strerror(r), meld_last_error());
     GT_CHECK(el < 2.0, "ring: the mismatch took %.2f s to fail", el);
   }
-  cudaFree(qf), cudaFree(kf), cudaFree(vf), cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o);
+  cudaFree(qf), cudaFree(kf), cudaFree(vf), cudaFree(q), cudaFree(k), cudaFree(v), cudaFree(o), cudaFree(qkv);
   cudaFree(lse), cudaFree(oref), cudaFree(lref);
   GT_CUDA(cudaStreamDestroy(st));
   (void)meld_comm_destroy(comm);
