@@ -271,14 +271,16 @@ meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t str
  * ONE kernel per launch on each rank (fused): comm CTAs push this rank's K and V, chunk by chunk,
  * into every peer's staging (the comm's workspace) while the attention runs on the own part,
  * and each peer's blocks are consumed as their chunks land (a wait with the comm's deadline).
- * The heads go in as many launches as the staging needs (2 x (P - 1) x batch x seq x 256 bytes a
- * K/V head: MELD_WORKSPACE_BYTES); where not even one head fits, K and V are all-gathered first
- * (stream-ordered scratch), then one kernel runs (also MELD_RING_ATTN=unfused). CUDA-graph
- * capturable (the fused path allocates nothing). With one rank it is meld_attention.
+ * The heads go in as many launches as the staging needs (2 x (P - 1) x batch x seq x head_dim x 2
+ * bytes a K/V head: MELD_WORKSPACE_BYTES); where not even one head fits, K and V are all-gathered
+ * first (into the comm's scratch, grown outside capture), then one kernel runs (also
+ * MELD_RING_ATTN=unfused). CUDA-graph capturable (the fused path allocates nothing; the gathered
+ * one after a first call outside capture). With one rank it is meld_attention.
  * Fails as meld_attention does, and MELD_ERR_INVALID_ARG (NULL comm, non-zero positions,
  * seq_q != seq_kv, zigzag with a part not a multiple of 256 tokens), MELD_ERR_UNSUPPORTED
- * (ranks on several nodes), MELD_ERR_TIMEOUT / MELD_ERR_ABORTED (a peer did not
- * take part: the comm's timeout). */
+ * (ranks on several nodes; the gathered path's scratch to grow during capture), and,
+ * asynchronously (meld_comm_check), MELD_ERR_TIMEOUT / MELD_ERR_ABORTED (a peer did not take
+ * part within the comm's timeout, or called with other shapes). */
 meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attention_args_t *args, cudaStream_t stream);
 
 /* ---------------------------------------------------------------------------------------- */
