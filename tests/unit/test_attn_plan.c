@@ -319,6 +319,13 @@ static void test_ring_plan(void **state) {
   assert_true(rp.fused);
   assert_true((uint64_t)2 * 256 * (uint64_t)rp.heads_per_launch * (uint64_t)rp.token_chunks <= MELD_PAD_SIGNAL_SLOTS);
   assert_true(rp.chunk_tokens > 512 && rp.chunk_tokens % ATTN_BN == 0);
+  /* head_dim 64: half the staging a head (S 16384, 8 ranks: 7 x 4 MB), two heads a launch in 64 MB */
+  a = good(), a.batch = 1, a.seq_q = a.seq_kv = 16384, a.heads = 32, a.heads_kv = 32, a.head_dim = 64;
+  assert_int_equal(attn_ring_plan_make(&a, 8, (size_t)64 << 20, 132, &rp), MELD_OK);
+  assert_true(rp.fused);
+  assert_int_equal(rp.heads_per_launch, 2);
+  assert_int_equal(rp.launches, 16);
+  assert_int_equal(rp.stage_bytes, (size_t)2 * 7 * 4 << 20);
   /* one rank: nothing to fuse */
   a = good();
   assert_int_equal(attn_ring_plan_make(&a, 1, (size_t)64 << 20, 132, &rp), MELD_OK);
