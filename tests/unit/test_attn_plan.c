@@ -147,108 +147,102 @@ static void check_order(int batch, int heads, int heads_kv, int causal, int chun
   free(seen);
 }
 
-/* K/V in segments (the ring: rank s's part at position kv_pos0 + s * seg_pos, step i reading
- * rank (rot - i) mod segs's: own part first): the iterator visits exactly the (step, block) pairs
- * holding a key visible to one of the tile's queries, in order, and counts them. */
-static void check_segments(int sq, int skv, int causal, int64_t qp0, int segs, int64_t seg_pos, int rot) {
+/* A ring's layout for the checks below: rank r of P holds piece r of P (contiguous: its query i
+ * at qp0 + i, rank s's key k at s * seg_pos + k) or, with h > 0, pieces r and 2P - 1 - r of 2P
+ * of h tokens each (zigzag). rot: the part step 0 reads (own part first: rot = r). */
+typedef struct {
+  int P, r, rot, sq, skv, causal;
+  int64_t qp0, seg_pos, h;
+} ring_layout_t;
+
+static int64_t zz_pos(int rank, int P, int64_t h, int64_t i) {
+  return i < h ? rank * h + i : (2 * P - 1 - rank) * h + (i - h);
+}
+static int64_t lay_qpos(const ring_layout_t *L, int64_t i) { return L->h ? zz_pos(L->r, L->P, L->h, i) : L->qp0 + i; }
+static int64_t lay_kpos(const ring_layout_t *L, int s, int64_t k) {
+  return L->h ? zz_pos(s, L->P, L->h, k) : s * L->seg_pos + k;
+}
+
+/* The iterator of a query tile visits exactly the (step, half, block) triples holding a key visible
+ * to one of the tile's queries, in order (own part first; zigzag: first half before second), each
+ * at its true origin, counts them, and a block it reads without a mask has every key visible to
+ * every query of the tile. */
+static void check_ring(const ring_layout_t *L) {
   meld_attention_args_t a = good();
-  a.batch = 1, a.heads = 2, a.heads_kv = 1, a.seq_q = sq, a.seq_kv = skv, a.causal = causal, a.q_pos0 = qp0;
+  a.batch = 1, a.heads = 2, a.heads_kv = 1, a.seq_q = L->sq, a.seq_kv = L->skv, a.causal = L->causal;
+  a.q_pos0 = L->h ? 0 : L->qp0;
   attn_params_t p;
   int64_t grid = 0;
   assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
-  p.kv_segs = segs, p.kv_seg_pos = seg_pos, p.seg_rot = rot;
+  p.kv_segs = L->P, p.seg_rot = L->rot;
+  if (L->h) p.zz_half = (int)L->h, p.q_pos0 = L->r * L->h, p.q_pos1 = (2 * L->P - 1 - L->r) * L->h - L->h;
+  else p.kv_seg_pos = L->seg_pos;
+  const int halves = L->h ? 2 : 1;
   for (int qt = 0; qt < p.q_tiles; qt++) {
+    assert_int_equal(attn_q_base(&p, qt) + (int64_t)qt * ATTN_BM, lay_qpos(L, (int64_t)qt * ATTN_BM));
     attn_iter_t it = {0, 0, 0};
     int more = attn_iter_seek(&p, qt, 0, &it), n = 0;
-    for (int step = 0; step < segs; step++)
-      for (int j = 0; j < p.kv_tiles; j++) {
-        const int s = (rot - step + segs) % segs; /* the part this step reads */
+    for (int step = 0; step < L->P; step++)
+      for (int half = 0; half < halves; half++) {
+        const int s = (L->rot - step + L->P) % L->P; /* the part this step reads */
         assert_int_equal(attn_seg_src(&p, step), s);
-        int any = 0;
-        for (int64_t i = (int64_t)qt * ATTN_BM; i < (int64_t)(qt + 1) * ATTN_BM && i < sq; i++)
-          for (int64_t k = (int64_t)j * ATTN_BN; k < (int64_t)(j + 1) * ATTN_BN && k < skv; k++)
-            any |= !causal || s * seg_pos + k <= qp0 + i;
-        if (!any) continue;
-        if (!more || it.s != step || it.j != j || attn_iter_pos0(&p, &it) != s * seg_pos)
-          fail_msg("segments %d x %d, causal %d, q_pos0 %lld, rot %d: tile %d should read step %d (part %d) block %d next",
-                   segs, skv, causal, (long long)qp0, rot, qt, step, s, j);
-        more = attn_iter_next(&p, qt, &it);
-        n++;
+        const int jlo = L->h ? (int)(half * L->h / ATTN_BN) : 0;
+        const int jhi = L->h ? (int)((half + 1) * L->h / ATTN_BN) : p.kv_tiles;
+        for (int j = jlo; j < jhi; j++) {
+          int any = 0, all = 1;
+          for (int64_t i = (int64_t)qt * ATTN_BM; i < (int64_t)(qt + 1) * ATTN_BM && i < L->sq; i++)
+            for (int64_t k = (int64_t)j * ATTN_BN; k < (int64_t)(j + 1) * ATTN_BN && k < L->skv; k++) {
+              const int vis = !L->causal || lay_kpos(L, s, k) <= lay_qpos(L, i);
+              any |= vis, all &= vis;
+            }
+          if (!any) continue;
+          if (!more || it.s != halves * step + half || it.j != j)
+            fail_msg("ring P %d rank %d rot %d, %d x %d, causal %d, zigzag %lld: tile %d should read step %d half %d "
+                     "(part %d) block %d next", L->P, L->r, L->rot, L->sq, L->skv, L->causal, (long long)L->h, qt, step,
+                     half, s, j);
+          assert_int_equal(attn_seg_step(&p, it.s), step);
+          /* the segment's origin: key j sits at pos0 + j */
+          assert_int_equal(attn_iter_pos0(&p, &it) + (int64_t)j * ATTN_BN, lay_kpos(L, s, (int64_t)j * ATTN_BN));
+          if (!attn_block_masked(&p, qt, j, attn_iter_pos0(&p, &it)) && !all)
+            fail_msg("ring P %d rank %d, zigzag %lld: tile %d block %d read unmasked with hidden keys", L->P, L->r,
+                     (long long)L->h, qt, j);
+          more = attn_iter_next(&p, qt, &it);
+          n++;
+        }
       }
-    if (more) fail_msg("segments %d x %d, q_pos0 %lld: tile %d reads a block too many", segs, skv, (long long)qp0, qt);
+    if (more) fail_msg("ring P %d rank %d, zigzag %lld: tile %d reads a block too many", L->P, L->r, (long long)L->h, qt);
     assert_int_equal(attn_iter_count(&p, qt), n);
   }
 }
 
+/* Contiguous parts (a part at position kv_pos0 + s * seg_pos). */
 static void test_segments(void **state) {
   (void)state;
   for (int P = 1; P <= 4; P++)
     for (int r = 0; r < P; r++) {
       const int lens[] = {128, 300, 1000};
       for (size_t i = 0; i < 3; i++) {
+        const int64_t n = lens[i];
         /* rank r of a causal ring, own part first (rot r) and in rank order (rot 0) */
-        check_segments(lens[i], lens[i], 1, (int64_t)r * lens[i], P, lens[i], r);
-        check_segments(lens[i], lens[i], 0, (int64_t)r * lens[i], P, lens[i], r);
-        check_segments(lens[i], lens[i], 1, (int64_t)r * lens[i], P, lens[i], 0);
+        const ring_layout_t ls[3] = {{P, r, r, (int)n, (int)n, 1, r * n, n, 0},
+                                     {P, r, r, (int)n, (int)n, 0, r * n, n, 0},
+                                     {P, r, 0, (int)n, (int)n, 1, r * n, n, 0}};
+        for (int v = 0; v < 3; v++) check_ring(&ls[v]);
       }
     }
 }
 
-/* The zigzag ring (rank r holds pieces r and 2P - 1 - r of 2P, h tokens each): the iterator visits
- * exactly the (step, half, block) triples holding a key visible to one of the tile's queries, in
- * order (own part first, first half before second), each at its true origin, and a block it reads
- * without a mask has every key visible to every query of the tile. */
-static int64_t zz_pos(int rank, int P, int64_t h, int64_t i) {
-  return i < h ? rank * h + i : (2 * P - 1 - rank) * h + (i - h);
-}
-
-static void check_zigzag(int S, int P, int r, int causal) {
-  meld_attention_args_t a = good();
-  a.batch = 1, a.heads = 2, a.heads_kv = 1, a.seq_q = a.seq_kv = S, a.causal = causal;
-  attn_params_t p;
-  int64_t grid = 0;
-  assert_int_equal(attn_plan_geometry(&a, &p, &grid), MELD_OK);
-  const int64_t h = S / 2;
-  p.kv_segs = P, p.seg_rot = r, p.zz_half = (int)h, p.q_pos0 = r * h, p.q_pos1 = (2 * P - 1 - r) * h - h;
-  for (int qt = 0; qt < p.q_tiles; qt++) {
-    attn_iter_t it = {0, 0, 0};
-    int more = attn_iter_seek(&p, qt, 0, &it), n = 0;
-    for (int step = 0; step < P; step++)
-      for (int half = 0; half < 2; half++)
-        for (int j = (int)(half * h / ATTN_BN); j < (int)((half + 1) * h / ATTN_BN); j++) {
-          const int src = (r - step + P) % P;
-          int any = 0, all = 1;
-          for (int64_t i = (int64_t)qt * ATTN_BM; i < (int64_t)(qt + 1) * ATTN_BM; i++)
-            for (int64_t k = (int64_t)j * ATTN_BN; k < (int64_t)(j + 1) * ATTN_BN; k++) {
-              const int vis = !causal || zz_pos(src, P, h, k) <= zz_pos(r, P, h, i);
-              any |= vis, all &= vis;
-            }
-          if (!any) continue;
-          if (!more || it.s != 2 * step + half || it.j != j)
-            fail_msg("zigzag S %d P %d rank %d causal %d: tile %d should read step %d half %d block %d next", S, P, r,
-                     causal, qt, step, half, j);
-          assert_int_equal(attn_seg_step(&p, it.s), step);
-          /* the segment's origin: key j sits at pos0 + j */
-          assert_int_equal(attn_iter_pos0(&p, &it) + (int64_t)j * ATTN_BN, zz_pos(src, P, h, (int64_t)j * ATTN_BN));
-          assert_int_equal(attn_q_base(&p, qt) + (int64_t)qt * ATTN_BM, zz_pos(r, P, h, (int64_t)qt * ATTN_BM));
-          if (!attn_block_masked(&p, qt, j, attn_iter_pos0(&p, &it)) && !all)
-            fail_msg("zigzag S %d P %d rank %d: tile %d block %d read unmasked with hidden keys", S, P, r, qt, j);
-          more = attn_iter_next(&p, qt, &it);
-          n++;
-        }
-    if (more) fail_msg("zigzag S %d P %d rank %d: tile %d reads a block too many", S, P, r, qt);
-    assert_int_equal(attn_iter_count(&p, qt), n);
-  }
-}
-
+/* The zigzag ring (rank r holds pieces r and 2P - 1 - r of 2P, h tokens each). */
 static void test_zigzag(void **state) {
   (void)state;
   for (int P = 1; P <= 4; P++)
     for (int r = 0; r < P; r++) {
       const int lens[] = {256, 512, 1024};
       for (size_t i = 0; i < 3; i++) {
-        check_zigzag(lens[i], P, r, 1);
-        check_zigzag(lens[i], P, r, 0);
+        for (int causal = 0; causal < 2; causal++) {
+          const ring_layout_t l = {P, r, r, lens[i], lens[i], causal, 0, 0, lens[i] / 2};
+          check_ring(&l);
+        }
       }
     }
 }
