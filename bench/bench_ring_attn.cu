@@ -27,7 +27,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../tests/gpu/gpu_test.h"
+#include "../tests/gpu/attn_ref.h" /* bf2f (and gpu_test.h) */
 #include "bench_common.h"
 #include "meld.h"
 
@@ -124,10 +124,8 @@ static void *rank_main(void *arg) {
       GT_CUDA(cudaMemcpy(h2, o2, n * 2, cudaMemcpyDeviceToHost));
       double num = 0, den = 0;
       for (size_t i = 0; i < n; i++) {
-        uint32_t b1 = (uint32_t)h1[i] << 16, b2 = (uint32_t)h2[i] << 16;
-        float f1, f2;
-        memcpy(&f1, &b1, 4), memcpy(&f2, &b2, 4);
-        num += ((double)f1 - f2) * ((double)f1 - f2), den += (double)f2 * f2;
+        const double f1 = bf2f(h1[i]), f2 = bf2f(h2[i]);
+        num += (f1 - f2) * (f1 - f2), den += f2 * f2;
       }
       g_rel = den > 0 ? sqrt(num / den) : (num > 0 ? 1 : 0);
       free(h1), free(h2);
