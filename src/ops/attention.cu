@@ -118,6 +118,21 @@ static void attn_ring_positions(const meld_attention_args_t *args, int P, int me
 
 static void attn_ring_refuse(struct meld_comm *comm, cudaStream_t stream);
 
+/* All-gathers every rank's [rows, dense] part (tokens `stride` elements apart; 0 = dense) into
+ * recv [rank][rows][dense]; a strided part is copied into this rank's place first and gathered in
+ * place (send == recv + rank x count). */
+static meld_result_t attn_gather_part(meld_comm_t comm, const void *part, int64_t stride, int64_t dense, size_t rows,
+                                      char *recv, cudaStream_t stream) {
+  const size_t row = (size_t)dense * 2, count = rows * (size_t)dense;
+  const void *send = part;
+  if (stride && stride != dense) {
+    char *mine = recv + (size_t)comm->rank * count * 2;
+    MELD_CUDA_CHECK(cudaMemcpy2DAsync(mine, row, part, (size_t)stride * 2, row, rows, cudaMemcpyDeviceToDevice, stream));
+    send = mine;
+  }
+  return meld_all_gather(comm, send, recv, count, MELD_BF16, stream);
+}
+
 /* The gathered ring (unfused; the fallback where one K/V head's staging exceeds the workspace,
  * and MELD_RING_ATTN=unfused for A/B): every rank's K and V are all-gathered into the comm's
  * unfused scratch [rank][batch][seq][heads_kv][head_dim] (K, then V), then ONE attention kernel
@@ -128,8 +143,7 @@ static void attn_ring_refuse(struct meld_comm *comm, cudaStream_t stream);
 static meld_result_t attn_ring_gathered(meld_comm_t comm, const meld_attention_args_t *args, cudaStream_t stream) {
   const int P = comm->nranks;
   const int64_t dense = args->heads_kv * args->head_dim;
-  const size_t elems = (size_t)args->batch * (size_t)args->seq_kv * (size_t)dense;
-  const size_t bytes = elems * 2;
+  const size_t rows = (size_t)args->batch * (size_t)args->seq_kv, bytes = rows * (size_t)dense * 2;
   attn_params_t p;
   int64_t grid = 0;
   MELD_CHECK(attn_plan_geometry(args, &p, &grid));
@@ -146,22 +160,8 @@ static meld_result_t attn_ring_gathered(meld_comm_t comm, const meld_attention_a
     return meld_error(res, "%s", msg);
   }
   if (!(attn_ring_diag() & 2)) { /* (bit 1, timing only, WRONG RESULTS: the kernel alone) */
-    /* strided K / V (packed QKV): copied into this rank's place first, then gathered in place */
-    const void *ks = args->k, *vs = args->v;
-    char *mk = kv + (size_t)comm->rank * bytes, *mv = kv + (size_t)(P + comm->rank) * bytes;
-    const size_t row = (size_t)dense * 2, rows = (size_t)args->batch * (size_t)args->seq_kv;
-    if (args->stride_k && args->stride_k != dense) {
-      MELD_CUDA_CHECK(cudaMemcpy2DAsync(mk, row, args->k, (size_t)args->stride_k * 2, row, rows, cudaMemcpyDeviceToDevice,
-                                        stream));
-      ks = mk;
-    }
-    if (args->stride_v && args->stride_v != dense) {
-      MELD_CUDA_CHECK(cudaMemcpy2DAsync(mv, row, args->v, (size_t)args->stride_v * 2, row, rows, cudaMemcpyDeviceToDevice,
-                                        stream));
-      vs = mv;
-    }
-    res = meld_all_gather(comm, ks, kv, elems, MELD_BF16, stream);
-    if (res == MELD_OK) res = meld_all_gather(comm, vs, kv + (size_t)P * bytes, elems, MELD_BF16, stream);
+    res = attn_gather_part(comm, args->k, args->stride_k, dense, rows, kv, stream);
+    if (res == MELD_OK) res = attn_gather_part(comm, args->v, args->stride_v, dense, rows, kv + (size_t)P * bytes, stream);
   }
   if (res == MELD_OK) res = attn_plan_q_map(args, &p);
   if (res == MELD_OK) res = attn_plan_kv_maps(args, &p, kv, kv + (size_t)P * bytes, dense, dense, P);
