@@ -535,6 +535,13 @@ __device__ __noinline__ void attn_ring_push(meld_ctx_t ctx_v, const attn_ring_ka
   }
 }
 
+/* The producer of a persistent CTA, before its k-th item's Q (or end mark): waits until both
+ * consumer warpgroups have released the previous item's Q (q_empty). */
+template <int ST>
+ATTN_DEV void attn_q_free(uint32_t bar, uint32_t k) {
+  if (k) mbar_wait(bar + ATTN_QE(ST), (k - 1) & 1);
+}
+
 /* The producer of a persistent CTA (thread 0). MODE ATTN_FUSED (the fused ring): takes work items
  * from queue 0 until none is left; per item its K/V blocks (before a peer's block, the wait for its chunk's signal,
  * then the proxy fence: the rows were written by generic stores, TMA reads them), and its Q
@@ -556,7 +563,7 @@ ATTN_DEV void attn_persist_producer(const attn_params_t *p, uint32_t items, cons
     const bool end = item >= items;
     st_shared_u32(bar + ATTN_ITEM(ST, k), end ? 0xffffffffu : item);
     if (end) {
-      if (k) mbar_wait(bar + ATTN_QE(ST), (k - 1) & 1);
+      attn_q_free<ST>(bar, k);
       mbar_arrive(bar);
       return;
     }
@@ -593,13 +600,13 @@ ATTN_DEV void attn_persist_producer(const attn_params_t *p, uint32_t items, cons
       }
       attn_load_kv<ST, MODE>(p, sb, g, &itr, hk, b);
       if (!q_done) {
-        if (k) mbar_wait(bar + ATTN_QE(ST), (k - 1) & 1);
+        attn_q_free<ST>(bar, k);
         attn_load_q(p, sb, bar, qt, h, b);
         q_done = true;
       }
     }
     if (!q_done) {
-      if (k) mbar_wait(bar + ATTN_QE(ST), (k - 1) & 1);
+      attn_q_free<ST>(bar, k);
       attn_load_q(p, sb, bar, qt, h, b);
     }
   }
