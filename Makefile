@@ -25,7 +25,7 @@ HOST_SRCS := $(wildcard src/host/*.c)
 CU_SRCS   := $(wildcard src/ops/*.cu)
 HOST_OBJS := $(HOST_SRCS:%.c=$(BUILD)/obj/%.o)
 CU_OBJS   := $(CU_SRCS:%.cu=$(BUILD)/obj/%.o)
-DEV_HDRS  := $(wildcard src/device/*.cuh src/common/*.h src/ops/*.cuh src/ops/*.h)
+DEV_HDRS  := $(wildcard src/device/*.cuh src/common/*.h)
 LIB_SO    := $(BUILD)/lib/libmeld.so
 LIB_A     := $(BUILD)/lib/libmeld.a
 
@@ -59,6 +59,10 @@ $(BUILD)/obj/%.o: %.c $(wildcard src/host/*.h) $(DEV_HDRS) include/meld.h
 $(BUILD)/obj/%.o: %.cu $(DEV_HDRS) $(wildcard src/host/*.h) include/meld.h
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+# the attention's kernels (one source per head_dim) and what its host side shares with them
+$(BUILD)/obj/src/ops/attention.o $(BUILD)/obj/src/ops/attention_d64.o $(BUILD)/obj/src/ops/attention_d128.o: \
+    src/ops/attention_kernels.cuh src/ops/attention_int.h
 
 $(LIB_SO): $(HOST_OBJS) $(CU_OBJS)
 	@mkdir -p $(dir $@)
