@@ -487,6 +487,67 @@ typedef struct {
  * both reported by meld_comm_check() and later calls. */
 meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cudaStream_t stream);
 
+/* ---------------------------------------------------------------------------------------- */
+/* MoE: token dispatch (all-to-all of the routed tokens) fused with the grouped GEMM         */
+/* ---------------------------------------------------------------------------------------- */
+
+/* One rank's view of an expert-parallel MoE layer's first half. The experts are spread over
+ * the ranks: rank r holds experts [r E / P, (r + 1) E / P) (E = experts, a multiple of P) and
+ * their weights. Each token of each rank goes, once per routed expert (its top-k ids), to the
+ * rank holding that expert; every rank then computes, for each of its experts, the received
+ * rows times the expert's weight. Only routed rows move (no dense broadcast), no token is
+ * dropped. Output rows are grouped by local expert: expert e's rows are
+ * y[expert_offsets[e] .. + expert_counts[e]), each expert's segment starting at a multiple of
+ * 128 rows (a GEMM tile never spans two experts); rows between segments are padding (their
+ * values are undefined). Within a segment the rows come by source rank, and in an unspecified
+ * order within a source; row_origin says where each row came from. */
+typedef struct {
+  const void *x;            /* bf16 [tokens, hidden], ld ldx: this rank's tokens             */
+  int64_t ldx;              /* elements between tokens (0 = hidden; a multiple of 8)          */
+  const int32_t *topk_ids;  /* int32 [tokens, topk] (device): global expert ids in [0, experts),
+                               or -1 for none; a token names an expert at most once          */
+  int64_t tokens;           /* this rank's tokens (may differ between ranks; 0 allowed)      */
+  int32_t topk;             /* expert slots per token, 1..64                                  */
+  int32_t experts;          /* E: a multiple of the ranks; E / P <= 1024                      */
+  int64_t hidden;           /* H (the GEMM's k): a multiple of 8                              */
+  const void *w;            /* bf16 [E / P, n, hidden]: this rank's experts' weights, each in
+                               nn.Linear layout [n, hidden], expert e at w + e * n * hidden   */
+  int64_t n;                /* output features per expert (a multiple of 8)                   */
+  void *y;                  /* bf16 [capacity, n] (dense rows): the experts' outputs          */
+  int64_t capacity;         /* rows of y, a multiple of 128, equal on every rank: the sum over
+                               this rank's experts of roundup(rows, 128) must fit in it       */
+  int32_t *expert_offsets;  /* int32 [E / P + 1] (device, out): first row of each local expert's
+                               segment; [E / P] = rows in use (the padded end)                */
+  int32_t *expert_counts;   /* int32 [E / P] (device, out): rows of each local expert         */
+  int32_t *row_origin;      /* NULL, or int32 [capacity, 2] (device, out): for each row in use,
+                               (source rank, t * topk + j: the slot of the source's topk_ids);
+                               (-1, -1) on padding rows                                       */
+} meld_moe_args_t;
+
+/* Enqueues the dispatch + grouped GEMM on `stream` and returns at once. Collective: every rank
+ * calls it with the same experts, topk, hidden, n and capacity (checked on the device).
+ * Two kernels a call: a routing kernel (per-expert counts and each row's place, the counts
+ * exchanged between the ranks, the layout) and ONE persistent fused kernel in which comm CTAs
+ * copy the routed rows into their expert's rank (its staging in the comm's workspace; this
+ * rank's own rows too), piece by piece, each piece counted at its 128-row block, while the
+ * other CTAs run the grouped GEMM on every block whose rows have all landed.
+ * Needs: workspace_bytes (MELD_WORKSPACE_BYTES) >= meld_moe_workspace_bytes(...).
+ * CUDA-graph capturable; back-to-back calls need no host synchronization.
+ * Fails before launching: MELD_ERR_INVALID_ARG (NULL, bad dims, misalignment; the sentence names
+ * the argument), MELD_ERR_OUT_OF_MEMORY (workspace too small: the message names the size),
+ * MELD_ERR_UNSUPPORTED (ranks on several nodes, not a Hopper GPU), MELD_ERR_CUDA. On the device,
+ * reported by meld_comm_check() and later calls (the comm is then aborted): a rank whose
+ * experts receive more rows than capacity holds (every rank fails alike; the record names the
+ * rank, the rows needed and the capacity), ranks with different arguments, a rank that never
+ * calls (MELD_ERR_TIMEOUT after timeout_ms). */
+meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *args, cudaStream_t stream);
+
+/* The workspace bytes meld_moe_dispatch_gemm needs for these arguments on nranks ranks (the
+ * staging of capacity rows of hidden, the blocks' counters, the exchanged counts and the
+ * routing tables of max_tokens tokens a rank). */
+size_t meld_moe_workspace_bytes(int nranks, int64_t max_tokens, int32_t topk, int32_t experts, int64_t hidden,
+                                int64_t capacity);
+
 #ifdef __cplusplus
 }
 #endif

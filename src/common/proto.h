@@ -188,7 +188,8 @@ MELD_HD int meld_args_arrived(uint64_t slot, uint64_t epoch) {
 enum {
   MELD_ABORT_TIMEOUT = 1, /* a wait passed its deadline on the origin rank                  */
   MELD_ABORT_USER = 2,    /* meld_comm_abort on the origin rank                              */
-  MELD_ABORT_ARGS = 3     /* the origin rank found mismatched argument hashes                 */
+  MELD_ABORT_ARGS = 3,    /* the origin rank found mismatched argument hashes                 */
+  MELD_ABORT_INPUT = 4    /* the origin rank found its input unusable (MELD_FAIL_INPUT)       */
 };
 MELD_HD uint32_t meld_abort_code(uint32_t reason, int origin_rank) {
   return (reason << 24) | (((uint32_t)origin_rank + 1u) & 0xffffffu);
@@ -256,7 +257,10 @@ enum {
 
 /* ---- host-mapped error record and wait-for mirror -------------------------------------------- */
 
-enum { MELD_FAIL_NONE = 0, MELD_FAIL_TIMEOUT = 1, MELD_FAIL_ABORTED = 2, MELD_FAIL_ARGS = 3 };
+/* MELD_FAIL_INPUT: a kernel found its input unusable (e.g. meld_moe_dispatch_gemm: a rank's
+ * experts receive more rows than capacity, or a topk id out of range): the record's label says
+ * what, observed the value found, expected the limit, peer the rank concerned. */
+enum { MELD_FAIL_NONE = 0, MELD_FAIL_TIMEOUT = 1, MELD_FAIL_ABORTED = 2, MELD_FAIL_ARGS = 3, MELD_FAIL_INPUT = 4 };
 
 /* What a wait is for (region of the flag, index in it, the rank expected to set it). */
 enum {

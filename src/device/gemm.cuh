@@ -393,6 +393,13 @@ typedef struct {
    * 0 spins, the warpgroup waits on its barrier): how much epilogue time the pipeline's full
    * stages absorb (session 16's model: up to ~4 k-blocks' worth). */
   int64_t diag_delay_cycles;
+  /* Hook (f), grouped rows (additive; NULL = off; cluster_m 1, B [N,K], the 128 x 256 tile, no
+   * split-K / stream-K / second A map): grp_brow[m] (device memory, written by an earlier kernel,
+   * read by the producer once per tile) is the first row of B for m-block m's tiles (map_b spans
+   * several weights stacked, e.g. a MoE layer's experts [E, n, k] as [E n, k]), or -1 for an
+   * m-block the call does not use: its tiles are skipped (no loads, no store). A partial last
+   * n-block reads the next weight's first rows; C's map (width n) drops those columns. */
+  const int32_t *grp_brow;
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -687,6 +694,8 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
     const int got = gemm_tile_of(p, ticket, (int)rank, &t);
     if (got == 0) break;
     if (got < 0) continue; /* empty stream-K piece */
+    int b_row0 = 0; /* hook f: the m-block's weight (its first row of B), or skip it */
+    if (p->grp_brow && (b_row0 = p->grp_brow[t.m_blk]) < 0) continue;
     /* hook h: rows of the second A source skip the wait */
     if (has_ready && (uint32_t)(t.m_blk * GEMM_BM - p->a2_row_begin) >= (uint32_t)p->a2_rows) {
       const int fi = (t.m_blk * GEMM_BM) / p->ready.rows_per_flag;
@@ -696,7 +705,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       }
     }
     const int a_row = min(t.m_blk, last_m) * GEMM_BM; /* cluster pad tile: a valid box */
-    const int n0 = t.n_blk * BN;
+    const int n0 = t.n_blk * BN + b_row0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       mbar_wait(empty0 + 8 * stage, phase ^ 1);
       if (kb == 0) {

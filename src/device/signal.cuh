@@ -151,6 +151,7 @@ MELD_FAIL_RECORD_FN void meld_fail_record(const meld_proto_dev_t *p, uint32_t op
   }
   if (kind == MELD_FAIL_TIMEOUT) meld_raise_abort(p, meld_abort_code(MELD_ABORT_TIMEOUT, p->rank));
   if (kind == MELD_FAIL_ARGS) meld_raise_abort(p, meld_abort_code(MELD_ABORT_ARGS, p->rank));
+  if (kind == MELD_FAIL_INPUT) meld_raise_abort(p, meld_abort_code(MELD_ABORT_INPUT, p->rank));
 }
 
 /* Marks this thread failed; the first failing thread of the rank claims the error record

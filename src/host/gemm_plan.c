@@ -647,7 +647,7 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
     if (p->skinny_hint < 0 || p->skinny_hint > 3) MELD_WHY("gemm: skinny_hint %d is outside [0, 3]", p->skinny_hint);
     if (p->split_k != 1 || p->sk_tiles || p->cluster_m != 1 || p->ready.flags || p->order.queue ||
         p->order.m_order || p->order.m_rotate || p->order.ileave_b || p->epi.out || p->epi.signal || p->epi.rows_valid ||
-        p->epi.reduce.on || p->epi.out_tma || p->a2_rows || p->epi_tma || p->epi_defer)
+        p->epi.reduce.on || p->epi.out_tma || p->a2_rows || p->epi_tma || p->epi_defer || p->grp_brow)
       MELD_WHY("gemm: the small-M kernel takes no split-K, stream-K, cluster, TMA-store epilogue or hooks");
     if (!p->c) MELD_WHY("gemm: no output (c is NULL)");
     return 0;
@@ -660,6 +660,10 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
     MELD_WHY("gemm: the 128 x %d tile needs B [N,K] and takes no split-K, stream-K or epilogue hook "
         "(of the hooks it takes the producer's: ready waits, a second A map, the tile order)",
         GEMM_BN_WIDE);
+  if (p->grp_brow && (p->cluster_m != 1 || p->b_kn || p->bn == GEMM_BN_WIDE || p->split_k != 1 || p->sk_tiles ||
+                      p->a2_rows || p->skinny_mt))
+    MELD_WHY("gemm: grouped rows (hook f) need cluster_m 1, B [N,K], the 128 x %d tile and no split-K, stream-K or "
+        "second A map", GEMM_BN);
   if (p->cluster_mc && p->cluster_m != 2) MELD_WHY("gemm: B multicast (cluster_mc) needs cluster_m 2");
   if (p->epi.reduce.tma && (!p->epi.reduce.on || p->epi.reduce.npush > 0 || p->n % 8))
     MELD_WHY("gemm: the reduced tiles' TMA store needs the reduce hook on, no symmetric push and n %% 8 == 0 (n %d)",

@@ -93,6 +93,7 @@ static const char *abort_reason_text(uint32_t word) {
   case MELD_ABORT_TIMEOUT: return "a wait timed out there";
   case MELD_ABORT_USER: return "meld_comm_abort";
   case MELD_ABORT_ARGS: return "an argument mismatch";
+  case MELD_ABORT_INPUT: return "unusable input";
   default: return "an unknown reason";
   }
 }
@@ -126,6 +127,11 @@ static void format_wait(const meld_error_record_t *r, char *buf, size_t len) {
   }
 }
 
+/* The result code of a recorded failure. */
+static meld_result_t fail_result(uint32_t kind) {
+  return kind == MELD_FAIL_TIMEOUT ? MELD_ERR_TIMEOUT : kind == MELD_FAIL_INPUT ? MELD_ERR_INVALID_ARG : MELD_ERR_ABORTED;
+}
+
 void meld_proto_format_record(const meld_error_record_t *r, int timeout_ms, char *buf, size_t len) {
   char wait[256], label[MELD_RECORD_LABEL_BYTES + 8] = "";
   format_wait(r, wait, sizeof wait);
@@ -148,6 +154,13 @@ void meld_proto_format_record(const meld_error_record_t *r, int timeout_ms, char
              "rank); the communicator is aborted",
              r->rank, r->cta, role, op, call, r->peer, (unsigned long long)r->observed,
              (unsigned long long)r->expected);
+    break;
+  case MELD_FAIL_INPUT:
+    snprintf(buf, len,
+             "rank %d CTA %d (%s) in op '%s' (call %llu): unusable input: %.*s: %llu (limit %llu; rank %d); the "
+             "communicator is aborted",
+             r->rank, r->cta, role, op, call, MELD_RECORD_LABEL_BYTES - 1, r->label, (unsigned long long)r->observed,
+             (unsigned long long)r->expected, r->peer);
     break;
   case MELD_FAIL_ABORTED:
     snprintf(buf, len,
@@ -410,7 +423,7 @@ meld_result_t meld_proto_check(struct meld_comm *comm) {
   if (r.kind != MELD_FAIL_NONE) {
     char msg[1024];
     meld_proto_format_record(&r, (int)st->timeout_ms, msg, sizeof msg);
-    return meld_error(r.kind == MELD_FAIL_TIMEOUT ? MELD_ERR_TIMEOUT : MELD_ERR_ABORTED, "%s", msg);
+    return meld_error(fail_result(r.kind), "%s", msg);
   }
   uint32_t host = __atomic_load_n(&st->host->host_abort, __ATOMIC_ACQUIRE);
   if (host)
@@ -481,5 +494,5 @@ meld_result_t meld_proto_sticky_error(struct meld_comm *comm, const char *fn) {
   if (rec.kind == MELD_FAIL_NONE) return MELD_OK;
   char msg[1024];
   meld_proto_format_record(&rec, (int)comm->cfg.timeout_ms, msg, sizeof msg);
-  return meld_error(rec.kind == MELD_FAIL_TIMEOUT ? MELD_ERR_TIMEOUT : MELD_ERR_ABORTED, "%s: %s", fn, msg);
+  return meld_error(fail_result(rec.kind), "%s: %s", fn, msg);
 }

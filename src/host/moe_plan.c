@@ -1,0 +1,148 @@
+/* moe_plan.c — argument checks, workspace layout and plan of meld_moe_dispatch_gemm (moe_plan.h). */
+#include "moe_plan.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "common/proto.h" /* meld_hash_*, MELD_OP_* */
+#include "config.h"       /* meld_env_int64 */
+#include "error.h"
+
+#define FN "meld_moe_dispatch_gemm"
+
+static int aligned(const void *p, uintptr_t n) { return ((uintptr_t)p % n) == 0; }
+static size_t up256(size_t v) { return (v + 255) & ~(size_t)255; }
+
+moe_layout_t moe_layout(int nranks, int64_t pairs, int32_t experts, int64_t hidden, int64_t capacity) {
+  moe_layout_t l;
+  const size_t cap = (size_t)capacity, E = (size_t)experts, P = (size_t)nranks, blocks = cap / MOE_BM;
+  size_t o = 0;
+  l.stage = o, o = up256(o + cap * (size_t)hidden * 2);
+  l.origin = o, o = up256(o + cap * 8);
+  l.flags = o, o = up256(o + blocks * 8);
+  l.counts = o, o = up256(o + P * E * 4);
+  l.estart = o, o = up256(o + (E + 1) * 4);
+  l.seg = o, o = up256(o + E * 4);
+  l.srcoff = o, o = up256(o + E * 4);
+  l.used = o, o = up256(o + P * 4);
+  l.brow = o, o = up256(o + blocks * 4);
+  l.sorted = o, o = up256(o + (size_t)(pairs > 0 ? pairs : 0) * 4);
+  l.bytes = o;
+  return l;
+}
+
+meld_result_t moe_args_validate(const meld_moe_args_t *a, int P) {
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, FN ": args is NULL");
+  if (P < 1 || P > MOE_MAX_RANKS)
+    return meld_error(MELD_ERR_UNSUPPORTED, FN ": %d ranks (1..%d are supported)", P, MOE_MAX_RANKS);
+  if (a->tokens < 0) return meld_error(MELD_ERR_INVALID_ARG, FN ": tokens %lld < 0", (long long)a->tokens);
+  if (a->topk < 1 || a->topk > MOE_MAX_TOPK)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": topk %d is outside [1, %d]", a->topk, MOE_MAX_TOPK);
+  if (a->tokens * (int64_t)a->topk >= ((int64_t)1 << 31))
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": tokens x topk = %lld exceeds 2^31 - 1",
+                      (long long)(a->tokens * a->topk));
+  if (a->experts < P || a->experts % P)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": experts %d is not a positive multiple of the %d ranks", a->experts, P);
+  if (a->experts > MOE_MAX_EXPERTS || a->experts / P > MOE_MAX_LOCAL)
+    return meld_error(MELD_ERR_UNSUPPORTED, FN ": experts %d (at most %d, and %d a rank)", a->experts, MOE_MAX_EXPERTS,
+                      MOE_MAX_LOCAL);
+  if (a->hidden < 8 || a->hidden % 8)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": hidden %lld is not a positive multiple of 8", (long long)a->hidden);
+  if (a->n < 8 || a->n % 8)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": n %lld is not a positive multiple of 8", (long long)a->n);
+  if (a->capacity < MOE_BM || a->capacity % MOE_BM)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": capacity %lld is not a positive multiple of %d rows",
+                      (long long)a->capacity, MOE_BM);
+  if (a->capacity >= ((int64_t)1 << 30) || a->hidden >= ((int64_t)1 << 30) ||
+      (int64_t)(a->experts / P) * a->n >= ((int64_t)1 << 31))
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": capacity %lld, hidden %lld or (experts / ranks) x n too large",
+                      (long long)a->capacity, (long long)a->hidden);
+  const int64_t ldx = a->ldx ? a->ldx : a->hidden;
+  if (ldx < a->hidden || ldx % 8)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": ldx %lld is smaller than hidden %lld or not a multiple of 8",
+                      (long long)a->ldx, (long long)a->hidden);
+  const struct {
+    const void *p;
+    const char *name;
+    uintptr_t align;
+    int need;
+  } ptrs[] = {{a->x, "x", 16, a->tokens > 0}, {a->topk_ids, "topk_ids", 4, a->tokens > 0}, {a->w, "w", 16, 1},
+              {a->y, "y", 16, 1}, {a->expert_offsets, "expert_offsets", 4, 1}, {a->expert_counts, "expert_counts", 4, 1},
+              {a->row_origin, "row_origin", 8, 0}};
+  for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) {
+    if (!ptrs[i].p) {
+      if (ptrs[i].need) return meld_error(MELD_ERR_INVALID_ARG, FN ": %s is NULL", ptrs[i].name);
+      continue;
+    }
+    if (!aligned(ptrs[i].p, ptrs[i].align))
+      return meld_error(MELD_ERR_INVALID_ARG, FN ": %s %p is not %d-byte aligned", ptrs[i].name, ptrs[i].p,
+                        (int)ptrs[i].align);
+  }
+  return MELD_OK;
+}
+
+meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_count, size_t ws_bytes, moe_plan_t *p) {
+  memset(p, 0, sizeof *p);
+  p->nranks = P;
+  p->rank = rank;
+  p->tokens = a->tokens;
+  p->hidden = a->hidden;
+  p->n = a->n;
+  p->capacity = a->capacity;
+  p->ldx = a->ldx ? a->ldx : a->hidden;
+  p->topk = a->topk;
+  p->experts = a->experts;
+  p->e_loc = a->experts / P;
+  p->blocks = (int)(a->capacity / MOE_BM);
+  p->ws = moe_layout(P, a->tokens * a->topk, a->experts, a->hidden, a->capacity);
+  if (p->ws.bytes > ws_bytes)
+    return meld_error(MELD_ERR_OUT_OF_MEMORY,
+                      FN ": the workspace holds %zu bytes; this call needs %zu (capacity %lld x hidden %lld staging "
+                      "and tables): set MELD_WORKSPACE_BYTES (or meld_config_t.workspace_bytes) to at least that",
+                      ws_bytes, p->ws.bytes, (long long)a->capacity, (long long)a->hidden);
+  int64_t ctas = sm_count / 8;
+  if (ctas < 1) ctas = 1;
+  MELD_CHECK(meld_env_int64("MELD_MOE_COMM_CTAS", 1, MOE_MAX_COMM_CTAS, &ctas));
+  if (ctas >= sm_count) ctas = sm_count > 1 ? sm_count - 1 : 1;
+  p->comm_ctas = (int)ctas;
+  p->grid = sm_count;
+  uint64_t h = meld_hash_init();
+  h = meld_hash_u64(h, MELD_OP_MOE_DISPATCH_GEMM);
+  h = meld_hash_u64(h, (uint64_t)P);
+  h = meld_hash_u64(h, (uint64_t)a->experts);
+  h = meld_hash_u64(h, (uint64_t)a->topk);
+  h = meld_hash_u64(h, (uint64_t)a->hidden);
+  h = meld_hash_u64(h, (uint64_t)a->n);
+  h = meld_hash_u64(h, (uint64_t)a->capacity);
+  p->arg_hash = meld_hash_fold(h);
+  return MELD_OK;
+}
+
+int moe_layout_ref(const int32_t *cnt, int P, int E, int64_t capacity, int me, int32_t *seg, int32_t *srcoff,
+                   int32_t *used) {
+  const int el = E / P;
+  int bad = -1;
+  for (int d = 0; d < P; d++) {
+    int64_t row = 0;
+    for (int j = 0; j < el; j++) {
+      const int e = d * el + j;
+      int64_t m = 0, before = 0;
+      for (int s = 0; s < P; s++) {
+        if (s < me) before += cnt[(size_t)s * E + e];
+        m += cnt[(size_t)s * E + e];
+      }
+      seg[e] = (int32_t)row;
+      srcoff[e] = (int32_t)before;
+      row += (m + MOE_BM - 1) / MOE_BM * MOE_BM;
+    }
+    used[d] = (int32_t)(row / MOE_BM);
+    if (row > capacity && bad < 0) bad = d;
+  }
+  return bad;
+}
+
+size_t meld_moe_workspace_bytes(int nranks, int64_t max_tokens, int32_t topk, int32_t experts, int64_t hidden,
+                                int64_t capacity) {
+  if (nranks < 1 || max_tokens < 0 || topk < 1 || experts < 1 || hidden < 1 || capacity < 1) return 0;
+  return moe_layout(nranks, max_tokens * topk, experts, hidden, capacity).bytes;
+}

@@ -1,0 +1,74 @@
+/* moe_plan.h — host side of meld_moe_dispatch_gemm (src/ops/moe.cu): argument checks, the
+ * workspace layout both kernels and every rank agree on, and the launch plan. Internal. */
+#ifndef MELD_HOST_MOE_PLAN_H
+#define MELD_HOST_MOE_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "meld.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MOE_BM 128            /* rows of a GEMM m-block: every expert's segment starts at a multiple */
+#define MOE_MAX_RANKS 16      /* the fused kernel's parameters carry every rank's workspace        */
+#define MOE_MAX_EXPERTS 8192  /* the routing kernel keeps a few counters per expert in smem         */
+#define MOE_MAX_LOCAL 1024    /* experts per rank                                                   */
+#define MOE_MAX_TOPK 64
+#define MOE_ROUTE_THREADS 1024
+#define MOE_MAX_COMM_CTAS 64
+
+/* Where things live in every rank's workspace (byte offsets, 256-aligned; the same on every
+ * rank for the regions peers write: staging, origins, block counters, counts). The local
+ * tables come last (their size follows this rank's tokens). */
+typedef struct {
+  size_t stage;   /* bf16 [capacity, hidden]: received rows, grouped by local expert  (peers write) */
+  size_t origin;  /* int32 [capacity, 2]: (source rank, pair) of each received row    (peers write) */
+  size_t flags;   /* u64 [capacity / 128]: pieces landed per m-block (red.add by peers; zeroed by
+                     the routing kernel: P pieces, one per source, complete a block)              */
+  size_t counts;  /* int32 [P, E]: row s = rank s's rows per global expert            (peers write) */
+  size_t estart;  /* int32 [E + 1]: first slot of each expert in `sorted` (local tables from here)  */
+  size_t seg;     /* int32 [E]: first row of expert e's segment on its rank                         */
+  size_t srcoff;  /* int32 [E]: this rank's first row within expert e's segment                     */
+  size_t used;    /* int32 [P]: m-blocks in use on each rank                                        */
+  size_t brow;    /* int32 [capacity / 128]: hook f's table (local expert x n, or -1)               */
+  size_t sorted;  /* int32 [tokens x topk]: this rank's pairs sorted by expert                      */
+  size_t bytes;   /* the whole                                                                      */
+} moe_layout_t;
+
+/* The layout for P ranks, E experts, `pairs` = tokens x topk of this rank. */
+moe_layout_t moe_layout(int nranks, int64_t pairs, int32_t experts, int64_t hidden, int64_t capacity);
+
+typedef struct {
+  int nranks, rank;
+  int64_t tokens, hidden, n, capacity, ldx;
+  int topk, experts, e_loc;
+  int blocks;        /* capacity / 128 */
+  moe_layout_t ws;
+  int comm_ctas;     /* fused kernel: CTAs that copy rows first, then join the GEMM */
+  int grid;          /* fused kernel: CTAs (one per SM) */
+  uint32_t arg_hash; /* over what every rank must agree on */
+} moe_plan_t;
+
+/* Checks args for P ranks; MELD_ERR_INVALID_ARG with a sentence naming the argument. */
+meld_result_t moe_args_validate(const meld_moe_args_t *a, int nranks);
+
+/* The plan for valid args on rank `rank` of P with sm_count SMs and a workspace of ws_bytes:
+ * MELD_ERR_OUT_OF_MEMORY naming the size when it does not fit; MELD_MOE_COMM_CTAS overrides. */
+meld_result_t moe_plan_make(const meld_moe_args_t *a, int nranks, int rank, int sm_count, size_t ws_bytes,
+                            moe_plan_t *p);
+
+/* The layout arithmetic of the routing kernel, for the host's tests: from the counts matrix
+ * cnt[P][E] (rank s's rows per global expert) fills, for the rank `me`, seg[E] (first row of
+ * expert e's segment on its rank), srcoff[E] (me's first row within it) and used[P] (m-blocks in
+ * use per rank); returns the first rank whose padded rows exceed capacity, or -1. */
+int moe_layout_ref(const int32_t *cnt, int nranks, int experts, int64_t capacity, int me, int32_t *seg,
+                   int32_t *srcoff, int32_t *used);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MELD_HOST_MOE_PLAN_H */

@@ -1,0 +1,489 @@
+/* moe.cu — MoE token dispatch fused with the grouped GEMM (meld_moe_dispatch_gemm).
+ *
+ * Two kernels a call (DESIGN.md section 7b):
+ *
+ * 1. The routing kernel (one CTA of 1024 threads): counts this rank's (token, slot) pairs per
+ *    global expert, sorts the pairs by expert (a counting sort; the order within an expert is
+ *    that of shared-memory atomics, hence row_origin), writes its count row into every rank's
+ *    counts region with one release stamp a peer, waits for every peer's row (deadline), and
+ *    from the full counts matrix derives the layout every rank derives alike: expert e's segment
+ *    on its rank starts at the sum of the padded (to 128 rows) totals of the experts before it
+ *    on that rank; within it the rows come by source rank (srcoff). It checks every rank's
+ *    rows against capacity (all ranks fail alike: MELD_FAIL_INPUT), writes expert_offsets /
+ *    expert_counts, the GEMM's per-m-block weight table (hook f: local expert x n, or -1 for an
+ *    unused block) and zeroes this rank's block counters.
+ * 2. The fused kernel (persistent, cooperative, one CTA per SM): the first comm_ctas CTAs copy
+ *    rows: unit (m-block mb, destination d) for every block in use on d, d = me first in each
+ *    round, so every destination fills its blocks in order, in parallel. A unit copies this
+ *    rank's rows that fall in block mb of d (16-byte vectors, a warp a row; the row's origin
+ *    beside it) and then adds 1 to d's counter of the block (red.release.sys after bar.sync:
+ *    cumulative over the CTA's stores), also when it copied nothing: a block is complete when
+ *    its counter reaches P. Then, if row_origin is asked, they copy the origins of complete
+ *    blocks out, and join the GEMM. Every CTA runs the GEMM engine over [capacity, hidden] of
+ *    staging x the experts' weights: the producer skips unused blocks and offsets B by the
+ *    block's expert (hook f), and waits per block for its counter to reach P (the ready hook,
+ *    acquire + proxy fence; deadline; the counters are zeroed by each call's routing kernel).
+ *
+ * Buffer reuse across calls: a peer writes this rank's staging, origins and counters in call
+ * e + 1 only after the fused kernel's entry handshake of e + 1, i.e. after this rank's fused
+ * kernel of call e ended (every block it used reached P and was read) and its routing kernel of
+ * e + 1 ran (counters zeroed). The counts region is written by a peer's routing kernel of e + 1
+ * after that kernel's handshake, when this rank's routing kernel of e has long ended (it alone
+ * reads the region). So no credits are needed. */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "common/proto.h"
+#include "device/copy.cuh"
+#include "device/gemm.cuh"
+#include "device/launch.cuh"
+#include "device/signal.cuh"
+#include "error.h"
+#include "gemm_plan.h"
+#include "log.h"
+#include "moe_plan.h"
+#include "proto.h"
+
+/* What both kernels read (by value). */
+typedef struct {
+  int32_t rank, nranks, experts, e_loc, topk, blocks, comm_ctas, handshake_only;
+  uint32_t arg_hash;
+  int32_t diag; /* MELD_MOE_DIAG (timing only): bit 0 = no copies (units still counted) */
+  int64_t tokens, hidden, n, capacity, ldx;
+  const uint8_t *x;
+  const int32_t *ids;
+  int32_t *expert_offsets, *expert_counts, *row_origin;
+  uint32_t *status; /* the GEMM ready hook's status word */
+  moe_layout_t ws;
+  uint8_t *wsp[MOE_MAX_RANKS]; /* every rank's workspace as mapped here; [rank] = own */
+} moe_common_t;
+
+typedef struct {
+  moe_common_t c;
+  gemm_params_t g;
+} moe_kargs_t;
+
+/* ---- device side ------------------------------------------------------------------------- */
+
+template <class T>
+MELD_DEV T *moe_at(const moe_common_t *a, int r, size_t off) {
+  return (T *)(a->wsp[r] + off);
+}
+
+/* In-place exclusive prefix sum of v[0..n) in shared memory by the whole CTA (1-D, a multiple
+ * of 32 threads, at most 1024); wt: 32 words of shared memory. Returns the total. */
+MELD_DEV int64_t moe_block_exscan(int64_t *v, int n, int64_t *wt) {
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
+  const int per = (n + nt - 1) / nt, b = min(n, tid * per), e = min(n, b + per);
+  int64_t s = 0;
+  for (int i = b; i < e; i++) s += v[i];
+  int64_t x = s;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
+    if (lane >= o) x += y;
+  }
+  if (lane == 31) wt[w] = x;
+  __syncthreads();
+  if (w == 0) {
+    int64_t t = lane < nw ? wt[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int64_t y = __shfl_up_sync(0xffffffffu, t, o);
+      if (lane >= o) t += y;
+    }
+    wt[lane] = t;
+  }
+  __syncthreads();
+  int64_t run = x - s + (w ? wt[w - 1] : 0);
+  for (int i = b; i < e; i++) {
+    const int64_t t = v[i];
+    v[i] = run;
+    run += t;
+  }
+  const int64_t total = wt[nw - 1];
+  __syncthreads();
+  return total;
+}
+
+/* The routing kernel's body (see the file comment). smem: (E + 1) int64 + 2 E int32. */
+MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
+  __shared__ int64_t wt[32];
+  __shared__ int32_t s_bad, s_fail, s_over;
+  const int E = a->experts, P = a->nranks, me = a->rank, EL = a->e_loc;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  int64_t *v = (int64_t *)smem;           /* [E + 1] */
+  int32_t *hist = (int32_t *)(v + E + 1); /* [E]: this rank's rows per expert */
+  int32_t *tot = hist + E;                /* [E]: fill pointers, then every rank's rows per expert */
+  int32_t *estart = moe_at<int32_t>(a, me, a->ws.estart), *sorted = moe_at<int32_t>(a, me, a->ws.sorted);
+  const int pairs = (int)(a->tokens * a->topk);
+  if (tid == 0) s_bad = -1, s_fail = 0, s_over = -1;
+  for (int e = tid; e < E; e += nt) hist[e] = 0;
+  __syncthreads();
+  for (int i = tid; i < pairs; i += nt) {
+    const int e = a->ids[i];
+    if ((unsigned)e < (unsigned)E) atomicAdd(&hist[e], 1);
+    else if (e != -1) s_bad = i; /* (any one of them) */
+  }
+  __syncthreads();
+  if (s_bad >= 0) {
+    if (tid == 0)
+      meld_fail(ctx, MELD_FAIL_INPUT, meld_wait_info(MELD_REGION_NONE, (uint32_t)s_bad, me, "moe: topk id out of range"),
+                (uint64_t)E, (uint64_t)(uint32_t)a->ids[s_bad], 0, 0);
+    return;
+  }
+  /* This rank's pairs sorted by expert. */
+  for (int e = tid; e < E; e += nt) v[e] = hist[e];
+  __syncthreads();
+  const int64_t valid = moe_block_exscan(v, E, wt);
+  for (int e = tid; e < E; e += nt) estart[e] = tot[e] = (int32_t)v[e];
+  if (tid == 0) estart[E] = (int32_t)valid;
+  __syncthreads();
+  for (int i = tid; i < pairs; i += nt) {
+    const int e = a->ids[i];
+    if ((unsigned)e < (unsigned)E) sorted[atomicAdd(&tot[e], 1)] = i;
+  }
+  /* The count row into every rank's counts region (own included), then one stamp a peer. */
+  for (int d = 0; d < P; d++) {
+    int32_t *dst = moe_at<int32_t>(a, d, a->ws.counts) + (size_t)me * E;
+    for (int e = tid; e < E; e += nt) dst[e] = hist[e];
+  }
+  __syncthreads();
+  if (tid == 0) {
+    const uint64_t stamp = meld_stamp(ctx->epoch, 1);
+    for (int t = 1; t < P; t++) meld_signal_put(ctx, (me + t) % P, meld_signal_index(me, P, 0, 0, 1), stamp);
+    for (int t = 1; t < P && !s_fail; t++) {
+      const int s = (me + P - t) % P;
+      if (!meld_wait_signal(ctx, meld_signal_index(s, P, 0, 0, 1), stamp, s, "moe: expert counts")) s_fail = 1;
+    }
+  }
+  __syncthreads();
+  if (s_fail) return;
+  /* The layout (every rank computes the same): totals, padded segment starts, this rank's offsets. */
+  const int32_t *cnt = moe_at<const int32_t>(a, me, a->ws.counts);
+  int32_t *seg = moe_at<int32_t>(a, me, a->ws.seg), *srcoff = moe_at<int32_t>(a, me, a->ws.srcoff);
+  int32_t *used = moe_at<int32_t>(a, me, a->ws.used);
+  for (int e = tid; e < E; e += nt) {
+    int64_t m = 0, before = 0;
+    for (int s = 0; s < P; s++) {
+      const int64_t c = __ldcg(cnt + (size_t)s * E + e); /* (peers' stores: past L1) */
+      m += c;
+      if (s < me) before += c;
+    }
+    tot[e] = (int32_t)min(m, (int64_t)INT32_MAX);
+    srcoff[e] = (int32_t)before;
+    v[e] = (m + MOE_BM - 1) / MOE_BM * MOE_BM;
+  }
+  __syncthreads();
+  const int64_t all = moe_block_exscan(v, E, wt);
+  if (tid == 0) v[E] = all;
+  __syncthreads();
+  for (int e = tid; e < E; e += nt) seg[e] = (int32_t)min(v[e] - v[e / EL * EL], (int64_t)INT32_MAX);
+  for (int d = tid; d < P; d += nt) {
+    const int64_t end = v[(d + 1) * EL] - v[d * EL];
+    if (end > a->capacity) atomicMax(&s_over, d);
+    used[d] = (int32_t)(min(end, a->capacity) / MOE_BM);
+  }
+  __syncthreads();
+  if (s_over >= 0) {
+    if (tid == 0)
+      meld_fail(ctx, MELD_FAIL_INPUT,
+                meld_wait_info(MELD_REGION_NONE, 0, s_over, "moe: rows for a rank > capacity"), (uint64_t)a->capacity,
+                (uint64_t)(v[(s_over + 1) * EL] - v[s_over * EL]), 0, 0);
+    return;
+  }
+  /* This rank's outputs and the GEMM's tables. */
+  const int64_t base = v[me * EL];
+  for (int j = tid; j < EL; j += nt) {
+    a->expert_offsets[j] = (int32_t)(v[me * EL + j] - base);
+    a->expert_counts[j] = tot[me * EL + j];
+  }
+  if (tid == 0) a->expert_offsets[EL] = used[me] * MOE_BM;
+  int32_t *brow = moe_at<int32_t>(a, me, a->ws.brow);
+  uint64_t *flags = moe_at<uint64_t>(a, me, a->ws.flags);
+  for (int mb = tid; mb < a->blocks; mb += nt) flags[mb] = 0, brow[mb] = -1;
+  __syncthreads();
+  for (int j = tid; j < EL; j += nt) {
+    const int e = me * EL + j;
+    for (int64_t mb = (v[e] - base) / MOE_BM; mb < (v[e + 1] - base) / MOE_BM; mb++) brow[mb] = (int32_t)(j * a->n);
+  }
+}
+
+__global__ void __launch_bounds__(MOE_ROUTE_THREADS, 1)
+    moe_route_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_common_t a) {
+  extern __shared__ __align__(16) uint8_t moe_rsmem[];
+  meld_ctx_t ctx;
+  if (meld_call_begin(&ctx, &proto, MELD_OP_MOE_DISPATCH_GEMM, a.arg_hash, 0) && !a.handshake_only)
+    moe_route(&ctx, &a, moe_rsmem);
+  meld_call_end(&ctx);
+}
+
+/* Local expert j of rank d whose segment holds row `row` (< the rank's rows in use): the last
+ * j with seg[d EL + j] <= row (empty segments share their start with the next one). */
+MELD_DEV int moe_expert_of_row(const int32_t *seg, int d, int EL, int64_t row) {
+  int lo = 0, hi = EL - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (seg[d * EL + mid] <= row) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Comm role of CTA c (of comm_ctas). Not inlined: its registers stay out of the engine's. */
+__device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, uint32_t c) {
+  meld_ctx_t *ctx = &ctx_v;
+  const int P = a->nranks, me = a->rank, E = a->experts, EL = a->e_loc;
+  const int32_t *estart = moe_at<const int32_t>(a, me, a->ws.estart), *sorted = moe_at<const int32_t>(a, me, a->ws.sorted);
+  const int32_t *seg = moe_at<const int32_t>(a, me, a->ws.seg), *srcoff = moe_at<const int32_t>(a, me, a->ws.srcoff);
+  const int32_t *used = moe_at<const int32_t>(a, me, a->ws.used);
+  const int32_t *mine = moe_at<const int32_t>(a, me, a->ws.counts) + (size_t)me * E;
+  int maxu = 0;
+  for (int d = 0; d < P; d++) maxu = max(maxu, used[d]);
+  const int rb16 = (int)(a->hidden / 8); /* 16-byte vectors a row */
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  for (int u = (int)c; u < maxu * P; u += a->comm_ctas) {
+    const int mb = u / P, d = (me + u % P) % P;
+    if (mb >= used[d]) continue;
+    const int64_t r0 = (int64_t)mb * MOE_BM;
+    const int e = d * EL + moe_expert_of_row(seg, d, EL, r0);
+    const int64_t first = (int64_t)seg[e] + srcoff[e]; /* this rank's first row of e on d */
+    const int j0 = (int)max((int64_t)0, r0 - first), j1 = (int)min((int64_t)mine[e], r0 + MOE_BM - first);
+    if (!(a->diag & 1)) {
+      uint8_t *stage = a->wsp[d] + a->ws.stage;
+      int2 *orig = (int2 *)(a->wsp[d] + a->ws.origin);
+      for (int j = j0 + warp; j < j1; j += nw) {
+        const int pair = sorted[estart[e] + j];
+        const int64_t t = pair / a->topk, row = first + j;
+        copy_vec16<4, int>((int4 *)(stage + row * a->hidden * 2), (const int4 *)(a->x + t * a->ldx * 2), rb16, lane, 32u);
+        if (lane == 0) orig[row] = make_int2(me, pair);
+      }
+    }
+    __syncthreads(); /* every thread's stores precede thread 0's cumulative release */
+    if (threadIdx.x == 0) red_release_sys_add_u64(moe_at<uint64_t>(a, d, a->ws.flags) + mb, 1ull);
+  }
+  /* The origins of this rank's rows, block by block once complete; (-1, -1) on padding. */
+  if (!a->row_origin) return;
+  __shared__ int32_t s_ok;
+  const uint64_t *flags = moe_at<const uint64_t>(a, me, a->ws.flags);
+  const int2 *orig = (const int2 *)(a->wsp[me] + a->ws.origin);
+  int2 *out = (int2 *)a->row_origin;
+  for (int mb = (int)c; mb < a->blocks; mb += a->comm_ctas) {
+    const int in_use = mb < used[me];
+    if (threadIdx.x == 0)
+      s_ok = !in_use || meld_wait_ge(ctx, flags + mb, (uint64_t)P,
+                                     meld_wait_info(MELD_REGION_OTHER, (uint32_t)mb, -1, "moe: block rows for row_origin"));
+    __syncthreads();
+    if (!s_ok) return;
+    const int64_t r0 = (int64_t)mb * MOE_BM;
+    for (int i = threadIdx.x; i < MOE_BM; i += blockDim.x) {
+      const int64_t row = r0 + i;
+      int2 o = make_int2(-1, -1);
+      if (in_use) {
+        const int e = me * EL + moe_expert_of_row(seg, me, EL, row);
+        if (row - seg[e] < a->expert_counts[e - me * EL]) o = __ldcg(orig + row);
+      }
+      out[row] = o;
+    }
+    __syncthreads();
+  }
+}
+
+__global__ void __launch_bounds__(GEMM_THREADS, 1)
+    moe_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_kargs_t k) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t moe_smem[];
+  bool run_gemm = false;
+  {
+    meld_ctx_t ctx;
+    if (meld_call_begin(&ctx, &proto, MELD_OP_MOE_DISPATCH_GEMM, k.c.arg_hash,
+                        k.c.handshake_only ? 0u : (uint32_t)k.c.comm_ctas) &&
+        !k.c.handshake_only) {
+      if (ctx.role == MELD_ROLE_COMM) moe_comm(ctx, &k.c, ctx.ticket);
+      run_gemm = true;
+    }
+  }
+  if (run_gemm) gemm_cta_run<false>(&k.g, moe_smem, (int)blockIdx.x, (int)gridDim.x);
+  __syncthreads();
+  if (threadIdx.x == 128) { /* (a consumer thread: the engine left warpgroup 0 with 40 registers) */
+    meld_cta_shared_t *s = meld_cta_shared();
+    meld_ctx_t ctx;
+    ctx.p = &proto;
+    ctx.epoch = s->epoch;
+    ctx.op = MELD_OP_MOE_DISPATCH_GEMM;
+    ctx.arg_hash = k.c.arg_hash;
+    ctx.ticket = s->ticket;
+    ctx.role = meld_role_of_ticket(s->ticket, (uint32_t)k.c.comm_ctas);
+    ctx.cta = blockIdx.x;
+    ctx.failed = 0;
+    if (run_gemm) {
+      const uint32_t st = *(volatile uint32_t *)k.c.status;
+      if (st != GEMM_STATUS_OK) /* the ready hook gave up: record why (first failure wins) */
+        meld_fail(&ctx, st == GEMM_STATUS_TIMEOUT ? MELD_FAIL_TIMEOUT : MELD_FAIL_ABORTED,
+                  meld_wait_info(MELD_REGION_OTHER, 0, -1, "moe: block rows ready"), (uint64_t)k.c.nranks, 0, 0,
+                  ld_relaxed_sys_u32(meld_abort_word(&proto)));
+    }
+    meld_call_end_thread(&ctx);
+  }
+#endif
+}
+
+/* ---- host side ------------------------------------------------------------------------------- */
+
+#define MOE_MAX_DEVICES 64
+static int g_moe_grid[MOE_MAX_DEVICES];
+
+static size_t moe_route_smem(int experts) { return (size_t)(experts + 1) * 8 + (size_t)experts * 8; }
+
+/* The fused kernel's grid on this device (co-resident CTAs, at most sm_count). */
+static meld_result_t moe_device_setup(int dev, int sm_count, int *grid) {
+  if (dev < MOE_MAX_DEVICES && g_moe_grid[dev] && g_moe_grid[dev] <= sm_count) {
+    *grid = g_moe_grid[dev] < sm_count ? g_moe_grid[dev] : sm_count;
+    return MELD_OK;
+  }
+  int major = 0;
+  MELD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  if (major != 9)
+    return meld_error(MELD_ERR_UNSUPPORTED,
+                      "meld_moe_dispatch_gemm: device %d has compute capability %d.x; the fused kernel needs Hopper "
+                      "(sm_90a)",
+                      dev, major);
+  int g1 = 0;
+  MELD_CHECK(meld_coop_grid((const void *)moe_route_kernel, MOE_ROUTE_THREADS, moe_route_smem(MOE_MAX_EXPERTS), 1, 1,
+                            &g1));
+  MELD_CHECK(meld_coop_grid((const void *)moe_kernel, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
+  if (dev < MOE_MAX_DEVICES) g_moe_grid[dev] = *grid;
+  return MELD_OK;
+}
+
+static void moe_common_fill(struct meld_comm *comm, const meld_moe_args_t *a, const moe_plan_t *p, moe_common_t *c) {
+  memset(c, 0, sizeof *c);
+  const int P = comm->nranks, me = comm->rank;
+  uint8_t *pad = (uint8_t *)comm->pad.local;
+  c->rank = me;
+  c->nranks = P;
+  c->experts = p->experts;
+  c->e_loc = p->e_loc;
+  c->topk = p->topk;
+  c->blocks = p->blocks;
+  c->comm_ctas = p->comm_ctas;
+  c->arg_hash = p->arg_hash;
+  c->tokens = p->tokens;
+  c->hidden = p->hidden;
+  c->n = p->n;
+  c->capacity = p->capacity;
+  c->ldx = p->ldx;
+  c->x = (const uint8_t *)a->x;
+  c->ids = a->topk_ids;
+  c->expert_offsets = a->expert_offsets;
+  c->expert_counts = a->expert_counts;
+  c->row_origin = a->row_origin;
+  c->status = (uint32_t *)(pad + MELD_PAD_OFF_SCRATCH);
+  c->ws = p->ws;
+  for (int r = 0; r < P; r++) c->wsp[r] = (uint8_t *)comm->workspace.peer[r];
+  c->wsp[me] = (uint8_t *)comm->workspace.local;
+  const char *dg = getenv("MELD_MOE_DIAG");
+  c->diag = dg ? atoi(dg) : 0;
+}
+
+/* The grouped GEMM's plan and hooks: A = the staging [capacity, hidden], B = every local
+ * expert's weight stacked [E_loc n, hidden] (hook f picks the block's), C = y [capacity, n]. */
+static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t *a, const moe_plan_t *p, int grid,
+                                   moe_kargs_t *k) {
+  uint8_t *pad = (uint8_t *)comm->pad.local;
+  uint8_t *ws = (uint8_t *)comm->workspace.local;
+  meld_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = ws + p->ws.stage;
+  g.lda = p->hidden;
+  g.b = a->w;
+  g.ldb = p->hidden;
+  g.b_layout = MELD_B_NK;
+  g.c = a->y;
+  g.ldc = p->n;
+  g.m = p->capacity;
+  g.n = p->n;
+  g.k = p->hidden;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.sm_count = grid;
+  o.cluster_m = 1;
+  o.split_k = 1;
+  o.stream_k = 1;
+  o.epi_defer = 1;
+  o.tile_n = GEMM_BN;
+  int workers = 0;
+  MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
+  meld_gemm_args_t gb = g;
+  gb.n = (int64_t)p->e_loc * p->n;
+  gemm_params_t all;
+  MELD_CHECK(gemm_plan_make(&gb, &o, &all, &workers));
+  gemm_params_t *gp = &k->g;
+  gp->map_b = all.map_b;
+  gp->grp_brow = (const int32_t *)(ws + p->ws.brow);
+  gp->workers = grid;
+  gp->ready.flags = (const uint64_t *)(ws + p->ws.flags);
+  gp->ready.rows_per_flag = MOE_BM;
+  gp->ready.epoch = (uint64_t)p->nranks; /* a block is complete when every rank's piece is counted */
+  gp->ready.epoch_counter = NULL;
+  gp->ready.abort_word = (const uint32_t *)(pad + MELD_PAD_OFF_ABORT);
+  gp->ready.timeout_ns = (uint64_t)comm->cfg.timeout_ms * 1000000ull;
+  gp->ready.status = k->c.status;
+  gp->order.queue = (uint32_t *)(pad + MELD_PAD_OFF_QUEUES); /* queues 0, 1: per-call scratch */
+  gp->trace = meld_proto_dev(comm).trace;
+  char why[256];
+  if (gemm_params_check(gp, grid, why, sizeof why))
+    return meld_error(MELD_ERR_INTERNAL, "meld_moe_dispatch_gemm: GEMM plan rejected: %s", why);
+  return MELD_OK;
+}
+
+static meld_result_t moe_launch(struct meld_comm *comm, const moe_kargs_t *k, int grid, cudaStream_t stream) {
+  meld_proto_dev_t proto = meld_proto_dev(comm);
+  void *rargs[] = {&proto, (void *)&k->c};
+  MELD_CHECK(meld_launch_coop((const void *)moe_route_kernel, 1, MOE_ROUTE_THREADS, moe_route_smem(k->c.experts), rargs,
+                              stream));
+  void *args[] = {&proto, (void *)k};
+  return meld_launch_coop((const void *)moe_kernel, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
+}
+
+extern "C" meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *args, cudaStream_t stream) {
+  const char *fn = "meld_moe_dispatch_gemm";
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  if (comm->nnodes > 1)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes; inter-node MoE dispatch is not supported yet", fn,
+                      comm->nnodes);
+  MELD_CHECK(meld_proto_sticky_error(comm, fn));
+  const int sms = meld_comm_node_sm_count(comm);
+  moe_plan_t plan;
+  meld_result_t vr = moe_args_validate(args, comm->nranks);
+  if (vr == MELD_OK) vr = moe_plan_make(args, comm->nranks, comm->rank, sms, comm->workspace.bytes, &plan);
+  int grid = 0;
+  if (vr == MELD_OK) vr = moe_device_setup(comm->device, sms, &grid);
+  if (vr != MELD_OK) {
+    /* A call this rank cannot make must not leave its peers waiting: both kernels' entry
+     * handshakes alone, with a hash no valid call has (the peers fail with "arguments differ"). */
+    if (comm->nranks > 1 && comm->proto && comm->nranks <= MOE_MAX_RANKS) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", meld_last_error());
+      int g = 0;
+      if (moe_device_setup(comm->device, sms, &g) == MELD_OK) {
+        moe_kargs_t k;
+        memset(&k, 0, sizeof k);
+        k.c.handshake_only = 1;
+        k.c.experts = 1;
+        k.c.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_init(), 0xbad0e0e5ull));
+        (void)moe_launch(comm, &k, g, stream);
+      }
+      meld_error(vr, "%s", msg);
+    }
+    return vr;
+  }
+  moe_kargs_t k; /* ~1.5 KB of kernel parameters */
+  moe_common_fill(comm, args, &plan, &k.c);
+  MELD_CHECK(moe_gemm_fill(comm, args, &plan, grid, &k));
+  meld_result_t r = moe_launch(comm, &k, grid, stream);
+  if (r != MELD_OK) meld_error_prefix("%s", fn);
+  return r;
+}

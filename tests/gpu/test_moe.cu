@@ -1,0 +1,400 @@
+/* test_moe.cu — meld_moe_dispatch_gemm with ranks as threads of this process (sharing the GPUs
+ * present, as test_ring_attn does). Every rank generates every rank's tokens and routing alike
+ * (seeded), calls the op, and checks on its own experts:
+ * - expert_counts and expert_offsets against the counts from every rank's routing (segments
+ *   padded to 128 rows, in expert order);
+ * - row_origin: every (source rank, slot) routed to one of its experts appears exactly once, in
+ *   that expert's segment, sources in rank order within it; padding rows (-1, -1);
+ * - y against an fp32 reference (each used row = its origin token x the expert's weight^T),
+ *   relative Frobenius error <= 1e-2 per expert segment.
+ * Outputs poisoned first; fresh random inputs per call; tokens differing between ranks (one rank
+ * with none), -1 slots, skewed routing (most tokens to one expert, empty experts), hidden and n
+ * not multiples of 64 / 256, two calls back to back without host sync, a CUDA graph replayed on
+ * new inputs, refused arguments, and (last, the comm is then aborted) a capacity overflow in one
+ * run and ranks that disagree in the other: every rank fails fast with a clear message.
+ * Rank counts: argument 1 (default 1,2,3,4). */
+#include <pthread.h>
+
+#include "gpu_test.h"
+
+#define MOE_MAXP 8
+static int P;
+static meld_unique_id g_id;
+static int g_ndev;
+static pthread_barrier_t g_bar;
+static int g_last; /* 0: end with the capacity overflow; 1: with mismatched arguments */
+
+typedef struct {
+  int T, topk, E, H, N, cap; /* T: tokens of rank 0 (rank r: T + 37 r, rank 1 none when T_zero) */
+  int skew;                  /* 1: 3 of 4 slots to expert 1, experts 2, 3 never named            */
+  int holes;                 /* 1: every 5th slot -1                                              */
+  int t_zero;                /* 1: rank 1 has no tokens                                            */
+} moe_case_t;
+static const moe_case_t g_cases[] = {
+    {200, 2, 24, 256, 256, 0, 0, 0, 0},  {300, 4, 48, 264, 200, 0, 0, 1, 0},
+    {129, 1, 4, 512, 512, 0, 1, 0, 1},   {1000, 8, 32, 1024, 136, 0, 0, 0, 0},
+    {64, 3, 12, 128, 1032, 0, 1, 1, 0},
+};
+#define MOE_CASES (sizeof g_cases / sizeof g_cases[0])
+#define MAX_T 1300 /* T + 37 x 7 */
+#define MAX_ELEMS_X ((size_t)MAX_T * 1024)
+
+static int tokens_of(const moe_case_t *c, int r) { return c->t_zero && r == 1 ? 0 : c->T + 37 * r; }
+static int64_t cap_of(const moe_case_t *c) {
+  /* rows in use on a rank <= all pairs + 128 per expert; the case's capacity is set from that */
+  int64_t pairs = 0;
+  for (int r = 0; r < P; r++) pairs += (int64_t)tokens_of(c, r) * c->topk;
+  const int64_t el = c->E / (c->E % P == 0 ? P : 1);
+  return ((pairs + 127) / 128 + el) * 128;
+}
+
+/* Rank s's routing for seed: ids[t * topk + j] (distinct experts per token, or -1). */
+static void routing(const moe_case_t *c, int s, uint64_t seed, int32_t *ids) {
+  uint64_t st = seed * 7919 + (uint64_t)s * 104729 + 1;
+  const int T = tokens_of(c, s);
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < c->topk; j++) {
+      int32_t e;
+      for (;;) {
+        if (c->skew && gt_rand_u64(&st) % 4 != 0) e = 1;
+        else e = (int32_t)(gt_rand_u64(&st) % (uint64_t)c->E);
+        if (c->skew && (e == 2 || e == 3)) continue;
+        int dup = 0;
+        for (int q = 0; q < j; q++) dup |= ids[t * c->topk + q] == e;
+        if (!dup || c->E <= c->topk) break;
+      }
+      if (c->holes && (t * c->topk + j) % 5 == 4) e = -1;
+      ids[t * c->topk + j] = e;
+    }
+}
+
+/* y_ref[row, col] = x_src[token] . w[expert, col] in fp32 for every row with an origin. */
+__global__ void ref_moe(float *yref, const int32_t *origin, const __nv_bfloat16 *xall, const int64_t *xoff,
+                        const __nv_bfloat16 *w, const int32_t *row_expert, int64_t rows, int n, int h, int topk) {
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= rows * n) return;
+  const int64_t row = i / n;
+  const int col = (int)(i % n);
+  const int s = origin[2 * row], pair = origin[2 * row + 1], e = row_expert[row];
+  if (s < 0 || e < 0) {
+    yref[i] = 0.f;
+    return;
+  }
+  const __nv_bfloat16 *xr = xall + (xoff[s] + pair / topk) * h, *wr = w + ((int64_t)e * n + col) * h;
+  float acc = 0.f;
+  for (int k = 0; k < h; k++) acc += __bfloat162float(xr[k]) * __bfloat162float(wr[k]);
+  yref[i] = acc;
+}
+
+static float bf2f(uint16_t b) {
+  const uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+typedef struct {
+  uint16_t *x[2], *xall[2], *w, *y[2];
+  int32_t *ids[2], *off[2], *cnt[2], *orig[2], *rexp;
+  int64_t *xoff[2];
+  float *yref;
+} moe_bufs_t;
+
+/* Inputs of call `call` (seed): this rank's x and ids, and every rank's x into xall (the
+ * reference's copy); outputs poisoned. Host: every rank's ids into hids[s]. */
+static void moe_inputs(const moe_case_t *c, int rank, uint64_t seed, moe_bufs_t *b, int call, int32_t **hids,
+                       cudaStream_t st) {
+  int64_t xo[MOE_MAXP], acc = 0;
+  for (int s = 0; s < P; s++) {
+    routing(c, s, seed, hids[s]);
+    xo[s] = acc;
+    const int T = tokens_of(c, s);
+    if (T) gt_fill_bf16<<<128, 256, 0, st>>>(b->xall[call] + acc * c->H, (size_t)T * c->H, seed * 31 + s);
+    acc += T;
+  }
+  const int T = tokens_of(c, rank);
+  if (T) {
+    GT_CUDA(cudaMemcpyAsync(b->x[call], b->xall[call] + xo[rank] * c->H, (size_t)T * c->H * 2, cudaMemcpyDeviceToDevice, st));
+    GT_CUDA(cudaMemcpyAsync(b->ids[call], hids[rank], (size_t)T * c->topk * 4, cudaMemcpyHostToDevice, st));
+  }
+  GT_CUDA(cudaMemcpyAsync(b->xoff[call], xo, sizeof xo, cudaMemcpyHostToDevice, st));
+  GT_CUDA(cudaMemsetAsync(b->y[call], 0xff, (size_t)cap_of(c) * c->N * 2, st));
+  GT_CUDA(cudaMemsetAsync(b->off[call], 0x7f, (size_t)(c->E / P + 1) * 4, st));
+  GT_CUDA(cudaMemsetAsync(b->cnt[call], 0x7f, (size_t)(c->E / P) * 4, st));
+  GT_CUDA(cudaMemsetAsync(b->orig[call], 0x55, (size_t)cap_of(c) * 8, st));
+  GT_CUDA(cudaStreamSynchronize(st)); /* (hids are reused by the next call's inputs) */
+}
+
+static void moe_args(const moe_case_t *c, int rank, moe_bufs_t *b, int call, meld_moe_args_t *a) {
+  memset(a, 0, sizeof *a);
+  a->x = b->x[call], a->topk_ids = b->ids[call], a->tokens = tokens_of(c, rank), a->topk = c->topk;
+  a->experts = c->E, a->hidden = c->H, a->w = b->w, a->n = c->N, a->y = b->y[call], a->capacity = cap_of(c);
+  a->expert_offsets = b->off[call], a->expert_counts = b->cnt[call], a->row_origin = b->orig[call];
+}
+
+/* Checks call `call`'s outputs of this rank (inputs from moe_inputs of the same slot). */
+static void moe_check(const moe_case_t *c, int rank, moe_bufs_t *b, int call, int32_t **hids, const char *what,
+                      cudaStream_t st) {
+  const int EL = c->E / P, N = c->N;
+  const int64_t cap = cap_of(c);
+  int32_t *off = (int32_t *)malloc((EL + 1) * 4), *cnt = (int32_t *)malloc(EL * 4), *orig = (int32_t *)malloc(cap * 8);
+  int32_t *rexp = (int32_t *)malloc(cap * 4);
+  GT_CUDA(cudaMemcpyAsync(off, b->off[call], (EL + 1) * 4, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaMemcpyAsync(cnt, b->cnt[call], EL * 4, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaMemcpyAsync(orig, b->orig[call], cap * 8, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  char name[160];
+  snprintf(name, sizeof name, "moe P=%d T %d topk %d E %d H %d N %d%s%s%s, %s", P, c->T, c->topk, c->E, c->H, N,
+           c->skew ? " skew" : "", c->holes ? " holes" : "", c->t_zero ? " rank1-empty" : "", what);
+  /* expected counts and layout */
+  int64_t want_cnt[1024] = {0};
+  for (int s = 0; s < P; s++)
+    for (int i = 0; i < tokens_of(c, s) * c->topk; i++) {
+      const int e = hids[s][i];
+      if (e >= rank * EL && e < (rank + 1) * EL) want_cnt[e - rank * EL]++;
+    }
+  int bad = 0;
+  int64_t row = 0;
+  for (int j = 0; j < EL && !bad; j++) {
+    if (cnt[j] != want_cnt[j] || off[j] != row) bad = 1, gt_log("%s: expert %d: count %d (want %lld), offset %d (want %lld)\n", name, j, cnt[j], (long long)want_cnt[j], off[j], (long long)row);
+    row += (want_cnt[j] + 127) / 128 * 128;
+  }
+  if (!bad && off[EL] != row) bad = 1, gt_log("%s: rows in use %d, want %lld\n", name, off[EL], (long long)row);
+  GT_CHECK(!bad, "%s: counts / offsets", name);
+  /* origins: each routed slot exactly once, in its expert's segment, sources in order */
+  size_t seen_n = 0;
+  int64_t base[MOE_MAXP + 1];
+  base[0] = 0;
+  for (int s = 0; s < P; s++) base[s + 1] = base[s] + (int64_t)tokens_of(c, s) * c->topk;
+  uint8_t *seen = (uint8_t *)calloc(base[P] + 1, 1);
+  bad = 0;
+  for (int64_t r = 0; r < cap; r++) rexp[r] = -1;
+  for (int j = 0; j < EL && !bad; j++) {
+    int prev_s = -1;
+    const int64_t end = j + 1 < EL ? off[j + 1] : off[EL];
+    for (int64_t r = off[j]; r < end && !bad; r++) {
+      const int s = orig[2 * r], pr = orig[2 * r + 1];
+      if (r - off[j] >= cnt[j]) {
+        if (s != -1 || pr != -1) bad = 1, gt_log("%s: padding row %lld has origin (%d, %d)\n", name, (long long)r, s, pr);
+        continue;
+      }
+      if (s < 0 || s >= P || pr < 0 || pr >= tokens_of(c, s) * c->topk || hids[s][pr] != rank * EL + j || s < prev_s ||
+          seen[base[s] + pr]) {
+        bad = 1;
+        gt_log("%s: row %lld (expert %d): origin (%d, %d) wrong\n", name, (long long)r, j, s, pr);
+        continue;
+      }
+      seen[base[s] + pr] = 1, seen_n++, prev_s = s, rexp[r] = j;
+    }
+  }
+  for (int64_t r = off[EL]; r < cap && !bad; r++)
+    if (orig[2 * r] != -1 || orig[2 * r + 1] != -1) bad = 1, gt_log("%s: unused row %lld has an origin\n", name, (long long)r);
+  int64_t want_n = 0;
+  for (int j = 0; j < EL; j++) want_n += want_cnt[j];
+  if (!bad && (int64_t)seen_n != want_n) bad = 1, gt_log("%s: %zu rows, want %lld\n", name, seen_n, (long long)want_n);
+  GT_CHECK(!bad, "%s: row_origin", name);
+  /* y against the fp32 reference, per expert segment */
+  GT_CUDA(cudaMemcpyAsync(b->rexp, rexp, cap * 4, cudaMemcpyHostToDevice, st));
+  const int64_t used = off[EL] > 0 && off[EL] <= cap ? off[EL] : 0;
+  if (used > 0) {
+    ref_moe<<<(unsigned)((used * N + 255) / 256), 256, 0, st>>>(b->yref, b->orig[call], (const __nv_bfloat16 *)b->xall[call],
+                                                                 b->xoff[call], (const __nv_bfloat16 *)b->w, b->rexp, used, N,
+                                                                 c->H, c->topk);
+    float *yr = (float *)malloc(used * N * 4);
+    uint16_t *y = (uint16_t *)malloc(used * N * 2);
+    GT_CUDA(cudaMemcpyAsync(yr, b->yref, used * N * 4, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaMemcpyAsync(y, b->y[call], used * N * 2, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    double worst = 0;
+    for (int j = 0; j < EL; j++) {
+      double num = 0, den = 0;
+      for (int64_t r = off[j]; r < off[j] + cnt[j]; r++)
+        for (int q = 0; q < N; q++) {
+          const double d = (double)bf2f(y[r * N + q]) - yr[r * N + q];
+          num += d * d, den += (double)yr[r * N + q] * yr[r * N + q];
+        }
+      const double rel = cnt[j] ? sqrt(num / (den > 0 ? den : 1)) : 0;
+      if (!(rel <= worst)) worst = rel; /* (NaN stays) */
+    }
+    GT_CHECK(worst <= 1e-2, "%s: y relative error %.3g (> 1e-2)", name, worst);
+    free(yr), free(y);
+  }
+  free(off), free(cnt), free(orig), free(rexp), free(seen);
+}
+
+static void *moe_rank(void *arg) {
+  const int rank = (int)(intptr_t)arg;
+  meld_config_t cfg;
+  meld_comm_t comm;
+  cudaStream_t st;
+  if (gt_thread_comm(rank, P, g_ndev, g_id, 5000, &cfg, &comm, &st)) return NULL;
+  moe_bufs_t b;
+  memset(&b, 0, sizeof b);
+  size_t maxcap = 0, maxel = 0, maxw = 0;
+  for (size_t ci = 0; ci < MOE_CASES; ci++) {
+    const moe_case_t *c = &g_cases[ci];
+    if (c->E % P) continue;
+    if ((size_t)cap_of(c) * c->N > maxcap) maxcap = (size_t)cap_of(c) * c->N;
+    if ((size_t)cap_of(c) > maxel) maxel = (size_t)cap_of(c);
+    if ((size_t)(c->E / P) * c->N * c->H > maxw) maxw = (size_t)(c->E / P) * c->N * c->H;
+  }
+  for (int i = 0; i < 2; i++) {
+    GT_CUDA(cudaMalloc(&b.x[i], MAX_ELEMS_X * 2));
+    GT_CUDA(cudaMalloc(&b.y[i], maxcap * 2));
+    GT_CUDA(cudaMalloc(&b.ids[i], MAX_T * 8 * 4));
+    GT_CUDA(cudaMalloc(&b.off[i], 1025 * 4));
+    GT_CUDA(cudaMalloc(&b.cnt[i], 1024 * 4));
+    GT_CUDA(cudaMalloc(&b.orig[i], maxel * 8));
+  }
+  for (int i = 0; i < 2; i++) GT_CUDA(cudaMalloc(&b.xall[i], MAX_ELEMS_X * MOE_MAXP * 2));
+  GT_CUDA(cudaMalloc(&b.w, maxw * 2));
+  GT_CUDA(cudaMalloc(&b.rexp, maxel * 4));
+  for (int i = 0; i < 2; i++) GT_CUDA(cudaMalloc(&b.xoff[i], MOE_MAXP * 8));
+  GT_CUDA(cudaMalloc(&b.yref, maxcap * 4));
+  int32_t *hids[2][MOE_MAXP]; /* every rank's routing, per call slot */
+  for (int i = 0; i < 2; i++)
+    for (int s = 0; s < P; s++) hids[i][s] = (int32_t *)malloc(MAX_T * 8 * 4);
+  for (size_t ci = 0; ci < MOE_CASES; ci++) {
+    const moe_case_t *c = &g_cases[ci];
+    if (c->E % P) continue; /* (every rank skips alike) */
+    gt_fill_bf16<<<256, 256, 0, st>>>(b.w, (size_t)(c->E / P) * c->N * c->H, 500 + 10 * ci + rank);
+    /* three calls back to back (no host sync between the launches): slot 0's inputs, slot 1's,
+     * slot 0's again into the same outputs; then both slots checked */
+    meld_moe_args_t a0, a1;
+    const uint64_t seed = 40 + 10 * ci;
+    moe_inputs(c, rank, seed, &b, 0, hids[0], st);
+    moe_inputs(c, rank, seed + 1, &b, 1, hids[1], st);
+    moe_args(c, rank, &b, 0, &a0);
+    moe_args(c, rank, &b, 1, &a1);
+    GT_MELD(meld_moe_dispatch_gemm(comm, &a0, st));
+    GT_MELD(meld_moe_dispatch_gemm(comm, &a1, st));
+    GT_MELD(meld_moe_dispatch_gemm(comm, &a0, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    GT_MELD(meld_comm_check(comm));
+    moe_check(c, rank, &b, 0, hids[0], "calls 1 and 3 (back to back)", st);
+    moe_check(c, rank, &b, 1, hids[1], "call 2 (back to back)", st);
+    if (ci != 1) continue;
+    /* a CUDA graph of a call, replayed on new inputs */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const meld_result_t gr = meld_moe_dispatch_gemm(comm, &a0, st);
+    GT_CUDA(cudaStreamEndCapture(st, &graph));
+    GT_MELD(gr);
+    GT_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+    GT_CUDA(cudaGraphUpload(exec, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    for (int rep = 0; rep < 2; rep++) {
+      moe_inputs(c, rank, seed + 100 + rep, &b, 0, hids[0], st);
+      GT_CUDA(cudaGraphLaunch(exec, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      GT_MELD(meld_comm_check(comm));
+      moe_check(c, rank, &b, 0, hids[0], rep ? "graph replay 2" : "graph replay 1", st);
+    }
+    GT_CUDA(cudaGraphExecDestroy(exec));
+    GT_CUDA(cudaGraphDestroy(graph));
+  }
+  /* refused on the host (every rank alike: nothing launched) */
+  {
+    const moe_case_t *c = &g_cases[0];
+    meld_moe_args_t a;
+    moe_args(c, rank, &b, 0, &a);
+    a.capacity = 200;
+    GT_CHECK(meld_moe_dispatch_gemm(comm, &a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "capacity 200"),
+             "moe: capacity 200 accepted: %s", meld_last_error());
+    moe_args(c, rank, &b, 0, &a);
+    a.experts = P * 2 + 1;
+    GT_CHECK(meld_moe_dispatch_gemm(comm, &a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "experts"),
+             "moe: experts %d accepted: %s", a.experts, meld_last_error());
+    moe_args(c, rank, &b, 0, &a);
+    a.hidden = 260;
+    GT_CHECK(meld_moe_dispatch_gemm(comm, &a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "hidden"),
+             "moe: hidden 260 accepted: %s", meld_last_error());
+    moe_args(c, rank, &b, 0, &a);
+    a.y = NULL;
+    GT_CHECK(meld_moe_dispatch_gemm(comm, &a, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "y is NULL"),
+             "moe: y NULL accepted: %s", meld_last_error());
+    GT_CHECK(meld_moe_dispatch_gemm(NULL, &a, st) == MELD_ERR_INVALID_ARG, "moe: NULL comm accepted");
+    GT_CUDA(cudaStreamSynchronize(st));
+    GT_MELD(meld_comm_check(comm));
+  }
+  /* last (the comm is aborted after it): a capacity overflow (all tokens to expert 0, whose rank
+   * gets more rows than capacity), or, with 2+ ranks, ranks that disagree (rank 0's n differs) */
+  {
+    const moe_case_t *c = &g_cases[0];
+    meld_moe_args_t a;
+    moe_inputs(c, rank, 99, &b, 0, hids[0], st);
+    moe_args(c, rank, &b, 0, &a);
+    const char *want;
+    if (g_last == 0 || P == 1) {
+      for (int i = 0; i < tokens_of(c, rank) * c->topk; i++) hids[0][rank][i] = i % c->topk == 0 ? 0 : -1;
+      GT_CUDA(cudaMemcpy(b.ids[0], hids[0][rank], (size_t)tokens_of(c, rank) * c->topk * 4, cudaMemcpyHostToDevice));
+      a.capacity = 128; /* expert 0 gets sum_r T_r >= 200 rows */
+      want = "capacity";
+    } else {
+      a.n = rank == 0 ? c->N - 8 : c->N;
+      want = "arguments differ";
+    }
+    const double t0 = gt_now_s();
+    GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    const meld_result_t r = meld_comm_check(comm);
+    const double el = gt_now_s() - t0;
+    GT_CHECK(r != MELD_OK && strstr(meld_last_error(), want), "moe: %s not reported: %s: %s", want, meld_strerror(r),
+             meld_last_error());
+    GT_CHECK(el < 2.0, "moe: the failure took %.2f s", el);
+    if (rank == 0) gt_log("moe: expected failure (%s): %s\n", want, meld_last_error());
+  }
+  for (int i = 0; i < 2; i++)
+    cudaFree(b.x[i]), cudaFree(b.y[i]), cudaFree(b.ids[i]), cudaFree(b.off[i]), cudaFree(b.cnt[i]), cudaFree(b.orig[i]);
+  for (int i = 0; i < 2; i++) cudaFree(b.xall[i]), cudaFree(b.xoff[i]);
+  cudaFree(b.w), cudaFree(b.rexp), cudaFree(b.yref);
+  for (int i = 0; i < 2; i++)
+    for (int s = 0; s < P; s++) free(hids[i][s]);
+  GT_CUDA(cudaStreamDestroy(st));
+  (void)meld_comm_destroy(comm);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  gt_inproc_env();
+  const char *list = argc > 1 ? argv[1] : "1,2,3,4";
+  cudaDeviceProp prop;
+  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+      prop.major != 9) {
+    printf("test_moe: no Hopper GPU: skipped\n[  PASSED  ] 0 test(s).\n");
+    return 0;
+  }
+  for (const char *s = list; *s;) {
+    char *end = NULL;
+    const long n = strtol(s, &end, 10);
+    if (end == s || n < 1 || n > MOE_MAXP) {
+      fprintf(stderr, "test_moe: rank counts '%s': a list of 1..%d\n", list, MOE_MAXP);
+      return 2;
+    }
+    P = (int)n;
+    if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
+    static const struct {
+      const char *name, *ctas;
+    } paths[] = {{"default comm CTAs", NULL}, {"one comm CTA", "1"}};
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+      if (paths[pi].ctas) setenv("MELD_MOE_COMM_CTAS", paths[pi].ctas, 1);
+      else unsetenv("MELD_MOE_COMM_CTAS");
+      g_last = (int)pi;
+      printf("test_moe: %d ranks as threads on %d GPU(s), %s\n", P, g_ndev < P ? g_ndev : P, paths[pi].name);
+      fflush(stdout);
+      if (meld_get_unique_id(&g_id) != MELD_OK) {
+        printf("meld_get_unique_id: %s\n", meld_last_error());
+        return 1;
+      }
+      pthread_barrier_init(&g_bar, NULL, (unsigned)P);
+      pthread_t th[MOE_MAXP];
+      for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, moe_rank, (void *)(intptr_t)r);
+      for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+      pthread_barrier_destroy(&g_bar);
+    }
+    s = *end ? end + 1 : end;
+  }
+  return gt_summary("test_moe");
+}
