@@ -417,6 +417,7 @@ static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t
   MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
   meld_gemm_args_t gb = g;
   gb.n = (int64_t)p->e_loc * p->n;
+  gb.ldc = gb.n; /* (only this plan's map_b is kept) */
   gemm_params_t all;
   MELD_CHECK(gemm_plan_make(&gb, &o, &all, &workers));
   gemm_params_t *gp = &k->g;
