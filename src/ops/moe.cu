@@ -50,7 +50,9 @@
 typedef struct {
   int32_t rank, nranks, experts, e_loc, topk, blocks, comm_ctas, handshake_only;
   uint32_t arg_hash;
-  int32_t diag; /* MELD_MOE_DIAG (timing only): bit 0 = no copies (units still counted) */
+  int32_t diag; /* MELD_MOE_DIAG (timing only, wrong results): bit 0 = no copies (the blocks are
+                   still counted: the GEMM and the protocol alone), bit 1 = no GEMM (the routing
+                   and the copies alone) */
   int64_t tokens, hidden, n, capacity, ldx;
   const uint8_t *x;
   const int32_t *ids;
@@ -302,7 +304,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
                         k.c.handshake_only ? 0u : (uint32_t)k.c.comm_ctas) &&
         !k.c.handshake_only) {
       if (ctx.role == MELD_ROLE_COMM) moe_comm(ctx, &k.c, ctx.ticket);
-      run_gemm = true;
+      run_gemm = !(k.c.diag & 2);
     }
   }
   if (run_gemm) gemm_cta_run<false>(&k.g, moe_smem, (int)blockIdx.x, (int)gridDim.x);

@@ -1,0 +1,330 @@
+/* bench_moe.cu — meld_moe_dispatch_gemm with the ranks as threads of ONE process (as
+ * bench_ring_attn: with fewer GPUs than ranks they share a GPU, each rank's kernels on its share
+ * of the SMs, all in flight together; with a GPU per rank it is the one-process multi-GPU mode).
+ * Rows (BENCH.md MoE shapes, first GEMM: n = 2 x the expert's intermediate size, gate and up):
+ *   DeepSeek-V3: hidden 7168, n 4096, 256 experts, top-8, tokens per rank 512 / 4096 (--long:
+ *   8192), uniform routing and Zipf(1.0) over the experts; Mixtral-like: hidden 4096, n 28672,
+ *   8 experts, top-2, 4096 tokens per rank.
+ * Variants, timed in the same pass:
+ *   fused        the op (routing kernel + the fused dispatch / grouped GEMM kernel),
+ *   nocopy       MELD_MOE_DIAG=1: no rows copied (blocks still counted): the GEMM + protocol,
+ *   comm         MELD_MOE_DIAG=2: no GEMM: the routing and the copies alone,
+ *   cublas-loop  one cuBLAS GEMM per local expert on its rows (unpadded), this rank's stream:
+ *                the compute of an unfused implementation (no dispatch).
+ * Each variant: 3 warm-up calls, BENCH_SETTLE_MS of calls, then --samples samples of --calls
+ * back-to-back calls, every rank starting a sample after a host barrier; the median sample of
+ * the slowest rank. Checked first: a few rows of rank 0's y against a host fp32 dot product.
+ * Useful TFLOP/s counts 2 x rows x n x hidden over every rank's received rows (not the padding).
+ * Rank 0 prints a table and appends JSON lines (--json; op "moe_dispatch_gemm").
+ *
+ *   bench_moe [--ranks P] [--long] [--calls N] [--samples N] [--json FILE] */
+#include <cublas_v2.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "bench_common.h"
+#include "../tests/gpu/gpu_test.h"
+#include "meld.h"
+
+typedef struct {
+  const char *name;
+  int T, H, N, E, topk;
+  double zipf; /* 0 = uniform */
+} row_t;
+
+static int P = 0, g_calls = 5, g_samples = 5, g_ndev = 1, g_nrows = 0;
+static row_t g_rows[8];
+static meld_unique_id g_id;
+static pthread_barrier_t g_bar;
+#define NVAR 4
+static const char *const g_var[NVAR] = {"fused", "nocopy", "comm", "cublas-loop"};
+static float g_ms[8][NVAR];
+static int64_t g_rows_recv[8];
+static int g_settle;
+static const char *g_json;
+static bench_env_t g_env;
+static int32_t *g_ids[8];    /* every rank's routing of the current row (host) */
+static int64_t g_capacity;   /* of the current row: the largest padded rows of any rank */
+static double g_err;
+
+/* Rank s's routing: topk distinct experts per token, uniform or Zipf(s) over a per-rank
+ * permutation-free popularity (expert e has weight 1 / (e + 1)^s). */
+static void routing(const row_t *r, int s, int32_t *ids) {
+  uint64_t st = 12345 + (uint64_t)s * 7777;
+  double *cdf = (double *)malloc(r->E * sizeof(double)), tot = 0;
+  for (int e = 0; e < r->E; e++) tot += r->zipf > 0 ? pow(e + 1.0, -r->zipf) : 1.0, cdf[e] = tot;
+  for (int t = 0; t < r->T; t++)
+    for (int j = 0; j < r->topk; j++) {
+      int32_t e;
+      for (;;) {
+        const double u = (double)(gt_rand_u64(&st) >> 11) * (1.0 / 9007199254740992.0) * tot;
+        int lo = 0, hi = r->E - 1;
+        while (lo < hi) {
+          const int mid = (lo + hi) / 2;
+          if (cdf[mid] > u) hi = mid;
+          else lo = mid + 1;
+        }
+        /* spread the popular experts over the ranks: expert index scrambled */
+        e = (int32_t)(((int64_t)lo * 37 + 11) % r->E);
+        int dup = 0;
+        for (int q = 0; q < j; q++) dup |= ids[(size_t)t * r->topk + q] == e;
+        if (!dup) break;
+      }
+      ids[(size_t)t * r->topk + j] = e;
+    }
+  free(cdf);
+}
+
+/* Per-rank rows per local expert from every rank's routing; the capacity (max over ranks). */
+static void layout(const row_t *r, int64_t *cap) {
+  const int EL = r->E / P;
+  int64_t worst = 0, *hist = (int64_t *)calloc(r->E, sizeof(int64_t));
+  for (int s = 0; s < P; s++)
+    for (int64_t i = 0; i < (int64_t)r->T * r->topk; i++) hist[g_ids[s][i]]++;
+  for (int d = 0; d < P; d++) {
+    int64_t rows = 0, real = 0;
+    for (int j = 0; j < EL; j++) {
+      const int64_t c = hist[d * EL + j];
+      rows += (c + 127) / 128 * 128, real += c;
+    }
+    g_rows_recv[d] = real;
+    if (rows > worst) worst = rows;
+  }
+  *cap = worst > 128 ? worst : 128;
+  free(hist);
+}
+
+static float bf2f_h(uint16_t b) {
+  const uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static void *rank_main(void *arg) {
+  const int rank = (int)(intptr_t)arg;
+  meld_config_t cfg;
+  meld_comm_t comm;
+  cudaStream_t st;
+  if (gt_thread_comm(rank, P, g_ndev, g_id, 20000, &cfg, &comm, &st)) return NULL;
+  cublasHandle_t cb;
+  cublasCreate(&cb);
+  cublasSetStream(cb, st);
+  size_t mx = 0, my = 0, mw = 0, mi = 0, mc = 0;
+  for (int i = 0; i < g_nrows; i++) {
+    const row_t *r = &g_rows[i];
+    const size_t cap = (size_t)r->T * r->topk * P + (size_t)128 * (r->E / P); /* upper bound */
+    mx = mx > (size_t)r->T * r->H ? mx : (size_t)r->T * r->H;
+    my = my > cap * r->N ? my : cap * r->N;
+    mw = mw > (size_t)(r->E / P) * r->N * r->H ? mw : (size_t)(r->E / P) * r->N * r->H;
+    mi = mi > (size_t)r->T * r->topk ? mi : (size_t)r->T * r->topk;
+    mc = mc > cap ? mc : cap;
+  }
+  uint16_t *x, *w, *y, *xa;
+  int32_t *ids, *off, *cnt, *orig;
+  GT_CUDA(cudaMalloc(&x, mx * 2));
+  GT_CUDA(cudaMalloc(&w, mw * 2));
+  GT_CUDA(cudaMalloc(&y, my * 2));
+  GT_CUDA(cudaMalloc(&xa, mc * 7168 * 2 > mx * 2 ? (size_t)mc * 7168 * 2 : mx * 2)); /* cublas-loop's A */
+  GT_CUDA(cudaMalloc(&ids, mi * 4));
+  GT_CUDA(cudaMalloc(&off, 1025 * 4));
+  GT_CUDA(cudaMalloc(&cnt, 1024 * 4));
+  GT_CUDA(cudaMalloc(&orig, mc * 8));
+  cudaEvent_t e0, e1;
+  GT_CUDA(cudaEventCreate(&e0));
+  GT_CUDA(cudaEventCreate(&e1));
+  const int settle_ms = bench_settle_ms();
+  for (int ri = 0; ri < g_nrows; ri++) {
+    const row_t *r = &g_rows[ri];
+    const int EL = r->E / P;
+    pthread_barrier_wait(&g_bar);
+    if (rank == 0) {
+      for (int s = 0; s < P; s++) routing(r, s, g_ids[s]);
+      layout(r, &g_capacity);
+    }
+    pthread_barrier_wait(&g_bar);
+    gt_fill_bf16<<<256, 256, 0, st>>>(x, (size_t)r->T * r->H, 100 + rank);
+    gt_fill_bf16<<<256, 256, 0, st>>>(w, (size_t)EL * r->N * r->H, 200 + rank);
+    gt_fill_bf16<<<256, 256, 0, st>>>(xa, (size_t)g_capacity * r->H, 300 + rank);
+    GT_CUDA(cudaMemcpyAsync(ids, g_ids[rank], (size_t)r->T * r->topk * 4, cudaMemcpyHostToDevice, st));
+    meld_moe_args_t a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.topk_ids = ids, a.tokens = r->T, a.topk = r->topk, a.experts = r->E, a.hidden = r->H, a.w = w;
+    a.n = r->N, a.y = y, a.capacity = g_capacity, a.expert_offsets = off, a.expert_counts = cnt, a.row_origin = orig;
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    if (rank == 0) unsetenv("MELD_MOE_DIAG");
+    pthread_barrier_wait(&g_bar);
+    GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    GT_MELD(meld_comm_check(comm));
+    /* the expert layout (for cublas-loop) and a check of rank 0's first rows of each expert */
+    int32_t hoff[1025], hcnt[1024];
+    GT_CUDA(cudaMemcpy(hoff, off, (EL + 1) * 4, cudaMemcpyDeviceToHost));
+    GT_CUDA(cudaMemcpy(hcnt, cnt, EL * 4, cudaMemcpyDeviceToHost));
+    if (rank == 0) {
+      double num = 0, den = 0;
+      uint16_t *hw = (uint16_t *)malloc((size_t)r->H * 2 * 2), *hx = hw + r->H, hy[2];
+      for (int j = 0; j < EL; j += (EL + 7) / 8) {
+        if (!hcnt[j]) continue;
+        int32_t o[2];
+        GT_CUDA(cudaMemcpy(o, orig + 2 * (size_t)hoff[j], 8, cudaMemcpyDeviceToHost));
+        if (o[0] != 0) continue; /* (rank 0's own tokens only: their x is here) */
+        for (int col = 0; col < r->N; col += r->N / 2 - 1) {
+          GT_CUDA(cudaMemcpy(hx, x + (size_t)(o[1] / r->topk) * r->H, r->H * 2, cudaMemcpyDeviceToHost));
+          GT_CUDA(cudaMemcpy(hw, w + ((size_t)j * r->N + col) * r->H, r->H * 2, cudaMemcpyDeviceToHost));
+          GT_CUDA(cudaMemcpy(hy, y + (size_t)hoff[j] * r->N + col, 2, cudaMemcpyDeviceToHost));
+          double ref = 0;
+          for (int h = 0; h < r->H; h++) ref += (double)bf2f_h(hx[h]) * bf2f_h(hw[h]);
+          num += (bf2f_h(hy[0]) - ref) * (bf2f_h(hy[0]) - ref), den += ref * ref;
+        }
+      }
+      g_err = den > 0 ? sqrt(num / den) : -1;
+      free(hw);
+    }
+    for (int v = 0; v < NVAR; v++) {
+      pthread_barrier_wait(&g_bar);
+      if (rank == 0) {
+        if (v == 1) setenv("MELD_MOE_DIAG", "1", 1);
+        else if (v == 2) setenv("MELD_MOE_DIAG", "2", 1);
+        else unsetenv("MELD_MOE_DIAG");
+      }
+      pthread_barrier_wait(&g_bar);
+      const float one = 1.f, zero = 0.f;
+#define RUN()                                                                                                     \
+  do {                                                                                                            \
+    if (v < 3) {                                                                                                  \
+      GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));                                                              \
+    } else {                                                                                                      \
+      for (int j = 0; j < EL; j++)                                                                                \
+        if (hcnt[j])                                                                                              \
+          cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, r->N, hcnt[j], r->H, &one, w + (size_t)j * r->N * r->H,      \
+                       CUDA_R_16BF, r->H, xa + (size_t)hoff[j] * r->H, CUDA_R_16BF, r->H, &zero,                  \
+                       y + (size_t)hoff[j] * r->N, CUDA_R_16BF, r->N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);   \
+    }                                                                                                             \
+  } while (0)
+      for (int i = 0; i < 3; i++) RUN();
+      GT_CUDA(cudaEventRecord(e0, st));
+      RUN();
+      GT_CUDA(cudaEventRecord(e1, st));
+      GT_CUDA(cudaEventSynchronize(e1));
+      float est = 0;
+      GT_CUDA(cudaEventElapsedTime(&est, e0, e1));
+      if (rank == 0) g_settle = bench_settle_calls(est, settle_ms);
+      pthread_barrier_wait(&g_bar);
+      const int settle = v < 3 ? g_settle : 0; /* (cublas-loop: as many calls on every rank is not needed) */
+      for (int i = 0; i < settle; i++) RUN();
+      GT_CUDA(cudaStreamSynchronize(st));
+      float t[16];
+      for (int smp = 0; smp < g_samples; smp++) {
+        pthread_barrier_wait(&g_bar);
+        GT_CUDA(cudaEventRecord(e0, st));
+        for (int i = 0; i < g_calls; i++) RUN();
+        GT_CUDA(cudaEventRecord(e1, st));
+        GT_CUDA(cudaEventSynchronize(e1));
+        GT_CUDA(cudaEventElapsedTime(&t[smp], e0, e1));
+        t[smp] /= (float)g_calls;
+      }
+#undef RUN
+      g_ms[rank][v] = bench_median(t, g_samples);
+    }
+    GT_MELD(meld_comm_check(comm));
+    pthread_barrier_wait(&g_bar);
+    if (rank == 0) {
+      unsetenv("MELD_MOE_DIAG");
+      float worst[NVAR] = {0};
+      for (int rr = 0; rr < P; rr++)
+        for (int v = 0; v < NVAR; v++) worst[v] = g_ms[rr][v] > worst[v] ? g_ms[rr][v] : worst[v];
+      int64_t rows = 0;
+      for (int d = 0; d < P; d++) rows += g_rows_recv[d];
+      for (int v = 0; v < NVAR; v++) {
+        const double tf = 2.0 * rows * r->N * r->H / (worst[v] * 1e-3) / 1e12;
+        char name[160];
+        snprintf(name, sizeof name, "P%d %s T%d %s", P, r->name, r->T, g_var[v]);
+        printf("%-44s %10.4f %9.1f %9.3f %9.2e\n", name, worst[v], tf, worst[v] / worst[1], v ? 0.0 : g_err);
+        if (g_json) {
+          FILE *jf = fopen(g_json, "a");
+          if (jf) {
+            fprintf(jf,
+                    "{\"op\": \"moe_dispatch_gemm\", \"shape\": {\"model\": \"%s\", \"tokens\": %d, \"hidden\": %d, "
+                    "\"n\": %d, \"experts\": %d, \"topk\": %d, \"zipf\": %.2f, \"capacity\": %lld, \"rows_all_ranks\": "
+                    "%lld}, \"variant\": \"%s\", \"nranks\": %d, \"nnodes\": 1, \"gpus\": %d, \"dtype\": \"bf16\", "
+                    "\"meld_ms\": %.5f, \"nocopy_ms\": %.5f, \"comm_ms\": %.5f, \"cublas_loop_ms\": %.5f, "
+                    "\"tflops_useful\": %.1f, \"settle_ms\": %d, \"rel_err_sample\": %.3e, \"gpu\": \"%s\", "
+                    "\"driver\": \"%s\", \"cuda\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
+                    r->name, r->T, r->H, r->N, r->E, r->topk, r->zipf, (long long)g_capacity, (long long)rows,
+                    g_var[v], P, g_ndev < P ? g_ndev : P, worst[v], worst[1], worst[2], worst[3], tf, settle_ms,
+                    g_err, g_env.gpu, g_env.driver, g_env.cuda, g_env.date, g_env.commit);
+            fclose(jf);
+          }
+        }
+      }
+      fflush(stdout);
+    }
+  }
+  GT_CUDA(cudaStreamSynchronize(st));
+  cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(xa), cudaFree(ids), cudaFree(off), cudaFree(cnt), cudaFree(orig);
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  cublasDestroy(cb);
+  GT_CUDA(cudaStreamDestroy(st));
+  (void)meld_comm_destroy(comm);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  gt_inproc_env();
+  int lng = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) P = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--long")) lng = 1;
+    else if (!strcmp(argv[i], "--calls") && i + 1 < argc) g_calls = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--samples") && i + 1 < argc) g_samples = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--ranks P] [--long] [--calls N] [--samples N] [--json FILE]\n", argv[0]);
+      return 2;
+    }
+  }
+  cudaDeviceProp prop;
+  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
+      prop.major != 9) {
+    printf("bench_moe: no Hopper GPU: skipped\n");
+    return 0;
+  }
+  if (P == 0) P = g_ndev >= 2 ? (g_ndev < 8 ? g_ndev : 8) : 2;
+  if (P < 1 || P > 8 || 256 % P || g_calls < 1 || g_samples < 1 || g_samples > 16) {
+    fprintf(stderr, "bench_moe: --ranks 1, 2, 4 or 8, --calls >= 1, --samples 1..16\n");
+    return 2;
+  }
+  if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
+  g_rows[g_nrows++] = (row_t){"dsv3", 512, 7168, 4096, 256, 8, 0.0};
+  g_rows[g_nrows++] = (row_t){"dsv3", 4096, 7168, 4096, 256, 8, 0.0};
+  g_rows[g_nrows++] = (row_t){"dsv3-zipf", 4096, 7168, 4096, 256, 8, 1.0};
+  if (lng) g_rows[g_nrows++] = (row_t){"dsv3", 8192, 7168, 4096, 256, 8, 0.0};
+  if (P <= 8) g_rows[g_nrows++] = (row_t){"mixtral", 4096, 4096, 28672, 8, 2, 0.0};
+  /* the workspace: the largest row's staging and tables (set before any comm exists) */
+  size_t ws = 0;
+  for (int i = 0; i < g_nrows; i++) {
+    const row_t *r = &g_rows[i];
+    const int64_t cap = (int64_t)r->T * r->topk * P + (int64_t)128 * (r->E / P);
+    const size_t b = meld_moe_workspace_bytes(P, r->T, r->topk, r->E, r->H, (cap + 127) / 128 * 128);
+    ws = b > ws ? b : ws;
+  }
+  char wsb[32];
+  snprintf(wsb, sizeof wsb, "%zu", ws);
+  setenv("MELD_WORKSPACE_BYTES", wsb, 1);
+  for (int s = 0; s < P; s++) g_ids[s] = (int32_t *)malloc((size_t)8192 * 8 * 4);
+  bench_env(&g_env, 0);
+  printf("bench_moe: %d ranks as threads on %d GPU(s), workspace %.0f MB a rank\n", P, g_ndev < P ? g_ndev : P, ws / 1e6);
+  printf("%-44s %10s %9s %9s %9s\n", "row variant", "ms", "TFLOP/s", "/nocopy", "rel err");
+  if (meld_get_unique_id(&g_id) != MELD_OK) {
+    printf("meld_get_unique_id: %s\n", meld_last_error());
+    return 1;
+  }
+  pthread_barrier_init(&g_bar, NULL, (unsigned)P);
+  pthread_t th[8];
+  for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, rank_main, (void *)(intptr_t)r);
+  for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+  return gt_summary("bench_moe") ? 1 : 0;
+}
