@@ -1,0 +1,199 @@
+/* test_moe_plan.c — meld_moe_dispatch_gemm's host side on the CPU: every refused argument with
+ * its sentence; the workspace layout (regions in order, 256-aligned, sized, the public size
+ * function equal to the plan's); the plan (workspace too small names the size, the comm-CTA
+ * override, the argument hash over what ranks must share); and the layout arithmetic the routing
+ * kernel runs (moe_layout_ref) against a brute force over random count matrices: every expert's
+ * segment starts at a multiple of 128 after the padded segments of the experts before it on its
+ * rank, a rank's rows inside a segment start after the lower ranks', blocks in use, overflow. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "meld.h"
+#include "moe_plan.h"
+
+#define FAKE(x) ((void *)(uintptr_t)(x))
+
+static meld_moe_args_t good(void) {
+  meld_moe_args_t a;
+  memset(&a, 0, sizeof a);
+  a.x = FAKE(0x100000), a.topk_ids = (const int32_t *)FAKE(0x200000), a.w = FAKE(0x300000), a.y = FAKE(0x400000);
+  a.expert_offsets = (int32_t *)FAKE(0x500000), a.expert_counts = (int32_t *)FAKE(0x600000);
+  a.row_origin = (int32_t *)FAKE(0x700000);
+  a.tokens = 1000, a.topk = 8, a.experts = 64, a.hidden = 1024, a.n = 512, a.capacity = 16384;
+  return a;
+}
+
+static void expect_err(const meld_moe_args_t *a, int P, meld_result_t want, const char *needle) {
+  const meld_result_t r = moe_args_validate(a, P);
+  assert_int_equal(r, want);
+  if (!strstr(meld_last_error(), needle)) fail_msg("message \"%s\" lacks \"%s\"", meld_last_error(), needle);
+}
+
+static void test_validation(void **state) {
+  (void)state;
+  meld_moe_args_t a = good();
+  assert_int_equal(moe_args_validate(&a, 4), MELD_OK);
+  expect_err(NULL, 2, MELD_ERR_INVALID_ARG, "args is NULL");
+  expect_err(&a, 17, MELD_ERR_UNSUPPORTED, "17 ranks");
+  a = good(), a.tokens = -1;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "tokens -1");
+  a = good(), a.topk = 0;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "topk 0");
+  a = good(), a.topk = 65;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "topk 65");
+  a = good(), a.experts = 6;
+  expect_err(&a, 4, MELD_ERR_INVALID_ARG, "experts 6 is not a positive multiple of the 4 ranks");
+  a = good(), a.experts = 2;
+  expect_err(&a, 4, MELD_ERR_INVALID_ARG, "experts 2");
+  a = good(), a.experts = 2048;
+  expect_err(&a, 1, MELD_ERR_UNSUPPORTED, "experts 2048");
+  a = good(), a.hidden = 1020;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "hidden 1020");
+  a = good(), a.n = 4;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "n 4");
+  a = good(), a.capacity = 1000;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "capacity 1000 is not a positive multiple of 128");
+  a = good(), a.ldx = 1000;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "ldx 1000");
+  a = good(), a.ldx = 1028;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "ldx 1028");
+  a = good(), a.ldx = 2048;
+  assert_int_equal(moe_args_validate(&a, 2), MELD_OK);
+  a = good(), a.y = NULL;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "y is NULL");
+  a = good(), a.w = FAKE(0x300008);
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "w 0x300008 is not 16-byte aligned");
+  a = good(), a.expert_counts = NULL;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "expert_counts is NULL");
+  a = good(), a.row_origin = NULL; /* optional */
+  assert_int_equal(moe_args_validate(&a, 2), MELD_OK);
+  a = good(), a.row_origin = (int32_t *)FAKE(0x700004);
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "row_origin");
+  a = good(), a.tokens = 0, a.x = NULL, a.topk_ids = NULL; /* a rank without tokens */
+  assert_int_equal(moe_args_validate(&a, 2), MELD_OK);
+  a = good(), a.x = NULL;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "x is NULL");
+  a = good(), a.tokens = (int64_t)1 << 28;
+  expect_err(&a, 2, MELD_ERR_INVALID_ARG, "exceeds 2^31");
+}
+
+static void test_layout(void **state) {
+  (void)state;
+  const moe_layout_t l = moe_layout(4, 8000, 64, 1024, 16384);
+  const size_t regions[] = {l.stage, l.origin, l.flags, l.counts, l.estart, l.seg, l.srcoff, l.used, l.brow, l.sorted, l.bytes};
+  const size_t need[] = {16384 * 1024 * 2, 16384 * 8, 128 * 8, 4 * 64 * 4, 65 * 4, 64 * 4, 64 * 4, 4 * 4, 128 * 4, 8000 * 4};
+  for (size_t i = 0; i + 1 < sizeof regions / sizeof regions[0]; i++) {
+    assert_int_equal(regions[i] % 256, 0);
+    if (regions[i + 1] < regions[i] + need[i]) fail_msg("region %zu at %zu overlaps the next at %zu", i, regions[i], regions[i + 1]);
+  }
+  assert_int_equal(l.stage, 0);
+  assert_int_equal(meld_moe_workspace_bytes(4, 1000, 8, 64, 1024, 16384), l.bytes);
+  assert_int_equal(meld_moe_workspace_bytes(0, 1000, 8, 64, 1024, 16384), 0);
+  /* the regions peers write sit at the same offsets whatever this rank's tokens */
+  const moe_layout_t l2 = moe_layout(4, 10, 64, 1024, 16384);
+  assert_int_equal(l2.stage, l.stage);
+  assert_int_equal(l2.origin, l.origin);
+  assert_int_equal(l2.flags, l.flags);
+  assert_int_equal(l2.counts, l.counts);
+}
+
+static void test_plan(void **state) {
+  (void)state;
+  meld_moe_args_t a = good();
+  moe_plan_t p;
+  const size_t need = meld_moe_workspace_bytes(4, a.tokens, a.topk, a.experts, a.hidden, a.capacity);
+  unsetenv("MELD_MOE_COMM_CTAS");
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.e_loc, 16);
+  assert_int_equal(p.blocks, 128);
+  assert_int_equal(p.comm_ctas, 16);
+  assert_int_equal(p.grid, 132);
+  assert_int_equal(p.ldx, 1024);
+  char want[64];
+  snprintf(want, sizeof want, "needs %zu", need);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need - 1, &p), MELD_ERR_OUT_OF_MEMORY);
+  if (!strstr(meld_last_error(), want)) fail_msg("\"%s\" lacks \"%s\"", meld_last_error(), want);
+  setenv("MELD_MOE_COMM_CTAS", "3", 1);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.comm_ctas, 3);
+  setenv("MELD_MOE_COMM_CTAS", "0", 1);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_ERR_INVALID_ARG);
+  unsetenv("MELD_MOE_COMM_CTAS");
+  assert_int_equal(moe_plan_make(&a, 4, 1, 8, need, &p), MELD_OK);
+  assert_int_equal(p.comm_ctas, 1); /* (at least one; fewer than the grid) */
+  /* the hash: tokens and pointers may differ between ranks; the shapes may not */
+  moe_plan_t q;
+  assert_int_equal(moe_plan_make(&a, 4, 0, 132, need, &p), MELD_OK);
+  meld_moe_args_t b = a;
+  b.tokens = 10, b.x = FAKE(0x900000);
+  assert_int_equal(moe_plan_make(&b, 4, 2, 132, need, &q), MELD_OK);
+  assert_int_equal(p.arg_hash, q.arg_hash);
+  const int64_t *fields[] = {&b.hidden, &b.n, &b.capacity};
+  for (int i = 0; i < 3; i++) {
+    b = a;
+    *(int64_t *)((char *)&b + ((const char *)fields[i] - (const char *)&b)) += 128;
+    assert_int_equal(moe_plan_make(&b, 4, 0, 132, need * 2, &q), MELD_OK);
+    assert_int_not_equal(p.arg_hash, q.arg_hash);
+  }
+  b = a, b.topk = 4;
+  assert_int_equal(moe_plan_make(&b, 4, 0, 132, need, &q), MELD_OK);
+  assert_int_not_equal(p.arg_hash, q.arg_hash);
+  b = a, b.experts = 128;
+  assert_int_equal(moe_plan_make(&b, 4, 0, 132, need * 2, &q), MELD_OK);
+  assert_int_not_equal(p.arg_hash, q.arg_hash);
+}
+
+static uint64_t rng(uint64_t *s) {
+  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+  return *s;
+}
+
+static void test_layout_ref(void **state) {
+  (void)state;
+  uint64_t s = 88172645463325252ull;
+  for (int trial = 0; trial < 300; trial++) {
+    const int P = 1 + (int)(rng(&s) % 8), EL = 1 + (int)(rng(&s) % 9), E = P * EL;
+    int32_t *cnt = malloc(sizeof(int32_t) * P * E), *seg = malloc(4 * E), *off = malloc(4 * E), used[8];
+    for (int i = 0; i < P * E; i++) cnt[i] = rng(&s) % 4 == 0 ? 0 : (int32_t)(rng(&s) % 300);
+    const int64_t cap = 128 * (int64_t)(1 + rng(&s) % 40);
+    for (int me = 0; me < P; me++) {
+      const int bad = moe_layout_ref(cnt, P, E, cap, me, seg, off, used);
+      int want_bad = -1;
+      for (int d = 0; d < P; d++) {
+        int64_t row = 0;
+        for (int j = 0; j < EL; j++) {
+          const int e = d * EL + j;
+          int64_t m = 0, before = 0;
+          for (int r = 0; r < P; r++) m += cnt[r * E + e], before += r < me ? cnt[r * E + e] : 0;
+          assert_int_equal(seg[e], row);
+          assert_int_equal(seg[e] % 128, 0);
+          assert_int_equal(off[e], before);
+          row += (m + 127) / 128 * 128;
+          /* every source's rows lie inside the segment, after the lower ranks' */
+          assert_true(before + (me < P ? cnt[me * E + e] : 0) <= (m + 127) / 128 * 128);
+        }
+        assert_int_equal(used[d], row / 128);
+        if (row > cap && want_bad < 0) want_bad = d;
+      }
+      assert_int_equal(bad, want_bad);
+    }
+    free(cnt), free(seg), free(off);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_validation),
+      cmocka_unit_test(test_layout),
+      cmocka_unit_test(test_plan),
+      cmocka_unit_test(test_layout_ref),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
