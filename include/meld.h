@@ -136,7 +136,8 @@ meld_result_t meld_comm_destroy(meld_comm_t comm);
 meld_result_t meld_comm_abort(meld_comm_t comm);
 
 /* Returns MELD_OK, or the asynchronous error of the comm (MELD_ERR_TIMEOUT /
- * MELD_ERR_ABORTED from the device protocol), with the error record as meld_last_error(). */
+ * MELD_ERR_ABORTED from the device protocol; MELD_ERR_INVALID_ARG where a kernel found its input
+ * unusable, e.g. a MoE capacity overflow), with the error record as meld_last_error(). */
 meld_result_t meld_comm_check(meld_comm_t comm);
 
 typedef struct {
