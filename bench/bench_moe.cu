@@ -11,6 +11,8 @@
  *   comm         MELD_MOE_DIAG=2: no GEMM: the routing and the copies alone,
  *   cublas-loop  one cuBLAS GEMM per local expert on its rows (unpadded), this rank's stream:
  *                the compute of an unfused implementation (no dispatch).
+ * BENCH_MOE_AB (a comma list of "VAR=VAL" or "VAR=VAL+VAR=VAL"): more fused variants with those
+ * variables set (by rank 0, between barriers), e.g. MELD_MOE_COMM_CTAS=32.
  * Each variant: 3 warm-up calls, BENCH_SETTLE_MS of calls, then --samples samples of --calls
  * back-to-back calls, every rank starting a sample after a host barrier; the median sample of
  * the slowest rank. Checked first: a few rows of rank 0's y against a host fp32 dot product.
@@ -37,8 +39,9 @@ static int P = 0, g_calls = 5, g_samples = 5, g_ndev = 1, g_nrows = 0;
 static row_t g_rows[8];
 static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
-#define NVAR 4
-static const char *const g_var[NVAR] = {"fused", "nocopy", "comm", "cublas-loop"};
+#define NVAR 8
+static char g_var[NVAR][128] = {"fused", "nocopy", "comm", "cublas-loop"};
+static int g_nvar = 4;
 static float g_ms[8][NVAR];
 static int64_t g_rows_recv[8];
 static int g_settle;
@@ -93,6 +96,23 @@ static void layout(const row_t *r, int64_t *cap) {
   }
   *cap = worst > 128 ? worst : 128;
   free(hist);
+}
+
+/* Variant v's variables (rank 0 only, between barriers): nocopy MELD_MOE_DIAG=1, comm 2, an AB
+ * variant its list; cleared for the others. */
+static void set_variant(int v) {
+  unsetenv("MELD_MOE_DIAG");
+  unsetenv("MELD_MOE_COMM_CTAS");
+  if (v == 1) setenv("MELD_MOE_DIAG", "1", 1);
+  if (v == 2) setenv("MELD_MOE_DIAG", "2", 1);
+  if (v < 4) return;
+  char buf[128];
+  snprintf(buf, sizeof buf, "%s", strchr(g_var[v], '[') + 1);
+  buf[strlen(buf) - 1] = 0;
+  for (char *save = NULL, *kv = strtok_r(buf, "+", &save); kv; kv = strtok_r(NULL, "+", &save)) {
+    char *eq = strchr(kv, '=');
+    if (eq) *eq = 0, setenv(kv, eq + 1, 1);
+  }
 }
 
 static float bf2f_h(uint16_t b) {
@@ -183,18 +203,14 @@ static void *rank_main(void *arg) {
       g_err = den > 0 ? sqrt(num / den) : -1;
       free(hw);
     }
-    for (int v = 0; v < NVAR; v++) {
+    for (int v = 0; v < g_nvar; v++) {
       pthread_barrier_wait(&g_bar);
-      if (rank == 0) {
-        if (v == 1) setenv("MELD_MOE_DIAG", "1", 1);
-        else if (v == 2) setenv("MELD_MOE_DIAG", "2", 1);
-        else unsetenv("MELD_MOE_DIAG");
-      }
+      if (rank == 0) set_variant(v);
       pthread_barrier_wait(&g_bar);
       const float one = 1.f, zero = 0.f;
 #define RUN()                                                                                                     \
   do {                                                                                                            \
-    if (v < 3) {                                                                                                  \
+    if (v != 3) {                                                                                                 \
       GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));                                                              \
     } else {                                                                                                      \
       for (int j = 0; j < EL; j++)                                                                                \
@@ -213,7 +229,7 @@ static void *rank_main(void *arg) {
       GT_CUDA(cudaEventElapsedTime(&est, e0, e1));
       if (rank == 0) g_settle = bench_settle_calls(est, settle_ms);
       pthread_barrier_wait(&g_bar);
-      const int settle = v < 3 ? g_settle : 0; /* (cublas-loop: as many calls on every rank is not needed) */
+      const int settle = v != 3 ? g_settle : 0; /* (cublas-loop: as many calls on every rank is not needed) */
       for (int i = 0; i < settle; i++) RUN();
       GT_CUDA(cudaStreamSynchronize(st));
       float t[16];
@@ -232,13 +248,13 @@ static void *rank_main(void *arg) {
     GT_MELD(meld_comm_check(comm));
     pthread_barrier_wait(&g_bar);
     if (rank == 0) {
-      unsetenv("MELD_MOE_DIAG");
+      set_variant(0);
       float worst[NVAR] = {0};
       for (int rr = 0; rr < P; rr++)
-        for (int v = 0; v < NVAR; v++) worst[v] = g_ms[rr][v] > worst[v] ? g_ms[rr][v] : worst[v];
+        for (int v = 0; v < g_nvar; v++) worst[v] = g_ms[rr][v] > worst[v] ? g_ms[rr][v] : worst[v];
       int64_t rows = 0;
       for (int d = 0; d < P; d++) rows += g_rows_recv[d];
-      for (int v = 0; v < NVAR; v++) {
+      for (int v = 0; v < g_nvar; v++) {
         const double tf = 2.0 * rows * r->N * r->H / (worst[v] * 1e-3) / 1e12;
         char name[160];
         snprintf(name, sizeof name, "P%d %s T%d %s", P, r->name, r->T, g_var[v]);
@@ -298,6 +314,12 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
+  if (getenv("BENCH_MOE_AB") && *getenv("BENCH_MOE_AB")) {
+    char ab[512];
+    snprintf(ab, sizeof ab, "%s", getenv("BENCH_MOE_AB"));
+    for (char *save = NULL, *pv = strtok_r(ab, ",", &save); pv && g_nvar < NVAR; pv = strtok_r(NULL, ",", &save))
+      snprintf(g_var[g_nvar++], sizeof g_var[0], "fused[%.110s]", pv);
+  }
   g_rows[g_nrows++] = (row_t){"dsv3", 512, 7168, 4096, 256, 8, 0.0};
   g_rows[g_nrows++] = (row_t){"dsv3", 4096, 7168, 4096, 256, 8, 0.0};
   g_rows[g_nrows++] = (row_t){"dsv3-zipf", 4096, 7168, 4096, 256, 8, 1.0};

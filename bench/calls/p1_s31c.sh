@@ -10,6 +10,7 @@
 # variant (routing + copies of 470 MB) ~0.3-0.5 ms.
 . "$(dirname "$0")/../device_env.sh"
 build build/bench/bench_moe
+export BENCH_MOE_AB=${BENCH_MOE_AB-MELD_MOE_COMM_CTAS=8,MELD_MOE_COMM_CTAS=32}
 export BENCH_SETTLE_MS=${BENCH_SETTLE_MS:-200} MELD_TIMEOUT_MS=5000
 J="$OUT/moe.jsonl"
 timeout -k 5 200 build/bench/bench_moe --ranks 1 --json "$J" > "$OUT/bench_moe_p1.log" 2>&1
