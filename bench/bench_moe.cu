@@ -19,7 +19,7 @@
  * Useful TFLOP/s counts 2 x rows x n x hidden over every rank's received rows (not the padding).
  * Rank 0 prints a table and appends JSON lines (--json; op "moe_dispatch_gemm").
  *
- *   bench_moe [--ranks P] [--long] [--calls N] [--samples N] [--json FILE] */
+ *   bench_moe [--ranks P] [--long | --quick] [--calls N] [--samples N] [--json FILE] */
 #include <cublas_v2.h>
 #include <math.h>
 #include <pthread.h>
@@ -294,6 +294,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc) P = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--long")) lng = 1;
+    else if (!strcmp(argv[i], "--quick")) lng = 0; /* (the default rows) */
     else if (!strcmp(argv[i], "--calls") && i + 1 < argc) g_calls = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--samples") && i + 1 < argc) g_samples = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];

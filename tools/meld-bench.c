@@ -28,7 +28,8 @@ static void usage(FILE *f) {
           "       meld-bench --suite [--quick] [--json-dir DIR] [--soak MS]\n"
           "OP: gemm, ag_gemm, gemm_rs, gemm_ar, all_gather, reduce_scatter, all_reduce,\n"
           "    all_to_all, p2p, attn (the ring-attention suite shapes on one GPU),\n"
-          "    ring_attn (the ring attention, ranks as threads: one per GPU, or 2 sharing one GPU)\n"
+          "    ring_attn (the ring attention, ranks as threads: one per GPU, or 2 sharing one GPU),\n"
+          "    moe (MoE dispatch + grouped GEMM, ranks as threads: one per GPU, or 2 sharing one GPU)\n"
           "--suite writes DIR/<family>-<date>.jsonl (default DIR bench/results)\n");
 }
 
@@ -96,6 +97,8 @@ int main(int argc, char **argv) {
                                     {"bench_attn", "attn", NULL},
                                     /* the ring attention: fused / gathered / compute-only, ranks as threads */
                                     {"bench_ring_attn", "ring_attn", NULL},
+                                    /* MoE dispatch + grouped GEMM: fused / nocopy / comm / cuBLAS loop */
+                                    {"bench_moe", "moe", NULL},
                                     /* 2 ranks as threads of this process: on one GPU their kernels run at once */
                                     {"bench_inproc", "inproc", NULL}};
     int worst = 0;
@@ -139,6 +142,8 @@ int main(int argc, char **argv) {
     av[ac++] = "bench_attn";
   } else if (!strcmp(op, "ring_attn")) {
     av[ac++] = "bench_ring_attn";
+  } else if (!strcmp(op, "moe")) {
+    av[ac++] = "bench_moe";
   } else if (!strcmp(op, "p2p")) {
     av[ac++] = "bench_p2p";
     if (bytes > 0) { av[ac++] = "--bytes"; av[ac++] = bstr; }
