@@ -4,7 +4,8 @@
  * Rows (BENCH.md MoE shapes, first GEMM: n = 2 x the expert's intermediate size, gate and up):
  *   DeepSeek-V3: hidden 7168, n 4096, 256 experts, top-8, tokens per rank 512 / 4096 (--long:
  *   8192), uniform routing and Zipf(1.0) over the experts; Mixtral-like: hidden 4096, n 28672,
- *   8 experts, top-2, 4096 tokens per rank.
+ *   8 experts, top-2, 4096 tokens per rank; "dsv3-32e": the DeepSeek-V3 shape with 32 experts (one
+ *   EP-8 rank's share: ~1024 rows an expert where all 256 on one GPU get ~128).
  * Variants, timed in the same pass:
  *   fused        the op (routing kernel + the fused dispatch / grouped GEMM kernel),
  *   nocopy       MELD_MOE_DIAG=1: no rows copied (blocks still counted): the GEMM + protocol,
@@ -325,6 +326,9 @@ int main(int argc, char **argv) {
   g_rows[g_nrows++] = (row_t){"dsv3", 4096, 7168, 4096, 256, 8, 0.0};
   g_rows[g_nrows++] = (row_t){"dsv3-zipf", 4096, 7168, 4096, 256, 8, 1.0};
   if (lng) g_rows[g_nrows++] = (row_t){"dsv3", 8192, 7168, 4096, 256, 8, 0.0};
+  /* one EP-8 rank's share of DeepSeek-V3 (32 experts; its 32768 rows at ~1024 an expert: the
+   * weights are read once per ~1024 rows, not ~128 as with all 256 experts on one GPU) */
+  g_rows[g_nrows++] = (row_t){"dsv3-32e", 4096, 7168, 4096, 32, 8, 0.0};
   if (P <= 8) g_rows[g_nrows++] = (row_t){"mixtral", 4096, 4096, 28672, 8, 2, 0.0};
   /* the workspace: the largest row's staging and tables (set before any comm exists) */
   size_t ws = 0;
