@@ -105,6 +105,12 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
   MELD_CHECK(meld_env_int64("MELD_MOE_COMM_CTAS", 1, MOE_MAX_COMM_CTAS, &ctas));
   if (ctas >= sm_count) ctas = sm_count > 1 ? sm_count - 1 : 1;
   p->comm_ctas = (int)ctas;
+  int64_t v = -1;
+  MELD_CHECK(meld_env_int64("MELD_MOE_DEFER", 0, 1, &v));
+  p->defer = (int)v;
+  v = 0;
+  MELD_CHECK(meld_env_int64("MELD_MOE_GROUP_M", 1, 1024, &v));
+  p->group_m = (int)v;
   p->grid = sm_count;
   uint64_t h = meld_hash_init();
   h = meld_hash_u64(h, MELD_OP_MOE_DISPATCH_GEMM);

@@ -50,13 +50,17 @@ typedef struct {
   int comm_ctas;     /* fused kernel: CTAs that copy rows first, then join the GEMM */
   int grid;          /* fused kernel: CTAs (one per SM) */
   uint32_t arg_hash; /* over what every rank must agree on */
+  int defer;         /* the GEMM's deferred epilogue: -1 = the engine's choice (on), 0 / 1
+                        (MELD_MOE_DEFER)                                                    */
+  int group_m;       /* the GEMM's raster group: 0 = the engine's (MELD_MOE_GROUP_M)       */
 } moe_plan_t;
 
 /* Checks args for P ranks; MELD_ERR_INVALID_ARG with a sentence naming the argument. */
 meld_result_t moe_args_validate(const meld_moe_args_t *a, int nranks);
 
 /* The plan for valid args on rank `rank` of P with sm_count SMs and a workspace of ws_bytes:
- * MELD_ERR_OUT_OF_MEMORY naming the size when it does not fit; MELD_MOE_COMM_CTAS overrides. */
+ * MELD_ERR_OUT_OF_MEMORY naming the size when it does not fit; MELD_MOE_COMM_CTAS, MELD_MOE_DEFER and
+ * MELD_MOE_GROUP_M override (MELD_ERR_INVALID_ARG when bad). */
 meld_result_t moe_plan_make(const meld_moe_args_t *a, int nranks, int rank, int sm_count, size_t ws_bytes,
                             moe_plan_t *p);
 

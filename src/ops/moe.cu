@@ -293,6 +293,9 @@ __device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, u
   }
 }
 
+/* DEFER = k.g.epi_defer: the engine's deferred epilogue (each tile's second half stored during the
+ * next tile's first k-block; the plain TMA-store path, which the grouped GEMM's is). */
+template <int DEFER>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     moe_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_kargs_t k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -307,7 +310,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
       run_gemm = !(k.c.diag & 2);
     }
   }
-  if (run_gemm) gemm_cta_run<false>(&k.g, moe_smem, (int)blockIdx.x, (int)gridDim.x);
+  if (run_gemm) gemm_cta_run<false, false, 0, DEFER>(&k.g, moe_smem, (int)blockIdx.x, (int)gridDim.x);
   __syncthreads();
   if (threadIdx.x == 128) { /* (a consumer thread: the engine left warpgroup 0 with 40 registers) */
     meld_cta_shared_t *s = meld_cta_shared();
@@ -355,7 +358,8 @@ static meld_result_t moe_device_setup(int dev, int sm_count, int *grid) {
   int g1 = 0;
   MELD_CHECK(meld_coop_grid((const void *)moe_route_kernel, MOE_ROUTE_THREADS, moe_route_smem(MOE_MAX_EXPERTS), 1, 1,
                             &g1));
-  MELD_CHECK(meld_coop_grid((const void *)moe_kernel, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
+  MELD_CHECK(meld_coop_grid((const void *)moe_kernel<0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
+  MELD_CHECK(meld_coop_grid((const void *)moe_kernel<1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
   if (dev < MOE_MAX_DEVICES) g_moe_grid[dev] = *grid;
   return MELD_OK;
 }
@@ -413,7 +417,8 @@ static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t
   o.cluster_m = 1;
   o.split_k = 1;
   o.stream_k = 1;
-  o.epi_defer = 1;
+  o.epi_defer = p->defer < 0 ? 0 : p->defer + 1; /* (0: the engine's choice, on) */
+  o.group_m = p->group_m;
   o.tile_n = GEMM_BN;
   int workers = 0;
   MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
@@ -447,7 +452,8 @@ static meld_result_t moe_launch(struct meld_comm *comm, const moe_kargs_t *k, in
   MELD_CHECK(meld_launch_coop((const void *)moe_route_kernel, 1, MOE_ROUTE_THREADS, moe_route_smem(k->c.experts), rargs,
                               stream));
   void *args[] = {&proto, (void *)k};
-  return meld_launch_coop((const void *)moe_kernel, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
+  const void *fn = k->g.epi_defer ? (const void *)moe_kernel<1> : (const void *)moe_kernel<0>;
+  return meld_launch_coop(fn, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
 }
 
 extern "C" meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *args, cudaStream_t stream) {
