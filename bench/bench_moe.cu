@@ -102,7 +102,8 @@ static void layout(const row_t *r, int64_t *cap) {
 /* Variant v's variables (rank 0 only, between barriers): nocopy MELD_MOE_DIAG=1, comm 2, an AB
  * variant its list; cleared for the others. */
 static void set_variant(int v) {
-  static const char *const vars[] = {"MELD_MOE_DIAG", "MELD_MOE_COMM_CTAS", "MELD_MOE_DEFER", "MELD_MOE_GROUP_M"};
+  static const char *const vars[] = {"MELD_MOE_DIAG", "MELD_MOE_COMM_CTAS", "MELD_MOE_DEFER", "MELD_MOE_GROUP_M",
+                                     "MELD_MOE_COPY"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   if (v == 1) setenv("MELD_MOE_DIAG", "1", 1);
   if (v == 2) setenv("MELD_MOE_DIAG", "2", 1);

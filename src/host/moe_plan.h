@@ -52,15 +52,18 @@ typedef struct {
   uint32_t arg_hash; /* over what every rank must agree on */
   int defer;         /* the GEMM's deferred epilogue: -1 = the engine's choice (on), 0 / 1
                         (MELD_MOE_DEFER)                                                    */
-  int group_m;       /* the GEMM's raster group: 0 = the engine's (MELD_MOE_GROUP_M)       */
+  int group_m;       /* the GEMM's raster group (MELD_MOE_GROUP_M; default: 8 where a local
+                        expert gets <= 64 rows on average with even routing, else 16)       */
+  int copy;          /* comm CTAs' copies: 0 = 16-byte vectors by every warp, 1 = bulk copies
+                        through shared memory by one thread (MELD_MOE_COPY=vec|bulk)         */
 } moe_plan_t;
 
 /* Checks args for P ranks; MELD_ERR_INVALID_ARG with a sentence naming the argument. */
 meld_result_t moe_args_validate(const meld_moe_args_t *a, int nranks);
 
 /* The plan for valid args on rank `rank` of P with sm_count SMs and a workspace of ws_bytes:
- * MELD_ERR_OUT_OF_MEMORY naming the size when it does not fit; MELD_MOE_COMM_CTAS, MELD_MOE_DEFER and
- * MELD_MOE_GROUP_M override (MELD_ERR_INVALID_ARG when bad). */
+ * MELD_ERR_OUT_OF_MEMORY naming the size when it does not fit; MELD_MOE_COMM_CTAS, MELD_MOE_DEFER,
+ * MELD_MOE_GROUP_M and MELD_MOE_COPY override (MELD_ERR_INVALID_ARG when bad). */
 meld_result_t moe_plan_make(const meld_moe_args_t *a, int nranks, int rank, int sm_count, size_t ws_bytes,
                             moe_plan_t *p);
 

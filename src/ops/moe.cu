@@ -50,6 +50,7 @@
 typedef struct {
   int32_t rank, nranks, experts, e_loc, topk, blocks, comm_ctas, handshake_only;
   uint32_t arg_hash;
+  int32_t copy; /* MOE_COPY_* (MELD_MOE_COPY) */
   int32_t diag; /* MELD_MOE_DIAG (timing only, wrong results): bit 0 = no copies (the blocks are
                    still counted: the GEMM and the protocol alone), bit 1 = no GEMM (the routing
                    and the copies alone) */
@@ -234,8 +235,50 @@ MELD_DEV int moe_expert_of_row(const int32_t *seg, int d, int EL, int64_t row) {
   return lo;
 }
 
+/* Bulk copies of a comm CTA (MELD_MOE_COPY=bulk, the default): one thread moves rows through
+ * MOE_NB shared-memory buffers of MOE_PIECE bytes (the engine's shared memory, before this CTA
+ * joins the GEMM): piece g is loaded into buffer g % NB (cp.async.bulk, complete_tx on the
+ * buffer's mbarrier, parity (g / NB) & 1) and stored MOE_LAG pieces later (one bulk group each),
+ * so LAG loads stay in flight (~128 KB a CTA, where 12 warps of 16-byte vectors keep ~24 KB).
+ * A buffer is reloaded once its previous store has read it: then at most NB - LAG - 1 newer
+ * stores may still be reading. */
+#define MOE_PIECE 16384u
+#define MOE_NB 12
+#define MOE_LAG 8
+#define MOE_BAR_OFF (MOE_NB * MOE_PIECE)
+#define MOE_PEND_OFF (MOE_BAR_OFF + 8 * MOE_NB) /* per buffer: destination (8 B), bytes (8 B) */
+static_assert(MOE_PEND_OFF + 16 * MOE_NB + 1024 <= GEMM_SMEM_BYTES, "bulk buffers exceed the kernel's smem");
+enum { MOE_COPY_VEC = 0, MOE_COPY_BULK = 1 };
+
+MELD_DEV void moe_bulk_store(uint32_t sbase, uint32_t q) {
+  const uint32_t b = q % MOE_NB;
+  mbar_wait(sbase + MOE_BAR_OFF + 8 * b, (q / MOE_NB) & 1u);
+  void *dst = (void *)ld_shared_u64(sbase + MOE_PEND_OFF + 16 * b);
+  cp_async_bulk_s2g(dst, sbase + b * MOE_PIECE, ld_shared_u32(sbase + MOE_PEND_OFF + 16 * b + 8));
+  cp_async_bulk_commit_group();
+}
+
+/* Queues one piece (16-byte aligned, a multiple of 16 bytes, <= MOE_PIECE); *g pieces loaded, *s
+ * stored so far. */
+MELD_DEV void moe_bulk_put(uint32_t sbase, uint32_t *g, uint32_t *s, void *dst, const void *src, uint32_t len) {
+  const uint32_t b = *g % MOE_NB;
+  if (*g >= MOE_NB) asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(MOE_NB - MOE_LAG - 1) : "memory");
+  st_shared_u64(sbase + MOE_PEND_OFF + 16 * b, (uint64_t)dst);
+  st_shared_u32(sbase + MOE_PEND_OFF + 16 * b + 8, len);
+  mbarrier_arrive_expect_tx_cta(sbase + MOE_BAR_OFF + 8 * b, len);
+  cp_async_bulk_g2s(sbase + b * MOE_PIECE, src, len, sbase + MOE_BAR_OFF + 8 * b);
+  if (++*g - *s > MOE_LAG) moe_bulk_store(sbase, (*s)++);
+}
+
+/* Stores what is queued and waits until every write is performed (a release by this thread then
+ * publishes them). */
+MELD_DEV void moe_bulk_flush(uint32_t sbase, uint32_t *g, uint32_t *s) {
+  while (*s < *g) moe_bulk_store(sbase, (*s)++);
+  cp_async_bulk_wait_group0();
+}
+
 /* Comm role of CTA c (of comm_ctas). Not inlined: its registers stay out of the engine's. */
-__device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, uint32_t c) {
+__device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, uint32_t c, uint8_t *smem) {
   meld_ctx_t *ctx = &ctx_v;
   const int P = a->nranks, me = a->rank, E = a->experts, EL = a->e_loc;
   const int32_t *estart = moe_at<const int32_t>(a, me, a->ws.estart), *sorted = moe_at<const int32_t>(a, me, a->ws.sorted);
@@ -246,6 +289,15 @@ __device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, u
   for (int d = 0; d < P; d++) maxu = max(maxu, used[d]);
   const int rb16 = (int)(a->hidden / 8); /* 16-byte vectors a row */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+  const uint32_t sbase = (smem_addr(smem) + 1023u) & ~1023u;
+  const bool bulk = a->copy == MOE_COPY_BULK;
+  __shared__ int32_t s_pair[MOE_BM]; /* (bulk) the unit's pairs, loaded by all threads */
+  uint32_t g = 0, sg = 0;            /* (bulk, thread 0) pieces loaded / stored */
+  if (bulk && threadIdx.x == 0) {
+    for (int i = 0; i < MOE_NB; i++) mbarrier_init_cta(sbase + MOE_BAR_OFF + 8 * i, 1);
+    fence_proxy_async_smem_cta(); /* the async proxy (the loads' complete_tx) sees the inits */
+  }
+  __syncthreads();
   for (int u = (int)c; u < maxu * P; u += a->comm_ctas) {
     const int mb = u / P, d = (me + u % P) % P;
     if (mb >= used[d]) continue;
@@ -256,16 +308,38 @@ __device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, u
     if (!(a->diag & 1)) {
       uint8_t *stage = a->wsp[d] + a->ws.stage;
       int2 *orig = (int2 *)(a->wsp[d] + a->ws.origin);
-      for (int j = j0 + warp; j < j1; j += nw) {
-        const int pair = sorted[estart[e] + j];
-        const int64_t t = pair / a->topk, row = first + j;
-        copy_vec16<4, int>((int4 *)(stage + row * a->hidden * 2), (const int4 *)(a->x + t * a->ldx * 2), rb16, lane, 32u);
-        if (lane == 0) orig[row] = make_int2(me, pair);
+      if (!bulk) {
+        for (int j = j0 + warp; j < j1; j += nw) {
+          const int pair = sorted[estart[e] + j];
+          const int64_t t = pair / a->topk, row = first + j;
+          copy_vec16<4, int>((int4 *)(stage + row * a->hidden * 2), (const int4 *)(a->x + t * a->ldx * 2), rb16, lane,
+                             32u);
+          if (lane == 0) orig[row] = make_int2(me, pair);
+        }
+      } else {
+        for (int j = j0 + (int)threadIdx.x; j < j1; j += (int)blockDim.x) s_pair[j - j0] = sorted[estart[e] + j];
+        __syncthreads();
+        if (threadIdx.x == 0) {
+          const uint32_t rb = (uint32_t)(a->hidden * 2);
+          for (int j = j0; j < j1; j++) {
+            const int pair = s_pair[j - j0];
+            const int64_t row = first + j;
+            const uint8_t *src = a->x + (int64_t)(pair / a->topk) * a->ldx * 2;
+            uint8_t *dst = stage + row * (int64_t)rb;
+            for (uint32_t off = 0; off < rb; off += MOE_PIECE)
+              moe_bulk_put(sbase, &g, &sg, dst + off, src + off, min(MOE_PIECE, rb - off));
+            orig[row] = make_int2(me, pair);
+          }
+          moe_bulk_flush(sbase, &g, &sg); /* the writes performed before this thread's release */
+        }
       }
     }
     __syncthreads(); /* every thread's stores precede thread 0's cumulative release */
     if (threadIdx.x == 0) red_release_sys_add_u64(moe_at<uint64_t>(a, d, a->ws.flags) + mb, 1ull);
   }
+  if (bulk && threadIdx.x == 0)
+    for (int i = 0; i < MOE_NB; i++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(sbase + MOE_BAR_OFF + 8 * i) : "memory");
+  __syncthreads(); /* (the engine's barrier inits and TMA writes reuse this smem) */
   /* The origins of this rank's rows, block by block once complete; (-1, -1) on padding. */
   if (!a->row_origin) return;
   __shared__ int32_t s_ok;
@@ -306,7 +380,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     if (meld_call_begin(&ctx, &proto, MELD_OP_MOE_DISPATCH_GEMM, k.c.arg_hash,
                         k.c.handshake_only ? 0u : (uint32_t)k.c.comm_ctas) &&
         !k.c.handshake_only) {
-      if (ctx.role == MELD_ROLE_COMM) moe_comm(ctx, &k.c, ctx.ticket);
+      if (ctx.role == MELD_ROLE_COMM) moe_comm(ctx, &k.c, ctx.ticket, moe_smem);
       run_gemm = !(k.c.diag & 2);
     }
   }
@@ -390,6 +464,7 @@ static void moe_common_fill(struct meld_comm *comm, const meld_moe_args_t *a, co
   c->ws = p->ws;
   for (int r = 0; r < P; r++) c->wsp[r] = (uint8_t *)comm->workspace.peer[r];
   c->wsp[me] = (uint8_t *)comm->workspace.local;
+  c->copy = p->copy;
   const char *dg = getenv("MELD_MOE_DIAG");
   c->diag = dg ? atoi(dg) : 0;
 }

@@ -377,12 +377,14 @@ int main(int argc, char **argv) {
     P = (int)n;
     if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
     static const struct {
-      const char *name, *ctas;
-    } paths[] = {{"default comm CTAs", NULL}, {"one comm CTA", "1"}};
+      const char *name, *ctas, *copy;
+    } paths[] = {{"default (bulk copies)", NULL, NULL}, {"one comm CTA", "1", NULL}, {"16-byte vector copies", NULL, "vec"}};
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
       if (paths[pi].ctas) setenv("MELD_MOE_COMM_CTAS", paths[pi].ctas, 1);
       else unsetenv("MELD_MOE_COMM_CTAS");
-      g_last = (int)pi;
+      if (paths[pi].copy) setenv("MELD_MOE_COPY", paths[pi].copy, 1);
+      else unsetenv("MELD_MOE_COPY");
+      g_last = (int)(pi % 2);
       printf("test_moe: %d ranks as threads on %d GPU(s), %s\n", P, g_ndev < P ? g_ndev : P, paths[pi].name);
       fflush(stdout);
       if (meld_get_unique_id(&g_id) != MELD_OK) {

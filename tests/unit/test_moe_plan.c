@@ -128,6 +128,25 @@ static void test_plan(void **state) {
   unsetenv("MELD_MOE_COMM_CTAS");
   assert_int_equal(moe_plan_make(&a, 4, 1, 8, need, &p), MELD_OK);
   assert_int_equal(p.comm_ctas, 1); /* (at least one; fewer than the grid) */
+  /* the raster group: 8 where an expert gets <= 64 rows with even routing, else the engine's */
+  assert_int_equal(p.group_m, 0);
+  meld_moe_args_t sm = a;
+  sm.tokens = 100; /* 100 x 8 x 4 / 64 = 50 rows an expert */
+  assert_int_equal(moe_plan_make(&sm, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.group_m, 8);
+  setenv("MELD_MOE_GROUP_M", "24", 1);
+  assert_int_equal(moe_plan_make(&sm, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.group_m, 24);
+  unsetenv("MELD_MOE_GROUP_M");
+  /* the copies: bulk by default, vec on request, anything else refused */
+  assert_int_equal(p.copy, 1);
+  setenv("MELD_MOE_COPY", "vec", 1);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.copy, 0);
+  setenv("MELD_MOE_COPY", "fast", 1);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "MELD_MOE_COPY=fast")) fail_msg("\"%s\"", meld_last_error());
+  unsetenv("MELD_MOE_COPY");
   /* the hash: tokens and pointers may differ between ranks; the shapes may not */
   moe_plan_t q;
   assert_int_equal(moe_plan_make(&a, 4, 0, 132, need, &p), MELD_OK);
