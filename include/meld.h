@@ -500,8 +500,8 @@ meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cu
  * dropped. Output rows are grouped by local expert: expert e's rows are
  * y[expert_offsets[e] .. + expert_counts[e]), each expert's segment starting at a multiple of
  * 128 rows (a GEMM tile never spans two experts); rows between segments are padding (their
- * values are undefined). Within a segment the rows come by source rank, and in an unspecified
- * order within a source; row_origin says where each row came from. */
+ * values are undefined). Within a segment the rows come by source rank, and within a source in
+ * the order of its (token, slot) pairs; row_origin says where each row came from. */
 typedef struct {
   const void *x;            /* bf16 [tokens, hidden], ld ldx: this rank's tokens             */
   int64_t ldx;              /* elements between tokens (0 = hidden; a multiple of 8)          */
@@ -509,7 +509,7 @@ typedef struct {
                                or -1 for none; a token names an expert at most once          */
   int64_t tokens;           /* this rank's tokens (may differ between ranks; 0 allowed)      */
   int32_t topk;             /* expert slots per token, 1..64                                  */
-  int32_t experts;          /* E: a multiple of the ranks; E / P <= 1024                      */
+  int32_t experts;          /* E: a multiple of the ranks, at most 1024                       */
   int64_t hidden;           /* H (the GEMM's k): a multiple of 8                              */
   const void *w;            /* bf16 [E / P, n, hidden]: this rank's experts' weights, each in
                                nn.Linear layout [n, hidden], expert e at w + e * n * hidden   */

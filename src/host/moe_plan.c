@@ -45,7 +45,7 @@ meld_result_t moe_args_validate(const meld_moe_args_t *a, int P) {
   if (a->experts < P || a->experts % P)
     return meld_error(MELD_ERR_INVALID_ARG, FN ": experts %d is not a positive multiple of the %d ranks", a->experts, P);
   if (a->experts > MOE_MAX_EXPERTS || a->experts / P > MOE_MAX_LOCAL)
-    return meld_error(MELD_ERR_UNSUPPORTED, FN ": experts %d (at most %d, and %d a rank)", a->experts, MOE_MAX_EXPERTS,
+    return meld_error(MELD_ERR_UNSUPPORTED, FN ": experts %d (at most %d, and %d a rank, are supported)", a->experts, MOE_MAX_EXPERTS,
                       MOE_MAX_LOCAL);
   if (a->hidden < 8 || a->hidden % 8)
     return meld_error(MELD_ERR_INVALID_ARG, FN ": hidden %lld is not a positive multiple of 8", (long long)a->hidden);

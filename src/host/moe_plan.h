@@ -14,7 +14,7 @@ extern "C" {
 
 #define MOE_BM 128            /* rows of a GEMM m-block: every expert's segment starts at a multiple */
 #define MOE_MAX_RANKS 16      /* the fused kernel's parameters carry every rank's workspace        */
-#define MOE_MAX_EXPERTS 8192  /* the routing kernel keeps a few counters per expert in smem         */
+#define MOE_MAX_EXPERTS 1024  /* the routing kernel keeps 32 warps' counters per expert in smem      */
 #define MOE_MAX_LOCAL 1024    /* experts per rank                                                   */
 #define MOE_MAX_TOPK 64
 #define MOE_ROUTE_THREADS 1024

@@ -3,8 +3,8 @@
  * Two kernels a call (DESIGN.md section 7b):
  *
  * 1. The routing kernel (one CTA of 1024 threads): counts this rank's (token, slot) pairs per
- *    global expert, sorts the pairs by expert (a counting sort; the order within an expert is
- *    that of shared-memory atomics, hence row_origin), writes its count row into every rank's
+ *    global expert, sorts the pairs by expert (a deterministic counting sort: an expert's pairs
+ *    in pair order), writes its count row into every rank's
  *    counts region with one release stamp a peer, waits for every peer's row (deadline), and
  *    from the full counts matrix derives the layout every rank derives alike: expert e's segment
  *    on its rank starts at the sum of the padded (to 128 rows) totals of the experts before it
@@ -111,24 +111,41 @@ MELD_DEV int64_t moe_block_exscan(int64_t *v, int n, int64_t *wt) {
   return total;
 }
 
-/* The routing kernel's body (see the file comment). smem: (E + 1) int64 + 2 E int32. */
+/* The routing kernel's body (see the file comment). smem: moe_route_smem(E). The counting sort is
+ * deterministic: warp w takes the pairs [w n / W, (w + 1) n / W) in order, counts them per
+ * expert in its own row of wh (one shared atomic per distinct expert of 32 pairs, found with
+ * __match_any_sync), the rows become each warp's first slot per expert (estart + the lower warps'
+ * counts), and a second walk places every pair at its warp's slot + its rank among the chunk's
+ * lanes with the same expert: the pairs of an expert in pair order. */
+#define MOE_RW (MOE_ROUTE_THREADS / 32)
+#define MOE_RU 8 /* pairs a lane loads ahead */
 MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
   __shared__ int64_t wt[32];
   __shared__ int32_t s_bad, s_fail, s_over;
   const int E = a->experts, P = a->nranks, me = a->rank, EL = a->e_loc;
-  const int tid = threadIdx.x, nt = blockDim.x;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5;
   int64_t *v = (int64_t *)smem;           /* [E + 1] */
-  int32_t *hist = (int32_t *)(v + E + 1); /* [E]: this rank's rows per expert */
-  int32_t *tot = hist + E;                /* [E]: fill pointers, then every rank's rows per expert */
+  int32_t *tot = (int32_t *)(v + E + 1);  /* [E]: every rank's rows per expert (layout) */
+  int32_t *wh = tot + E;                  /* [W][E]: warp w's pairs per expert, then its first slot */
   int32_t *estart = moe_at<int32_t>(a, me, a->ws.estart), *sorted = moe_at<int32_t>(a, me, a->ws.sorted);
   const int pairs = (int)(a->tokens * a->topk);
+  const int lo = (int)((int64_t)pairs * w / MOE_RW), hi = (int)((int64_t)pairs * (w + 1) / MOE_RW);
   if (tid == 0) s_bad = -1, s_fail = 0, s_over = -1;
-  for (int e = tid; e < E; e += nt) hist[e] = 0;
+  for (int i = tid; i < MOE_RW * E; i += nt) wh[i] = 0;
   __syncthreads();
-  for (int i = tid; i < pairs; i += nt) {
-    const int e = a->ids[i];
-    if ((unsigned)e < (unsigned)E) atomicAdd(&hist[e], 1);
-    else if (e != -1) s_bad = i; /* (any one of them) */
+  int32_t *mine = wh + w * E;
+  for (int c0 = lo; c0 < hi; c0 += 32 * MOE_RU) {
+    int32_t ev[MOE_RU];
+#pragma unroll
+    for (int u = 0; u < MOE_RU; u++) ev[u] = c0 + 32 * u + lane < hi ? a->ids[c0 + 32 * u + lane] : -1;
+#pragma unroll
+    for (int u = 0; u < MOE_RU; u++) {
+      const int e = ev[u];
+      if (e != -1 && (unsigned)e >= (unsigned)E) s_bad = c0 + 32 * u + lane; /* (any one of them) */
+      const unsigned same = __match_any_sync(0xffffffffu, e);
+      if ((unsigned)e < (unsigned)E && lane == __ffs(same) - 1) mine[e] += __popc(same);
+      __syncwarp(); /* (the next chunk's leader may be another lane) */
+    }
   }
   __syncthreads();
   if (s_bad >= 0) {
@@ -137,21 +154,49 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
                 (uint64_t)E, (uint64_t)(uint32_t)a->ids[s_bad], 0, 0);
     return;
   }
-  /* This rank's pairs sorted by expert. */
-  for (int e = tid; e < E; e += nt) v[e] = hist[e];
+  /* Per expert: this rank's count (v), and each warp's first slot relative to the expert's. */
+  for (int e = tid; e < E; e += nt) {
+    int32_t run = 0;
+    for (int x = 0; x < MOE_RW; x++) {
+      const int32_t c = wh[x * E + e];
+      wh[x * E + e] = run;
+      run += c;
+    }
+    v[e] = run;
+  }
+  __syncthreads();
+  int32_t *cnt_row = moe_at<int32_t>(a, me, a->ws.counts) + (size_t)me * E; /* (own row first: read below) */
+  for (int e = tid; e < E; e += nt) cnt_row[e] = (int32_t)v[e];
   __syncthreads();
   const int64_t valid = moe_block_exscan(v, E, wt);
-  for (int e = tid; e < E; e += nt) estart[e] = tot[e] = (int32_t)v[e];
+  for (int e = tid; e < E; e += nt) {
+    estart[e] = (int32_t)v[e];
+    for (int x = 0; x < MOE_RW; x++) wh[x * E + e] += (int32_t)v[e];
+  }
   if (tid == 0) estart[E] = (int32_t)valid;
   __syncthreads();
-  for (int i = tid; i < pairs; i += nt) {
-    const int e = a->ids[i];
-    if ((unsigned)e < (unsigned)E) sorted[atomicAdd(&tot[e], 1)] = i;
+  for (int c0 = lo; c0 < hi; c0 += 32 * MOE_RU) {
+    int32_t ev[MOE_RU];
+#pragma unroll
+    for (int u = 0; u < MOE_RU; u++) ev[u] = c0 + 32 * u + lane < hi ? a->ids[c0 + 32 * u + lane] : -1;
+#pragma unroll
+    for (int u = 0; u < MOE_RU; u++) {
+      const int e = ev[u];
+      const unsigned same = __match_any_sync(0xffffffffu, e);
+      const int slot = (unsigned)e < (unsigned)E ? mine[e] : 0;
+      __syncwarp();
+      if ((unsigned)e < (unsigned)E) {
+        sorted[slot + __popc(same & ((1u << lane) - 1u))] = c0 + 32 * u + lane;
+        if (lane == __ffs(same) - 1) mine[e] = slot + __popc(same);
+      }
+      __syncwarp();
+    }
   }
-  /* The count row into every rank's counts region (own included), then one stamp a peer. */
+  /* The count row into every peer's counts region, then one stamp a peer. */
   for (int d = 0; d < P; d++) {
+    if (d == me) continue;
     int32_t *dst = moe_at<int32_t>(a, d, a->ws.counts) + (size_t)me * E;
-    for (int e = tid; e < E; e += nt) dst[e] = hist[e];
+    for (int e = tid; e < E; e += nt) dst[e] = cnt_row[e];
   }
   __syncthreads();
   if (tid == 0) {
@@ -414,7 +459,9 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 #define MOE_MAX_DEVICES 64
 static int g_moe_grid[MOE_MAX_DEVICES];
 
-static size_t moe_route_smem(int experts) { return (size_t)(experts + 1) * 8 + (size_t)experts * 8; }
+static size_t moe_route_smem(int experts) {
+  return (size_t)(experts + 1) * 8 + (size_t)experts * 4 + (size_t)MOE_RW * experts * 4;
+}
 
 /* The fused kernel's grid on this device (co-resident CTAs, at most sm_count). */
 static meld_result_t moe_device_setup(int dev, int sm_count, int *grid) {

@@ -4,7 +4,8 @@
  * - expert_counts and expert_offsets against the counts from every rank's routing (segments
  *   padded to 128 rows, in expert order);
  * - row_origin: every (source rank, slot) routed to one of its experts appears exactly once, in
- *   that expert's segment, sources in rank order within it; padding rows (-1, -1);
+ *   that expert's segment, sources in rank order within it and a source's slots in order (the
+ *   deterministic layout); padding rows (-1, -1);
  * - y against an fp32 reference (each used row = its origin token x the expert's weight^T),
  *   relative Frobenius error <= 1e-2 per expert segment.
  * Outputs poisoned first; fresh random inputs per call; tokens differing between ranks (one rank
@@ -170,7 +171,7 @@ static void moe_check(const moe_case_t *c, int rank, moe_bufs_t *b, int call, in
   bad = 0;
   for (int64_t r = 0; r < cap; r++) rexp[r] = -1;
   for (int j = 0; j < EL && !bad; j++) {
-    int prev_s = -1;
+    int prev_s = -1, prev_pr = -1;
     const int64_t end = j + 1 < EL ? off[j + 1] : off[EL];
     for (int64_t r = off[j]; r < end && !bad; r++) {
       const int s = orig[2 * r], pr = orig[2 * r + 1];
@@ -179,12 +180,12 @@ static void moe_check(const moe_case_t *c, int rank, moe_bufs_t *b, int call, in
         continue;
       }
       if (s < 0 || s >= P || pr < 0 || pr >= tokens_of(c, s) * c->topk || hids[s][pr] != rank * EL + j || s < prev_s ||
-          seen[base[s] + pr]) {
+          (s == prev_s && pr <= prev_pr) || seen[base[s] + pr]) {
         bad = 1;
         gt_log("%s: row %lld (expert %d): origin (%d, %d) wrong\n", name, (long long)r, j, s, pr);
         continue;
       }
-      seen[base[s] + pr] = 1, seen_n++, prev_s = s, rexp[r] = j;
+      seen[base[s] + pr] = 1, seen_n++, prev_s = s, prev_pr = pr, rexp[r] = j;
     }
   }
   for (int64_t r = off[EL]; r < cap && !bad; r++)
