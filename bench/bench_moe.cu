@@ -11,7 +11,8 @@
  *   nocopy       MELD_MOE_DIAG=1: no rows copied (blocks still counted): the GEMM + protocol,
  *   comm         MELD_MOE_DIAG=2: no GEMM: the routing and the copies alone,
  *   cublas-loop  one cuBLAS GEMM per local expert on its rows (unpadded), this rank's stream:
- *                the compute of an unfused implementation (no dispatch).
+ *                the compute of an unfused implementation (no dispatch),
+ *   meld-loop    the same with meld_gemm (the engine at each expert's shape, no grouping).
  * BENCH_MOE_AB (a comma list of "VAR=VAL" or "VAR=VAL+VAR=VAL"): more fused variants with those
  * variables set (by rank 0, between barriers), e.g. MELD_MOE_COMM_CTAS=32.
  * Each variant: 3 warm-up calls, BENCH_SETTLE_MS of calls, then --samples samples of --calls
@@ -40,9 +41,10 @@ static int P = 0, g_calls = 5, g_samples = 5, g_ndev = 1, g_nrows = 0;
 static row_t g_rows[8];
 static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
-#define NVAR 8
-static char g_var[NVAR][128] = {"fused", "nocopy", "comm", "cublas-loop"};
-static int g_nvar = 4;
+#define NVAR 10
+#define NBASE 5 /* the variants before the BENCH_MOE_AB ones */
+static char g_var[NVAR][128] = {"fused", "nocopy", "comm", "cublas-loop", "meld-loop"};
+static int g_nvar = NBASE;
 static float g_ms[8][NVAR];
 static int64_t g_rows_recv[8];
 static int g_settle;
@@ -107,7 +109,7 @@ static void set_variant(int v) {
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
   if (v == 1) setenv("MELD_MOE_DIAG", "1", 1);
   if (v == 2) setenv("MELD_MOE_DIAG", "2", 1);
-  if (v < 4) return;
+  if (v < NBASE) return;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", strchr(g_var[v], '[') + 1);
   buf[strlen(buf) - 1] = 0;
@@ -212,7 +214,17 @@ static void *rank_main(void *arg) {
       const float one = 1.f, zero = 0.f;
 #define RUN()                                                                                                     \
   do {                                                                                                            \
-    if (v != 3) {                                                                                                 \
+    if (v == 4) {                                                                                                 \
+      for (int j = 0; j < EL; j++)                                                                                \
+        if (hcnt[j]) {                                                                                            \
+          meld_gemm_args_t ga;                                                                                    \
+          memset(&ga, 0, sizeof ga);                                                                              \
+          ga.a = xa + (size_t)hoff[j] * r->H, ga.lda = r->H, ga.b = w + (size_t)j * r->N * r->H, ga.ldb = r->H;   \
+          ga.b_layout = MELD_B_NK, ga.c = y + (size_t)hoff[j] * r->N, ga.ldc = r->N;                              \
+          ga.m = hcnt[j], ga.n = r->N, ga.k = r->H;                                                               \
+          GT_MELD(meld_gemm(&ga, st));                                                                            \
+        }                                                                                                         \
+    } else if (v != 3) {                                                                                          \
       GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));                                                              \
     } else {                                                                                                      \
       for (int j = 0; j < EL; j++)                                                                                \
@@ -231,7 +243,7 @@ static void *rank_main(void *arg) {
       GT_CUDA(cudaEventElapsedTime(&est, e0, e1));
       if (rank == 0) g_settle = bench_settle_calls(est, settle_ms);
       pthread_barrier_wait(&g_bar);
-      const int settle = v != 3 ? g_settle : 0; /* (cublas-loop: as many calls on every rank is not needed) */
+      const int settle = v != 3 && v != 4 ? g_settle : 0; /* (cublas-loop: as many calls on every rank is not needed) */
       for (int i = 0; i < settle; i++) RUN();
       GT_CUDA(cudaStreamSynchronize(st));
       float t[16];
