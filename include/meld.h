@@ -543,6 +543,26 @@ typedef struct {
  * calls (MELD_ERR_TIMEOUT after timeout_ms). */
 meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *args, cudaStream_t stream);
 
+/* The combine, after meld_moe_dispatch_gemm and the expert computation the caller runs on its rows
+ * (e.g. activation, then a grouped GEMM back to hidden): every rank's token t gets
+ *   out[t] = sum_j topk_weights[t, j] * y2_d[row(t, j)]
+ * summed in fp32 and rounded once, where d is the rank of expert topk_ids[t, j] and row(t, j) the
+ * row the dispatch gave that slot there (slots with id -1 add nothing; a token with none gets 0).
+ * Pass the dispatch's arguments: the layout of that call is used, so exactly one combine follows
+ * each dispatch, in the same stream order on every rank. ONE kernel: every rank copies its rows
+ * back to their tokens' ranks (into the staging: tokens x topk <= capacity), then sums its tokens'
+ * slots. Fails as meld_moe_dispatch_gemm does (arguments; device errors via meld_comm_check). */
+typedef struct {
+  const meld_moe_args_t *dispatch; /* the preceding dispatch's arguments on this rank           */
+  const void *y2;                  /* bf16 [capacity, hidden] (dense rows): this rank's experts'
+                                      outputs, rows as the dispatch laid them out in y          */
+  const float *topk_weights;       /* fp32 [tokens, topk] (device)                                */
+  void *out;                       /* bf16 [tokens, hidden], ld ldo                               */
+  int64_t ldo;                     /* elements between output tokens (0 = hidden)               */
+} meld_moe_combine_args_t;
+
+meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combine_args_t *args, cudaStream_t stream);
+
 /* The workspace bytes meld_moe_dispatch_gemm needs for these arguments on nranks ranks (the
  * staging of capacity rows of hidden, the blocks' counters, the exchanged counts and the
  * routing tables of max_tokens tokens a rank). */

@@ -2,7 +2,7 @@
 # p1_s31e.sh — ONE GPU, session 31: the comm CTAs' bulk copies (one thread, 12 x 16 KB through
 # shared memory, 8 loads in flight; now the default) against 16-byte vectors (MELD_MOE_COPY=vec),
 # and raster group 8 where experts get <= 64 rows (the T 512 row) against 16. test_moe 1,2,4
-# (three paths: bulk, one comm CTA, vec) first; the routing kernel's deterministic counting sort
+# (three paths: bulk, one comm CTA, vec; and meld_moe_combine, new, after each case) first; the routing kernel's deterministic counting sort
 # (warp-private counts) is new too (test_moe checks the order). MELD_MOE_DIAG=3: routing + protocol
 # alone (call 7: 29-134 us; prediction now 20-60 us).
 # Predictions: bulk copies cut the comm variant ~2x (1.15 -> ~0.6 ms at dsv3 T 4096 one rank) and

@@ -248,6 +248,7 @@ enum {
   MELD_OP_REDUCE_SCATTER = 8,
   MELD_OP_ALL_REDUCE = 9,
   MELD_OP_ALL_TO_ALL = 10,
+  MELD_OP_MOE_COMBINE = 11,
   MELD_OP_TEST_SIGNAL = 100, /* test kernels (tests/gpu)                                    */
   MELD_OP_TEST_PINGPONG = 101,
   MELD_OP_TEST_LITMUS = 102,

@@ -22,6 +22,7 @@ moe_layout_t moe_layout(int nranks, int64_t pairs, int32_t experts, int64_t hidd
   l.origin = o, o = up256(o + cap * 8);
   l.flags = o, o = up256(o + blocks * 8);
   l.counts = o, o = up256(o + P * E * 4);
+  l.arrivals = o, o = up256(o + P * 8);
   l.estart = o, o = up256(o + (E + 1) * 4);
   l.seg = o, o = up256(o + E * 4);
   l.srcoff = o, o = up256(o + E * 4);
@@ -79,6 +80,34 @@ meld_result_t moe_args_validate(const meld_moe_args_t *a, int P) {
       return meld_error(MELD_ERR_INVALID_ARG, FN ": %s %p is not %d-byte aligned", ptrs[i].name, ptrs[i].p,
                         (int)ptrs[i].align);
   }
+  return MELD_OK;
+}
+
+meld_result_t moe_combine_validate(const meld_moe_combine_args_t *a, int P) {
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_combine: args is NULL");
+  if (!a->dispatch) return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_combine: dispatch is NULL");
+  meld_result_t r = moe_args_validate(a->dispatch, P);
+  if (r != MELD_OK) {
+    meld_error_prefix("meld_moe_combine: the dispatch arguments");
+    return r;
+  }
+  const meld_moe_args_t *d = a->dispatch;
+  if (d->tokens * d->topk > d->capacity)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "meld_moe_combine: tokens x topk = %lld exceeds capacity %lld (the rows come back into the "
+                      "staging of capacity rows)",
+                      (long long)(d->tokens * d->topk), (long long)d->capacity);
+  const int64_t ldo = a->ldo ? a->ldo : d->hidden;
+  if (ldo < d->hidden || ldo % 8)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_combine: ldo %lld is smaller than hidden %lld or not a multiple of 8",
+                      (long long)a->ldo, (long long)d->hidden);
+  if (!a->y2 || ((uintptr_t)a->y2 % 16))
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_combine: y2 %p is NULL or not 16-byte aligned", a->y2);
+  if (d->tokens > 0 && (!a->out || ((uintptr_t)a->out % 16)))
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_combine: out %p is NULL or not 16-byte aligned", a->out);
+  if (d->tokens > 0 && (!a->topk_weights || ((uintptr_t)a->topk_weights % 4)))
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_combine: topk_weights %p is NULL or not 4-byte aligned",
+                      (const void *)a->topk_weights);
   return MELD_OK;
 }
 

@@ -29,6 +29,8 @@ typedef struct {
   size_t flags;   /* u64 [capacity / 128]: pieces landed per m-block (red.add by peers; zeroed by
                      the routing kernel: P pieces, one per source, complete a block)              */
   size_t counts;  /* int32 [P, E]: row s = rank s's rows per global expert            (peers write) */
+  size_t arrivals; /* u64 [P]: meld_moe_combine's rows landed from each rank (red.add by peers;
+                      zeroed by the routing kernel: one combine per dispatch)                 */
   size_t estart;  /* int32 [E + 1]: first slot of each expert in `sorted` (local tables from here)  */
   size_t seg;     /* int32 [E]: first row of expert e's segment on its rank                         */
   size_t srcoff;  /* int32 [E]: this rank's first row within expert e's segment                     */
@@ -57,6 +59,9 @@ typedef struct {
   int copy;          /* comm CTAs' copies: 0 = 16-byte vectors by every warp, 1 = bulk copies
                         through shared memory by one thread (MELD_MOE_COPY=vec|bulk)         */
 } moe_plan_t;
+
+/* Checks meld_moe_combine's args for P ranks (the dispatch's included). */
+meld_result_t moe_combine_validate(const meld_moe_combine_args_t *a, int nranks);
 
 /* Checks args for P ranks; MELD_ERR_INVALID_ARG with a sentence naming the argument. */
 meld_result_t moe_args_validate(const meld_moe_args_t *a, int nranks);

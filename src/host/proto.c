@@ -65,6 +65,7 @@ static const char *const g_op_names[] = {
     [MELD_OP_GEMM_AR] = "gemm_ar",
     [MELD_OP_MOE_DISPATCH_GEMM] = "moe_dispatch_gemm",
     [MELD_OP_MOE_FFN] = "moe_ffn",
+    [MELD_OP_MOE_COMBINE] = "moe_combine",
     [MELD_OP_RING_ATTENTION] = "ring_attention",
     [MELD_OP_ALL_GATHER] = "all_gather",
     [MELD_OP_REDUCE_SCATTER] = "reduce_scatter",

@@ -59,6 +59,10 @@ typedef struct {
   const int32_t *ids;
   int32_t *expert_offsets, *expert_counts, *row_origin;
   uint32_t *status; /* the GEMM ready hook's status word */
+  const uint8_t *y2; /* meld_moe_combine: the experts' outputs [capacity, hidden]          */
+  const float *wt;   /* meld_moe_combine: topk_weights [tokens, topk]                       */
+  uint8_t *out;      /* meld_moe_combine: [tokens, hidden], ld ldo                           */
+  int64_t ldo;
   moe_layout_t ws;
   uint8_t *wsp[MOE_MAX_RANKS]; /* every rank's workspace as mapped here; [rank] = own */
 } moe_common_t;
@@ -252,6 +256,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
   int32_t *brow = moe_at<int32_t>(a, me, a->ws.brow);
   uint64_t *flags = moe_at<uint64_t>(a, me, a->ws.flags);
   for (int mb = tid; mb < a->blocks; mb += nt) flags[mb] = 0, brow[mb] = -1;
+  if (tid < P) moe_at<uint64_t>(a, me, a->ws.arrivals)[tid] = 0; /* (the combine's counters) */
   __syncthreads();
   for (int j = tid; j < EL; j += nt) {
     const int e = me * EL + j;
@@ -454,6 +459,91 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 #endif
 }
 
+/* ---- the combine ------------------------------------------------------------------------------ */
+
+#define MOE_CB_THREADS 512
+#define MOE_CB_CHUNK 64 /* rows a CTA sends back between its counts */
+
+/* meld_moe_combine (see meld.h): ONE kernel. (1) Every CTA sends chunks of this rank's rows in use
+ * back to their tokens' ranks (a warp a row, 16-byte vectors, into the staging at the slot's
+ * index t x topk + j), then adds the chunk's rows per destination to that rank's arrival counter
+ * (red.release.sys after bar.sync). (2) Thread 0 of every CTA waits until every rank's rows for
+ * this rank's slots have arrived (its counts row of the dispatch: the rows it sent to each rank's
+ * experts), then (3) a warp a token sums its slots' rows times their weights in fp32. Nothing
+ * waits before its own sends, so no rank waits for one that waits for it. */
+__global__ void __launch_bounds__(MOE_CB_THREADS, 1)
+    moe_combine_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_common_t a) {
+  __shared__ int32_t s_cnt[MOE_MAX_RANKS];
+  __shared__ int32_t s_ok;
+  meld_ctx_t ctx;
+  if (meld_call_begin(&ctx, &proto, MELD_OP_MOE_COMBINE, a.arg_hash, 0) && !a.handshake_only) {
+    const int P = a.nranks, me = a.rank, E = a.experts, EL = a.e_loc;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    const int64_t rb = a.hidden * 2;
+    const int rb16 = (int)(a.hidden / 8);
+    const int32_t *seg = moe_at<const int32_t>(&a, me, a.ws.seg), *used = moe_at<const int32_t>(&a, me, a.ws.used);
+    const int2 *orig = (const int2 *)(a.wsp[me] + a.ws.origin);
+    const int64_t rows = (int64_t)used[me] * MOE_BM;
+    for (int64_t r0 = (int64_t)blockIdx.x * MOE_CB_CHUNK; r0 < rows; r0 += (int64_t)gridDim.x * MOE_CB_CHUNK) {
+      if (threadIdx.x < P) s_cnt[threadIdx.x] = 0;
+      __syncthreads();
+      for (int64_t r = r0 + warp; r < min(r0 + MOE_CB_CHUNK, rows); r += nw) {
+        const int j = moe_expert_of_row(seg, me, EL, r);
+        if (r - seg[me * EL + j] >= a.expert_counts[j]) continue; /* padding: no slot */
+        const int2 o = __ldcg(orig + r); /* (written by its source in the dispatch) */
+        copy_vec16<4, int>((int4 *)(a.wsp[o.x] + a.ws.stage + (int64_t)o.y * rb), (const int4 *)(a.y2 + r * rb), rb16,
+                           lane, 32u);
+        if (lane == 0) atomicAdd(&s_cnt[o.x], 1);
+      }
+      __syncthreads(); /* every warp's stores precede the releases below */
+      if (threadIdx.x < P && s_cnt[threadIdx.x])
+        red_release_sys_add_u64(moe_at<uint64_t>(&a, threadIdx.x, a.ws.arrivals) + me, (uint64_t)s_cnt[threadIdx.x]);
+    }
+    if (threadIdx.x == 0) {
+      const int32_t *mine = moe_at<const int32_t>(&a, me, a.ws.counts) + (size_t)me * E;
+      const uint64_t *arr = moe_at<const uint64_t>(&a, me, a.ws.arrivals);
+      int ok = 1;
+      for (int d = 0; d < P && ok; d++) {
+        uint64_t want = 0;
+        for (int j = 0; j < EL; j++) want += (uint64_t)mine[d * EL + j];
+        if (want)
+          ok = meld_wait_ge(&ctx, arr + d, want, meld_wait_info(MELD_REGION_OTHER, (uint32_t)d, d, "moe: combine rows"));
+      }
+      s_ok = ok;
+    }
+    __syncthreads();
+    if (s_ok) {
+      const uint8_t *back = a.wsp[me] + a.ws.stage;
+      for (int64_t t = (int64_t)blockIdx.x * nw + warp; t < a.tokens; t += (int64_t)gridDim.x * nw) {
+        for (int h = lane; h < rb16; h += 32) {
+          float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+          for (int j = 0; j < a.topk; j++) {
+            const int64_t q = t * a.topk + j;
+            if (a.ids[q] < 0) continue;
+            const float wq = a.wt[q];
+            const uint4 v = __ldcg((const uint4 *)(back + q * rb) + h);
+            const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+              acc[2 * i] += wq * __uint_as_float(u[i] << 16);
+              acc[2 * i + 1] += wq * __uint_as_float(u[i] & 0xffff0000u);
+            }
+          }
+          uint4 o;
+          uint32_t *op = &o.x;
+#pragma unroll
+          for (int i = 0; i < 4; i++) {
+            const __nv_bfloat162 b2 = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
+            op[i] = *(const uint32_t *)&b2;
+          }
+          *((uint4 *)(a.out + t * a.ldo * 2) + h) = o;
+        }
+      }
+    }
+  }
+  meld_call_end(&ctx);
+}
+
 /* ---- host side ------------------------------------------------------------------------------- */
 
 #define MOE_MAX_DEVICES 64
@@ -615,6 +705,53 @@ extern "C" meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe
   moe_common_fill(comm, args, &plan, &k.c);
   MELD_CHECK(moe_gemm_fill(comm, args, &plan, grid, &k));
   meld_result_t r = moe_launch(comm, &k, grid, stream);
+  if (r != MELD_OK) meld_error_prefix("%s", fn);
+  return r;
+}
+
+extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combine_args_t *args, cudaStream_t stream) {
+  const char *fn = "meld_moe_combine";
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  if (comm->nnodes > 1)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes; inter-node MoE is not supported yet", fn,
+                      comm->nnodes);
+  MELD_CHECK(meld_proto_sticky_error(comm, fn));
+  const int sms = meld_comm_node_sm_count(comm);
+  moe_plan_t plan;
+  meld_result_t vr = moe_combine_validate(args, comm->nranks);
+  if (vr == MELD_OK) vr = moe_plan_make(args->dispatch, comm->nranks, comm->rank, sms, comm->workspace.bytes, &plan);
+  int grid = 0;
+  if (vr == MELD_OK)
+    vr = meld_coop_grid((const void *)moe_combine_kernel, MOE_CB_THREADS, 0, 0, sms, &grid);
+  moe_common_t c;
+  if (vr != MELD_OK) {
+    /* the peers must not wait: this rank's entry handshake alone, with a hash no valid call has */
+    if (comm->nranks > 1 && comm->proto && comm->nranks <= MOE_MAX_RANKS) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s", meld_last_error());
+      int g = 0;
+      if (meld_coop_grid((const void *)moe_combine_kernel, MOE_CB_THREADS, 0, 0, sms, &g) == MELD_OK) {
+        memset(&c, 0, sizeof c);
+        c.handshake_only = 1;
+        c.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_init(), 0xbad0c0b1ull));
+        meld_proto_dev_t proto = meld_proto_dev(comm);
+        void *ka[] = {&proto, &c};
+        (void)meld_launch_coop((const void *)moe_combine_kernel, g, MOE_CB_THREADS, 0, ka, stream);
+      }
+      meld_error(vr, "%s", msg);
+    }
+    return vr;
+  }
+  moe_common_fill(comm, args->dispatch, &plan, &c);
+  c.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_u64(meld_hash_init(), plan.arg_hash), MELD_OP_MOE_COMBINE));
+  c.y2 = (const uint8_t *)args->y2;
+  c.wt = args->topk_weights;
+  c.out = (uint8_t *)args->out;
+  c.ldo = args->ldo ? args->ldo : plan.hidden;
+  meld_proto_dev_t proto = meld_proto_dev(comm);
+  void *ka[] = {&proto, &c};
+  meld_result_t r = meld_launch_coop((const void *)moe_combine_kernel, grid, MOE_CB_THREADS, 0, ka, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
 }

@@ -24,6 +24,9 @@ static meld_unique_id g_id;
 static int g_ndev;
 static pthread_barrier_t g_bar;
 static int g_last; /* 0: end with the capacity overflow; 1: with mismatched arguments */
+/* the combine's check: every rank's origins, layout and y2 on the host (filled between barriers) */
+static int32_t *g_orig[MOE_MAXP], *g_off[MOE_MAXP], *g_cnt[MOE_MAXP];
+static uint16_t *g_y2[MOE_MAXP];
 
 typedef struct {
   int T, topk, E, H, N, cap; /* T: tokens of rank 0 (rank r: T + 37 r, rank 1 none when T_zero) */
@@ -223,6 +226,66 @@ static void moe_check(const moe_case_t *c, int rank, moe_bufs_t *b, int call, in
   free(off), free(cnt), free(orig), free(rexp), free(seen);
 }
 
+/* meld_moe_combine after the dispatch of slot 0 (routing hids): y2 random, weights random, out
+ * poisoned; the reference from every rank's origins and y2 (host, fp32). */
+static void combine_check(const moe_case_t *c, int rank, moe_bufs_t *b, int32_t **hids, const meld_moe_args_t *disp,
+                          uint16_t *y2, float *wt, uint16_t *out, meld_comm_t comm, cudaStream_t st) {
+  const int EL = c->E / P, T = tokens_of(c, rank), H = c->H;
+  const int64_t cap = cap_of(c);
+  gt_fill_bf16<<<256, 256, 0, st>>>(y2, (size_t)cap * H, 900 + 7 * rank + c->T);
+  float *hw = (float *)malloc(((size_t)T * c->topk + 1) * 4);
+  uint64_t sd = 4242 + rank;
+  for (int i = 0; i < T * c->topk; i++) hw[i] = 0.25f + 0.5f * (gt_rand_f(&sd) + 1.f);
+  if (T) GT_CUDA(cudaMemcpyAsync(wt, hw, (size_t)T * c->topk * 4, cudaMemcpyHostToDevice, st));
+  if (T) GT_CUDA(cudaMemsetAsync(out, 0xff, (size_t)T * H * 2, st));
+  meld_moe_combine_args_t cb;
+  memset(&cb, 0, sizeof cb);
+  cb.dispatch = disp, cb.y2 = y2, cb.topk_weights = wt, cb.out = out;
+  GT_MELD(meld_moe_combine(comm, &cb, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_MELD(meld_comm_check(comm));
+  g_orig[rank] = (int32_t *)malloc(cap * 8), g_off[rank] = (int32_t *)malloc((EL + 1) * 4);
+  g_cnt[rank] = (int32_t *)malloc(EL * 4), g_y2[rank] = (uint16_t *)malloc(cap * H * 2);
+  GT_CUDA(cudaMemcpy(g_orig[rank], b->orig[0], cap * 8, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(g_off[rank], b->off[0], (EL + 1) * 4, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(g_cnt[rank], b->cnt[0], EL * 4, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(g_y2[rank], y2, cap * H * 2, cudaMemcpyDeviceToHost));
+  pthread_barrier_wait(&g_bar);
+  /* where each of this rank's slots went: (rank d, row r) */
+  int64_t *where = (int64_t *)malloc(((size_t)T * c->topk + 1) * 8);
+  for (int i = 0; i < T * c->topk; i++) where[i] = -1;
+  for (int d = 0; d < P; d++)
+    for (int j = 0; j < EL; j++)
+      for (int64_t r = g_off[d][j]; r < g_off[d][j] + g_cnt[d][j]; r++)
+        if (g_orig[d][2 * r] == rank) where[g_orig[d][2 * r + 1]] = (int64_t)d * cap + r;
+  uint16_t *ho = (uint16_t *)malloc((size_t)T * H * 2 + 2);
+  if (T) GT_CUDA(cudaMemcpy(ho, out, (size_t)T * H * 2, cudaMemcpyDeviceToHost));
+  double num = 0, den = 0;
+  int missing = 0;
+  for (int t = 0; t < T; t++)
+    for (int h = 0; h < H; h++) {
+      double ref = 0;
+      for (int j = 0; j < c->topk; j++) {
+        const int q = t * c->topk + j;
+        if (hids[rank][q] < 0) continue;
+        if (where[q] < 0) {
+          missing++;
+          continue;
+        }
+        ref += (double)hw[q] * bf2f(g_y2[where[q] / cap][(where[q] % cap) * H + h]);
+      }
+      const double dd = bf2f(ho[(size_t)t * H + h]) - ref;
+      num += dd * dd, den += ref * ref;
+    }
+  const double rel = den > 0 ? sqrt(num / den) : (num > 0 ? 1 : 0);
+  GT_CHECK(missing == 0 && rel <= 1e-2, "moe combine P=%d T %d topk %d E %d H %d: rel err %.3g, %d slots without a row", P,
+           c->T, c->topk, c->E, H, rel, missing);
+  if (rank == 0) gt_log("moe combine P=%d T %d topk %d E %d H %d: rel err %.3g\n", P, c->T, c->topk, c->E, H, rel);
+  pthread_barrier_wait(&g_bar); /* (every rank done with the shared copies) */
+  free(g_orig[rank]), free(g_off[rank]), free(g_cnt[rank]), free(g_y2[rank]);
+  free(hw), free(where), free(ho);
+}
+
 static void *moe_rank(void *arg) {
   const int rank = (int)(intptr_t)arg;
   meld_config_t cfg;
@@ -252,6 +315,15 @@ static void *moe_rank(void *arg) {
   GT_CUDA(cudaMalloc(&b.rexp, maxel * 4));
   for (int i = 0; i < 2; i++) GT_CUDA(cudaMalloc(&b.xoff[i], MOE_MAXP * 8));
   GT_CUDA(cudaMalloc(&b.yref, maxcap * 4));
+  uint16_t *y2, *cout;
+  float *wt;
+  size_t maxy2 = 0;
+  for (size_t ci = 0; ci < MOE_CASES; ci++)
+    if (g_cases[ci].E % P == 0 && (size_t)cap_of(&g_cases[ci]) * g_cases[ci].H > maxy2)
+      maxy2 = (size_t)cap_of(&g_cases[ci]) * g_cases[ci].H;
+  GT_CUDA(cudaMalloc(&y2, maxy2 * 2));
+  GT_CUDA(cudaMalloc(&cout, MAX_ELEMS_X * 2));
+  GT_CUDA(cudaMalloc(&wt, MAX_T * 8 * 4));
   int32_t *hids[2][MOE_MAXP]; /* every rank's routing, per call slot */
   for (int i = 0; i < 2; i++)
     for (int s = 0; s < P; s++) hids[i][s] = (int32_t *)malloc(MAX_T * 8 * 4);
@@ -274,6 +346,8 @@ static void *moe_rank(void *arg) {
     GT_MELD(meld_comm_check(comm));
     moe_check(c, rank, &b, 0, hids[0], "calls 1 and 3 (back to back)", st);
     moe_check(c, rank, &b, 1, hids[1], "call 2 (back to back)", st);
+    /* the combine of the last dispatch (slot 0's) */
+    combine_check(c, rank, &b, hids[0], &a0, y2, wt, cout, comm, st);
     if (ci != 1) continue;
     /* a CUDA graph of a call, replayed on new inputs */
     cudaGraph_t graph;
@@ -350,6 +424,7 @@ static void *moe_rank(void *arg) {
   for (int i = 0; i < 2; i++)
     cudaFree(b.x[i]), cudaFree(b.y[i]), cudaFree(b.ids[i]), cudaFree(b.off[i]), cudaFree(b.cnt[i]), cudaFree(b.orig[i]);
   for (int i = 0; i < 2; i++) cudaFree(b.xall[i]), cudaFree(b.xoff[i]);
+  cudaFree(y2), cudaFree(cout), cudaFree(wt);
   cudaFree(b.w), cudaFree(b.rexp), cudaFree(b.yref);
   for (int i = 0; i < 2; i++)
     for (int s = 0; s < P; s++) free(hids[i][s]);
