@@ -169,6 +169,33 @@ static void test_plan(void **state) {
   assert_int_not_equal(p.arg_hash, q.arg_hash);
 }
 
+static void test_combine_validation(void **state) {
+  (void)state;
+  meld_moe_args_t d = good();
+  meld_moe_combine_args_t c;
+  memset(&c, 0, sizeof c);
+  c.dispatch = &d, c.y2 = FAKE(0x800000), c.topk_weights = (const float *)FAKE(0x900000), c.out = FAKE(0xa00000);
+  assert_int_equal(moe_combine_validate(&c, 4), MELD_OK);
+  assert_int_equal(moe_combine_validate(NULL, 4), MELD_ERR_INVALID_ARG);
+  c.dispatch = NULL;
+  assert_int_equal(moe_combine_validate(&c, 4), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "dispatch is NULL")) fail_msg("\"%s\"", meld_last_error());
+  c.dispatch = &d, d.capacity = 128 * 60; /* 1000 x 8 = 8000 > 7680 */
+  assert_int_equal(moe_combine_validate(&c, 4), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "exceeds capacity 7680")) fail_msg("\"%s\"", meld_last_error());
+  d = good(), d.hidden = 1001;
+  assert_int_equal(moe_combine_validate(&c, 4), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "the dispatch arguments")) fail_msg("\"%s\"", meld_last_error());
+  d = good(), c.ldo = 1020;
+  assert_int_equal(moe_combine_validate(&c, 4), MELD_ERR_INVALID_ARG);
+  c.ldo = 0, c.y2 = FAKE(0x800008);
+  assert_int_equal(moe_combine_validate(&c, 4), MELD_ERR_INVALID_ARG);
+  c.y2 = FAKE(0x800000), c.topk_weights = NULL;
+  assert_int_equal(moe_combine_validate(&c, 4), MELD_ERR_INVALID_ARG);
+  d.tokens = 0, d.x = NULL, d.topk_ids = NULL, c.out = NULL; /* no tokens: no out, no weights */
+  assert_int_equal(moe_combine_validate(&c, 4), MELD_OK);
+}
+
 static uint64_t rng(uint64_t *s) {
   *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
   return *s;
@@ -213,6 +240,7 @@ int main(void) {
       cmocka_unit_test(test_layout),
       cmocka_unit_test(test_plan),
       cmocka_unit_test(test_layout_ref),
+      cmocka_unit_test(test_combine_validation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
