@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# x2_moe.sh — TWO GPUs (nvidia-h200-x2), prepared in session 31 (not run): the MoE dispatch +
+# grouped GEMM's and combine's first 2-GPU run, after bench/calls/x2_s23.sh and x2_ring.sh.
+# (1) test_moe 2 (a GPU per rank thread: the copies and block counts cross NVLink); (2) bench_moe
+# --ranks 2 (fused / nocopy / comm / cuBLAS loop / meld_gemm loop; comm CTAs 8 and 32 against 16;
+# vector copies against bulk).
+# Floors (per rank): dsv3 T 4096 top-8: 32768 rows x 14 KB = 470 MB routed, half to the peer:
+# 235 MB over NVLink at ~350 GB/s = 0.67 ms, under a ~7 ms GEMM (128 experts a rank, weight
+# streaming); Mixtral: 67 MB, 0.1 ms. Prediction: tests pass; fused / nocopy 1.02-1.10 (the copies
+# hidden but for their HBM traffic and SM share); comm CTAs 16 best or tied.
+. "$(dirname "$0")/../device_env.sh"
+build build/tests/gpu/test_moe build/bench/bench_moe
+export MELD_TIMEOUT_MS=5000
+L="$OUT/l"; mkdir -p "$L"
+timeout -k 5 150 build/tests/gpu/test_moe 2 > "$L/test_moe.log" 2>&1
+echo "== test_moe 2 rc=$? at $(el) s"; grep -E "checks|FAIL|rror|GPU" "$L/test_moe.log" | cut -c1-300 | head -8
+BENCH_MOE_AB="MELD_MOE_COMM_CTAS=8,MELD_MOE_COMM_CTAS=32,MELD_MOE_COPY=vec" BENCH_SETTLE_MS=300 timeout -k 5 300 \
+  build/bench/bench_moe --ranks 2 --json "$OUT/moe.jsonl" > "$L/bench_moe2.log" 2>&1
+echo "== bench_moe P=2 rc=$? at $(el) s"; grep -E "^P|FAIL|rror|GPU" "$L/bench_moe2.log" | cut -c1-200 | head -60
+for f in "$L"/*.log; do [ "$(wc -c < "$f")" -gt 2000000 ] && { head -c 1000000 "$f" > "$f.t"; mv "$f.t" "$f"; }; done
+(cd "$L" && tar czf "$OUT/logs.tgz" *.log); rm -rf "$L"
+echo "== done at $(el) s"
