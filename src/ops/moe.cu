@@ -390,30 +390,34 @@ __device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, u
   if (bulk && threadIdx.x == 0)
     for (int i = 0; i < MOE_NB; i++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(sbase + MOE_BAR_OFF + 8 * i) : "memory");
   __syncthreads(); /* (the engine's barrier inits and TMA writes reuse this smem) */
-  /* The origins of this rank's rows, block by block once complete; (-1, -1) on padding. */
+  /* The origins of this rank's rows once their blocks are complete; (-1, -1) on padding. The CTA's
+   * blocks are c, c + comm_ctas, ...: each thread waits for one of them (the waits overlap: one
+   * serial wait a block cost a comm CTA ~3 us a block before it joined the GEMM), then the CTA
+   * copies all their rows. */
   if (!a->row_origin) return;
   __shared__ int32_t s_ok;
   const uint64_t *flags = moe_at<const uint64_t>(a, me, a->ws.flags);
   const int2 *orig = (const int2 *)(a->wsp[me] + a->ws.origin);
   int2 *out = (int2 *)a->row_origin;
-  for (int mb = (int)c; mb < a->blocks; mb += a->comm_ctas) {
-    const int in_use = mb < used[me];
-    if (threadIdx.x == 0)
-      s_ok = !in_use || meld_wait_ge(ctx, flags + mb, (uint64_t)P,
-                                     meld_wait_info(MELD_REGION_OTHER, (uint32_t)mb, -1, "moe: block rows for row_origin"));
-    __syncthreads();
-    if (!s_ok) return;
-    const int64_t r0 = (int64_t)mb * MOE_BM;
-    for (int i = threadIdx.x; i < MOE_BM; i += blockDim.x) {
-      const int64_t row = r0 + i;
-      int2 o = make_int2(-1, -1);
-      if (in_use) {
-        const int e = me * EL + moe_expert_of_row(seg, me, EL, row);
-        if (row - seg[e] < a->expert_counts[e - me * EL]) o = __ldcg(orig + row);
-      }
-      out[row] = o;
+  const int ctas = a->comm_ctas, inuse = used[me];
+  if (threadIdx.x == 0) s_ok = 1;
+  __syncthreads();
+  for (int mb = (int)c + (int)threadIdx.x * ctas; mb < inuse; mb += (int)blockDim.x * ctas)
+    if (!meld_wait_ge(ctx, flags + mb, (uint64_t)P,
+                      meld_wait_info(MELD_REGION_OTHER, (uint32_t)mb, -1, "moe: block rows for row_origin")))
+      s_ok = 0;
+  __syncthreads(); /* (the waits' acquires, then every thread reads any of the blocks) */
+  if (!s_ok) return;
+  const int mine_blocks = a->blocks > (int)c ? (a->blocks - (int)c + ctas - 1) / ctas : 0;
+  for (int64_t i = threadIdx.x; i < (int64_t)mine_blocks * MOE_BM; i += blockDim.x) {
+    const int mb = (int)c + (int)(i / MOE_BM) * ctas;
+    const int64_t row = (int64_t)mb * MOE_BM + i % MOE_BM;
+    int2 o = make_int2(-1, -1);
+    if (mb < inuse) {
+      const int e = me * EL + moe_expert_of_row(seg, me, EL, row);
+      if (row - seg[e] < a->expert_counts[e - me * EL]) o = __ldcg(orig + row);
     }
-    __syncthreads();
+    out[row] = o;
   }
 }
 
