@@ -543,6 +543,23 @@ typedef struct {
  * calls (MELD_ERR_TIMEOUT after timeout_ms). */
 meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *args, cudaStream_t stream);
 
+/* The MoE layer's second GEMM on the preceding dispatch's layout: for each local expert e, rows
+ * [expert_offsets[e], + expert_counts[e]) of a, times w[e]^T, into the same rows of c (rows between
+ * segments: padding, undefined). Local to this rank (no communication): it reads the layout the
+ * last meld_moe_dispatch_gemm of this comm left in the workspace (pass that call's arguments), so
+ * call it after that dispatch and before the next. ONE kernel (the GEMM engine over the 128-row
+ * blocks in use, each with its expert's weight). */
+typedef struct {
+  const meld_moe_args_t *dispatch; /* the preceding dispatch's arguments on this rank           */
+  const void *a;                   /* bf16 [capacity, k] dense rows (e.g. the activation of y)  */
+  int64_t k;                       /* a multiple of 8                                            */
+  const void *w;                   /* bf16 [E / P, n, k]: each expert's weight, nn.Linear layout */
+  int64_t n;                       /* a multiple of 8                                            */
+  void *c;                         /* bf16 [capacity, n] dense rows                              */
+} meld_moe_gemm_args_t;
+
+meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_gemm_args_t *args, cudaStream_t stream);
+
 /* The combine, after meld_moe_dispatch_gemm and the expert computation the caller runs on its rows
  * (e.g. activation, then a grouped GEMM back to hidden): every rank's token t gets
  *   out[t] = sum_j topk_weights[t, j] * y2_d[row(t, j)]

@@ -83,6 +83,30 @@ meld_result_t moe_args_validate(const meld_moe_args_t *a, int P) {
   return MELD_OK;
 }
 
+meld_result_t moe_gemm_validate(const meld_moe_gemm_args_t *a, int P) {
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_grouped_gemm: args is NULL");
+  if (!a->dispatch) return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_grouped_gemm: dispatch is NULL");
+  meld_result_t r = moe_args_validate(a->dispatch, P);
+  if (r != MELD_OK) {
+    meld_error_prefix("meld_moe_grouped_gemm: the dispatch arguments");
+    return r;
+  }
+  if (a->k < 8 || a->k % 8 || a->k >= ((int64_t)1 << 30))
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_grouped_gemm: k %lld is not a positive multiple of 8", (long long)a->k);
+  if (a->n < 8 || a->n % 8 || (int64_t)(a->dispatch->experts / P) * a->n >= ((int64_t)1 << 31))
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_grouped_gemm: n %lld is not a positive multiple of 8 (or too large)",
+                      (long long)a->n);
+  const struct {
+    const void *p;
+    const char *name;
+  } ptrs[] = {{a->a, "a"}, {a->w, "w"}, {a->c, "c"}};
+  for (int i = 0; i < 3; i++)
+    if (!ptrs[i].p || ((uintptr_t)ptrs[i].p % 16))
+      return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_grouped_gemm: %s %p is NULL or not 16-byte aligned", ptrs[i].name,
+                        ptrs[i].p);
+  return MELD_OK;
+}
+
 meld_result_t moe_combine_validate(const meld_moe_combine_args_t *a, int P) {
   if (!a) return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_combine: args is NULL");
   if (!a->dispatch) return meld_error(MELD_ERR_INVALID_ARG, "meld_moe_combine: dispatch is NULL");

@@ -60,6 +60,9 @@ typedef struct {
                         through shared memory by one thread (MELD_MOE_COPY=vec|bulk)         */
 } moe_plan_t;
 
+/* Checks meld_moe_grouped_gemm's args for P ranks (the dispatch's included). */
+meld_result_t moe_gemm_validate(const meld_moe_gemm_args_t *a, int nranks);
+
 /* Checks meld_moe_combine's args for P ranks (the dispatch's included). */
 meld_result_t moe_combine_validate(const meld_moe_combine_args_t *a, int nranks);
 

@@ -463,6 +463,18 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 #endif
 }
 
+/* ---- the second GEMM ---------------------------------------------------------------------------- */
+
+/* meld_moe_grouped_gemm: the engine alone over the dispatch's blocks (hook f from the workspace's
+ * table; no waits, no communication; static schedule). */
+template <int DEFER>
+__global__ void __launch_bounds__(GEMM_THREADS, 1) moe_gemm_kernel(const __grid_constant__ gemm_params_t g) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t moe_gsmem[];
+  gemm_cta_run<false, false, 0, DEFER>(&g, moe_gsmem, (int)blockIdx.x, (int)gridDim.x);
+#endif
+}
+
 /* ---- the combine ------------------------------------------------------------------------------ */
 
 #define MOE_CB_THREADS 512
@@ -612,22 +624,15 @@ static void moe_common_fill(struct meld_comm *comm, const meld_moe_args_t *a, co
 
 /* The grouped GEMM's plan and hooks: A = the staging [capacity, hidden], B = every local
  * expert's weight stacked [E_loc n, hidden] (hook f picks the block's), C = y [capacity, n]. */
-static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t *a, const moe_plan_t *p, int grid,
-                                   moe_kargs_t *k) {
-  uint8_t *pad = (uint8_t *)comm->pad.local;
-  uint8_t *ws = (uint8_t *)comm->workspace.local;
+/* The grouped GEMM's plan over the layout of plan p: A = [capacity, k] rows (lda k), B = every local
+ * expert's weight stacked [E_loc n, k] (hook f picks the block's, from the workspace's table),
+ * C = [capacity, n]; grid engine CTAs. Hooks other than f are the caller's. */
+static meld_result_t moe_grouped_plan(struct meld_comm *comm, const moe_plan_t *p, int grid, const void *A, int64_t k,
+                                      const void *W, int64_t n, void *C, gemm_params_t *gp) {
   meld_gemm_args_t g;
   memset(&g, 0, sizeof g);
-  g.a = ws + p->ws.stage;
-  g.lda = p->hidden;
-  g.b = a->w;
-  g.ldb = p->hidden;
-  g.b_layout = MELD_B_NK;
-  g.c = a->y;
-  g.ldc = p->n;
-  g.m = p->capacity;
-  g.n = p->n;
-  g.k = p->hidden;
+  g.a = A, g.lda = k, g.b = W, g.ldb = k, g.b_layout = MELD_B_NK, g.c = C, g.ldc = n;
+  g.m = p->capacity, g.n = n, g.k = k;
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.sm_count = grid;
   o.cluster_m = 1;
@@ -637,16 +642,25 @@ static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t
   o.group_m = p->group_m;
   o.tile_n = GEMM_BN;
   int workers = 0;
-  MELD_CHECK(gemm_plan_make(&g, &o, &k->g, &workers));
+  MELD_CHECK(gemm_plan_make(&g, &o, gp, &workers));
   meld_gemm_args_t gb = g;
-  gb.n = (int64_t)p->e_loc * p->n;
+  gb.n = (int64_t)p->e_loc * n;
   gb.ldc = gb.n; /* (only this plan's map_b is kept) */
   gemm_params_t all;
   MELD_CHECK(gemm_plan_make(&gb, &o, &all, &workers));
-  gemm_params_t *gp = &k->g;
   gp->map_b = all.map_b;
-  gp->grp_brow = (const int32_t *)(ws + p->ws.brow);
+  gp->grp_brow = (const int32_t *)((uint8_t *)comm->workspace.local + p->ws.brow);
   gp->workers = grid;
+  return MELD_OK;
+}
+
+/* The dispatch's GEMM: over the staging, the ready hook on the blocks' counters, the queue. */
+static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t *a, const moe_plan_t *p, int grid,
+                                   moe_kargs_t *k) {
+  uint8_t *pad = (uint8_t *)comm->pad.local;
+  uint8_t *ws = (uint8_t *)comm->workspace.local;
+  gemm_params_t *gp = &k->g;
+  MELD_CHECK(moe_grouped_plan(comm, p, grid, ws + p->ws.stage, p->hidden, a->w, p->n, a->y, gp));
   gp->ready.flags = (const uint64_t *)(ws + p->ws.flags);
   gp->ready.rows_per_flag = MOE_BM;
   gp->ready.epoch = (uint64_t)p->nranks; /* a block is complete when every rank's piece is counted */
@@ -758,4 +772,26 @@ extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combi
   meld_result_t r = meld_launch_coop((const void *)moe_combine_kernel, grid, MOE_CB_THREADS, 0, ka, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
+}
+
+extern "C" meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_gemm_args_t *args, cudaStream_t stream) {
+  const char *fn = "meld_moe_grouped_gemm";
+  meld_error_clear();
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  MELD_CHECK(moe_gemm_validate(args, comm->nranks));
+  const int sms = meld_comm_node_sm_count(comm);
+  moe_plan_t plan;
+  MELD_CHECK(moe_plan_make(args->dispatch, comm->nranks, comm->rank, sms, comm->workspace.bytes, &plan));
+  int grid = 0;
+  MELD_CHECK(moe_device_setup(comm->device, sms, &grid));
+  gemm_params_t p;
+  MELD_CHECK(moe_grouped_plan(comm, &plan, grid, args->a, args->k, args->w, args->n, args->c, &p));
+  char why[256];
+  if (gemm_params_check(&p, grid, why, sizeof why))
+    return meld_error(MELD_ERR_INTERNAL, "%s: GEMM plan rejected: %s", fn, why);
+  const void *kfn = p.epi_defer ? (const void *)moe_gemm_kernel<1> : (const void *)moe_gemm_kernel<0>;
+  MELD_CUDA_CHECK(cudaFuncSetAttribute(kfn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEMM_SMEM_BYTES));
+  void *ka[] = {&p};
+  MELD_CUDA_CHECK(cudaLaunchKernel(kfn, dim3((unsigned)grid), dim3(GEMM_THREADS), ka, GEMM_SMEM_BYTES, stream));
+  return MELD_OK;
 }

@@ -13,6 +13,9 @@
  * not multiples of 64 / 256, two calls back to back without host sync, a CUDA graph replayed on
  * new inputs, refused arguments, and (last, the comm is then aborted) a capacity overflow in one
  * run and ranks that disagree in the other: every rank fails fast with a clear message.
+ * After each case: meld_moe_combine (every slot's row back, weighted sum, against a host reference
+ * from every rank's origins and y2) and meld_moe_grouped_gemm on the same layout (against an fp32
+ * reference per expert segment).
  * Rank counts: argument 1 (default 1,2,3,4). */
 #include <pthread.h>
 
@@ -286,6 +289,63 @@ static void combine_check(const moe_case_t *c, int rank, moe_bufs_t *b, int32_t 
   free(hw), free(where), free(ho);
 }
 
+/* c[row] = a[row] x w2[expert of row]^T in fp32, rows in use (rexp >= 0), else 0. */
+__global__ void ref_grouped(float *cref, const __nv_bfloat16 *a, const __nv_bfloat16 *w2, const int32_t *rexp,
+                            int64_t rows, int n, int k) {
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= rows * n) return;
+  const int64_t row = i / n;
+  const int col = (int)(i % n), e = rexp[row];
+  float acc = 0.f;
+  if (e >= 0)
+    for (int h = 0; h < k; h++) acc += __bfloat162float(a[row * k + h]) * __bfloat162float(w2[((int64_t)e * n + col) * k + h]);
+  cref[i] = acc;
+}
+
+/* meld_moe_grouped_gemm on slot 0's dispatch layout: a = that dispatch's y [capacity, N] (k = N),
+ * w2 random [E_loc, 72, N] -> c [capacity, 72], checked per expert segment against ref_grouped. */
+static void grouped_check(const moe_case_t *c, int rank, moe_bufs_t *b, const meld_moe_args_t *disp, uint16_t *w2,
+                          uint16_t *cc, meld_comm_t comm, cudaStream_t st) {
+  const int EL = c->E / P, N2 = 72, K = c->N;
+  const int64_t cap = cap_of(c);
+  gt_fill_bf16<<<256, 256, 0, st>>>(w2, (size_t)EL * N2 * K, 77 + rank);
+  GT_CUDA(cudaMemsetAsync(cc, 0xff, (size_t)cap * N2 * 2, st));
+  meld_moe_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.dispatch = disp, g.a = b->y[0], g.k = K, g.w = w2, g.n = N2, g.c = cc;
+  GT_MELD(meld_moe_grouped_gemm(comm, &g, st));
+  int32_t *off = (int32_t *)malloc((EL + 1) * 4), *cnt = (int32_t *)malloc(EL * 4), *rexp = (int32_t *)malloc(cap * 4);
+  GT_CUDA(cudaMemcpyAsync(off, b->off[0], (EL + 1) * 4, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaMemcpyAsync(cnt, b->cnt[0], EL * 4, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  for (int64_t r = 0; r < cap; r++) rexp[r] = -1;
+  for (int j = 0; j < EL; j++)
+    for (int64_t r = off[j]; r < off[j] + cnt[j]; r++) rexp[r] = j;
+  GT_CUDA(cudaMemcpyAsync(b->rexp, rexp, cap * 4, cudaMemcpyHostToDevice, st));
+  ref_grouped<<<(unsigned)((cap * N2 + 255) / 256), 256, 0, st>>>(b->yref, (const __nv_bfloat16 *)b->y[0],
+                                                                 (const __nv_bfloat16 *)w2, b->rexp, cap, N2, K);
+  float *yr = (float *)malloc(cap * N2 * 4);
+  uint16_t *hc = (uint16_t *)malloc(cap * N2 * 2);
+  GT_CUDA(cudaMemcpyAsync(yr, b->yref, cap * N2 * 4, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaMemcpyAsync(hc, cc, cap * N2 * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_MELD(meld_comm_check(comm));
+  double worst = 0;
+  for (int j = 0; j < EL; j++) {
+    double num = 0, den = 0;
+    for (int64_t r = off[j]; r < off[j] + cnt[j]; r++)
+      for (int q = 0; q < N2; q++) {
+        const double d = (double)bf2f(hc[r * N2 + q]) - yr[r * N2 + q];
+        num += d * d, den += (double)yr[r * N2 + q] * yr[r * N2 + q];
+      }
+    const double rel = cnt[j] ? sqrt(num / (den > 0 ? den : 1)) : 0;
+    if (!(rel <= worst)) worst = rel;
+  }
+  GT_CHECK(worst <= 1e-2, "moe grouped GEMM P=%d T %d E %d k %d: relative error %.3g (> 1e-2)", P, c->T, c->E, K, worst);
+  if (rank == 0) gt_log("moe grouped GEMM P=%d T %d E %d k %d n %d: rel err %.3g\n", P, c->T, c->E, K, N2, worst);
+  free(off), free(cnt), free(rexp), free(yr), free(hc);
+}
+
 static void *moe_rank(void *arg) {
   const int rank = (int)(intptr_t)arg;
   meld_config_t cfg;
@@ -324,6 +384,16 @@ static void *moe_rank(void *arg) {
   GT_CUDA(cudaMalloc(&y2, maxy2 * 2));
   GT_CUDA(cudaMalloc(&cout, MAX_ELEMS_X * 2));
   GT_CUDA(cudaMalloc(&wt, MAX_T * 8 * 4));
+  uint16_t *w2g, *cg; /* the grouped GEMM's weight [E_loc, 72, N] and output [capacity, 72] */
+  size_t maxw2 = 0, maxc = 0;
+  for (size_t ci = 0; ci < MOE_CASES; ci++)
+    if (g_cases[ci].E % P == 0) {
+      const moe_case_t *cc = &g_cases[ci];
+      if ((size_t)(cc->E / P) * 72 * cc->N > maxw2) maxw2 = (size_t)(cc->E / P) * 72 * cc->N;
+      if ((size_t)cap_of(cc) * 72 > maxc) maxc = (size_t)cap_of(cc) * 72;
+    }
+  GT_CUDA(cudaMalloc(&w2g, maxw2 * 2));
+  GT_CUDA(cudaMalloc(&cg, maxc * 2));
   int32_t *hids[2][MOE_MAXP]; /* every rank's routing, per call slot */
   for (int i = 0; i < 2; i++)
     for (int s = 0; s < P; s++) hids[i][s] = (int32_t *)malloc(MAX_T * 8 * 4);
@@ -348,6 +418,8 @@ static void *moe_rank(void *arg) {
     moe_check(c, rank, &b, 1, hids[1], "call 2 (back to back)", st);
     /* the combine of the last dispatch (slot 0's) */
     combine_check(c, rank, &b, hids[0], &a0, y2, wt, cout, comm, st);
+    /* the second GEMM on the same layout */
+    grouped_check(c, rank, &b, &a0, w2g, cg, comm, st);
     if (ci != 1) continue;
     /* a CUDA graph of a call, replayed on new inputs */
     cudaGraph_t graph;
@@ -424,7 +496,7 @@ static void *moe_rank(void *arg) {
   for (int i = 0; i < 2; i++)
     cudaFree(b.x[i]), cudaFree(b.y[i]), cudaFree(b.ids[i]), cudaFree(b.off[i]), cudaFree(b.cnt[i]), cudaFree(b.orig[i]);
   for (int i = 0; i < 2; i++) cudaFree(b.xall[i]), cudaFree(b.xoff[i]);
-  cudaFree(y2), cudaFree(cout), cudaFree(wt);
+  cudaFree(y2), cudaFree(cout), cudaFree(wt), cudaFree(w2g), cudaFree(cg);
   cudaFree(b.w), cudaFree(b.rexp), cudaFree(b.yref);
   for (int i = 0; i < 2; i++)
     for (int s = 0; s < P; s++) free(hids[i][s]);

@@ -196,6 +196,29 @@ static void test_combine_validation(void **state) {
   assert_int_equal(moe_combine_validate(&c, 4), MELD_OK);
 }
 
+static void test_gemm_validation(void **state) {
+  (void)state;
+  meld_moe_args_t d = good();
+  meld_moe_gemm_args_t g;
+  memset(&g, 0, sizeof g);
+  g.dispatch = &d, g.a = FAKE(0x800000), g.k = 2048, g.w = FAKE(0x900000), g.n = 1024, g.c = FAKE(0xa00000);
+  assert_int_equal(moe_gemm_validate(&g, 4), MELD_OK);
+  assert_int_equal(moe_gemm_validate(NULL, 4), MELD_ERR_INVALID_ARG);
+  g.k = 2044;
+  assert_int_equal(moe_gemm_validate(&g, 4), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "k 2044")) fail_msg("\"%s\"", meld_last_error());
+  g.k = 2048, g.n = 0;
+  assert_int_equal(moe_gemm_validate(&g, 4), MELD_ERR_INVALID_ARG);
+  g.n = 1024, g.w = FAKE(0x900004);
+  assert_int_equal(moe_gemm_validate(&g, 4), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "w 0x900004")) fail_msg("\"%s\"", meld_last_error());
+  g.w = FAKE(0x900000), g.c = NULL;
+  assert_int_equal(moe_gemm_validate(&g, 4), MELD_ERR_INVALID_ARG);
+  g.c = FAKE(0xa00000), d.capacity = 100;
+  assert_int_equal(moe_gemm_validate(&g, 4), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "dispatch arguments")) fail_msg("\"%s\"", meld_last_error());
+}
+
 static uint64_t rng(uint64_t *s) {
   *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
   return *s;
@@ -241,6 +264,7 @@ int main(void) {
       cmocka_unit_test(test_plan),
       cmocka_unit_test(test_layout_ref),
       cmocka_unit_test(test_combine_validation),
+      cmocka_unit_test(test_gemm_validation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
