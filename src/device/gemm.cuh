@@ -395,11 +395,14 @@ typedef struct {
   int64_t diag_delay_cycles;
   /* Hook (f), grouped rows (additive; NULL = off; cluster_m 1, B [N,K], the 128 x 256 tile, no
    * split-K / stream-K / second A map): grp_brow[m] (device memory, written by an earlier kernel,
-   * read by the producer once per tile) is the first row of B for m-block m's tiles (map_b spans
-   * several weights stacked, e.g. a MoE layer's experts [E, n, k] as [E n, k]), or -1 for an
-   * m-block the call does not use: its tiles are skipped (no loads, no store). A partial last
-   * n-block reads the next weight's first rows; C's map (width n) drops those columns. */
+   * read by the producer once per tile) is the weight of m-block m's tiles, whose B rows start at
+   * grp_brow[m] x grp_rows (map_b spans several weights stacked, e.g. a MoE layer's experts
+   * [E, n, k] as [E n, k], grp_rows = n), or -1 for an m-block the call does not use: its tiles
+   * are skipped (no loads, no store). A partial last n-block reads the next weight's first rows;
+   * C's map (width n) drops those columns. (The table holds the weight's index, not its row, so
+   * GEMMs of other widths share one table: a MoE layer's two GEMMs.) */
   const int32_t *grp_brow;
+  int32_t grp_rows;
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -695,7 +698,10 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
     if (got == 0) break;
     if (got < 0) continue; /* empty stream-K piece */
     int b_row0 = 0; /* hook f: the m-block's weight (its first row of B), or skip it */
-    if (p->grp_brow && (b_row0 = p->grp_brow[t.m_blk]) < 0) continue;
+    if (p->grp_brow) {
+      if ((b_row0 = p->grp_brow[t.m_blk]) < 0) continue;
+      b_row0 *= p->grp_rows;
+    }
     /* hook h: rows of the second A source skip the wait */
     if (has_ready && (uint32_t)(t.m_blk * GEMM_BM - p->a2_row_begin) >= (uint32_t)p->a2_rows) {
       const int fi = (t.m_blk * GEMM_BM) / p->ready.rows_per_flag;

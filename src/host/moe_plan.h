@@ -35,7 +35,7 @@ typedef struct {
   size_t seg;     /* int32 [E]: first row of expert e's segment on its rank                         */
   size_t srcoff;  /* int32 [E]: this rank's first row within expert e's segment                     */
   size_t used;    /* int32 [P]: m-blocks in use on each rank                                        */
-  size_t brow;    /* int32 [capacity / 128]: hook f's table (local expert x n, or -1)               */
+  size_t brow;    /* int32 [capacity / 128]: hook f's table (local expert, or -1)                   */
   size_t sorted;  /* int32 [tokens x topk]: this rank's pairs sorted by expert                      */
   size_t bytes;   /* the whole                                                                      */
 } moe_layout_t;

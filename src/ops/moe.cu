@@ -260,7 +260,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
   __syncthreads();
   for (int j = tid; j < EL; j += nt) {
     const int e = me * EL + j;
-    for (int64_t mb = (v[e] - base) / MOE_BM; mb < (v[e + 1] - base) / MOE_BM; mb++) brow[mb] = (int32_t)(j * a->n);
+    for (int64_t mb = (v[e] - base) / MOE_BM; mb < (v[e + 1] - base) / MOE_BM; mb++) brow[mb] = j;
   }
 }
 
@@ -650,6 +650,7 @@ static meld_result_t moe_grouped_plan(struct meld_comm *comm, const moe_plan_t *
   MELD_CHECK(gemm_plan_make(&gb, &o, &all, &workers));
   gp->map_b = all.map_b;
   gp->grp_brow = (const int32_t *)((uint8_t *)comm->workspace.local + p->ws.brow);
+  gp->grp_rows = (int32_t)n;
   gp->workers = grid;
   return MELD_OK;
 }
