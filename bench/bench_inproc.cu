@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "../tests/gpu/gpu_test.h" /* bf2f */
 #include "bench_common.h"
 #include "coll_plan.h"
 #include "meld.h"
@@ -75,12 +76,6 @@ static uint16_t f2bf(float f) {
   memcpy(&u, &f, 4);
   u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even (finite inputs) */
   return (uint16_t)(u >> 16);
-}
-static float bf2f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
 }
 
 /* count: elements of the op's "count" argument (NCCL convention); send / recv element counts. */

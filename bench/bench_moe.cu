@@ -119,13 +119,6 @@ static void set_variant(int v) {
   }
 }
 
-static float bf2f_h(uint16_t b) {
-  const uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 static void *rank_main(void *arg) {
   const int rank = (int)(intptr_t)arg;
   meld_config_t cfg;
@@ -200,8 +193,8 @@ static void *rank_main(void *arg) {
           GT_CUDA(cudaMemcpy(hw, w + ((size_t)j * r->N + col) * r->H, r->H * 2, cudaMemcpyDeviceToHost));
           GT_CUDA(cudaMemcpy(hy, y + (size_t)hoff[j] * r->N + col, 2, cudaMemcpyDeviceToHost));
           double ref = 0;
-          for (int h = 0; h < r->H; h++) ref += (double)bf2f_h(hx[h]) * bf2f_h(hw[h]);
-          num += (bf2f_h(hy[0]) - ref) * (bf2f_h(hy[0]) - ref), den += ref * ref;
+          for (int h = 0; h < r->H; h++) ref += (double)bf2f(hx[h]) * bf2f(hw[h]);
+          num += (bf2f(hy[0]) - ref) * (bf2f(hy[0]) - ref), den += ref * ref;
         }
       }
       g_err = den > 0 ? sqrt(num / den) : -1;

@@ -27,7 +27,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include "../tests/gpu/attn_ref.h" /* bf2f (and gpu_test.h) */
+#include "../tests/gpu/attn_ref.h" /* (and gpu_test.h: bf2f) */
 #include "bench_common.h"
 #include "meld.h"
 

@@ -687,39 +687,51 @@ static meld_result_t moe_launch(struct meld_comm *comm, const moe_kargs_t *k, in
   return meld_launch_coop(fn, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
 }
 
-extern "C" meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *args, cudaStream_t stream) {
-  const char *fn = "meld_moe_dispatch_gemm";
+/* The common start of the MoE ops: a comm whose ranks share one node, with no earlier failure. */
+static meld_result_t moe_begin(struct meld_comm *comm, const char *fn) {
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   if (comm->nnodes > 1)
-    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes; inter-node MoE dispatch is not supported yet", fn,
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes; inter-node MoE is not supported yet", fn,
                       comm->nnodes);
-  MELD_CHECK(meld_proto_sticky_error(comm, fn));
+  return meld_proto_sticky_error(comm, fn);
+}
+
+/* A call this rank cannot make (error vr, already raised) must not leave its peers waiting: `refuse`
+ * launches the op's kernels as entry handshakes alone, with a hash no valid call has (the peers
+ * fail with "arguments differ"); vr is returned with its message kept. */
+static meld_result_t moe_refuse(struct meld_comm *comm, meld_result_t vr, void (*refuse)(struct meld_comm *, cudaStream_t),
+                                cudaStream_t stream) {
+  if (comm->nranks > 1 && comm->proto && comm->nranks <= MOE_MAX_RANKS) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", meld_last_error());
+    refuse(comm, stream);
+    meld_error(vr, "%s", msg);
+  }
+  return vr;
+}
+
+static void moe_refuse_dispatch(struct meld_comm *comm, cudaStream_t stream) {
+  int g = 0;
+  if (moe_device_setup(comm->device, meld_comm_node_sm_count(comm), &g) != MELD_OK) return;
+  moe_kargs_t k;
+  memset(&k, 0, sizeof k);
+  k.c.handshake_only = 1;
+  k.c.experts = 1;
+  k.c.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_init(), 0xbad0e0e5ull));
+  (void)moe_launch(comm, &k, g, stream);
+}
+
+extern "C" meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *args, cudaStream_t stream) {
+  const char *fn = "meld_moe_dispatch_gemm";
+  MELD_CHECK(moe_begin(comm, fn));
   const int sms = meld_comm_node_sm_count(comm);
   moe_plan_t plan;
   meld_result_t vr = moe_args_validate(args, comm->nranks);
   if (vr == MELD_OK) vr = moe_plan_make(args, comm->nranks, comm->rank, sms, comm->workspace.bytes, &plan);
   int grid = 0;
   if (vr == MELD_OK) vr = moe_device_setup(comm->device, sms, &grid);
-  if (vr != MELD_OK) {
-    /* A call this rank cannot make must not leave its peers waiting: both kernels' entry
-     * handshakes alone, with a hash no valid call has (the peers fail with "arguments differ"). */
-    if (comm->nranks > 1 && comm->proto && comm->nranks <= MOE_MAX_RANKS) {
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s", meld_last_error());
-      int g = 0;
-      if (moe_device_setup(comm->device, sms, &g) == MELD_OK) {
-        moe_kargs_t k;
-        memset(&k, 0, sizeof k);
-        k.c.handshake_only = 1;
-        k.c.experts = 1;
-        k.c.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_init(), 0xbad0e0e5ull));
-        (void)moe_launch(comm, &k, g, stream);
-      }
-      meld_error(vr, "%s", msg);
-    }
-    return vr;
-  }
+  if (vr != MELD_OK) return moe_refuse(comm, vr, moe_refuse_dispatch, stream);
   moe_kargs_t k; /* ~1.5 KB of kernel parameters */
   moe_common_fill(comm, args, &plan, &k.c);
   MELD_CHECK(moe_gemm_fill(comm, args, &plan, grid, &k));
@@ -728,14 +740,22 @@ extern "C" meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe
   return r;
 }
 
+static void moe_refuse_combine(struct meld_comm *comm, cudaStream_t stream) {
+  int g = 0;
+  if (meld_coop_grid((const void *)moe_combine_kernel, MOE_CB_THREADS, 0, 0, meld_comm_node_sm_count(comm), &g) != MELD_OK)
+    return;
+  moe_common_t c;
+  memset(&c, 0, sizeof c);
+  c.handshake_only = 1;
+  c.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_init(), 0xbad0c0b1ull));
+  meld_proto_dev_t proto = meld_proto_dev(comm);
+  void *ka[] = {&proto, &c};
+  (void)meld_launch_coop((const void *)moe_combine_kernel, g, MOE_CB_THREADS, 0, ka, stream);
+}
+
 extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combine_args_t *args, cudaStream_t stream) {
   const char *fn = "meld_moe_combine";
-  meld_error_clear();
-  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  if (comm->nnodes > 1)
-    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes; inter-node MoE is not supported yet", fn,
-                      comm->nnodes);
-  MELD_CHECK(meld_proto_sticky_error(comm, fn));
+  MELD_CHECK(moe_begin(comm, fn));
   const int sms = meld_comm_node_sm_count(comm);
   moe_plan_t plan;
   meld_result_t vr = moe_combine_validate(args, comm->nranks);
@@ -743,25 +763,8 @@ extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combi
   int grid = 0;
   if (vr == MELD_OK)
     vr = meld_coop_grid((const void *)moe_combine_kernel, MOE_CB_THREADS, 0, 0, sms, &grid);
+  if (vr != MELD_OK) return moe_refuse(comm, vr, moe_refuse_combine, stream);
   moe_common_t c;
-  if (vr != MELD_OK) {
-    /* the peers must not wait: this rank's entry handshake alone, with a hash no valid call has */
-    if (comm->nranks > 1 && comm->proto && comm->nranks <= MOE_MAX_RANKS) {
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s", meld_last_error());
-      int g = 0;
-      if (meld_coop_grid((const void *)moe_combine_kernel, MOE_CB_THREADS, 0, 0, sms, &g) == MELD_OK) {
-        memset(&c, 0, sizeof c);
-        c.handshake_only = 1;
-        c.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_init(), 0xbad0c0b1ull));
-        meld_proto_dev_t proto = meld_proto_dev(comm);
-        void *ka[] = {&proto, &c};
-        (void)meld_launch_coop((const void *)moe_combine_kernel, g, MOE_CB_THREADS, 0, ka, stream);
-      }
-      meld_error(vr, "%s", msg);
-    }
-    return vr;
-  }
   moe_common_fill(comm, args->dispatch, &plan, &c);
   c.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_u64(meld_hash_init(), plan.arg_hash), MELD_OP_MOE_COMBINE));
   c.y2 = (const uint8_t *)args->y2;
@@ -777,8 +780,7 @@ extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combi
 
 extern "C" meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_gemm_args_t *args, cudaStream_t stream) {
   const char *fn = "meld_moe_grouped_gemm";
-  meld_error_clear();
-  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
+  MELD_CHECK(moe_begin(comm, fn));
   MELD_CHECK(moe_gemm_validate(args, comm->nranks));
   const int sms = meld_comm_node_sm_count(comm);
   moe_plan_t plan;

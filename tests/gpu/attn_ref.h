@@ -64,13 +64,6 @@ __global__ void ref_attn(const __nv_bfloat16 *q, const __nv_bfloat16 *k, const _
   if (lane == 0) lse[((int64_t)b * H + h) * Sq + i] = sum > 0.f ? mx + logf(sum) : -INFINITY;
 }
 
-static inline float bf2f(uint16_t x) {
-  uint32_t u = (uint32_t)x << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 typedef struct {
   const char *name;
   int B, Sq, Skv, H, Hkv, causal;

@@ -235,6 +235,14 @@ static inline int gt_thread_comm(int rank, int nranks, int ndev, meld_unique_id 
   return 0;
 }
 
+/* A bf16's value (bit pattern) as a float, on the host. */
+static inline float bf2f(uint16_t x) {
+  uint32_t u = (uint32_t)x << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
 /* Deterministic pseudo-random generator for test data (xorshift64*). */
 static inline uint64_t gt_rand_u64(uint64_t *s) {
   *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27;

@@ -40,12 +40,6 @@ static uint16_t *g_in16[IP_MAX];
 static float *g_in32[IP_MAX];
 static uint16_t *g_a[IP_MAX], *g_b[IP_MAX]; /* fused cases: A and B of each rank */
 
-static float bf(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 static uint16_t to_bf(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -102,7 +96,7 @@ static void sizes(int op, size_t count, size_t *ns, size_t *nr) {
 
 /* Expected recv[i] of `rank` (fp32 value before rounding to the dtype). */
 static float expect(int op, int rank, size_t count, size_t i, int fp32) {
-#define IN(r, j) (fp32 ? g_in32[r][j] : bf(g_in16[r][j]))
+#define IN(r, j) (fp32 ? g_in32[r][j] : bf2f(g_in16[r][j]))
   switch (op) {
     case 0: return IN(i / count, i % count);
     case 3: return IN(i / count, (size_t)rank * count + i % count); /* block `rank` of sender i / count */
@@ -141,8 +135,8 @@ static void coll_case(int rank, meld_comm_t comm, cudaStream_t st, int op, kind_
   size_t bad = 0;
   for (size_t i = 0; i < nr; i++) {
     const float ref = expect(op, rank, count, i, fp32);
-    const float want = fp32 ? ref : bf(to_bf(ref));
-    const float got = fp32 ? ((const float *)host)[i] : bf(((const uint16_t *)host)[i]);
+    const float want = fp32 ? ref : bf2f(to_bf(ref));
+    const float got = fp32 ? ((const float *)host)[i] : bf2f(((const uint16_t *)host)[i]);
     if (!(got == want)) bad++; /* rank-order fp32 sums, rounded once: bitwise */
     num += ((double)got - want) * ((double)got - want);
     den += (double)want * want;
@@ -231,7 +225,7 @@ static void b2b_case(int rank, meld_comm_t comm, cudaStream_t st, int op, kind_t
           want = g_in16[j / count][(size_t)i * count + j % count];
         } else {
           float s = 0.0f;
-          for (int r = 0; r < P; r++) s += bf(g_in16[r][(size_t)i * count + j]);
+          for (int r = 0; r < P; r++) s += bf2f(g_in16[r][(size_t)i * count + j]);
           want = to_bf(s);
         }
         bad += host[(size_t)i * per_out + j] != want;
@@ -260,10 +254,10 @@ static double gemm_rs_err(int64_t n, int64_t k, int64_t r0, int64_t rows, const 
     float s = 0.0f;
     for (int r = 0; r < P; r++) {
       float d = 0.0f;
-      for (int64_t q = 0; q < k; q++) d += bf(g_a[r][(r0 + i) * k + q]) * bf(g_b[r][j * k + q]);
+      for (int64_t q = 0; q < k; q++) d += bf2f(g_a[r][(r0 + i) * k + q]) * bf2f(g_b[r][j * k + q]);
       s += d;
     }
-    const double e = (double)bf(got[i * n + j]) - s;
+    const double e = (double)bf2f(got[i * n + j]) - s;
     num += e * e;
     den += (double)s * s;
   }
@@ -339,8 +333,8 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
       for (int64_t j = 0; j < N; j++) {
         const uint16_t *ar = g_a[i / ml] + (i % ml) * K, *br = g_b[rank] + j * K;
         float d = 0.0f;
-        for (int64_t q = 0; q < K; q++) d += bf(ar[q]) * bf(br[q]);
-        const double e = (double)bf(host[i * N + j]) - d;
+        for (int64_t q = 0; q < K; q++) d += bf2f(ar[q]) * bf2f(br[q]);
+        const double e = (double)bf2f(host[i * N + j]) - d;
         num += e * e;
         den += (double)d * d;
       }

@@ -93,13 +93,6 @@ __global__ void ref_moe(float *yref, const int32_t *origin, const __nv_bfloat16 
   yref[i] = acc;
 }
 
-static float bf2f(uint16_t b) {
-  const uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 typedef struct {
   uint16_t *x[2], *xall[2], *w, *y[2];
   int32_t *ids[2], *off[2], *cnt[2], *orig[2], *rexp;
