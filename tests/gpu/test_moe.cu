@@ -93,6 +93,23 @@ __global__ void ref_moe(float *yref, const int32_t *origin, const __nv_bfloat16 
   yref[i] = acc;
 }
 
+/* The worst relative Frobenius error over the expert segments (rows [off[j], + cnt[j]) of n
+ * columns) of y (bf16) against ref (fp32); a NaN stays. */
+static double seg_rel_err(const uint16_t *y, const float *ref, int n, const int32_t *off, const int32_t *cnt, int EL) {
+  double worst = 0;
+  for (int j = 0; j < EL; j++) {
+    double num = 0, den = 0;
+    for (int64_t r = off[j]; r < off[j] + cnt[j]; r++)
+      for (int q = 0; q < n; q++) {
+        const double d = (double)bf2f(y[r * n + q]) - ref[r * n + q];
+        num += d * d, den += (double)ref[r * n + q] * ref[r * n + q];
+      }
+    const double rel = cnt[j] ? sqrt(num / (den > 0 ? den : 1)) : 0;
+    if (!(rel <= worst)) worst = rel;
+  }
+  return worst;
+}
+
 typedef struct {
   uint16_t *x[2], *xall[2], *w, *y[2];
   int32_t *ids[2], *off[2], *cnt[2], *orig[2], *rexp;
@@ -205,17 +222,7 @@ static void moe_check(const moe_case_t *c, int rank, moe_bufs_t *b, int call, in
     GT_CUDA(cudaMemcpyAsync(yr, b->yref, used * N * 4, cudaMemcpyDeviceToHost, st));
     GT_CUDA(cudaMemcpyAsync(y, b->y[call], used * N * 2, cudaMemcpyDeviceToHost, st));
     GT_CUDA(cudaStreamSynchronize(st));
-    double worst = 0;
-    for (int j = 0; j < EL; j++) {
-      double num = 0, den = 0;
-      for (int64_t r = off[j]; r < off[j] + cnt[j]; r++)
-        for (int q = 0; q < N; q++) {
-          const double d = (double)bf2f(y[r * N + q]) - yr[r * N + q];
-          num += d * d, den += (double)yr[r * N + q] * yr[r * N + q];
-        }
-      const double rel = cnt[j] ? sqrt(num / (den > 0 ? den : 1)) : 0;
-      if (!(rel <= worst)) worst = rel; /* (NaN stays) */
-    }
+    const double worst = seg_rel_err(y, yr, N, off, cnt, EL);
     GT_CHECK(worst <= 1e-2, "%s: y relative error %.3g (> 1e-2)", name, worst);
     free(yr), free(y);
   }
@@ -323,17 +330,7 @@ static void grouped_check(const moe_case_t *c, int rank, moe_bufs_t *b, const me
   GT_CUDA(cudaMemcpyAsync(hc, cc, cap * N2 * 2, cudaMemcpyDeviceToHost, st));
   GT_CUDA(cudaStreamSynchronize(st));
   GT_MELD(meld_comm_check(comm));
-  double worst = 0;
-  for (int j = 0; j < EL; j++) {
-    double num = 0, den = 0;
-    for (int64_t r = off[j]; r < off[j] + cnt[j]; r++)
-      for (int q = 0; q < N2; q++) {
-        const double d = (double)bf2f(hc[r * N2 + q]) - yr[r * N2 + q];
-        num += d * d, den += (double)yr[r * N2 + q] * yr[r * N2 + q];
-      }
-    const double rel = cnt[j] ? sqrt(num / (den > 0 ? den : 1)) : 0;
-    if (!(rel <= worst)) worst = rel;
-  }
+  const double worst = seg_rel_err(hc, yr, N2, off, cnt, EL);
   GT_CHECK(worst <= 1e-2, "moe grouped GEMM P=%d T %d E %d k %d: relative error %.3g (> 1e-2)", P, c->T, c->E, K, worst);
   if (rank == 0) gt_log("moe grouped GEMM P=%d T %d E %d k %d n %d: rel err %.3g\n", P, c->T, c->E, K, N2, worst);
   free(off), free(cnt), free(rexp), free(yr), free(hc);
