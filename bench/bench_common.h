@@ -115,4 +115,40 @@ static inline int bench_settle_calls(float ms_per_call, int settle_ms) {
   return n > 100000 ? 100000 : (int)n + 1;
 }
 
+#ifdef __cplusplus
+#include <pthread.h>
+/* One variant of a bench whose ranks are threads of one process (bench_ring_attn, bench_moe), on
+ * every rank: 3 warm-up calls of run(), one timed call (rank 0's time sets *settle, the calls that
+ * fill BENCH_SETTLE_MS, for every rank: the ranks' calls must pair up), those settle calls, then
+ * `samples` (<= 16) samples of `calls` back-to-back calls, each started after a barrier. Returns
+ * this rank's median ms a call (events e0, e1 on stream st). */
+template <class Run>
+static inline float bench_rank_time(Run run, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, pthread_barrier_t *bar,
+                                    int rank, int *settle, int calls, int samples) {
+  for (int i = 0; i < 3; i++) run();
+  cudaEventRecord(e0, st);
+  run();
+  cudaEventRecord(e1, st);
+  cudaEventSynchronize(e1);
+  float est = 0;
+  cudaEventElapsedTime(&est, e0, e1);
+  if (rank == 0) *settle = bench_settle_calls(est, bench_settle_ms());
+  pthread_barrier_wait(bar);
+  const int n = *settle;
+  for (int i = 0; i < n; i++) run();
+  cudaStreamSynchronize(st);
+  float t[16];
+  for (int smp = 0; smp < samples; smp++) {
+    pthread_barrier_wait(bar);
+    cudaEventRecord(e0, st);
+    for (int i = 0; i < calls; i++) run();
+    cudaEventRecord(e1, st);
+    cudaEventSynchronize(e1);
+    cudaEventElapsedTime(&t[smp], e0, e1);
+    t[smp] /= (float)calls;
+  }
+  return bench_median(t, samples);
+}
+#endif
+
 #endif

@@ -205,52 +205,29 @@ static void *rank_main(void *arg) {
       if (rank == 0) set_variant(v);
       pthread_barrier_wait(&g_bar);
       const float one = 1.f, zero = 0.f;
-#define RUN()                                                                                                     \
-  do {                                                                                                            \
-    if (v == 4) {                                                                                                 \
-      for (int j = 0; j < EL; j++)                                                                                \
-        if (hcnt[j]) {                                                                                            \
-          meld_gemm_args_t ga;                                                                                    \
-          memset(&ga, 0, sizeof ga);                                                                              \
-          ga.a = xa + (size_t)hoff[j] * r->H, ga.lda = r->H, ga.b = w + (size_t)j * r->N * r->H, ga.ldb = r->H;   \
-          ga.b_layout = MELD_B_NK, ga.c = y + (size_t)hoff[j] * r->N, ga.ldc = r->N;                              \
-          ga.m = hcnt[j], ga.n = r->N, ga.k = r->H;                                                               \
-          GT_MELD(meld_gemm(&ga, st));                                                                            \
-        }                                                                                                         \
-    } else if (v != 3) {                                                                                          \
-      GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));                                                              \
-    } else {                                                                                                      \
-      for (int j = 0; j < EL; j++)                                                                                \
-        if (hcnt[j])                                                                                              \
-          cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, r->N, hcnt[j], r->H, &one, w + (size_t)j * r->N * r->H,      \
-                       CUDA_R_16BF, r->H, xa + (size_t)hoff[j] * r->H, CUDA_R_16BF, r->H, &zero,                  \
-                       y + (size_t)hoff[j] * r->N, CUDA_R_16BF, r->N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);   \
-    }                                                                                                             \
-  } while (0)
-      for (int i = 0; i < 3; i++) RUN();
-      GT_CUDA(cudaEventRecord(e0, st));
-      RUN();
-      GT_CUDA(cudaEventRecord(e1, st));
-      GT_CUDA(cudaEventSynchronize(e1));
-      float est = 0;
-      GT_CUDA(cudaEventElapsedTime(&est, e0, e1));
-      if (rank == 0) g_settle = bench_settle_calls(est, settle_ms);
-      pthread_barrier_wait(&g_bar);
-      const int settle = g_settle; /* (every variant sustained alike: burst timings flatter short work) */
-      for (int i = 0; i < settle; i++) RUN();
-      GT_CUDA(cudaStreamSynchronize(st));
-      float t[16];
-      for (int smp = 0; smp < g_samples; smp++) {
-        pthread_barrier_wait(&g_bar);
-        GT_CUDA(cudaEventRecord(e0, st));
-        for (int i = 0; i < g_calls; i++) RUN();
-        GT_CUDA(cudaEventRecord(e1, st));
-        GT_CUDA(cudaEventSynchronize(e1));
-        GT_CUDA(cudaEventElapsedTime(&t[smp], e0, e1));
-        t[smp] /= (float)g_calls;
-      }
-#undef RUN
-      g_ms[rank][v] = bench_median(t, g_samples);
+      auto run = [&] {
+        if (v == 4) {
+          for (int j = 0; j < EL; j++)
+            if (hcnt[j]) {
+              meld_gemm_args_t ga;
+              memset(&ga, 0, sizeof ga);
+              ga.a = xa + (size_t)hoff[j] * r->H, ga.lda = r->H, ga.b = w + (size_t)j * r->N * r->H, ga.ldb = r->H;
+              ga.b_layout = MELD_B_NK, ga.c = y + (size_t)hoff[j] * r->N, ga.ldc = r->N;
+              ga.m = hcnt[j], ga.n = r->N, ga.k = r->H;
+              GT_MELD(meld_gemm(&ga, st));
+            }
+        } else if (v != 3) {
+          GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));
+        } else {
+          for (int j = 0; j < EL; j++)
+            if (hcnt[j])
+              cublasGemmEx(cb, CUBLAS_OP_T, CUBLAS_OP_N, r->N, hcnt[j], r->H, &one, w + (size_t)j * r->N * r->H,
+                           CUDA_R_16BF, r->H, xa + (size_t)hoff[j] * r->H, CUDA_R_16BF, r->H, &zero,
+                           y + (size_t)hoff[j] * r->N, CUDA_R_16BF, r->N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        }
+      };
+      /* (every variant sustained alike: burst timings flatter short work) */
+      g_ms[rank][v] = bench_rank_time(run, st, e0, e1, &g_bar, rank, &g_settle, g_calls, g_samples);
     }
     GT_MELD(meld_comm_check(comm));
     pthread_barrier_wait(&g_bar);

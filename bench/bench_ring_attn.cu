@@ -138,31 +138,8 @@ static void *rank_main(void *arg) {
       az.zigzag = 1;
       const bool comp = v == 2 || !strncmp(g_var[v], "compute[", 8);
       const meld_attention_args_t *x = comp ? &c : v == 3 ? &az : &a;
-#define RUN() GT_MELD(comp ? meld_attention(x, st) : meld_ring_attention(comm, x, st))
-      for (int i = 0; i < 3; i++) RUN();
-      GT_CUDA(cudaEventRecord(e0, st));
-      RUN();
-      GT_CUDA(cudaEventRecord(e1, st));
-      GT_CUDA(cudaEventSynchronize(e1));
-      float est = 0;
-      GT_CUDA(cudaEventElapsedTime(&est, e0, e1));
-      if (rank == 0) g_settle = bench_settle_calls(est, settle_ms);
-      pthread_barrier_wait(&g_bar);
-      const int settle = g_settle;
-      for (int i = 0; i < settle; i++) RUN();
-      GT_CUDA(cudaStreamSynchronize(st));
-      float t[16];
-      for (int smp = 0; smp < g_samples; smp++) {
-        pthread_barrier_wait(&g_bar);
-        GT_CUDA(cudaEventRecord(e0, st));
-        for (int i = 0; i < g_calls; i++) RUN();
-        GT_CUDA(cudaEventRecord(e1, st));
-        GT_CUDA(cudaEventSynchronize(e1));
-        GT_CUDA(cudaEventElapsedTime(&t[smp], e0, e1));
-        t[smp] /= (float)g_calls;
-      }
-#undef RUN
-      g_ms[rank][v] = bench_median(t, g_samples);
+      g_ms[rank][v] = bench_rank_time([&] { GT_MELD(comp ? meld_attention(x, st) : meld_ring_attention(comm, x, st)); },
+                                      st, e0, e1, &g_bar, rank, &g_settle, g_calls, g_samples);
     }
     GT_MELD(meld_comm_check(comm));
     pthread_barrier_wait(&g_bar);
