@@ -367,6 +367,41 @@ static void test_stream_k_check(void **state) {
   assert_non_null(strstr(why, "split_k 1"));
 }
 
+/* gemm_params_check on hook f (grouped rows: the MoE grouped GEMM): legal with the plain 128 x 256
+ * engine schedule and a row count per weight; refused with clusters, B [K,N], the wide tile,
+ * split-K, stream-K, a second A map, the small-M kernel, or no grp_rows. */
+static void test_grouped_check(void **state) {
+  (void)state;
+  gemm_params_t p;
+  memset(&p, 0, sizeof p);
+  char why[256];
+  p.m = 8192; p.n = 4096; p.k = 7168;
+  p.tiles_m = 64; p.tiles_n = 16; p.k_blocks = 112;
+  p.cluster_m = 1; p.group_m = 16; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 112;
+  p.split_from = 64 * 16;
+  p.grp_brow = (const int32_t *)64; p.grp_rows = 4096;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  p.grp_rows = 0;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "grp_rows"));
+  p.grp_rows = 4096;
+  gemm_params_t q = p;
+  q.cluster_m = 2;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  q = p, q.b_kn = 1;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "grouped rows"));
+  q = p, q.a2_rows = 128;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "grouped rows"));
+  q = p, q.split_k = 2, q.kb_per_split = 56, q.split_from = 0, q.workspace = (float *)64, q.counters = (uint32_t *)64;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  q = p, q.sk_tiles = 100, q.sk_workers = 132, q.sk_parts = 3, q.sk_cmax = 3, q.workspace = (float *)64;
+  q.counters = (uint32_t *)64;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "grouped rows"));
+}
+
 /* The small-M kernel: when meld_gemm takes it, its cluster size, and the legality check. */
 static void test_skinny_rules(void **state) {
   (void)state;
@@ -697,7 +732,7 @@ int main(void) {
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
-      cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
+      cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
       cmocka_unit_test(test_copy_tma_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
