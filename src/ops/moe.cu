@@ -587,6 +587,9 @@ static meld_result_t moe_device_setup(int dev, int sm_count, int *grid) {
                             &g1));
   MELD_CHECK(meld_coop_grid((const void *)moe_kernel<0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
   MELD_CHECK(meld_coop_grid((const void *)moe_kernel<1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
+  int gg = 0; /* (meld_moe_grouped_gemm's kernel: its shared-memory limit set once, here) */
+  MELD_CHECK(meld_coop_grid((const void *)moe_gemm_kernel<0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
+  MELD_CHECK(meld_coop_grid((const void *)moe_gemm_kernel<1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
   if (dev < MOE_MAX_DEVICES) g_moe_grid[dev] = *grid;
   return MELD_OK;
 }
@@ -793,7 +796,6 @@ extern "C" meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_
   if (gemm_params_check(&p, grid, why, sizeof why))
     return meld_error(MELD_ERR_INTERNAL, "%s: GEMM plan rejected: %s", fn, why);
   const void *kfn = p.epi_defer ? (const void *)moe_gemm_kernel<1> : (const void *)moe_gemm_kernel<0>;
-  MELD_CUDA_CHECK(cudaFuncSetAttribute(kfn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)GEMM_SMEM_BYTES));
   void *ka[] = {&p};
   MELD_CUDA_CHECK(cudaLaunchKernel(kfn, dim3((unsigned)grid), dim3(GEMM_THREADS), ka, GEMM_SMEM_BYTES, stream));
   return MELD_OK;
