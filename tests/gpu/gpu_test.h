@@ -24,6 +24,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -233,6 +234,30 @@ static inline int gt_thread_comm(int rank, int nranks, int ndev, meld_unique_id 
   if (!*comm) return 1;
   GT_CUDA(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
   return 0;
+}
+
+/* The next rank count of a comma list ("1,2,4") at *s, which advances past it: the count, 0 at the
+ * list's end, or -1 (a message naming prog and the list) when it is not a number in 1..max. */
+static inline int gt_next_count(const char **s, int max, const char *prog, const char *list) {
+  if (!**s) return 0;
+  char *end = NULL;
+  const long n = strtol(*s, &end, 10);
+  if (end == *s || n < 1 || n > max) {
+    fprintf(stderr, "%s: rank counts '%s': a list of 1..%d\n", prog, list, max);
+    return -1;
+  }
+  *s = *end ? end + 1 : end;
+  return (int)n;
+}
+
+/* Ranks as threads (tests of one process): fn((void *)rank) on P threads, with *bar a barrier of
+ * the P threads while they run; returns when all have ended. */
+static inline void gt_run_ranks(int P, void *(*fn)(void *), pthread_barrier_t *bar) {
+  pthread_t th[64];
+  pthread_barrier_init(bar, NULL, (unsigned)P);
+  for (int r = 0; r < P && r < 64; r++) pthread_create(&th[r], NULL, fn, (void *)(intptr_t)r);
+  for (int r = 0; r < P && r < 64; r++) pthread_join(th[r], NULL);
+  pthread_barrier_destroy(bar);
 }
 
 /* A bf16's value (bit pattern) as a float, on the host. */

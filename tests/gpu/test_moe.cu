@@ -505,14 +505,12 @@ int main(int argc, char **argv) {
     printf("test_moe: no Hopper GPU: skipped\n[  PASSED  ] 0 test(s).\n");
     return 0;
   }
-  for (const char *s = list; *s;) {
-    char *end = NULL;
-    const long n = strtol(s, &end, 10);
-    if (end == s || n < 1 || n > MOE_MAXP) {
-      fprintf(stderr, "test_moe: rank counts '%s': a list of 1..%d\n", list, MOE_MAXP);
-      return 2;
+  for (const char *s = list;;) {
+    P = gt_next_count(&s, MOE_MAXP, "test_moe", list);
+    if (P <= 0) {
+      if (P < 0) return 2;
+      break;
     }
-    P = (int)n;
     if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
     static const struct {
       const char *name, *ctas, *copy;
@@ -529,13 +527,8 @@ int main(int argc, char **argv) {
         printf("meld_get_unique_id: %s\n", meld_last_error());
         return 1;
       }
-      pthread_barrier_init(&g_bar, NULL, (unsigned)P);
-      pthread_t th[MOE_MAXP];
-      for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, moe_rank, (void *)(intptr_t)r);
-      for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
-      pthread_barrier_destroy(&g_bar);
+      gt_run_ranks(P, moe_rank, &g_bar);
     }
-    s = *end ? end + 1 : end;
   }
   return gt_summary("test_moe");
 }
