@@ -117,6 +117,25 @@ static inline int bench_settle_calls(float ms_per_call, int settle_ms) {
 
 #ifdef __cplusplus
 #include <pthread.h>
+/* The arguments of a bench whose ranks are threads of one process (bench_ring_attn, bench_moe):
+ * --ranks P, --long / --quick (*lng 1 / 0), --calls N, --samples N, --json FILE. 0, or 2 after a
+ * usage line. */
+static inline int bench_inproc_args(int argc, char **argv, int *P, int *lng, int *calls, int *samples, const char **json) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) *P = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--long")) *lng = 1;
+    else if (!strcmp(argv[i], "--quick")) *lng = 0; /* (the default rows) */
+    else if (!strcmp(argv[i], "--calls") && i + 1 < argc) *calls = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--samples") && i + 1 < argc) *samples = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) *json = argv[++i];
+    else {
+      fprintf(stderr, "usage: %s [--ranks P] [--long | --quick] [--calls N] [--samples N] [--json FILE]\n", argv[0]);
+      return 2;
+    }
+  }
+  return 0;
+}
+
 /* One variant of a bench whose ranks are threads of one process (bench_ring_attn, bench_moe), on
  * every rank: 3 warm-up calls of run(), one timed call (rank 0's time sets *settle, the calls that
  * fill BENCH_SETTLE_MS, for every rank: the ranks' calls must pair up), those settle calls, then

@@ -182,21 +182,8 @@ static void *rank_main(void *arg) {
 int main(int argc, char **argv) {
   gt_inproc_env();
   int lng = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--ranks") && i + 1 < argc) P = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--long")) lng = 1;
-    else if (!strcmp(argv[i], "--quick")) lng = 0; /* (the default: the 4096-token rows) */
-    else if (!strcmp(argv[i], "--calls") && i + 1 < argc) g_calls = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--samples") && i + 1 < argc) g_samples = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--json") && i + 1 < argc) g_json = argv[++i];
-    else {
-      fprintf(stderr, "usage: %s [--ranks P] [--long] [--quick] [--calls N] [--samples N] [--json FILE]\n", argv[0]);
-      return 2;
-    }
-  }
-  cudaDeviceProp prop;
-  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
-      prop.major != 9) {
+  if (bench_inproc_args(argc, argv, &P, &lng, &g_calls, &g_samples, &g_json)) return 2;
+  if (!gt_hopper(&g_ndev)) {
     printf("bench_ring_attn: no Hopper GPU: skipped\n");
     return 0;
   }

@@ -170,9 +170,9 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
   MELD_CHECK(meld_env_int64("MELD_MOE_GROUP_M", 1, 1024, &v));
   p->group_m = (int)v;
   const char *cp = getenv("MELD_MOE_COPY");
-  p->copy = 1;
+  p->copy = MOE_COPY_BULK;
   if (cp && *cp) {
-    if (!strcmp(cp, "vec")) p->copy = 0;
+    if (!strcmp(cp, "vec")) p->copy = MOE_COPY_VEC;
     else if (strcmp(cp, "bulk") != 0)
       return meld_error(MELD_ERR_INVALID_ARG, "MELD_MOE_COPY=%s: not vec or bulk", cp);
   }

@@ -19,6 +19,7 @@ extern "C" {
 #define MOE_MAX_TOPK 64
 #define MOE_ROUTE_THREADS 1024
 #define MOE_MAX_COMM_CTAS 64
+enum { MOE_COPY_VEC = 0, MOE_COPY_BULK = 1 }; /* the comm CTAs' copies (moe_plan_t.copy) */
 
 /* Where things live in every rank's workspace (byte offsets, 256-aligned; the same on every
  * rank for the regions peers write: staging, origins, block counters, counts). The local
@@ -75,7 +76,8 @@ meld_result_t moe_args_validate(const meld_moe_args_t *a, int nranks);
 meld_result_t moe_plan_make(const meld_moe_args_t *a, int nranks, int rank, int sm_count, size_t ws_bytes,
                             moe_plan_t *p);
 
-/* The layout arithmetic of the routing kernel, for the host's tests: from the counts matrix
+/* The layout rule the routing kernel applies (in parallel, on the device), stated on the host
+ * for the unit test's brute-force check; test_moe checks the device's layout on the GPU. From the counts matrix
  * cnt[P][E] (rank s's rows per global expert) fills, for the rank `me`, seg[E] (first row of
  * expert e's segment on its rank), srcoff[E] (me's first row within it) and used[P] (m-blocks in
  * use per rank); returns the first rank whose padded rows exceed capacity, or -1. */

@@ -123,6 +123,12 @@ MELD_DEV int64_t moe_block_exscan(int64_t *v, int n, int64_t *wt) {
  * lanes with the same expert: the pairs of an expert in pair order. */
 #define MOE_RW (MOE_ROUTE_THREADS / 32)
 #define MOE_RU 8 /* pairs a lane loads ahead */
+/* A lane's MOE_RU ids of the 32 x MOE_RU pairs from c0 (-1 past hi), loaded ahead of their use. */
+MELD_DEV void moe_ids_ahead(const moe_common_t *a, int c0, int hi, int lane, int32_t *ev) {
+#pragma unroll
+  for (int u = 0; u < MOE_RU; u++) ev[u] = c0 + 32 * u + lane < hi ? a->ids[c0 + 32 * u + lane] : -1;
+}
+
 MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
   __shared__ int64_t wt[32];
   __shared__ int32_t s_bad, s_fail, s_over;
@@ -140,8 +146,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
   int32_t *mine = wh + w * E;
   for (int c0 = lo; c0 < hi; c0 += 32 * MOE_RU) {
     int32_t ev[MOE_RU];
-#pragma unroll
-    for (int u = 0; u < MOE_RU; u++) ev[u] = c0 + 32 * u + lane < hi ? a->ids[c0 + 32 * u + lane] : -1;
+    moe_ids_ahead(a, c0, hi, lane, ev);
 #pragma unroll
     for (int u = 0; u < MOE_RU; u++) {
       const int e = ev[u];
@@ -181,8 +186,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
   __syncthreads();
   for (int c0 = lo; c0 < hi; c0 += 32 * MOE_RU) {
     int32_t ev[MOE_RU];
-#pragma unroll
-    for (int u = 0; u < MOE_RU; u++) ev[u] = c0 + 32 * u + lane < hi ? a->ids[c0 + 32 * u + lane] : -1;
+    moe_ids_ahead(a, c0, hi, lane, ev);
 #pragma unroll
     for (int u = 0; u < MOE_RU; u++) {
       const int e = ev[u];
@@ -298,7 +302,6 @@ MELD_DEV int moe_expert_of_row(const int32_t *seg, int d, int EL, int64_t row) {
 #define MOE_BAR_OFF (MOE_NB * MOE_PIECE)
 #define MOE_PEND_OFF (MOE_BAR_OFF + 8 * MOE_NB) /* per buffer: destination (8 B), bytes (8 B) */
 static_assert(MOE_PEND_OFF + 16 * MOE_NB + 1024 <= GEMM_SMEM_BYTES, "bulk buffers exceed the kernel's smem");
-enum { MOE_COPY_VEC = 0, MOE_COPY_BULK = 1 };
 
 MELD_DEV void moe_bulk_store(uint32_t sbase, uint32_t q) {
   const uint32_t b = q % MOE_NB;

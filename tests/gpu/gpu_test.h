@@ -250,6 +250,14 @@ static inline int gt_next_count(const char **s, int max, const char *prog, const
   return (int)n;
 }
 
+/* GPUs present into *ndev; 1 if GPU 0 is a Hopper (sm_90), else 0: the ranks-as-threads programs'
+ * probe (they skip without one). */
+static inline int gt_hopper(int *ndev) {
+  cudaDeviceProp prop;
+  return cudaGetDeviceCount(ndev) == cudaSuccess && *ndev >= 1 && cudaGetDeviceProperties(&prop, 0) == cudaSuccess &&
+         prop.major == 9;
+}
+
 /* Ranks as threads (tests of one process): fn((void *)rank) on P threads, with *bar a barrier of
  * the P threads while they run; returns when all have ended. */
 static inline void gt_run_ranks(int P, void *(*fn)(void *), pthread_barrier_t *bar) {

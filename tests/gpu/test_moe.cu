@@ -499,9 +499,7 @@ int main(int argc, char **argv) {
   gt_inproc_env();
   setenv("MELD_WORKSPACE_BYTES", "256M", 0); /* the largest case stages 34816 rows of 1024 at 4 ranks */
   const char *list = argc > 1 ? argv[1] : "1,2,3,4";
-  cudaDeviceProp prop;
-  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
-      prop.major != 9) {
+  if (!gt_hopper(&g_ndev)) {
     printf("test_moe: no Hopper GPU: skipped\n[  PASSED  ] 0 test(s).\n");
     return 0;
   }

@@ -205,9 +205,7 @@ static void *ring_rank(void *arg) {
 int main(int argc, char **argv) {
   gt_inproc_env();
   const char *list = argc > 1 ? argv[1] : "2,3,4";
-  cudaDeviceProp prop;
-  if (cudaGetDeviceCount(&g_ndev) != cudaSuccess || g_ndev < 1 || cudaGetDeviceProperties(&prop, 0) != cudaSuccess ||
-      prop.major != 9) {
+  if (!gt_hopper(&g_ndev)) {
     printf("test_ring_attn: no Hopper GPU: skipped\n[  PASSED  ] 0 test(s).\n");
     return 0;
   }

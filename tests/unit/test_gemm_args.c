@@ -338,16 +338,22 @@ static void test_static_schedule(void **state) {
   }
 }
 
+/* Legal params of the plain engine schedule for m x n x k (128 x 256 tiles, no split). */
+static gemm_params_t plain_params(int m, int n, int k) {
+  gemm_params_t p;
+  memset(&p, 0, sizeof p);
+  p.m = m, p.n = n, p.k = k;
+  p.tiles_m = (m + 127) / 128, p.tiles_n = (n + 255) / 256, p.k_blocks = (k + 63) / 64;
+  p.cluster_m = 1, p.group_m = 16, p.c = (void *)16, p.split_k = 1, p.kb_per_split = p.k_blocks;
+  p.split_from = p.tiles_m * p.tiles_n;
+  return p;
+}
+
 /* gemm_params_check on stream-K fields (no GPU: pure validation). */
 static void test_stream_k_check(void **state) {
   (void)state;
-  gemm_params_t p;
-  memset(&p, 0, sizeof p);
+  gemm_params_t p = plain_params(8192, 8192, 8192);
   char why[256];
-  p.m = 8192; p.n = 8192; p.k = 8192;
-  p.tiles_m = 64; p.tiles_n = 32; p.k_blocks = 128;
-  p.cluster_m = 1; p.group_m = 16; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 128;
-  p.split_from = 64 * 32;
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
   p.sk_tiles = 200; p.sk_workers = 132; p.sk_parts = 3; p.sk_cmax = 3;
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
@@ -372,13 +378,8 @@ static void test_stream_k_check(void **state) {
  * split-K, stream-K, a second A map, the small-M kernel, or no grp_rows. */
 static void test_grouped_check(void **state) {
   (void)state;
-  gemm_params_t p;
-  memset(&p, 0, sizeof p);
+  gemm_params_t p = plain_params(8192, 4096, 7168);
   char why[256];
-  p.m = 8192; p.n = 4096; p.k = 7168;
-  p.tiles_m = 64; p.tiles_n = 16; p.k_blocks = 112;
-  p.cluster_m = 1; p.group_m = 16; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 112;
-  p.split_from = 64 * 16;
   p.grp_brow = (const int32_t *)64; p.grp_rows = 4096;
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
   p.grp_rows = 0;

@@ -1,8 +1,9 @@
 /* test_moe_plan.c — meld_moe_dispatch_gemm's host side on the CPU: every refused argument with
  * its sentence; the workspace layout (regions in order, 256-aligned, sized, the public size
  * function equal to the plan's); the plan (workspace too small names the size, the comm-CTA
- * override, the argument hash over what ranks must share); and the layout arithmetic the routing
- * kernel runs (moe_layout_ref) against a brute force over random count matrices: every expert's
+ * override, the argument hash over what ranks must share); and the layout rule (moe_layout_ref,
+ * the host's statement of what the routing kernel computes on the device; test_moe checks the
+ * device's) against a brute force over random count matrices: every expert's
  * segment starts at a multiple of 128 after the padded segments of the experts before it on its
  * rank, a rank's rows inside a segment start after the lower ranks', blocks in use, overflow. */
 #include <setjmp.h>
