@@ -12,7 +12,12 @@
  *   comm         MELD_MOE_DIAG=2: no GEMM: the routing and the copies alone,
  *   cublas-loop  one cuBLAS GEMM per local expert on its rows (unpadded), this rank's stream:
  *                the compute of an unfused implementation (no dispatch),
- *   meld-loop    the same with meld_gemm (the engine at each expert's shape, no grouping).
+ *   meld-loop    the same with meld_gemm (the engine at each expert's shape, no grouping),
+ *   swiglu       the op with activation MELD_MOE_ACT_SWIGLU (y = silu(gate) x up, n / 2 columns:
+ *                the gated epilogue; the same GEMM work),
+ *   ffn          meld_moe_ffn: the whole layer (dispatch + gated GEMM, the second grouped GEMM
+ *                [E, hidden, n / 2], the combine); its TFLOP/s count both GEMMs (1.5x).
+ * (The layer's peer is bench/moe_torch.py's "torch layer".)
  * BENCH_MOE_AB (a comma list of "VAR=VAL" or "VAR=VAL+VAR=VAL"): more fused variants with those
  * variables set (by rank 0, between barriers), e.g. MELD_MOE_COMM_CTAS=32.
  * Each variant: 3 warm-up calls, BENCH_SETTLE_MS of calls, then --samples samples of --calls
@@ -41,9 +46,11 @@ static int P = 0, g_calls = 5, g_samples = 5, g_ndev = 1, g_nrows = 0;
 static row_t g_rows[8];
 static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
-#define NVAR 10
-#define NBASE 5 /* the variants before the BENCH_MOE_AB ones */
-static char g_var[NVAR][128] = {"fused", "nocopy", "comm", "cublas-loop", "meld-loop"};
+#define NVAR 12
+#define NBASE 7 /* the variants before the BENCH_MOE_AB ones */
+static char g_var[NVAR][128] = {"fused", "nocopy", "comm", "cublas-loop", "meld-loop", "swiglu", "ffn"};
+#define V_SWIGLU 5
+#define V_FFN 6
 static int g_nvar = NBASE;
 static float g_ms[8][NVAR];
 static int64_t g_rows_recv[8];
@@ -138,8 +145,21 @@ static void *rank_main(void *arg) {
     mi = mi > (size_t)r->T * r->topk ? mi : (size_t)r->T * r->topk;
     mc = mc > cap ? mc : cap;
   }
-  uint16_t *x, *w, *y, *xa;
+  uint16_t *x, *w, *y, *xa, *w2, *out;
   int32_t *ids, *off, *cnt, *orig;
+  float *wts;
+  void *scratch;
+  size_t mscr = 0;
+  for (int i = 0; i < g_nrows; i++) {
+    const row_t *r = &g_rows[i];
+    const size_t cap = (size_t)r->T * r->topk * P + (size_t)128 * (r->E / P);
+    const size_t b = meld_moe_ffn_scratch_bytes(P, r->E, r->H, r->N / 2, (int64_t)(cap + 127) / 128 * 128);
+    mscr = b > mscr ? b : mscr;
+  }
+  GT_CUDA(cudaMalloc(&w2, mw)); /* [E_loc, hidden, n / 2]: half of w's elements */
+  GT_CUDA(cudaMalloc(&out, mx * 2));
+  GT_CUDA(cudaMalloc(&wts, mi * 4));
+  GT_CUDA(cudaMalloc(&scratch, mscr));
   GT_CUDA(cudaMalloc(&x, mx * 2));
   GT_CUDA(cudaMalloc(&w, mw * 2));
   GT_CUDA(cudaMalloc(&y, my * 2));
@@ -165,10 +185,24 @@ static void *rank_main(void *arg) {
     gt_fill_bf16<<<256, 256, 0, st>>>(w, (size_t)EL * r->N * r->H, 200 + rank);
     gt_fill_bf16<<<256, 256, 0, st>>>(xa, (size_t)g_capacity * r->H, 300 + rank);
     GT_CUDA(cudaMemcpyAsync(ids, g_ids[rank], (size_t)r->T * r->topk * 4, cudaMemcpyHostToDevice, st));
+    gt_fill_bf16<<<256, 256, 0, st>>>(w2, (size_t)EL * r->H * (r->N / 2), 400 + rank);
+    {
+      float *hw = (float *)malloc((size_t)r->T * r->topk * 4);
+      for (int64_t i = 0; i < (int64_t)r->T * r->topk; i++) hw[i] = 1.f / r->topk;
+      GT_CUDA(cudaMemcpy(wts, hw, (size_t)r->T * r->topk * 4, cudaMemcpyHostToDevice));
+      free(hw);
+    }
     meld_moe_args_t a;
     memset(&a, 0, sizeof a);
     a.x = x, a.topk_ids = ids, a.tokens = r->T, a.topk = r->topk, a.experts = r->E, a.hidden = r->H, a.w = w;
     a.n = r->N, a.y = y, a.capacity = g_capacity, a.expert_offsets = off, a.expert_counts = cnt, a.row_origin = orig;
+    meld_moe_args_t ag = a; /* the gated variant */
+    ag.activation = MELD_MOE_ACT_SWIGLU;
+    meld_moe_ffn_args_t fa;
+    memset(&fa, 0, sizeof fa);
+    fa.x = x, fa.topk_ids = ids, fa.topk_weights = wts, fa.tokens = r->T, fa.topk = r->topk, fa.experts = r->E;
+    fa.hidden = r->H, fa.w1 = w, fa.w2 = w2, fa.ffn = r->N / 2, fa.out = out, fa.scratch = scratch;
+    fa.capacity = g_capacity > (int64_t)r->T * r->topk ? g_capacity : ((int64_t)r->T * r->topk + 127) / 128 * 128;
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
     if (rank == 0) unsetenv("MELD_MOE_DIAG");
@@ -216,6 +250,10 @@ static void *rank_main(void *arg) {
               ga.m = hcnt[j], ga.n = r->N, ga.k = r->H;
               GT_MELD(meld_gemm(&ga, st));
             }
+        } else if (v == V_SWIGLU) {
+          GT_MELD(meld_moe_dispatch_gemm(comm, &ag, st));
+        } else if (v == V_FFN) {
+          GT_MELD(meld_moe_ffn(comm, &fa, st));
         } else if (v != 3) {
           GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));
         } else {
@@ -239,7 +277,7 @@ static void *rank_main(void *arg) {
       int64_t rows = 0;
       for (int d = 0; d < P; d++) rows += g_rows_recv[d];
       for (int v = 0; v < g_nvar; v++) {
-        const double tf = 2.0 * rows * r->N * r->H / (worst[v] * 1e-3) / 1e12;
+        const double tf = (v == V_FFN ? 3.0 : 2.0) * rows * r->N * r->H / (worst[v] * 1e-3) / 1e12;
         char name[160];
         snprintf(name, sizeof name, "P%d %s T%d %s", P, r->name, r->T, g_var[v]);
         printf("%-44s %10.4f %9.1f %9.3f %9.2e\n", name, worst[v], tf, worst[v] / worst[1], v ? 0.0 : g_err);
@@ -247,13 +285,13 @@ static void *rank_main(void *arg) {
           FILE *jf = fopen(g_json, "a");
           if (jf) {
             fprintf(jf,
-                    "{\"op\": \"moe_dispatch_gemm\", \"shape\": {\"model\": \"%s\", \"tokens\": %d, \"hidden\": %d, "
+                    "{\"op\": \"%s\", \"shape\": {\"model\": \"%s\", \"tokens\": %d, \"hidden\": %d, "
                     "\"n\": %d, \"experts\": %d, \"topk\": %d, \"zipf\": %.2f, \"capacity\": %lld, \"rows_all_ranks\": "
                     "%lld}, \"variant\": \"%s\", \"nranks\": %d, \"nnodes\": 1, \"gpus\": %d, \"dtype\": \"bf16\", "
                     "\"meld_ms\": %.5f, \"nocopy_ms\": %.5f, \"comm_ms\": %.5f, \"cublas_loop_ms\": %.5f, "
                     "\"tflops_useful\": %.1f, \"settle_ms\": %d, \"rel_err_sample\": %.3e, \"gpu\": \"%s\", "
                     "\"driver\": \"%s\", \"cuda\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
-                    r->name, r->T, r->H, r->N, r->E, r->topk, r->zipf, (long long)g_capacity, (long long)rows,
+                    v == V_FFN ? "moe_ffn" : "moe_dispatch_gemm", r->name, r->T, r->H, r->N, r->E, r->topk, r->zipf, (long long)g_capacity, (long long)rows,
                     g_var[v], P, g_ndev < P ? g_ndev : P, worst[v], worst[1], worst[2], worst[3], tf, settle_ms,
                     g_err, g_env.gpu, g_env.driver, g_env.cuda, g_env.date, g_env.commit);
             fclose(jf);
@@ -264,6 +302,7 @@ static void *rank_main(void *arg) {
     }
   }
   GT_CUDA(cudaStreamSynchronize(st));
+  cudaFree(w2), cudaFree(out), cudaFree(wts), cudaFree(scratch);
   cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(xa), cudaFree(ids), cudaFree(off), cudaFree(cnt), cudaFree(orig);
   cudaEventDestroy(e0), cudaEventDestroy(e1);
   cublasDestroy(cb);

@@ -6,6 +6,10 @@ its [E, hidden, n] view), and the grouped GEMM alone. The routing is bench_moe's
 Zipf(1.0), same seed scheme: not the same numbers, the same distribution). Per row: 5 warm-ups,
 BENCH_SETTLE_MS of calls, 20 timed calls (CUDA events), the median. Useful TFLOP/s =
 2 x rows x n x hidden. JSON lines to --json (op "moe_dispatch_gemm", peer "torch_grouped_mm").
+Also the whole SwiGLU layer (meld_moe_ffn's peer, "torch layer"): the dispatch, _grouped_mm with
+[gate; up] (n = 2 ffn), silu(gate) * up, _grouped_mm with down_proj [E, hidden, ffn], and the
+combine (the rows times their weights, index_add_ into fp32 per token, rounded to bf16): op
+"moe_ffn", useful TFLOP/s = 3 x rows x n x hidden.
 
   python3 bench/moe_torch.py [--json FILE] [--long]
 """
@@ -84,23 +88,39 @@ def main():
         ref = xs[:4].float() @ w[e0].float().t()
         err = ((y[:4].float() - ref).norm() / ref.norm()).item()
         print(f"{name} T{T}: torch grouped_mm rel err {err:.2e} (expert {e0})")
-        for var, fn in (("torch dispatch+grouped_mm", dispatch_gemm), ("torch grouped_mm", gemm)):
+        F = N // 2
+        w2t = (torch.randn(E, H, F, device=dev, dtype=torch.bfloat16) * 0.02).transpose(1, 2)
+        wts = torch.rand(T, k, device=dev, dtype=torch.float32)
+
+        def layer():
+            fl = ids.flatten()
+            o = torch.argsort(fl, stable=True)
+            of = torch.cumsum(torch.bincount(fl, minlength=E), 0).to(torch.int32)
+            tok = o // k
+            h = torch._grouped_mm(x.index_select(0, tok), wt, offs=of, out_dtype=torch.bfloat16)
+            a = torch.nn.functional.silu(h[:, :F]) * h[:, F:]
+            y2 = torch._grouped_mm(a, w2t, offs=of, out_dtype=torch.bfloat16)
+            out = torch.zeros(T, H, device=dev, dtype=torch.float32)
+            out.index_add_(0, tok, y2.float() * wts.flatten()[o].unsqueeze(1))
+            return out.to(torch.bfloat16)
+
+        for var, fn in (("torch dispatch+grouped_mm", dispatch_gemm), ("torch grouped_mm", gemm), ("torch layer", layer)):
             try:
                 ms = time_fn(fn, settle)
             except Exception as e:  # noqa: BLE001 (an unsupported op: say so, go on)
                 print(f"{name} T{T} {var}: {type(e).__name__}: {e}")
                 continue
-            tf = 2.0 * rows_n * N * H / (ms * 1e-3) / 1e12
+            tf = (3.0 if fn is layer else 2.0) * rows_n * N * H / (ms * 1e-3) / 1e12
             print(f"{'P1 ' + name + ' T' + str(T) + ' ' + var:44s} {ms:10.4f} {tf:9.1f}", flush=True)
             if args.json:
                 with open(args.json, "a") as f:
-                    f.write(json.dumps({"op": "moe_dispatch_gemm", "shape": {"model": name, "tokens": T, "hidden": H, "n": N,
+                    f.write(json.dumps({"op": "moe_ffn" if fn is layer else "moe_dispatch_gemm", "shape": {"model": name, "tokens": T, "hidden": H, "n": N,
                                         "experts": E, "topk": k, "zipf": zipf, "rows_all_ranks": rows_n},
                                         "variant": var, "peer": "torch_grouped_mm", "nranks": 1, "nnodes": 1,
                                         "dtype": "bf16", "peer_ms": ms, "tflops_useful": round(tf, 1),
                                         "settle_ms": settle, "rel_err_sample": err, "torch": torch.__version__,
                                         "gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d")}) + "\n")
-        del x, w, xs
+        del x, w, xs, w2t
         torch.cuda.empty_cache()
 
 

@@ -523,7 +523,14 @@ typedef struct {
   int32_t *row_origin;      /* NULL, or int32 [capacity, 2] (device, out): for each row in use,
                                (source rank, t * topk + j: the slot of the source's topk_ids);
                                (-1, -1) on padding rows                                       */
+  int32_t activation;       /* MELD_MOE_ACT_NONE (0): y = rows x w^T, [capacity, n].
+                               MELD_MOE_ACT_SWIGLU: each expert's w is [gate; up], gate rows
+                               [0, n/2) then up rows [n/2, n) (a fused gate_up_proj); y =
+                               silu(rows x gate^T) * (rows x up^T) in fp32, rounded once, is
+                               [capacity, n/2]; n/2 a multiple of 128                         */
 } meld_moe_args_t;
+
+enum { MELD_MOE_ACT_NONE = 0, MELD_MOE_ACT_SWIGLU = 1 };
 
 /* Enqueues the dispatch + grouped GEMM on `stream` and returns at once. Collective: every rank
  * calls it with the same experts, topk, hidden, n and capacity (checked on the device).
@@ -585,6 +592,40 @@ meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combine_args_t *
  * routing tables of max_tokens tokens a rank). */
 size_t meld_moe_workspace_bytes(int nranks, int64_t max_tokens, int32_t topk, int32_t experts, int64_t hidden,
                                 int64_t capacity);
+
+/* A whole expert-parallel MoE layer (SwiGLU experts) in one call, routing on the device:
+ *   out[t] = sum_j topk_weights[t, j] * W2_e (silu(W1gate_e x_t) * W1up_e x_t),  e = topk_ids[t, j]
+ * (fp32 combine, rounded once). Collective like meld_moe_dispatch_gemm; three kernels after the
+ * routing kernel, no host synchronization: the dispatch fused with the first grouped GEMM and
+ * its activation (the gate and up products never leave the registers: the GEMM's epilogue stores
+ * silu(gate) x up), the second grouped GEMM, and the combine. The layer's intermediates live in
+ * `scratch` (meld_moe_ffn_scratch_bytes), staging and tables in the comm's workspace
+ * (meld_moe_workspace_bytes with hidden). Fails as meld_moe_dispatch_gemm does. */
+typedef struct {
+  const void *x;              /* bf16 [tokens, hidden], ld ldx (0 = hidden)                     */
+  int64_t ldx;
+  const int32_t *topk_ids;    /* int32 [tokens, topk] (device), as in meld_moe_args_t           */
+  const float *topk_weights;  /* fp32 [tokens, topk] (device)                                   */
+  int64_t tokens;
+  int32_t topk, experts;
+  int64_t hidden;             /* a multiple of 8                                                */
+  const void *w1;             /* bf16 [E / P, 2 ffn, hidden]: each expert's gate rows [0, ffn)
+                                 then up rows [ffn, 2 ffn) (gate_up_proj, nn.Linear layout)     */
+  const void *w2;             /* bf16 [E / P, hidden, ffn] (down_proj, nn.Linear layout)        */
+  int64_t ffn;                /* the experts' intermediate size: a multiple of 128              */
+  void *out;                  /* bf16 [tokens, hidden], ld ldo (0 = hidden)                     */
+  int64_t ldo;
+  int64_t capacity;           /* rows a rank's experts may receive in all, padded to 128 each
+                                 (as in meld_moe_args_t); also >= tokens x topk                 */
+  void *scratch;              /* device memory of meld_moe_ffn_scratch_bytes(), 256-aligned     */
+  int32_t *expert_counts;     /* NULL, or int32 [E / P] (device, out): rows of each local expert */
+} meld_moe_ffn_args_t;
+
+meld_result_t meld_moe_ffn(meld_comm_t comm, const meld_moe_ffn_args_t *args, cudaStream_t stream);
+
+/* Bytes of meld_moe_ffn's scratch: the activation [capacity, ffn], the second GEMM's rows
+ * [capacity, hidden] and the layout's tables. */
+size_t meld_moe_ffn_scratch_bytes(int nranks, int32_t experts, int64_t hidden, int64_t ffn, int64_t capacity);
 
 #ifdef __cplusplus
 }

@@ -403,6 +403,13 @@ typedef struct {
    * GEMMs of other widths share one table: a MoE layer's two GEMMs.) */
   const int32_t *grp_brow;
   int32_t grp_rows;
+  /* Gated (SwiGLU) tiles, with hook f (0 = off): B holds, per weight, gate rows [0, grp_glu) then
+   * up rows [grp_glu, 2 grp_glu) (grp_rows = 2 grp_glu, a multiple of 128). Tile n-block j loads
+   * gate rows [128 j, +128) and up rows [grp_glu + 128 j, +128) as its 256 B rows (two boxes of
+   * 128: map_b's box is {64, 128}); its epilogue stores silu(gate) x up, 128 columns, at column
+   * 128 j of C [m, grp_glu] (map_c, ldc over grp_glu). n = 2 grp_glu (the tiles), TMA-store
+   * epilogue only. The MoE layer's first GEMM with its activation (meld_moe_ffn). */
+  int32_t grp_glu;
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -711,7 +718,8 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       }
     }
     const int a_row = min(t.m_blk, last_m) * GEMM_BM; /* cluster pad tile: a valid box */
-    const int n0 = t.n_blk * BN + b_row0;
+    const int glu = p->grp_glu; /* gated tiles: 128 gate rows + 128 up rows a tile */
+    const int n0 = t.n_blk * (glu ? BN / 2 : BN) + b_row0;
     for (int kb = 0; kb < t.k_nblk; ++kb) {
       mbar_wait(empty0 + 8 * stage, phase ^ 1);
       if (kb == 0) {
@@ -743,6 +751,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       } else if (!p->cluster_mc) {
         if (!BKN) {
           tma_load_2d(b_dst, map_b, full, k0, n0);
+          if (BN == GEMM_BN && glu) tma_load_2d(b_dst + GEMM_B_BYTES / 2, map_b, full, k0, n0 + glu);
         } else {
 #pragma unroll
           for (int q = 0; q < 4; ++q) tma_load_2d(b_dst + 8192 * q, map_b, full, n0 + 64 * q, k0);
@@ -1254,6 +1263,19 @@ __device__ __forceinline__ void gemm_reduce_push(const gemm_params_t *p, const f
 
 /* Returns 1 when it left this reduced tile's copy flags in the pending word (reduce.copy_defer;
  * released by gemm_epi_flush before the CTA's next epilogue or after its last tile). */
+/* Gated tiles: a thread's accumulators for columns c (gate, c < 128) and c + 128 (up, the same
+ * feature) are acc[4 j + e] and acc[4 (j + 16) + e]; the latter becomes silu(gate) x up in fp32
+ * (sigmoid by ex2 and rcp.approx: a gate of -inf-like size gives -0, not NaN). */
+__device__ __forceinline__ void gemm_glu(float *acc) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const float g = acc[i], e = exp2f(-1.4426950408889634f * g);
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
+    acc[64 + i] *= g * r;
+  }
+}
+
 template <bool RED, int G2 = 0, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN, int PRE = -1>
 __device__ __forceinline__ int gemm_epilogue(const gemm_params_t *p, float *acc,
                                               gemm_tile_t t, uint32_t stg, int g, int tid,
@@ -1263,10 +1285,14 @@ __device__ __forceinline__ int gemm_epilogue(const gemm_params_t *p, float *acc,
   static_assert(G2 != 2 || (DEFER == 0 && !HELPER), "pushes to several owners: no deferred half, no flag helper");
   constexpr int NH = (BN + 127) / 128; /* halves of 128 columns (the wide tile's third: 64) */
   const int w = tid >> 5, l = tid & 31;
-  const int M = p->m, N = p->n;
+  /* Gated tiles (grp_glu): half 1 becomes silu(gate) x up and is stored at column 128 n_blk of
+   * C [m, grp_glu]; half 0 is not stored. */
+  const int glu = BN == GEMM_BN && !RED && !G2 && p->grp_glu;
+  if (glu) gemm_glu(acc);
+  const int M = p->m, N = glu ? p->grp_glu : p->n;
   const int row0 = t.m_blk * GEMM_BM; /* tile's first row */
   const int row_base = row0 + 64 * g;
-  const int col_base = t.n_blk * BN;
+  const int col_base = glu ? t.n_blk * (BN / 2) - 128 : t.n_blk * BN;
   const gemm_epilogue_hook_t *eh = &p->epi;
   const uint32_t sb = gemm_sbase_of(stg, g);
   int owner = 0;
@@ -1316,7 +1342,7 @@ __device__ __forceinline__ int gemm_epilogue(const gemm_params_t *p, float *acc,
   const uint32_t bar = GEMM_BAR_WG0 + g;
 #pragma unroll
   for (int h = 0; h < NH; ++h) {
-    if (row_base >= M || col_base + 128 * h >= N) continue; /* warpgroup-uniform */
+    if (row_base >= M || col_base + 128 * h >= N || (glu && h == 0)) continue; /* warpgroup-uniform */
     if (DEFER > 0 && defer && h == NH - 1) { /* the last half (wide: the 64-column third) */
       constexpr int NJ = (BN - 128 * (NH - 1)) / 8;
 #pragma unroll

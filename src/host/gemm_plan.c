@@ -621,6 +621,17 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   return MELD_OK;
 }
 
+meld_result_t gemm_plan_glu(gemm_params_t *p, const void *b, int64_t b_rows, int64_t ldb, void *c, int64_t ldc,
+                            int32_t up) {
+  MELD_CHECK(encode_2d(&p->map_b, b, p->k, b_rows, ldb, GEMM_BK, GEMM_BN / 2, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                       "B (gated)"));
+  MELD_CHECK(encode_2d(&p->map_c, c, up, p->m, ldc, 64, 64, CU_TENSOR_MAP_L2_PROMOTION_NONE, "C (gated)"));
+  p->c = c;
+  p->ldc = ldc;
+  p->grp_glu = up;
+  return MELD_OK;
+}
+
 /* ---- legality and printing (declared in device/gemm.cuh) --------------------------------- */
 
 
@@ -665,6 +676,11 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
                       p->a2_rows || p->skinny_mt))
     MELD_WHY("gemm: grouped rows (hook f) need cluster_m 1, B [N,K], the 128 x %d tile and no split-K, stream-K or "
         "second A map", GEMM_BN);
+  if (p->grp_glu && (!p->grp_brow || p->grp_glu < 0 || p->grp_glu % 128 || p->grp_rows != 2 * p->grp_glu ||
+                     p->n != 2 * (int64_t)p->grp_glu || !p->epi_tma || p->epi.out || p->epi.signal ||
+                     p->epi.rows_valid || p->epi.reduce.on || p->epi.out_tma))
+    MELD_WHY("gemm: gated tiles (grp_glu %d) need hook f with grp_rows = n = 2 grp_glu (grp_rows %d, n %lld), "
+        "grp_glu a multiple of 128, and the plain TMA-store epilogue", p->grp_glu, p->grp_rows, (long long)p->n);
   if (p->cluster_mc && p->cluster_m != 2) MELD_WHY("gemm: B multicast (cluster_mc) needs cluster_m 2");
   if (p->epi.reduce.tma && (!p->epi.reduce.on || p->epi.reduce.npush > 0 || p->n % 8))
     MELD_WHY("gemm: the reduced tiles' TMA store needs the reduce hook on, no symmetric push and n %% 8 == 0 (n %d)",

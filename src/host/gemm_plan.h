@@ -155,6 +155,12 @@ meld_result_t tmap_encode_bf16(CUtensorMap *map, const void *base, int rank, con
 meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                              gemm_params_t *p, int *workers);
 
+/* Gated tiles (gemm_params_t.grp_glu) for a plan p of hook f whose n is 2 up: map_b over the
+ * stacked weights b [b_rows, k] (ld ldb) with the gated box (128 rows), map_c over C = c [m, up]
+ * (ld ldc), grp_glu = up. The caller sets grp_brow / grp_rows (= 2 up) and checks the plan. */
+meld_result_t gemm_plan_glu(gemm_params_t *p, const void *b, int64_t b_rows, int64_t ldb, void *c, int64_t ldc,
+                            int32_t up);
+
 /* Bytes of split-K workspace and counter words a plan needs (0 when split_k is 1). The
  * caller sets p->workspace / p->counters (counters zeroed once; they reset themselves). */
 size_t gemm_plan_workspace_bytes(const gemm_params_t *p);

@@ -59,6 +59,14 @@ meld_result_t moe_args_validate(const meld_moe_args_t *a, int P) {
       (int64_t)(a->experts / P) * a->n >= ((int64_t)1 << 31))
     return meld_error(MELD_ERR_INVALID_ARG, FN ": capacity %lld, hidden %lld or (experts / ranks) x n too large",
                       (long long)a->capacity, (long long)a->hidden);
+  if (a->activation != MELD_MOE_ACT_NONE && a->activation != MELD_MOE_ACT_SWIGLU)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": activation %d is not MELD_MOE_ACT_NONE or MELD_MOE_ACT_SWIGLU",
+                      a->activation);
+  if (a->activation == MELD_MOE_ACT_SWIGLU && a->n % (2 * MOE_BM))
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      FN ": with MELD_MOE_ACT_SWIGLU, n %lld (gate and up rows) must be a multiple of %d (n / 2, "
+                      "the activation's width, of %d)",
+                      (long long)a->n, 2 * MOE_BM, MOE_BM);
   const int64_t ldx = a->ldx ? a->ldx : a->hidden;
   if (ldx < a->hidden || ldx % 8)
     return meld_error(MELD_ERR_INVALID_ARG, FN ": ldx %lld is smaller than hidden %lld or not a multiple of 8",
@@ -148,6 +156,7 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
   p->experts = a->experts;
   p->e_loc = a->experts / P;
   p->blocks = (int)(a->capacity / MOE_BM);
+  p->act = a->activation;
   p->ws = moe_layout(P, a->tokens * a->topk, a->experts, a->hidden, a->capacity);
   if (p->ws.bytes > ws_bytes)
     return meld_error(MELD_ERR_OUT_OF_MEMORY,
@@ -185,6 +194,7 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
   h = meld_hash_u64(h, (uint64_t)a->hidden);
   h = meld_hash_u64(h, (uint64_t)a->n);
   h = meld_hash_u64(h, (uint64_t)a->capacity);
+  if (a->activation) h = meld_hash_u64(h, 0xac700000ull + (uint64_t)a->activation);
   p->arg_hash = meld_hash_fold(h);
   return MELD_OK;
 }
@@ -216,4 +226,73 @@ size_t meld_moe_workspace_bytes(int nranks, int64_t max_tokens, int32_t topk, in
                                 int64_t capacity) {
   if (nranks < 1 || max_tokens < 0 || topk < 1 || experts < 1 || hidden < 1 || capacity < 1) return 0;
   return moe_layout(nranks, max_tokens * topk, experts, hidden, capacity).bytes;
+}
+
+/* ---- meld_moe_ffn ------------------------------------------------------------------------------ */
+
+#define FFN "meld_moe_ffn"
+
+/* Where meld_moe_ffn's intermediates sit in its scratch (256-aligned offsets). */
+typedef struct {
+  size_t act, h2, offsets, counts, bytes;
+} moe_ffn_scratch_t;
+
+static moe_ffn_scratch_t moe_ffn_scratch(int P, int32_t experts, int64_t hidden, int64_t ffn, int64_t capacity) {
+  moe_ffn_scratch_t s;
+  const size_t cap = (size_t)capacity, el = (size_t)(experts / P);
+  size_t o = 0;
+  s.act = o, o = up256(o + cap * (size_t)ffn * 2);
+  s.h2 = o, o = up256(o + cap * (size_t)hidden * 2);
+  s.offsets = o, o = up256(o + (el + 1) * 4);
+  s.counts = o, o = up256(o + el * 4);
+  s.bytes = o;
+  return s;
+}
+
+size_t meld_moe_ffn_scratch_bytes(int nranks, int32_t experts, int64_t hidden, int64_t ffn, int64_t capacity) {
+  if (nranks < 1 || experts < nranks || hidden < 1 || ffn < 1 || capacity < 1) return 0;
+  return moe_ffn_scratch(nranks, experts, hidden, ffn, capacity).bytes;
+}
+
+meld_result_t moe_ffn_split(const meld_moe_ffn_args_t *f, int P, meld_moe_args_t *d, meld_moe_gemm_args_t *g,
+                            meld_moe_combine_args_t *c) {
+  if (!f) return meld_error(MELD_ERR_INVALID_ARG, FFN ": args is NULL");
+  if (P < 1 || f->experts < P || f->experts % P)
+    return meld_error(MELD_ERR_INVALID_ARG, FFN ": experts %d is not a positive multiple of the %d ranks", f->experts, P);
+  if (f->ffn < MOE_BM || f->ffn % MOE_BM || f->ffn >= ((int64_t)1 << 29))
+    return meld_error(MELD_ERR_INVALID_ARG, FFN ": ffn %lld is not a positive multiple of %d (or too large)",
+                      (long long)f->ffn, MOE_BM);
+  if (f->hidden < 8 || f->hidden % 8 || f->hidden >= ((int64_t)1 << 30))
+    return meld_error(MELD_ERR_INVALID_ARG, FFN ": hidden %lld is not a positive multiple of 8", (long long)f->hidden);
+  if (f->capacity < MOE_BM || f->capacity % MOE_BM || f->capacity >= ((int64_t)1 << 30))
+    return meld_error(MELD_ERR_INVALID_ARG, FFN ": capacity %lld is not a positive multiple of %d rows",
+                      (long long)f->capacity, MOE_BM);
+  const struct {
+    const void *p;
+    const char *name;
+  } ptrs[] = {{f->w1, "w1"}, {f->w2, "w2"}, {f->scratch, "scratch"}};
+  for (int i = 0; i < 3; i++)
+    if (!ptrs[i].p) return meld_error(MELD_ERR_INVALID_ARG, FFN ": %s is NULL", ptrs[i].name);
+  if (!aligned(f->scratch, 256))
+    return meld_error(MELD_ERR_INVALID_ARG, FFN ": scratch %p is not 256-byte aligned", f->scratch);
+  if (f->expert_counts && !aligned(f->expert_counts, 4))
+    return meld_error(MELD_ERR_INVALID_ARG, FFN ": expert_counts %p is not 4-byte aligned", (void *)f->expert_counts);
+  const moe_ffn_scratch_t s = moe_ffn_scratch(P, f->experts, f->hidden, f->ffn, f->capacity);
+  uint8_t *sc = (uint8_t *)f->scratch;
+  memset(d, 0, sizeof *d);
+  d->x = f->x, d->ldx = f->ldx, d->topk_ids = f->topk_ids, d->tokens = f->tokens, d->topk = f->topk;
+  d->experts = f->experts, d->hidden = f->hidden;
+  d->w = f->w1, d->n = 2 * f->ffn, d->y = sc + s.act, d->capacity = f->capacity;
+  d->expert_offsets = (int32_t *)(sc + s.offsets);
+  d->expert_counts = f->expert_counts ? f->expert_counts : (int32_t *)(sc + s.counts);
+  d->activation = MELD_MOE_ACT_SWIGLU;
+  memset(g, 0, sizeof *g);
+  g->dispatch = d, g->a = sc + s.act, g->k = f->ffn, g->w = f->w2, g->n = f->hidden, g->c = sc + s.h2;
+  memset(c, 0, sizeof *c);
+  c->dispatch = d, c->y2 = sc + s.h2, c->topk_weights = f->topk_weights, c->out = f->out, c->ldo = f->ldo;
+  meld_result_t r = moe_args_validate(d, P);
+  if (r == MELD_OK) r = moe_gemm_validate(g, P);
+  if (r == MELD_OK) r = moe_combine_validate(c, P);
+  if (r != MELD_OK) meld_error_prefix(FFN);
+  return r;
 }

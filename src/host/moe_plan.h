@@ -57,6 +57,7 @@ typedef struct {
                         (MELD_MOE_DEFER)                                                    */
   int group_m;       /* the GEMM's raster group (MELD_MOE_GROUP_M; default: 8 where a local
                         expert gets <= 64 rows on average with even routing, else 16)       */
+  int act;           /* MELD_MOE_ACT_*: SWIGLU = the GEMM's gated tiles (grp_glu = n / 2)   */
   int copy;          /* comm CTAs' copies: 0 = 16-byte vectors by every warp, 1 = bulk copies
                         through shared memory by one thread (MELD_MOE_COPY=vec|bulk)         */
 } moe_plan_t;
@@ -75,6 +76,12 @@ meld_result_t moe_args_validate(const meld_moe_args_t *a, int nranks);
  * MELD_MOE_GROUP_M and MELD_MOE_COPY override (MELD_ERR_INVALID_ARG when bad). */
 meld_result_t moe_plan_make(const meld_moe_args_t *a, int nranks, int rank, int sm_count, size_t ws_bytes,
                             moe_plan_t *p);
+
+/* meld_moe_ffn's three calls from its args for P ranks: the dispatch (SwiGLU, y = the scratch's
+ * activation), the second GEMM (into the scratch's h2) and the combine; g and c point at d.
+ * Checks everything (MELD_ERR_INVALID_ARG, the sentence starting "meld_moe_ffn"). */
+meld_result_t moe_ffn_split(const meld_moe_ffn_args_t *f, int nranks, meld_moe_args_t *d, meld_moe_gemm_args_t *g,
+                            meld_moe_combine_args_t *c);
 
 /* The layout rule the routing kernel applies (in parallel, on the device), stated on the host
  * for the unit test's brute-force check; test_moe checks the device's layout on the GPU. From the counts matrix

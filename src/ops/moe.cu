@@ -668,6 +668,8 @@ static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t
   uint8_t *ws = (uint8_t *)comm->workspace.local;
   gemm_params_t *gp = &k->g;
   MELD_CHECK(moe_grouped_plan(comm, p, grid, ws + p->ws.stage, p->hidden, a->w, p->n, a->y, gp));
+  if (p->act == MELD_MOE_ACT_SWIGLU) /* gated tiles: y = silu(gate) x up, [capacity, n / 2] */
+    MELD_CHECK(gemm_plan_glu(gp, a->w, (int64_t)p->e_loc * p->n, p->hidden, a->y, p->n / 2, (int32_t)(p->n / 2)));
   gp->ready.flags = (const uint64_t *)(ws + p->ws.flags);
   gp->ready.rows_per_flag = MOE_BM;
   gp->ready.epoch = (uint64_t)p->nranks; /* a block is complete when every rank's piece is counted */
@@ -802,4 +804,30 @@ extern "C" meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_
   void *ka[] = {&p};
   MELD_CUDA_CHECK(cudaLaunchKernel(kfn, dim3((unsigned)grid), dim3(GEMM_THREADS), ka, GEMM_SMEM_BYTES, stream));
   return MELD_OK;
+}
+
+static void moe_refuse_ffn(struct meld_comm *comm, cudaStream_t stream) {
+  moe_refuse_dispatch(comm, stream);
+  moe_refuse_combine(comm, stream);
+}
+
+extern "C" meld_result_t meld_moe_ffn(meld_comm_t comm, const meld_moe_ffn_args_t *args, cudaStream_t stream) {
+  const char *fn = "meld_moe_ffn";
+  MELD_CHECK(moe_begin(comm, fn));
+  meld_moe_args_t d;
+  meld_moe_gemm_args_t g;
+  meld_moe_combine_args_t c;
+  meld_result_t r = moe_ffn_split(args, comm->nranks, &d, &g, &c);
+  if (r != MELD_OK) return moe_refuse(comm, r, moe_refuse_ffn, stream);
+  /* (the arguments are checked: what fails below is the workspace's size, the device or a launch;
+   * after the dispatch, only a launch: the peers then time out) */
+  r = meld_moe_dispatch_gemm(comm, &d, stream);
+  if (r != MELD_OK) { /* (the dispatch refused itself to the peers; their combines need a partner too) */
+    meld_error_prefix("%s", fn);
+    return moe_refuse(comm, r, moe_refuse_combine, stream);
+  }
+  r = meld_moe_grouped_gemm(comm, &g, stream);
+  if (r == MELD_OK) r = meld_moe_combine(comm, &c, stream);
+  if (r != MELD_OK) meld_error_prefix("%s", fn);
+  return r;
 }

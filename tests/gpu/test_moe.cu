@@ -16,6 +16,9 @@
  * After each case: meld_moe_combine (every slot's row back, weighted sum, against a host reference
  * from every rank's origins and y2) and meld_moe_grouped_gemm on the same layout (against an fp32
  * reference per expert segment).
+ * Then meld_moe_ffn (the whole SwiGLU layer) against an fp32 reference computed from the inputs
+ * alone (per slot: silu(x gate^T) x (x up^T) rounded to bf16, then down_proj, weighted fp32 sum),
+ * expert_counts, two calls back to back, a graph replayed; and its refused arguments.
  * Rank counts: argument 1 (default 1,2,3,4). */
 #include <pthread.h>
 
@@ -336,6 +339,172 @@ static void grouped_check(const moe_case_t *c, int rank, moe_bufs_t *b, const me
   free(off), free(cnt), free(rexp), free(yr), free(hc);
 }
 
+/* ---- meld_moe_ffn: the whole layer against an fp32 reference from the inputs alone ------------- */
+
+/* FFN cases (N = ffn): the dispatch's N is 2 ffn (gate and up rows). */
+static const moe_case_t g_ffn_cases[] = {
+    {200, 2, 24, 256, 128, 0, 0, 0, 0}, {300, 4, 48, 264, 256, 0, 0, 1, 0},
+    {129, 1, 4, 512, 128, 0, 1, 0, 1},  {1000, 8, 32, 1024, 256, 0, 0, 0, 0},
+};
+#define FFN_CASES (sizeof g_ffn_cases / sizeof g_ffn_cases[0])
+
+/* act[q, f] = bf16(silu(x_t . w1[e, f]) * (x_t . w1[e, F + f])) for slot q = t topk + j, e = ids[q]
+ * (0 for -1): the layer's intermediate, rounded as the layer rounds it. w1 is every expert's. */
+__global__ void ref_ffn_act(float *act, const __nv_bfloat16 *x, const int32_t *ids, const __nv_bfloat16 *w1,
+                            int64_t slots, int F, int H, int topk) {
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= slots * F) return;
+  const int64_t q = i / F;
+  const int f = (int)(i % F), e = ids[q];
+  if (e < 0) {
+    act[i] = 0.f;
+    return;
+  }
+  const __nv_bfloat16 *xr = x + (q / topk) * H, *g = w1 + ((int64_t)e * 2 * F + f) * H, *u = g + (int64_t)F * H;
+  float ag = 0.f, au = 0.f;
+  for (int k = 0; k < H; k++) {
+    const float xv = __bfloat162float(xr[k]);
+    ag += xv * __bfloat162float(g[k]), au += xv * __bfloat162float(u[k]);
+  }
+  act[i] = __bfloat162float(__float2bfloat16(ag / (1.f + expf(-ag)) * au));
+}
+
+/* out[t, h] = sum_j wt[t, j] bf16(act[t topk + j] . w2[e, h]) (the second GEMM's rows rounded). */
+__global__ void ref_ffn_out(float *out, const float *act, const int32_t *ids, const float *wt, const __nv_bfloat16 *w2,
+                            int64_t T, int F, int H, int topk) {
+  const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i >= T * H) return;
+  const int64_t t = i / H;
+  const int h = (int)(i % H);
+  float o = 0.f;
+  for (int j = 0; j < topk; j++) {
+    const int64_t q = t * topk + j;
+    const int e = ids[q];
+    if (e < 0) continue;
+    const __nv_bfloat16 *wr = w2 + ((int64_t)e * H + h) * F;
+    float a = 0.f;
+    for (int f = 0; f < F; f++) a += act[q * F + f] * __bfloat162float(wr[f]);
+    o += wt[q] * __bfloat162float(__float2bfloat16(a));
+  }
+  out[i] = o;
+}
+
+typedef struct {
+  uint16_t *w1, *w2, *out[2]; /* every expert's weights (each rank derives them alike); out per slot */
+  float *wt[2], *act_ref, *out_ref;
+  int32_t *counts[2];
+  void *scratch;
+} ffn_bufs_t;
+
+static void ffn_args_of(const moe_case_t *c, int rank, moe_bufs_t *b, ffn_bufs_t *f, int slot, meld_moe_ffn_args_t *a) {
+  const int EL = c->E / P, F = c->N, H = c->H;
+  memset(a, 0, sizeof *a);
+  a->x = b->x[slot], a->topk_ids = b->ids[slot], a->topk_weights = f->wt[slot], a->tokens = tokens_of(c, rank);
+  a->topk = c->topk, a->experts = c->E, a->hidden = H, a->ffn = F, a->capacity = cap_of(c), a->out = f->out[slot];
+  a->scratch = f->scratch, a->expert_counts = f->counts[slot];
+  a->w1 = f->w1 + (size_t)rank * EL * 2 * F * H, a->w2 = f->w2 + (size_t)rank * EL * H * F;
+}
+
+/* Slot `slot`'s inputs for seed (x, ids, every rank's routing into hids, weights wt) and poisoned
+ * outputs. */
+static void ffn_inputs(const moe_case_t *c, int rank, uint64_t seed, moe_bufs_t *b, ffn_bufs_t *f, int slot,
+                       int32_t **hids, cudaStream_t st) {
+  const int T = tokens_of(c, rank), K = c->topk;
+  moe_inputs(c, rank, seed, b, slot, hids, st);
+  float *hw = (float *)malloc(((size_t)T * K + 1) * 4);
+  uint64_t sd = seed * 13 + rank;
+  for (int i = 0; i < T * K; i++) hw[i] = 0.25f + 0.5f * (gt_rand_f(&sd) + 1.f);
+  if (T) GT_CUDA(cudaMemcpyAsync(f->wt[slot], hw, (size_t)T * K * 4, cudaMemcpyHostToDevice, st));
+  if (T) GT_CUDA(cudaMemsetAsync(f->out[slot], 0xff, (size_t)T * c->H * 2, st));
+  GT_CUDA(cudaMemsetAsync(f->counts[slot], 0x7f, (size_t)(c->E / P) * 4, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  free(hw);
+}
+
+/* Slot `slot`'s out against the fp32 reference from its inputs alone, and its expert_counts
+ * against every rank's routing. */
+static void ffn_check(const moe_case_t *c, int rank, moe_bufs_t *b, ffn_bufs_t *f, int slot, int32_t **hids,
+                      const char *what, cudaStream_t st) {
+  const int EL = c->E / P, F = c->N, H = c->H, T = tokens_of(c, rank), K = c->topk;
+  if (T) {
+    ref_ffn_act<<<(unsigned)(((int64_t)T * K * F + 255) / 256), 256, 0, st>>>(
+        f->act_ref, (const __nv_bfloat16 *)b->x[slot], b->ids[slot], (const __nv_bfloat16 *)f->w1, (int64_t)T * K, F, H, K);
+    ref_ffn_out<<<(unsigned)(((int64_t)T * H + 255) / 256), 256, 0, st>>>(f->out_ref, f->act_ref, b->ids[slot], f->wt[slot],
+                                                                          (const __nv_bfloat16 *)f->w2, T, F, H, K);
+  }
+  float *ref = (float *)malloc((size_t)T * H * 4 + 4);
+  uint16_t *out = (uint16_t *)malloc((size_t)T * H * 2 + 2);
+  int32_t cnt[1024];
+  if (T) GT_CUDA(cudaMemcpyAsync(ref, f->out_ref, (size_t)T * H * 4, cudaMemcpyDeviceToHost, st));
+  if (T) GT_CUDA(cudaMemcpyAsync(out, f->out[slot], (size_t)T * H * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaMemcpyAsync(cnt, f->counts[slot], (size_t)EL * 4, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < (int64_t)T * H; i++) {
+    const double d = (double)bf2f(out[i]) - ref[i];
+    num += d * d, den += (double)ref[i] * ref[i];
+  }
+  const double rel = den > 0 ? sqrt(num / den) : (num > 0 ? 1 : 0);
+  int bad_cnt = 0;
+  for (int j = 0; j < EL; j++) {
+    int64_t want = 0;
+    for (int s = 0; s < P; s++)
+      for (int i = 0; i < tokens_of(c, s) * K; i++) want += hids[s][i] == rank * EL + j;
+    bad_cnt += cnt[j] != want;
+  }
+  GT_CHECK(rel <= 1e-2 && bad_cnt == 0,
+           "moe ffn P=%d T %d topk %d E %d H %d ffn %d%s%s%s, %s: out rel err %.3g (> 1e-2) or %d expert counts wrong",
+           P, c->T, K, c->E, H, F, c->skew ? " skew" : "", c->holes ? " holes" : "", c->t_zero ? " rank1-empty" : "",
+           what, rel, bad_cnt);
+  if (rank == 0) gt_log("moe ffn P=%d T %d topk %d E %d H %d ffn %d, %s: rel err %.3g\n", P, c->T, K, c->E, H, F, what, rel);
+  free(ref), free(out);
+}
+
+/* meld_moe_ffn on case ci: two calls back to back (slots 0 and 1, no host sync between), then
+ * (case 1) a graph of a call replayed twice on new inputs. */
+static void ffn_case(int ci, int rank, moe_bufs_t *b, ffn_bufs_t *f, int32_t *(*hids)[MOE_MAXP], meld_comm_t comm,
+                     cudaStream_t st) {
+  const moe_case_t *c = &g_ffn_cases[ci];
+  const int F = c->N, H = c->H;
+  for (int e = 0; e < c->E; e++) { /* every expert's weights, alike on every rank */
+    gt_fill_bf16<<<64, 256, 0, st>>>(f->w1 + (size_t)e * 2 * F * H, (size_t)2 * F * H, 7000 + 100 * ci + e);
+    gt_fill_bf16<<<64, 256, 0, st>>>(f->w2 + (size_t)e * H * F, (size_t)H * F, 9000 + 100 * ci + e);
+  }
+  meld_moe_ffn_args_t a[2];
+  for (int slot = 0; slot < 2; slot++) {
+    ffn_inputs(c, rank, 600 + 10 * ci + slot, b, f, slot, hids[slot], st);
+    ffn_args_of(c, rank, b, f, slot, &a[slot]);
+  }
+  GT_MELD(meld_moe_ffn(comm, &a[0], st));
+  GT_MELD(meld_moe_ffn(comm, &a[1], st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_MELD(meld_comm_check(comm));
+  ffn_check(c, rank, b, f, 0, hids[0], "call 1 of 2 back to back", st);
+  ffn_check(c, rank, b, f, 1, hids[1], "call 2 of 2 back to back", st);
+  pthread_barrier_wait(&g_bar); /* (every rank read hids before new inputs overwrite them) */
+  if (ci != 1) return;
+  cudaGraph_t g;
+  cudaGraphExec_t exec;
+  GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  const meld_result_t gr = meld_moe_ffn(comm, &a[0], st);
+  GT_CUDA(cudaStreamEndCapture(st, &g));
+  GT_MELD(gr);
+  GT_CUDA(cudaGraphInstantiate(&exec, g, 0));
+  GT_CUDA(cudaGraphDestroy(g));
+  GT_CUDA(cudaGraphUpload(exec, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&g_bar);
+  for (int rep = 0; rep < 2; rep++) {
+    ffn_inputs(c, rank, 700 + rep, b, f, 0, hids[0], st);
+    GT_CUDA(cudaGraphLaunch(exec, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    GT_MELD(meld_comm_check(comm));
+    ffn_check(c, rank, b, f, 0, hids[0], rep ? "graph replay 2" : "graph replay 1", st);
+    pthread_barrier_wait(&g_bar);
+  }
+  GT_CUDA(cudaGraphExecDestroy(exec));
+}
+
 static void *moe_rank(void *arg) {
   const int rank = (int)(intptr_t)arg;
   meld_config_t cfg;
@@ -351,6 +520,29 @@ static void *moe_rank(void *arg) {
     if ((size_t)cap_of(c) * c->N > maxcap) maxcap = (size_t)cap_of(c) * c->N;
     if ((size_t)cap_of(c) > maxel) maxel = (size_t)cap_of(c);
     if ((size_t)(c->E / P) * c->N * c->H > maxw) maxw = (size_t)(c->E / P) * c->N * c->H;
+  }
+  /* meld_moe_ffn's buffers (allocated before any collective call, like the rest) */
+  ffn_bufs_t fb;
+  memset(&fb, 0, sizeof fb);
+  size_t maxw1 = 0, maxscr = 0, maxslots = 0;
+  for (size_t ci = 0; ci < FFN_CASES; ci++) {
+    const moe_case_t *c = &g_ffn_cases[ci];
+    if (c->E % P) continue;
+    if ((size_t)cap_of(c) * c->N > maxcap) maxcap = (size_t)cap_of(c) * c->N; /* (moe_inputs poisons y) */
+    if ((size_t)c->E * 2 * c->N * c->H > maxw1) maxw1 = (size_t)c->E * 2 * c->N * c->H;
+    const size_t sb = meld_moe_ffn_scratch_bytes(P, c->E, c->H, c->N, cap_of(c));
+    if (sb > maxscr) maxscr = sb;
+    if ((size_t)MAX_T * c->topk * c->N > maxslots) maxslots = (size_t)MAX_T * c->topk * c->N;
+  }
+  GT_CUDA(cudaMalloc(&fb.w1, maxw1 * 2 + 16));
+  GT_CUDA(cudaMalloc(&fb.w2, maxw1 + 16)); /* (E H ffn = half of w1's) */
+  GT_CUDA(cudaMalloc(&fb.scratch, maxscr + 256));
+  GT_CUDA(cudaMalloc(&fb.act_ref, maxslots * 4 + 16));
+  GT_CUDA(cudaMalloc(&fb.out_ref, MAX_ELEMS_X * 4));
+  for (int i = 0; i < 2; i++) {
+    GT_CUDA(cudaMalloc(&fb.out[i], MAX_ELEMS_X * 2));
+    GT_CUDA(cudaMalloc(&fb.wt[i], MAX_T * 8 * 4));
+    GT_CUDA(cudaMalloc(&fb.counts[i], 1024 * 4));
   }
   for (int i = 0; i < 2; i++) {
     GT_CUDA(cudaMalloc(&b.x[i], MAX_ELEMS_X * 2));
@@ -432,7 +624,25 @@ static void *moe_rank(void *arg) {
     GT_CUDA(cudaGraphExecDestroy(exec));
     GT_CUDA(cudaGraphDestroy(graph));
   }
-  /* refused on the host (every rank alike: nothing launched) */
+  /* the whole layer, meld_moe_ffn */
+  for (size_t ci = 0; ci < FFN_CASES; ci++)
+    if (g_ffn_cases[ci].E % P == 0) ffn_case((int)ci, rank, &b, &fb, hids, comm, st); /* (every rank skips alike) */
+  /* refused on the host (every rank alike) */
+  {
+    meld_moe_ffn_args_t fa;
+    ffn_args_of(&g_ffn_cases[0], rank, &b, &fb, 0, &fa);
+    fa.ffn = 200;
+    GT_CHECK(meld_moe_ffn(comm, &fa, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "ffn 200"),
+             "moe ffn: ffn 200 accepted: %s", meld_last_error());
+    ffn_args_of(&g_ffn_cases[0], rank, &b, &fb, 0, &fa);
+    fa.scratch = NULL;
+    GT_CHECK(meld_moe_ffn(comm, &fa, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "scratch is NULL"),
+             "moe ffn: scratch NULL accepted: %s", meld_last_error());
+    ffn_args_of(&g_ffn_cases[0], rank, &b, &fb, 0, &fa);
+    fa.topk_weights = NULL;
+    GT_CHECK(meld_moe_ffn(comm, &fa, st) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "topk_weights"),
+             "moe ffn: topk_weights NULL accepted: %s", meld_last_error());
+  }
   {
     const moe_case_t *c = &g_cases[0];
     meld_moe_args_t a;
@@ -488,6 +698,8 @@ static void *moe_rank(void *arg) {
   for (int i = 0; i < 2; i++) cudaFree(b.xall[i]), cudaFree(b.xoff[i]);
   cudaFree(y2), cudaFree(cout), cudaFree(wt), cudaFree(w2g), cudaFree(cg);
   cudaFree(b.w), cudaFree(b.rexp), cudaFree(b.yref);
+  cudaFree(fb.w1), cudaFree(fb.w2), cudaFree(fb.scratch), cudaFree(fb.act_ref), cudaFree(fb.out_ref);
+  for (int i = 0; i < 2; i++) cudaFree(fb.out[i]), cudaFree(fb.wt[i]), cudaFree(fb.counts[i]);
   for (int i = 0; i < 2; i++)
     for (int s = 0; s < P; s++) free(hids[i][s]);
   GT_CUDA(cudaStreamDestroy(st));

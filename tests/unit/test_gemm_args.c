@@ -403,6 +403,33 @@ static void test_grouped_check(void **state) {
   assert_non_null(strstr(why, "grouped rows"));
 }
 
+/* gemm_params_check on gated tiles (grp_glu, the MoE layer's SwiGLU): legal with hook f,
+ * grp_rows = n = 2 grp_glu, grp_glu a multiple of 128 and the plain TMA-store epilogue; refused
+ * without hook f, with a width mismatch, an odd grp_glu, the generic-store epilogue or an epilogue
+ * hook. */
+static void test_gated_check(void **state) {
+  (void)state;
+  gemm_params_t p = plain_params(8192, 4096, 7168);
+  char why[256];
+  p.grp_brow = (const int32_t *)64, p.grp_rows = 4096, p.grp_glu = 2048, p.epi_tma = 1;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  gemm_params_t q = p;
+  q.grp_brow = NULL;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "gated tiles"));
+  q = p, q.grp_rows = 4224;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "gated tiles"));
+  q = p, q.grp_glu = 2000, q.grp_rows = 4000, q.n = 4000;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "multiple of 128"));
+  q = p, q.epi_tma = 0;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "TMA-store"));
+  q = p, q.epi.signal = (uint64_t **)64;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+}
+
 /* The small-M kernel: when meld_gemm takes it, its cluster size, and the legality check. */
 static void test_skinny_rules(void **state) {
   (void)state;
@@ -733,7 +760,7 @@ int main(void) {
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
-      cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
+      cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
       cmocka_unit_test(test_copy_tma_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

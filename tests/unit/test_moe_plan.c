@@ -85,6 +85,104 @@ static void test_validation(void **state) {
   expect_err(&a, 2, MELD_ERR_INVALID_ARG, "exceeds 2^31");
 }
 
+/* The activation: SwiGLU needs n a multiple of 256 (gate and up halves of 128-column tiles); an
+ * unknown one is refused; it enters the argument hash (ranks must agree). */
+static void test_activation(void **state) {
+  (void)state;
+  meld_moe_args_t a = good();
+  a.activation = MELD_MOE_ACT_SWIGLU;
+  assert_int_equal(moe_args_validate(&a, 4), MELD_OK);
+  a.n = 384;
+  expect_err(&a, 4, MELD_ERR_INVALID_ARG, "n 384 (gate and up rows) must be a multiple of 256");
+  a = good(), a.activation = 7;
+  expect_err(&a, 4, MELD_ERR_INVALID_ARG, "activation 7");
+  a = good();
+  moe_plan_t p, q;
+  const size_t need = meld_moe_workspace_bytes(4, a.tokens, a.topk, a.experts, a.hidden, a.capacity);
+  assert_int_equal(moe_plan_make(&a, 4, 0, 132, need, &p), MELD_OK);
+  a.activation = MELD_MOE_ACT_SWIGLU;
+  assert_int_equal(moe_plan_make(&a, 4, 0, 132, need, &q), MELD_OK);
+  assert_int_equal(q.act, MELD_MOE_ACT_SWIGLU);
+  assert_int_not_equal(p.arg_hash, q.arg_hash);
+}
+
+static meld_moe_ffn_args_t ffn_good(void *scratch) {
+  meld_moe_ffn_args_t f;
+  memset(&f, 0, sizeof f);
+  f.x = FAKE(0x100000), f.topk_ids = (const int32_t *)FAKE(0x200000), f.topk_weights = (const float *)FAKE(0x210000);
+  f.w1 = FAKE(0x300000), f.w2 = FAKE(0x380000), f.out = FAKE(0x400000), f.scratch = scratch;
+  f.tokens = 1000, f.topk = 8, f.experts = 64, f.hidden = 1024, f.ffn = 512, f.capacity = 16384;
+  return f;
+}
+
+static void ffn_err(const meld_moe_ffn_args_t *f, const char *needle) {
+  meld_moe_args_t d;
+  meld_moe_gemm_args_t g;
+  meld_moe_combine_args_t c;
+  assert_int_equal(moe_ffn_split(f, 4, &d, &g, &c), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), needle)) fail_msg("message \"%s\" lacks \"%s\"", meld_last_error(), needle);
+  if (strncmp(meld_last_error(), "meld_moe_ffn", 12)) fail_msg("message \"%s\" does not name meld_moe_ffn", meld_last_error());
+}
+
+/* meld_moe_ffn's split into its three calls: the scratch's regions (activation, second GEMM's rows,
+ * offsets, counts) in order, 256-aligned, inside meld_moe_ffn_scratch_bytes; the dispatch is
+ * SwiGLU with n = 2 ffn into the activation; the second GEMM reads it (k = ffn) into h2 (n =
+ * hidden); the combine sums h2 into out; a caller's expert_counts is used; every refused argument
+ * named, the sentence starting with meld_moe_ffn. */
+static void test_ffn_split(void **state) {
+  (void)state;
+  uint8_t *sc = (uint8_t *)FAKE(0x10000000);
+  meld_moe_ffn_args_t f = ffn_good(sc);
+  meld_moe_args_t d;
+  meld_moe_gemm_args_t g;
+  meld_moe_combine_args_t c;
+  assert_int_equal(moe_ffn_split(&f, 4, &d, &g, &c), MELD_OK);
+  const size_t bytes = meld_moe_ffn_scratch_bytes(4, 64, 1024, 512, 16384);
+  const size_t act = (size_t)16384 * 512 * 2, h2 = (size_t)16384 * 1024 * 2;
+  assert_true(bytes >= act + h2 + 17 * 4 + 16 * 4);
+  assert_ptr_equal(d.y, sc);
+  assert_int_equal(d.n, 1024);
+  assert_int_equal(d.activation, MELD_MOE_ACT_SWIGLU);
+  assert_ptr_equal(d.w, f.w1);
+  assert_ptr_equal(g.a, sc), assert_int_equal(g.k, 512), assert_ptr_equal(g.w, f.w2), assert_int_equal(g.n, 1024);
+  assert_ptr_equal(g.c, sc + act);
+  assert_ptr_equal(c.y2, sc + act), assert_ptr_equal(c.out, f.out), assert_ptr_equal(c.topk_weights, f.topk_weights);
+  assert_ptr_equal(g.dispatch, &d), assert_ptr_equal(c.dispatch, &d);
+  const uint8_t *off = (const uint8_t *)d.expert_offsets, *cnt = (const uint8_t *)d.expert_counts;
+  assert_true(off >= sc + act + h2 && (uintptr_t)off % 256 == 0);
+  assert_true(cnt >= off + 17 * 4 && (uintptr_t)cnt % 256 == 0 && cnt + 16 * 4 <= sc + bytes);
+  f.expert_counts = (int32_t *)FAKE(0x7000000);
+  assert_int_equal(moe_ffn_split(&f, 4, &d, &g, &c), MELD_OK);
+  assert_ptr_equal(d.expert_counts, f.expert_counts);
+  assert_int_equal(meld_moe_ffn_scratch_bytes(0, 64, 1024, 512, 16384), 0);
+  /* refused */
+  ffn_err(NULL, "args is NULL");
+  f = ffn_good(sc), f.ffn = 200;
+  ffn_err(&f, "ffn 200");
+  f = ffn_good(sc), f.experts = 6;
+  ffn_err(&f, "experts 6");
+  f = ffn_good(sc), f.hidden = 1020;
+  ffn_err(&f, "hidden 1020");
+  f = ffn_good(sc), f.capacity = 1000;
+  ffn_err(&f, "capacity 1000");
+  f = ffn_good(sc), f.w1 = NULL;
+  ffn_err(&f, "w1 is NULL");
+  f = ffn_good(sc), f.w2 = NULL;
+  ffn_err(&f, "w2 is NULL");
+  f = ffn_good(NULL);
+  ffn_err(&f, "scratch is NULL");
+  f = ffn_good(sc + 16);
+  ffn_err(&f, "256-byte aligned");
+  f = ffn_good(sc), f.topk_weights = NULL;
+  ffn_err(&f, "topk_weights");
+  f = ffn_good(sc), f.out = NULL;
+  ffn_err(&f, "out");
+  f = ffn_good(sc), f.x = NULL;
+  ffn_err(&f, "x is NULL");
+  f = ffn_good(sc), f.tokens = 3000; /* 3000 x 8 > capacity 16384: the combine's staging */
+  ffn_err(&f, "exceeds capacity");
+}
+
 static void test_layout(void **state) {
   (void)state;
   const moe_layout_t l = moe_layout(4, 8000, 64, 1024, 16384);
@@ -266,6 +364,8 @@ int main(void) {
       cmocka_unit_test(test_layout_ref),
       cmocka_unit_test(test_combine_validation),
       cmocka_unit_test(test_gemm_validation),
+      cmocka_unit_test(test_activation),
+      cmocka_unit_test(test_ffn_split),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
