@@ -78,6 +78,7 @@
 #define GEMM_BAR_CONSUMERS 3
 /* Hook g2's push maps for more than 2 ranks (gemm_push_map): up to 8 ranks. */
 #define GEMM_PUSH_MAPS 7
+#define GEMM_SCAT_MAX 16 /* ranks a row-scatter epilogue sends to */
 
 /* What the ready hook reports in *status (first giver-up wins). */
 enum { GEMM_STATUS_OK = 0, GEMM_STATUS_ABORTED = 1, GEMM_STATUS_TIMEOUT = 2 };
@@ -410,6 +411,16 @@ typedef struct {
    * 128 j of C [m, grp_glu] (map_c, ldc over grp_glu). n = 2 grp_glu (the tiles), TMA-store
    * epilogue only. The MoE layer's first GEMM with its activation (meld_moe_ffn). */
   int32_t grp_glu;
+  /* Row scatter (scat_origin NULL = off): C's row r goes to rank o.x's buffer scat_dst[o.x] at
+   * row o.y (ld ldc), o = scat_origin[2r..2r+1], and is dropped where o.x < 0 (16-byte generic
+   * stores: epi_tma 0). After each 64-row half-tile's stores its warpgroup meets, and warp 0
+   * counts the rows it sent to each rank (ballots), fences once (fence.acq_rel.sys) and adds them
+   * to scat_count[rank] (relaxed): a receiver that expects R rows from here waits for R x
+   * tiles_n. No other epilogue hook. The MoE layer's second GEMM with the combine's sends. */
+  const int32_t *scat_origin;
+  uint8_t *scat_dst[GEMM_SCAT_MAX];
+  uint64_t *scat_count[GEMM_SCAT_MAX];
+  int32_t scat_n; /* ranks (entries of scat_dst / scat_count) */
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -1288,6 +1299,7 @@ __device__ __forceinline__ int gemm_epilogue(const gemm_params_t *p, float *acc,
   /* Gated tiles (grp_glu): half 1 becomes silu(gate) x up and is stored at column 128 n_blk of
    * C [m, grp_glu]; half 0 is not stored. */
   const int glu = BN == GEMM_BN && !RED && !G2 && p->grp_glu;
+  const int scat = !RED && !G2 && p->scat_origin != nullptr; /* row scatter */
   if (glu) gemm_glu(acc);
   const int M = p->m, N = glu ? p->grp_glu : p->n;
   const int row0 = t.m_blk * GEMM_BM; /* tile's first row */
@@ -1430,6 +1442,11 @@ __device__ __forceinline__ int gemm_epilogue(const gemm_params_t *p, float *acc,
         const int gcol = col_base + 128 * h + 64 * b + 8 * c;
         if (grow < M && gcol < N && dst_row0 + row < dst_row_end) {
           uint16_t *o = dst + (dst_row0 + row) * ld + gcol;
+          if (scat) { /* row scatter: the row's rank and row there, or dropped */
+            const int2 og = __ldg((const int2 *)p->scat_origin + grow);
+            if (og.x < 0) continue;
+            o = (uint16_t *)p->scat_dst[og.x] + (int64_t)og.y * ld + gcol;
+          }
           if (gcol + 8 <= N) {
             *(uint4 *)o = v;
           } else {
@@ -1440,6 +1457,22 @@ __device__ __forceinline__ int gemm_epilogue(const gemm_params_t *p, float *acc,
           }
         }
       }
+    }
+  }
+  if (scat && row_base < M) { /* row scatter: this half-tile's rows counted at their ranks */
+    named_bar_sync(bar, 128); /* every thread of the warpgroup stored its rows */
+    if (w == 0) {
+      const int2 *og = (const int2 *)p->scat_origin;
+      const int ra = row_base + l, rb = row_base + 32 + l;
+      const int sa = ra < M ? __ldg(&og[ra]).x : -1, sb2 = rb < M ? __ldg(&og[rb]).x : -1;
+      int mine = 0;
+      for (int d = 0; d < p->scat_n; ++d) {
+        const int k = __popc(__ballot_sync(0xffffffffu, sa == d)) + __popc(__ballot_sync(0xffffffffu, sb2 == d));
+        if (l == d) mine = k;
+      }
+      /* Cumulativity: the barrier ordered the warpgroup's stores before this fence. */
+      fence_acq_rel_sys();
+      if (mine) red_relaxed_sys_add_u64(p->scat_count[l], (uint64_t)mine);
     }
   }
   /* (a reduced tile is never a pushed one: this excludes the branch above) */

@@ -101,6 +101,10 @@ MELD_DEV void fence_proxy_async_smem_cta(void) {
 MELD_DEV void red_release_sys_add_u64(uint64_t *p, uint64_t v) {
   asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+/* Relaxed reduction (after a fence: the release pattern for several counters, one fence). */
+MELD_DEV void red_relaxed_sys_add_u64(uint64_t *p, uint64_t v) {
+  asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 /* CAS with acquire+release at system scope (claims, abort words on peers over NVLink).
  * Returns the old value. */
 MELD_DEV uint32_t atom_cas_acq_rel_sys_u32(uint32_t *p, uint32_t cmp, uint32_t v) {

@@ -681,6 +681,11 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
                      p->epi.rows_valid || p->epi.reduce.on || p->epi.out_tma))
     MELD_WHY("gemm: gated tiles (grp_glu %d) need hook f with grp_rows = n = 2 grp_glu (grp_rows %d, n %lld), "
         "grp_glu a multiple of 128, and the plain TMA-store epilogue", p->grp_glu, p->grp_rows, (long long)p->n);
+  if (p->scat_origin && (p->epi_tma || p->epi_defer || p->scat_n < 1 || p->scat_n > GEMM_SCAT_MAX || p->grp_glu ||
+                         p->epi.out || p->epi.signal || p->epi.rows_valid || p->epi.reduce.on || p->epi.out_tma ||
+                         p->split_k != 1 || p->sk_tiles || p->cluster_m != 1 || p->bn == GEMM_BN_WIDE || p->skinny_mt))
+    MELD_WHY("gemm: the row scatter needs the generic-store epilogue (no TMA store, no deferral), 1..%d ranks (%d), "
+        "no other epilogue hook, no gated tiles, split-K, stream-K, cluster or wide tile", GEMM_SCAT_MAX, p->scat_n);
   if (p->cluster_mc && p->cluster_m != 2) MELD_WHY("gemm: B multicast (cluster_mc) needs cluster_m 2");
   if (p->epi.reduce.tma && (!p->epi.reduce.on || p->epi.reduce.npush > 0 || p->n % 8))
     MELD_WHY("gemm: the reduced tiles' TMA store needs the reduce hook on, no symmetric push and n %% 8 == 0 (n %d)",

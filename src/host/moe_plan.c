@@ -234,7 +234,7 @@ size_t meld_moe_workspace_bytes(int nranks, int64_t max_tokens, int32_t topk, in
 
 /* Where meld_moe_ffn's intermediates sit in its scratch (256-aligned offsets). */
 typedef struct {
-  size_t act, h2, offsets, counts, bytes;
+  size_t act, h2, origin, offsets, counts, bytes;
 } moe_ffn_scratch_t;
 
 static moe_ffn_scratch_t moe_ffn_scratch(int P, int32_t experts, int64_t hidden, int64_t ffn, int64_t capacity) {
@@ -243,6 +243,7 @@ static moe_ffn_scratch_t moe_ffn_scratch(int P, int32_t experts, int64_t hidden,
   size_t o = 0;
   s.act = o, o = up256(o + cap * (size_t)ffn * 2);
   s.h2 = o, o = up256(o + cap * (size_t)hidden * 2);
+  s.origin = o, o = up256(o + cap * 8);
   s.offsets = o, o = up256(o + (el + 1) * 4);
   s.counts = o, o = up256(o + el * 4);
   s.bytes = o;
@@ -285,6 +286,7 @@ meld_result_t moe_ffn_split(const meld_moe_ffn_args_t *f, int P, meld_moe_args_t
   d->w = f->w1, d->n = 2 * f->ffn, d->y = sc + s.act, d->capacity = f->capacity;
   d->expert_offsets = (int32_t *)(sc + s.offsets);
   d->expert_counts = f->expert_counts ? f->expert_counts : (int32_t *)(sc + s.counts);
+  d->row_origin = (int32_t *)(sc + s.origin); /* (the second GEMM's epilogue sends each row by it) */
   d->activation = MELD_MOE_ACT_SWIGLU;
   memset(g, 0, sizeof *g);
   g->dispatch = d, g->a = sc + s.act, g->k = f->ffn, g->w = f->w2, g->n = f->hidden, g->c = sc + s.h2;

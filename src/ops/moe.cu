@@ -41,6 +41,7 @@
 #include "device/launch.cuh"
 #include "device/signal.cuh"
 #include "error.h"
+#include "config.h" /* meld_env_int64 */
 #include "gemm_plan.h"
 #include "log.h"
 #include "moe_plan.h"
@@ -63,6 +64,8 @@ typedef struct {
   const float *wt;   /* meld_moe_combine: topk_weights [tokens, topk]                       */
   uint8_t *out;      /* meld_moe_combine: [tokens, hidden], ld ldo                           */
   int64_t ldo;
+  int32_t pieces;    /* meld_moe_combine: 0 = it sends the rows itself; > 0 = the second GEMM's
+                        epilogue sent them, in this many column pieces a row (its tiles_n)  */
   moe_layout_t ws;
   uint8_t *wsp[MOE_MAX_RANKS]; /* every rank's workspace as mapped here; [rank] = own */
 } moe_common_t;
@@ -478,6 +481,37 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) moe_gemm_kernel(const __grid_
 #endif
 }
 
+/* meld_moe_ffn's second GEMM with the combine's sends (the engine's row scatter: every tile's rows
+ * go straight into their tokens' ranks' staging at the slot's index, counted per half-tile at that
+ * rank's arrival counter). A protocol call: its entry handshake proves every peer's dispatch
+ * kernel ended (their staging, which these rows overwrite, is no longer read). */
+__global__ void __launch_bounds__(GEMM_THREADS, 1)
+    moe_gemm_send_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_kargs_t k) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(1024) uint8_t moe_ssmem[];
+  bool run = false;
+  {
+    meld_ctx_t ctx;
+    run = meld_call_begin(&ctx, &proto, MELD_OP_MOE_FFN, k.c.arg_hash, 0u) && !k.c.handshake_only;
+  }
+  if (run) gemm_cta_run<false, false, 0, 0>(&k.g, moe_ssmem, (int)blockIdx.x, (int)gridDim.x);
+  __syncthreads();
+  if (threadIdx.x == 128) { /* (a consumer thread: the engine left warpgroup 0 with 40 registers) */
+    meld_cta_shared_t *s = meld_cta_shared();
+    meld_ctx_t ctx;
+    ctx.p = &proto;
+    ctx.epoch = s->epoch;
+    ctx.op = MELD_OP_MOE_FFN;
+    ctx.arg_hash = k.c.arg_hash;
+    ctx.ticket = s->ticket;
+    ctx.role = meld_role_of_ticket(s->ticket, 0u);
+    ctx.cta = blockIdx.x;
+    ctx.failed = 0;
+    meld_call_end_thread(&ctx);
+  }
+#endif
+}
+
 /* ---- the combine ------------------------------------------------------------------------------ */
 
 #define MOE_CB_THREADS 512
@@ -502,7 +536,7 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
     const int rb16 = (int)(a.hidden / 8);
     const int32_t *seg = moe_at<const int32_t>(&a, me, a.ws.seg), *used = moe_at<const int32_t>(&a, me, a.ws.used);
     const int2 *orig = (const int2 *)(a.wsp[me] + a.ws.origin);
-    const int64_t rows = (int64_t)used[me] * MOE_BM;
+    const int64_t rows = a.pieces ? 0 : (int64_t)used[me] * MOE_BM; /* (pieces: sent by the GEMM) */
     for (int64_t r0 = (int64_t)blockIdx.x * MOE_CB_CHUNK; r0 < rows; r0 += (int64_t)gridDim.x * MOE_CB_CHUNK) {
       if (threadIdx.x < P) s_cnt[threadIdx.x] = 0;
       __syncthreads();
@@ -525,6 +559,7 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
       for (int d = 0; d < P && ok; d++) {
         uint64_t want = 0;
         for (int j = 0; j < EL; j++) want += (uint64_t)mine[d * EL + j];
+        if (a.pieces) want *= (uint64_t)a.pieces;
         if (want)
           ok = meld_wait_ge(&ctx, arr + d, want, meld_wait_info(MELD_REGION_OTHER, (uint32_t)d, d, "moe: combine rows"));
       }
@@ -593,6 +628,7 @@ static meld_result_t moe_device_setup(int dev, int sm_count, int *grid) {
   int gg = 0; /* (meld_moe_grouped_gemm's kernel: its shared-memory limit set once, here) */
   MELD_CHECK(meld_coop_grid((const void *)moe_gemm_kernel<0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
   MELD_CHECK(meld_coop_grid((const void *)moe_gemm_kernel<1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
+  MELD_CHECK(meld_coop_grid((const void *)moe_gemm_send_kernel, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
   if (dev < MOE_MAX_DEVICES) g_moe_grid[dev] = *grid;
   return MELD_OK;
 }
@@ -761,7 +797,10 @@ static void moe_refuse_combine(struct meld_comm *comm, cudaStream_t stream) {
   (void)meld_launch_coop((const void *)moe_combine_kernel, g, MOE_CB_THREADS, 0, ka, stream);
 }
 
-extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combine_args_t *args, cudaStream_t stream) {
+/* The combine; pieces > 0: the rows were sent by moe_gemm_send in that many pieces a row (only
+ * the waits and the sums run). */
+static meld_result_t moe_combine_run(struct meld_comm *comm, const meld_moe_combine_args_t *args, int pieces,
+                                     cudaStream_t stream) {
   const char *fn = "meld_moe_combine";
   MELD_CHECK(moe_begin(comm, fn));
   const int sms = meld_comm_node_sm_count(comm);
@@ -779,11 +818,50 @@ extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combi
   c.wt = args->topk_weights;
   c.out = (uint8_t *)args->out;
   c.ldo = args->ldo ? args->ldo : plan.hidden;
+  c.pieces = pieces;
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *ka[] = {&proto, &c};
   meld_result_t r = meld_launch_coop((const void *)moe_combine_kernel, grid, MOE_CB_THREADS, 0, ka, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
+}
+
+extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combine_args_t *args, cudaStream_t stream) {
+  return moe_combine_run(comm, args, 0, stream);
+}
+
+/* meld_moe_ffn's second GEMM with the combine's sends in its epilogue (the row scatter, from the
+ * dispatch's row_origin); *pieces = the GEMM's n-blocks (each row arrives in that many pieces).
+ * Arguments checked by the caller. */
+static meld_result_t moe_gemm_send(struct meld_comm *comm, const meld_moe_gemm_args_t *g, int *pieces,
+                                   cudaStream_t stream) {
+  const int sms = meld_comm_node_sm_count(comm);
+  moe_plan_t plan;
+  MELD_CHECK(moe_plan_make(g->dispatch, comm->nranks, comm->rank, sms, comm->workspace.bytes, &plan));
+  int grid = 0;
+  MELD_CHECK(moe_device_setup(comm->device, sms, &grid));
+  moe_kargs_t k;
+  moe_common_fill(comm, g->dispatch, &plan, &k.c);
+  k.c.arg_hash = meld_hash_fold(meld_hash_u64(
+      meld_hash_u64(meld_hash_u64(meld_hash_u64(meld_hash_init(), plan.arg_hash), MELD_OP_MOE_FFN), (uint64_t)g->k),
+      (uint64_t)g->n));
+  gemm_params_t *gp = &k.g;
+  MELD_CHECK(moe_grouped_plan(comm, &plan, grid, g->a, g->k, g->w, g->n, g->c, gp));
+  gp->epi_tma = 0, gp->epi_defer = 0;
+  gp->scat_origin = g->dispatch->row_origin;
+  gp->scat_n = plan.nranks;
+  for (int r = 0; r < plan.nranks; r++) {
+    gp->scat_dst[r] = k.c.wsp[r] + plan.ws.stage;
+    gp->scat_count[r] = (uint64_t *)(k.c.wsp[r] + plan.ws.arrivals) + plan.rank;
+  }
+  char why[256];
+  if (!gp->scat_origin || gemm_params_check(gp, grid, why, sizeof why))
+    return meld_error(MELD_ERR_INTERNAL, "meld_moe_ffn: the second GEMM's plan rejected: %s",
+                      gp->scat_origin ? why : "no row_origin");
+  *pieces = gp->tiles_n;
+  meld_proto_dev_t proto = meld_proto_dev(comm);
+  void *ka[] = {&proto, &k};
+  return meld_launch_coop((const void *)moe_gemm_send_kernel, grid, GEMM_THREADS, GEMM_SMEM_BYTES, ka, stream);
 }
 
 extern "C" meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_gemm_args_t *args, cudaStream_t stream) {
@@ -826,8 +904,11 @@ extern "C" meld_result_t meld_moe_ffn(meld_comm_t comm, const meld_moe_ffn_args_
     meld_error_prefix("%s", fn);
     return moe_refuse(comm, r, moe_refuse_combine, stream);
   }
-  r = meld_moe_grouped_gemm(comm, &g, stream);
-  if (r == MELD_OK) r = meld_moe_combine(comm, &c, stream);
+  int64_t send = 1; /* the combine's sends in the second GEMM's epilogue (MELD_MOE_FFN_SEND=0: apart) */
+  r = meld_env_int64("MELD_MOE_FFN_SEND", 0, 1, &send);
+  int pieces = 0;
+  if (r == MELD_OK) r = send ? moe_gemm_send(comm, &g, &pieces, stream) : meld_moe_grouped_gemm(comm, &g, stream);
+  if (r == MELD_OK) r = moe_combine_run(comm, &c, pieces, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
 }

@@ -139,7 +139,7 @@ static void test_ffn_split(void **state) {
   assert_int_equal(moe_ffn_split(&f, 4, &d, &g, &c), MELD_OK);
   const size_t bytes = meld_moe_ffn_scratch_bytes(4, 64, 1024, 512, 16384);
   const size_t act = (size_t)16384 * 512 * 2, h2 = (size_t)16384 * 1024 * 2;
-  assert_true(bytes >= act + h2 + 17 * 4 + 16 * 4);
+  assert_true(bytes >= act + h2 + (size_t)16384 * 8 + 17 * 4 + 16 * 4);
   assert_ptr_equal(d.y, sc);
   assert_int_equal(d.n, 1024);
   assert_int_equal(d.activation, MELD_MOE_ACT_SWIGLU);
@@ -149,7 +149,9 @@ static void test_ffn_split(void **state) {
   assert_ptr_equal(c.y2, sc + act), assert_ptr_equal(c.out, f.out), assert_ptr_equal(c.topk_weights, f.topk_weights);
   assert_ptr_equal(g.dispatch, &d), assert_ptr_equal(c.dispatch, &d);
   const uint8_t *off = (const uint8_t *)d.expert_offsets, *cnt = (const uint8_t *)d.expert_counts;
-  assert_true(off >= sc + act + h2 && (uintptr_t)off % 256 == 0);
+  const uint8_t *org = (const uint8_t *)d.row_origin; /* (the second GEMM's sends read it) */
+  assert_true(org >= sc + act + h2 && (uintptr_t)org % 256 == 0);
+  assert_true(off >= org + (size_t)16384 * 8 && (uintptr_t)off % 256 == 0);
   assert_true(cnt >= off + 17 * 4 && (uintptr_t)cnt % 256 == 0 && cnt + 16 * 4 <= sc + bytes);
   f.expert_counts = (int32_t *)FAKE(0x7000000);
   assert_int_equal(moe_ffn_split(&f, 4, &d, &g, &c), MELD_OK);
