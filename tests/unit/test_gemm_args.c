@@ -430,6 +430,34 @@ static void test_gated_check(void **state) {
   assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
 }
 
+/* gemm_params_check on the row scatter (the MoE layer's second GEMM with the combine's sends):
+ * legal with the generic-store epilogue and 1..16 ranks; refused with the TMA store, deferral, no
+ * or too many ranks, gated tiles, another epilogue hook or split-K. */
+static void test_scatter_check(void **state) {
+  (void)state;
+  gemm_params_t p = plain_params(8192, 7168, 2048);
+  char why[256];
+  p.grp_brow = (const int32_t *)64, p.grp_rows = 7168;
+  p.scat_origin = (const int32_t *)64, p.scat_n = 8, p.epi_tma = 0, p.epi_defer = 0;
+  assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+  gemm_params_t q = p;
+  q.epi_tma = 1;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "row scatter"));
+  q = p, q.epi_defer = 1;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  q = p, q.scat_n = 0;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  q = p, q.scat_n = GEMM_SCAT_MAX + 1;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  q = p, q.epi.rows_valid = 64, q.epi.rows_per_owner = 128;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  q = p, q.grp_brow = NULL, q.split_k = 2, q.kb_per_split = 16, q.split_from = 0, q.workspace = (float *)64;
+  q.counters = (uint32_t *)64;
+  assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+  assert_non_null(strstr(why, "row scatter"));
+}
+
 /* The small-M kernel: when meld_gemm takes it, its cluster size, and the legality check. */
 static void test_skinny_rules(void **state) {
   (void)state;
@@ -760,7 +788,7 @@ int main(void) {
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
-      cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
+      cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_scatter_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
       cmocka_unit_test(test_copy_tma_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
