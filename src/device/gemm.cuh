@@ -414,13 +414,15 @@ typedef struct {
   /* Row scatter (scat_origin NULL = off): C's row r goes to rank o.x's buffer scat_dst[o.x] at
    * row o.y (ld ldc), o = scat_origin[2r..2r+1], and is dropped where o.x < 0 (16-byte generic
    * stores: epi_tma 0). After each 64-row half-tile's stores its warpgroup meets, and warp 0
-   * counts the rows it sent to each rank (ballots), fences once (fence.acq_rel.sys) and adds them
+   * counts the rows it sent to each rank (ballots), fences once (fence.acq_rel, scat_sys) and adds them
    * to scat_count[rank] (relaxed): a receiver that expects R rows from here waits for R x
    * tiles_n. No other epilogue hook. The MoE layer's second GEMM with the combine's sends. */
   const int32_t *scat_origin;
   uint8_t *scat_dst[GEMM_SCAT_MAX];
   uint64_t *scat_count[GEMM_SCAT_MAX];
-  int32_t scat_n; /* ranks (entries of scat_dst / scat_count) */
+  int32_t scat_n;   /* ranks (entries of scat_dst / scat_count) */
+  int32_t scat_sys; /* 1: the counts' fence at system scope (ranks on other GPUs); 0: GPU scope
+                       (every rank on this GPU: one rank, or ranks sharing it)               */
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -1471,7 +1473,8 @@ __device__ __forceinline__ int gemm_epilogue(const gemm_params_t *p, float *acc,
         if (l == d) mine = k;
       }
       /* Cumulativity: the barrier ordered the warpgroup's stores before this fence. */
-      fence_acq_rel_sys();
+      if (p->scat_sys) fence_acq_rel_sys();
+      else fence_acq_rel_gpu();
       if (mine) red_relaxed_sys_add_u64(p->scat_count[l], (uint64_t)mine);
     }
   }

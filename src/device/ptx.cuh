@@ -71,6 +71,7 @@ MELD_DEV uint64_t ld_relaxed_gpu_u64(const uint64_t *p) {
 /* Acquire + release fence at system scope: after a relaxed load that saw a released value,
  * makes the releaser's prior writes visible (fence-based synchronization, PTX 8.8). */
 MELD_DEV void fence_acq_rel_sys(void) { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+MELD_DEV void fence_acq_rel_gpu(void) { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
 /* Acquire-only fence at system scope (PTX ISA 8.6, sm_90): with earlier relaxed loads that saw
  * released values, an acquire pattern for each of them; no release half, so it need not wait
  * for this thread's earlier writes to be performed, as fence.acq_rel.sys must. */

@@ -850,6 +850,7 @@ static meld_result_t moe_gemm_send(struct meld_comm *comm, const meld_moe_gemm_a
   gp->epi_tma = 0, gp->epi_defer = 0;
   gp->scat_origin = g->dispatch->row_origin;
   gp->scat_n = plan.nranks;
+  gp->scat_sys = !(plan.nranks == 1 || comm->gpu_share >= plan.nranks); /* (GPU scope: every rank here) */
   for (int r = 0; r < plan.nranks; r++) {
     gp->scat_dst[r] = k.c.wsp[r] + plan.ws.stage;
     gp->scat_count[r] = (uint64_t *)(k.c.wsp[r] + plan.ws.arrivals) + plan.rank;
