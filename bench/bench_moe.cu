@@ -19,7 +19,7 @@
  *                [E, hidden, n / 2] with the combine's sends in its epilogue, the combine's
  *                sums); its TFLOP/s count both GEMMs (1.5x),
  *   ffn-apart    the same with MELD_MOE_FFN_SEND=0 (the second GEMM stores its rows, the combine
- *                kernel sends them).
+ *                kernel sends them), ffn-send with MELD_MOE_FFN_SEND=1 (ffn is the default's pick).
  * (The layer's peer is bench/moe_torch.py's "torch layer".)
  * BENCH_MOE_AB (a comma list of "VAR=VAL" or "VAR=VAL+VAR=VAL"): more fused variants with those
  * variables set (by rank 0, between barriers), e.g. MELD_MOE_COMM_CTAS=32.
@@ -49,12 +49,15 @@ static int P = 0, g_calls = 5, g_samples = 5, g_ndev = 1, g_nrows = 0;
 static row_t g_rows[8];
 static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
-#define NVAR 13
-#define NBASE 8 /* the variants before the BENCH_MOE_AB ones */
-static char g_var[NVAR][128] = {"fused", "nocopy", "comm", "cublas-loop", "meld-loop", "swiglu", "ffn", "ffn-apart"};
+#define NVAR 14
+#define NBASE 9 /* the variants before the BENCH_MOE_AB ones */
+static char g_var[NVAR][128] = {"fused",  "nocopy", "comm",      "cublas-loop", "meld-loop",
+                                "swiglu", "ffn",    "ffn-apart", "ffn-send"};
 #define V_SWIGLU 5
 #define V_FFN 6
 #define V_FFN_APART 7
+#define V_FFN_SEND 8
+#define V_IS_FFN(v) ((v) == V_FFN || (v) == V_FFN_APART || (v) == V_FFN_SEND)
 static int g_nvar = NBASE;
 static float g_ms[8][NVAR];
 static int64_t g_rows_recv[8];
@@ -121,6 +124,7 @@ static void set_variant(int v) {
   if (v == 1) setenv("MELD_MOE_DIAG", "1", 1);
   if (v == 2) setenv("MELD_MOE_DIAG", "2", 1);
   if (v == V_FFN_APART) setenv("MELD_MOE_FFN_SEND", "0", 1);
+  if (v == V_FFN_SEND) setenv("MELD_MOE_FFN_SEND", "1", 1);
   if (v < NBASE) return;
   char buf[128];
   snprintf(buf, sizeof buf, "%s", strchr(g_var[v], '[') + 1);
@@ -257,7 +261,7 @@ static void *rank_main(void *arg) {
             }
         } else if (v == V_SWIGLU) {
           GT_MELD(meld_moe_dispatch_gemm(comm, &ag, st));
-        } else if (v == V_FFN || v == V_FFN_APART) {
+        } else if (V_IS_FFN(v)) {
           GT_MELD(meld_moe_ffn(comm, &fa, st));
         } else if (v != 3) {
           GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));
@@ -282,7 +286,7 @@ static void *rank_main(void *arg) {
       int64_t rows = 0;
       for (int d = 0; d < P; d++) rows += g_rows_recv[d];
       for (int v = 0; v < g_nvar; v++) {
-        const double tf = (v == V_FFN || v == V_FFN_APART ? 3.0 : 2.0) * rows * r->N * r->H / (worst[v] * 1e-3) / 1e12;
+        const double tf = (V_IS_FFN(v) ? 3.0 : 2.0) * rows * r->N * r->H / (worst[v] * 1e-3) / 1e12;
         char name[160];
         snprintf(name, sizeof name, "P%d %s T%d %s", P, r->name, r->T, g_var[v]);
         printf("%-44s %10.4f %9.1f %9.3f %9.2e\n", name, worst[v], tf, worst[v] / worst[1], v ? 0.0 : g_err);
@@ -296,7 +300,7 @@ static void *rank_main(void *arg) {
                     "\"meld_ms\": %.5f, \"nocopy_ms\": %.5f, \"comm_ms\": %.5f, \"cublas_loop_ms\": %.5f, "
                     "\"tflops_useful\": %.1f, \"settle_ms\": %d, \"rel_err_sample\": %.3e, \"gpu\": \"%s\", "
                     "\"driver\": \"%s\", \"cuda\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
-                    v == V_FFN || v == V_FFN_APART ? "moe_ffn" : "moe_dispatch_gemm", r->name, r->T, r->H, r->N, r->E, r->topk, r->zipf, (long long)g_capacity, (long long)rows,
+                    V_IS_FFN(v) ? "moe_ffn" : "moe_dispatch_gemm", r->name, r->T, r->H, r->N, r->E, r->topk, r->zipf, (long long)g_capacity, (long long)rows,
                     g_var[v], P, g_ndev < P ? g_ndev : P, worst[v], worst[1], worst[2], worst[3], tf, settle_ms,
                     g_err, g_env.gpu, g_env.driver, g_env.cuda, g_env.date, g_env.commit);
             fclose(jf);

@@ -598,7 +598,9 @@ size_t meld_moe_workspace_bytes(int nranks, int64_t max_tokens, int32_t topk, in
  * (fp32 combine, rounded once). Collective like meld_moe_dispatch_gemm; three kernels after the
  * routing kernel, no host synchronization: the dispatch fused with the first grouped GEMM and
  * its activation (the gate and up products never leave the registers: the GEMM's epilogue stores
- * silu(gate) x up), the second grouped GEMM, and the combine. The layer's intermediates live in
+ * silu(gate) x up), the second grouped GEMM, and the combine. With several ranks the second
+ * GEMM's epilogue sends each row straight to its token's rank (the combine kernel then only
+ * sums), so the way back overlaps that GEMM; MELD_MOE_FFN_SEND=0/1 forces it off / on. The layer's intermediates live in
  * `scratch` (meld_moe_ffn_scratch_bytes), staging and tables in the comm's workspace
  * (meld_moe_workspace_bytes with hidden). Fails as meld_moe_dispatch_gemm does. */
 typedef struct {
