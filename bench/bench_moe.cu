@@ -5,7 +5,8 @@
  *   DeepSeek-V3: hidden 7168, n 4096, 256 experts, top-8, tokens per rank 512 / 4096 (--long:
  *   8192), uniform routing and Zipf(1.0) over the experts; Mixtral-like: hidden 4096, n 28672,
  *   8 experts, top-2, 4096 tokens per rank; "dsv3-32e": the DeepSeek-V3 shape with 32 experts (one
- *   EP-8 rank's share: ~1024 rows an expert where all 256 on one GPU get ~128).
+ *   EP-8 rank's share: ~1024 rows an expert where all 256 on one GPU get ~128), and at 128 tokens
+ *   (decode: ~32 rows an expert, the weights' stream).
  * Variants, timed in the same pass:
  *   fused        the op (routing kernel + the fused dispatch / grouped GEMM kernel),
  *   nocopy       MELD_MOE_DIAG=1: no rows copied (blocks still counted): the GEMM + protocol,
@@ -46,7 +47,7 @@ typedef struct {
 } row_t;
 
 static int P = 0, g_calls = 5, g_samples = 5, g_ndev = 1, g_nrows = 0;
-static row_t g_rows[8];
+static row_t g_rows[10];
 static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
 #define NVAR 14
@@ -348,6 +349,8 @@ int main(int argc, char **argv) {
    * weights are read once per ~1024 rows, not ~128 as with all 256 experts on one GPU) */
   g_rows[g_nrows++] = (row_t){"dsv3-32e", 4096, 7168, 4096, 32, 8, 0.0};
   if (P <= 8) g_rows[g_nrows++] = (row_t){"mixtral", 4096, 4096, 28672, 8, 2, 0.0};
+  /* decode: one EP-8 rank's 32 experts at 128 tokens (32 rows an expert; the weights' stream) */
+  g_rows[g_nrows++] = (row_t){"dsv3-32e", 128, 7168, 4096, 32, 8, 0.0};
   /* the workspace: the largest row's staging and tables (set before any comm exists) */
   size_t ws = 0;
   for (int i = 0; i < g_nrows; i++) {

@@ -59,6 +59,7 @@ def main():
         rows.append(("dsv3", 8192, 7168, 4096, 256, 8, 0.0))
     rows.append(("dsv3-32e", 4096, 7168, 4096, 32, 8, 0.0))
     rows.append(("mixtral", 4096, 4096, 28672, 8, 2, 0.0))
+    rows.append(("dsv3-32e", 128, 7168, 4096, 32, 8, 0.0))
     dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(1)
     print(f"{'row variant':44s} {'ms':>10s} {'TFLOP/s':>9s}")
