@@ -3,7 +3,12 @@
 # grouped GEMM's and combine's first 2-GPU run, after bench/calls/x2_s23.sh and x2_ring.sh.
 # (1) test_moe 2 (a GPU per rank thread: the copies and block counts cross NVLink); (2) bench_moe
 # --ranks 2 (fused / nocopy / comm / cuBLAS loop / meld_gemm loop; comm CTAs 8 and 32 against 16;
-# vector copies against bulk).
+# vector copies against bulk); session 32 added meld_moe_ffn: the variants ffn (the default: the
+# combine's sends in the second GEMM with 2 ranks), ffn-send and ffn-apart (the combine kernel
+# sends after the GEMM). EP-2 floor for the way back (dsv3-32e is not a row at 2 ranks; dsv3 T4096,
+# 128 experts a rank): half of 32768 rows x 14 KB = 235 MB over NVLink ~0.67 ms, under a ~3.5 ms
+# second GEMM: prediction ffn-send 3-8% faster than ffn-apart (the apart path pays the copy after
+# the GEMM), the opposite of one rank.
 # Floors (per rank): dsv3 T 4096 top-8: 32768 rows x 14 KB = 470 MB routed, half to the peer:
 # 235 MB over NVLink at ~350 GB/s = 0.67 ms, under a ~7 ms GEMM (128 experts a rank, weight
 # streaming); Mixtral: 67 MB, 0.1 ms. Prediction: tests pass; fused / nocopy 1.02-1.10 (the copies
