@@ -51,6 +51,10 @@
 typedef struct {
   int32_t rank, nranks, experts, e_loc, topk, blocks, comm_ctas, handshake_only;
   uint32_t arg_hash;
+  uint32_t op; /* moe_kernel's protocol op: MELD_OP_MOE_DISPATCH_GEMM, or MELD_OP_MOE_FFN for
+                  meld_moe_ffn's second GEMM with the combine's sends (no comm CTAs: its entry
+                  handshake proves every peer's dispatch kernel ended, so their staging, which
+                  its rows overwrite, is no longer read) */
   int32_t copy; /* MOE_COPY_* (MELD_MOE_COPY) */
   int32_t diag; /* MELD_MOE_DIAG (timing only, wrong results): bit 0 = no copies (the blocks are
                    still counted: the GEMM and the protocol alone), bit 1 = no GEMM (the routing
@@ -427,8 +431,11 @@ __device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, u
   }
 }
 
-/* DEFER = k.g.epi_defer: the engine's deferred epilogue (each tile's second half stored during the
- * next tile's first k-block; the plain TMA-store path, which the grouped GEMM's is). */
+/* The dispatch's fused kernel (op MELD_OP_MOE_DISPATCH_GEMM: comm CTAs copy, then every CTA runs
+ * the grouped GEMM), and meld_moe_ffn's second GEMM with the combine's sends (op MELD_OP_MOE_FFN:
+ * no comm CTAs, the engine's row scatter; moe_gemm_send). DEFER = k.g.epi_defer: the engine's
+ * deferred epilogue (each tile's second half stored during the next tile's first k-block; the
+ * plain TMA-store path, which the dispatch's grouped GEMM's is). */
 template <int DEFER>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     moe_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_kargs_t k) {
@@ -437,7 +444,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
   bool run_gemm = false;
   {
     meld_ctx_t ctx;
-    if (meld_call_begin(&ctx, &proto, MELD_OP_MOE_DISPATCH_GEMM, k.c.arg_hash,
+    if (meld_call_begin(&ctx, &proto, k.c.op, k.c.arg_hash,
                         k.c.handshake_only ? 0u : (uint32_t)k.c.comm_ctas) &&
         !k.c.handshake_only) {
       if (ctx.role == MELD_ROLE_COMM) moe_comm(ctx, &k.c, ctx.ticket, moe_smem);
@@ -451,7 +458,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     meld_ctx_t ctx;
     ctx.p = &proto;
     ctx.epoch = s->epoch;
-    ctx.op = MELD_OP_MOE_DISPATCH_GEMM;
+    ctx.op = k.c.op;
     ctx.arg_hash = k.c.arg_hash;
     ctx.ticket = s->ticket;
     ctx.role = meld_role_of_ticket(s->ticket, (uint32_t)k.c.comm_ctas);
@@ -478,37 +485,6 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) moe_gemm_kernel(const __grid_
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) uint8_t moe_gsmem[];
   gemm_cta_run<false, false, 0, DEFER>(&g, moe_gsmem, (int)blockIdx.x, (int)gridDim.x);
-#endif
-}
-
-/* meld_moe_ffn's second GEMM with the combine's sends (the engine's row scatter: every tile's rows
- * go straight into their tokens' ranks' staging at the slot's index, counted per half-tile at that
- * rank's arrival counter). A protocol call: its entry handshake proves every peer's dispatch
- * kernel ended (their staging, which these rows overwrite, is no longer read). */
-__global__ void __launch_bounds__(GEMM_THREADS, 1)
-    moe_gemm_send_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_kargs_t k) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(1024) uint8_t moe_ssmem[];
-  bool run = false;
-  {
-    meld_ctx_t ctx;
-    run = meld_call_begin(&ctx, &proto, MELD_OP_MOE_FFN, k.c.arg_hash, 0u) && !k.c.handshake_only;
-  }
-  if (run) gemm_cta_run<false, false, 0, 0>(&k.g, moe_ssmem, (int)blockIdx.x, (int)gridDim.x);
-  __syncthreads();
-  if (threadIdx.x == 128) { /* (a consumer thread: the engine left warpgroup 0 with 40 registers) */
-    meld_cta_shared_t *s = meld_cta_shared();
-    meld_ctx_t ctx;
-    ctx.p = &proto;
-    ctx.epoch = s->epoch;
-    ctx.op = MELD_OP_MOE_FFN;
-    ctx.arg_hash = k.c.arg_hash;
-    ctx.ticket = s->ticket;
-    ctx.role = meld_role_of_ticket(s->ticket, 0u);
-    ctx.cta = blockIdx.x;
-    ctx.failed = 0;
-    meld_call_end_thread(&ctx);
-  }
 #endif
 }
 
@@ -628,7 +604,6 @@ static meld_result_t moe_device_setup(int dev, int sm_count, int *grid) {
   int gg = 0; /* (meld_moe_grouped_gemm's kernel: its shared-memory limit set once, here) */
   MELD_CHECK(meld_coop_grid((const void *)moe_gemm_kernel<0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
   MELD_CHECK(meld_coop_grid((const void *)moe_gemm_kernel<1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
-  MELD_CHECK(meld_coop_grid((const void *)moe_gemm_send_kernel, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
   if (dev < MOE_MAX_DEVICES) g_moe_grid[dev] = *grid;
   return MELD_OK;
 }
@@ -645,6 +620,7 @@ static void moe_common_fill(struct meld_comm *comm, const meld_moe_args_t *a, co
   c->blocks = p->blocks;
   c->comm_ctas = p->comm_ctas;
   c->arg_hash = p->arg_hash;
+  c->op = MELD_OP_MOE_DISPATCH_GEMM;
   c->tokens = p->tokens;
   c->hidden = p->hidden;
   c->n = p->n;
@@ -830,8 +806,10 @@ extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combi
   return moe_combine_run(comm, args, 0, stream);
 }
 
-/* meld_moe_ffn's second GEMM with the combine's sends in its epilogue (the row scatter, from the
- * dispatch's row_origin); *pieces = the GEMM's n-blocks (each row arrives in that many pieces).
+/* meld_moe_ffn's second GEMM with the combine's sends in its epilogue (the engine's row scatter
+ * from the dispatch's row_origin: every tile's rows straight into their tokens' ranks' staging at
+ * the slot's index, counted per half-tile at that rank's arrival counter), run by moe_kernel as
+ * op MELD_OP_MOE_FFN; *pieces = the GEMM's n-blocks (each row arrives in that many pieces).
  * Arguments checked by the caller. */
 static meld_result_t moe_gemm_send(struct meld_comm *comm, const meld_moe_gemm_args_t *g, int *pieces,
                                    cudaStream_t stream) {
@@ -842,6 +820,7 @@ static meld_result_t moe_gemm_send(struct meld_comm *comm, const meld_moe_gemm_a
   MELD_CHECK(moe_device_setup(comm->device, sms, &grid));
   moe_kargs_t k;
   moe_common_fill(comm, g->dispatch, &plan, &k.c);
+  k.c.op = MELD_OP_MOE_FFN, k.c.comm_ctas = 0, k.c.diag = 0; /* (moe_kernel: the engine alone) */
   k.c.arg_hash = meld_hash_fold(meld_hash_u64(
       meld_hash_u64(meld_hash_u64(meld_hash_u64(meld_hash_init(), plan.arg_hash), MELD_OP_MOE_FFN), (uint64_t)g->k),
       (uint64_t)g->n));
@@ -862,7 +841,7 @@ static meld_result_t moe_gemm_send(struct meld_comm *comm, const meld_moe_gemm_a
   *pieces = gp->tiles_n;
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *ka[] = {&proto, &k};
-  return meld_launch_coop((const void *)moe_gemm_send_kernel, grid, GEMM_THREADS, GEMM_SMEM_BYTES, ka, stream);
+  return meld_launch_coop((const void *)moe_kernel<0>, grid, GEMM_THREADS, GEMM_SMEM_BYTES, ka, stream);
 }
 
 extern "C" meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_gemm_args_t *args, cudaStream_t stream) {

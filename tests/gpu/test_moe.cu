@@ -396,11 +396,15 @@ typedef struct {
   void *scratch;
 } ffn_bufs_t;
 
+/* out's leading dimension: H + 24 where that fits the buffer (H <= 512), else dense (0). */
+static int64_t ffn_ldo(const moe_case_t *c) { return c->H <= 512 ? c->H + 24 : 0; }
+
 static void ffn_args_of(const moe_case_t *c, int rank, moe_bufs_t *b, ffn_bufs_t *f, int slot, meld_moe_ffn_args_t *a) {
   const int EL = c->E / P, F = c->N, H = c->H;
   memset(a, 0, sizeof *a);
   a->x = b->x[slot], a->topk_ids = b->ids[slot], a->topk_weights = f->wt[slot], a->tokens = tokens_of(c, rank);
   a->topk = c->topk, a->experts = c->E, a->hidden = H, a->ffn = F, a->capacity = cap_of(c), a->out = f->out[slot];
+  a->ldo = ffn_ldo(c);
   a->scratch = f->scratch, a->expert_counts = f->counts[slot];
   a->w1 = f->w1 + (size_t)rank * EL * 2 * F * H, a->w2 = f->w2 + (size_t)rank * EL * H * F;
 }
@@ -415,7 +419,7 @@ static void ffn_inputs(const moe_case_t *c, int rank, uint64_t seed, moe_bufs_t 
   uint64_t sd = seed * 13 + rank;
   for (int i = 0; i < T * K; i++) hw[i] = 0.25f + 0.5f * (gt_rand_f(&sd) + 1.f);
   if (T) GT_CUDA(cudaMemcpyAsync(f->wt[slot], hw, (size_t)T * K * 4, cudaMemcpyHostToDevice, st));
-  if (T) GT_CUDA(cudaMemsetAsync(f->out[slot], 0xff, (size_t)T * c->H * 2, st));
+  if (T) GT_CUDA(cudaMemsetAsync(f->out[slot], 0xff, (size_t)T * (ffn_ldo(c) ? ffn_ldo(c) : c->H) * 2, st));
   GT_CUDA(cudaMemsetAsync(f->counts[slot], 0x7f, (size_t)(c->E / P) * 4, st));
   GT_CUDA(cudaStreamSynchronize(st));
   free(hw);
@@ -436,7 +440,15 @@ static void ffn_check(const moe_case_t *c, int rank, moe_bufs_t *b, ffn_bufs_t *
   uint16_t *out = (uint16_t *)malloc((size_t)T * H * 2 + 2);
   int32_t cnt[1024];
   if (T) GT_CUDA(cudaMemcpyAsync(ref, f->out_ref, (size_t)T * H * 4, cudaMemcpyDeviceToHost, st));
-  if (T) GT_CUDA(cudaMemcpyAsync(out, f->out[slot], (size_t)T * H * 2, cudaMemcpyDeviceToHost, st));
+  const int64_t ldo = ffn_ldo(c) ? ffn_ldo(c) : H;
+  if (T)
+    GT_CUDA(cudaMemcpy2DAsync(out, (size_t)H * 2, f->out[slot], (size_t)ldo * 2, (size_t)H * 2, (size_t)T,
+                              cudaMemcpyDeviceToHost, st));
+  uint16_t gap[24 * 4] = {0}; /* the columns between H and ldo of the first rows: still poison */
+  const int gap_rows = T < 4 ? T : 4;
+  if (ldo > H && gap_rows)
+    GT_CUDA(cudaMemcpy2DAsync(gap, 24 * 2, f->out[slot] + H, (size_t)ldo * 2, 24 * 2, (size_t)gap_rows,
+                              cudaMemcpyDeviceToHost, st));
   GT_CUDA(cudaMemcpyAsync(cnt, f->counts[slot], (size_t)EL * 4, cudaMemcpyDeviceToHost, st));
   GT_CUDA(cudaStreamSynchronize(st));
   double num = 0, den = 0;
@@ -445,6 +457,10 @@ static void ffn_check(const moe_case_t *c, int rank, moe_bufs_t *b, ffn_bufs_t *
     num += d * d, den += (double)ref[i] * ref[i];
   }
   const double rel = den > 0 ? sqrt(num / den) : (num > 0 ? 1 : 0);
+  int gap_bad = 0;
+  for (int i = 0; ldo > H && i < 24 * gap_rows; i++) gap_bad += gap[i] != 0xffff;
+  GT_CHECK(gap_bad == 0, "moe ffn P=%d T %d H %d ldo %lld, %s: %d values written between hidden and ldo", P, c->T, H,
+           (long long)ldo, what, gap_bad);
   int bad_cnt = 0;
   for (int j = 0; j < EL; j++) {
     int64_t want = 0;
