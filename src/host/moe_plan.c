@@ -171,11 +171,14 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
   int64_t v = -1;
   MELD_CHECK(meld_env_int64("MELD_MOE_DEFER", 0, 1, &v));
   p->defer = (int)v;
-  /* The raster group: where an expert's rows fit one m-block (a tile's B panel is then read by
-   * that block alone), groups of 8 m-blocks streamed the weights faster than 16 (DeepSeek-V3
-   * T 512 top-8 of 256 experts on one H200: 4.33 vs 4.98 ms); with ~1000 rows an expert, 16. */
+  /* The raster group: where an expert's rows fit one or two m-blocks, one m-block a group (each
+   * block sweeps its expert's n-blocks: the weight is streamed in order) measured fastest
+   * (session 32, one H200, dispatch + first GEMM against 8 / 16: DeepSeek-V3 256 experts T 512
+   * 3.91 vs 4.37 ms, T 4096 6.19 vs 7.58, Zipf 6.48 vs 7.66, 32 experts T 128 0.565 vs 0.635;
+   * session 31: 8 beat 16 at T 512); with ~1000 rows an expert the engine's choice (16): group 1
+   * took 1.40x at Mixtral's 112 n-blocks (each block rereads the whole weight), even at 32 experts. */
   const int64_t per_expert = a->tokens * a->topk * P / a->experts; /* even routing, this rank's view */
-  v = per_expert <= 64 ? 8 : 0;
+  v = per_expert <= 256 ? 1 : 0;
   MELD_CHECK(meld_env_int64("MELD_MOE_GROUP_M", 1, 1024, &v));
   p->group_m = (int)v;
   const char *cp = getenv("MELD_MOE_COPY");

@@ -55,8 +55,9 @@ typedef struct {
   uint32_t arg_hash; /* over what every rank must agree on */
   int defer;         /* the GEMM's deferred epilogue: -1 = the engine's choice (on), 0 / 1
                         (MELD_MOE_DEFER)                                                    */
-  int group_m;       /* the GEMM's raster group (MELD_MOE_GROUP_M; default: 8 where a local
-                        expert gets <= 64 rows on average with even routing, else 16)       */
+  int group_m;       /* the GEMMs' raster group (MELD_MOE_GROUP_M; default: 1 where a local
+                        expert gets <= 256 rows on average with even routing, else the
+                        engine's)                                                            */
   int act;           /* MELD_MOE_ACT_*: SWIGLU = the GEMM's gated tiles (grp_glu = n / 2)   */
   int copy;          /* comm CTAs' copies: 0 = 16-byte vectors by every warp, 1 = bulk copies
                         through shared memory by one thread (MELD_MOE_COPY=vec|bulk)         */
