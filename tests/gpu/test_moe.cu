@@ -739,10 +739,10 @@ int main(int argc, char **argv) {
     }
     if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
     static const struct {
-      const char *name, *ctas, *copy, *send;
-    } paths[] = {{"default (bulk copies; ffn: the combine's sends in the second GEMM)", NULL, NULL, NULL},
-                 {"one comm CTA", "1", NULL, NULL},
-                 {"16-byte vector copies; ffn: the combine kernel sends", NULL, "vec", "0"}};
+      const char *name, *ctas, *copy, *send, *defer;
+    } paths[] = {{"default (bulk copies; ffn: sends in the second GEMM with several ranks)", NULL, NULL, NULL, NULL},
+                 {"one comm CTA; no deferred epilogue (the gated tiles' direct store)", "1", NULL, "1", "0"},
+                 {"16-byte vector copies; ffn: the combine kernel sends", NULL, "vec", "0", NULL}};
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
       if (paths[pi].ctas) setenv("MELD_MOE_COMM_CTAS", paths[pi].ctas, 1);
       else unsetenv("MELD_MOE_COMM_CTAS");
@@ -750,6 +750,8 @@ int main(int argc, char **argv) {
       else unsetenv("MELD_MOE_COPY");
       if (paths[pi].send) setenv("MELD_MOE_FFN_SEND", paths[pi].send, 1);
       else unsetenv("MELD_MOE_FFN_SEND");
+      if (paths[pi].defer) setenv("MELD_MOE_DEFER", paths[pi].defer, 1);
+      else unsetenv("MELD_MOE_DEFER");
       g_last = (int)(pi % 2);
       printf("test_moe: %d ranks as threads on %d GPU(s), %s\n", P, g_ndev < P ? g_ndev : P, paths[pi].name);
       fflush(stdout);
