@@ -11,7 +11,7 @@ Also the whole SwiGLU layer (meld_moe_ffn's peer, "torch layer"): the dispatch, 
 combine (the rows times their weights, index_add_ into fp32 per token, rounded to bf16): op
 "moe_ffn", useful TFLOP/s = 3 x rows x n x hidden.
 
-  python3 bench/moe_torch.py [--json FILE] [--long]
+  python3 bench/moe_torch.py [--json FILE] [--long | --quick]
 """
 import argparse, json, os, statistics, time
 
@@ -51,6 +51,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     ap.add_argument("--long", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="the first DeepSeek-V3 row, 32 experts and decode only")
     args = ap.parse_args()
     settle = int(os.environ.get("BENCH_SETTLE_MS", "0"))
     rows = [("dsv3", 512, 7168, 4096, 256, 8, 0.0), ("dsv3", 4096, 7168, 4096, 256, 8, 0.0),
@@ -60,6 +61,8 @@ def main():
     rows.append(("dsv3-32e", 4096, 7168, 4096, 32, 8, 0.0))
     rows.append(("mixtral", 4096, 4096, 28672, 8, 2, 0.0))
     rows.append(("dsv3-32e", 128, 7168, 4096, 32, 8, 0.0))
+    if args.quick:
+        rows = [r for r in rows if (r[0], r[1]) in (("dsv3", 512), ("dsv3-32e", 4096), ("dsv3-32e", 128))]
     dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(1)
     print(f"{'row variant':44s} {'ms':>10s} {'TFLOP/s':>9s}")
