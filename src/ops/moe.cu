@@ -806,6 +806,16 @@ extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combi
   return moe_combine_run(comm, args, 0, stream);
 }
 
+/* The plan, grid and engine parameters of a second GEMM (g's a, k, w, n, c) on the layout of g's
+ * dispatch (hook f from the workspace's table). */
+static meld_result_t moe_second_plan(struct meld_comm *comm, const meld_moe_gemm_args_t *g, moe_plan_t *plan, int *grid,
+                                     gemm_params_t *p) {
+  const int sms = meld_comm_node_sm_count(comm);
+  MELD_CHECK(moe_plan_make(g->dispatch, comm->nranks, comm->rank, sms, comm->workspace.bytes, plan));
+  MELD_CHECK(moe_device_setup(comm->device, sms, grid));
+  return moe_grouped_plan(comm, plan, *grid, g->a, g->k, g->w, g->n, g->c, p);
+}
+
 /* meld_moe_ffn's second GEMM with the combine's sends in its epilogue (the engine's row scatter
  * from the dispatch's row_origin: every tile's rows straight into their tokens' ranks' staging at
  * the slot's index, counted per half-tile at that rank's arrival counter), run by moe_kernel as
@@ -813,19 +823,16 @@ extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combi
  * Arguments checked by the caller. */
 static meld_result_t moe_gemm_send(struct meld_comm *comm, const meld_moe_gemm_args_t *g, int *pieces,
                                    cudaStream_t stream) {
-  const int sms = meld_comm_node_sm_count(comm);
   moe_plan_t plan;
-  MELD_CHECK(moe_plan_make(g->dispatch, comm->nranks, comm->rank, sms, comm->workspace.bytes, &plan));
   int grid = 0;
-  MELD_CHECK(moe_device_setup(comm->device, sms, &grid));
   moe_kargs_t k;
+  gemm_params_t *gp = &k.g;
+  MELD_CHECK(moe_second_plan(comm, g, &plan, &grid, gp));
   moe_common_fill(comm, g->dispatch, &plan, &k.c);
   k.c.op = MELD_OP_MOE_FFN, k.c.comm_ctas = 0, k.c.diag = 0; /* (moe_kernel: the engine alone) */
   k.c.arg_hash = meld_hash_fold(meld_hash_u64(
       meld_hash_u64(meld_hash_u64(meld_hash_u64(meld_hash_init(), plan.arg_hash), MELD_OP_MOE_FFN), (uint64_t)g->k),
       (uint64_t)g->n));
-  gemm_params_t *gp = &k.g;
-  MELD_CHECK(moe_grouped_plan(comm, &plan, grid, g->a, g->k, g->w, g->n, g->c, gp));
   gp->epi_tma = 0, gp->epi_defer = 0;
   gp->scat_origin = g->dispatch->row_origin;
   gp->scat_n = plan.nranks;
@@ -848,13 +855,10 @@ extern "C" meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_
   const char *fn = "meld_moe_grouped_gemm";
   MELD_CHECK(moe_begin(comm, fn));
   MELD_CHECK(moe_gemm_validate(args, comm->nranks));
-  const int sms = meld_comm_node_sm_count(comm);
   moe_plan_t plan;
-  MELD_CHECK(moe_plan_make(args->dispatch, comm->nranks, comm->rank, sms, comm->workspace.bytes, &plan));
   int grid = 0;
-  MELD_CHECK(moe_device_setup(comm->device, sms, &grid));
   gemm_params_t p;
-  MELD_CHECK(moe_grouped_plan(comm, &plan, grid, args->a, args->k, args->w, args->n, args->c, &p));
+  MELD_CHECK(moe_second_plan(comm, args, &plan, &grid, &p));
   char why[256];
   if (gemm_params_check(&p, grid, why, sizeof why))
     return meld_error(MELD_ERR_INTERNAL, "%s: GEMM plan rejected: %s", fn, why);
