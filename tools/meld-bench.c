@@ -29,7 +29,8 @@ static void usage(FILE *f) {
           "OP: gemm, ag_gemm, gemm_rs, gemm_ar, all_gather, reduce_scatter, all_reduce,\n"
           "    all_to_all, p2p, attn (the ring-attention suite shapes on one GPU),\n"
           "    ring_attn (the ring attention, ranks as threads: one per GPU, or 2 sharing one GPU),\n"
-          "    moe (MoE dispatch + grouped GEMM, ranks as threads: one per GPU, or 2 sharing one GPU)\n"
+          "    moe (MoE dispatch + grouped GEMM and the whole SwiGLU layer meld_moe_ffn, ranks as threads:\n"
+          "         one per GPU, or 2 sharing one GPU)\n"
           "--suite writes DIR/<family>-<date>.jsonl (default DIR bench/results)\n");
 }
 
@@ -97,7 +98,7 @@ int main(int argc, char **argv) {
                                     {"bench_attn", "attn", NULL},
                                     /* the ring attention: fused / gathered / compute-only, ranks as threads */
                                     {"bench_ring_attn", "ring_attn", NULL},
-                                    /* MoE dispatch + grouped GEMM: fused / nocopy / comm / cuBLAS loop */
+                                    /* MoE: dispatch + grouped GEMM (fused / nocopy / comm / cuBLAS loop) and the layer (ffn) */
                                     {"bench_moe", "moe", NULL},
                                     /* 2 ranks as threads of this process: on one GPU their kernels run at once */
                                     {"bench_inproc", "inproc", NULL}};
