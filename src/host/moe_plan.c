@@ -253,6 +253,10 @@ static moe_ffn_scratch_t moe_ffn_scratch(int P, int32_t experts, int64_t hidden,
   return s;
 }
 
+int moe_ffn_send_default(int nranks, int64_t tokens, int32_t topk, int32_t experts) {
+  return nranks > 1 || tokens * (int64_t)topk <= 16 * (int64_t)experts;
+}
+
 size_t meld_moe_ffn_scratch_bytes(int nranks, int32_t experts, int64_t hidden, int64_t ffn, int64_t capacity) {
   if (nranks < 1 || experts < nranks || hidden < 1 || ffn < 1 || capacity < 1) return 0;
   return moe_ffn_scratch(nranks, experts, hidden, ffn, capacity).bytes;

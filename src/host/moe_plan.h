@@ -84,6 +84,15 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int nranks, int rank, int 
 meld_result_t moe_ffn_split(const meld_moe_ffn_args_t *f, int nranks, meld_moe_args_t *d, meld_moe_gemm_args_t *g,
                             meld_moe_combine_args_t *c);
 
+/* Whether meld_moe_ffn sends the combine's rows from the second GEMM's epilogue (1) or keeps the
+ * GEMM and the combine's copies apart (0), by default. Several ranks: 1, so that the rows cross
+ * NVLink while the GEMM runs (the same choice on every rank: it depends on nothing that differs
+ * between them). One rank (tokens of it): 1 only where an expert gets <= 16 rows under even
+ * routing, i.e. padding is >= 7/8 of each 128-row block, whose stores the scatter drops (session
+ * 32, one H200: 8-10% faster in three runs of dsv3 T512, 16 rows an expert; 7% slower at 32 rows,
+ * dsv3-32e T128; within the runs' +-4% noise at >= 128 rows). */
+int moe_ffn_send_default(int nranks, int64_t tokens, int32_t topk, int32_t experts);
+
 /* The layout rule the routing kernel applies (in parallel, on the device), stated on the host
  * for the unit test's brute-force check; test_moe checks the device's layout on the GPU. From the counts matrix
  * cnt[P][E] (rank s's rows per global expert) fills, for the rank `me`, seg[E] (first row of

@@ -881,14 +881,9 @@ extern "C" meld_result_t meld_moe_ffn(meld_comm_t comm, const meld_moe_ffn_args_
   meld_moe_combine_args_t c;
   meld_result_t r = moe_ffn_split(args, comm->nranks, &d, &g, &c);
   if (r != MELD_OK) return moe_refuse(comm, r, moe_refuse_ffn, stream);
-  /* The combine's sends in the second GEMM's epilogue (MELD_MOE_FFN_SEND=1) or apart (0). With
-   * several ranks: in it, so that the rows cross NVLink while the GEMM runs (the same choice on
-   * every rank: it depends on nothing that differs between them). One rank: in it only where an
-   * expert gets <= 16 rows (even routing), i.e. padding is >= 7/8 of each 128-row block: there it
-   * drops the padding rows' stores and measured 8-10% faster (session 32, three runs of dsv3
-   * T512: 16 rows an expert); at 32 rows (dsv3-32e T128) it measured 7% slower, and with >= 128
-   * rows the two were within the runs' +-4% noise. (Read before anything is launched.) */
-  int64_t send = comm->nranks > 1 || args->tokens * (int64_t)args->topk <= 16 * (int64_t)args->experts;
+  /* The combine's sends in the second GEMM's epilogue or apart (moe_ffn_send_default;
+   * MELD_MOE_FFN_SEND=0/1 forces), read before anything is launched. */
+  int64_t send = moe_ffn_send_default(comm->nranks, args->tokens, args->topk, args->experts);
   r = meld_env_int64("MELD_MOE_FFN_SEND", 0, 1, &send);
   if (r != MELD_OK) {
     meld_error_prefix("%s", fn);

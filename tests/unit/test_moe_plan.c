@@ -183,6 +183,14 @@ static void test_ffn_split(void **state) {
   ffn_err(&f, "x is NULL");
   f = ffn_good(sc), f.tokens = 3000; /* 3000 x 8 > capacity 16384: the combine's staging */
   ffn_err(&f, "exceeds capacity");
+  /* the sends' default: always with several ranks; one rank only at <= 16 rows an expert */
+  assert_int_equal(moe_ffn_send_default(2, 4096, 8, 256), 1);
+  assert_int_equal(moe_ffn_send_default(8, 1, 1, 1024), 1);
+  assert_int_equal(moe_ffn_send_default(1, 512, 8, 256), 1);  /* 16 rows an expert (dsv3 T512) */
+  assert_int_equal(moe_ffn_send_default(1, 513, 8, 256), 0);
+  assert_int_equal(moe_ffn_send_default(1, 128, 8, 32), 0);   /* 32 rows (the decode row) */
+  assert_int_equal(moe_ffn_send_default(1, 4096, 8, 256), 0); /* 128 rows */
+  assert_int_equal(moe_ffn_send_default(1, 0, 8, 256), 1);
 }
 
 static void test_layout(void **state) {
