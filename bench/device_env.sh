@@ -39,3 +39,12 @@ fused_row() {
     --fused "$sh" --json "$OUT/inproc.jsonl" --label "${FR_LABEL:-row}_${name}_$fr_n" "$@" > "$log" 2>&1
   echo "== P=$p $name [$e $*] rc=$? at $(el) s: $(grep -E 'mean of' "$log" | grep -v ' gemm ' | awk '{printf "%s/%s %s %s %s | ", substr($1,6), $6, $7, $8, $9}')"
 }
+# test_ranks BIN P...: the ranks-as-threads GPU test BIN at each rank count under `timeout` (log
+# $OUT/<name>_P.log), one line each: its exit status and its checks / failures.
+test_ranks() {
+  local bin=$1 name; name=$(basename "$1"); shift
+  for p in "$@"; do
+    timeout -k 5 150 "$bin" "$p" > "$OUT/${name}_$p.log" 2>&1
+    echo "== $name $p rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/${name}_$p.log" | cut -c1-300 | head -5
+  done
+}

@@ -6,10 +6,7 @@
 . "$(dirname "$0")/../device_env.sh"
 build build/tests/gpu/test_moe build/tests/gpu/test_ring_attn build/tests/gpu/test_gemm
 export MELD_TIMEOUT_MS=5000
-for p in 1 2 4 8; do
-  timeout -k 5 150 build/tests/gpu/test_moe $p > "$OUT/test_moe_$p.log" 2>&1
-  echo "== test_moe $p rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_moe_$p.log" | cut -c1-300 | head -5
-done
+test_ranks build/tests/gpu/test_moe 1 2 4 8
 timeout -k 5 150 build/tests/gpu/test_ring_attn 2 > "$OUT/test_ring_attn_2.log" 2>&1
 echo "== test_ring_attn 2 rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_ring_attn_2.log" | head -5
 timeout -k 5 200 build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1

@@ -9,10 +9,7 @@
 . "$(dirname "$0")/../device_env.sh"
 build build/tests/gpu/test_moe build/bench/bench_moe build/tests/gpu/test_gemm build/tests/gpu/test_inproc
 export MELD_TIMEOUT_MS=5000
-for p in 1 2 4; do
-  timeout -k 5 150 build/tests/gpu/test_moe $p > "$OUT/test_moe_$p.log" 2>&1
-  echo "== test_moe $p rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_moe_$p.log" | cut -c1-300 | head -5
-done
+test_ranks build/tests/gpu/test_moe 1 2 4
 grep -E "moe ffn.*T 1000" "$OUT/test_moe_4.log" | head -6
 timeout -k 5 200 build/tests/gpu/test_inproc 2 > "$OUT/test_inproc_2.log" 2>&1
 echo "== test_inproc 2 rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_inproc_2.log" | head -5

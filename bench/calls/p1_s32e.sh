@@ -7,10 +7,7 @@
 . "$(dirname "$0")/../device_env.sh"
 build build/tests/gpu/test_moe build/bench/bench_moe
 export MELD_TIMEOUT_MS=5000
-for p in 1 2 8; do
-  timeout -k 5 150 build/tests/gpu/test_moe $p > "$OUT/test_moe_$p.log" 2>&1
-  echo "== test_moe $p rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_moe_$p.log" | cut -c1-300 | head -5
-done
+test_ranks build/tests/gpu/test_moe 1 2 8
 export BENCH_SETTLE_MS=${BENCH_SETTLE_MS:-200} BENCH_MOE_AB=${BENCH_MOE_AB-}
 J="$OUT/moe.jsonl"
 timeout -k 5 240 build/bench/bench_moe --ranks 1 --samples 3 --json "$J" > "$OUT/bench_moe_p1.log" 2>&1
