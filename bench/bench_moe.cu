@@ -20,7 +20,12 @@
  *                [E, hidden, n / 2] with the combine's sends in its epilogue, the combine's
  *                sums); its TFLOP/s count both GEMMs (1.5x),
  *   ffn-apart    the same with MELD_MOE_FFN_SEND=0 (the second GEMM stores its rows, the combine
- *                kernel sends them), ffn-send with MELD_MOE_FFN_SEND=1 (ffn is the default's pick).
+ *                kernel sends them), ffn-send with MELD_MOE_FFN_SEND=1 (ffn is the default's pick),
+ *   dense        one meld_gemm over this rank's padded rows x one expert's weight: the grouped
+ *                GEMM's work as a dense GEMM (what grouping costs the engine).
+ * BENCH_MOE_ROWS / BENCH_MOE_VARIANTS (comma lists): only those rows ("name Ttokens" contains an
+ * item; also the --long and extra rows, e.g. dsv3-32e-even: 1024 rows an expert exactly) and
+ * variants (nocopy always).
  * (The layer's peer is bench/moe_torch.py's "torch layer".)
  * BENCH_MOE_AB (a comma list of "VAR=VAL" or "VAR=VAL+VAR=VAL"): more fused variants with those
  * variables set (by rank 0, between barriers), e.g. MELD_MOE_COMM_CTAS=32.
@@ -50,18 +55,21 @@ static int P = 0, g_calls = 5, g_samples = 5, g_ndev = 1, g_nrows = 0;
 static row_t g_rows[10];
 static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
-#define NVAR 14
-#define NBASE 9 /* the variants before the BENCH_MOE_AB ones */
+#define NVAR 15
+#define NBASE 10 /* the variants before the BENCH_MOE_AB ones */
 static char g_var[NVAR][128] = {"fused",  "nocopy", "comm",      "cublas-loop", "meld-loop",
-                                "swiglu", "ffn",    "ffn-apart", "ffn-send"};
+                                "swiglu", "ffn",    "ffn-apart", "ffn-send",    "dense"};
 #define V_SWIGLU 5
 #define V_FFN 6
 #define V_FFN_APART 7
 #define V_FFN_SEND 8
+#define V_DENSE 9
 #define V_IS_FFN(v) ((v) == V_FFN || (v) == V_FFN_APART || (v) == V_FFN_SEND)
+static int g_run[NVAR]; /* variant v runs (BENCH_MOE_VARIANTS; all by default) */
 static int g_nvar = NBASE;
 static float g_ms[8][NVAR];
 static int64_t g_rows_recv[8];
+static int64_t g_padded[8]; /* each rank's rows padded per expert to 128 (the grouped GEMM's work) */
 static int g_settle;
 static const char *g_json;
 static bench_env_t g_env;
@@ -72,6 +80,10 @@ static double g_err;
 /* Rank s's routing: topk distinct experts per token, uniform or Zipf(s) over a per-rank
  * permutation-free popularity (expert e has weight 1 / (e + 1)^s). */
 static void routing(const row_t *r, int s, int32_t *ids) {
+  if (r->zipf < 0) { /* balanced: pair i to expert (i + s) mod E: T x topk / E rows each, no padding */
+    for (int64_t i = 0; i < (int64_t)r->T * r->topk; i++) ids[i] = (int32_t)((i + s) % r->E);
+    return;
+  }
   uint64_t st = 12345 + (uint64_t)s * 7777;
   double *cdf = (double *)malloc(r->E * sizeof(double)), tot = 0;
   for (int e = 0; e < r->E; e++) tot += r->zipf > 0 ? pow(e + 1.0, -r->zipf) : 1.0, cdf[e] = tot;
@@ -109,7 +121,7 @@ static void layout(const row_t *r, int64_t *cap) {
       const int64_t c = hist[d * EL + j];
       rows += (c + 127) / 128 * 128, real += c;
     }
-    g_rows_recv[d] = real;
+    g_rows_recv[d] = real, g_padded[d] = rows;
     if (rows > worst) worst = rows;
   }
   *cap = worst > 128 ? worst : 128;
@@ -245,6 +257,7 @@ static void *rank_main(void *arg) {
       free(hw);
     }
     for (int v = 0; v < g_nvar; v++) {
+      if (!g_run[v]) continue;
       pthread_barrier_wait(&g_bar);
       if (rank == 0) set_variant(v);
       pthread_barrier_wait(&g_bar);
@@ -260,6 +273,12 @@ static void *rank_main(void *arg) {
               ga.m = hcnt[j], ga.n = r->N, ga.k = r->H;
               GT_MELD(meld_gemm(&ga, st));
             }
+        } else if (v == V_DENSE) { /* one meld_gemm of the padded rows x expert 0's weight: the same work, dense */
+          meld_gemm_args_t ga;
+          memset(&ga, 0, sizeof ga);
+          ga.a = xa, ga.lda = r->H, ga.b = w, ga.ldb = r->H, ga.b_layout = MELD_B_NK, ga.c = y, ga.ldc = r->N;
+          ga.m = g_padded[rank], ga.n = r->N, ga.k = r->H;
+          GT_MELD(meld_gemm(&ga, st));
         } else if (v == V_SWIGLU) {
           GT_MELD(meld_moe_dispatch_gemm(comm, &ag, st));
         } else if (V_IS_FFN(v)) {
@@ -287,6 +306,7 @@ static void *rank_main(void *arg) {
       int64_t rows = 0;
       for (int d = 0; d < P; d++) rows += g_rows_recv[d];
       for (int v = 0; v < g_nvar; v++) {
+        if (!g_run[v]) continue;
         const double tf = (V_IS_FFN(v) ? 3.0 : 2.0) * rows * r->N * r->H / (worst[v] * 1e-3) / 1e12;
         char name[160];
         snprintf(name, sizeof name, "P%d %s T%d %s", P, r->name, r->T, g_var[v]);
@@ -341,16 +361,48 @@ int main(int argc, char **argv) {
     for (char *save = NULL, *pv = strtok_r(ab, ",", &save); pv && g_nvar < NVAR; pv = strtok_r(NULL, ",", &save))
       snprintf(g_var[g_nvar++], sizeof g_var[0], "fused[%.110s]", pv);
   }
-  g_rows[g_nrows++] = (row_t){"dsv3", 512, 7168, 4096, 256, 8, 0.0};
-  g_rows[g_nrows++] = (row_t){"dsv3", 4096, 7168, 4096, 256, 8, 0.0};
-  g_rows[g_nrows++] = (row_t){"dsv3-zipf", 4096, 7168, 4096, 256, 8, 1.0};
-  if (lng) g_rows[g_nrows++] = (row_t){"dsv3", 8192, 7168, 4096, 256, 8, 0.0};
-  /* one EP-8 rank's share of DeepSeek-V3 (32 experts; its 32768 rows at ~1024 an expert: the
-   * weights are read once per ~1024 rows, not ~128 as with all 256 experts on one GPU) */
-  g_rows[g_nrows++] = (row_t){"dsv3-32e", 4096, 7168, 4096, 32, 8, 0.0};
-  if (P <= 8) g_rows[g_nrows++] = (row_t){"mixtral", 4096, 4096, 28672, 8, 2, 0.0};
-  /* decode: one EP-8 rank's 32 experts at 128 tokens (32 rows an expert; the weights' stream) */
-  g_rows[g_nrows++] = (row_t){"dsv3-32e", 128, 7168, 4096, 32, 8, 0.0};
+  /* BENCH_MOE_ROWS (a comma list): only the rows whose "name Ttokens" label contains one of its
+   * items, from these and the --long / extra ones (e.g. "dsv3-32e T4096,dsv3-32e-even") */
+  const char *rows_env = getenv("BENCH_MOE_ROWS");
+  const int pick = rows_env && *rows_env;
+  const row_t all[] = {
+      {"dsv3", 512, 7168, 4096, 256, 8, 0.0},
+      {"dsv3", 4096, 7168, 4096, 256, 8, 0.0},
+      {"dsv3-zipf", 4096, 7168, 4096, 256, 8, 1.0},
+      {"dsv3", 8192, 7168, 4096, 256, 8, 0.0}, /* (--long) */
+      /* one EP-8 rank's share of DeepSeek-V3 (32 experts; its 32768 rows at ~1024 an expert: the
+       * weights are read once per ~1024 rows, not ~128 as with all 256 experts on one GPU) */
+      {"dsv3-32e", 4096, 7168, 4096, 32, 8, 0.0},
+      /* (extra) the same with exactly 1024 rows an expert: no padding, no imbalance */
+      {"dsv3-32e-even", 4096, 7168, 4096, 32, 8, -1.0},
+      {"mixtral", 4096, 4096, 28672, 8, 2, 0.0},
+      /* decode: one EP-8 rank's 32 experts at 128 tokens (32 rows an expert; the weights' stream) */
+      {"dsv3-32e", 128, 7168, 4096, 32, 8, 0.0},
+  };
+  for (size_t i = 0; i < sizeof all / sizeof all[0] && g_nrows < 10; i++) {
+    const row_t *r = &all[i];
+    int keep;
+    if (pick) {
+      char label[64], list[512];
+      snprintf(label, sizeof label, "%s T%d", r->name, r->T);
+      snprintf(list, sizeof list, "%s", rows_env);
+      keep = 0;
+      for (char *save = NULL, *it = strtok_r(list, ",", &save); it; it = strtok_r(NULL, ",", &save))
+        keep |= strstr(label, it) != NULL;
+    } else {
+      keep = r->zipf >= 0 && (r->T != 8192 || lng);
+    }
+    if (keep && r->E % P == 0) g_rows[g_nrows++] = *r;
+  }
+  /* BENCH_MOE_VARIANTS (a comma list of the names above): only those (nocopy always: the ratios') */
+  const char *var_env = getenv("BENCH_MOE_VARIANTS");
+  for (int v = 0; v < NVAR; v++) g_run[v] = !(var_env && *var_env) || v == 1 || v >= NBASE;
+  if (var_env && *var_env) {
+    char list[512];
+    snprintf(list, sizeof list, "%s", var_env);
+    for (char *save = NULL, *it = strtok_r(list, ",", &save); it; it = strtok_r(NULL, ",", &save))
+      for (int v = 0; v < NBASE; v++) g_run[v] |= !strcmp(it, g_var[v]);
+  }
   /* the workspace: the largest row's staging and tables (set before any comm exists) */
   size_t ws = 0;
   for (int i = 0; i < g_nrows; i++) {
