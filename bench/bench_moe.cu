@@ -129,11 +129,18 @@ static void layout(const row_t *r, int64_t *cap) {
 }
 
 /* Variant v's variables (rank 0 only, between barriers): nocopy MELD_MOE_DIAG=1, comm 2, an AB
- * variant its list; cleared for the others. */
+ * variant its list; for the others as the bench started (first called before any variant). */
 static void set_variant(int v) {
   static const char *const vars[] = {"MELD_MOE_DIAG", "MELD_MOE_COMM_CTAS", "MELD_MOE_DEFER", "MELD_MOE_GROUP_M",
-                                     "MELD_MOE_COPY", "MELD_MOE_FFN_SEND"};
-  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+                                     "MELD_MOE_COPY", "MELD_MOE_FFN_SEND", "MELD_MOE_PAD_SKIP", "MELD_MOE_RUNS"};
+  enum { NV = sizeof vars / sizeof vars[0] };
+  static char *start[NV];
+  static int saved;
+  if (!saved) { /* the values the bench started with: each variant begins from them */
+    for (int i = 0; i < NV; i++) start[i] = getenv(vars[i]) ? strdup(getenv(vars[i])) : NULL;
+    saved = 1;
+  }
+  for (int i = 0; i < NV; i++) start[i] ? (void)setenv(vars[i], start[i], 1) : (void)unsetenv(vars[i]);
   if (v == 1) setenv("MELD_MOE_DIAG", "1", 1);
   if (v == 2) setenv("MELD_MOE_DIAG", "2", 1);
   if (v == V_FFN_APART) setenv("MELD_MOE_FFN_SEND", "0", 1);
@@ -355,14 +362,16 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
+  set_variant(0); /* (saves the variables' starting values) */
   if (getenv("BENCH_MOE_AB") && *getenv("BENCH_MOE_AB")) {
     char ab[512];
     snprintf(ab, sizeof ab, "%s", getenv("BENCH_MOE_AB"));
     for (char *save = NULL, *pv = strtok_r(ab, ",", &save); pv && g_nvar < NVAR; pv = strtok_r(NULL, ",", &save))
       snprintf(g_var[g_nvar++], sizeof g_var[0], "fused[%.110s]", pv);
   }
-  /* BENCH_MOE_ROWS (a comma list): only the rows whose "name Ttokens" label contains one of its
-   * items, from these and the --long / extra ones (e.g. "dsv3-32e T4096,dsv3-32e-even") */
+  /* BENCH_MOE_ROWS (a comma list): only the rows whose "name Ttokens" (or "name_Ttokens") label
+   * contains one of its items, from these and the --long / extra ones (e.g.
+   * "dsv3-32e_T4096,dsv3-32e-even") */
   const char *rows_env = getenv("BENCH_MOE_ROWS");
   const int pick = rows_env && *rows_env;
   const row_t all[] = {
@@ -383,12 +392,13 @@ int main(int argc, char **argv) {
     const row_t *r = &all[i];
     int keep;
     if (pick) {
-      char label[64], list[512];
+      char label[64], label_[64], list[512];
       snprintf(label, sizeof label, "%s T%d", r->name, r->T);
+      snprintf(label_, sizeof label_, "%s_T%d", r->name, r->T);
       snprintf(list, sizeof list, "%s", rows_env);
       keep = 0;
       for (char *save = NULL, *it = strtok_r(list, ",", &save); it; it = strtok_r(NULL, ",", &save))
-        keep |= strstr(label, it) != NULL;
+        keep |= strstr(label, it) || strstr(label_, it);
     } else {
       keep = r->zipf >= 0 && (r->T != 8192 || lng);
     }

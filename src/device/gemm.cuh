@@ -34,6 +34,10 @@
 
 /* ---- compile-time shape ------------------------------------------------------------------ */
 #define GEMM_BM 128
+/* hook f's table entries (gemm_params_t.grp_brow): the weight's index, and a flag that the
+ * m-block's second 64 rows are padding */
+#define GEMM_GRP_INDEX 0x3fffffff
+#define GEMM_GRP_PAD1 0x40000000
 #define GEMM_BN 256
 #define GEMM_BK 64
 #define GEMM_STAGES 4
@@ -401,9 +405,18 @@ typedef struct {
    * [E, n, k] as [E n, k], grp_rows = n), or -1 for an m-block the call does not use: its tiles
    * are skipped (no loads, no store). A partial last n-block reads the next weight's first rows;
    * C's map (width n) drops those columns. (The table holds the weight's index, not its row, so
-   * GEMMs of other widths share one table: a MoE layer's two GEMMs.) */
+   * GEMMs of other widths share one table: a MoE layer's two GEMMs.) An index with GEMM_GRP_PAD1
+   * set says the block's rows 64..127 are padding: warpgroup 1 runs no MMAs for its tiles (the
+   * stages are released as they come; warpgroup 0 has the tensor cores alone) and stores zeros
+   * as those rows of C. */
   const int32_t *grp_brow;
   int32_t grp_rows;
+  /* Hook f's runs (NULL = off; with grp_brow, no split-K / stream-K / other m-order): grp_span[2 m]
+   * and [2 m + 1] are the first m-block and the number of blocks of the run holding block m (a
+   * MoE expert's blocks; an unused block is its own run of 1). Tiles then go run by run, each
+   * run's in raster groups of group_m blocks (the last group of a run shorter), so the blocks
+   * sharing a weight run together and read it from L2 once, whatever the runs' sizes. */
+  const int32_t *grp_span;
   /* Gated (SwiGLU) tiles, with hook f (0 = off): B holds, per weight, gate rows [0, grp_glu) then
    * up rows [grp_glu, 2 grp_glu) (grp_rows = 2 grp_glu, a multiple of 128). Tile n-block j loads
    * gate rows [128 j, +128) and up rows [grp_glu + 128 j, +128) as its 256 B rows (two boxes of
@@ -519,6 +532,28 @@ GEMM_HD int gemm_ileave_mblk(const gemm_order_hook_t *o, int G, int i) {
   const int q = i - G, u = q / G, r = q % G, mixed = (B - G) / h;
   if (u < mixed) return r < h ? o->ileave_own + u * h + r : o->ileave_peer + G + u * h + (r - h);
   return o->ileave_own + mixed * h + (q - mixed * G); /* the last group: own blocks B-G .. B-1 */
+}
+
+/* gemm_tile_of under hook f's runs (grp_span; cluster_m 1, whole tiles): tickets go run by run,
+ * raster groups of group_m blocks inside each (the last group of a run shorter). 0 past the end. */
+GEMM_HD int gemm_tile_of_run(const gemm_params_t *p, int ticket, gemm_tile_t *t) {
+  const int tiles_n = p->tiles_n;
+  if (ticket >= p->tiles_m * tiles_n) return 0;
+  const int rm = ticket / tiles_n; /* (a block of the ticket's run: runs are contiguous in tickets) */
+  const int first = p->grp_span[2 * rm], nb = p->grp_span[2 * rm + 1];
+  const int local = ticket - first * tiles_n, G = p->group_m;
+  const int gi = local / (G * tiles_n);
+  const int gm = G < nb - gi * G ? G : nb - gi * G;
+  const int r = local - gi * G * tiles_n;
+  t->m_blk = first + gi * G + r % gm;
+  t->n_blk = r / gm;
+  t->split = -1;
+  t->slot = 0;
+  t->k_step = 1;
+  t->pad1 = 0;
+  t->k_blk0 = 0;
+  t->k_nblk = p->k_blocks;
+  return 1;
 }
 
 GEMM_HD int gemm_tile_of(const gemm_params_t *p, int ticket, int rank, gemm_tile_t *t) {
@@ -682,7 +717,7 @@ __device__ __forceinline__ int gemm_preload_of(const gemm_params_t *p) {
 __device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_tile_t t, uint32_t sbase,
                                                  uint32_t &stage, uint32_t &phase);
 
-template <bool BKN, bool SKQ = false, bool PART = false, int BN = GEMM_BN>
+template <bool BKN, bool SKQ = false, bool PART = false, int BN = GEMM_BN, bool GRP = false>
 __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int worker, int nworkers) {
   static_assert(BN == GEMM_BN || (!BKN && !PART), "the wide tile: B [N,K], no partial stages");
@@ -714,13 +749,13 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
       ticket = queue ? (int)atomicAdd(queue, 1u) : uw + i * unw;
     }
     gemm_tile_t t;
-    const int got = gemm_tile_of(p, ticket, (int)rank, &t);
+    const int got = GRP && p->grp_span ? gemm_tile_of_run(p, ticket, &t) : gemm_tile_of(p, ticket, (int)rank, &t);
     if (got == 0) break;
     if (got < 0) continue; /* empty stream-K piece */
     int b_row0 = 0; /* hook f: the m-block's weight (its first row of B), or skip it */
     if (p->grp_brow) {
       if ((b_row0 = p->grp_brow[t.m_blk]) < 0) continue;
-      b_row0 *= p->grp_rows;
+      b_row0 = (b_row0 & GEMM_GRP_INDEX) * p->grp_rows;
     }
     /* hook h: rows of the second A source skip the wait */
     if (has_ready && (uint32_t)(t.m_blk * GEMM_BM - p->a2_row_begin) >= (uint32_t)p->a2_rows) {
@@ -743,6 +778,9 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
         ti[3] = t.k_nblk;
         ti[4] = t.split; /* -1: whole tile */
         ti[5] = t.slot;
+        /* hook f, GRP kernels: the block's rows 64..127 are padding (GEMM_GRP_PAD1; read again
+         * here, an L1 hit, rather than kept live across the tile: the producer has 40 registers) */
+        if (GRP) ti[6] = p->grp_brow ? (int32_t)((uint32_t)p->grp_brow[t.m_blk] >> 30) : 0;
       }
       const uint32_t full = full0 + 8 * stage;
       const uint32_t a_dst = sbase + stage * SB, b_dst = a_dst + GEMM_A_BYTES;
@@ -1795,12 +1833,13 @@ __device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gem
 }
 
 template <bool BKN, bool RED = false, int G2 = 0, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN,
-          int PRE = -1>
+          int PRE = -1, bool GRP = false>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
   static_assert(BN == GEMM_BN || (BN == GEMM_BN_WIDE && !BKN && !RED && !G2 && !HELPER),
                 "the wide tile: B [N,K], plain epilogue");
   constexpr int PKJ = BN == GEMM_BN ? 16 : 8; /* n8 groups of the deferred last half */
+  constexpr bool PAD_SKIP = GRP && !BKN && !RED && !G2 && BN == GEMM_BN; /* (hook f's GEMM_GRP_PAD1) */
   constexpr int NST = GEMM_STAGES_OF(BN);
   constexpr uint32_t SB = GEMM_STAGE_BYTES_OF(BN);
   float acc[BN / 2];
@@ -1843,6 +1882,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     t.k_nblk = (int32_t)ti.w;
     const int32_t piece = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);
     const int32_t slot = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 20);
+    /* hook f: rows 64..127 of the block are padding: warpgroup 1 only passes the stages on */
+    const bool pad_wg = PAD_SKIP && g == 1 && ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 24);
     if (g == 0 && tid == 0 && p->trace.events) /* per-tile timeline: mainloop start */
       st_shared_u64(sbase + GEMM_TRACE_T0_OFF, globaltimer_ns());
     /* Hook g, add modes 4 and 5, at an own tile's start (not inside the mainloop: there the
@@ -1883,7 +1924,21 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       if (t1) meld_trace_record(&p->trace, MELD_ROLE_OTHER, (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0, t1);
     }
     uint32_t prev = 0;
-    for (int kb = 0; kb < t.k_nblk; ++kb) {
+    if (PAD_SKIP && pad_wg) { /* (no wgmma: each stage released once it is full; the last below) */
+      for (int kb = 0; kb < t.k_nblk; ++kb) {
+        if (kb) {
+          gemm_release(empty0 + 8 * prev, lane, cl, peer);
+          mbar_wait(full0 + 8 * stage, phase);
+        }
+        if (DEFER > 0 && pk_on && (!RED || kb == p->epi.out_defer_kb)) {
+          gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
+          pk_on = 0;
+        }
+        prev = stage;
+        if (++stage == NST) { stage = 0; phase ^= 1; }
+      }
+    }
+    for (int kb = 0; kb < (PAD_SKIP && pad_wg ? 0 : t.k_nblk); ++kb) {
       bool released = false;
       if (kb) {
         /* Early release: drain this k-block's predecessor and free its stage before waiting
@@ -1934,6 +1989,11 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     wgmma_fence_acc128(acc);
     if (BN == GEMM_BN_WIDE) wgmma_fence_acc32(acc + 128);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
+    if (PAD_SKIP && pad_wg) { /* (zeros as the padding rows; here, past the wgmma pipeline: set
+                                 between its start and end, ptxas serializes every wgmma, C7515) */
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    }
     if (g == 0 && tid == 0 && p->trace.events) { /* per-tile timeline: the mainloop, then the epilogue's start */
       meld_trace_record(&p->trace, MELD_ROLE_COMPUTE, (uint32_t)(t.m_blk * p->tiles_n + t.n_blk), 0,
                         ld_shared_u64(sbase + GEMM_TRACE_T0_OFF));
@@ -2030,7 +2090,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * WHILE this CTA's consumers run their tiles, with the producer warpgroup's 40 registers and
  * no shared memory of the engine's: side(w, lane), w = 0 or 1; must not use CTA barriers. */
 template <bool BKN, bool RED = false, int G2 = 0, int DEFER = 0, bool HELPER = false, bool SKQ = false,
-          class Tail = gemm_no_tail, class Side = gemm_no_tail, int BN = GEMM_BN, int PRE = -1>
+          class Tail = gemm_no_tail, class Side = gemm_no_tail, int BN = GEMM_BN, int PRE = -1, bool GRP = false>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers, const Tail &tail = Tail(),
                                              const Side &side = Side()) {
@@ -2076,13 +2136,13 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     setmaxnreg_dec_40();
-    if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER && PRE < 0, BN>(p, smem, sbase, worker, nworkers);
+    if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER && PRE < 0, BN, GRP>(p, smem, sbase, worker, nworkers);
     else if (HELPER && threadIdx.x == 32) gemm_flag_helper(p, sbase);
     else if (threadIdx.x >= 64) side((int)threadIdx.x / 32 - 2, (int)threadIdx.x & 31);
     __syncwarp();
   } else {
     setmaxnreg_inc_232();
-    gemm_consumer<BKN, RED, G2, DEFER, HELPER, BN, PRE>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    gemm_consumer<BKN, RED, G2, DEFER, HELPER, BN, PRE, GRP>(p, smem, sbase, wg - 1, threadIdx.x & 127);
     /* Work after this CTA's last tile that needs registers: code after the role join below is
      * reachable from the producer warpgroup (setmaxnreg 40), so ptxas fits it in 40 registers
      * and spills beyond that. The consumer warpgroups' barriers are theirs to name (not 1..3

@@ -28,6 +28,7 @@ moe_layout_t moe_layout(int nranks, int64_t pairs, int32_t experts, int64_t hidd
   l.srcoff = o, o = up256(o + E * 4);
   l.used = o, o = up256(o + P * 4);
   l.brow = o, o = up256(o + blocks * 4);
+  l.span = o, o = up256(o + blocks * 8);
   l.sorted = o, o = up256(o + (size_t)(pairs > 0 ? pairs : 0) * 4);
   l.bytes = o;
   return l;
@@ -177,8 +178,16 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
    * 3.91 vs 4.37 ms, T 4096 6.19 vs 7.58, Zipf 6.48 vs 7.66, 32 experts T 128 0.565 vs 0.635;
    * session 31: 8 beat 16 at T 512); with ~1000 rows an expert the engine's choice (16): group 1
    * took 1.40x at Mixtral's 112 n-blocks (each block rereads the whole weight), even at 32 experts. */
+  /* With the runs (default; MELD_MOE_RUNS=0 off) the tiles go expert by expert, in groups of
+   * up to 16 of its blocks: an expert of 1-2 blocks is one group (its weight read once: with
+   * group 1, its second block's tiles came ~16 tiles after the first's and missed L2 (session 33:
+   * DeepSeek-V3 T 4096 read 20 GB from DRAM for 15.5 GB of weights and rows)), ~8 blocks as
+   * the aligned group 8, more as the engine's group 16. */
+  v = 1;
+  MELD_CHECK(meld_env_int64("MELD_MOE_RUNS", 0, 1, &v));
+  p->runs = (int)v;
   const int64_t per_expert = a->tokens * a->topk * P / a->experts; /* even routing, this rank's view */
-  v = per_expert <= 256 ? 1 : 0;
+  v = p->runs ? 16 : per_expert <= 256 ? 1 : 0;
   MELD_CHECK(meld_env_int64("MELD_MOE_GROUP_M", 1, 1024, &v));
   p->group_m = (int)v;
   const char *cp = getenv("MELD_MOE_COPY");

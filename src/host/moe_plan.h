@@ -37,6 +37,8 @@ typedef struct {
   size_t srcoff;  /* int32 [E]: this rank's first row within expert e's segment                     */
   size_t used;    /* int32 [P]: m-blocks in use on each rank                                        */
   size_t brow;    /* int32 [capacity / 128]: hook f's table (local expert, or -1)                   */
+  size_t span;    /* int32 [capacity / 128, 2]: hook f's runs (each block's expert's first block and
+                     block count; an unused block: itself, 1)                                    */
   size_t sorted;  /* int32 [tokens x topk]: this rank's pairs sorted by expert                      */
   size_t bytes;   /* the whole                                                                      */
 } moe_layout_t;
@@ -55,9 +57,10 @@ typedef struct {
   uint32_t arg_hash; /* over what every rank must agree on */
   int defer;         /* the GEMM's deferred epilogue: -1 = the engine's choice (on), 0 / 1
                         (MELD_MOE_DEFER)                                                    */
-  int group_m;       /* the GEMMs' raster group (MELD_MOE_GROUP_M; default: 1 where a local
-                        expert gets <= 256 rows on average with even routing, else the
-                        engine's)                                                            */
+  int runs;          /* the GEMMs' tiles expert by expert (hook f's runs; MELD_MOE_RUNS, default 1) */
+  int group_m;       /* the GEMMs' raster group (MELD_MOE_GROUP_M; default 16 within the runs;
+                        without them 1 where a local expert gets <= 256 rows on average with
+                        even routing, else the engine's)                                     */
   int act;           /* MELD_MOE_ACT_*: SWIGLU = the GEMM's gated tiles (grp_glu = n / 2)   */
   int copy;          /* comm CTAs' copies: 0 = 16-byte vectors by every warp, 1 = bulk copies
                         through shared memory by one thread (MELD_MOE_COPY=vec|bulk)         */

@@ -59,6 +59,7 @@ typedef struct {
   int32_t diag; /* MELD_MOE_DIAG (timing only, wrong results): bit 0 = no copies (the blocks are
                    still counted: the GEMM and the protocol alone), bit 1 = no GEMM (the routing
                    and the copies alone) */
+  int32_t pad_skip; /* GEMM_GRP_PAD1 flags in the block table (MELD_MOE_PAD_SKIP, default 1) */
   int64_t tokens, hidden, n, capacity, ldx;
   const uint8_t *x;
   const int32_t *ids;
@@ -266,12 +267,17 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
   if (tid == 0) a->expert_offsets[EL] = used[me] * MOE_BM;
   int32_t *brow = moe_at<int32_t>(a, me, a->ws.brow);
   uint64_t *flags = moe_at<uint64_t>(a, me, a->ws.flags);
-  for (int mb = tid; mb < a->blocks; mb += nt) flags[mb] = 0, brow[mb] = -1;
+  int32_t *span = moe_at<int32_t>(a, me, a->ws.span);
+  for (int mb = tid; mb < a->blocks; mb += nt) flags[mb] = 0, brow[mb] = -1, span[2 * mb] = mb, span[2 * mb + 1] = 1;
   if (tid < P) moe_at<uint64_t>(a, me, a->ws.arrivals)[tid] = 0; /* (the combine's counters) */
   __syncthreads();
   for (int j = tid; j < EL; j += nt) {
     const int e = me * EL + j;
-    for (int64_t mb = (v[e] - base) / MOE_BM; mb < (v[e + 1] - base) / MOE_BM; mb++) brow[mb] = j;
+    const int64_t mb0 = (v[e] - base) / MOE_BM, mb1 = (v[e + 1] - base) / MOE_BM;
+    for (int64_t mb = mb0; mb < mb1; mb++) brow[mb] = j, span[2 * mb] = (int32_t)mb0, span[2 * mb + 1] = (int32_t)(mb1 - mb0);
+    /* the expert's last block with <= 64 rows: its second half is padding (GEMM_GRP_PAD1: the
+     * engine's warpgroup 1 skips its MMAs there; half the MMA work of that block) */
+    if (a->pad_skip && mb1 > mb0 && tot[e] - (mb1 - 1 - mb0) * MOE_BM <= MOE_BM / 2) brow[mb1 - 1] = j | GEMM_GRP_PAD1;
   }
 }
 
@@ -451,7 +457,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
       run_gemm = !(k.c.diag & 2);
     }
   }
-  if (run_gemm) gemm_cta_run<false, false, 0, DEFER>(&k.g, moe_smem, (int)blockIdx.x, (int)gridDim.x);
+  if (run_gemm) gemm_cta_run<false, false, 0, DEFER, false, false, gemm_no_tail, gemm_no_tail, GEMM_BN, -1, true>(&k.g, moe_smem, (int)blockIdx.x, (int)gridDim.x);
   __syncthreads();
   if (threadIdx.x == 128) { /* (a consumer thread: the engine left warpgroup 0 with 40 registers) */
     meld_cta_shared_t *s = meld_cta_shared();
@@ -484,7 +490,7 @@ template <int DEFER>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) moe_gemm_kernel(const __grid_constant__ gemm_params_t g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(1024) uint8_t moe_gsmem[];
-  gemm_cta_run<false, false, 0, DEFER>(&g, moe_gsmem, (int)blockIdx.x, (int)gridDim.x);
+  gemm_cta_run<false, false, 0, DEFER, false, false, gemm_no_tail, gemm_no_tail, GEMM_BN, -1, true>(&g, moe_gsmem, (int)blockIdx.x, (int)gridDim.x);
 #endif
 }
 
@@ -638,6 +644,8 @@ static void moe_common_fill(struct meld_comm *comm, const meld_moe_args_t *a, co
   c->copy = p->copy;
   const char *dg = getenv("MELD_MOE_DIAG");
   c->diag = dg ? atoi(dg) : 0;
+  const char *ps = getenv("MELD_MOE_PAD_SKIP");
+  c->pad_skip = !(ps && !strcmp(ps, "0"));
 }
 
 /* The grouped GEMM's plan and hooks: A = the staging [capacity, hidden], B = every local
@@ -668,6 +676,7 @@ static meld_result_t moe_grouped_plan(struct meld_comm *comm, const moe_plan_t *
   MELD_CHECK(gemm_plan_make(&gb, &o, &all, &workers));
   gp->map_b = all.map_b;
   gp->grp_brow = (const int32_t *)((uint8_t *)comm->workspace.local + p->ws.brow);
+  if (p->runs) gp->grp_span = (const int32_t *)((uint8_t *)comm->workspace.local + p->ws.span);
   gp->grp_rows = (int32_t)n;
   gp->workers = grid;
   return MELD_OK;

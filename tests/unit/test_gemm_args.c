@@ -403,6 +403,58 @@ static void test_grouped_check(void **state) {
   assert_non_null(strstr(why, "grouped rows"));
 }
 
+/* Hook f's runs (grp_span): every tile of every block comes exactly once, each run's tiles in
+ * one contiguous range of tickets, inside it groups of group_m blocks that take one n-block after
+ * another (a run of <= group_m blocks: all its blocks at n-block 0, then all at 1, ...); the
+ * check wants hook f and no other m-block order. */
+static void test_runs_order(void **state) {
+  (void)state;
+  const int runs[] = {3, 1, 2, 17, 1, 1, 5, 16}; /* blocks a run (an expert) */
+  enum { NR = sizeof runs / sizeof runs[0], TN = 5 };
+  int32_t span[2 * 64], run_of[64];
+  int tm = 0;
+  for (int r = 0; r < NR; r++) {
+    for (int b = 0; b < runs[r]; b++) span[2 * (tm + b)] = tm, span[2 * (tm + b) + 1] = runs[r], run_of[tm + b] = r;
+    tm += runs[r];
+  }
+  for (int G = 1; G <= 16; G *= 4) {
+    gemm_params_t p = plain_params((int64_t)tm * 128, TN * 256, 1024);
+    p.grp_brow = (const int32_t *)64, p.grp_rows = 256, p.grp_span = span, p.group_m = G;
+    char why[256];
+    assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
+    int seen[64][TN];
+    memset(seen, 0, sizeof seen);
+    int prev_run = -1;
+    for (int tk = 0;; tk++) {
+      gemm_tile_t t;
+      if (!gemm_tile_of_run(&p, tk, &t)) {
+        assert_int_equal(tk, tm * TN);
+        break;
+      }
+      assert_true(t.m_blk >= 0 && t.m_blk < tm && t.n_blk >= 0 && t.n_blk < TN);
+      assert_int_equal(t.k_blk0, 0);
+      assert_int_equal(t.k_nblk, p.k_blocks);
+      seen[t.m_blk][t.n_blk]++;
+      assert_true(run_of[t.m_blk] >= prev_run); /* runs in order, each contiguous */
+      prev_run = run_of[t.m_blk];
+      const int first = span[2 * t.m_blk], nb = span[2 * t.m_blk + 1], local = tk - first * TN;
+      if (nb <= G) { /* one group: the run's blocks in turn at each n-block */
+        assert_int_equal(t.m_blk, first + local % nb);
+        assert_int_equal(t.n_blk, local / nb);
+      }
+    }
+    for (int m = 0; m < tm; m++)
+      for (int n = 0; n < TN; n++) assert_int_equal(seen[m][n], 1);
+    gemm_params_t q = p;
+    q.grp_brow = NULL;
+    assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+    assert_non_null(strstr(why, "runs"));
+    q = p, q.order.m_rotate = 3;
+    assert_int_equal(gemm_params_check(&q, 132, why, sizeof why), 1);
+    assert_non_null(strstr(why, "runs"));
+  }
+}
+
 /* gemm_params_check on gated tiles (grp_glu, the MoE layer's SwiGLU): legal with hook f,
  * grp_rows = n = 2 grp_glu, grp_glu a multiple of 128 and the plain TMA-store epilogue; refused
  * without hook f, with a width mismatch, an odd grp_glu, the generic-store epilogue or an epilogue
@@ -788,7 +840,7 @@ int main(void) {
       cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
-      cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_scatter_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
+      cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_runs_order), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_scatter_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
       cmocka_unit_test(test_copy_tma_check),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -237,12 +237,24 @@ static void test_plan(void **state) {
   unsetenv("MELD_MOE_COMM_CTAS");
   assert_int_equal(moe_plan_make(&a, 4, 1, 8, need, &p), MELD_OK);
   assert_int_equal(p.comm_ctas, 1); /* (at least one; fewer than the grid) */
-  /* the raster group: 1 where an expert gets <= 256 rows with even routing, else the engine's */
+  /* the tiles expert by expert (hook f's runs) in groups of 16 blocks by default; without the
+   * runs the raster group is 1 where an expert gets <= 256 rows with even routing, else the
+   * engine's */
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.runs, 1);
+  assert_int_equal(p.group_m, 16);
+  setenv("MELD_MOE_RUNS", "0", 1);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.runs, 0);
   assert_int_equal(p.group_m, 0); /* (1000 x 8 x 4 / 64 = 500 rows an expert) */
   meld_moe_args_t sm = a;
   sm.tokens = 500; /* 500 x 8 x 4 / 64 = 250 rows an expert */
   assert_int_equal(moe_plan_make(&sm, 4, 1, 132, need, &p), MELD_OK);
   assert_int_equal(p.group_m, 1);
+  setenv("MELD_MOE_RUNS", "2", 1);
+  assert_int_equal(moe_plan_make(&sm, 4, 1, 132, need, &p), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "MELD_MOE_RUNS")) fail_msg("\"%s\"", meld_last_error());
+  unsetenv("MELD_MOE_RUNS");
   setenv("MELD_MOE_GROUP_M", "24", 1);
   assert_int_equal(moe_plan_make(&sm, 4, 1, 132, need, &p), MELD_OK);
   assert_int_equal(p.group_m, 24);
