@@ -22,7 +22,9 @@
  *   ffn-apart    the same with MELD_MOE_FFN_SEND=0 (the second GEMM stores its rows, the combine
  *                kernel sends them), ffn-send with MELD_MOE_FFN_SEND=1 (ffn is the default's pick),
  *   dense        one meld_gemm over this rank's padded rows x one expert's weight: the grouped
- *                GEMM's work as a dense GEMM (what grouping costs the engine).
+ *                GEMM's work as a dense GEMM (what grouping costs the engine),
+ *   gemm2        meld_moe_grouped_gemm alone on the dispatch's layout: the layer's second GEMM
+ *                (k = n / 2, n = hidden; its TFLOP/s are for half the first GEMM's work).
  * BENCH_MOE_ROWS / BENCH_MOE_VARIANTS (comma lists): only those rows ("name Ttokens" contains an
  * item; also the --long and extra rows, e.g. dsv3-32e-even: 1024 rows an expert exactly) and
  * variants (nocopy always).
@@ -55,15 +57,16 @@ static int P = 0, g_calls = 5, g_samples = 5, g_ndev = 1, g_nrows = 0;
 static row_t g_rows[10];
 static meld_unique_id g_id;
 static pthread_barrier_t g_bar;
-#define NVAR 15
-#define NBASE 10 /* the variants before the BENCH_MOE_AB ones */
-static char g_var[NVAR][128] = {"fused",  "nocopy", "comm",      "cublas-loop", "meld-loop",
-                                "swiglu", "ffn",    "ffn-apart", "ffn-send",    "dense"};
+#define NVAR 16
+#define NBASE 11 /* the variants before the BENCH_MOE_AB ones */
+static char g_var[NVAR][128] = {"fused",  "nocopy", "comm",      "cublas-loop", "meld-loop", "swiglu",
+                                "ffn",    "ffn-apart", "ffn-send",    "dense",      "gemm2"};
 #define V_SWIGLU 5
 #define V_FFN 6
 #define V_FFN_APART 7
 #define V_FFN_SEND 8
 #define V_DENSE 9
+#define V_GEMM2 10
 #define V_IS_FFN(v) ((v) == V_FFN || (v) == V_FFN_APART || (v) == V_FFN_SEND)
 static int g_run[NVAR]; /* variant v runs (BENCH_MOE_VARIANTS; all by default) */
 static int g_nvar = NBASE;
@@ -186,13 +189,23 @@ static void *rank_main(void *arg) {
     mscr = b > mscr ? b : mscr;
   }
   GT_CUDA(cudaMalloc(&w2, mw)); /* [E_loc, hidden, n / 2]: half of w's elements */
+  uint16_t *c2; /* gemm2's output [capacity, hidden] */
+  size_t m2 = 0; /* gemm2's A [cap, n / 2] (in xa) and C [cap, hidden]: the larger */
+  for (int i = 0; i < g_nrows; i++) {
+    const row_t *r = &g_rows[i];
+    const size_t cap = (size_t)r->T * r->topk * P + (size_t)128 * (r->E / P);
+    m2 = m2 > cap * r->H ? m2 : cap * r->H;
+    m2 = m2 > cap * (r->N / 2) ? m2 : cap * (r->N / 2);
+  }
+  GT_CUDA(cudaMalloc(&c2, m2 * 2));
   GT_CUDA(cudaMalloc(&out, mx * 2));
   GT_CUDA(cudaMalloc(&wts, mi * 4));
   GT_CUDA(cudaMalloc(&scratch, mscr));
   GT_CUDA(cudaMalloc(&x, mx * 2));
   GT_CUDA(cudaMalloc(&w, mw * 2));
   GT_CUDA(cudaMalloc(&y, my * 2));
-  GT_CUDA(cudaMalloc(&xa, mc * 7168 * 2 > mx * 2 ? (size_t)mc * 7168 * 2 : mx * 2)); /* cublas-loop's A */
+  size_t mxa = mc * 7168 * 2 > mx * 2 ? (size_t)mc * 7168 * 2 : mx * 2; /* cublas-loop's A, gemm2's A */
+  GT_CUDA(cudaMalloc(&xa, mxa > m2 * 2 ? mxa : m2 * 2));
   GT_CUDA(cudaMalloc(&ids, mi * 4));
   GT_CUDA(cudaMalloc(&off, 1025 * 4));
   GT_CUDA(cudaMalloc(&cnt, 1024 * 4));
@@ -286,6 +299,11 @@ static void *rank_main(void *arg) {
           ga.a = xa, ga.lda = r->H, ga.b = w, ga.ldb = r->H, ga.b_layout = MELD_B_NK, ga.c = y, ga.ldc = r->N;
           ga.m = g_padded[rank], ga.n = r->N, ga.k = r->H;
           GT_MELD(meld_gemm(&ga, st));
+        } else if (v == V_GEMM2) {
+          meld_moe_gemm_args_t g2;
+          memset(&g2, 0, sizeof g2);
+          g2.dispatch = &a, g2.a = xa, g2.k = r->N / 2, g2.w = w2, g2.n = r->H, g2.c = c2;
+          GT_MELD(meld_moe_grouped_gemm(comm, &g2, st));
         } else if (v == V_SWIGLU) {
           GT_MELD(meld_moe_dispatch_gemm(comm, &ag, st));
         } else if (V_IS_FFN(v)) {
@@ -314,7 +332,7 @@ static void *rank_main(void *arg) {
       for (int d = 0; d < P; d++) rows += g_rows_recv[d];
       for (int v = 0; v < g_nvar; v++) {
         if (!g_run[v]) continue;
-        const double tf = (V_IS_FFN(v) ? 3.0 : 2.0) * rows * r->N * r->H / (worst[v] * 1e-3) / 1e12;
+        const double tf = (V_IS_FFN(v) ? 3.0 : v == V_GEMM2 ? 1.0 : 2.0) * rows * r->N * r->H / (worst[v] * 1e-3) / 1e12;
         char name[160];
         snprintf(name, sizeof name, "P%d %s T%d %s", P, r->name, r->T, g_var[v]);
         printf("%-44s %10.4f %9.1f %9.3f %9.2e\n", name, worst[v], tf, worst[v] / worst[1], v ? 0.0 : g_err);
@@ -339,7 +357,7 @@ static void *rank_main(void *arg) {
     }
   }
   GT_CUDA(cudaStreamSynchronize(st));
-  cudaFree(w2), cudaFree(out), cudaFree(wts), cudaFree(scratch);
+  cudaFree(w2), cudaFree(c2), cudaFree(out), cudaFree(wts), cudaFree(scratch);
   cudaFree(x), cudaFree(w), cudaFree(y), cudaFree(xa), cudaFree(ids), cudaFree(off), cudaFree(cnt), cudaFree(orig);
   cudaEventDestroy(e0), cudaEventDestroy(e1);
   cublasDestroy(cb);

@@ -485,7 +485,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 /* ---- the second GEMM ---------------------------------------------------------------------------- */
 
 /* meld_moe_grouped_gemm: the engine alone over the dispatch's blocks (hook f from the workspace's
- * table; no waits, no communication; static schedule). */
+ * table; no waits, no communication; tiles from a queue: moe_second_plan). */
 template <int DEFER>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) moe_gemm_kernel(const __grid_constant__ gemm_params_t g) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -822,7 +822,14 @@ static meld_result_t moe_second_plan(struct meld_comm *comm, const meld_moe_gemm
   const int sms = meld_comm_node_sm_count(comm);
   MELD_CHECK(moe_plan_make(g->dispatch, comm->nranks, comm->rank, sms, comm->workspace.bytes, plan));
   MELD_CHECK(moe_device_setup(comm->device, sms, grid));
-  return moe_grouped_plan(comm, plan, *grid, g->a, g->k, g->w, g->n, g->c, p);
+  MELD_CHECK(moe_grouped_plan(comm, plan, *grid, g->a, g->k, g->w, g->n, g->c, p));
+  /* Tiles from a queue (2 words at queue 2, past the dispatch's: reset by the kernel's last
+   * worker), not the static schedule: with short tiles (k = ffn, 32 k-blocks at DeepSeek-V3) the
+   * static workers drift apart, and an expert's second block's tiles, next in the order, missed
+   * the weight in L2 (session 33, one H200, dsv3 T 4096: 10.6 GB read from DRAM for 7.7 GB of
+   * weights and rows). */
+  p->order.queue = (uint32_t *)((uint8_t *)comm->pad.local + MELD_PAD_OFF_QUEUES) + 2;
+  return MELD_OK;
 }
 
 /* meld_moe_ffn's second GEMM with the combine's sends in its epilogue (the engine's row scatter
