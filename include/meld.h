@@ -574,8 +574,9 @@ meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_gemm_args_t
  * row the dispatch gave that slot there (slots with id -1 add nothing; a token with none gets 0).
  * Pass the dispatch's arguments: the layout of that call is used, so exactly one combine follows
  * each dispatch, in the same stream order on every rank. ONE kernel: every rank copies its rows
- * back to their tokens' ranks (into the staging: tokens x topk <= capacity), then sums its tokens'
- * slots. Fails as meld_moe_dispatch_gemm does (arguments; device errors via meld_comm_check). */
+ * back to their tokens' ranks (into the staging: tokens x topk <= capacity; rows of its own tokens
+ * are read where they are), then sums its tokens' slots. Fails as meld_moe_dispatch_gemm does
+ * (arguments; device errors via meld_comm_check). */
 typedef struct {
   const meld_moe_args_t *dispatch; /* the preceding dispatch's arguments on this rank           */
   const void *y2;                  /* bf16 [capacity, hidden] (dense rows): this rank's experts'

@@ -30,6 +30,7 @@ moe_layout_t moe_layout(int nranks, int64_t pairs, int32_t experts, int64_t hidd
   l.brow = o, o = up256(o + blocks * 4);
   l.span = o, o = up256(o + blocks * 8);
   l.sorted = o, o = up256(o + (size_t)(pairs > 0 ? pairs : 0) * 4);
+  l.inv = o, o = up256(o + (size_t)(pairs > 0 ? pairs : 0) * 4);
   l.bytes = o;
   return l;
 }

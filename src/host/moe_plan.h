@@ -40,6 +40,8 @@ typedef struct {
   size_t span;    /* int32 [capacity / 128, 2]: hook f's runs (each block's expert's first block and
                      block count; an unused block: itself, 1)                                    */
   size_t sorted;  /* int32 [tokens x topk]: this rank's pairs sorted by expert                      */
+  size_t inv;     /* int32 [tokens x topk]: each pair's place in `sorted` (the combine finds the
+                     rows this rank's own experts computed for it: their row in y2)              */
   size_t bytes;   /* the whole                                                                      */
 } moe_layout_t;
 

@@ -146,6 +146,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
   int32_t *tot = (int32_t *)(v + E + 1);  /* [E]: every rank's rows per expert (layout) */
   int32_t *wh = tot + E;                  /* [W][E]: warp w's pairs per expert, then its first slot */
   int32_t *estart = moe_at<int32_t>(a, me, a->ws.estart), *sorted = moe_at<int32_t>(a, me, a->ws.sorted);
+  int32_t *inv = moe_at<int32_t>(a, me, a->ws.inv);
   const int pairs = (int)(a->tokens * a->topk);
   const int lo = (int)((int64_t)pairs * w / MOE_RW), hi = (int)((int64_t)pairs * (w + 1) / MOE_RW);
   if (tid == 0) s_bad = -1, s_fail = 0, s_over = -1;
@@ -202,7 +203,9 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
       const int slot = (unsigned)e < (unsigned)E ? mine[e] : 0;
       __syncwarp();
       if ((unsigned)e < (unsigned)E) {
-        sorted[slot + __popc(same & ((1u << lane) - 1u))] = c0 + 32 * u + lane;
+        const int32_t at = slot + __popc(same & ((1u << lane) - 1u));
+        sorted[at] = c0 + 32 * u + lane;
+        inv[c0 + 32 * u + lane] = at;
         if (lane == __ffs(same) - 1) mine[e] = slot + __popc(same);
       }
       __syncwarp();
@@ -502,10 +505,14 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) moe_gemm_kernel(const __grid_
 /* meld_moe_combine (see meld.h): ONE kernel. (1) Every CTA sends chunks of this rank's rows in use
  * back to their tokens' ranks (a warp a row, 16-byte vectors, into the staging at the slot's
  * index t x topk + j), then adds the chunk's rows per destination to that rank's arrival counter
- * (red.release.sys after bar.sync). (2) Thread 0 of every CTA waits until every rank's rows for
- * this rank's slots have arrived (its counts row of the dispatch: the rows it sent to each rank's
- * experts), then (3) a warp a token sums its slots' rows times their weights in fp32. Nothing
- * waits before its own sends, so no rank waits for one that waits for it. */
+ * (red.release.sys after bar.sync); rows of this rank's own tokens stay where they are. (2) Thread
+ * 0 of every CTA waits until every other rank's rows for this rank's slots have arrived (its
+ * counts row of the dispatch: the rows it sent to each rank's experts), then (3) a warp a token
+ * sums its slots' rows times their weights in fp32: a slot of one of this rank's experts from y2
+ * at the row the dispatch gave it (the routing kernel's inv table: its place among the expert's
+ * pairs), the others from the staging. (With pieces, the second GEMM sent every row, its own
+ * too: all from the staging.) Nothing waits before its own sends, so no rank waits for one that
+ * waits for it. */
 __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
     moe_combine_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_common_t a) {
   __shared__ int32_t s_cnt[MOE_MAX_RANKS];
@@ -526,6 +533,7 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
         const int j = moe_expert_of_row(seg, me, EL, r);
         if (r - seg[me * EL + j] >= a.expert_counts[j]) continue; /* padding: no slot */
         const int2 o = __ldcg(orig + r); /* (written by its source in the dispatch) */
+        if (o.x == me) continue; /* (this rank's own tokens: the sums read y2 in place) */
         copy_vec16<4, int>((int4 *)(a.wsp[o.x] + a.ws.stage + (int64_t)o.y * rb), (const int4 *)(a.y2 + r * rb), rb16,
                            lane, 32u);
         if (lane == 0) atomicAdd(&s_cnt[o.x], 1);
@@ -539,6 +547,7 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
       const uint64_t *arr = moe_at<const uint64_t>(&a, me, a.ws.arrivals);
       int ok = 1;
       for (int d = 0; d < P && ok; d++) {
+        if (d == me && !a.pieces) continue; /* (own rows: not sent) */
         uint64_t want = 0;
         for (int j = 0; j < EL; j++) want += (uint64_t)mine[d * EL + j];
         if (a.pieces) want *= (uint64_t)a.pieces;
@@ -550,14 +559,31 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
     __syncthreads();
     if (s_ok) {
       const uint8_t *back = a.wsp[me] + a.ws.stage;
+      const int32_t *estart = moe_at<const int32_t>(&a, me, a.ws.estart), *inv = moe_at<const int32_t>(&a, me, a.ws.inv);
+      const int32_t *srcoff = moe_at<const int32_t>(&a, me, a.ws.srcoff);
+      __shared__ const uint8_t *s_src[MOE_CB_THREADS / 32][MOE_MAX_TOPK]; /* a warp's token: its slots' rows */
+      __shared__ float s_w[MOE_CB_THREADS / 32][MOE_MAX_TOPK];
       for (int64_t t = (int64_t)blockIdx.x * nw + warp; t < a.tokens; t += (int64_t)gridDim.x * nw) {
+        for (int j = lane; j < a.topk; j += 32) {
+          /* slot (t, j): its row came back into the staging at the slot's index, or (an expert of
+           * this rank, the rows not sent) it is in y2 at the row the dispatch gave it */
+          const int64_t q = t * a.topk + j;
+          const int e = a.ids[q];
+          const uint8_t *src = nullptr;
+          if (e >= 0)
+            src = e / EL == me && !a.pieces ? a.y2 + ((int64_t)seg[e] + srcoff[e] + inv[q] - estart[e]) * rb
+                                            : back + q * rb;
+          s_src[warp][j] = src;
+          s_w[warp][j] = e >= 0 ? a.wt[q] : 0.f;
+        }
+        __syncwarp();
         for (int h = lane; h < rb16; h += 32) {
           float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
           for (int j = 0; j < a.topk; j++) {
-            const int64_t q = t * a.topk + j;
-            if (a.ids[q] < 0) continue;
-            const float wq = a.wt[q];
-            const uint4 v = __ldcg((const uint4 *)(back + q * rb) + h);
+            const uint8_t *src = s_src[warp][j];
+            if (!src) continue;
+            const float wq = s_w[warp][j];
+            const uint4 v = __ldcg((const uint4 *)src + h);
             const uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -574,6 +600,7 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
           }
           *((uint4 *)(a.out + t * a.ldo * 2) + h) = o;
         }
+        __syncwarp(); /* (every lane has read the token's slots before the next token's) */
       }
     }
   }
