@@ -48,3 +48,18 @@ test_ranks() {
     echo "== $name $p rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/${name}_$p.log" | cut -c1-300 | head -5
   done
 }
+# moe_rows SAMPLES: bench_moe --ranks 1 on its rows (BENCH_MOE_ROWS / _VARIANTS / _AB as exported),
+# sustained (BENCH_SETTLE_MS, default 200), JSON lines into $OUT/moe.jsonl, log
+# $OUT/bench_moe_p1.log, and its table's lines.
+moe_rows() {
+  BENCH_SETTLE_MS=${BENCH_SETTLE_MS:-200} timeout -k 5 300 build/bench/bench_moe --ranks 1 --samples "$1" \
+    --json "$OUT/moe.jsonl" > "$OUT/bench_moe_p1.log" 2>&1
+  echo "== bench_moe --ranks 1 rc=$? at $(el) s"; grep -E "^P1|FAIL|rror" "$OUT/bench_moe_p1.log" | head -60
+}
+# moe_torch_rows: bench/moe_torch.py (torch's dispatch + _grouped_mm and its layer) into the same
+# JSON, log $OUT/moe_torch.log, its lines.
+moe_torch_rows() {
+  BENCH_SETTLE_MS=${BENCH_SETTLE_MS:-200} timeout -k 5 240 python3 bench/moe_torch.py --json "$OUT/moe.jsonl" \
+    > "$OUT/moe_torch.log" 2>&1
+  echo "== moe_torch rc=$? at $(el) s"; grep -E "^P1|rror" "$OUT/moe_torch.log"
+}

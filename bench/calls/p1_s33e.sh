@@ -8,13 +8,8 @@
 . "$(dirname "$0")/../device_env.sh"
 build build/bench/bench_moe
 export MELD_TIMEOUT_MS=5000
-export BENCH_SETTLE_MS=${BENCH_SETTLE_MS:-200}
-J="$OUT/moe.jsonl"
-BENCH_MOE_VARIANTS=fused,nocopy,cublas-loop,swiglu,gemm2,ffn,ffn-apart,ffn-send \
-  timeout -k 5 300 build/bench/bench_moe --ranks 1 --samples 3 --json "$J" > "$OUT/bench_moe_p1.log" 2>&1
-echo "== bench_moe --ranks 1 rc=$? at $(el) s"; grep -E "^P1|FAIL|rror" "$OUT/bench_moe_p1.log" | head -60
-timeout -k 5 240 python3 bench/moe_torch.py --json "$J" > "$OUT/moe_torch.log" 2>&1
-echo "== moe_torch rc=$? at $(el) s"; grep -E "^P1|rror" "$OUT/moe_torch.log"
+BENCH_MOE_VARIANTS=fused,nocopy,cublas-loop,swiglu,gemm2,ffn,ffn-apart,ffn-send moe_rows 3
+moe_torch_rows
 bash bench/ncu_moe.sh "gemm2_dsv3_T4096;BENCH_MOE_ROWS=dsv3_T4096;gemm2;moe_gemm_kernel;2" \
   "combine_dsv3_T4096;BENCH_MOE_ROWS=dsv3_T4096;ffn-apart;moe_combine_kernel;2" \
   "gemm2_32e;BENCH_MOE_ROWS=dsv3-32e_T4096;gemm2;moe_gemm_kernel;2"

@@ -9,11 +9,7 @@
 build build/tests/gpu/test_moe build/bench/bench_moe
 export MELD_TIMEOUT_MS=5000
 test_ranks build/tests/gpu/test_moe 1 2 4 8
-export BENCH_SETTLE_MS=${BENCH_SETTLE_MS:-200}
-J="$OUT/moe.jsonl"
-BENCH_MOE_VARIANTS=fused,swiglu,gemm2,ffn,ffn-apart,ffn-send \
-  timeout -k 5 300 build/bench/bench_moe --ranks 1 --samples 5 --json "$J" > "$OUT/bench_moe_p1.log" 2>&1
-echo "== bench_moe --ranks 1 rc=$? at $(el) s"; grep -E "^P1|FAIL|rror" "$OUT/bench_moe_p1.log" | head -60
+BENCH_MOE_VARIANTS=fused,swiglu,gemm2,ffn,ffn-apart,ffn-send moe_rows 5
 bash bench/ncu_moe.sh "combine_dsv3_T4096;BENCH_MOE_ROWS=dsv3_T4096;ffn-apart;moe_combine_kernel;2" \
   "combine_32e_T128;BENCH_MOE_ROWS=dsv3-32e_T128;ffn-apart;moe_combine_kernel;2"
 echo "== done at $(el) s"
