@@ -563,7 +563,14 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
       const int32_t *srcoff = moe_at<const int32_t>(&a, me, a.ws.srcoff);
       __shared__ const uint8_t *s_src[MOE_CB_THREADS / 32][MOE_MAX_TOPK]; /* a warp's token: its slots' rows */
       __shared__ float s_w[MOE_CB_THREADS / 32][MOE_MAX_TOPK];
-      for (int64_t t = (int64_t)blockIdx.x * nw + warp; t < a.tokens; t += (int64_t)gridDim.x * nw) {
+      /* Work items (token, part): a token's row in `parts` interleaved column parts, so that few
+       * tokens (decode) still spread over the grid's warps; each lane has up to 8 slots' loads in
+       * flight (session 33: a warp a token with one load at a time took 114 us at 128 tokens). */
+      const int64_t nwarps = (int64_t)gridDim.x * nw;
+      const int parts = (int)max((int64_t)1, min((int64_t)((rb16 + 31) / 32), nwarps / max(a.tokens, (int64_t)1)));
+      for (int64_t it = (int64_t)blockIdx.x * nw + warp; it < a.tokens * parts; it += nwarps) {
+        const int64_t t = it / parts;
+        const int part = (int)(it - t * parts);
         for (int j = lane; j < a.topk; j += 32) {
           /* slot (t, j): its row came back into the staging at the slot's index, or (an expert of
            * this rank, the rows not sent) it is in y2 at the row the dispatch gave it */
@@ -577,18 +584,24 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
           s_w[warp][j] = e >= 0 ? a.wt[q] : 0.f;
         }
         __syncwarp();
-        for (int h = lane; h < rb16; h += 32) {
+        for (int h = part * 32 + lane; h < rb16; h += parts * 32) {
           float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-          for (int j = 0; j < a.topk; j++) {
-            const uint8_t *src = s_src[warp][j];
-            if (!src) continue;
-            const float wq = s_w[warp][j];
-            const uint4 v = __ldcg((const uint4 *)src + h);
-            const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+          for (int j0 = 0; j0 < a.topk; j0 += 8) {
+            uint4 v[8];
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-              acc[2 * i] += wq * __uint_as_float(u[i] << 16);
-              acc[2 * i + 1] += wq * __uint_as_float(u[i] & 0xffff0000u);
+            for (int u = 0; u < 8; u++) { /* (the loads first: eight in flight) */
+              const uint8_t *src = j0 + u < a.topk ? s_src[warp][j0 + u] : nullptr;
+              v[u] = src ? __ldcg((const uint4 *)src + h) : make_uint4(0u, 0u, 0u, 0u);
+            }
+#pragma unroll
+            for (int u = 0; u < 8; u++) {
+              const float wq = j0 + u < a.topk ? s_w[warp][j0 + u] : 0.f;
+              const uint32_t w4[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+              for (int i = 0; i < 4; i++) {
+                acc[2 * i] += wq * __uint_as_float(w4[i] << 16);
+                acc[2 * i + 1] += wq * __uint_as_float(w4[i] & 0xffff0000u);
+              }
             }
           }
           uint4 o;
@@ -600,7 +613,7 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
           }
           *((uint4 *)(a.out + t * a.ldo * 2) + h) = o;
         }
-        __syncwarp(); /* (every lane has read the token's slots before the next token's) */
+        __syncwarp(); /* (every lane has read the token's slots before the next item's) */
       }
     }
   }
