@@ -196,8 +196,10 @@ static void test_ffn_split(void **state) {
 static void test_layout(void **state) {
   (void)state;
   const moe_layout_t l = moe_layout(4, 8000, 64, 1024, 16384);
-  const size_t regions[] = {l.stage, l.origin, l.flags, l.counts, l.estart, l.seg, l.srcoff, l.used, l.brow, l.sorted, l.bytes};
-  const size_t need[] = {16384 * 1024 * 2, 16384 * 8, 128 * 8, 4 * 64 * 4, 65 * 4, 64 * 4, 64 * 4, 4 * 4, 128 * 4, 8000 * 4};
+  const size_t regions[] = {l.stage, l.origin, l.flags,  l.counts, l.arrivals, l.estart, l.seg,
+                            l.srcoff, l.used, l.brow, l.span, l.sorted, l.inv, l.bytes};
+  const size_t need[] = {16384 * 1024 * 2, 16384 * 8, 128 * 8, 4 * 64 * 4, 4 * 8, 65 * 4, 64 * 4,
+                         64 * 4, 4 * 4, 128 * 4, 128 * 8, 8000 * 4, 8000 * 4};
   for (size_t i = 0; i + 1 < sizeof regions / sizeof regions[0]; i++) {
     assert_int_equal(regions[i] % 256, 0);
     if (regions[i + 1] < regions[i] + need[i]) fail_msg("region %zu at %zu overlaps the next at %zu", i, regions[i], regions[i + 1]);
