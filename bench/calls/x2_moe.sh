@@ -9,6 +9,9 @@
 # 128 experts a rank): half of 32768 rows x 14 KB = 235 MB over NVLink ~0.67 ms, under a ~3.5 ms
 # second GEMM: prediction ffn-send 3-8% faster than ffn-apart (the apart path pays the copy after
 # the GEMM), the opposite of one rank.
+# Session 33 (one H200): the GEMMs' tiles expert by expert, the second GEMM from a queue, the
+# combine's own rows read in place (at 2 ranks only the peer's half travels back) and its sums
+# over the whole grid; bench_moe also times gemm2 (the second GEMM alone) and dense.
 # Floors (per rank): dsv3 T 4096 top-8: 32768 rows x 14 KB = 470 MB routed, half to the peer:
 # 235 MB over NVLink at ~350 GB/s = 0.67 ms, under a ~7 ms GEMM (128 experts a rank, weight
 # streaming); Mixtral: 67 MB, 0.1 ms. Prediction: tests pass; fused / nocopy 1.02-1.10 (the copies
