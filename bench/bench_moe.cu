@@ -35,7 +35,8 @@
  * back-to-back calls, every rank starting a sample after a host barrier; the median sample of
  * the slowest rank. Checked first: a few rows of rank 0's y against a host fp32 dot product.
  * Useful TFLOP/s counts 2 x rows x n x hidden over every rank's received rows (not the padding).
- * Rank 0 prints a table and appends JSON lines (--json; op "moe_dispatch_gemm").
+ * Rank 0 prints a table and appends JSON lines (--json; op "moe_dispatch_gemm", "moe_ffn" for the
+ * layer, "moe_grouped_gemm" for gemm2).
  *
  *   bench_moe [--ranks P] [--long | --quick] [--calls N] [--samples N] [--json FILE] */
 #include <cublas_v2.h>
@@ -346,7 +347,7 @@ static void *rank_main(void *arg) {
                     "\"meld_ms\": %.5f, \"nocopy_ms\": %.5f, \"comm_ms\": %.5f, \"cublas_loop_ms\": %.5f, "
                     "\"tflops_useful\": %.1f, \"settle_ms\": %d, \"rel_err_sample\": %.3e, \"gpu\": \"%s\", "
                     "\"driver\": \"%s\", \"cuda\": \"%s\", \"date\": \"%s\", \"commit\": \"%s\"}\n",
-                    V_IS_FFN(v) ? "moe_ffn" : "moe_dispatch_gemm", r->name, r->T, r->H, r->N, r->E, r->topk, r->zipf, (long long)g_capacity, (long long)rows,
+                    V_IS_FFN(v) ? "moe_ffn" : v == V_GEMM2 ? "moe_grouped_gemm" : "moe_dispatch_gemm", r->name, r->T, r->H, r->N, r->E, r->topk, r->zipf, (long long)g_capacity, (long long)rows,
                     g_var[v], P, g_ndev < P ? g_ndev : P, worst[v], worst[1], worst[2], worst[3], tf, settle_ms,
                     g_err, g_env.gpu, g_env.driver, g_env.cuda, g_env.date, g_env.commit);
             fclose(jf);
