@@ -688,13 +688,16 @@ static void moe_common_fill(struct meld_comm *comm, const meld_moe_args_t *a, co
   c->pad_skip = !(ps && !strcmp(ps, "0"));
 }
 
-/* The grouped GEMM's plan and hooks: A = the staging [capacity, hidden], B = every local
- * expert's weight stacked [E_loc n, hidden] (hook f picks the block's), C = y [capacity, n]. */
 /* The grouped GEMM's plan over the layout of plan p: A = [capacity, k] rows (lda k), B = every local
  * expert's weight stacked [E_loc n, k] (hook f picks the block's, from the workspace's table),
- * C = [capacity, n]; grid engine CTAs. Hooks other than f are the caller's. */
+ * C = [capacity, n]; grid engine CTAs. Its tiles come from the pad's work queue `queue` (2 words,
+ * reset by the kernel's last worker), not a static schedule: static workers drift apart over short
+ * tiles (k = ffn, 32 k-blocks at DeepSeek-V3) and an expert's second block's tiles, next in the
+ * order, missed the weight in L2 (session 33, one H200, the second GEMM at dsv3 T 4096: 10.6 GB
+ * read from DRAM for 7.7 GB of weights and rows). Hooks other than f and the queue are the
+ * caller's. */
 static meld_result_t moe_grouped_plan(struct meld_comm *comm, const moe_plan_t *p, int grid, const void *A, int64_t k,
-                                      const void *W, int64_t n, void *C, gemm_params_t *gp) {
+                                      const void *W, int64_t n, void *C, int queue, gemm_params_t *gp) {
   meld_gemm_args_t g;
   memset(&g, 0, sizeof g);
   g.a = A, g.lda = k, g.b = W, g.ldb = k, g.b_layout = MELD_B_NK, g.c = C, g.ldc = n;
@@ -717,6 +720,7 @@ static meld_result_t moe_grouped_plan(struct meld_comm *comm, const moe_plan_t *
   gp->map_b = all.map_b;
   gp->grp_brow = (const int32_t *)((uint8_t *)comm->workspace.local + p->ws.brow);
   if (p->runs) gp->grp_span = (const int32_t *)((uint8_t *)comm->workspace.local + p->ws.span);
+  gp->order.queue = (uint32_t *)((uint8_t *)comm->pad.local + MELD_PAD_OFF_QUEUES) + queue;
   gp->grp_rows = (int32_t)n;
   gp->workers = grid;
   return MELD_OK;
@@ -728,7 +732,7 @@ static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t
   uint8_t *pad = (uint8_t *)comm->pad.local;
   uint8_t *ws = (uint8_t *)comm->workspace.local;
   gemm_params_t *gp = &k->g;
-  MELD_CHECK(moe_grouped_plan(comm, p, grid, ws + p->ws.stage, p->hidden, a->w, p->n, a->y, gp));
+  MELD_CHECK(moe_grouped_plan(comm, p, grid, ws + p->ws.stage, p->hidden, a->w, p->n, a->y, 0, gp));
   if (p->act == MELD_MOE_ACT_SWIGLU) /* gated tiles: y = silu(gate) x up, [capacity, n / 2] */
     MELD_CHECK(gemm_plan_glu(gp, a->w, (int64_t)p->e_loc * p->n, p->hidden, a->y, p->n / 2, (int32_t)(p->n / 2)));
   gp->ready.flags = (const uint64_t *)(ws + p->ws.flags);
@@ -738,7 +742,6 @@ static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t
   gp->ready.abort_word = (const uint32_t *)(pad + MELD_PAD_OFF_ABORT);
   gp->ready.timeout_ns = (uint64_t)comm->cfg.timeout_ms * 1000000ull;
   gp->ready.status = k->c.status;
-  gp->order.queue = (uint32_t *)(pad + MELD_PAD_OFF_QUEUES); /* queues 0, 1: per-call scratch */
   gp->trace = meld_proto_dev(comm).trace;
   char why[256];
   if (gemm_params_check(gp, grid, why, sizeof why))
@@ -862,14 +865,7 @@ static meld_result_t moe_second_plan(struct meld_comm *comm, const meld_moe_gemm
   const int sms = meld_comm_node_sm_count(comm);
   MELD_CHECK(moe_plan_make(g->dispatch, comm->nranks, comm->rank, sms, comm->workspace.bytes, plan));
   MELD_CHECK(moe_device_setup(comm->device, sms, grid));
-  MELD_CHECK(moe_grouped_plan(comm, plan, *grid, g->a, g->k, g->w, g->n, g->c, p));
-  /* Tiles from a queue (2 words at queue 2, past the dispatch's: reset by the kernel's last
-   * worker), not the static schedule: with short tiles (k = ffn, 32 k-blocks at DeepSeek-V3) the
-   * static workers drift apart, and an expert's second block's tiles, next in the order, missed
-   * the weight in L2 (session 33, one H200, dsv3 T 4096: 10.6 GB read from DRAM for 7.7 GB of
-   * weights and rows). */
-  p->order.queue = (uint32_t *)((uint8_t *)comm->pad.local + MELD_PAD_OFF_QUEUES) + 2;
-  return MELD_OK;
+  return moe_grouped_plan(comm, plan, *grid, g->a, g->k, g->w, g->n, g->c, 2, p); /* (queue 2: past the dispatch's) */
 }
 
 /* meld_moe_ffn's second GEMM with the combine's sends in its epilogue (the engine's row scatter
