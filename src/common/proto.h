@@ -140,7 +140,14 @@ MELD_HD uint64_t meld_ring_credit_needed(uint64_t epoch, uint32_t k, uint32_t ns
 
 /* ---- roles --------------------------------------------------------------------------------- */
 
-enum { MELD_ROLE_COMM = 0, MELD_ROLE_COMPUTE = 1, MELD_ROLE_WAIT = 2, MELD_ROLE_OTHER = 3, MELD_ROLE_REDUCE = 4 };
+enum {
+  MELD_ROLE_COMM = 0,
+  MELD_ROLE_COMPUTE = 1,
+  MELD_ROLE_WAIT = 2,
+  MELD_ROLE_OTHER = 3,
+  MELD_ROLE_REDUCE = 4,
+  MELD_ROLE_ROUTE = 5 /* trace only: the MoE routing kernel's phases (item = phase) */
+};
 
 /* The first ncomm tickets (in the order CTAs actually start) are communication CTAs. */
 MELD_HD int meld_role_of_ticket(uint32_t ticket, uint32_t ncomm) {

@@ -191,6 +191,14 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
   v = p->runs ? 16 : per_expert <= 256 ? 1 : 0;
   MELD_CHECK(meld_env_int64("MELD_MOE_GROUP_M", 1, 1024, &v));
   p->group_m = (int)v;
+  /* The routing kernel's place walk (one CTA; session 34, one H200, traced): from 16384 pairs
+   * (512 a warp) ballots and the sorted pairs staged in shared memory (DeepSeek-V3 T 4096, 32768
+   * pairs: the walk 37 -> 26 us; staging alone is bound by __match_any_sync (40 us), ballots alone
+   * by the scattered stores (36 us)); below, __match_any_sync and direct stores (decode, 1024
+   * pairs: 5.7 us vs 8.5-8.9 with ballots; Mixtral T 4096, 8192 pairs: 6.6 vs 7.3-9.3). */
+  v = a->tokens * a->topk >= 16384 ? 3 : 0;
+  MELD_CHECK(meld_env_int64("MELD_MOE_ROUTE", 0, 3, &v));
+  p->route = (int)v;
   const char *cp = getenv("MELD_MOE_COPY");
   p->copy = MOE_COPY_BULK;
   if (cp && *cp) {

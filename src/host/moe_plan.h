@@ -64,6 +64,8 @@ typedef struct {
                         without them 1 where a local expert gets <= 256 rows on average with
                         even routing, else the engine's)                                     */
   int act;           /* MELD_MOE_ACT_*: SWIGLU = the GEMM's gated tiles (grp_glu = n / 2)   */
+  int route;         /* the routing kernel's place walk (MELD_MOE_ROUTE, bits: 1 = ballots, 2 = the
+                        sorted pairs staged in shared memory; default 3 from 16384 pairs, else 0) */
   int copy;          /* comm CTAs' copies: 0 = 16-byte vectors by every warp, 1 = bulk copies
                         through shared memory by one thread (MELD_MOE_COPY=vec|bulk)         */
 } moe_plan_t;

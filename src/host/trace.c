@@ -21,6 +21,7 @@ const char *meld_role_name(int role) {
   case MELD_ROLE_COMPUTE: return "compute";
   case MELD_ROLE_WAIT: return "wait";
   case MELD_ROLE_REDUCE: return "reduce";
+  case MELD_ROLE_ROUTE: return "route";
   default: return "other";
   }
 }

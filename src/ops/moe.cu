@@ -60,6 +60,10 @@ typedef struct {
                    still counted: the GEMM and the protocol alone), bit 1 = no GEMM (the routing
                    and the copies alone) */
   int32_t pad_skip; /* GEMM_GRP_PAD1 flags in the block table (MELD_MOE_PAD_SKIP, default 1) */
+  int32_t route;    /* the routing kernel's place walk (MELD_MOE_ROUTE): bit 0 = a pair's rank among
+                       its chunk's lanes of the same expert by ballots (else __match_any_sync);
+                       bit 1 = the sorted pairs staged in shared memory (set only where they fit:
+                       moe_route_smem), written out coalesced */
   int64_t tokens, hidden, n, capacity, ldx;
   const uint8_t *x;
   const int32_t *ids;
@@ -125,11 +129,12 @@ MELD_DEV int64_t moe_block_exscan(int64_t *v, int n, int64_t *wt) {
 
 /* The routing kernel's body (see the file comment). smem: moe_route_smem(E). The counting sort is
  * deterministic: warp w takes the pairs [w n / W, (w + 1) n / W) in order, counts them per
- * expert in its own row of wh (one shared atomic per distinct expert of 32 pairs, found with
- * __match_any_sync), the rows become each warp's first slot per expert (estart + the lower warps'
- * counts), and a second walk places every pair at its warp's slot + its rank among the chunk's
- * lanes with the same expert: the pairs of an expert in pair order. */
+ * expert in its own row of wh (one shared add per distinct expert of 32 pairs, its lanes found
+ * by moe_same_lanes), a warp a expert scans the column into each warp's first slot relative to
+ * the expert's start, and a second walk places every pair at estart + its warp's slot + its rank
+ * among the chunk's lanes with the same expert: the pairs of an expert in pair order. */
 #define MOE_RW (MOE_ROUTE_THREADS / 32)
+static_assert(MOE_RW <= 32, "the column scan takes a warp row a lane");
 #define MOE_RU 8 /* pairs a lane loads ahead */
 /* A lane's MOE_RU ids of the 32 x MOE_RU pairs from c0 (-1 past hi), loaded ahead of their use. */
 MELD_DEV void moe_ids_ahead(const moe_common_t *a, int c0, int hi, int lane, int32_t *ev) {
@@ -137,22 +142,53 @@ MELD_DEV void moe_ids_ahead(const moe_common_t *a, int c0, int hi, int lane, int
   for (int u = 0; u < MOE_RU; u++) ev[u] = c0 + 32 * u + lane < hi ? a->ids[c0 + 32 * u + lane] : -1;
 }
 
-MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
+/* The lanes of this warp whose e equals this lane's (e in [0, 2^bits), or < 0: no expert; those
+ * lanes match each other): a ballot a bit of the id and one for validity. __match_any_sync, its
+ * predecessor, cost ~1 us a step of 32 warps with ~32 distinct values a warp (session 34: each of
+ * the two walks took 35 us at 32768 pairs, 3 us at 1024). */
+MELD_DEV unsigned moe_same_lanes(int e, int bits) {
+  const unsigned valid = __ballot_sync(0xffffffffu, e >= 0);
+  unsigned same = e >= 0 ? valid : ~valid;
+  for (int b = 0; b < bits; b++) {
+    const bool on = (e >> b) & 1;
+    const unsigned m = __ballot_sync(0xffffffffu, on);
+    same &= on ? m : ~m;
+  }
+  return same;
+}
+
+/* MELD_TRACE: thread 0 records the routing kernel's phase `ph` (role "route", item = phase: 0
+ * entry, 1 count, 2 scans, 3 place, 4 counts exchange, 5 layout, 6 tables, 7 exit), from *t0 to
+ * now; *t0 becomes now. No-op when tracing is off (*t0 = 0). */
+MELD_DEV void moe_route_mark(const meld_ctx_t *ctx, uint32_t ph, uint64_t *t0) {
+  if (threadIdx.x != 0 || !*t0) return;
+  meld_trace_record(&ctx->p->trace, MELD_ROLE_ROUTE, ph, ctx->epoch, *t0);
+  *t0 = globaltimer_ns();
+}
+
+/* Bytes of moe_route's v, tot and wh (16-byte aligned end: the staged pairs follow). */
+MELD_HD size_t moe_route_smem_base(int E) {
+  return ((size_t)(E + 1) * 8 + (size_t)E * 4 + (size_t)MOE_RW * (E | 1) * 4 + 15) / 16 * 16;
+}
+
+MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, uint64_t *tm) {
   __shared__ int64_t wt[32];
   __shared__ int32_t s_bad, s_fail, s_over;
   const int E = a->experts, P = a->nranks, me = a->rank, EL = a->e_loc;
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5;
+  const int WS = E | 1;                   /* wh's row stride: odd, so a column is conflict-free */
+  const int bits = E > 1 ? 32 - __clz(E - 1) : 0;
   int64_t *v = (int64_t *)smem;           /* [E + 1] */
   int32_t *tot = (int32_t *)(v + E + 1);  /* [E]: every rank's rows per expert (layout) */
-  int32_t *wh = tot + E;                  /* [W][E]: warp w's pairs per expert, then its first slot */
+  int32_t *wh = tot + E;                  /* [W][WS]: warp w's pairs per expert, then its first slot */
   int32_t *estart = moe_at<int32_t>(a, me, a->ws.estart), *sorted = moe_at<int32_t>(a, me, a->ws.sorted);
   int32_t *inv = moe_at<int32_t>(a, me, a->ws.inv);
   const int pairs = (int)(a->tokens * a->topk);
   const int lo = (int)((int64_t)pairs * w / MOE_RW), hi = (int)((int64_t)pairs * (w + 1) / MOE_RW);
   if (tid == 0) s_bad = -1, s_fail = 0, s_over = -1;
-  for (int i = tid; i < MOE_RW * E; i += nt) wh[i] = 0;
+  for (int i = tid; i < MOE_RW * WS; i += nt) wh[i] = 0;
   __syncthreads();
-  int32_t *mine = wh + w * E;
+  int32_t *mine = wh + w * WS;
   for (int c0 = lo; c0 < hi; c0 += 32 * MOE_RU) {
     int32_t ev[MOE_RU];
     moe_ids_ahead(a, c0, hi, lane, ev);
@@ -160,56 +196,63 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
     for (int u = 0; u < MOE_RU; u++) {
       const int e = ev[u];
       if (e != -1 && (unsigned)e >= (unsigned)E) s_bad = c0 + 32 * u + lane; /* (any one of them) */
-      const unsigned same = __match_any_sync(0xffffffffu, e);
-      if ((unsigned)e < (unsigned)E && lane == __ffs(same) - 1) mine[e] += __popc(same);
-      __syncwarp(); /* (the next chunk's leader may be another lane) */
+      if ((unsigned)e < (unsigned)E) atomicAdd(&mine[e], 1);
     }
   }
   __syncthreads();
+  moe_route_mark(ctx, 1, tm);
   if (s_bad >= 0) {
     if (tid == 0)
       meld_fail(ctx, MELD_FAIL_INPUT, meld_wait_info(MELD_REGION_NONE, (uint32_t)s_bad, me, "moe: topk id out of range"),
                 (uint64_t)E, (uint64_t)(uint32_t)a->ids[s_bad], 0, 0);
     return;
   }
-  /* Per expert: this rank's count (v), and each warp's first slot relative to the expert's. */
-  for (int e = tid; e < E; e += nt) {
-    int32_t run = 0;
-    for (int x = 0; x < MOE_RW; x++) {
-      const int32_t c = wh[x * E + e];
-      wh[x * E + e] = run;
-      run += c;
+  /* Per expert (a warp each, a lane a warp row): this rank's count (v), and each warp's first
+   * slot relative to the expert's. */
+  for (int e = w; e < E; e += MOE_RW) {
+    const int32_t c = lane < MOE_RW ? wh[lane * WS + e] : 0;
+    int32_t x = c;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
     }
-    v[e] = run;
+    if (lane < MOE_RW) wh[lane * WS + e] = x - c;
+    if (lane == 31) v[e] = x;
   }
   __syncthreads();
   int32_t *cnt_row = moe_at<int32_t>(a, me, a->ws.counts) + (size_t)me * E; /* (own row first: read below) */
   for (int e = tid; e < E; e += nt) cnt_row[e] = (int32_t)v[e];
   __syncthreads();
-  const int64_t valid = moe_block_exscan(v, E, wt);
-  for (int e = tid; e < E; e += nt) {
-    estart[e] = (int32_t)v[e];
-    for (int x = 0; x < MOE_RW; x++) wh[x * E + e] += (int32_t)v[e];
-  }
+  const int64_t valid = moe_block_exscan(v, E, wt); /* v[e] = the expert's first slot */
+  for (int e = tid; e < E; e += nt) estart[e] = (int32_t)v[e];
   if (tid == 0) estart[E] = (int32_t)valid;
-  __syncthreads();
+  moe_route_mark(ctx, 2, tm);
+  const bool ballots = a->route & 1, staged = a->route & 2;
+  int32_t *place = staged ? (int32_t *)(smem + moe_route_smem_base(E)) : sorted;
   for (int c0 = lo; c0 < hi; c0 += 32 * MOE_RU) {
     int32_t ev[MOE_RU];
     moe_ids_ahead(a, c0, hi, lane, ev);
 #pragma unroll
     for (int u = 0; u < MOE_RU; u++) {
-      const int e = ev[u];
-      const unsigned same = __match_any_sync(0xffffffffu, e);
-      const int slot = (unsigned)e < (unsigned)E ? mine[e] : 0;
+      const int e = ev[u]; /* (all in range: the count walk checked them) */
+      const unsigned same = ballots ? moe_same_lanes(e, bits) : __match_any_sync(0xffffffffu, e);
+      const int slot = e >= 0 ? mine[e] : 0;
       __syncwarp();
-      if ((unsigned)e < (unsigned)E) {
-        const int32_t at = slot + __popc(same & ((1u << lane) - 1u));
-        sorted[at] = c0 + 32 * u + lane;
+      if (e >= 0) {
+        const int32_t at = (int32_t)v[e] + slot + __popc(same & ((1u << lane) - 1u));
+        place[at] = c0 + 32 * u + lane;
         inv[c0 + 32 * u + lane] = at;
         if (lane == __ffs(same) - 1) mine[e] = slot + __popc(same);
       }
       __syncwarp();
     }
+  }
+  if (staged) { /* the sorted pairs out in 16-byte vectors (pairs fill [0, valid)) */
+    __syncthreads();
+    const int nv = (int)(valid / 4);
+    for (int i = tid; i < nv; i += nt) ((int4 *)sorted)[i] = ((const int4 *)place)[i];
+    for (int i = nv * 4 + tid; i < (int)valid; i += nt) sorted[i] = place[i];
   }
   /* The count row into every peer's counts region, then one stamp a peer. */
   for (int d = 0; d < P; d++) {
@@ -218,6 +261,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
     for (int e = tid; e < E; e += nt) dst[e] = cnt_row[e];
   }
   __syncthreads();
+  moe_route_mark(ctx, 3, tm);
   if (tid == 0) {
     const uint64_t stamp = meld_stamp(ctx->epoch, 1);
     for (int t = 1; t < P; t++) meld_signal_put(ctx, (me + t) % P, meld_signal_index(me, P, 0, 0, 1), stamp);
@@ -228,6 +272,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
   }
   __syncthreads();
   if (s_fail) return;
+  moe_route_mark(ctx, 4, tm);
   /* The layout (every rank computes the same): totals, padded segment starts, this rank's offsets. */
   const int32_t *cnt = moe_at<const int32_t>(a, me, a->ws.counts);
   int32_t *seg = moe_at<int32_t>(a, me, a->ws.seg), *srcoff = moe_at<int32_t>(a, me, a->ws.srcoff);
@@ -261,6 +306,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
                 (uint64_t)(v[(s_over + 1) * EL] - v[s_over * EL]), 0, 0);
     return;
   }
+  moe_route_mark(ctx, 5, tm);
   /* This rank's outputs and the GEMM's tables. */
   const int64_t base = v[me * EL];
   for (int j = tid; j < EL; j += nt) {
@@ -282,15 +328,20 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem) {
      * engine's warpgroup 1 skips its MMAs there; half the MMA work of that block) */
     if (a->pad_skip && mb1 > mb0 && tot[e] - (mb1 - 1 - mb0) * MOE_BM <= MOE_BM / 2) brow[mb1 - 1] = j | GEMM_GRP_PAD1;
   }
+  __syncthreads(); /* (MELD_TRACE: the phase's end is the last thread's) */
+  moe_route_mark(ctx, 6, tm);
 }
 
 __global__ void __launch_bounds__(MOE_ROUTE_THREADS, 1)
     moe_route_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_common_t a) {
   extern __shared__ __align__(16) uint8_t moe_rsmem[];
   meld_ctx_t ctx;
-  if (meld_call_begin(&ctx, &proto, MELD_OP_MOE_DISPATCH_GEMM, a.arg_hash, 0) && !a.handshake_only)
-    moe_route(&ctx, &a, moe_rsmem);
+  uint64_t tm = threadIdx.x == 0 ? meld_trace_now(&proto.trace) : 0;
+  const bool go = meld_call_begin(&ctx, &proto, MELD_OP_MOE_DISPATCH_GEMM, a.arg_hash, 0) && !a.handshake_only;
+  moe_route_mark(&ctx, 0, &tm);
+  if (go) moe_route(&ctx, &a, moe_rsmem, &tm);
   meld_call_end(&ctx);
+  moe_route_mark(&ctx, 7, &tm);
 }
 
 /* Local expert j of rank d whose segment holds row `row` (< the rank's rows in use): the last
@@ -370,6 +421,7 @@ __device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, u
   for (int u = (int)c; u < maxu * P; u += a->comm_ctas) {
     const int mb = u / P, d = (me + u % P) % P;
     if (mb >= used[d]) continue;
+    const uint64_t tu = threadIdx.x == 0 ? meld_trace_now(&ctx->p->trace) : 0;
     const int64_t r0 = (int64_t)mb * MOE_BM;
     const int e = d * EL + moe_expert_of_row(seg, d, EL, r0);
     const int64_t first = (int64_t)seg[e] + srcoff[e]; /* this rank's first row of e on d */
@@ -405,6 +457,7 @@ __device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, u
     }
     __syncthreads(); /* every thread's stores precede thread 0's cumulative release */
     if (threadIdx.x == 0) red_release_sys_add_u64(moe_at<uint64_t>(a, d, a->ws.flags) + mb, 1ull);
+    if (tu) meld_trace_record(&ctx->p->trace, MELD_ROLE_COMM, (uint32_t)u, ctx->epoch, tu);
   }
   if (bulk && threadIdx.x == 0)
     for (int i = 0; i < MOE_NB; i++) asm volatile("mbarrier.inval.shared::cta.b64 [%0];" ::"r"(sbase + MOE_BAR_OFF + 8 * i) : "memory");
@@ -625,8 +678,15 @@ __global__ void __launch_bounds__(MOE_CB_THREADS, 1)
 #define MOE_MAX_DEVICES 64
 static int g_moe_grid[MOE_MAX_DEVICES];
 
-static size_t moe_route_smem(int experts) {
-  return (size_t)(experts + 1) * 8 + (size_t)experts * 4 + (size_t)MOE_RW * experts * 4;
+/* The routing kernel's dynamic shared memory: v, tot, wh (moe_route), then with MELD_MOE_ROUTE
+ * bit 1 the staged sorted pairs (pairs x 4 bytes) where they fit under MOE_ROUTE_SMEM_MAX. */
+#define MOE_ROUTE_SMEM_MAX (200u * 1024u)
+static size_t moe_route_smem(int experts, int64_t pairs, int staged) {
+  const size_t base = moe_route_smem_base(experts);
+  return staged ? base + (size_t)pairs * 4 : base;
+}
+static int moe_route_stages(int experts, int64_t pairs) {
+  return moe_route_smem_base(experts) + (size_t)pairs * 4 <= MOE_ROUTE_SMEM_MAX;
 }
 
 /* The fused kernel's grid on this device (co-resident CTAs, at most sm_count). */
@@ -643,7 +703,7 @@ static meld_result_t moe_device_setup(int dev, int sm_count, int *grid) {
                       "(sm_90a)",
                       dev, major);
   int g1 = 0;
-  MELD_CHECK(meld_coop_grid((const void *)moe_route_kernel, MOE_ROUTE_THREADS, moe_route_smem(MOE_MAX_EXPERTS), 1, 1,
+  MELD_CHECK(meld_coop_grid((const void *)moe_route_kernel, MOE_ROUTE_THREADS, MOE_ROUTE_SMEM_MAX, 1, 1,
                             &g1));
   MELD_CHECK(meld_coop_grid((const void *)moe_kernel<0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
   MELD_CHECK(meld_coop_grid((const void *)moe_kernel<1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
@@ -686,6 +746,8 @@ static void moe_common_fill(struct meld_comm *comm, const meld_moe_args_t *a, co
   c->diag = dg ? atoi(dg) : 0;
   const char *ps = getenv("MELD_MOE_PAD_SKIP");
   c->pad_skip = !(ps && !strcmp(ps, "0"));
+  c->route = p->route;
+  if (!moe_route_stages(c->experts, c->tokens * c->topk)) c->route &= ~2;
 }
 
 /* The grouped GEMM's plan over the layout of plan p: A = [capacity, k] rows (lda k), B = every local
@@ -752,7 +814,8 @@ static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t
 static meld_result_t moe_launch(struct meld_comm *comm, const moe_kargs_t *k, int grid, cudaStream_t stream) {
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *rargs[] = {&proto, (void *)&k->c};
-  MELD_CHECK(meld_launch_coop((const void *)moe_route_kernel, 1, MOE_ROUTE_THREADS, moe_route_smem(k->c.experts), rargs,
+  const size_t rsmem = moe_route_smem(k->c.experts, k->c.tokens * k->c.topk, k->c.route & 2);
+  MELD_CHECK(meld_launch_coop((const void *)moe_route_kernel, 1, MOE_ROUTE_THREADS, rsmem, rargs,
                               stream));
   void *args[] = {&proto, (void *)k};
   const void *fn = k->g.epi_defer ? (const void *)moe_kernel<1> : (const void *)moe_kernel<0>;

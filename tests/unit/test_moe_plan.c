@@ -270,6 +270,25 @@ static void test_plan(void **state) {
   assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_ERR_INVALID_ARG);
   if (!strstr(meld_last_error(), "MELD_MOE_COPY=fast")) fail_msg("\"%s\"", meld_last_error());
   unsetenv("MELD_MOE_COPY");
+  /* the routing kernel's place walk: ballots + staged pairs (3) from 16384 pairs, else neither;
+   * MELD_MOE_ROUTE 0..3 forces, anything else refused */
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.route, 0); /* (8000 pairs) */
+  meld_moe_args_t big = a;
+  big.tokens = 2048, big.capacity = 2048 * 8 * 4 + 64 * 128; /* 16384 pairs */
+  const size_t need_big = meld_moe_workspace_bytes(4, big.tokens, big.topk, big.experts, big.hidden, big.capacity);
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_big, &p), MELD_OK);
+  assert_int_equal(p.route, 3);
+  big.tokens = 2047;
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_big, &p), MELD_OK);
+  assert_int_equal(p.route, 0);
+  setenv("MELD_MOE_ROUTE", "2", 1);
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_big, &p), MELD_OK);
+  assert_int_equal(p.route, 2);
+  setenv("MELD_MOE_ROUTE", "4", 1);
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_big, &p), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "MELD_MOE_ROUTE")) fail_msg("\"%s\"", meld_last_error());
+  unsetenv("MELD_MOE_ROUTE");
   /* the hash: tokens and pointers may differ between ranks; the shapes may not */
   moe_plan_t q;
   assert_int_equal(moe_plan_make(&a, 4, 0, 132, need, &p), MELD_OK);
