@@ -56,11 +56,14 @@ def main():
     settle = int(os.environ.get("BENCH_SETTLE_MS", "0"))
     rows = [("dsv3", 512, 7168, 4096, 256, 8, 0.0), ("dsv3", 4096, 7168, 4096, 256, 8, 0.0),
             ("dsv3-zipf", 4096, 7168, 4096, 256, 8, 1.0)]
-    if args.long:
+    sel = [x for x in os.environ.get("BENCH_MOE_ROWS", "").split(",") if x]  # (bench_moe's row filter)
+    if args.long or any(x.startswith("dsv3_T8192") or x == "dsv3 T8192" for x in sel):
         rows.append(("dsv3", 8192, 7168, 4096, 256, 8, 0.0))
     rows.append(("dsv3-32e", 4096, 7168, 4096, 32, 8, 0.0))
     rows.append(("mixtral", 4096, 4096, 28672, 8, 2, 0.0))
     rows.append(("dsv3-32e", 128, 7168, 4096, 32, 8, 0.0))
+    if sel:  # "name_T<tokens>" or "name T<tokens>" or a bare name
+        rows = [r for r in rows if any(x in (f"{r[0]}_T{r[1]}", f"{r[0]} T{r[1]}", r[0]) for x in sel)]
     if args.quick:
         rows = [r for r in rows if (r[0], r[1]) in (("dsv3", 512), ("dsv3-32e", 4096), ("dsv3-32e", 128))]
     dev = torch.device("cuda")
