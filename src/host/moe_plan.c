@@ -31,6 +31,7 @@ moe_layout_t moe_layout(int nranks, int64_t pairs, int32_t experts, int64_t hidd
   l.span = o, o = up256(o + blocks * 8);
   l.sorted = o, o = up256(o + (size_t)(pairs > 0 ? pairs : 0) * 4);
   l.inv = o, o = up256(o + (size_t)(pairs > 0 ? pairs : 0) * 4);
+  l.ccount = o, o = up256(o + (size_t)MOE_ROUTE_MAX_CTAS * E * 4);
   l.bytes = o;
   return l;
 }
@@ -191,14 +192,23 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
   v = p->runs ? 16 : per_expert <= 256 ? 1 : 0;
   MELD_CHECK(meld_env_int64("MELD_MOE_GROUP_M", 1, 1024, &v));
   p->group_m = (int)v;
-  /* The routing kernel's place walk (one CTA; session 34, one H200, traced): from 16384 pairs
-   * (512 a warp) ballots and the sorted pairs staged in shared memory (DeepSeek-V3 T 4096, 32768
-   * pairs: the walk 37 -> 26 us; staging alone is bound by __match_any_sync (40 us), ballots alone
-   * by the scattered stores (36 us)); below, __match_any_sync and direct stores (decode, 1024
-   * pairs: 5.7 us vs 8.5-8.9 with ballots; Mixtral T 4096, 8192 pairs: 6.6 vs 7.3-9.3). */
-  v = a->tokens * a->topk >= 16384 ? 3 : 0;
+  /* The routing kernel (session 34, one H200, traced). One CTA walks ~1 us a step of 32 pairs a
+   * warp at 32768 pairs (DeepSeek-V3 T 4096: 85 us, 114 at T 8192), bound by __match_any_sync and
+   * its 1024 scattered stores a step; from 16384 pairs the pairs are split over one CTA per 4096
+   * (each counts and places its range; one barrier exchanges the per-CTA counts). Its place walk:
+   * __match_any_sync and direct stores by default (decode, 1024 pairs: 5.7 us vs 8.5-8.9 with
+   * ballots; Mixtral T 4096, 8192 pairs: 6.6 vs 7.3-9.3); MELD_MOE_ROUTE bit 0 ballots, bit 1 the
+   * sorted pairs staged in shared memory (one CTA only; at 32768 pairs on one CTA both together
+   * took the walk 37 -> 26 us, each alone nothing). */
+  const int64_t pairs = a->tokens * a->topk;
+  v = pairs < 16384 ? 1 : (pairs + 4095) / 4096;
+  if (v > MOE_ROUTE_MAX_CTAS) v = MOE_ROUTE_MAX_CTAS;
+  MELD_CHECK(meld_env_int64("MELD_MOE_ROUTE_CTAS", 1, MOE_ROUTE_MAX_CTAS, &v));
+  if (v > sm_count) v = sm_count; /* (this rank's SMs: ranks as threads share a GPU) */
+  p->route_ctas = (int)v;
+  v = 0;
   MELD_CHECK(meld_env_int64("MELD_MOE_ROUTE", 0, 3, &v));
-  p->route = (int)v;
+  p->route = p->route_ctas > 1 ? (int)v & 1 : (int)v; /* (staging: one CTA only) */
   const char *cp = getenv("MELD_MOE_COPY");
   p->copy = MOE_COPY_BULK;
   if (cp && *cp) {

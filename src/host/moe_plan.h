@@ -18,6 +18,7 @@ extern "C" {
 #define MOE_MAX_LOCAL 1024    /* experts per rank                                                   */
 #define MOE_MAX_TOPK 64
 #define MOE_ROUTE_THREADS 1024
+#define MOE_ROUTE_MAX_CTAS 16 /* the routing kernel's CTAs at most (each a range of the pairs)      */
 #define MOE_MAX_COMM_CTAS 64
 enum { MOE_COPY_VEC = 0, MOE_COPY_BULK = 1 }; /* the comm CTAs' copies (moe_plan_t.copy) */
 
@@ -42,6 +43,8 @@ typedef struct {
   size_t sorted;  /* int32 [tokens x topk]: this rank's pairs sorted by expert                      */
   size_t inv;     /* int32 [tokens x topk]: each pair's place in `sorted` (the combine finds the
                      rows this rank's own experts computed for it: their row in y2)              */
+  size_t ccount;  /* int32 [MOE_ROUTE_MAX_CTAS, E]: the routing kernel's per-CTA pairs per expert
+                     (several routing CTAs: moe_plan_t.route_ctas)                               */
   size_t bytes;   /* the whole                                                                      */
 } moe_layout_t;
 
@@ -64,8 +67,10 @@ typedef struct {
                         without them 1 where a local expert gets <= 256 rows on average with
                         even routing, else the engine's)                                     */
   int act;           /* MELD_MOE_ACT_*: SWIGLU = the GEMM's gated tiles (grp_glu = n / 2)   */
+  int route_ctas;    /* the routing kernel's CTAs: 1 below 16384 pairs, else one per 4096 pairs up
+                        to MOE_ROUTE_MAX_CTAS (MELD_MOE_ROUTE_CTAS forces 1..MOE_ROUTE_MAX_CTAS) */
   int route;         /* the routing kernel's place walk (MELD_MOE_ROUTE, bits: 1 = ballots, 2 = the
-                        sorted pairs staged in shared memory; default 3 from 16384 pairs, else 0) */
+                        sorted pairs staged in shared memory, one routing CTA only; default 0) */
   int copy;          /* comm CTAs' copies: 0 = 16-byte vectors by every warp, 1 = bulk copies
                         through shared memory by one thread (MELD_MOE_COPY=vec|bulk)         */
 } moe_plan_t;

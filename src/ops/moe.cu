@@ -60,6 +60,7 @@ typedef struct {
                    still counted: the GEMM and the protocol alone), bit 1 = no GEMM (the routing
                    and the copies alone) */
   int32_t pad_skip; /* GEMM_GRP_PAD1 flags in the block table (MELD_MOE_PAD_SKIP, default 1) */
+  int32_t route_ctas; /* the routing kernel's CTAs (moe_plan_t.route_ctas) */
   int32_t route;    /* the routing kernel's place walk (MELD_MOE_ROUTE): bit 0 = a pair's rank among
                        its chunk's lanes of the same expert by ballots (else __match_any_sync);
                        bit 1 = the sorted pairs staged in shared memory (set only where they fit:
@@ -168,7 +169,7 @@ MELD_DEV void moe_route_mark(const meld_ctx_t *ctx, uint32_t ph, uint64_t *t0) {
 
 /* Bytes of moe_route's v, tot and wh (16-byte aligned end: the staged pairs follow). */
 MELD_HD size_t moe_route_smem_base(int E) {
-  return ((size_t)(E + 1) * 8 + (size_t)E * 4 + (size_t)MOE_RW * (E | 1) * 4 + 15) / 16 * 16;
+  return ((size_t)(E + 1) * 8 + (size_t)E * 4 + (size_t)MOE_RW * (E | 1) * 4 + (size_t)E * 4 + 15) / 16 * 16;
 }
 
 MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, uint64_t *tm) {
@@ -181,10 +182,13 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
   int64_t *v = (int64_t *)smem;           /* [E + 1] */
   int32_t *tot = (int32_t *)(v + E + 1);  /* [E]: every rank's rows per expert (layout) */
   int32_t *wh = tot + E;                  /* [W][WS]: warp w's pairs per expert, then its first slot */
+  int32_t *cbase = wh + MOE_RW * WS;      /* [E]: (several CTAs) the expert's pairs in lower CTAs */
   int32_t *estart = moe_at<int32_t>(a, me, a->ws.estart), *sorted = moe_at<int32_t>(a, me, a->ws.sorted);
   int32_t *inv = moe_at<int32_t>(a, me, a->ws.inv);
   const int pairs = (int)(a->tokens * a->topk);
-  const int lo = (int)((int64_t)pairs * w / MOE_RW), hi = (int)((int64_t)pairs * (w + 1) / MOE_RW);
+  /* CTA c of C takes pairs [c n / C, (c + 1) n / C), its warp w the w-th of that range's MOE_RW parts */
+  const int C = (int)gridDim.x, cta = (int)blockIdx.x, gw = cta * MOE_RW + w, GW = C * MOE_RW;
+  const int lo = (int)((int64_t)pairs * gw / GW), hi = (int)((int64_t)pairs * (gw + 1) / GW);
   if (tid == 0) s_bad = -1, s_fail = 0, s_over = -1;
   for (int i = tid; i < MOE_RW * WS; i += nt) wh[i] = 0;
   __syncthreads();
@@ -205,7 +209,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
     if (tid == 0)
       meld_fail(ctx, MELD_FAIL_INPUT, meld_wait_info(MELD_REGION_NONE, (uint32_t)s_bad, me, "moe: topk id out of range"),
                 (uint64_t)E, (uint64_t)(uint32_t)a->ids[s_bad], 0, 0);
-    return;
+    if (C == 1) return; /* (several CTAs: still at the barrier below, where the others see the abort) */
   }
   /* Per expert (a warp each, a lane a warp row): this rank's count (v), and each warp's first
    * slot relative to the expert's. */
@@ -221,12 +225,44 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
     if (lane == 31) v[e] = x;
   }
   __syncthreads();
+  if (C > 1) { /* every CTA's counts, one barrier, then the sums: each CTA's base and the totals */
+    int32_t *cc = moe_at<int32_t>(a, me, a->ws.ccount);
+    for (int e = tid; e < E; e += nt) cc[(size_t)cta * E + e] = (int32_t)v[e];
+    __syncthreads(); /* every thread's stores precede thread 0's cumulative release */
+    if (tid == 0) {
+      uint64_t *bar = (uint64_t *)meld_scratch(ctx, 2); /* (words 2-3: zero at every call's entry) */
+      red_release_sys_add_u64(bar, 1ull);
+      if (!meld_wait_ge(ctx, bar, (uint64_t)C, meld_wait_info(MELD_REGION_OTHER, 0, -1, "moe: routing CTAs' counts")) ||
+          ld_relaxed_sys_u32(meld_abort_word(ctx->p)) != 0u)
+        s_fail = 1;
+    }
+    __syncthreads();
+    if (s_fail || s_bad >= 0) return;
+    for (int e = tid; e < E; e += nt) {
+      int64_t below = 0, all = 0;
+      for (int x = 0; x < C; x++) {
+        const int32_t n = __ldcg(cc + (size_t)x * E + e); /* (other CTAs' stores: past L1) */
+        all += n;
+        if (x < cta) below += n;
+      }
+      cbase[e] = (int32_t)below;
+      v[e] = all;
+    }
+    __syncthreads();
+  }
   int32_t *cnt_row = moe_at<int32_t>(a, me, a->ws.counts) + (size_t)me * E; /* (own row first: read below) */
-  for (int e = tid; e < E; e += nt) cnt_row[e] = (int32_t)v[e];
+  if (cta == 0)
+    for (int e = tid; e < E; e += nt) cnt_row[e] = (int32_t)v[e];
   __syncthreads();
   const int64_t valid = moe_block_exscan(v, E, wt); /* v[e] = the expert's first slot */
-  for (int e = tid; e < E; e += nt) estart[e] = (int32_t)v[e];
-  if (tid == 0) estart[E] = (int32_t)valid;
+  if (cta == 0) {
+    for (int e = tid; e < E; e += nt) estart[e] = (int32_t)v[e];
+    if (tid == 0) estart[E] = (int32_t)valid;
+  }
+  if (C > 1) { /* this CTA's first slot of each expert */
+    for (int e = tid; e < E; e += nt) v[e] += cbase[e];
+    __syncthreads();
+  }
   moe_route_mark(ctx, 2, tm);
   const bool ballots = a->route & 1, staged = a->route & 2;
   int32_t *place = staged ? (int32_t *)(smem + moe_route_smem_base(E)) : sorted;
@@ -254,6 +290,7 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
     for (int i = tid; i < nv; i += nt) ((int4 *)sorted)[i] = ((const int4 *)place)[i];
     for (int i = nv * 4 + tid; i < (int)valid; i += nt) sorted[i] = place[i];
   }
+  if (cta != 0) return; /* (several CTAs: the rest is CTA 0's) */
   /* The count row into every peer's counts region, then one stamp a peer. */
   for (int d = 0; d < P; d++) {
     if (d == me) continue;
@@ -747,6 +784,7 @@ static void moe_common_fill(struct meld_comm *comm, const meld_moe_args_t *a, co
   const char *ps = getenv("MELD_MOE_PAD_SKIP");
   c->pad_skip = !(ps && !strcmp(ps, "0"));
   c->route = p->route;
+  c->route_ctas = p->route_ctas;
   if (!moe_route_stages(c->experts, c->tokens * c->topk)) c->route &= ~2;
 }
 
@@ -815,7 +853,8 @@ static meld_result_t moe_launch(struct meld_comm *comm, const moe_kargs_t *k, in
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *rargs[] = {&proto, (void *)&k->c};
   const size_t rsmem = moe_route_smem(k->c.experts, k->c.tokens * k->c.topk, k->c.route & 2);
-  MELD_CHECK(meld_launch_coop((const void *)moe_route_kernel, 1, MOE_ROUTE_THREADS, rsmem, rargs,
+  MELD_CHECK(meld_launch_coop((const void *)moe_route_kernel, k->c.route_ctas > 1 ? k->c.route_ctas : 1,
+                              MOE_ROUTE_THREADS, rsmem, rargs,
                               stream));
   void *args[] = {&proto, (void *)k};
   const void *fn = k->g.epi_defer ? (const void *)moe_kernel<1> : (const void *)moe_kernel<0>;

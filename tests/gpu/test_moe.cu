@@ -11,8 +11,11 @@
  * Outputs poisoned first; fresh random inputs per call; tokens differing between ranks (one rank
  * with none), -1 slots, skewed routing (most tokens to one expert, empty experts), hidden and n
  * not multiples of 64 / 256, two calls back to back without host sync, a CUDA graph replayed on
- * new inputs, refused arguments, and (last, the comm is then aborted) a capacity overflow in one
- * run and ranks that disagree in the other: every rank fails fast with a clear message.
+ * new inputs, refused arguments, and (last, the comm is then aborted) a capacity overflow, ranks
+ * that disagree, or a topk id out of range (one per path): every rank fails fast with a clear
+ * message. The paths: the default; one comm CTA, no deferred epilogue, 3 routing CTAs; vector
+ * copies, the combine's own sends, 16 routing CTAs (MELD_MOE_ROUTE_CTAS: the per-CTA counts and
+ * their barrier, also where a CTA has no pairs).
  * After each case: meld_moe_combine (every slot's row back, weighted sum, against a host reference
  * from every rank's origins and y2) and meld_moe_grouped_gemm on the same layout (against an fp32
  * reference per expert segment).
@@ -29,7 +32,8 @@ static int P;
 static meld_unique_id g_id;
 static int g_ndev;
 static pthread_barrier_t g_bar;
-static int g_last; /* 0: end with the capacity overflow; 1: with mismatched arguments */
+static int g_last; /* 0: end with the capacity overflow; 1: with mismatched arguments; 2: a topk id
+                      out of range on every rank */
 /* the combine's check: every rank's origins, layout and y2 on the host (filled between barriers) */
 static int32_t *g_orig[MOE_MAXP], *g_off[MOE_MAXP], *g_cnt[MOE_MAXP];
 static uint16_t *g_y2[MOE_MAXP];
@@ -690,7 +694,14 @@ static void *moe_rank(void *arg) {
     moe_inputs(c, rank, 99, &b, 0, hids[0], st);
     moe_args(c, rank, &b, 0, &a);
     const char *want;
-    if (g_last == 0 || P == 1) {
+    if (g_last == 2) { /* every rank's last pair names expert E + 5 (several routing CTAs: the last finds it) */
+      const int n = tokens_of(c, rank) * c->topk;
+      if (n > 0) {
+        hids[0][rank][n - 1] = c->E + 5;
+        GT_CUDA(cudaMemcpy(b.ids[0], hids[0][rank], (size_t)n * 4, cudaMemcpyHostToDevice));
+      }
+      want = n > 0 ? "topk id out of range" : "";
+    } else if (g_last == 0 || P == 1) {
       for (int i = 0; i < tokens_of(c, rank) * c->topk; i++) hids[0][rank][i] = i % c->topk == 0 ? 0 : -1;
       GT_CUDA(cudaMemcpy(b.ids[0], hids[0][rank], (size_t)tokens_of(c, rank) * c->topk * 4, cudaMemcpyHostToDevice));
       a.capacity = 128; /* expert 0 gets sum_r T_r >= 200 rows */
@@ -739,10 +750,11 @@ int main(int argc, char **argv) {
     }
     if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
     static const struct {
-      const char *name, *ctas, *copy, *send, *defer;
-    } paths[] = {{"default (bulk copies; ffn: sends in the second GEMM with several ranks)", NULL, NULL, NULL, NULL},
-                 {"one comm CTA; no deferred epilogue (the gated tiles' direct store)", "1", NULL, "1", "0"},
-                 {"16-byte vector copies; ffn: the combine kernel sends", NULL, "vec", "0", NULL}};
+      const char *name, *ctas, *copy, *send, *defer, *rctas;
+    } paths[] = {{"default (bulk copies; ffn: sends in the second GEMM with several ranks)", NULL, NULL, NULL, NULL, NULL},
+                 {"one comm CTA; no deferred epilogue (the gated tiles' direct store); 3 routing CTAs", "1", NULL, "1",
+                  "0", "3"},
+                 {"16-byte vector copies; ffn: the combine kernel sends; 16 routing CTAs", NULL, "vec", "0", NULL, "16"}};
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
       if (paths[pi].ctas) setenv("MELD_MOE_COMM_CTAS", paths[pi].ctas, 1);
       else unsetenv("MELD_MOE_COMM_CTAS");
@@ -752,7 +764,9 @@ int main(int argc, char **argv) {
       else unsetenv("MELD_MOE_FFN_SEND");
       if (paths[pi].defer) setenv("MELD_MOE_DEFER", paths[pi].defer, 1);
       else unsetenv("MELD_MOE_DEFER");
-      g_last = (int)(pi % 2);
+      if (paths[pi].rctas) setenv("MELD_MOE_ROUTE_CTAS", paths[pi].rctas, 1);
+      else unsetenv("MELD_MOE_ROUTE_CTAS");
+      g_last = (int)pi;
       printf("test_moe: %d ranks as threads on %d GPU(s), %s\n", P, g_ndev < P ? g_ndev : P, paths[pi].name);
       fflush(stdout);
       if (meld_get_unique_id(&g_id) != MELD_OK) {

@@ -197,9 +197,9 @@ static void test_layout(void **state) {
   (void)state;
   const moe_layout_t l = moe_layout(4, 8000, 64, 1024, 16384);
   const size_t regions[] = {l.stage, l.origin, l.flags,  l.counts, l.arrivals, l.estart, l.seg,
-                            l.srcoff, l.used, l.brow, l.span, l.sorted, l.inv, l.bytes};
+                            l.srcoff, l.used, l.brow, l.span, l.sorted, l.inv, l.ccount, l.bytes};
   const size_t need[] = {16384 * 1024 * 2, 16384 * 8, 128 * 8, 4 * 64 * 4, 4 * 8, 65 * 4, 64 * 4,
-                         64 * 4, 4 * 4, 128 * 4, 128 * 8, 8000 * 4, 8000 * 4};
+                         64 * 4, 4 * 4, 128 * 4, 128 * 8, 8000 * 4, 8000 * 4, MOE_ROUTE_MAX_CTAS * 64 * 4};
   for (size_t i = 0; i + 1 < sizeof regions / sizeof regions[0]; i++) {
     assert_int_equal(regions[i] % 256, 0);
     if (regions[i + 1] < regions[i] + need[i]) fail_msg("region %zu at %zu overlaps the next at %zu", i, regions[i], regions[i + 1]);
@@ -270,23 +270,38 @@ static void test_plan(void **state) {
   assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_ERR_INVALID_ARG);
   if (!strstr(meld_last_error(), "MELD_MOE_COPY=fast")) fail_msg("\"%s\"", meld_last_error());
   unsetenv("MELD_MOE_COPY");
-  /* the routing kernel's place walk: ballots + staged pairs (3) from 16384 pairs, else neither;
-   * MELD_MOE_ROUTE 0..3 forces, anything else refused */
+  /* the routing kernel: one CTA below 16384 pairs, else one per 4096 pairs up to
+   * MOE_ROUTE_MAX_CTAS (MELD_MOE_ROUTE_CTAS forces); its place walk (MELD_MOE_ROUTE 0..3, 0 by
+   * default; the staging bit only with one CTA) */
   assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
-  assert_int_equal(p.route, 0); /* (8000 pairs) */
+  assert_int_equal(p.route_ctas, 1); /* (8000 pairs) */
+  assert_int_equal(p.route, 0);
   meld_moe_args_t big = a;
   big.tokens = 2048, big.capacity = 2048 * 8 * 4 + 64 * 128; /* 16384 pairs */
   const size_t need_big = meld_moe_workspace_bytes(4, big.tokens, big.topk, big.experts, big.hidden, big.capacity);
   assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_big, &p), MELD_OK);
-  assert_int_equal(p.route, 3);
+  assert_int_equal(p.route_ctas, 4);
   big.tokens = 2047;
   assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_big, &p), MELD_OK);
-  assert_int_equal(p.route, 0);
-  setenv("MELD_MOE_ROUTE", "2", 1);
-  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_big, &p), MELD_OK);
-  assert_int_equal(p.route, 2);
+  assert_int_equal(p.route_ctas, 1);
+  big.tokens = 8192; /* 65536 pairs: 16 */
+  big.capacity = 8192 * 8 * 4 + 64 * 128;
+  const size_t need_8k = meld_moe_workspace_bytes(4, big.tokens, big.topk, big.experts, big.hidden, big.capacity);
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_8k, &p), MELD_OK);
+  assert_int_equal(p.route_ctas, MOE_ROUTE_MAX_CTAS);
+  setenv("MELD_MOE_ROUTE", "3", 1);
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_8k, &p), MELD_OK);
+  assert_int_equal(p.route, 1); /* (no staging with several CTAs) */
+  setenv("MELD_MOE_ROUTE_CTAS", "1", 1);
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_8k, &p), MELD_OK);
+  assert_int_equal(p.route_ctas, 1);
+  assert_int_equal(p.route, 3);
+  setenv("MELD_MOE_ROUTE_CTAS", "17", 1);
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_8k, &p), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "MELD_MOE_ROUTE_CTAS")) fail_msg("\"%s\"", meld_last_error());
+  unsetenv("MELD_MOE_ROUTE_CTAS");
   setenv("MELD_MOE_ROUTE", "4", 1);
-  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_big, &p), MELD_ERR_INVALID_ARG);
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_8k, &p), MELD_ERR_INVALID_ARG);
   if (!strstr(meld_last_error(), "MELD_MOE_ROUTE")) fail_msg("\"%s\"", meld_last_error());
   unsetenv("MELD_MOE_ROUTE");
   /* the hash: tokens and pointers may differ between ranks; the shapes may not */
