@@ -2,10 +2,11 @@
  *
  * Two kernels a call (DESIGN.md section 7b):
  *
- * 1. The routing kernel (one CTA of 1024 threads): counts this rank's (token, slot) pairs per
- *    global expert, sorts the pairs by expert (a deterministic counting sort: an expert's pairs
- *    in pair order), writes its count row into every rank's
- *    counts region with one release stamp a peer, waits for every peer's row (deadline), and
+ * 1. The routing kernel (CTAs of 1024 threads: one, or from 16384 pairs one per 4096 up to 16,
+ *    each counting and placing its range around one barrier; CTA 0 then does the rest): counts
+ *    this rank's (token, slot) pairs per global expert, sorts the pairs by expert (a
+ *    deterministic counting sort: an expert's pairs in pair order), writes its count row into
+ *    every rank's counts region with one release stamp a peer, waits for every peer's row (deadline), and
  *    from the full counts matrix derives the layout every rank derives alike: expert e's segment
  *    on its rank starts at the sum of the padded (to 128 rows) totals of the experts before it
  *    on that rank; within it the rows come by source rank (srcoff). It checks every rank's
@@ -129,11 +130,13 @@ MELD_DEV int64_t moe_block_exscan(int64_t *v, int n, int64_t *wt) {
 }
 
 /* The routing kernel's body (see the file comment). smem: moe_route_smem(E). The counting sort is
- * deterministic: warp w takes the pairs [w n / W, (w + 1) n / W) in order, counts them per
- * expert in its own row of wh (one shared add per distinct expert of 32 pairs, its lanes found
- * by moe_same_lanes), a warp a expert scans the column into each warp's first slot relative to
- * the expert's start, and a second walk places every pair at estart + its warp's slot + its rank
- * among the chunk's lanes with the same expert: the pairs of an expert in pair order. */
+ * deterministic: warp w (of all C x W warps of the C CTAs) takes the pairs [w n / CW, (w + 1) n /
+ * CW) in order, counts them per expert in its own row of wh (a shared atomic a pair: counts need
+ * no order), a warp an expert scans the column into each warp's first slot relative to the
+ * expert's start in this CTA (with several CTAs, one barrier then adds the lower CTAs' counts),
+ * and a second walk places every pair at estart + its CTA's and warp's slot + its rank among the
+ * chunk's lanes with the same expert (__match_any_sync, or moe_same_lanes): the pairs of an expert
+ * in pair order. */
 #define MOE_RW (MOE_ROUTE_THREADS / 32)
 static_assert(MOE_RW <= 32, "the column scan takes a warp row a lane");
 #define MOE_RU 8 /* pairs a lane loads ahead */
@@ -144,9 +147,10 @@ MELD_DEV void moe_ids_ahead(const moe_common_t *a, int c0, int hi, int lane, int
 }
 
 /* The lanes of this warp whose e equals this lane's (e in [0, 2^bits), or < 0: no expert; those
- * lanes match each other): a ballot a bit of the id and one for validity. __match_any_sync, its
- * predecessor, cost ~1 us a step of 32 warps with ~32 distinct values a warp (session 34: each of
- * the two walks took 35 us at 32768 pairs, 3 us at 1024). */
+ * lanes match each other): a ballot a bit of the id and one for validity (MELD_MOE_ROUTE bit 0).
+ * __match_any_sync cost ~1 us a step of 32 warps with ~32 distinct values a warp (session 34: the
+ * place walk 35 us at 32768 pairs on one CTA), this about half that, but more than match where
+ * a warp's lanes share few values (decode: 8.5 vs 5.7 us), so match is the default. */
 MELD_DEV unsigned moe_same_lanes(int e, int bits) {
   const unsigned valid = __ballot_sync(0xffffffffu, e >= 0);
   unsigned same = e >= 0 ? valid : ~valid;
@@ -167,7 +171,7 @@ MELD_DEV void moe_route_mark(const meld_ctx_t *ctx, uint32_t ph, uint64_t *t0) {
   *t0 = globaltimer_ns();
 }
 
-/* Bytes of moe_route's v, tot and wh (16-byte aligned end: the staged pairs follow). */
+/* Bytes of moe_route's v, tot, wh and cbase (16-byte aligned end: the staged pairs follow). */
 MELD_HD size_t moe_route_smem_base(int E) {
   return ((size_t)(E + 1) * 8 + (size_t)E * 4 + (size_t)MOE_RW * (E | 1) * 4 + (size_t)E * 4 + 15) / 16 * 16;
 }
