@@ -56,6 +56,20 @@ moe_rows() {
     --json "$OUT/moe.jsonl" > "$OUT/bench_moe_p1.log" 2>&1
   echo "== bench_moe --ranks 1 rc=$? at $(el) s"; grep -E "^P1|FAIL|rror" "$OUT/bench_moe_p1.log" | head -60
 }
+# moe_trace ROW [VAR=VAL ...]: one bench_moe run of row ROW (nocopy, 2 samples, no settle) with
+# MELD_TRACE into $OUT (deleted after), the routing kernel's phase medians and the kernel
+# boundaries around it (tools/trace_phases.py); VAR=VAL set for the run (e.g. MELD_MOE_ROUTE=3).
+# (Session 34's call scripts wrote this out by hand; new scripts use this.)
+moe_trace() {
+  local row=$1; shift
+  local f=$OUT/trace_$row.json
+  env "$@" MELD_TRACE="$f" BENCH_MOE_ROWS="$row" BENCH_MOE_VARIANTS=nocopy BENCH_SETTLE_MS=0 timeout -k 5 120 \
+    build/bench/bench_moe --ranks 1 --samples 2 > "$OUT/bm_trace.log" 2>&1
+  echo "== trace $row $* rc=$? at $(el) s"
+  local g; g=$(ls "$OUT"/trace_"$row"*.json 2>/dev/null | head -1)
+  [ -n "$g" ] && python3 tools/trace_phases.py "$g" route | grep -v "^role"
+  rm -f "$OUT"/trace_"$row"*.json
+}
 # moe_torch_rows: bench/moe_torch.py (torch's dispatch + _grouped_mm and its layer) into the same
 # JSON, log $OUT/moe_torch.log, its lines.
 moe_torch_rows() {
