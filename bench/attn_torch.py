@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from bench_torch_common import bench_keys
+
 
 def shapes(args):
     out = []
@@ -88,9 +90,7 @@ def main():
                 jf.write(json.dumps({"op": "attn", "shape": {"batch": B, "seq": S, "heads": H, "heads_kv": HKV,
                                                              "head_dim": D, "causal": causal},
                                      "nranks": 1, "peer": "torch_sdpa_" + name, "peer_ms": ms, "tflops": round(tf, 1),
-                                     "settle_ms": settle, "torch": torch.__version__,
-                                     "gpu": torch.cuda.get_device_name(0),
-                                     "date": time.strftime("%Y-%m-%d", time.gmtime())}) + "\n")
+                                     "settle_ms": settle, **bench_keys()}) + "\n")
                 jf.flush()
         del q, k, v, qt, kt, vt
         torch.cuda.empty_cache()

@@ -5,9 +5,27 @@ long before the timed calls, so the GPU is timed at the clock its power cap hold
 load, as the C benches do with the same variable (docs/perf-notes.md, session 8). Every rank
 makes rank 0's number of calls (fn may be collective)."""
 import os
+import subprocess
+import time
 
 import torch
 import torch.distributed as dist
+
+
+def bench_keys():
+    """BENCH.md's keys for a JSON line, as bench_common.h writes them for the C benches: gpu,
+    driver, cuda, date (UTC), commit (BENCH_COMMIT, which bench/device_env.sh sets from the
+    carried binaries' commit, else git), and torch's version."""
+    def sh(cmd):
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip().splitlines()[0]
+        except Exception:  # (no such tool, no output)
+            return None
+    return {"gpu": torch.cuda.get_device_name(0),
+            "driver": sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]),
+            "cuda": torch.version.cuda, "torch": torch.__version__,
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+            "commit": os.environ.get("BENCH_COMMIT") or sh(["git", "rev-parse", "--short", "HEAD"]) or "unknown"}
 
 
 def _calls(total_ms, per_call_ms):

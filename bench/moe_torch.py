@@ -17,6 +17,8 @@ import argparse, json, os, statistics, time
 
 import torch
 
+from bench_torch_common import bench_keys
+
 
 def time_fn(fn, settle_ms):
     for _ in range(5):
@@ -68,6 +70,7 @@ def main():
         rows = [r for r in rows if (r[0], r[1]) in (("dsv3", 512), ("dsv3-32e", 4096), ("dsv3-32e", 128))]
     dev = torch.device("cuda")
     gen = torch.Generator().manual_seed(1)
+    keys = bench_keys()  # (gpu, driver, cuda, torch, date, commit: BENCH.md)
     print(f"{'row variant':44s} {'ms':>10s} {'TFLOP/s':>9s}")
     for name, T, H, N, E, k, zipf in rows:
         x = torch.randn(T, H, device=dev, dtype=torch.bfloat16)
@@ -125,8 +128,7 @@ def main():
                                         "experts": E, "topk": k, "zipf": zipf, "rows_all_ranks": rows_n},
                                         "variant": var, "peer": "torch_grouped_mm", "nranks": 1, "nnodes": 1,
                                         "dtype": "bf16", "peer_ms": ms, "tflops_useful": round(tf, 1),
-                                        "settle_ms": settle, "rel_err_sample": err, "torch": torch.__version__,
-                                        "gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d")}) + "\n")
+                                        "settle_ms": settle, "rel_err_sample": err, **keys}) + "\n")
         del x, w, xs, w2t
         torch.cuda.empty_cache()
 

@@ -9,4 +9,10 @@ cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: $0 BINARY..."; exit 2; }
 mkdir -p build/carry
 tar cf - "$@" | xz -6 -T2 > build/carry/bins.tar.xz
+# The commit the binaries were built from ("+dirty": with uncommitted changes under src, include,
+# bench or tests): the device's copy of .git stays at the session's first commit, so the benches'
+# JSON "commit" would be that one (sessions 32-34 recorded their first commit on every row).
+# bench/device_env.sh exports it as BENCH_COMMIT.
+echo "$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src include bench tests 2>/dev/null || echo +dirty)" \
+  > build/carry/COMMIT
 ls -la build/carry/bins.tar.xz

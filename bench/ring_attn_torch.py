@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from bench_torch_common import settle
+from bench_torch_common import bench_keys, settle
 
 
 def main():
@@ -86,8 +86,7 @@ def main():
                                          "nranks": world, "nnodes": 1, "dtype": "bf16",
                                          "peer": "torch_cp_" + args.rotate, "peer_ms": ms, "tflops_all_ranks": round(tf, 1),
                                          "settle_ms": int(os.environ.get("BENCH_SETTLE_MS", "0") or 0),
-                                         "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
-                                         "date": time.strftime("%Y-%m-%d", time.gmtime())}) + "\n")
+                                         **bench_keys()}) + "\n")
                     jf.flush()
         del q, k, v
         torch.cuda.empty_cache()
