@@ -6,7 +6,8 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
 # Binaries packed by bench/pack_bins.sh and carried: unpacked once per device copy.
-# The binaries' commit (bench/pack_bins.sh): the device's .git is the session's first commit.
+# The binaries' commit (bench/pack_bins.sh): the device's .git is the session's first commit, so
+# without carried binaries pass BENCH_COMMIT=$(git rev-parse --short HEAD) in the call's command.
 if [ -f build/carry/COMMIT ] && [ -z "${BENCH_COMMIT:-}" ]; then export BENCH_COMMIT; BENCH_COMMIT=$(cat build/carry/COMMIT); fi
 if [ -f build/carry/bins.tar.xz ] && [ ! -f build/carry/.unpacked ]; then
   tar xJf build/carry/bins.tar.xz && touch build/carry/.unpacked && echo "unpacked build/carry/bins.tar.xz: $(el) s"
