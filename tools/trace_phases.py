@@ -1,61 +1,94 @@
 #!/usr/bin/env python3
-"""trace_phases.py — summarizes a MELD_TRACE file (Chrome JSON from src/host/trace.c) by role and
-item: for each (role, item) the count and the median / min duration in microseconds, and for the
-comm role the per-CTA busy span. Used for the MoE routing kernel's phases (role "route", item =
-phase: 0 entry, 1 count, 2 scans, 3 place, 4 counts exchange, 5 layout, 6 tables, 7 exit).
-Usage: trace_phases.py TRACE.json [ROLE ...]   (default roles: route comm)"""
+"""trace_phases.py — the MoE routing kernel's phases in a MELD_TRACE file (Chrome JSON from
+src/host/trace.c, .gz too): per (role, item) the count and the median / min / max duration in
+microseconds (role "route": item = phase, 0 entry, 1 count, 2 scans, 3 place, 4 counts exchange,
+5 layout, 6 tables, 7 exit; other roles, e.g. "comm" = the dispatch's copy units, all items
+together), the routing kernel's time per call (the sum of CTA 0's phases: with several routing
+CTAs CTA 0 runs last), and the kernel boundaries around it (its exit's end -> the next other
+event's start; the last other event's end -> its entry's start).
+Usage: trace_phases.py TRACE.json[.gz] [ROLE ...]   (default roles: route comm)
+Exit status: 0 printed, 2 bad input."""
 import bisect
+import gzip
 import json
 import statistics
 import sys
 from collections import defaultdict
 
 PHASES = ["entry", "count", "scans", "place", "exchange", "layout", "tables", "exit"]
+ENTRY, EXIT = 0, 7
 
 
-def main():
-    path = sys.argv[1]
-    roles = sys.argv[2:] or ["route", "comm"]
-    with open(path) as f:
-        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+def load(path):
+    """The complete ("X") events of a trace file."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def phase_durations(events, roles):
+    """(role, item) -> durations (us); item -1 for roles other than "route"."""
     by = defaultdict(list)
-    for e in ev:
+    for e in events:
         if e["name"] in roles:
             by[(e["name"], e["args"]["item"] if e["name"] == "route" else -1)].append(float(e["dur"]))
-    print(f"{'role':8s} {'item':10s} {'n':>6s} {'median_us':>10s} {'min_us':>8s} {'max_us':>8s}")
-    for (role, item), d in sorted(by.items()):
-        name = PHASES[item] if role == "route" and 0 <= item < len(PHASES) else str(item)
-        print(f"{role:8s} {name:10s} {len(d):6d} {statistics.median(d):10.2f} {min(d):8.2f} {max(d):8.2f}")
-    # route calls: sum of phases per call (epoch)
-    calls = defaultdict(float)  # (CTA 0's phases: the whole kernel's critical path)
-    for e in ev:
+    return by
+
+
+def route_calls(events):
+    """The routing kernel's time per call (epoch): the sum of CTA 0's route phases."""
+    calls = defaultdict(float)
+    for e in events:
         if e["name"] == "route" and e.get("tid", 0) == 0:
             calls[e["args"]["epoch"]] += float(e["dur"])
-    if calls:
-        v = sorted(calls.values())
-        print(f"route kernel per call: n {len(v)} median {statistics.median(v):.2f} us min {v[0]:.2f} max {v[-1]:.2f}")
-    # kernel boundaries around the routing kernel: its exit's end -> the next event's start (the
-    # next kernel's first CTA at work), and the last earlier event's end -> its entry's start
-    starts = sorted(float(e["ts"]) for e in ev if e["name"] != "route")
-    ends = sorted(float(e["ts"]) + float(e["dur"]) for e in ev if e["name"] != "route")
+    return sorted(calls.values())
+
+
+def boundaries(events):
+    """(after, before): per call, CTA 0's exit end -> the next non-route event's start, and the
+    last non-route event's end -> CTA 0's entry start (us)."""
+    starts = sorted(float(e["ts"]) for e in events if e["name"] != "route")
+    ends = sorted(float(e["ts"]) + float(e["dur"]) for e in events if e["name"] != "route")
     after, before = [], []
-    for e in ev:
+    for e in events:
         if e["name"] != "route" or e.get("tid", 0) != 0:
             continue
         t0, t1 = float(e["ts"]), float(e["ts"]) + float(e["dur"])
-        if e["args"]["item"] == 7:
+        if e["args"]["item"] == EXIT:
             i = bisect.bisect_right(starts, t1)
             if i < len(starts):
                 after.append(starts[i] - t1)
-        if e["args"]["item"] == 0:
+        if e["args"]["item"] == ENTRY:
             i = bisect.bisect_left(ends, t0)
             if i > 0:
                 before.append(t0 - ends[i - 1])
+    return after, before
+
+
+def main(argv):
+    if not argv:
+        print(__doc__.strip().splitlines()[-2])
+        return 2
+    try:
+        events = load(argv[0])
+    except (OSError, ValueError, KeyError) as err:
+        print(f"trace_phases: {argv[0]}: {err}")
+        return 2
+    roles = argv[1:] or ["route", "comm"]
+    print(f"{'role':8s} {'item':10s} {'n':>6s} {'median_us':>10s} {'min_us':>8s} {'max_us':>8s}")
+    for (role, item), d in sorted(phase_durations(events, roles).items()):
+        name = PHASES[item] if role == "route" and 0 <= item < len(PHASES) else str(item)
+        print(f"{role:8s} {name:10s} {len(d):6d} {statistics.median(d):10.2f} {min(d):8.2f} {max(d):8.2f}")
+    v = route_calls(events)
+    if v:
+        print(f"route kernel per call: n {len(v)} median {statistics.median(v):.2f} us min {v[0]:.2f} max {v[-1]:.2f}")
+    after, before = boundaries(events)
     for name, d in (("route exit -> next kernel's first event", after),
                     ("previous event's end -> route entry", before)):
         if d:
             print(f"{name}: n {len(d)} median {statistics.median(d):.2f} us min {min(d):.2f}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv[1:]))
