@@ -9,21 +9,21 @@ event's start; the last other event's end -> its entry's start).
 Usage: trace_phases.py TRACE.json[.gz] [ROLE ...]   (default roles: route comm)
 Exit status: 0 printed, 2 bad input."""
 import bisect
-import gzip
-import json
+import os
 import statistics
 import sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trace_stats  # noqa: E402  (its load: plain or gzip JSON)
 
 PHASES = ["entry", "count", "scans", "place", "exchange", "layout", "tables", "exit"]
 ENTRY, EXIT = 0, 7
 
 
 def load(path):
-    """The complete ("X") events of a trace file."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    """The complete ("X") events of a trace file (read by trace_stats.load)."""
+    return [e for e in trace_stats.load(path)["traceEvents"] if e.get("ph") == "X"]
 
 
 def phase_durations(events, roles):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # p1_s35a.sh — ONE GPU, prepared at the end of session 34 (NOT RUN): the next session's first call.
-# (1) p1_s34p.sh's question: at dsv3 T4096 the first A/B variant after "nocopy" ran ~1.4x slower in
+# (1) at dsv3 T4096 the first A/B variant after "nocopy" ran ~1.4x slower in
 #     sessions 34's calls 1 and 15 whatever its setting (G=8 / G=32, which plan alike there):
 #     G=16 (= the default) first, then 32, 8, 16; then the reverse order. Prediction: a position
 #     artifact: the first A/B variant slow whatever its value, or none slow (a transient).
