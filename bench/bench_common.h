@@ -136,14 +136,39 @@ static inline int bench_inproc_args(int argc, char **argv, int *P, int *lng, int
   return 0;
 }
 
+/* Seconds since the first call (a monotonic clock: the sample log's time axis). */
+static inline double bench_wall_s(void) {
+  static struct timespec t0;
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  if (!t0.tv_sec && !t0.tv_nsec) t0 = t;
+  return (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
+}
+
 /* One variant of a bench whose ranks are threads of one process (bench_ring_attn, bench_moe), on
- * every rank: 3 warm-up calls of run(), one timed call (rank 0's time sets *settle, the calls that
+ * every rank: (the process's first variant only: BENCH_LEADIN_MS of its calls, unrecorded, so
+ * the power cap's controller has settled before anything is timed; default 0 = none) 3 warm-up
+ * calls of run(), one timed call (rank 0's time sets *settle, the calls that
  * fill BENCH_SETTLE_MS, for every rank: the ranks' calls must pair up), those settle calls, then
  * `samples` (<= 16) samples of `calls` back-to-back calls, each started after a barrier. Returns
  * this rank's median ms a call (events e0, e1 on stream st). */
 template <class Run>
 static inline float bench_rank_time(Run run, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, pthread_barrier_t *bar,
                                     int rank, int *settle, int calls, int samples) {
+  static int led; /* (one per bench: this header is included once) */
+  const char *lm = getenv("BENCH_LEADIN_MS");
+  if (!led && lm && atoi(lm) > 0) { /* every rank runs the calls rank 0's clock decides: they pair up */
+    const double end = bench_wall_s() + 1e-3 * atoi(lm);
+    for (int go = 1; go;) {
+      for (int i = 0; i < 4; i++) run();
+      cudaStreamSynchronize(st);
+      if (rank == 0) *settle = bench_wall_s() < end;
+      pthread_barrier_wait(bar);
+      go = *settle;
+      pthread_barrier_wait(bar);
+    }
+  }
+  led = 1;
   for (int i = 0; i < 3; i++) run();
   cudaEventRecord(e0, st);
   run();
@@ -165,6 +190,8 @@ static inline float bench_rank_time(Run run, cudaStream_t st, cudaEvent_t e0, cu
     cudaEventSynchronize(e1);
     cudaEventElapsedTime(&t[smp], e0, e1);
     t[smp] /= (float)calls;
+    if (rank == 0 && getenv("BENCH_SAMPLE_LOG")) /* each sample with its time since the process began */
+      fprintf(stderr, "sample %d t=%.3f s %.4f ms a call\n", smp, bench_wall_s(), t[smp]);
   }
   return bench_median(t, samples);
 }

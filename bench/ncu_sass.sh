@@ -5,7 +5,7 @@
 # Session 34 (calls 13-14) did this by hand for the MoE routing kernel: ncu 2025.3's
 # `--page source --print-source cuda` printed source text only; the SASS page carries the
 # metrics. Short kernels get few samples at the default interval (25 in 20 us): the smallest
-# interval is asked for here (--sampling-interval 0). NOT RUN on a GPU yet (written in session 34
+# interval is asked for here (--warp-sampling-interval 0). First run in session 35 call 1 failed on the option name (--sampling-interval: unknown to ncu; written in session 34
 # after its device time was spent; its summary was checked on call 14's export).
 # Usage (device): OUT=... bash bench/ncu_sass.sh LABEL KERNEL_REGEX SKIP -- COMMAND [ARGS...]
 #   e.g. BENCH_MOE_ROWS=dsv3-32e_T128 BENCH_MOE_VARIANTS=nocopy bash bench/ncu_sass.sh route \
@@ -17,7 +17,7 @@ label=$1 kre=$2 skip=$3; shift 4
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "ncu_sass: no ncu on this machine"; exit 2; }
 timeout -k 5 300 "$NCU" --clock-control none -k regex:"$kre" --launch-skip "$skip" --launch-count 1 --set full \
-  --import-source yes --sampling-interval 0 -o "$OUT/$label" -f "$@" > "$OUT/ncu_$label.log" 2>&1
+  --import-source yes --warp-sampling-interval 0 -o "$OUT/$label" -f "$@" > "$OUT/ncu_$label.log" 2>&1
 echo "== ncu $label rc=$?"; tail -2 "$OUT/ncu_$label.log"
 timeout 120 "$NCU" -i "$OUT/$label.ncu-rep" --page source --csv --print-source sass > "$OUT/sass_$label.csv" \
   2> "$OUT/sass_$label.err" || { head -c 400 "$OUT/sass_$label.err"; exit 1; }
