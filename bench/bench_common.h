@@ -145,9 +145,20 @@ static inline double bench_wall_s(void) {
   return (double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec);
 }
 
+/* The process's lead-in before its first timed variant (BENCH_LEADIN_MS; default 2000 when
+ * BENCH_SETTLE_MS is on, else 0). Session 35 (one H200, nvidia-smi every 50 ms): ~1 s after a
+ * process's load begins the power-cap controller overshoots, the SM clock dips to ~765 MHz for
+ * ~0.5 s, then it holds 1150-1450 MHz; a variant timed in the dip read 1.4-1.6x slow (the "first
+ * A/B variant" of sessions 34-35). Per-variant settling (200 ms) cannot absorb it. */
+static inline int bench_leadin_ms(void) {
+  const char *e = getenv("BENCH_LEADIN_MS");
+  if (e && *e) return atoi(e) > 0 ? atoi(e) : 0;
+  return bench_settle_ms() > 0 ? 2000 : 0;
+}
+
 /* One variant of a bench whose ranks are threads of one process (bench_ring_attn, bench_moe), on
- * every rank: (the process's first variant only: BENCH_LEADIN_MS of its calls, unrecorded, so
- * the power cap's controller has settled before anything is timed; default 0 = none) 3 warm-up
+ * every rank: (the process's first variant only: bench_leadin_ms() of its calls, unrecorded, so
+ * the power cap's controller has settled before anything is timed) 3 warm-up
  * calls of run(), one timed call (rank 0's time sets *settle, the calls that
  * fill BENCH_SETTLE_MS, for every rank: the ranks' calls must pair up), those settle calls, then
  * `samples` (<= 16) samples of `calls` back-to-back calls, each started after a barrier. Returns
@@ -156,9 +167,8 @@ template <class Run>
 static inline float bench_rank_time(Run run, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, pthread_barrier_t *bar,
                                     int rank, int *settle, int calls, int samples) {
   static int led; /* (one per bench: this header is included once) */
-  const char *lm = getenv("BENCH_LEADIN_MS");
-  if (!led && lm && atoi(lm) > 0) { /* every rank runs the calls rank 0's clock decides: they pair up */
-    const double end = bench_wall_s() + 1e-3 * atoi(lm);
+  if (!led && bench_leadin_ms() > 0) { /* every rank runs the calls rank 0's clock decides: they pair up */
+    const double end = bench_wall_s() + 1e-3 * bench_leadin_ms();
     for (int go = 1; go;) {
       for (int i = 0; i < 4; i++) run();
       cudaStreamSynchronize(st);

@@ -1,6 +1,6 @@
 """bench_torch_common.py - what the torch baselines share with the C benches (bench_common.h).
 
-settle(fn): sustained timing. With BENCH_SETTLE_MS > 0, fn runs back-to-back for about that
+settle(fn): sustained timing (after a lead-in of leadin_ms() before the first row). With BENCH_SETTLE_MS > 0, fn runs back-to-back for about that
 long before the timed calls, so the GPU is timed at the clock its power cap holds under steady
 load, as the C benches do with the same variable (docs/perf-notes.md, session 8). Every rank
 makes rank 0's number of calls (fn may be collective)."""
@@ -50,8 +50,27 @@ def _timed_block(fn, n):
     return a.elapsed_time(b) / n
 
 
+_led = False
+
+
+def leadin_ms():
+    """The process's lead-in before its first timed row (BENCH_LEADIN_MS; default 2000 when
+    BENCH_SETTLE_MS is on, else 0): ~1 s after a process's load begins the power-cap controller
+    overshoots and the SM clock dips to ~765 MHz for ~0.5 s (session 35, nvidia-smi every 50 ms);
+    bench_common.h's bench_leadin_ms is the same rule."""
+    e = os.environ.get("BENCH_LEADIN_MS", "")
+    if e:
+        return max(0, int(e))
+    return 2000 if int(os.environ.get("BENCH_SETTLE_MS", "0") or 0) > 0 else 0
+
+
 def settle(fn, warm=5):
+    global _led
     per_call = _timed_block(fn, warm)  # the warm-ups
+    if not _led and leadin_ms() > 0:  # (the first row only; unrecorded)
+        for _ in range(_calls(leadin_ms(), per_call)):
+            fn()
+    _led = True
     settle_ms = int(os.environ.get("BENCH_SETTLE_MS", "0") or 0)
     if settle_ms > 0:
         for _ in range(_calls(settle_ms, per_call)):
