@@ -139,7 +139,7 @@ static void layout(const row_t *r, int64_t *cap) {
 static void set_variant(int v) {
   static const char *const vars[] = {"MELD_MOE_DIAG", "MELD_MOE_COMM_CTAS", "MELD_MOE_DEFER", "MELD_MOE_GROUP_M",
                                      "MELD_MOE_COPY", "MELD_MOE_FFN_SEND", "MELD_MOE_PAD_SKIP", "MELD_MOE_RUNS",
-                                     "MELD_MOE_ROUTE", "MELD_MOE_ROUTE_CTAS"};
+                                     "MELD_MOE_ROUTE", "MELD_MOE_ROUTE_CTAS", "MELD_MOE_ROUTE_IN"};
   enum { NV = sizeof vars / sizeof vars[0] };
   static char *start[NV];
   static int saved;

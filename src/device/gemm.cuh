@@ -417,6 +417,10 @@ typedef struct {
    * run's in raster groups of group_m blocks (the last group of a run shorter), so the blocks
    * sharing a weight run together and read it from L2 once, whatever the runs' sizes. */
   const int32_t *grp_span;
+  /* Hook f's tables written in this very kernel (NULL = by an earlier one): the producer waits
+   * until this word is >= 1 (acquire; the ready hook's deadline, abort word and status) before
+   * it reads grp_brow / grp_span for its first tile. The MoE dispatch's routing in its comm CTAs. */
+  const uint64_t *grp_ready;
   /* Gated (SwiGLU) tiles, with hook f (0 = off): B holds, per weight, gate rows [0, grp_glu) then
    * up rows [grp_glu, 2 grp_glu) (grp_rows = 2 grp_glu, a multiple of 128). Tile n-block j loads
    * gate rows [128 j, +128) and up rows [grp_glu + 128 j, +128) as its 256 B rows (two boxes of
@@ -684,6 +688,21 @@ __device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, u
   }
 }
 
+/* Hook f's tables ready (grp_ready, see gemm_params_t): 1 when they are (or NULL), else 0 (the
+ * status says why). */
+__device__ __forceinline__ int gemm_grp_ready_wait(const gemm_params_t *p) {
+  uint64_t start = 0;
+  for (uint32_t spin = 0; ld_acquire_sys_u64(p->grp_ready) < 1ull; ++spin) {
+    const int why = gemm_wait_guard(spin, p->ready.abort_word, nullptr, p->ready.timeout_ns, &start);
+    if (why != GEMM_STATUS_OK) {
+      if (p->ready.status) atomicCAS(p->ready.status, 0u, (uint32_t)why);
+      return 0;
+    }
+    __nanosleep(64);
+  }
+  return 1;
+}
+
 /* The producer: one thread. Takes tiles, waits the ready hook, streams k-blocks into the
  * ring, then publishes the end marker.
  * SKQ (the tile queue with stream-K; AG+GEMM): the queue hands out whole tiles only; the first
@@ -740,7 +759,8 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
                    p->ready.epoch;
   uint32_t stage = 0, phase = 0;
   int base = -1; /* SKQ: -1 while taking from the queue, then the first stream-K ticket */
-  for (int i = 0;; ++i) {
+  const int go = !GRP || !p->grp_ready || gemm_grp_ready_wait(p);
+  for (int i = 0; go; ++i) {
     int ticket;
     if (SKQ) { /* (cluster_m 1 with the queue) */
       ticket = gemm_skq_next(base < 0 ? (int)atomicAdd(p->order.queue, 1u) : 0, p->tiles_m * p->tiles_n - p->sk_tiles,

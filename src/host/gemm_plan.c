@@ -673,6 +673,8 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
         GEMM_BN_WIDE);
   if (p->grp_span && (!p->grp_brow || p->order.m_order || p->order.ileave_b || p->order.m_rotate))
     MELD_WHY("gemm: hook f's runs (grp_span) need hook f and no other m-block order");
+  if (p->grp_ready && (!p->grp_brow || !p->ready.abort_word || !p->ready.timeout_ns))
+    MELD_WHY("gemm: hook f's ready word (grp_ready) needs hook f and the ready hook's abort word and deadline");
   if (p->grp_brow && p->grp_rows < 1) MELD_WHY("gemm: grouped rows (hook f) need grp_rows >= 1, not %d", p->grp_rows);
   if (p->grp_brow && (p->cluster_m != 1 || p->b_kn || p->bn == GEMM_BN_WIDE || p->split_k != 1 || p->sk_tiles ||
                       p->a2_rows || p->skinny_mt))

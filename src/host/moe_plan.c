@@ -201,10 +201,21 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
    * sorted pairs staged in shared memory (one CTA only; at 32768 pairs on one CTA both together
    * took the walk 37 -> 26 us, each alone nothing). */
   const int64_t pairs = a->tokens * a->topk;
-  v = pairs < 16384 ? 1 : (pairs + 4095) / 4096;
+  /* Where the routing runs (MELD_MOE_ROUTE_IN, default 1): in the fused kernel's first
+   * route_ctas comm CTAs (the other comm CTAs and the GEMM's producers wait for its layout word),
+   * or in a routing kernel of its own before it (0). A fused kernel's CTA has 12 warps, not 32:
+   * there one routing CTA per 1536 pairs from 6144 pairs, up to the comm CTAs. */
+  v = p->defer != 0; /* (only the kernel with the deferred epilogue routes: moe.cu moe_kernel) */
+  MELD_CHECK(meld_env_int64("MELD_MOE_ROUTE_IN", 0, 1, &v));
+  if (v && p->defer == 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "MELD_MOE_ROUTE_IN=1 needs the deferred epilogue (MELD_MOE_DEFER is 0)");
+  p->route_in = (int)v;
+  if (p->route_in) v = pairs < 6144 ? 1 : (pairs + 1535) / 1536;
+  else v = pairs < 16384 ? 1 : (pairs + 4095) / 4096;
   if (v > MOE_ROUTE_MAX_CTAS) v = MOE_ROUTE_MAX_CTAS;
   MELD_CHECK(meld_env_int64("MELD_MOE_ROUTE_CTAS", 1, MOE_ROUTE_MAX_CTAS, &v));
   if (v > sm_count) v = sm_count; /* (this rank's SMs: ranks as threads share a GPU) */
+  if (p->route_in && v > p->comm_ctas) v = p->comm_ctas;
   p->route_ctas = (int)v;
   v = 0;
   MELD_CHECK(meld_env_int64("MELD_MOE_ROUTE", 0, 3, &v));
@@ -226,8 +237,19 @@ meld_result_t moe_plan_make(const meld_moe_args_t *a, int P, int rank, int sm_co
   h = meld_hash_u64(h, (uint64_t)a->n);
   h = meld_hash_u64(h, (uint64_t)a->capacity);
   if (a->activation) h = meld_hash_u64(h, 0xac700000ull + (uint64_t)a->activation);
+  /* (ranks that route in different places launch different kernels: their entries must refuse) */
+  if (!p->route_in) h = meld_hash_u64(h, 0x0e0e0e0eull);
   p->arg_hash = meld_hash_fold(h);
   return MELD_OK;
+}
+
+int moe_route_in_env(void) {
+  int64_t d = -1, v;
+  if (meld_env_int64("MELD_MOE_DEFER", 0, 1, &d) != MELD_OK) d = -1;
+  v = d != 0;
+  if (meld_env_int64("MELD_MOE_ROUTE_IN", 0, 1, &v) != MELD_OK || (v && d == 0)) v = 1; /* (moe_plan_make refuses it) */
+  meld_error_clear();
+  return (int)v;
 }
 
 int moe_layout_ref(const int32_t *cnt, int P, int E, int64_t capacity, int me, int32_t *seg, int32_t *srcoff,

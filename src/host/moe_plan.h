@@ -69,11 +69,17 @@ typedef struct {
   int act;           /* MELD_MOE_ACT_*: SWIGLU = the GEMM's gated tiles (grp_glu = n / 2)   */
   int route_ctas;    /* the routing kernel's CTAs: 1 below 16384 pairs, else one per 4096 pairs up
                         to MOE_ROUTE_MAX_CTAS (MELD_MOE_ROUTE_CTAS forces 1..MOE_ROUTE_MAX_CTAS) */
+  int route_in;      /* 1: the routing runs in the fused kernel's first route_ctas comm CTAs (no
+                        routing kernel; MELD_MOE_ROUTE_IN, default 1), 0: in its own kernel */
   int route;         /* the routing kernel's place walk (MELD_MOE_ROUTE, bits: 1 = ballots, 2 = the
                         sorted pairs staged in shared memory, one routing CTA only; default 0) */
   int copy;          /* comm CTAs' copies: 0 = 16-byte vectors by every warp, 1 = bulk copies
                         through shared memory by one thread (MELD_MOE_COPY=vec|bulk)         */
 } moe_plan_t;
+
+/* MELD_MOE_ROUTE_IN as a plan reads it (1 when unset or bad): how many kernels a dispatch launches
+ * (the refused call's handshakes must be as many as a valid call's). */
+int moe_route_in_env(void);
 
 /* Checks meld_moe_grouped_gemm's args for P ranks (the dispatch's included). */
 meld_result_t moe_gemm_validate(const meld_moe_gemm_args_t *a, int nranks);

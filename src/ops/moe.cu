@@ -61,7 +61,9 @@ typedef struct {
                    still counted: the GEMM and the protocol alone), bit 1 = no GEMM (the routing
                    and the copies alone) */
   int32_t pad_skip; /* GEMM_GRP_PAD1 flags in the block table (MELD_MOE_PAD_SKIP, default 1) */
-  int32_t route_ctas; /* the routing kernel's CTAs (moe_plan_t.route_ctas) */
+  int32_t route_ctas; /* the routing CTAs (moe_plan_t.route_ctas) */
+  int32_t route_in;   /* 1: the fused kernel's first route_ctas comm CTAs route (no routing kernel;
+                         moe_plan_t.route_in) */
   int32_t route;    /* the routing kernel's place walk (MELD_MOE_ROUTE): bit 0 = a pair's rank among
                        its chunk's lanes of the same expert by ballots (else __match_any_sync);
                        bit 1 = the sorted pairs staged in shared memory (set only where they fit:
@@ -94,39 +96,36 @@ MELD_DEV T *moe_at(const moe_common_t *a, int r, size_t off) {
 }
 
 /* In-place exclusive prefix sum of v[0..n) in shared memory by the whole CTA (1-D, a multiple
- * of 32 threads, at most 1024); wt: 32 words of shared memory. Returns the total. */
+ * of 32 threads, at most 1024); wt: 32 words of shared memory. Returns the total. Rounds of nt
+ * elements, one a thread, with the same trip count in every thread: in the fused kernel, a
+ * version with per-thread loop bounds and a warp-0-only branch around shuffles made ptxas spill
+ * the engine's registers (session 35). */
 MELD_DEV int64_t moe_block_exscan(int64_t *v, int n, int64_t *wt) {
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
-  const int per = (n + nt - 1) / nt, b = min(n, tid * per), e = min(n, b + per);
-  int64_t s = 0;
-  for (int i = b; i < e; i++) s += v[i];
-  int64_t x = s;
+  int64_t carry = 0;
+  for (int r = 0; r < n; r += nt) {
+    const int i = r + tid;
+    const int64_t s = i < n ? v[i] : 0;
+    int64_t x = s;
 #pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
-    if (lane >= o) x += y;
-  }
-  if (lane == 31) wt[w] = x;
-  __syncthreads();
-  if (w == 0) {
-    int64_t t = lane < nw ? wt[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int64_t y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
+    }
+    if (lane == 31) wt[w] = x;
+    __syncthreads();
+    int64_t t = lane < nw ? wt[lane] : 0; /* every warp scans the warps' totals */
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
       const int64_t y = __shfl_up_sync(0xffffffffu, t, o);
       if (lane >= o) t += y;
     }
-    wt[lane] = t;
+    const int64_t below = __shfl_sync(0xffffffffu, t, (w + 31) & 31), round = __shfl_sync(0xffffffffu, t, nw - 1);
+    if (i < n) v[i] = carry + x - s + (w ? below : 0);
+    carry += round;
+    __syncthreads(); /* (wt is reused by the next round) */
   }
-  __syncthreads();
-  int64_t run = x - s + (w ? wt[w - 1] : 0);
-  for (int i = b; i < e; i++) {
-    const int64_t t = v[i];
-    v[i] = run;
-    run += t;
-  }
-  const int64_t total = wt[nw - 1];
-  __syncthreads();
-  return total;
+  return carry;
 }
 
 /* The routing kernel's body (see the file comment). smem: moe_route_smem(E). The counting sort is
@@ -176,11 +175,18 @@ MELD_HD size_t moe_route_smem_base(int E) {
   return ((size_t)(E + 1) * 8 + (size_t)E * 4 + (size_t)MOE_RW * (E | 1) * 4 + (size_t)E * 4 + 15) / 16 * 16;
 }
 
-MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, uint64_t *tm) {
+/* The routing's end in the fused kernel (route_in): scratch words MOE_LAYOUT_WORD.. (a u64, zero at
+ * every call's entry) become 1 once CTA 0 has written the layout, the tables and the zeroed block
+ * counters; the other comm CTAs and the GEMM's producers wait for it. */
+#define MOE_LAYOUT_WORD 4
+
+/* cta of C: this CTA's place among the routing CTAs (the routing kernel's block, or the fused
+ * kernel's comm ticket). Every return is CTA-uniform. */
+MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, uint64_t *tm, int cta, int C) {
   __shared__ int64_t wt[32];
   __shared__ int32_t s_bad, s_fail, s_over;
   const int E = a->experts, P = a->nranks, me = a->rank, EL = a->e_loc;
-  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5;
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5; /* nw <= MOE_RW */
   const int WS = E | 1;                   /* wh's row stride: odd, so a column is conflict-free */
   const int bits = E > 1 ? 32 - __clz(E - 1) : 0;
   int64_t *v = (int64_t *)smem;           /* [E + 1] */
@@ -190,11 +196,11 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
   int32_t *estart = moe_at<int32_t>(a, me, a->ws.estart), *sorted = moe_at<int32_t>(a, me, a->ws.sorted);
   int32_t *inv = moe_at<int32_t>(a, me, a->ws.inv);
   const int pairs = (int)(a->tokens * a->topk);
-  /* CTA c of C takes pairs [c n / C, (c + 1) n / C), its warp w the w-th of that range's MOE_RW parts */
-  const int C = (int)gridDim.x, cta = (int)blockIdx.x, gw = cta * MOE_RW + w, GW = C * MOE_RW;
+  /* CTA c of C takes pairs [c n / C, (c + 1) n / C), its warp w the w-th of that range's nw parts */
+  const int gw = cta * nw + w, GW = C * nw;
   const int lo = (int)((int64_t)pairs * gw / GW), hi = (int)((int64_t)pairs * (gw + 1) / GW);
   if (tid == 0) s_bad = -1, s_fail = 0, s_over = -1;
-  for (int i = tid; i < MOE_RW * WS; i += nt) wh[i] = 0;
+  for (int i = tid; i < nw * WS; i += nt) wh[i] = 0;
   __syncthreads();
   int32_t *mine = wh + w * WS;
   for (int c0 = lo; c0 < hi; c0 += 32 * MOE_RU) {
@@ -217,15 +223,15 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
   }
   /* Per expert (a warp each, a lane a warp row): this rank's count (v), and each warp's first
    * slot relative to the expert's. */
-  for (int e = w; e < E; e += MOE_RW) {
-    const int32_t c = lane < MOE_RW ? wh[lane * WS + e] : 0;
+  for (int e = w; e < E; e += nw) {
+    const int32_t c = lane < nw ? wh[lane * WS + e] : 0;
     int32_t x = c;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
       const int32_t y = __shfl_up_sync(0xffffffffu, x, o);
       if (lane >= o) x += y;
     }
-    if (lane < MOE_RW) wh[lane * WS + e] = x - c;
+    if (lane < nw) wh[lane * WS + e] = x - c;
     if (lane == 31) v[e] = x;
   }
   __syncthreads();
@@ -295,6 +301,12 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
     for (int i = nv * 4 + tid; i < (int)valid; i += nt) sorted[i] = place[i];
   }
   if (cta != 0) return; /* (several CTAs: the rest is CTA 0's) */
+  /* This rank's block counters and the combine's arrival counters to zero BEFORE the stamps
+   * below: a peer adds to them only after it has seen this rank's stamp (with route_in the
+   * peers' comm CTAs copy in the same kernel generation as this routing). */
+  uint64_t *flags = moe_at<uint64_t>(a, me, a->ws.flags);
+  for (int mb = tid; mb < a->blocks; mb += nt) flags[mb] = 0;
+  if (tid < P) moe_at<uint64_t>(a, me, a->ws.arrivals)[tid] = 0;
   /* The count row into every peer's counts region, then one stamp a peer. */
   for (int d = 0; d < P; d++) {
     if (d == me) continue;
@@ -356,10 +368,8 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
   }
   if (tid == 0) a->expert_offsets[EL] = used[me] * MOE_BM;
   int32_t *brow = moe_at<int32_t>(a, me, a->ws.brow);
-  uint64_t *flags = moe_at<uint64_t>(a, me, a->ws.flags);
   int32_t *span = moe_at<int32_t>(a, me, a->ws.span);
-  for (int mb = tid; mb < a->blocks; mb += nt) flags[mb] = 0, brow[mb] = -1, span[2 * mb] = mb, span[2 * mb + 1] = 1;
-  if (tid < P) moe_at<uint64_t>(a, me, a->ws.arrivals)[tid] = 0; /* (the combine's counters) */
+  for (int mb = tid; mb < a->blocks; mb += nt) brow[mb] = -1, span[2 * mb] = mb, span[2 * mb + 1] = 1;
   __syncthreads();
   for (int j = tid; j < EL; j += nt) {
     const int e = me * EL + j;
@@ -369,9 +379,12 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
      * engine's warpgroup 1 skips its MMAs there; half the MMA work of that block) */
     if (a->pad_skip && mb1 > mb0 && tot[e] - (mb1 - 1 - mb0) * MOE_BM <= MOE_BM / 2) brow[mb1 - 1] = j | GEMM_GRP_PAD1;
   }
-  __syncthreads(); /* (MELD_TRACE: the phase's end is the last thread's) */
+  __syncthreads(); /* (MELD_TRACE: the phase's end is the last thread's; route_in: every thread's
+                      table stores precede thread 0's release) */
+  if (a->route_in && tid == 0) st_release_sys_u64((uint64_t *)meld_scratch(ctx, MOE_LAYOUT_WORD), 1ull);
   moe_route_mark(ctx, 6, tm);
 }
+
 
 __global__ void __launch_bounds__(MOE_ROUTE_THREADS, 1)
     moe_route_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_common_t a) {
@@ -380,7 +393,7 @@ __global__ void __launch_bounds__(MOE_ROUTE_THREADS, 1)
   uint64_t tm = threadIdx.x == 0 ? meld_trace_now(&proto.trace) : 0;
   const bool go = meld_call_begin(&ctx, &proto, MELD_OP_MOE_DISPATCH_GEMM, a.arg_hash, 0) && !a.handshake_only;
   moe_route_mark(&ctx, 0, &tm);
-  if (go) moe_route(&ctx, &a, moe_rsmem, &tm);
+  if (go) moe_route(&ctx, &a, moe_rsmem, &tm, (int)blockIdx.x, (int)gridDim.x);
   meld_call_end(&ctx);
   moe_route_mark(&ctx, 7, &tm);
 }
@@ -442,6 +455,14 @@ MELD_DEV void moe_bulk_flush(uint32_t sbase, uint32_t *g, uint32_t *s) {
 __device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, uint32_t c, uint8_t *smem) {
   meld_ctx_t *ctx = &ctx_v;
   const int P = a->nranks, me = a->rank, E = a->experts, EL = a->e_loc;
+  if (a->route_in) { /* the routing CTAs route; all wait for the layout (routing CTA 0's) */
+    __shared__ int32_t s_lay;
+    if (threadIdx.x == 0)
+      s_lay = meld_wait_ge(ctx, (const uint64_t *)meld_scratch(ctx, MOE_LAYOUT_WORD), 1ull,
+                           meld_wait_info(MELD_REGION_OTHER, 0, -1, "moe: the routing's layout"));
+    __syncthreads();
+    if (!s_lay) return;
+  }
   const int32_t *estart = moe_at<const int32_t>(a, me, a->ws.estart), *sorted = moe_at<const int32_t>(a, me, a->ws.sorted);
   const int32_t *seg = moe_at<const int32_t>(a, me, a->ws.seg), *srcoff = moe_at<const int32_t>(a, me, a->ws.srcoff);
   const int32_t *used = moe_at<const int32_t>(a, me, a->ws.used);
@@ -539,7 +560,7 @@ __device__ __noinline__ void moe_comm(meld_ctx_t ctx_v, const moe_common_t *a, u
  * no comm CTAs, the engine's row scatter; moe_gemm_send). DEFER = k.g.epi_defer: the engine's
  * deferred epilogue (each tile's second half stored during the next tile's first k-block; the
  * plain TMA-store path, which the dispatch's grouped GEMM's is). */
-template <int DEFER>
+template <int DEFER, bool ROUTE = false>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     moe_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_kargs_t k) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -550,7 +571,20 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     if (meld_call_begin(&ctx, &proto, k.c.op, k.c.arg_hash,
                         k.c.handshake_only ? 0u : (uint32_t)k.c.comm_ctas) &&
         !k.c.handshake_only) {
-      if (ctx.role == MELD_ROLE_COMM) moe_comm(ctx, &k.c, ctx.ticket, moe_smem);
+      if (ctx.role == MELD_ROLE_COMM) {
+        /* (ROUTE: the routing CTAs route before their copies; inlined: as a call, ptxas spilled a
+         * word of the engine's predicates in every kernel, and inlined in the DEFER 0 kernel too,
+         * session 35, so only the default DEFER 1 kernel has it) */
+        if constexpr (ROUTE) {
+          if (ctx.ticket < (uint32_t)k.c.route_ctas) {
+            uint64_t tm = threadIdx.x == 0 ? meld_trace_now(&proto.trace) : 0;
+            meld_ctx_t rc = ctx; /* (its failure flag stays the routing's) */
+            moe_route(&rc, &k.c, moe_smem, &tm, (int)ctx.ticket, k.c.route_ctas);
+            __syncthreads(); /* (the copies reuse the shared memory) */
+          }
+        }
+        moe_comm(ctx, &k.c, ctx.ticket, moe_smem);
+      }
       run_gemm = !(k.c.diag & 2);
     }
   }
@@ -748,6 +782,7 @@ static meld_result_t moe_device_setup(int dev, int sm_count, int *grid) {
                             &g1));
   MELD_CHECK(meld_coop_grid((const void *)moe_kernel<0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
   MELD_CHECK(meld_coop_grid((const void *)moe_kernel<1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
+  MELD_CHECK(meld_coop_grid((const void *)moe_kernel<1, true>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, grid));
   int gg = 0; /* (meld_moe_grouped_gemm's kernel: its shared-memory limit set once, here) */
   MELD_CHECK(meld_coop_grid((const void *)moe_gemm_kernel<0>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
   MELD_CHECK(meld_coop_grid((const void *)moe_gemm_kernel<1>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &gg));
@@ -789,7 +824,10 @@ static void moe_common_fill(struct meld_comm *comm, const meld_moe_args_t *a, co
   c->pad_skip = !(ps && !strcmp(ps, "0"));
   c->route = p->route;
   c->route_ctas = p->route_ctas;
-  if (!moe_route_stages(c->experts, c->tokens * c->topk)) c->route &= ~2;
+  c->route_in = p->route_in;
+  if (!moe_route_stages(c->experts, c->tokens * c->topk) ||
+      (c->route_in && moe_route_smem(c->experts, c->tokens * c->topk, 1) > GEMM_SMEM_BYTES - 1024))
+    c->route &= ~2;
 }
 
 /* The grouped GEMM's plan over the layout of plan p: A = [capacity, k] rows (lda k), B = every local
@@ -846,6 +884,11 @@ static meld_result_t moe_gemm_fill(struct meld_comm *comm, const meld_moe_args_t
   gp->ready.abort_word = (const uint32_t *)(pad + MELD_PAD_OFF_ABORT);
   gp->ready.timeout_ns = (uint64_t)comm->cfg.timeout_ms * 1000000ull;
   gp->ready.status = k->c.status;
+  if (p->route_in) { /* hook f's tables come from this kernel's routing CTAs */
+    if (!gp->epi_defer) /* (moe_plan_make sets route_in only with the deferred epilogue) */
+      return meld_error(MELD_ERR_INTERNAL, "meld_moe_dispatch_gemm: routing in the fused kernel needs its deferred epilogue");
+    gp->grp_ready = (const uint64_t *)(pad + MELD_PAD_OFF_SCRATCH + 4 * MOE_LAYOUT_WORD);
+  }
   gp->trace = meld_proto_dev(comm).trace;
   char why[256];
   if (gemm_params_check(gp, grid, why, sizeof why))
@@ -857,11 +900,13 @@ static meld_result_t moe_launch(struct meld_comm *comm, const moe_kargs_t *k, in
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *rargs[] = {&proto, (void *)&k->c};
   const size_t rsmem = moe_route_smem(k->c.experts, k->c.tokens * k->c.topk, k->c.route & 2);
-  MELD_CHECK(meld_launch_coop((const void *)moe_route_kernel, k->c.route_ctas > 1 ? k->c.route_ctas : 1,
-                              MOE_ROUTE_THREADS, rsmem, rargs,
-                              stream));
+  if (!k->c.route_in)
+    MELD_CHECK(meld_launch_coop((const void *)moe_route_kernel, k->c.route_ctas > 1 ? k->c.route_ctas : 1,
+                                MOE_ROUTE_THREADS, rsmem, rargs, stream));
   void *args[] = {&proto, (void *)k};
-  const void *fn = k->g.epi_defer ? (const void *)moe_kernel<1> : (const void *)moe_kernel<0>;
+  const void *fn = k->c.route_in ? (const void *)moe_kernel<1, true>
+                   : k->g.epi_defer ? (const void *)moe_kernel<1>
+                                    : (const void *)moe_kernel<0>;
   return meld_launch_coop(fn, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
 }
 
@@ -896,6 +941,7 @@ static void moe_refuse_dispatch(struct meld_comm *comm, cudaStream_t stream) {
   memset(&k, 0, sizeof k);
   k.c.handshake_only = 1;
   k.c.experts = 1;
+  k.c.route_in = moe_route_in_env(); /* (as many kernels as a valid call launches) */
   k.c.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_init(), 0xbad0e0e5ull));
   (void)moe_launch(comm, &k, g, stream);
 }
@@ -987,7 +1033,7 @@ static meld_result_t moe_gemm_send(struct meld_comm *comm, const meld_moe_gemm_a
   gemm_params_t *gp = &k.g;
   MELD_CHECK(moe_second_plan(comm, g, &plan, &grid, gp));
   moe_common_fill(comm, g->dispatch, &plan, &k.c);
-  k.c.op = MELD_OP_MOE_FFN, k.c.comm_ctas = 0, k.c.diag = 0; /* (moe_kernel: the engine alone) */
+  k.c.op = MELD_OP_MOE_FFN, k.c.comm_ctas = 0, k.c.diag = 0, k.c.route_in = 0; /* (moe_kernel: the engine alone) */
   k.c.arg_hash = meld_hash_fold(meld_hash_u64(
       meld_hash_u64(meld_hash_u64(meld_hash_u64(meld_hash_init(), plan.arg_hash), MELD_OP_MOE_FFN), (uint64_t)g->k),
       (uint64_t)g->n));

@@ -13,9 +13,10 @@
  * not multiples of 64 / 256, two calls back to back without host sync, a CUDA graph replayed on
  * new inputs, refused arguments, and (last, the comm is then aborted) a capacity overflow, ranks
  * that disagree, or a topk id out of range (one per path): every rank fails fast with a clear
- * message. The paths: the default; one comm CTA, no deferred epilogue, 3 routing CTAs; vector
- * copies, the combine's own sends, 16 routing CTAs (MELD_MOE_ROUTE_CTAS: the per-CTA counts and
- * their barrier, also where a CTA has no pairs).
+ * message. The paths: the default (the routing in the fused kernel's comm CTAs); one comm CTA, no
+ * deferred epilogue, 3 routing CTAs (the routing kernel); vector copies, the combine's own sends,
+ * 16 routing CTAs (MELD_MOE_ROUTE_CTAS: the per-CTA counts and their barrier, also where a CTA has
+ * no pairs; in the fused kernel up to its comm CTAs); the routing kernel with 16 CTAs.
  * After each case: meld_moe_combine (every slot's row back, weighted sum, against a host reference
  * from every rank's origins and y2) and meld_moe_grouped_gemm on the same layout (against an fp32
  * reference per expert segment).
@@ -750,11 +751,16 @@ int main(int argc, char **argv) {
     }
     if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
     static const struct {
-      const char *name, *ctas, *copy, *send, *defer, *rctas;
-    } paths[] = {{"default (bulk copies; ffn: sends in the second GEMM with several ranks)", NULL, NULL, NULL, NULL, NULL},
-                 {"one comm CTA; no deferred epilogue (the gated tiles' direct store); 3 routing CTAs", "1", NULL, "1",
-                  "0", "3"},
-                 {"16-byte vector copies; ffn: the combine kernel sends; 16 routing CTAs", NULL, "vec", "0", NULL, "16"}};
+      const char *name, *ctas, *copy, *send, *defer, *rctas, *rin;
+    } paths[] = {
+        {"default (routing in the fused kernel; bulk copies; ffn: sends in the second GEMM with several ranks)", NULL,
+         NULL, NULL, NULL, NULL, NULL},
+        {"one comm CTA; no deferred epilogue (the gated tiles' direct store; the routing kernel); 3 routing CTAs", "1",
+         NULL, "1", "0", "3", NULL},
+        {"16-byte vector copies; ffn: the combine kernel sends; 16 routing CTAs (in the fused kernel: up to its comm "
+         "CTAs)",
+         NULL, "vec", "0", NULL, "16", NULL},
+        {"the routing kernel (MELD_MOE_ROUTE_IN=0); 16 routing CTAs", NULL, NULL, NULL, NULL, "16", "0"}};
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
       if (paths[pi].ctas) setenv("MELD_MOE_COMM_CTAS", paths[pi].ctas, 1);
       else unsetenv("MELD_MOE_COMM_CTAS");
@@ -766,7 +772,9 @@ int main(int argc, char **argv) {
       else unsetenv("MELD_MOE_DEFER");
       if (paths[pi].rctas) setenv("MELD_MOE_ROUTE_CTAS", paths[pi].rctas, 1);
       else unsetenv("MELD_MOE_ROUTE_CTAS");
-      g_last = (int)pi;
+      if (paths[pi].rin) setenv("MELD_MOE_ROUTE_IN", paths[pi].rin, 1);
+      else unsetenv("MELD_MOE_ROUTE_IN");
+      g_last = (int)pi % 3;
       printf("test_moe: %d ranks as threads on %d GPU(s), %s\n", P, g_ndev < P ? g_ndev : P, paths[pi].name);
       fflush(stdout);
       if (meld_get_unique_id(&g_id) != MELD_OK) {

@@ -270,12 +270,33 @@ static void test_plan(void **state) {
   assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_ERR_INVALID_ARG);
   if (!strstr(meld_last_error(), "MELD_MOE_COPY=fast")) fail_msg("\"%s\"", meld_last_error());
   unsetenv("MELD_MOE_COPY");
-  /* the routing kernel: one CTA below 16384 pairs, else one per 4096 pairs up to
-   * MOE_ROUTE_MAX_CTAS (MELD_MOE_ROUTE_CTAS forces); its place walk (MELD_MOE_ROUTE 0..3, 0 by
-   * default; the staging bit only with one CTA) */
+  /* where the routing runs: in the fused kernel by default (MELD_MOE_ROUTE_IN=1), one routing CTA
+   * below 6144 pairs, else one per 1536 up to MOE_ROUTE_MAX_CTAS and the comm CTAs; in a routing
+   * kernel of its own (0): one CTA below 16384 pairs, else one per 4096 up to MOE_ROUTE_MAX_CTAS
+   * (MELD_MOE_ROUTE_CTAS forces either); the place walk (MELD_MOE_ROUTE 0..3, 0 by default; the
+   * staging bit only with one CTA) */
   assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
-  assert_int_equal(p.route_ctas, 1); /* (8000 pairs) */
+  assert_int_equal(p.route_in, 1);
+  assert_int_equal(p.route_ctas, 6); /* (8000 pairs) */
   assert_int_equal(p.route, 0);
+  assert_int_equal(moe_route_in_env(), 1);
+  const uint32_t hash_in = p.arg_hash;
+  assert_int_equal(moe_plan_make(&a, 4, 1, 40, need, &p), MELD_OK);
+  assert_int_equal(p.comm_ctas, 5);
+  assert_int_equal(p.route_ctas, 5); /* (up to the comm CTAs) */
+  meld_moe_args_t few = a;
+  few.tokens = 767; /* 6136 pairs */
+  assert_int_equal(moe_plan_make(&few, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.route_ctas, 1);
+  few.tokens = 768;
+  assert_int_equal(moe_plan_make(&few, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.route_ctas, 4);
+  setenv("MELD_MOE_ROUTE_IN", "0", 1);
+  assert_int_equal(moe_route_in_env(), 0);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.route_in, 0);
+  assert_int_not_equal(p.arg_hash, hash_in); /* (ranks routing in different places refuse each other) */
+  assert_int_equal(p.route_ctas, 1); /* (8000 pairs) */
   meld_moe_args_t big = a;
   big.tokens = 2048, big.capacity = 2048 * 8 * 4 + 64 * 128; /* 16384 pairs */
   const size_t need_big = meld_moe_workspace_bytes(4, big.tokens, big.topk, big.experts, big.hidden, big.capacity);
@@ -289,6 +310,24 @@ static void test_plan(void **state) {
   const size_t need_8k = meld_moe_workspace_bytes(4, big.tokens, big.topk, big.experts, big.hidden, big.capacity);
   assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_8k, &p), MELD_OK);
   assert_int_equal(p.route_ctas, MOE_ROUTE_MAX_CTAS);
+  unsetenv("MELD_MOE_ROUTE_IN");
+  assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_8k, &p), MELD_OK);
+  assert_int_equal(p.route_ctas, MOE_ROUTE_MAX_CTAS);
+  /* only the kernel with the deferred epilogue routes: MELD_MOE_DEFER=0 means the routing kernel,
+   * and asking for both is refused */
+  setenv("MELD_MOE_DEFER", "0", 1);
+  assert_int_equal(moe_route_in_env(), 0);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
+  assert_int_equal(p.route_in, 0);
+  setenv("MELD_MOE_ROUTE_IN", "1", 1);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "MELD_MOE_ROUTE_IN=1")) fail_msg("\"%s\"", meld_last_error());
+  unsetenv("MELD_MOE_DEFER");
+  setenv("MELD_MOE_ROUTE_IN", "2", 1);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), "MELD_MOE_ROUTE_IN")) fail_msg("\"%s\"", meld_last_error());
+  assert_int_equal(moe_route_in_env(), 1); /* (a bad value: the plan refuses; a refused call's count) */
+  unsetenv("MELD_MOE_ROUTE_IN");
   setenv("MELD_MOE_ROUTE", "3", 1);
   assert_int_equal(moe_plan_make(&big, 4, 1, 132, need_8k, &p), MELD_OK);
   assert_int_equal(p.route, 1); /* (no staging with several CTAs) */
