@@ -138,7 +138,14 @@ MELD_DEV int64_t moe_block_exscan(int64_t *v, int n, int64_t *wt) {
  * in pair order. */
 #define MOE_RW (MOE_ROUTE_THREADS / 32)
 static_assert(MOE_RW <= 32, "the column scan takes a warp row a lane");
-#define MOE_RU 8 /* pairs a lane loads ahead */
+/* Pairs a lane loads ahead in the walks (a step's ids loaded before their use). 1: the routing's
+ * code runs once a call, cold (the GEMM swept L2; ncu, session 35: 65% of the routing kernel's
+ * warp samples at decode were no_instruction), so the loops' size is its time: with 8 (sessions
+ * 31-34) the place walk took 5.2 us at decode, with 2 3.4, with 1 2.7 (the call -2.2 us); T 4096
+ * and Mixtral even (session 35 call 6, bench/calls/p1_s35e.sh). -DMOE_RU=n for experiments. */
+#ifndef MOE_RU
+#define MOE_RU 1
+#endif
 /* A lane's MOE_RU ids of the 32 x MOE_RU pairs from c0 (-1 past hi), loaded ahead of their use. */
 MELD_DEV void moe_ids_ahead(const moe_common_t *a, int c0, int hi, int lane, int32_t *ev) {
 #pragma unroll
