@@ -1,36 +1,41 @@
 /* moe.cu — MoE token dispatch fused with the grouped GEMM (meld_moe_dispatch_gemm).
  *
- * Two kernels a call (DESIGN.md section 7b):
+ * ONE kernel a call by default (DESIGN.md section 7b): the fused kernel's first route_ctas comm
+ * CTAs run the routing (1.) and publish the layout (a scratch word), then every comm CTA copies
+ * (2.). With MELD_MOE_ROUTE_IN=0 or MELD_MOE_DEFER=0 the routing runs in a kernel of its own
+ * (CTAs of 1024 threads) before the fused kernel (two kernels, sessions 31-34).
  *
- * 1. The routing kernel (CTAs of 1024 threads: one, or from 16384 pairs one per 4096 up to 16,
- *    each counting and placing its range around one barrier; CTA 0 then does the rest): counts
- *    this rank's (token, slot) pairs per global expert, sorts the pairs by expert (a
- *    deterministic counting sort: an expert's pairs in pair order), writes its count row into
- *    every rank's counts region with one release stamp a peer, waits for every peer's row (deadline), and
- *    from the full counts matrix derives the layout every rank derives alike: expert e's segment
- *    on its rank starts at the sum of the padded (to 128 rows) totals of the experts before it
- *    on that rank; within it the rows come by source rank (srcoff). It checks every rank's
- *    rows against capacity (all ranks fail alike: MELD_FAIL_INPUT), writes expert_offsets /
- *    expert_counts, the GEMM's per-m-block weight table (hook f: local expert x n, or -1 for an
- *    unused block) and zeroes this rank's block counters.
+ * 1. The routing (one CTA, or several: in its own kernel from 16384 pairs one per 4096 up to 16,
+ *    in the fused kernel from 6144 pairs one per 1536 up to the comm CTAs; each counts and places
+ *    its range around one barrier; CTA 0 then does the rest): counts this rank's (token, slot)
+ *    pairs per global expert, sorts the pairs by expert (a deterministic counting sort: an
+ *    expert's pairs in pair order), zeroes this rank's block and arrival counters, writes its
+ *    count row into every rank's counts region with one release stamp a peer, waits for every
+ *    peer's row (deadline), and from the full counts matrix derives the layout every rank derives
+ *    alike: expert e's segment on its rank starts at the sum of the padded (to 128 rows) totals of
+ *    the experts before it on that rank; within it the rows come by source rank (srcoff). It checks
+ *    every rank's rows against capacity (all ranks fail alike: MELD_FAIL_INPUT), writes
+ *    expert_offsets / expert_counts and the GEMM's per-m-block weight table (hook f: local expert
+ *    x n, or -1 for an unused block).
  * 2. The fused kernel (persistent, cooperative, one CTA per SM): the first comm_ctas CTAs copy
- *    rows: unit (m-block mb, destination d) for every block in use on d, d = me first in each
- *    round, so every destination fills its blocks in order, in parallel. A unit copies this
- *    rank's rows that fall in block mb of d (16-byte vectors, a warp a row; the row's origin
- *    beside it) and then adds 1 to d's counter of the block (red.release.sys after bar.sync:
- *    cumulative over the CTA's stores), also when it copied nothing: a block is complete when
- *    its counter reaches P. Then, if row_origin is asked, they copy the origins of complete
- *    blocks out, and join the GEMM. Every CTA runs the GEMM engine over [capacity, hidden] of
- *    staging x the experts' weights: the producer skips unused blocks and offsets B by the
- *    block's expert (hook f), and waits per block for its counter to reach P (the ready hook,
- *    acquire + proxy fence; deadline; the counters are zeroed by each call's routing kernel).
+ *    rows (after the layout word, when the routing is theirs): unit (m-block mb, destination d)
+ *    for every block in use on d, d = me first in each round, so every destination fills its
+ *    blocks in order, in parallel. A unit copies this rank's rows that fall in block mb of d
+ *    (bulk copies through shared memory, or 16-byte vectors a warp a row; the row's origin beside
+ *    it) and then adds 1 to d's counter of the block (red.release.sys after bar.sync: cumulative
+ *    over the CTA's stores), also when it copied nothing: a block is complete when its counter
+ *    reaches P. Then, if row_origin is asked, they copy the origins of complete blocks out, and
+ *    join the GEMM. Every CTA runs the GEMM engine over [capacity, hidden] of staging x the
+ *    experts' weights: the producer waits for the layout word (routing in the kernel), skips
+ *    unused blocks and offsets B by the block's expert (hook f), and waits per block for its
+ *    counter to reach P (the ready hook, acquire + proxy fence; deadline).
  *
  * Buffer reuse across calls: a peer writes this rank's staging, origins and counters in call
- * e + 1 only after the fused kernel's entry handshake of e + 1, i.e. after this rank's fused
- * kernel of call e ended (every block it used reached P and was read) and its routing kernel of
- * e + 1 ran (counters zeroed). The counts region is written by a peer's routing kernel of e + 1
- * after that kernel's handshake, when this rank's routing kernel of e has long ended (it alone
- * reads the region). So no credits are needed. */
+ * e + 1 only after it has seen this rank's counts stamp of e + 1, which this rank's routing sends
+ * after zeroing its counters, in a kernel that started after this rank's fused kernel of e ended
+ * (every block it used reached P and was read). The counts region is written by a peer's routing
+ * of e + 1 after its kernel's entry handshake, i.e. after this rank's kernel of e (whose routing
+ * alone reads the region) ended. So no credits are needed. */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
