@@ -16,7 +16,8 @@
  * message. The paths: the default (the routing in the fused kernel's comm CTAs); one comm CTA, no
  * deferred epilogue, 3 routing CTAs (the routing kernel); vector copies, the combine's own sends,
  * 16 routing CTAs (MELD_MOE_ROUTE_CTAS: the per-CTA counts and their barrier, also where a CTA has
- * no pairs; in the fused kernel up to its comm CTAs); the routing kernel with 16 CTAs.
+ * no pairs; in the fused kernel up to its comm CTAs); the routing kernel with 16 CTAs (ends with a
+ * topk id out of range); the fused kernel's routing on 4 CTAs (ends with ranks that disagree).
  * After each case: meld_moe_combine (every slot's row back, weighted sum, against a host reference
  * from every rank's origins and y2) and meld_moe_grouped_gemm on the same layout (against an fp32
  * reference per expert segment).
@@ -752,15 +753,17 @@ int main(int argc, char **argv) {
     if (g_ndev < P) setenv("MELD_SHARE_GPU", "1", 1);
     static const struct {
       const char *name, *ctas, *copy, *send, *defer, *rctas, *rin;
+      int last; /* g_last: how the path ends */
     } paths[] = {
         {"default (routing in the fused kernel; bulk copies; ffn: sends in the second GEMM with several ranks)", NULL,
-         NULL, NULL, NULL, NULL, NULL},
+         NULL, NULL, NULL, NULL, NULL, 0},
         {"one comm CTA; no deferred epilogue (the gated tiles' direct store; the routing kernel); 3 routing CTAs", "1",
-         NULL, "1", "0", "3", NULL},
+         NULL, "1", "0", "3", NULL, 1},
         {"16-byte vector copies; ffn: the combine kernel sends; 16 routing CTAs (in the fused kernel: up to its comm "
          "CTAs)",
-         NULL, "vec", "0", NULL, "16", NULL},
-        {"the routing kernel (MELD_MOE_ROUTE_IN=0); 16 routing CTAs", NULL, NULL, NULL, NULL, "16", "0"}};
+         NULL, "vec", "0", NULL, "16", NULL, 2},
+        {"the routing kernel (MELD_MOE_ROUTE_IN=0); 16 routing CTAs", NULL, NULL, NULL, NULL, "16", "0", 2},
+        {"routing in the fused kernel, 4 routing CTAs", NULL, NULL, NULL, NULL, "4", NULL, 1}};
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
       if (paths[pi].ctas) setenv("MELD_MOE_COMM_CTAS", paths[pi].ctas, 1);
       else unsetenv("MELD_MOE_COMM_CTAS");
@@ -774,7 +777,7 @@ int main(int argc, char **argv) {
       else unsetenv("MELD_MOE_ROUTE_CTAS");
       if (paths[pi].rin) setenv("MELD_MOE_ROUTE_IN", paths[pi].rin, 1);
       else unsetenv("MELD_MOE_ROUTE_IN");
-      g_last = (int)pi % 3;
+      g_last = paths[pi].last;
       printf("test_moe: %d ranks as threads on %d GPU(s), %s\n", P, g_ndev < P ? g_ndev : P, paths[pi].name);
       fflush(stdout);
       if (meld_get_unique_id(&g_id) != MELD_OK) {
