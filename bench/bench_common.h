@@ -156,29 +156,29 @@ static inline int bench_leadin_ms(void) {
   return bench_settle_ms() > 0 ? 2000 : 0;
 }
 
+/* Unrecorded calls of ms_per_call that fill bench_leadin_ms(), the first time a process asks (0
+ * after, and 0 when the lead-in is off): added to that row's settle calls by the benches that
+ * settle (every rank makes rank 0's number: they pair up). */
+static inline int bench_leadin_calls(float ms_per_call) {
+  static int asked; /* (one per bench: this header is included once) */
+  if (asked) return 0;
+  asked = 1;
+  const int ms = bench_leadin_ms();
+  if (ms <= 0) return 0;
+  if (!(ms_per_call > 1e-4f)) ms_per_call = 1e-4f;
+  const double n = ms / ms_per_call;
+  return n > 1000000 ? 1000000 : (int)n + 1;
+}
+
 /* One variant of a bench whose ranks are threads of one process (bench_ring_attn, bench_moe), on
- * every rank: (the process's first variant only: bench_leadin_ms() of its calls, unrecorded, so
- * the power cap's controller has settled before anything is timed) 3 warm-up
- * calls of run(), one timed call (rank 0's time sets *settle, the calls that
- * fill BENCH_SETTLE_MS, for every rank: the ranks' calls must pair up), those settle calls, then
- * `samples` (<= 16) samples of `calls` back-to-back calls, each started after a barrier. Returns
- * this rank's median ms a call (events e0, e1 on stream st). */
+ * every rank: 3 warm-up calls of run(), one timed call (rank 0's time sets *settle, the calls that
+ * fill BENCH_SETTLE_MS, plus the process's lead-in the first time, for every rank: the ranks'
+ * calls must pair up), those settle calls, then `samples` (<= 16) samples of `calls` back-to-back
+ * calls, each started after a barrier. Returns this rank's median ms a call (events e0, e1 on
+ * stream st). */
 template <class Run>
 static inline float bench_rank_time(Run run, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, pthread_barrier_t *bar,
                                     int rank, int *settle, int calls, int samples) {
-  static int led; /* (one per bench: this header is included once) */
-  if (!led && bench_leadin_ms() > 0) { /* every rank runs the calls rank 0's clock decides: they pair up */
-    const double end = bench_wall_s() + 1e-3 * bench_leadin_ms();
-    for (int go = 1; go;) {
-      for (int i = 0; i < 4; i++) run();
-      cudaStreamSynchronize(st);
-      if (rank == 0) *settle = bench_wall_s() < end;
-      pthread_barrier_wait(bar);
-      go = *settle;
-      pthread_barrier_wait(bar);
-    }
-  }
-  led = 1;
   for (int i = 0; i < 3; i++) run();
   cudaEventRecord(e0, st);
   run();
@@ -186,7 +186,7 @@ static inline float bench_rank_time(Run run, cudaStream_t st, cudaEvent_t e0, cu
   cudaEventSynchronize(e1);
   float est = 0;
   cudaEventElapsedTime(&est, e0, e1);
-  if (rank == 0) *settle = bench_settle_calls(est, bench_settle_ms());
+  if (rank == 0) *settle = bench_settle_calls(est, bench_settle_ms()) + bench_leadin_calls(est);
   pthread_barrier_wait(bar);
   const int n = *settle;
   for (int i = 0; i < n; i++) run();
