@@ -102,9 +102,8 @@ MELD_DEV T *moe_at(const moe_common_t *a, int r, size_t off) {
 
 /* In-place exclusive prefix sum of v[0..n) in shared memory by the whole CTA (1-D, a multiple
  * of 32 threads, at most 1024); wt: 32 words of shared memory. Returns the total. Rounds of nt
- * elements, one a thread, with the same trip count in every thread: in the fused kernel, a
- * version with per-thread loop bounds and a warp-0-only branch around shuffles made ptxas spill
- * the engine's registers (session 35). */
+ * elements, one a thread (the same trip count in every thread; every warp scans the warps'
+ * totals itself, no warp-0-only branch). */
 MELD_DEV int64_t moe_block_exscan(int64_t *v, int n, int64_t *wt) {
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
   int64_t carry = 0;
@@ -396,7 +395,6 @@ MELD_DEV void moe_route(meld_ctx_t *ctx, const moe_common_t *a, uint8_t *smem, u
   if (a->route_in && tid == 0) st_release_sys_u64((uint64_t *)meld_scratch(ctx, MOE_LAYOUT_WORD), 1ull);
   moe_route_mark(ctx, 6, tm);
 }
-
 
 __global__ void __launch_bounds__(MOE_ROUTE_THREADS, 1)
     moe_route_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ moe_common_t a) {
