@@ -534,11 +534,12 @@ enum { MELD_MOE_ACT_NONE = 0, MELD_MOE_ACT_SWIGLU = 1 };
 
 /* Enqueues the dispatch + grouped GEMM on `stream` and returns at once. Collective: every rank
  * calls it with the same experts, topk, hidden, n and capacity (checked on the device).
- * Two kernels a call: a routing kernel (per-expert counts and each row's place, the counts
- * exchanged between the ranks, the layout) and ONE persistent fused kernel in which comm CTAs
- * copy the routed rows into their expert's rank (its staging in the comm's workspace; this
- * rank's own rows too), piece by piece, each piece counted at its 128-row block, while the
- * other CTAs run the grouped GEMM on every block whose rows have all landed.
+ * ONE persistent kernel a call: its comm CTAs first route (per-expert counts and each row's
+ * place, the counts exchanged between the ranks, the layout), then copy the routed rows into
+ * their expert's rank (its staging in the comm's workspace; this rank's own rows too), piece by
+ * piece, each piece counted at its 128-row block, while the other CTAs run the grouped GEMM on
+ * every block whose rows have all landed. (MELD_MOE_ROUTE_IN=0: the routing in a kernel of its
+ * own before it.)
  * Needs: workspace_bytes (MELD_WORKSPACE_BYTES) >= meld_moe_workspace_bytes(...).
  * CUDA-graph capturable; back-to-back calls need no host synchronization.
  * Fails before launching: MELD_ERR_INVALID_ARG (NULL, bad dims, misalignment; the sentence names
@@ -596,8 +597,8 @@ size_t meld_moe_workspace_bytes(int nranks, int64_t max_tokens, int32_t topk, in
 
 /* A whole expert-parallel MoE layer (SwiGLU experts) in one call, routing on the device:
  *   out[t] = sum_j topk_weights[t, j] * W2_e (silu(W1gate_e x_t) * W1up_e x_t),  e = topk_ids[t, j]
- * (fp32 combine, rounded once). Collective like meld_moe_dispatch_gemm; three kernels after the
- * routing kernel, no host synchronization: the dispatch fused with the first grouped GEMM and
+ * (fp32 combine, rounded once). Collective like meld_moe_dispatch_gemm; three kernels, no host
+ * synchronization: the routing and the dispatch fused with the first grouped GEMM and
  * its activation (the gate and up products never leave the registers: the GEMM's epilogue stores
  * silu(gate) x up), the second grouped GEMM, and the combine. With several ranks the second
  * GEMM's epilogue sends each row straight to its token's rank (the combine kernel then only
