@@ -16,13 +16,17 @@
 # 235 MB over NVLink at ~350 GB/s = 0.67 ms, under a ~7 ms GEMM (128 experts a rank, weight
 # streaming); Mixtral: 67 MB, 0.1 ms. Prediction: tests pass; fused / nocopy 1.02-1.10 (the copies
 # hidden but for their HBM traffic and SM share); comm CTAs 16 best or tied.
+# Session 35 (one H200): the routing now runs in the fused kernel by default (MELD_MOE_ROUTE_IN=1;
+# the counts exchange between the ranks inside it): added the A/B against the routing kernel.
+# Prediction: in the fused kernel faster at decode (-8..-15 us: a kernel boundary and the
+# exchange's round trip overlap nothing less), even elsewhere.
 . "$(dirname "$0")/../device_env.sh"
 build build/tests/gpu/test_moe build/bench/bench_moe
 export MELD_TIMEOUT_MS=5000
 L="$OUT/l"; mkdir -p "$L"
 timeout -k 5 150 build/tests/gpu/test_moe 2 > "$L/test_moe.log" 2>&1
 echo "== test_moe 2 rc=$? at $(el) s"; grep -E "checks|FAIL|rror|GPU" "$L/test_moe.log" | cut -c1-300 | head -8
-BENCH_MOE_AB="MELD_MOE_COMM_CTAS=8,MELD_MOE_COMM_CTAS=32,MELD_MOE_COPY=vec" BENCH_SETTLE_MS=300 timeout -k 5 300 \
+BENCH_MOE_AB="MELD_MOE_COMM_CTAS=8,MELD_MOE_COMM_CTAS=32,MELD_MOE_COPY=vec,MELD_MOE_ROUTE_IN=0" BENCH_SETTLE_MS=300 timeout -k 5 300 \
   build/bench/bench_moe --ranks 2 --json "$OUT/moe.jsonl" > "$L/bench_moe2.log" 2>&1
 echo "== bench_moe P=2 rc=$? at $(el) s"; grep -E "^P|FAIL|rror|GPU" "$L/bench_moe2.log" | cut -c1-200 | head -60
 for f in "$L"/*.log; do [ "$(wc -c < "$f")" -gt 2000000 ] && { head -c 1000000 "$f" > "$f.t"; mv "$f.t" "$f"; }; done
