@@ -146,15 +146,16 @@ static inline double bench_wall_s(void) {
 }
 
 /* The process's lead-in before its first timed variant (BENCH_LEADIN_MS; default 2000 when
- * BENCH_SETTLE_MS is on, else 0). Session 35 (one H200, nvidia-smi every 50 ms): ~1 s after a
+ * BENCH_SETTLE_MS is on, else 0; _or: with another default, e.g. the soak benches' 2000). Session 35 (one H200, nvidia-smi every 50 ms): ~1 s after a
  * process's load begins the power-cap controller overshoots, the SM clock dips to ~765 MHz for
  * ~0.5 s, then it holds 1150-1450 MHz; a variant timed in the dip read 1.4-1.6x slow (the "first
  * A/B variant" of sessions 34-35). Per-variant settling (200 ms) cannot absorb it. */
-static inline int bench_leadin_ms(void) {
+static inline int bench_leadin_ms_or(int dflt) {
   const char *e = getenv("BENCH_LEADIN_MS");
   if (e && *e) return atoi(e) > 0 ? atoi(e) : 0;
-  return bench_settle_ms() > 0 ? 2000 : 0;
+  return dflt;
 }
+static inline int bench_leadin_ms(void) { return bench_leadin_ms_or(bench_settle_ms() > 0 ? 2000 : 0); }
 
 /* Unrecorded calls of ms_per_call that fill bench_leadin_ms(), the first time a process asks (0
  * after, and 0 when the lead-in is off): added to that row's settle calls by the benches that

@@ -404,7 +404,7 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
         /* warm-up (2 calls, timed: the settle count), then the settle, then the samples */
         ip_fused_t fu = {comm, &f, v};
         const float w = ip_time_samples(rank, ip_fused_unit, &fu, 2, 1, 1, st);
-        if (rank == 0) g_settle_n = bench_settle_calls(w, bench_settle_ms()) + (bench_settle_ms() ? bench_leadin_calls(w) : 0);
+        if (rank == 0) g_settle_n = bench_settle_calls(w, bench_settle_ms()) + bench_leadin_calls(w);
         pthread_barrier_wait(&g_bar);
         for (int i = 0; i < g_settle_n; i++) ip_fused_unit(rank, &fu, st);
         g_ms[rank] = ip_time_samples(rank, ip_fused_unit, &fu, g_fcalls, 1, g_samples, st);

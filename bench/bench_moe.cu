@@ -31,11 +31,11 @@
  * (The layer's peer is bench/moe_torch.py's "torch layer".)
  * BENCH_MOE_AB (a comma list of "VAR=VAL" or "VAR=VAL+VAR=VAL"): more fused variants with those
  * variables set (by rank 0, between barriers), e.g. MELD_MOE_COMM_CTAS=32.
- * Each variant: (the first one only: BENCH_LEADIN_MS of calls, unrecorded) 3 warm-up calls,
- * BENCH_SETTLE_MS of calls, then --samples samples of --calls
- * back-to-back calls, every rank starting a sample after a host barrier; the median sample of
- * the slowest rank (BENCH_SAMPLE_LOG=1: each variant's start and each sample, with seconds since
- * the process began, on stderr). Checked first: a few rows of rank 0's y against a host fp32 dot product.
+ * Each variant: 3 warm-up calls, BENCH_SETTLE_MS of calls (the first variant also the process's
+ * lead-in, BENCH_LEADIN_MS: bench_common.h), then --samples samples of --calls back-to-back calls,
+ * every rank starting a sample after a host barrier; the median sample of the slowest rank
+ * (BENCH_SAMPLE_LOG=1: each variant's start and each sample, with seconds since the process began,
+ * on stderr). Checked first: a few rows of rank 0's y against a host fp32 dot product.
  * Useful TFLOP/s counts 2 x rows x n x hidden over every rank's received rows (not the padding).
  * Rank 0 prints a table and appends JSON lines (--json; op "moe_dispatch_gemm", "moe_ffn" for the
  * layer, "moe_grouped_gemm" for gemm2).

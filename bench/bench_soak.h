@@ -184,12 +184,8 @@ static inline void soak_row_led(meld_bootstrap_t *boot, soak_fn fn, void *ctx, f
                                 cudaStream_t st, soak_result_t *res) {
   static int led;
   int lead = soak_lead_ms();
-  if (!led) {
-    const char *e = getenv("BENCH_LEADIN_MS");
-    const int first = e && *e ? atoi(e) : 2000;
-    if (first > lead) lead = first;
-    led = 1;
-  }
+  if (!led && bench_leadin_ms_or(2000) > lead) lead = bench_leadin_ms_or(2000);
+  led = 1;
   if (lead > 0) soak_row(boot, fn, ctx, burst_ms, lead, st, res);
   soak_row(boot, fn, ctx, burst_ms, soak_ms, st, res);
 }

@@ -1,9 +1,10 @@
 """bench_torch_common.py - what the torch baselines share with the C benches (bench_common.h).
 
-settle(fn): sustained timing (after a lead-in of leadin_ms() before the first row). With BENCH_SETTLE_MS > 0, fn runs back-to-back for about that
-long before the timed calls, so the GPU is timed at the clock its power cap holds under steady
-load, as the C benches do with the same variable (docs/perf-notes.md, session 8). Every rank
-makes rank 0's number of calls (fn may be collective)."""
+settle(fn): sustained timing. With BENCH_SETTLE_MS > 0, fn runs back-to-back for about that
+long before the timed calls (the first row also for leadin_ms()), so the GPU is timed at the clock
+its power cap holds under steady load, as the C benches do with the same variables
+(docs/perf-notes.md, sessions 8 and 35). Every rank makes rank 0's number of calls (fn may be
+collective)."""
 import os
 import subprocess
 import time
