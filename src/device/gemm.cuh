@@ -668,17 +668,11 @@ __device__ __forceinline__ int gemm_wait_guard(uint32_t spin, const uint32_t *ab
   return GEMM_STATUS_OK;
 }
 
-/* Hook (a): wait for A rows of m-block mb. Returns 0 when ready, else the status code. */
-__device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, uint64_t epoch) {
-  const uint64_t *flag = p->ready.flags + (mb * GEMM_BM) / p->ready.rows_per_flag;
+/* One thread waits until *flag >= target (acquire), under the ready hook's deadline and abort
+ * word; GEMM_STATUS_OK, else the status code, also left in *ready.status (first giver-up wins). */
+__device__ __forceinline__ int gemm_wait_flag(const gemm_params_t *p, const uint64_t *flag, uint64_t target) {
   uint64_t start = 0;
-  for (uint32_t spin = 0;; ++spin) {
-    if (ld_acquire_sys_u64(flag) >= epoch) {
-      /* The acquire made the data visible to this thread's generic proxy; TMA reads through
-       * the async proxy, which needs its own fence. */
-      fence_proxy_async_gmem();
-      return GEMM_STATUS_OK;
-    }
+  for (uint32_t spin = 0; ld_acquire_sys_u64(flag) < target; ++spin) {
     const int why = gemm_wait_guard(spin, p->ready.abort_word, nullptr, p->ready.timeout_ns, &start);
     if (why != GEMM_STATUS_OK) {
       if (p->ready.status) atomicCAS(p->ready.status, 0u, (uint32_t)why);
@@ -686,21 +680,16 @@ __device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, u
     }
     __nanosleep(64);
   }
+  return GEMM_STATUS_OK;
 }
 
-/* Hook f's tables ready (grp_ready, see gemm_params_t): 1 when they are (or NULL), else 0 (the
- * status says why). */
-__device__ __forceinline__ int gemm_grp_ready_wait(const gemm_params_t *p) {
-  uint64_t start = 0;
-  for (uint32_t spin = 0; ld_acquire_sys_u64(p->grp_ready) < 1ull; ++spin) {
-    const int why = gemm_wait_guard(spin, p->ready.abort_word, nullptr, p->ready.timeout_ns, &start);
-    if (why != GEMM_STATUS_OK) {
-      if (p->ready.status) atomicCAS(p->ready.status, 0u, (uint32_t)why);
-      return 0;
-    }
-    __nanosleep(64);
-  }
-  return 1;
+/* Hook (a): wait for A rows of m-block mb. Returns 0 when ready, else the status code. */
+__device__ __forceinline__ int gemm_ready_wait(const gemm_params_t *p, int mb, uint64_t epoch) {
+  const int why = gemm_wait_flag(p, p->ready.flags + (mb * GEMM_BM) / p->ready.rows_per_flag, epoch);
+  /* The acquire made the data visible to this thread's generic proxy; TMA reads through the
+   * async proxy, which needs its own fence. */
+  if (why == GEMM_STATUS_OK) fence_proxy_async_gmem();
+  return why;
 }
 
 /* The producer: one thread. Takes tiles, waits the ready hook, streams k-blocks into the
@@ -759,7 +748,8 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
                    p->ready.epoch;
   uint32_t stage = 0, phase = 0;
   int base = -1; /* SKQ: -1 while taking from the queue, then the first stream-K ticket */
-  const int go = !GRP || !p->grp_ready || gemm_grp_ready_wait(p);
+  /* hook f's tables written in this kernel (grp_ready): read only once they are */
+  const int go = !GRP || !p->grp_ready || gemm_wait_flag(p, p->grp_ready, 1ull) == GEMM_STATUS_OK;
   for (int i = 0; go; ++i) {
     int ticket;
     if (SKQ) { /* (cluster_m 1 with the queue) */
