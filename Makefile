@@ -132,7 +132,7 @@ test-device: $(CU_OBJS)
 	@tests/check_device.sh "$(NVCC) $(NVCCFLAGS)" $(CU_SRCS)
 
 test-cpu: lib $(UNIT_BINS) $(MP_BINS)
-	@tests/run.sh cpu $(UNIT_BINS) $(MP_BINS) tests/unit/test_trace_stats.py tests/unit/test_trace_phases.py tests/unit/test_trace_png.py tests/unit/test_plot_coll.py
+	@tests/run.sh cpu $(UNIT_BINS) $(MP_BINS) tests/unit/test_trace_stats.py tests/unit/test_python_capi.py tests/unit/test_trace_phases.py tests/unit/test_trace_png.py tests/unit/test_plot_coll.py
 
 test-asan: $(ASAN_BINS)
 	@ASAN_OPTIONS=detect_leaks=1 tests/run.sh asan $(ASAN_BINS)

@@ -3,8 +3,10 @@
 # known list of src/host/config.c (otherwise users setting it are told it is unknown).
 set -u
 cd "$(dirname "$0")/.."
-# every string literal that is exactly a MELD_* name (names inside sentences are not reads)
-used=$(grep -rhoE '"MELD_[A-Z0-9_]+"' src | tr -d '"' | grep -vx 'MELD_CONFIG_INIT' | sort -u)
+# every string literal that is exactly a MELD_* name (names inside sentences are not reads), and
+# the Python binding's environment reads (it runs in the library's process)
+used=$( (grep -rhoE '"MELD_[A-Z0-9_]+"' src; grep -rhoE 'environ(\.get\(|\[)"MELD_[A-Z0-9_]+"' python/meld |
+        grep -oE '"MELD_[A-Z0-9_]+"') | tr -d '"' | grep -vx 'MELD_CONFIG_INIT' | sort -u)
 known=$(sed -n '/g_known_env\[\] = {/,/NULL};/p' src/host/config.c | grep -oE 'MELD_[A-Z0-9_]+' | sort -u)
 missing=$(comm -23 <(echo "$used") <(echo "$known"))
 if [ -n "$missing" ]; then

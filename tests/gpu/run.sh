@@ -10,14 +10,17 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
   for f in tests/gpu/*.cu; do names+=("$(basename "$f" .cu)"); done
+  names+=(test_torch.py)  # the Python binding (skips itself where torch is missing)
 fi
-bins=()
-for n in "${names[@]}"; do bins+=("build/tests/gpu/$n"); done
+bins=(); scripts=()
+for n in "${names[@]}"; do
+  case "$n" in *.py) scripts+=("tests/gpu/$n") ;; *) bins+=("build/tests/gpu/$n") ;; esac
+done
 # PREBUILT=1: the binaries are there already (built elsewhere and carried); nothing is made.
 if [ "${PREBUILT:-0}" != 1 ]; then
-  make --no-print-directory -j"$(nproc)" "${bins[@]}" || { echo "[  FAILED  ] 1 test(s): GPU tests did not build"; echo "0 1" > build/tests/summary-gpu; exit 1; }
+  make --no-print-directory -j"$(nproc)" "${bins[@]}" build/lib/libmeld.so || { echo "[  FAILED  ] 1 test(s): GPU tests did not build"; echo "0 1" > build/tests/summary-gpu; exit 1; }
 fi
-TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-240} tests/run.sh gpu "${bins[@]}"
+TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-240} tests/run.sh gpu "${bins[@]}" "${scripts[@]}"
 rc=$?
 if [ "${MELD_SHARE_GPU:-0}" != 1 ] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" = 1 ]; then
   echo "(one GPU: the multi-rank cases ran at one rank only; tests/gpu/run_shared.sh 3 runs them at 3 ranks sharing it)"

@@ -1,0 +1,24 @@
+"""meld for Python: the C library's operations on torch tensors, through ctypes (no build step).
+
+    import sys; sys.path.insert(0, "<repo>/python")      # or PYTHONPATH=<repo>/python
+    import torch, meld
+    comm = meld.Comm.from_env()                          # under torchrun: one rank a process
+    y = comm.ag_gemm(x_shard, w_col)                     # AllGather + GEMM, one kernel
+    z = comm.gemm_rs(y_act, w_row)                       # GEMM + ReduceScatter, one kernel
+    o = comm.ring_attention(q, k, v, causal=True, zigzag=True)
+    out = comm.moe_ffn(x, topk_ids, topk_weights, w1, w2, experts=256)
+    comm.destroy()
+
+Single-GPU ops need no communicator: meld.gemm(a, w), meld.attention(q, k, v). Everything runs
+on torch's current stream and returns at once; failures raise MeldError (subclasses per result
+code, e.g. MeldArgumentError is also a ValueError) carrying the library's sentence. The library is
+libmeld.so of the repository's build tree, or $MELD_LIBRARY. torch is needed for the ops, not
+for importing the module.
+"""
+from ._capi import (MeldAbortedError, MeldArgumentError, MeldError, MeldOutOfMemoryError,
+                    MeldTimeoutError, MeldUnsupportedError, library_path, strerror, version)
+from ._ops import Comm, MoeDispatch, attention, gemm, get_unique_id
+
+__all__ = ["Comm", "MoeDispatch", "attention", "gemm", "get_unique_id", "version", "strerror",
+           "library_path", "MeldError", "MeldArgumentError", "MeldTimeoutError",
+           "MeldAbortedError", "MeldUnsupportedError", "MeldOutOfMemoryError"]

@@ -1,0 +1,404 @@
+#!/usr/bin/env python3
+"""test_torch.py: the Python binding (python/meld) on the GPU, against torch references.
+
+Usage: python3 tests/gpu/test_torch.py [--ranks 1,2] [--bench]
+Spawns each rank count's processes (torchrun's variables; ranks beyond the GPUs present share
+them with MELD_SHARE_GPU=1: the protocol, not speed). Every rank draws every rank's inputs from
+seeds, so it computes the references of its outputs alone (fp32 torch, random inputs, outputs
+poisoned first, relative Frobenius error). Checks: gemm (both layouts), attention (D 64 / 128,
+GQA, causal, LSE), the four collectives (bf16 / fp32, in place, symmetric memory), ag_gemm (+ the
+gathered A, bitwise), gemm_rs / gemm_ar (+ zero copy into symmetric memory), ring attention
+(contiguous and zigzag causal), the MoE layer in one call and in pieces, CUDA-graph replays with
+new inputs, 200 back-to-back calls, and errors raised as the right classes. --bench (one rank)
+times the binding's cost per call against a CUDA graph of the same calls. Prints the
+"[  PASSED  ] N test(s)." lines of tests/run.sh.
+"""
+import argparse
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+passed = 0
+failed = 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+    else:
+        failed += 1
+        print(f"[rank {os.environ.get('RANK', '?')}] FAIL: {what}", flush=True)
+
+
+def relerr(x, ref):
+    x, ref = x.float(), ref.float()
+    return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def close(x, ref, what, tol=1e-2):
+    import torch
+    ok = x.shape == ref.shape and bool(torch.isfinite(x.float()).all())
+    e = relerr(x, ref) if ok else float("inf")
+    check(ok and e <= tol, f"{what}: rel. error {e:.3g} (shape {tuple(x.shape)} vs {tuple(ref.shape)})")
+
+
+def rnd(seed, *shape, dtype=None, scale=1.0):
+    import torch
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    t = torch.randn(*shape, generator=g) * scale
+    return t.to(dtype or torch.bfloat16)
+
+
+def poison(shape, dtype, dev):
+    import torch
+    return torch.full(shape, float("nan"), dtype=dtype, device=dev)
+
+
+def ref_attention(q, k, v, causal, q_pos0=0, kv_pos0=0, scale=None):
+    """fp32 [B, S, H, D] attention with position-based causal masks; also the LSE [B, H, Sq]."""
+    import torch
+    b, sq, h, d = q.shape
+    g = h // k.size(2)
+    qf = q.float().permute(0, 2, 1, 3)
+    kf = k.float().repeat_interleave(g, dim=2).permute(0, 2, 1, 3)
+    vf = v.float().repeat_interleave(g, dim=2).permute(0, 2, 1, 3)
+    s = (qf @ kf.transpose(-1, -2)) * (scale or d ** -0.5)
+    if causal is not False:
+        qp = causal[0] if isinstance(causal, tuple) else q_pos0 + torch.arange(sq)
+        kp = causal[1] if isinstance(causal, tuple) else kv_pos0 + torch.arange(k.size(1))
+        s = s.masked_fill(kp.to(s.device)[None, :] > qp.to(s.device)[:, None], float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    o = torch.softmax(s, dim=-1) @ vf
+    return o.permute(0, 2, 1, 3), lse
+
+
+def test_single(dev):
+    import torch
+    import meld
+    # gemm, both layouts, odd sizes
+    a = rnd(1, 300, 264).to(dev)
+    w = rnd(2, 520, 264).to(dev)
+    out = poison((300, 520), torch.bfloat16, dev)
+    c = meld.gemm(a, w, out=out)
+    close(c, a.float() @ w.float().T, "gemm nk 300 x 520 x 264")
+    c2 = meld.gemm(a, w.T.contiguous(), b_layout="kn")
+    close(c2, a.float() @ w.float().T, "gemm kn")
+    try:
+        meld.gemm(a.half(), w)
+        check(False, "gemm with fp16 a did not raise")
+    except ValueError as e:
+        check("a: dtype float16" in str(e), f"gemm fp16: {e}")
+    try:
+        meld.gemm(a, w[:, :200])
+        check(False, "gemm with mismatched k did not raise")
+    except meld.MeldArgumentError as e:
+        check("b: shape" in str(e), f"gemm k mismatch: {e}")
+    # attention: D 128 / 64, GQA, causal with positions, LSE
+    for d, h, hkv, causal, q0, k0 in ((128, 8, 2, False, 0, 0), (128, 4, 4, True, 0, 0),
+                                     (64, 8, 4, True, 256, 0)):
+        q = rnd(10 + d, 2, 384, h, d).to(dev)
+        k = rnd(11 + d, 2, 320, hkv, d).to(dev)
+        v = rnd(12 + d, 2, 320, hkv, d).to(dev)
+        o, lse = meld.attention(q, k, v, causal=causal, q_pos0=q0, kv_pos0=k0, return_lse=True,
+                                out=poison((2, 384, h, d), torch.bfloat16, dev))
+        ro, rl = ref_attention(q, k, v, causal, q0, k0)
+        what = f"attention D{d} H{h}/{hkv} causal {causal} q_pos0 {q0}"
+        close(o, ro, what)
+        fin = torch.isfinite(rl)
+        check(bool((lse[fin] - rl[fin]).abs().max() < 2e-2), f"{what}: LSE")
+
+
+def test_comm(comm, dev, seed=100):
+    import torch
+    import meld
+    P, r = comm.nranks, comm.rank
+    # collectives, bf16 and fp32, rank r's input = rnd(seed + r)
+    for dt in (torch.bfloat16, torch.float32):
+        xs = [rnd(seed + q, 96, 40, dtype=dt).to(dev) for q in range(P)]
+        x = xs[r]
+        g = comm.all_gather(x, out=poison((P * 96, 40), dt, dev))
+        check(torch.equal(g, torch.cat(xs)), f"all_gather {dt}")
+        tot = sum(t.float() for t in xs)
+        ar = comm.all_reduce(x)
+        close(ar, tot, f"all_reduce {dt}", 1e-2 if dt == torch.bfloat16 else 1e-6)
+        y = x.clone()
+        comm.all_reduce(y, out=y)
+        close(y, tot, f"all_reduce in place {dt}", 1e-2 if dt == torch.bfloat16 else 1e-6)
+        rs = comm.reduce_scatter(x)
+        close(rs, tot.view(P, -1, 40)[r], f"reduce_scatter {dt}",
+              1e-2 if dt == torch.bfloat16 else 1e-6)
+        a2a = comm.all_to_all(x)
+        check(torch.equal(a2a, torch.cat([xs[q].view(P, -1, 40)[r] for q in range(P)])),
+              f"all_to_all {dt}")
+    # symmetric memory: all_gather into it (the zero-copy path), all_reduce from it
+    sym = comm.alloc((P * 64, 128))
+    x = rnd(seed + 50 + r, 64, 128).to(dev)
+    comm.all_gather(x, out=sym)
+    check(torch.equal(sym, torch.cat([rnd(seed + 50 + q, 64, 128).to(dev) for q in range(P)])),
+          "all_gather into symmetric memory")
+    comm.free(sym)
+    # AllGather + GEMM (m_loc 256 and a 200-row tail), the gathered A bitwise
+    for m_loc in (256, 200):
+        shards = [rnd(seed + 200 + q, m_loc, 512).to(dev) for q in range(P)]
+        w = rnd(seed + 300 + r, 384, 512).to(dev)
+        c, ga = comm.ag_gemm(shards[r], w, out=poison((P * m_loc, 384), torch.bfloat16, dev),
+                             gathered=True)
+        full = torch.cat(shards)
+        close(c, full.float() @ w.float().T, f"ag_gemm m_loc {m_loc}")
+        check(torch.equal(ga, full), f"ag_gemm m_loc {m_loc}: gathered A")
+    # GEMM + ReduceScatter / AllReduce: a [M, K_loc] per rank, the sum over ranks
+    M, K, N = 512, 256, 384
+    As = [rnd(seed + 400 + q, M, K).to(dev) for q in range(P)]
+    Ws = [rnd(seed + 500 + q, N, K).to(dev) for q in range(P)]
+    tot = sum(As[q].float() @ Ws[q].float().T for q in range(P))
+    first, count = comm.gemm_rs_rows(M)
+    rs = comm.gemm_rs(As[r], Ws[r])
+    close(rs, tot[first:first + count], "gemm_rs")
+    close(comm.gemm_rs(As[r], Ws[r], algo="unfused"), tot[first:first + count], "gemm_rs unfused")
+    close(comm.gemm_ar(As[r], Ws[r], out=poison((M, N), torch.bfloat16, dev)), tot, "gemm_ar")
+    csym = comm.alloc((M, N))
+    csym.fill_(float("nan"))
+    comm.gemm_ar(As[r], Ws[r], out=csym)
+    close(csym, tot, "gemm_ar into symmetric memory (zero copy)")
+    comm.free(csym)
+    try:
+        comm.gemm_ar(As[r], Ws[r], algo="fast")
+        check(False, "gemm_ar with a bad algo did not raise")
+    except ValueError as e:
+        check("algo" in str(e), f"bad algo: {e}")
+    # ring attention: contiguous parts (not causal) and zigzag (causal)
+    S, H, D = 256, 4, 128
+    qs = rnd(seed + 600, 1, P * S, H, D).to(dev)
+    ks = rnd(seed + 601, 1, P * S, H, D).to(dev)
+    vs = rnd(seed + 602, 1, P * S, H, D).to(dev)
+    ro, _ = ref_attention(qs, ks, vs, False)
+    mine = slice(r * S, (r + 1) * S)
+    o = comm.ring_attention(qs[:, mine].contiguous(), ks[:, mine].contiguous(),
+                            vs[:, mine].contiguous())
+    close(o, ro[:, mine], "ring_attention contiguous")
+    half = S // 2
+    pieces = [slice(r * half, (r + 1) * half), slice((2 * P - 1 - r) * half, (2 * P - r) * half)]
+
+    def part(t):
+        return torch.cat([t[:, p] for p in pieces], dim=1).contiguous()
+    rc, _ = ref_attention(qs, ks, vs, True)
+    o, lse = comm.ring_attention(part(qs), part(ks), part(vs), causal=True, zigzag=True,
+                                 return_lse=True)
+    close(o, part(rc), "ring_attention zigzag causal")
+    # the MoE layer: E = 4P experts, top-2, every rank's tokens and weights from seeds
+    E, T, Hd, F, topk = 4 * P, 64, 256, 128, 2
+    local = E // P
+
+    def ids_of(q):
+        g = torch.Generator().manual_seed(seed + 700 + q)
+        return torch.stack([torch.randperm(E, generator=g)[:topk] for _ in range(T)]).int()
+    xs = [rnd(seed + 800 + q, T, Hd).to(dev) for q in range(P)]
+    ids = [ids_of(q).to(dev) for q in range(P)]
+    wts = [torch.rand(T, topk, generator=torch.Generator().manual_seed(seed + 900 + q)).to(dev)
+           for q in range(P)]
+    w1 = rnd(seed + 1000, E, 2 * F, Hd, scale=0.05).to(dev)
+    w2 = rnd(seed + 1001, E, Hd, F, scale=0.05).to(dev)
+    mw1, mw2 = w1[r * local:(r + 1) * local].contiguous(), w2[r * local:(r + 1) * local].contiguous()
+    xf = xs[r].float()
+    h1 = torch.einsum("th,efh->tef", xf, w1.float())  # [T, E, 2F]
+    act = torch.nn.functional.silu(h1[..., :F]) * h1[..., F:]
+    act = act.bfloat16().float()  # (meld rounds the activation to bf16 once)
+    y = torch.einsum("tef,ehf->teh", act, w2.float())  # [T, E, H]
+    sel = y[torch.arange(T, device=dev)[:, None], ids[r].long()]  # [T, topk, H]
+    ref = (sel * wts[r][..., None]).sum(1)
+    out = comm.moe_ffn(xs[r], ids[r], wts[r], mw1, mw2, experts=E,
+                       out=poison((T, Hd), torch.bfloat16, dev))
+    close(out, ref, "moe_ffn", 2e-2)
+    d = comm.moe_dispatch(xs[r], ids[r], mw1, experts=E, swiglu=True)
+    y2 = d.grouped_gemm(d.y, mw2)
+    close(d.combine(y2, wts[r]), ref, "moe_dispatch + grouped_gemm + combine", 2e-2)
+    # CUDA graphs: all_reduce and ag_gemm captured once, replayed with new inputs
+    sx = torch.empty(96, 40, dtype=torch.bfloat16, device=dev)
+    sa = torch.empty(256, 512, dtype=torch.bfloat16, device=dev)
+    w = rnd(seed + 1100 + r, 384, 512).to(dev)
+    sx.copy_(rnd(seed, 96, 40))
+    sa.copy_(rnd(seed, 256, 512))
+    torch.cuda.synchronize(dev)
+    s = torch.cuda.Stream(dev)
+    s.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(s):  # (warm-up outside capture: the fused path's first call)
+        comm.all_reduce(sx)
+        comm.ag_gemm(sa, w)
+    torch.cuda.current_stream(dev).wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gar = comm.all_reduce(sx)
+        gc = comm.ag_gemm(sa, w)
+    for it in range(3):
+        xs_it = [rnd(seed + 1200 + 10 * it + q, 96, 40) for q in range(P)]
+        as_it = [rnd(seed + 1300 + 10 * it + q, 256, 512) for q in range(P)]
+        sx.copy_(xs_it[r])
+        sa.copy_(as_it[r])
+        graph.replay()
+        close(gar, sum(t.float() for t in xs_it).to(dev), f"graph replay {it}: all_reduce")
+        close(gc, torch.cat(as_it).to(dev).float() @ w.float().T, f"graph replay {it}: ag_gemm")
+    # 200 back-to-back all_reduces with changing inputs, checked after one sync
+    base = [rnd(seed + 1400 + q, 32, 64).to(dev) for q in range(P)]
+    outs = [comm.all_reduce(base[r] * (i % 7 + 1)) for i in range(200)]
+    torch.cuda.synchronize(dev)
+    tot = sum(t.float() for t in base)
+    errs = [relerr(o, tot * (i % 7 + 1)) for i, o in enumerate(outs)]
+    check(max(errs) <= 1e-2, f"200 back-to-back all_reduces: worst rel. error {max(errs):.3g}")
+    comm.check()
+    check(True, "comm.check() clean at the end")
+
+
+def bench(comm, dev):
+    """The binding's host cost per call (eager) against the same calls replayed in a graph."""
+    import torch
+    import meld
+    rows = []
+    x = rnd(1, 2048).to(dev)  # 4 KB all-reduce
+    a = rnd(2, 8192, 8192).to(dev)
+    w = rnd(3, 8192, 8192).to(dev)
+    cases = [("all_reduce 4 KB", lambda: comm.all_reduce(x), 200),
+             ("gemm 8192^3", lambda: meld.gemm(a, w), 20),
+             ("torch.matmul 8192^3", lambda: a @ w.T, 20)]
+    for name, fn, n in cases:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        host_us = (time.perf_counter() - t0) / n * 1e6
+        torch.cuda.synchronize(dev)
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(n):
+            fn()
+        e1.record()
+        torch.cuda.synchronize(dev)
+        eager_us = e0.elapsed_time(e1) / n * 1e3
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream(dev)
+        s.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(s):
+            fn()
+        torch.cuda.current_stream(dev).wait_stream(s)
+        with torch.cuda.graph(g):
+            for _ in range(n):
+                fn()
+        g.replay()
+        torch.cuda.synchronize(dev)
+        e0.record()
+        g.replay()
+        e1.record()
+        torch.cuda.synchronize(dev)
+        graph_us = e0.elapsed_time(e1) / n * 1e3
+        rows.append((name, host_us, eager_us, graph_us))
+    print("PYBENCH | call | host us / call (Python) | eager us / call | graph us / call |")
+    for name, h, e, g in rows:
+        print(f"PYBENCH | {name} | {h:.2f} | {e:.2f} | {g:.2f} |")
+
+
+def rank_main(args):
+    import torch
+    import meld
+    ngpu = torch.cuda.device_count()
+    dev = int(os.environ["LOCAL_RANK"]) % ngpu
+    torch.cuda.set_device(dev)
+    with meld.Comm.from_env() as comm:
+        check(comm.nranks == int(os.environ["WORLD_SIZE"]) and comm.device == dev,
+              f"comm: {comm}")
+        if comm.rank == 0:
+            test_single(dev)
+        test_comm(comm, dev)
+        if args.bench and comm.nranks == 1:
+            bench(comm, dev)
+    print(f"[rank {os.environ['RANK']}] {passed} passed, {failed} failed", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+def free_port():
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        if p < 65000:
+            with socket.socket() as s2:
+                try:
+                    s2.bind(("127.0.0.1", p + 1))
+                    return p
+                except OSError:
+                    continue
+
+
+def launch(nranks, args):
+    import torch
+    ngpu = torch.cuda.device_count()
+    env = dict(os.environ, WORLD_SIZE=str(nranks), LOCAL_WORLD_SIZE=str(nranks),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    if nranks > ngpu:
+        env.update(MELD_SHARE_GPU="1",  # (time slices: waits get at least 15 s)
+                   MELD_TIMEOUT_MS=str(max(15000, int(os.environ.get("MELD_TIMEOUT_MS", "0")))))
+    procs = []
+    logs = []
+    for r in range(nranks):
+        log = tempfile.TemporaryFile(mode="w+")
+        logs.append(log)
+        procs.append(subprocess.Popen([sys.executable, __file__, "--child"] +
+                                      (["--bench"] if args.bench else []),
+                                      env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                                      stdout=log, stderr=subprocess.STDOUT))
+    bad = 0
+    deadline = time.time() + float(os.environ.get("GT_SPAWN_TIMEOUT_S", "300"))
+    for p in procs:
+        try:
+            bad += p.wait(timeout=max(1.0, deadline - time.time())) != 0
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            bad += 1
+            print(f"FAIL: a rank of {nranks} did not finish in time (killed)")
+    global passed, failed
+    for log in logs:  # each rank's output, and its counts summed into ours
+        log.seek(0)
+        text = log.read()
+        sys.stdout.write(text)
+        m = re.search(r"^\[rank \d+\] (\d+) passed, (\d+) failed$", text, flags=re.M)
+        if m:
+            passed += int(m.group(1))
+            failed += int(m.group(2))
+    return bad
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--child", action="store_true")
+    args = ap.parse_args()
+    if args.child:
+        return rank_main(args)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("test_torch.py: SKIPPED (torch is not installed)")
+        return 0
+    for n in [int(v) for v in args.ranks.split(",")]:
+        bad = launch(n, args)
+        check(bad == 0, f"{n} rank(s): {bad} rank(s) failed")
+        print(f"== test_torch.py at {n} rank(s): {'pass' if bad == 0 else 'FAIL'}", flush=True)
+    if passed:
+        print(f"[  PASSED  ] {passed} test(s).")
+    if failed:
+        print(f"[  FAILED  ] {failed} test(s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
