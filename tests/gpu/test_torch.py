@@ -319,6 +319,16 @@ def rank_main(args):
         test_comm(comm, dev)
         if args.bench and comm.nranks == 1:
             bench(comm, dev)
+    # a second comm from a torch.distributed group (gloo: ranks may share a GPU), its id
+    # broadcast by torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    with meld.Comm.from_process_group(workspace_bytes=8 << 20) as comm2:
+        P, r = comm2.nranks, comm2.rank
+        check(comm2.workspace_bytes == 8 << 20, f"from_process_group: workspace {comm2.workspace_bytes}")
+        xs = [rnd(77 + q, 1000, dtype=torch.float32).to(dev) for q in range(P)]
+        close(comm2.all_reduce(xs[r]), sum(xs), "from_process_group: all_reduce", 1e-6)
+    dist.destroy_process_group()
     print(f"[rank {os.environ['RANK']}] {passed} passed, {failed} failed", flush=True)
     sys.exit(1 if failed else 0)
 
