@@ -19,6 +19,15 @@ from ._capi import (MeldAbortedError, MeldArgumentError, MeldError, MeldOutOfMem
                     MeldTimeoutError, MeldUnsupportedError, library_path, strerror, version)
 from ._ops import Comm, MoeDispatch, attention, gemm, get_unique_id
 
+try:  # the ops as torch.ops.meld.* for torch.compile, where torch is installed
+    import torch as _torch  # noqa: F401
+except ImportError:
+    _torch = None
+if _torch is not None:
+    from . import _ops as _ops_mod
+    _ops_mod._torch_mod = _torch
+    from . import _compile  # noqa: F401
+
 __all__ = ["Comm", "MoeDispatch", "attention", "gemm", "get_unique_id", "version", "strerror",
            "library_path", "MeldError", "MeldArgumentError", "MeldTimeoutError",
            "MeldAbortedError", "MeldUnsupportedError", "MeldOutOfMemoryError"]

@@ -7,6 +7,8 @@ what only Python knows (a tensor's dtype, device, layout) with sentences that na
 everything else is checked by the library, whose sentence the exception carries.
 """
 import ctypes
+import itertools
+import weakref
 
 from . import _capi as C
 
@@ -21,6 +23,22 @@ def _torch():
         import torch
         _torch_mod = torch
     return _torch_mod
+
+
+def _compiling():
+    """True while torch.compile traces (then the ops are torch.ops.meld.*: meld/_compile.py)."""
+    t = _torch_mod  # (set by meld/__init__.py where torch is installed)
+    return t is not None and t.compiler.is_compiling()
+
+
+def _no_out(**kw):
+    for k, v in kw.items():
+        if v is not None and v is not False:
+            raise _err(f"{k}=: not supported inside torch.compile (use the functional form)")
+
+
+_comms = weakref.WeakValueDictionary()  # Comm.id -> Comm (the custom operators' comm argument)
+_next_id = itertools.count(1)
 
 
 def _dev(index):
@@ -134,6 +152,9 @@ def _device_of(t):
 def gemm(a, b, *, out=None, b_layout="nk", sm_count=0):
     """C = a x b^T (b [N, K], nn.Linear's weight; b_layout='kn': b [K, N], C = a x b), bf16 in
     and out, fp32 accumulation, by meld's persistent Hopper GEMM. a [M, K] with contiguous rows."""
+    if _compiling():
+        _no_out(out=out)
+        return _torch().ops.meld.gemm(a, b, _layout(b_layout) == C.B_KN)
     dev = _device_of(_tensor(a, "a", None, _bf16(), 2))
     layout = _layout(b_layout)
     n, ldb = _weight(b, "b", dev, layout, a.size(1))
@@ -174,6 +195,11 @@ def attention(q, k, v, *, causal=False, scale=None, q_pos0=0, kv_pos0=0, return_
     of Hkv: grouped-query attention), D 64 or 128, bf16. causal compares positions q_pos0 + i and
     kv_pos0 + j. Returns o [B, Sq, H, D], and with return_lse also the fp32 log-sum-exp
     [B, H, Sq] (natural log, scaled domain)."""
+    if _compiling():
+        _no_out(out=out)
+        o, lse = _torch().ops.meld.attention(q, k, v, bool(causal), float(scale or 0.0),
+                                             int(q_pos0), int(kv_pos0))
+        return (o, lse) if return_lse else o
     dev = _device_of(_tensor(q, "q", None, _bf16(), 4))
     args, o, lse = _attn_args(q, k, v, dev, causal, scale, q_pos0, kv_pos0, out, return_lse)
     _call(dev, C.lib.meld_attention, ctypes.byref(args), _stream(dev))
@@ -252,6 +278,8 @@ class Comm:
             if prev != device and prev >= 0:
                 C.set_device(prev)
         self._h = h
+        self.id = next(_next_id)
+        _comms[self.id] = self
         info = C.CommInfo()
         C.check(C.lib.meld_comm_info(h, ctypes.byref(info)))
         self.rank, self.nranks = info.rank, info.nranks
@@ -354,20 +382,32 @@ class Comm:
 
     def all_gather(self, x, *, out=None):
         """out [P * x.shape[0], ...]: rank r's x at block r (bf16 or fp32; contiguous)."""
+        if _compiling():
+            _no_out(out=out)
+            return _torch().ops.meld.all_gather(self.id, x)
         shape = (self.nranks * x.size(0),) + tuple(x.shape[1:]) if x.dim() else (self.nranks,)
         return self._coll(C.lib.meld_all_gather, x, shape, out, x.numel())
 
     def reduce_scatter(self, x, *, out=None):
         """out [x.shape[0] / P, ...] = block `rank` of the sum over ranks of x."""
+        if _compiling():
+            _no_out(out=out)
+            return _torch().ops.meld.reduce_scatter(self.id, x)
         shape = self._split(x, "reduce_scatter")
         return self._coll(C.lib.meld_reduce_scatter, x, shape, out, x.numel() // self.nranks)
 
     def all_reduce(self, x, *, out=None):
         """The sum over ranks of x (out=x: in place)."""
+        if _compiling():
+            _no_out(out=out)
+            return _torch().ops.meld.all_reduce(self.id, x)
         return self._coll(C.lib.meld_all_reduce, x, tuple(x.shape), out, x.numel())
 
     def all_to_all(self, x, *, out=None):
         """Block q of x (dim 0 cut in P) goes to rank q, landing at block `rank` of its out."""
+        if _compiling():
+            _no_out(out=out)
+            return _torch().ops.meld.all_to_all(self.id, x)
         self._split(x, "all_to_all")
         return self._coll(C.lib.meld_all_to_all, x, tuple(x.shape), out, x.numel() // self.nranks)
 
@@ -376,6 +416,12 @@ class Comm:
         """C = AllGather(a_shard) x w^T in one kernel: a_shard [m_loc, K] (every rank the same
         m_loc and K), w [n_loc, K] (or [K, n_loc] with b_layout='kn'); C [P * m_loc, n_loc].
         gathered=True (or a [P * m_loc, K] tensor) also returns the gathered A: (C, A)."""
+        if _compiling():
+            _no_out(out=out, gathered=None if gathered is True else gathered)
+            kn = _layout(b_layout) == C.B_KN
+            if gathered is True:
+                return _torch().ops.meld.ag_gemm_gathered(self.id, a_shard, w, kn)
+            return _torch().ops.meld.ag_gemm(self.id, a_shard, w, kn)
         _tensor(a_shard, "a_shard", self.device, _bf16(), 2)
         layout = _layout(b_layout)
         m_loc, k = a_shard.shape
@@ -418,6 +464,9 @@ class Comm:
         """This rank's rows of sum over ranks (a x w^T): a [M, K_loc] (this rank's K-slice),
         w [N, K_loc]; returns [count, N] for (first, count) = gemm_rs_rows(M) (torch.chunk's
         split of the M rows)."""
+        if _compiling():
+            _no_out(out=out)
+            return _torch().ops.meld.gemm_rs(self.id, a, w, _layout(b_layout) == C.B_KN, algo)
         _tensor(a, "a", self.device, _bf16(), 2)
         return self._gemm_rs(C.lib.meld_gemm_rs, a, w, out, algo, b_layout,
                              self.gemm_rs_rows(a.size(0))[1])
@@ -425,6 +474,9 @@ class Comm:
     def gemm_ar(self, a, w, *, out=None, algo="auto", b_layout="nk"):
         """sum over ranks (a x w^T) on every rank: [M, N] (out may be symmetric memory from
         alloc(): the zero-copy path)."""
+        if _compiling():
+            _no_out(out=out)
+            return _torch().ops.meld.gemm_ar(self.id, a, w, _layout(b_layout) == C.B_KN, algo)
         _tensor(a, "a", self.device, _bf16(), 2)
         return self._gemm_rs(C.lib.meld_gemm_ar, a, w, out, algo, b_layout, a.size(0))
 
@@ -434,6 +486,11 @@ class Comm:
         """Attention of this rank's queries over every rank's keys: q, k, v [B, S_part, H(kv), D]
         are this rank's part of the sequence (part `rank` of P, or with zigzag the pieces rank
         and 2P - 1 - rank of 2P). Returns o (and the fp32 LSE with return_lse)."""
+        if _compiling():
+            _no_out(out=out)
+            o, lse = _torch().ops.meld.ring_attention(self.id, q, k, v, bool(causal), bool(zigzag),
+                                                      float(scale or 0.0))
+            return (o, lse) if return_lse else o
         _tensor(q, "q", self.device, _bf16(), 4)
         args, o, lse = _attn_args(q, k, v, self.device, causal, scale, 0, 0, out, return_lse,
                                   1 if zigzag else 0)
@@ -467,6 +524,10 @@ class Comm:
         rank's experts may receive (default moe_capacity(T, topk, E); equal on every rank; the
         comm's workspace must hold meld_moe_workspace_bytes). Returns out [T, H]."""
         torch = _torch()
+        if _compiling():
+            _no_out(out=out, expert_counts=expert_counts)
+            return torch.ops.meld.moe_ffn(self.id, x, topk_ids, topk_weights, w1, w2, int(experts),
+                                          int(capacity or 0))
         self._moe_check(x, topk_ids, experts)
         _dense(_tensor(topk_weights, "topk_weights", self.device, (torch.float32,), 2),
                "topk_weights")

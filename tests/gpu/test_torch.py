@@ -256,6 +256,80 @@ def test_comm(comm, dev, seed=100):
     check(True, "comm.check() clean at the end")
 
 
+def test_nn(comm, dev, seed=3000):
+    """meld.nn's layers, forward and backward, against fp32 autograd of the whole block."""
+    import torch
+    import torch.nn.functional as F
+    import meld.nn as mnn
+    P, r = comm.nranks, comm.rank
+    m, H, Fd = 256, 512, 768
+    fl = Fd // P
+    x_full = rnd(seed, P * m, H).to(dev)
+    w1 = rnd(seed + 1, Fd, H, scale=H ** -0.5).to(dev)
+    w2 = rnd(seed + 2, H, Fd, scale=Fd ** -0.5).to(dev)
+    gz = rnd(seed + 3, P * m, H).to(dev)
+    mine, cols = slice(r * m, (r + 1) * m), slice(r * fl, (r + 1) * fl)
+    xf = x_full.float().requires_grad_()
+    w1f, w2f = w1.float().requires_grad_(), w2.float().requires_grad_()
+    zf = F.gelu(xf @ w1f.T) @ w2f.T
+    (zf * gz.float()).sum().backward()
+    grads = []
+    for save in (True, False):
+        col = mnn.ColumnParallelLinear(comm, H, Fd, save_gathered=save)
+        row = mnn.RowParallelLinear(comm, Fd, H)
+        with torch.no_grad():
+            col.weight.copy_(w1[cols])
+            row.weight.copy_(w2[:, cols])
+        x = x_full[mine].clone().requires_grad_()
+        z = row(F.gelu(col(x)))
+        what = f"meld.nn (save_gathered {save})"
+        close(z, zf[mine].detach(), f"{what}: forward")
+        (z.float() * gz[mine].float()).sum().backward()
+        close(x.grad, xf.grad[mine], f"{what}: input grad", 2e-2)
+        close(col.weight.grad, w1f.grad[cols], f"{what}: column weight grad", 2e-2)
+        close(row.weight.grad, w2f.grad[:, cols], f"{what}: row weight grad", 2e-2)
+        grads.append((x.grad, col.weight.grad, row.weight.grad))
+    check(all(torch.equal(a, b) for a, b in zip(*grads)),
+          "meld.nn: save_gathered False gives the same gradients bitwise")
+    try:
+        mnn.ColumnParallelLinear(comm, H, P * 100 + 1)
+        check(P == 1, "ColumnParallelLinear with out_features not a multiple of P did not raise")
+    except ValueError as e:
+        check(P > 1 and "out_features" in str(e), f"ColumnParallelLinear: {e}")
+
+
+def test_compile(comm, dev, seed=4000):
+    """torch.compile(fullgraph=True) over meld's ops (torch.ops.meld.*: no graph break), default
+    and reduce-overhead (CUDA graphs) modes, against the eager calls."""
+    import torch
+    import torch.nn.functional as F
+    import meld
+    P, r = comm.nranks, comm.rank
+    x = rnd(seed + r, 256, 512).to(dev)
+    w1 = rnd(seed + 10 + r, 384, 512, scale=512 ** -0.5).to(dev)
+    w2 = rnd(seed + 20 + r, 512, 384, scale=384 ** -0.5).to(dev)
+    q = rnd(seed + 30 + r, 1, 256, 4, 128).to(dev)
+
+    def step(x, w1, w2, q):
+        h = F.gelu(comm.ag_gemm(x, w1))
+        y = comm.gemm_rs(h, w2)
+        z = comm.all_reduce(y) * 0.5 + comm.all_gather(y)[: y.size(0)]
+        o = comm.ring_attention(q, q, q, causal=True, zigzag=True)
+        return z, meld.gemm(z, w1), o, meld.attention(q, q, q)
+
+    ref = step(x, w1, w2, q)
+    for mode in ("default", "reduce-overhead"):
+        torch._dynamo.reset()
+        try:
+            fn = torch.compile(step, fullgraph=True, mode=mode)
+            got = fn(x, w1, w2, q)
+            got = fn(x, w1, w2, q)  # (reduce-overhead: a replay)
+            for i, (a, b) in enumerate(zip(got, ref)):
+                close(a, b, f"torch.compile {mode}: output {i}", 1e-2)
+        except Exception as e:  # noqa: BLE001 (report, do not stop the other checks)
+            check(False, f"torch.compile {mode}: {type(e).__name__}: {str(e)[:500]}")
+
+
 def bench(comm, dev):
     """The binding's host cost per call (eager) against the same calls replayed in a graph."""
     import torch
@@ -317,6 +391,8 @@ def rank_main(args):
         if comm.rank == 0:
             test_single(dev)
         test_comm(comm, dev)
+        test_nn(comm, dev)
+        test_compile(comm, dev)
         if args.bench and comm.nranks == 1:
             bench(comm, dev)
     # a second comm from a torch.distributed group (gloo: ranks may share a GPU), its id
