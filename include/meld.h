@@ -216,7 +216,10 @@ typedef struct {
 } meld_gemm_args_t;
 
 /* Enqueues C = A x B on `stream` (meld's persistent Hopper GEMM engine; sm_90 only).
- * Returns at once. Fails with MELD_ERR_INVALID_ARG (NULL, bad dims, misaligned pointers or
+ * Returns at once. Reproducibility: where the plan cuts a tile's K range into three or more
+ * pieces (split-K / stream-K, on shapes with few tiles per SM), the pieces' fp32 partials are
+ * summed in the order they finish, so the last bits of C may differ between runs; other plans
+ * give bitwise equal results run to run. Fails with MELD_ERR_INVALID_ARG (NULL, bad dims, misaligned pointers or
  * leading dimensions), MELD_ERR_UNSUPPORTED (not a Hopper GPU), MELD_ERR_CUDA. */
 meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream);
 

@@ -4,7 +4,10 @@ traces them (fullgraph, no graph break) as opaque calls with known output shapes
 The methods of Comm and the module functions switch to these operators while torch.compile traces
 (torch.compiler.is_compiling()); eagerly they call the library directly (a custom operator's
 dispatch would add host time). A communicator enters an operator as its integer id (Comm.id), an
-input of the graph's constant kind. Inside a compiled region the functional forms are supported:
+input of the graph's constant kind, and whatever of it decides an output's shape (the rank count;
+gemm_rs's row count) enters as an argument too: torch's compiled-graph caches key on the graph,
+not on a communicator's state (a fake kernel that read the rank count from the comm made a
+2-rank process reuse a 1-rank graph's compiled shape checks: session 36). Inside a compiled region the functional forms are supported:
 no out=, no in-place all_reduce, and ag_gemm's gathered=True only as its own operator.
 """
 import torch
@@ -12,10 +15,12 @@ from torch import Tensor
 
 from . import _ops
 
-def _comm(cid):
+def _comm(cid, nranks=None):
     c = _ops._comms.get(cid)
     if c is None:
         raise _ops._err(f"meld comm id {cid}: no such communicator (destroyed?)")
+    if nranks is not None and c.nranks != nranks:
+        raise _ops._err(f"meld comm id {cid}: traced for {nranks} ranks, the comm has {c.nranks}")
     return c
 
 
@@ -46,23 +51,23 @@ def _(q, k, v, causal, scale, q_pos0, kv_pos0):
 
 
 @torch.library.custom_op("meld::all_gather", mutates_args=())
-def all_gather(cid: int, x: Tensor) -> Tensor:
-    return _comm(cid).all_gather(x)
+def all_gather(cid: int, nranks: int, x: Tensor) -> Tensor:
+    return _comm(cid, nranks).all_gather(x)
 
 
 @all_gather.register_fake
-def _(cid, x):
-    return x.new_empty((_comm(cid).nranks * x.size(0),) + tuple(x.shape[1:]))
+def _(cid, nranks, x):
+    return x.new_empty((nranks * x.size(0),) + tuple(x.shape[1:]))
 
 
 @torch.library.custom_op("meld::reduce_scatter", mutates_args=())
-def reduce_scatter(cid: int, x: Tensor) -> Tensor:
-    return _comm(cid).reduce_scatter(x)
+def reduce_scatter(cid: int, nranks: int, x: Tensor) -> Tensor:
+    return _comm(cid, nranks).reduce_scatter(x)
 
 
 @reduce_scatter.register_fake
-def _(cid, x):
-    return x.new_empty((x.size(0) // _comm(cid).nranks,) + tuple(x.shape[1:]))
+def _(cid, nranks, x):
+    return x.new_empty((x.size(0) // nranks,) + tuple(x.shape[1:]))
 
 
 @torch.library.custom_op("meld::all_reduce", mutates_args=())
@@ -86,35 +91,37 @@ def _(cid, x):
 
 
 @torch.library.custom_op("meld::ag_gemm", mutates_args=())
-def ag_gemm(cid: int, a: Tensor, w: Tensor, kn: bool) -> Tensor:
-    return _comm(cid).ag_gemm(a, w, b_layout=_LAYOUTS[kn])
+def ag_gemm(cid: int, nranks: int, a: Tensor, w: Tensor, kn: bool) -> Tensor:
+    return _comm(cid, nranks).ag_gemm(a, w, b_layout=_LAYOUTS[kn])
 
 
 @ag_gemm.register_fake
-def _(cid, a, w, kn):
-    return a.new_empty((_comm(cid).nranks * a.size(0), w.size(1) if kn else w.size(0)))
+def _(cid, nranks, a, w, kn):
+    return a.new_empty((nranks * a.size(0), w.size(1) if kn else w.size(0)))
 
 
 @torch.library.custom_op("meld::ag_gemm_gathered", mutates_args=())
-def ag_gemm_gathered(cid: int, a: Tensor, w: Tensor, kn: bool) -> tuple[Tensor, Tensor]:
-    return _comm(cid).ag_gemm(a, w, b_layout=_LAYOUTS[kn], gathered=True)
+def ag_gemm_gathered(cid: int, nranks: int, a: Tensor, w: Tensor, kn: bool) -> tuple[Tensor, Tensor]:
+    return _comm(cid, nranks).ag_gemm(a, w, b_layout=_LAYOUTS[kn], gathered=True)
 
 
 @ag_gemm_gathered.register_fake
-def _(cid, a, w, kn):
-    p = _comm(cid).nranks
+def _(cid, nranks, a, w, kn):
+    p = nranks
     return (a.new_empty((p * a.size(0), w.size(1) if kn else w.size(0))),
             a.new_empty((p * a.size(0), a.size(1))))
 
 
 @torch.library.custom_op("meld::gemm_rs", mutates_args=())
-def gemm_rs(cid: int, a: Tensor, w: Tensor, kn: bool, algo: str) -> Tensor:
-    return _comm(cid).gemm_rs(a, w, b_layout=_LAYOUTS[kn], algo=algo)
+def gemm_rs(cid: int, rows: int, a: Tensor, w: Tensor, kn: bool, algo: str) -> Tensor:
+    out = _comm(cid).gemm_rs(a, w, b_layout=_LAYOUTS[kn], algo=algo)
+    if out.size(0) != rows:
+        raise _ops._err(f"meld::gemm_rs: traced for {rows} output rows, this rank gets {out.size(0)}")
+    return out
 
 
 @gemm_rs.register_fake
-def _(cid, a, w, kn, algo):
-    rows = _comm(cid).gemm_rs_rows(a.size(0))[1]
+def _(cid, rows, a, w, kn, algo):
     return a.new_empty((rows, w.size(1) if kn else w.size(0)))
 
 

@@ -384,7 +384,7 @@ class Comm:
         """out [P * x.shape[0], ...]: rank r's x at block r (bf16 or fp32; contiguous)."""
         if _compiling():
             _no_out(out=out)
-            return _torch().ops.meld.all_gather(self.id, x)
+            return _torch().ops.meld.all_gather(self.id, self.nranks, x)
         shape = (self.nranks * x.size(0),) + tuple(x.shape[1:]) if x.dim() else (self.nranks,)
         return self._coll(C.lib.meld_all_gather, x, shape, out, x.numel())
 
@@ -392,7 +392,7 @@ class Comm:
         """out [x.shape[0] / P, ...] = block `rank` of the sum over ranks of x."""
         if _compiling():
             _no_out(out=out)
-            return _torch().ops.meld.reduce_scatter(self.id, x)
+            return _torch().ops.meld.reduce_scatter(self.id, self.nranks, x)
         shape = self._split(x, "reduce_scatter")
         return self._coll(C.lib.meld_reduce_scatter, x, shape, out, x.numel() // self.nranks)
 
@@ -420,8 +420,8 @@ class Comm:
             _no_out(out=out, gathered=None if gathered is True else gathered)
             kn = _layout(b_layout) == C.B_KN
             if gathered is True:
-                return _torch().ops.meld.ag_gemm_gathered(self.id, a_shard, w, kn)
-            return _torch().ops.meld.ag_gemm(self.id, a_shard, w, kn)
+                return _torch().ops.meld.ag_gemm_gathered(self.id, self.nranks, a_shard, w, kn)
+            return _torch().ops.meld.ag_gemm(self.id, self.nranks, a_shard, w, kn)
         _tensor(a_shard, "a_shard", self.device, _bf16(), 2)
         layout = _layout(b_layout)
         m_loc, k = a_shard.shape
@@ -466,7 +466,10 @@ class Comm:
         split of the M rows)."""
         if _compiling():
             _no_out(out=out)
-            return _torch().ops.meld.gemm_rs(self.id, a, w, _layout(b_layout) == C.B_KN, algo)
+            m = a.size(0)
+            r = -(-m // self.nranks)  # (torch.chunk's split, as meld_gemm_rs_rows)
+            rows = max(0, min(r, m - self.rank * r))
+            return _torch().ops.meld.gemm_rs(self.id, rows, a, w, _layout(b_layout) == C.B_KN, algo)
         _tensor(a, "a", self.device, _bf16(), 2)
         return self._gemm_rs(C.lib.meld_gemm_rs, a, w, out, algo, b_layout,
                              self.gemm_rs_rows(a.size(0))[1])
