@@ -261,6 +261,12 @@ meld_result_t meld_coll_run(struct meld_comm *comm, const char *fn, const meld_c
 /* (A send or recv inside the comm's workspace, as ops pass, is refused with MELD_ERR_INTERNAL
  * when the plan is a staged engine, whose slots live there.) */
 
+/* The same for a comm that spans several nodes (src/ops/coll_net.cu): one kernel a launch,
+ * remote peers over the proxy, same-node peers through the workspace. Fails as the public
+ * functions, and MELD_ERR_UNSUPPORTED for all-to-all with per-peer counts. */
+meld_result_t meld_coll_net_run(struct meld_comm *comm, const char *fn, const meld_coll_args_t *args,
+                                cudaStream_t stream);
+
 /* One line describing every field ("all_reduce P=2 ctas=16 threads=512 chunk=262144 ..."). */
 int meld_coll_plan_format(const meld_coll_plan_t *plan, char *buf, size_t len);
 void meld_coll_plan_print(const meld_coll_plan_t *plan, FILE *f);

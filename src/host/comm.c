@@ -12,6 +12,7 @@
 #include "coll_plan.h"
 #include "error.h"
 #include "log.h"
+#include "net.h"
 
 /* How long destroy waits for peers to unmap before freeing (a dead peer must not hold us). */
 #define MELD_DESTROY_BARRIER_MS 10000
@@ -183,6 +184,7 @@ static void comm_free(struct meld_comm *c, int collective) {
     if (c->ce_stream[i]) cudaStreamDestroy(c->ce_stream[i]);
   }
   if (c->ce_fork) cudaEventDestroy(c->ce_fork);
+  meld_net_destroy(c); /* (before the protocol: the proxy polls its host abort word) */
   if (c->proto) meld_proto_destroy(c);
   /* Close our mappings of the peers' buffers, then wait (briefly: a dead peer must not hold
    * us) until every peer closed its mappings of ours, then free ours. */
@@ -270,6 +272,11 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   MELD_CHECK_GOTO(meld_symbuf_create(c, MELD_SIGNAL_PAD_BYTES, &c->pad), res, fail);
   MELD_CHECK_GOTO(agree(c, meld_proto_create(c), "device protocol setup"), res, fail);
   MELD_CHECK_GOTO(agree(c, ce_stream_create(c), "the copy engine's stream"), res, fail);
+  if (c->nnodes > 1) {
+    uint64_t block = 0;
+    MELD_CHECK_GOTO(agree(c, meld_net_block_env(&block), "MELD_NET_CHUNK_BYTES"), res, fail);
+    MELD_CHECK_GOTO(agree(c, meld_net_create(c), "the inter-node path"), res, fail);
+  }
 
   MELD_INFO(MELD_SUB_INIT,
             "rank %d/%d: GPU %s (%d SMs), node %d/%d, local rank %d/%d, workspace %zu bytes",
@@ -345,7 +352,8 @@ meld_result_t meld_comm_abort(meld_comm_t comm) {
 meld_result_t meld_comm_check(meld_comm_t comm) {
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_check: comm is NULL");
-  return meld_proto_check(comm);
+  const meld_result_t r = meld_proto_check(comm);
+  return r != MELD_OK ? r : meld_net_check(comm);
 }
 
 int meld_comm_node_sm_count(const struct meld_comm *comm) {

@@ -90,6 +90,7 @@ struct meld_comm {
   cudaStream_t ce_stream[MELD_CE_STREAMS]; /* non-blocking; a call's copy i > 0 on (i - 1) % n  */
   cudaEvent_t ce_fork, ce_join[MELD_CE_STREAMS]; /* fork from the caller's stream, join back */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
+  struct meld_net *net;    /* nnodes > 1: staging, ring, transport, proxy (net.h); else NULL */
 };
 
 /* Node assignment from every rank's info (pure function, unit-tested on the CPU):

@@ -267,6 +267,10 @@ static void state_free(struct meld_proto_state *st) {
   free(st);
 }
 
+const uint32_t *meld_proto_host_abort(struct meld_comm *comm) {
+  return comm && comm->proto && comm->proto->host ? &comm->proto->host->host_abort : NULL;
+}
+
 meld_result_t meld_proto_create(struct meld_comm *comm) {
   meld_result_t res = MELD_OK;
   struct meld_proto_state *st = calloc(1, sizeof *st);

@@ -34,6 +34,10 @@ extern "C" {
  * from meld_comm_init until meld_comm_destroy. */
 meld_proto_dev_t meld_proto_dev(struct meld_comm *comm);
 
+/* The host address of the comm's host abort word (nonzero after meld_comm_abort), for the
+ * proxy thread to poll. */
+const uint32_t *meld_proto_host_abort(struct meld_comm *comm);
+
 /* The name of op id `op` (MELD_OP_*), e.g. "ag_gemm", "signal_test". Never NULL. */
 const char *meld_op_name(uint32_t op);
 

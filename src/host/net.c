@@ -1,0 +1,106 @@
+/* net.c — a multi-node comm's inter-node path (net.h). */
+#include "net.h"
+
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "common/net.h"
+#include "error.h"
+#include "log.h"
+#include "proto.h"
+#include "proxy.h"
+#include "transport.h"
+
+meld_result_t meld_net_block_env(uint64_t *block) {
+  *block = MELD_NET_BLOCK_DEFAULT;
+  const char *s = getenv("MELD_NET_CHUNK_BYTES");
+  if (!s || !*s) return MELD_OK;
+  size_t v = 0;
+  if (meld_parse_size(s, &v) != 0 || !meld_net_block_valid(v))
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "MELD_NET_CHUNK_BYTES=%s: give a multiple of 256 bytes in [%llu, %llu] (K, M suffixes "
+                      "allowed)",
+                      s, (unsigned long long)MELD_NET_BLOCK_MIN, (unsigned long long)MELD_NET_BLOCK_MAX);
+  *block = v;
+  return MELD_OK;
+}
+
+/* The offsets of the four parts in the one host allocation (each 4 KiB aligned). */
+typedef struct {
+  size_t ring, flags, send, recv, total;
+} net_layout_t;
+
+static size_t align4k(size_t x) { return (x + 4095) & ~(size_t)4095; }
+
+static net_layout_t net_layout(int nranks, uint64_t block) {
+  net_layout_t l;
+  l.ring = 0;
+  l.flags = align4k(meld_cmdring_bytes(MELD_NET_RING_SLOTS));
+  l.send = l.flags + align4k((size_t)nranks * sizeof(uint64_t));
+  l.recv = l.send + (size_t)meld_net_stage_bytes(nranks, block);
+  l.total = l.recv + (size_t)meld_net_stage_bytes(nranks, block);
+  return l;
+}
+
+static void net_free(meld_net_t *n) {
+  if (!n) return;
+  if (n->proxy) (void)meld_proxy_destroy(n->proxy);
+  if (n->tp) meld_transport_close(n->tp, 5000);
+  if (n->host) cudaFreeHost(n->host);
+  free(n);
+}
+
+meld_result_t meld_net_create(struct meld_comm *comm) {
+  meld_result_t res = MELD_OK;
+  comm->net = NULL;
+  meld_net_t *n = calloc(1, sizeof *n);
+  if (!n) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory (inter-node path)");
+  MELD_CHECK_GOTO(meld_net_block_env(&n->block), res, fail);
+  const net_layout_t l = net_layout(comm->nranks, n->block);
+  n->host_bytes = l.total;
+  MELD_CUDA_CHECK_GOTO(cudaHostAlloc(&n->host, l.total, cudaHostAllocMapped | cudaHostAllocPortable), res, fail);
+  memset(n->host, 0, l.total);
+  uint8_t *h = (uint8_t *)n->host, *d = NULL;
+  MELD_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&d, n->host, 0), res, fail);
+  n->ring = (meld_cmdring_hdr_t *)(h + l.ring), n->ring_dev = (meld_cmdring_hdr_t *)(d + l.ring);
+  n->flags = (uint64_t *)(h + l.flags), n->flags_dev = (uint64_t *)(d + l.flags);
+  n->send = h + l.send, n->send_dev = d + l.send;
+  n->recv = h + l.recv, n->recv_dev = d + l.recv;
+
+  /* Regions in the same order on every rank (send, recv, flags: ids 0, 1, 2), then connect. */
+  const int64_t tmo = comm->cfg.bootstrap_timeout_ms;
+  MELD_CHECK_GOTO(meld_transport_tcp_create(comm->rank, comm->nranks, comm->node, NULL, tmo, &n->tp), res, fail);
+  const uint64_t stage = meld_net_stage_bytes(comm->nranks, n->block);
+  MELD_CHECK_GOTO(meld_transport_register(n->tp, n->send, stage, &n->region_send), res, fail);
+  MELD_CHECK_GOTO(meld_transport_register(n->tp, n->recv, stage, &n->region_recv), res, fail);
+  MELD_CHECK_GOTO(meld_transport_register(n->tp, n->flags, (uint64_t)comm->nranks * 8u, &n->region_flags), res,
+                  fail);
+  MELD_CHECK_GOTO(meld_transport_connect(n->tp, comm->boot), res, fail);
+
+  meld_proxy_config_t pc = MELD_PROXY_CONFIG_INIT;
+  pc.nslots = MELD_NET_RING_SLOTS;
+  pc.timeout_ms = comm->cfg.timeout_ms;
+  pc.abort_word = meld_proto_host_abort(comm);
+  pc.ring = n->ring;
+  MELD_CHECK_GOTO(meld_proxy_create(n->tp, &pc, &n->proxy), res, fail);
+  comm->net = n;
+  MELD_INFO(MELD_SUB_PROXY, "inter-node path: tcp, %llu-byte staging blocks, %zu bytes pinned",
+            (unsigned long long)n->block, l.total);
+  return MELD_OK;
+fail:
+  net_free(n);
+  return res;
+}
+
+void meld_net_destroy(struct meld_comm *comm) {
+  if (!comm || !comm->net) return;
+  net_free(comm->net);
+  comm->net = NULL;
+}
+
+meld_result_t meld_net_check(struct meld_comm *comm) {
+  if (!comm || !comm->net || !comm->net->proxy) return MELD_OK;
+  return meld_proxy_check(comm->net->proxy);
+}

@@ -1,0 +1,292 @@
+/* test_net.cu — the collectives of a comm that spans several (emulated) nodes: ranks get
+ * MELD_NODE_ID = rank / ranks_per_node, so bytes between nodes go through the proxy (pinned
+ * staging, command ring written by the kernel, tcp) and bytes within a node through the
+ * workspace. Layouts: 2 nodes x 1 rank (every peer remote), and 2 nodes x 2 ranks (both kinds
+ * in one call) where 4 ranks are available (tests/gpu/run_shared.sh 4 test_net on one GPU).
+ * MELD_NET_CHUNK_BYTES = 64 KiB, so the larger counts take several launches.
+ *
+ * Checks (bitwise, against host references from the same generator; outputs poisoned first):
+ * all_gather (and in place), all_to_all, reduce_scatter and all_reduce (in and out of place;
+ * fp32 sums in rank order rounded once, as the device does) at 1, 1000 and 70001 elements in
+ * bf16 and fp32; 40 back-to-back all_reduces with changing inputs; CUDA-graph replays with new
+ * inputs; what is refused (all_to_allv, a fused op) with its sentence; and a rank that never
+ * calls: MELD_ERR_TIMEOUT on the other, no hang. */
+#include "gpu_test.h"
+
+static int g_per_node = 1;
+
+static void env_nodes(int rank) {
+  char b[16];
+  snprintf(b, sizeof b, "%d", rank / g_per_node);
+  setenv("MELD_NODE_ID", b, 1);
+  setenv("MELD_NET_CHUNK_BYTES", "65536", 1);
+}
+
+static meld_config_t test_config(void) {
+  meld_config_t cfg = MELD_CONFIG_INIT;
+  cfg.bootstrap_timeout_ms = 30000;
+  cfg.workspace_bytes = (size_t)32 << 20;
+  return cfg;
+}
+
+static uint16_t f2bf(float f) { /* round to nearest even (finite inputs) */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* Element i of rank r's input for case `seed`, as stored (bf16 or fp32 bits). */
+static float val(int r, uint64_t i, uint64_t seed) {
+  uint64_t s = (seed * 1000003ull + (uint64_t)r) * 0x9E3779B97F4A7C15ull + i * 0xD1B54A32D192ED03ull + 1;
+  float f = gt_rand_f(&s);
+  return fabsf(f) < 1.0f / 64 ? 0.5f : f;
+}
+static void fill(void *h, uint64_t n, int dtype, int r, uint64_t seed) {
+  for (uint64_t i = 0; i < n; i++) {
+    const float f = val(r, i, seed);
+    if (dtype == MELD_BF16) ((uint16_t *)h)[i] = f2bf(f);
+    else ((float *)h)[i] = f;
+  }
+}
+static float as_f(const void *h, uint64_t i, int dtype) {
+  return dtype == MELD_BF16 ? bf2f(((const uint16_t *)h)[i]) : ((const float *)h)[i];
+}
+/* The device's sum: fp32 from 0 in rank order, rounded once. */
+static void store(void *h, uint64_t i, float f, int dtype) {
+  if (dtype == MELD_BF16) ((uint16_t *)h)[i] = f2bf(f);
+  else ((float *)h)[i] = f;
+}
+
+static int same(const void *a, const void *b, size_t bytes, const char *what) {
+  if (memcmp(a, b, bytes) == 0) return 1;
+  size_t i = 0;
+  while (((const uint8_t *)a)[i] == ((const uint8_t *)b)[i]) i++;
+  GT_CHECK(0, "%s: first difference at byte %zu of %zu", what, i, bytes);
+  return 0;
+}
+
+/* One case of every collective for (count, dtype); seed varies the data. */
+static void one_case(meld_comm_t comm, int rank, int P, uint64_t count, int dtype, uint64_t seed,
+                     cudaStream_t st) {
+  const size_t es = dtype == MELD_BF16 ? 2 : 4, B = count * es;
+  const char *dn = dtype == MELD_BF16 ? "bf16" : "fp32";
+  uint8_t *hs = (uint8_t *)malloc(B * P), *hr = (uint8_t *)malloc(B * P), *ref = (uint8_t *)malloc(B * P);
+  uint8_t *in = (uint8_t *)malloc(B * P);
+  void *ds = NULL, *dr = NULL;
+  GT_CUDA(cudaMalloc(&ds, B * P));
+  GT_CUDA(cudaMalloc(&dr, B * P));
+  char what[128];
+  /* all_gather: rank r's block is fill(r) */
+  fill(hs, count, dtype, rank, seed);
+  GT_CUDA(cudaMemcpy(ds, hs, B, cudaMemcpyHostToDevice));
+  GT_CUDA(cudaMemsetAsync(dr, 0xff, B * P, st));
+  GT_MELD(meld_all_gather(comm, ds, dr, count, (meld_dtype_t)dtype, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_CUDA(cudaMemcpy(hr, dr, B * P, cudaMemcpyDeviceToHost));
+  for (int q = 0; q < P; q++) fill(ref + q * B, count, dtype, q, seed);
+  snprintf(what, sizeof what, "all_gather %s count %llu", dn, (unsigned long long)count);
+  same(hr, ref, B * P, what);
+  /* in place: send = recv + rank * B */
+  GT_CUDA(cudaMemsetAsync(dr, 0xff, B * P, st));
+  GT_CUDA(cudaMemcpy((uint8_t *)dr + rank * B, hs, B, cudaMemcpyHostToDevice));
+  GT_MELD(meld_all_gather(comm, (uint8_t *)dr + rank * B, dr, count, (meld_dtype_t)dtype, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_CUDA(cudaMemcpy(hr, dr, B * P, cudaMemcpyDeviceToHost));
+  snprintf(what, sizeof what, "all_gather in place %s count %llu", dn, (unsigned long long)count);
+  same(hr, ref, B * P, what);
+  /* all_to_all: rank r's send = fill(r, seed + 1) over P blocks; block q goes to q */
+  fill(hs, count * P, dtype, rank, seed + 1);
+  GT_CUDA(cudaMemcpy(ds, hs, B * P, cudaMemcpyHostToDevice));
+  GT_CUDA(cudaMemsetAsync(dr, 0xff, B * P, st));
+  GT_MELD(meld_all_to_all(comm, ds, dr, count, (meld_dtype_t)dtype, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_CUDA(cudaMemcpy(hr, dr, B * P, cudaMemcpyDeviceToHost));
+  for (int q = 0; q < P; q++) {
+    fill(in, count * P, dtype, q, seed + 1);
+    memcpy(ref + q * B, in + rank * B, B);
+  }
+  snprintf(what, sizeof what, "all_to_all %s count %llu", dn, (unsigned long long)count);
+  same(hr, ref, B * P, what);
+  /* reduce_scatter: sum over q of q's block `rank` (same data as all_to_all) */
+  GT_CUDA(cudaMemsetAsync(dr, 0xff, B, st));
+  GT_MELD(meld_reduce_scatter(comm, ds, dr, count, (meld_dtype_t)dtype, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_CUDA(cudaMemcpy(hr, dr, B, cudaMemcpyDeviceToHost));
+  for (uint64_t i = 0; i < count; i++) {
+    float s = 0.0f;
+    for (int q = 0; q < P; q++) s += as_f(ref + q * B, i, dtype);
+    store(in, i, s, dtype);
+  }
+  snprintf(what, sizeof what, "reduce_scatter %s count %llu", dn, (unsigned long long)count);
+  same(hr, in, B, what);
+  /* all_reduce of P * count elements, out of place then in place */
+  const uint64_t n = count * P;
+  fill(hs, n, dtype, rank, seed + 2);
+  GT_CUDA(cudaMemcpy(ds, hs, B * P, cudaMemcpyHostToDevice));
+  GT_CUDA(cudaMemsetAsync(dr, 0xff, B * P, st));
+  GT_MELD(meld_all_reduce(comm, ds, dr, n, (meld_dtype_t)dtype, st));
+  GT_MELD(meld_all_reduce(comm, ds, ds, n, (meld_dtype_t)dtype, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  {
+    uint8_t *all = (uint8_t *)malloc(B * P * P);
+    for (int q = 0; q < P; q++) fill(all + (size_t)q * B * P, n, dtype, q, seed + 2);
+    for (uint64_t i = 0; i < n; i++) {
+      float s = 0.0f;
+      for (int q = 0; q < P; q++) s += as_f(all + (size_t)q * B * P, i, dtype);
+      store(ref, i, s, dtype);
+    }
+    free(all);
+  }
+  GT_CUDA(cudaMemcpy(hr, dr, B * P, cudaMemcpyDeviceToHost));
+  snprintf(what, sizeof what, "all_reduce %s count %llu", dn, (unsigned long long)n);
+  same(hr, ref, B * P, what);
+  GT_CUDA(cudaMemcpy(hr, ds, B * P, cudaMemcpyDeviceToHost));
+  snprintf(what, sizeof what, "all_reduce in place %s count %llu", dn, (unsigned long long)n);
+  same(hr, ref, B * P, what);
+  cudaFree(ds);
+  cudaFree(dr);
+  free(hs), free(hr), free(ref), free(in);
+}
+
+static void rank_collectives(int rank, int P) {
+  meld_config_t cfg = test_config();
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  if (!comm) return;
+  meld_comm_info_t info;
+  GT_MELD(meld_comm_info(comm, &info));
+  GT_CHECK(info.nnodes == P / g_per_node && info.local_size == g_per_node, "nnodes %d local_size %d",
+           info.nnodes, info.local_size);
+  cudaStream_t st;
+  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const double t0 = gt_now_s();
+  const uint64_t counts[] = {1, 1000, 70001};
+  for (int c = 0; c < 3; c++)
+    for (int dt = 0; dt < 2; dt++) one_case(comm, rank, P, counts[c], dt, 10 + c, st);
+  gt_log("every collective at 3 counts x 2 dtypes: %.2f s", gt_now_s() - t0);
+
+  /* 40 back-to-back all_reduces (fp32, 5000 elements: one launch each), inputs changing */
+  const int reps = 40;
+  const uint64_t n = 5000;
+  float *d_in = NULL, *d_out = NULL, *h = (float *)malloc(n * 4 * reps), *hr = (float *)malloc(n * 4 * reps);
+  GT_CUDA(cudaMalloc(&d_in, n * 4 * reps));
+  GT_CUDA(cudaMalloc(&d_out, n * 4 * reps));
+  for (int i = 0; i < reps; i++) fill(h + i * n, n, MELD_FP32, rank, 100 + i);
+  GT_CUDA(cudaMemcpy(d_in, h, n * 4 * reps, cudaMemcpyHostToDevice));
+  GT_CUDA(cudaMemsetAsync(d_out, 0xff, n * 4 * reps, st));
+  for (int i = 0; i < reps; i++) GT_MELD(meld_all_reduce(comm, d_in + i * n, d_out + i * n, n, MELD_FP32, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_CUDA(cudaMemcpy(hr, d_out, n * 4 * reps, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (int i = 0; i < reps && !bad; i++)
+    for (uint64_t e = 0; e < n; e++) {
+      float s = 0.0f;
+      for (int q = 0; q < P; q++) s += val(q, e, 100 + i);
+      if (memcmp(&s, hr + i * n + e, 4) != 0) {
+        GT_CHECK(0, "back-to-back all_reduce %d element %llu: %g, expected %g", i, (unsigned long long)e,
+                 hr[i * n + e], s);
+        bad = 1;
+        break;
+      }
+    }
+  GT_CHECK(!bad, "40 back-to-back all_reduces");
+
+  /* a CUDA graph of an all_gather and an all_reduce, replayed with new inputs */
+  cudaGraph_t g = NULL;
+  cudaGraphExec_t ge = NULL;
+  GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+  GT_MELD(meld_all_gather(comm, d_in, d_out, n, MELD_FP32, st));
+  GT_MELD(meld_all_reduce(comm, d_in + n * P, d_out + n * P, n, MELD_FP32, st));
+  GT_CUDA(cudaStreamEndCapture(st, &g));
+  GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
+  for (int it = 0; it < 3; it++) {
+    fill(h, n, MELD_FP32, rank, 500 + it);
+    fill(h + n * P, n, MELD_FP32, rank, 600 + it);
+    GT_CUDA(cudaMemcpy(d_in, h, n * 4 * (P + 1), cudaMemcpyHostToDevice));
+    GT_CUDA(cudaGraphLaunch(ge, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    GT_CUDA(cudaMemcpy(hr, d_out, n * 4 * (P + 1), cudaMemcpyDeviceToHost));
+    int ok = 1;
+    for (int q = 0; q < P && ok; q++)
+      for (uint64_t e = 0; e < n; e++) {
+        const float v = val(q, e, 500 + it);
+        if (memcmp(&v, hr + q * n + e, 4) != 0) { ok = 0; break; }
+      }
+    for (uint64_t e = 0; e < n && ok; e++) {
+      float s = 0.0f;
+      for (int q = 0; q < P; q++) s += val(q, e, 600 + it);
+      if (memcmp(&s, hr + n * P + e, 4) != 0) ok = 0;
+    }
+    GT_CHECK(ok, "graph replay %d: all_gather + all_reduce", it);
+  }
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+
+  /* refused with a sentence, on every rank alike (nothing launched) */
+  size_t cnt[64], off[64];
+  for (int q = 0; q < P; q++) cnt[q] = 4, off[q] = 4 * q;
+  meld_result_t r = meld_all_to_allv(comm, d_in, cnt, off, d_out, cnt, off, MELD_FP32, st);
+  GT_CHECK(r == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "per-peer counts across nodes"),
+           "all_to_allv across nodes: %d %s", (int)r, meld_last_error());
+  meld_ag_gemm_args_t ag;
+  memset(&ag, 0, sizeof ag);
+  ag.a_shard = d_in, ag.lda = 64, ag.b = d_in, ag.ldb = 64, ag.c = d_out, ag.ldc = 64;
+  ag.m_loc = 128, ag.n_loc = 64, ag.k = 64;
+  r = meld_ag_gemm(comm, &ag, st);
+  GT_CHECK(r == MELD_ERR_UNSUPPORTED, "meld_ag_gemm across nodes: %d %s", (int)r, meld_last_error());
+  GT_MELD(meld_comm_check(comm));
+  cudaFree(d_in);
+  cudaFree(d_out);
+  free(h), free(hr);
+  cudaStreamDestroy(st);
+  GT_MELD(meld_comm_destroy(comm));
+}
+
+/* Rank 0 calls an all_reduce that rank 1 never joins: rank 0's wait ends in MELD_ERR_TIMEOUT. */
+static void rank_missing(int rank, int P) {
+  (void)P;
+  meld_config_t cfg = test_config();
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  if (!comm) return;
+  if (rank == 0) {
+    float *d = NULL;
+    GT_CUDA(cudaMalloc(&d, 4096));
+    const double t0 = gt_now_s();
+    GT_MELD(meld_all_reduce(comm, d, d, 1024, MELD_FP32, 0));
+    cudaError_t e = cudaDeviceSynchronize();
+    meld_result_t r = meld_comm_check(comm);
+    GT_CHECK(e == cudaSuccess && r == MELD_ERR_TIMEOUT, "a rank that never calls: cuda %d, meld %d (%s)", (int)e,
+             (int)r, meld_last_error());
+    gt_log("rank 0's timeout after %.1f s: %s", gt_now_s() - t0, meld_last_error());
+    cudaFree(d);
+  }
+  meld_comm_destroy(comm);
+}
+
+static int run(const char *name, int nranks, gt_rank_fn fn) {
+  printf("--- %s (%d ranks, %d a node)\n", name, nranks, g_per_node);
+  fflush(stdout);
+  int failed = gt_spawn_env(nranks, fn, env_nodes);
+  GT_CHECK(failed == 0, "%s: %d rank(s) failed", name, failed);
+  return failed;
+}
+
+int main(void) {
+  const int ndev = gt_device_count();
+  printf("test_net: %d rank slot(s)\n", ndev);
+  if (ndev < 2) {
+    printf("skipped: needs 2 ranks (2 GPUs, or MELD_SHARE_GPU=1 on one: tests/gpu/run_shared.sh 2 test_net)\n");
+    return gt_summary("test_net");
+  }
+  g_per_node = 1;
+  run("collectives, 2 nodes x 1 rank", 2, rank_collectives);
+  if (ndev >= 4) {
+    g_per_node = 2;
+    run("collectives, 2 nodes x 2 ranks", 4, rank_collectives);
+  }
+  g_per_node = 1;
+  run("a rank that never calls", 2, rank_missing);
+  return gt_summary("test_net");
+}
