@@ -1,8 +1,9 @@
 /* test_net.cu — the collectives of a comm that spans several (emulated) nodes: ranks get
  * MELD_NODE_ID = rank / ranks_per_node, so bytes between nodes go through the proxy (pinned
  * staging, command ring written by the kernel, tcp) and bytes within a node through the
- * workspace. Layouts: 2 nodes x 1 rank (every peer remote), and 2 nodes x 2 ranks (both kinds
- * in one call) where 4 ranks are available (tests/gpu/run_shared.sh 4 test_net on one GPU).
+ * workspace. Layouts: 2 nodes x 1 rank (every peer remote), 3 nodes x 1 rank, and 2 nodes x 2
+ * ranks (both kinds in one call) where 3 / 4 ranks are available (tests/gpu/run_shared.sh 4
+ * test_net on one GPU).
  * MELD_NET_CHUNK_BYTES = 64 KiB, so the larger counts take several launches.
  *
  * Checks (bitwise, against host references from the same generator; outputs poisoned first):
@@ -89,6 +90,7 @@ static void one_case(meld_comm_t comm, int rank, int P, uint64_t count, int dtyp
   same(hr, ref, B * P, what);
   /* in place: send = recv + rank * B */
   GT_CUDA(cudaMemsetAsync(dr, 0xff, B * P, st));
+  GT_CUDA(cudaStreamSynchronize(st)); /* (st does not order with cudaMemcpy's legacy stream) */
   GT_CUDA(cudaMemcpy((uint8_t *)dr + rank * B, hs, B, cudaMemcpyHostToDevice));
   GT_MELD(meld_all_gather(comm, (uint8_t *)dr + rank * B, dr, count, (meld_dtype_t)dtype, st));
   GT_CUDA(cudaStreamSynchronize(st));
@@ -282,6 +284,7 @@ int main(void) {
   }
   g_per_node = 1;
   run("collectives, 2 nodes x 1 rank", 2, rank_collectives);
+  if (ndev >= 3) run("collectives, 3 nodes x 1 rank", 3, rank_collectives);
   if (ndev >= 4) {
     g_per_node = 2;
     run("collectives, 2 nodes x 2 ranks", 4, rank_collectives);
