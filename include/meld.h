@@ -290,7 +290,7 @@ meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t str
 meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attention_args_t *args, cudaStream_t stream);
 
 /* ---------------------------------------------------------------------------------------- */
-/* Collectives alone (intra-node, GPU-driven over NVLink)                                   */
+/* Collectives alone (GPU-driven: NVLink within a node; several nodes: see below)           */
 /* ---------------------------------------------------------------------------------------- */
 
 /* Element types of the collectives. Sums accumulate in fp32 registers (bf16 partials travel
@@ -337,11 +337,21 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  *   then be 0 on every rank.
  * - One rank: every op is a copy of the rank's one block, enqueued as one device-to-device
  *   cudaMemcpyAsync (nothing when send is recv's block), not a kernel.
+ * - Several nodes (a first, functional version): all_gather, reduce_scatter, all_reduce and
+ *   all_to_all work on a comm whose ranks span nodes (hosts, or MELD_NODE_ID groups). Each
+ *   launch is ONE kernel: it sends same-node peers their bytes through the workspace and
+ *   writes one command per remote peer into the comm's proxy ring (host-pinned memory); the
+ *   proxy thread moves the bytes over TCP into the peer's pinned staging and raises a flag
+ *   there that the peer's kernel polls. Blocks above MELD_NET_CHUNK_BYTES (default 1 MiB) take
+ *   one launch per chunk. Sums as above (rank order, fp32). The bytes between nodes pass
+ *   through host memory (no RDMA yet): a correctness path, not a fast one; with same-node
+ *   peers the workspace must hold nranks x MELD_NET_CHUNK_BYTES. all_to_allv across nodes is
+ *   MELD_ERR_UNSUPPORTED, as are the fused ops.
  * - send and recv must not overlap, except where an op says so.
  * - Fails (before launching anything): MELD_ERR_INVALID_ARG (NULL comm, NULL buffer with a
  *   non-zero count, unknown dtype, pointer not aligned to the element size, sizes that
- *   overflow), MELD_ERR_UNSUPPORTED (ranks on different nodes: "inter-node collectives are
- *   not supported yet"; returned identically on every rank, so none is left waiting),
+ *   overflow), MELD_ERR_UNSUPPORTED (all_to_allv on ranks of different nodes; returned
+ *   identically on every rank, so none is left waiting),
  *   MELD_ERR_OUT_OF_MEMORY (the workspace cannot hold the plan's slots; the message names
  *   the workspace size to configure), MELD_ERR_CUDA (the launch failed). Errors on the device
  *   (a peer that never arrives: MELD_ERR_TIMEOUT after timeout_ms; an abort:
