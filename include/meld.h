@@ -281,10 +281,11 @@ meld_result_t meld_attention(const meld_attention_args_t *args, cudaStream_t str
  * bytes a K/V head: MELD_WORKSPACE_BYTES); where not even one head fits, K and V are all-gathered
  * first (into the comm's scratch, grown outside capture), then one kernel runs (also
  * MELD_RING_ATTN=unfused). CUDA-graph capturable (the fused path allocates nothing; the gathered
- * one after a first call outside capture). With one rank it is meld_attention.
+ * one after a first call outside capture). With one rank it is meld_attention. Ranks on several
+ * nodes take the gathered path (the all-gather's inter-node path, see the collectives).
  * Fails as meld_attention does, and MELD_ERR_INVALID_ARG (NULL comm, non-zero positions,
  * seq_q != seq_kv, zigzag with a part not a multiple of 256 tokens), MELD_ERR_UNSUPPORTED
- * (ranks on several nodes; the gathered path's scratch to grow during capture), and,
+ * (the gathered path's scratch to grow during capture), and,
  * asynchronously (meld_comm_check), MELD_ERR_TIMEOUT / MELD_ERR_ABORTED (a peer did not take
  * part within the comm's timeout, or called with other shapes). */
 meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attention_args_t *args, cudaStream_t stream);
@@ -440,8 +441,10 @@ meld_result_t meld_gemm_rs_rows(int64_t m, int nranks, int rank, int64_t *first,
  * workspace (MELD_WORKSPACE_BYTES); otherwise AUTO takes the unfused path (meld_gemm into a
  * scratch buffer the library keeps per communicator, then meld_reduce_scatter), and FUSED fails
  * with MELD_ERR_UNSUPPORTED / MELD_ERR_OUT_OF_MEMORY naming the size. P = 1 is a plain GEMM.
- * Fails: MELD_ERR_INVALID_ARG (NULL, bad dims or alignment), MELD_ERR_UNSUPPORTED (ranks on
- * several nodes, not Hopper), MELD_ERR_OUT_OF_MEMORY, MELD_ERR_CUDA; device-side errors
+ * Ranks on several nodes: AUTO takes the unfused path (its collective crosses nodes through the
+ * collectives' inter-node path), FUSED fails with MELD_ERR_UNSUPPORTED.
+ * Fails: MELD_ERR_INVALID_ARG (NULL, bad dims or alignment), MELD_ERR_UNSUPPORTED (FUSED across
+ * nodes, not Hopper), MELD_ERR_OUT_OF_MEMORY, MELD_ERR_CUDA; device-side errors
  * (a missing rank: MELD_ERR_TIMEOUT; a mismatch or abort) come from meld_comm_check and
  * later calls. */
 meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream);
@@ -496,8 +499,9 @@ typedef struct {
  * on one GPU, so off by default; not with a_gathered).
  * Fails before launching: MELD_ERR_INVALID_ARG (NULL comm/args/pointers, misalignment, bad
  * dims; the sentence names the argument), MELD_ERR_OUT_OF_MEMORY (workspace too small: the
- * message names the size to set), MELD_ERR_UNSUPPORTED (ranks on several nodes, not a Hopper
- * GPU), MELD_ERR_TIMEOUT / MELD_ERR_ABORTED (an earlier call failed: the comm is aborted),
+ * message names the size to set), MELD_ERR_UNSUPPORTED (MELD_SCHEDULE=fused on ranks of several
+ * nodes, which take the unfused schedule: meld_all_gather's inter-node path, then meld_gemm; not
+ * a Hopper GPU), MELD_ERR_TIMEOUT / MELD_ERR_ABORTED (an earlier call failed: the comm is aborted),
  * MELD_ERR_CUDA. On the device: ranks with different m_loc or k -> every rank's call aborts
  * with a mismatch message; a rank that never calls -> MELD_ERR_TIMEOUT after timeout_ms;
  * both reported by meld_comm_check() and later calls. */

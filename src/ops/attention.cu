@@ -260,9 +260,6 @@ extern "C" meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attent
   meld_error_clear();
   const char *fn = "meld_ring_attention";
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
-  if (comm->nnodes > 1)
-    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes; inter-node ring attention is not supported yet", fn,
-                      comm->nnodes);
   MELD_CHECK(meld_proto_sticky_error(comm, fn));
   meld_result_t vr = attn_args_validate(args);
   if (vr == MELD_OK && (args->q_pos0 != 0 || args->kv_pos0 != 0))
@@ -287,6 +284,10 @@ extern "C" meld_result_t meld_ring_attention(meld_comm_t comm, const meld_attent
                     (long long)args->seq_kv);
   attn_ring_plan_t rp;
   if (vr == MELD_OK) vr = attn_ring_plan_make(args, P, comm->workspace.bytes, meld_comm_node_sm_count(comm), &rp);
+  if (vr == MELD_OK && comm->nnodes > 1 && rp.fused) { /* (the fused kernel pushes over NVLink only) */
+    rp.fused = 0;
+    rp.why = "ranks on several nodes: K and V all-gathered by the inter-node path";
+  }
   if (vr != MELD_OK) {
     /* (only the fused path's kernel takes part in a handshake; a rank whose peers run the
      * gathered path's all-gather sees its own mismatch there) */

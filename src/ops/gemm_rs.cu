@@ -947,9 +947,7 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
   if (loop && !dec_loop && (pl.algo != MELD_GEMM_RS_FUSED || pl.sym || a->m != 2 * (int64_t)pl.rpo))
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_GEMM_RS_DIAG=1024 (loopback) needs the fused plan at 2 ranks "
                       "in owner mode with M = 2 x a multiple of 128 (enough tiles)", fn);
-  if (comm->nnodes > 1 && comm->nranks > 1)
-    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes: inter-node GEMM+%s is not supported yet", fn,
-                      comm->nnodes, is_ar ? "AR" : "RS");
+  /* (across nodes the plan is unfused: meld_gemm, then the collective's inter-node path) */
   /* A comm whose device protocol failed (sticky) reports it instead of launching. */
   MELD_CHECK(meld_proto_sticky_error(comm, fn));
   /* The decode kernel's loopback: C = 2 x A B^T exactly. */

@@ -10,9 +10,11 @@
  * all_gather (and in place), all_to_all, reduce_scatter and all_reduce (in and out of place;
  * fp32 sums in rank order rounded once, as the device does) at 1, 1000 and 70001 elements in
  * bf16 and fp32; 40 back-to-back all_reduces with changing inputs; CUDA-graph replays with new
- * inputs; what is refused (all_to_allv, a fused op) with its sentence; and a rank that never
- * calls: MELD_ERR_TIMEOUT on the other, no hang. */
-#include "gpu_test.h"
+ * inputs; what is refused (all_to_allv, the MoE dispatch, a forced fused GEMM+RS) with its
+ * sentence; meld_ag_gemm / meld_gemm_rs / meld_gemm_ar / meld_ring_attention (their unfused
+ * paths) against fp32 references; and a rank that never calls: MELD_ERR_TIMEOUT on the other,
+ * no hang. */
+#include "attn_ref.h" /* (includes gpu_test.h) */
 
 static int g_per_node = 1;
 
@@ -231,16 +233,154 @@ static void rank_collectives(int rank, int P) {
   meld_result_t r = meld_all_to_allv(comm, d_in, cnt, off, d_out, cnt, off, MELD_FP32, st);
   GT_CHECK(r == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "per-peer counts across nodes"),
            "all_to_allv across nodes: %d %s", (int)r, meld_last_error());
-  meld_ag_gemm_args_t ag;
-  memset(&ag, 0, sizeof ag);
-  ag.a_shard = d_in, ag.lda = 64, ag.b = d_in, ag.ldb = 64, ag.c = d_out, ag.ldc = 64;
-  ag.m_loc = 128, ag.n_loc = 64, ag.k = 64;
-  r = meld_ag_gemm(comm, &ag, st);
-  GT_CHECK(r == MELD_ERR_UNSUPPORTED, "meld_ag_gemm across nodes: %d %s", (int)r, meld_last_error());
+  meld_moe_args_t mo;
+  memset(&mo, 0, sizeof mo);
+  mo.x = d_in, mo.topk_ids = (const int32_t *)d_in, mo.tokens = 4, mo.topk = 1, mo.experts = P, mo.hidden = 64;
+  mo.w = d_in, mo.n = 64, mo.y = d_out, mo.capacity = 128, mo.expert_offsets = (int32_t *)d_out;
+  mo.expert_counts = (int32_t *)d_out;
+  r = meld_moe_dispatch_gemm(comm, &mo, st);
+  GT_CHECK(r == MELD_ERR_UNSUPPORTED, "meld_moe_dispatch_gemm across nodes: %d %s", (int)r, meld_last_error());
   GT_MELD(meld_comm_check(comm));
   cudaFree(d_in);
   cudaFree(d_out);
   free(h), free(hr);
+  cudaStreamDestroy(st);
+  GT_MELD(meld_comm_destroy(comm));
+  gt_log("%d checks passed, %d failed", gt_passed, gt_failed);
+}
+
+/* dev bf16 [n] from val(r, i, seed) (host-generated, the values the reference uses) */
+static uint16_t *dev_vals(uint64_t n, int r, uint64_t seed, float scale, float *host_f) {
+  uint16_t *h = (uint16_t *)malloc(n * 2), *d = NULL;
+  for (uint64_t i = 0; i < n; i++) {
+    h[i] = f2bf(val(r, i, seed) * scale);
+    if (host_f) host_f[i] = bf2f(h[i]);
+  }
+  GT_CUDA(cudaMalloc(&d, n * 2));
+  GT_CUDA(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
+  free(h);
+  return d;
+}
+
+static double rel_err(const uint16_t *got, const float *ref, uint64_t n) {
+  double e = 0, r = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    const double g = bf2f(got[i]);
+    if (g != g) return 1e30; /* NaN: an element never written */
+    e += (g - ref[i]) * (g - ref[i]), r += (double)ref[i] * ref[i];
+  }
+  return sqrt(e / (r > 0 ? r : 1));
+}
+
+/* The tensor-parallel ops and the ring attention on a comm across nodes: their unfused paths
+ * over the collectives' inter-node path, against fp32 references. */
+static void rank_tp_ops(int rank, int P) {
+  meld_config_t cfg = test_config();
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  if (!comm) return;
+  cudaStream_t st;
+  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const int64_t ml = 128, K = 64, N = 96, M = ml * P;
+  /* AG+GEMM: C [M, N] = AllGather(A) x B_r^T, and the gathered A */
+  float *af = (float *)malloc(M * K * 4), *bf = (float *)malloc(N * K * 4), *ref = (float *)malloc(M * N * 4);
+  uint16_t *ha = (uint16_t *)malloc(M * K * 2), *hc = (uint16_t *)malloc(M * N * 2);
+  uint16_t *da = dev_vals(ml * K, rank, 700, 1.0f, NULL), *db = dev_vals(N * K, 100 + rank, 701, 0.125f, bf);
+  for (int q = 0; q < P; q++) cudaFree(dev_vals(ml * K, q, 700, 1.0f, af + q * ml * K));
+  uint16_t *dc = NULL, *dg = NULL;
+  GT_CUDA(cudaMalloc(&dc, M * N * 2));
+  GT_CUDA(cudaMalloc(&dg, M * K * 2));
+  GT_CUDA(cudaMemset(dc, 0xff, M * N * 2));
+  meld_ag_gemm_args_t ag;
+  memset(&ag, 0, sizeof ag);
+  ag.a_shard = da, ag.lda = K, ag.b = db, ag.ldb = K, ag.b_layout = MELD_B_NK, ag.c = dc, ag.ldc = N;
+  ag.a_gathered = dg, ag.ld_gathered = K, ag.m_loc = ml, ag.n_loc = N, ag.k = K;
+  GT_MELD(meld_ag_gemm(comm, &ag, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      float s = 0;
+      for (int64_t k = 0; k < K; k++) s += af[i * K + k] * bf[j * K + k];
+      ref[i * N + j] = s;
+    }
+  GT_CUDA(cudaMemcpy(hc, dc, M * N * 2, cudaMemcpyDeviceToHost));
+  double e = rel_err(hc, ref, M * N);
+  GT_CHECK(e < 1e-2, "ag_gemm across nodes: rel. error %.3g", e);
+  GT_CUDA(cudaMemcpy(ha, dg, M * K * 2, cudaMemcpyDeviceToHost));
+  int gat = 1;
+  for (int64_t i = 0; i < M * K; i++) gat &= bf2f(ha[i]) == af[i];
+  GT_CHECK(gat, "ag_gemm across nodes: the gathered A");
+  /* GEMM+RS and GEMM+AR: sum over ranks of A_q [M, K] x B_q^T */
+  float *aq = (float *)malloc(M * K * 4), *bq = (float *)malloc(N * K * 4);
+  memset(ref, 0, M * N * 4);
+  for (int q = 0; q < P; q++) {
+    cudaFree(dev_vals(M * K, q, 800, 1.0f, aq));
+    cudaFree(dev_vals(N * K, q, 801, 0.125f, bq));
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        float s = 0;
+        for (int64_t k = 0; k < K; k++) s += aq[i * K + k] * bq[j * K + k];
+        ref[i * N + j] += s;
+      }
+  }
+  uint16_t *dA = dev_vals(M * K, rank, 800, 1.0f, NULL), *dB = dev_vals(N * K, rank, 801, 0.125f, NULL);
+  int64_t first = 0, count = 0;
+  GT_MELD(meld_gemm_rs_rows(M, P, rank, &first, &count));
+  meld_gemm_rs_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = dA, g.lda = K, g.b = dB, g.ldb = K, g.b_layout = MELD_B_NK, g.c = dc, g.ldc = N, g.m = M, g.n = N, g.k = K;
+  GT_CUDA(cudaMemset(dc, 0xff, M * N * 2));
+  GT_MELD(meld_gemm_rs(comm, &g, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_CUDA(cudaMemcpy(hc, dc, count * N * 2, cudaMemcpyDeviceToHost));
+  e = rel_err(hc, ref + first * N, count * N);
+  GT_CHECK(e < 1e-2, "gemm_rs across nodes: rel. error %.3g (rows %lld + %lld)", e, (long long)first, (long long)count);
+  GT_CUDA(cudaMemset(dc, 0xff, M * N * 2));
+  GT_MELD(meld_gemm_ar(comm, &g, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_CUDA(cudaMemcpy(hc, dc, M * N * 2, cudaMemcpyDeviceToHost));
+  e = rel_err(hc, ref, M * N);
+  GT_CHECK(e < 1e-2, "gemm_ar across nodes: rel. error %.3g", e);
+  g.algo = MELD_GEMM_RS_FUSED;
+  meld_result_t r = meld_gemm_rs(comm, &g, st);
+  GT_CHECK(r == MELD_ERR_UNSUPPORTED, "gemm_rs FUSED across nodes is refused: %d %s", (int)r, meld_last_error());
+  /* ring attention (contiguous parts of 128 tokens, causal): against the whole sequence */
+  const int S = 128 * P, H = 2, D = 64;
+  uint16_t *qf = NULL, *kf = NULL, *vf = NULL, *o = NULL;
+  float *oref = NULL, *lref = NULL;
+  const size_t nt = (size_t)S * H * D, np = (size_t)128 * H * D;
+  GT_CUDA(cudaMalloc(&qf, nt * 2));
+  GT_CUDA(cudaMalloc(&kf, nt * 2));
+  GT_CUDA(cudaMalloc(&vf, nt * 2));
+  GT_CUDA(cudaMalloc(&o, np * 2));
+  GT_CUDA(cudaMalloc(&oref, np * 4));
+  GT_CUDA(cudaMalloc(&lref, (size_t)H * 128 * 4));
+  gt_fill_bf16<<<256, 256>>>(qf, nt, 900);
+  gt_fill_bf16<<<256, 256>>>(kf, nt, 901);
+  gt_fill_bf16<<<256, 256>>>(vf, nt, 902);
+  GT_CUDA(cudaMemset(o, 0xff, np * 2));
+  GT_CUDA(cudaDeviceSynchronize());
+  meld_attention_args_t at;
+  memset(&at, 0, sizeof at);
+  at.q = qf + (size_t)rank * np, at.k = kf + (size_t)rank * np, at.v = vf + (size_t)rank * np, at.o = o;
+  at.batch = 1, at.seq_q = at.seq_kv = 128, at.heads = at.heads_kv = H, at.head_dim = D, at.causal = 1;
+  GT_MELD(meld_ring_attention(comm, &at, st));
+  ref_attn<<<(unsigned)((H * 128 + 7) / 8), 256>>>((const __nv_bfloat16 *)at.q, (const __nv_bfloat16 *)kf,
+                                                   (const __nv_bfloat16 *)vf, oref, lref, 1, 128, S, H, H, H * D,
+                                                   H * D, H * D, 1, 1.0f / sqrtf((float)D), (int64_t)rank * 128, 0,
+                                                   0, 0, D);
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_CUDA(cudaDeviceSynchronize());
+  uint16_t *ho = (uint16_t *)malloc(np * 2);
+  float *hr = (float *)malloc(np * 4);
+  GT_CUDA(cudaMemcpy(ho, o, np * 2, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(hr, oref, np * 4, cudaMemcpyDeviceToHost));
+  e = rel_err(ho, hr, np);
+  GT_CHECK(e < 1e-2, "ring_attention across nodes (causal, part %d of %d): rel. error %.3g", rank, P, e);
+  GT_MELD(meld_comm_check(comm));
+  cudaFree(qf), cudaFree(kf), cudaFree(vf), cudaFree(o), cudaFree(oref), cudaFree(lref);
+  cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(dg), cudaFree(dA), cudaFree(dB);
+  free(af), free(bf), free(ref), free(ha), free(hc), free(aq), free(bq), free(ho), free(hr);
   cudaStreamDestroy(st);
   GT_MELD(meld_comm_destroy(comm));
   gt_log("%d checks passed, %d failed", gt_passed, gt_failed);
@@ -291,6 +431,12 @@ int main(void) {
     run("collectives, 2 nodes x 2 ranks", 4, rank_collectives);
   }
   g_per_node = 1;
+  run("tensor-parallel ops and ring attention, 2 nodes x 1 rank", 2, rank_tp_ops);
+  if (ndev >= 4) {
+    g_per_node = 2;
+    run("tensor-parallel ops and ring attention, 2 nodes x 2 ranks", 4, rank_tp_ops);
+    g_per_node = 1;
+  }
   run("a rank that never calls", 2, rank_missing);
   return gt_summary("test_net");
 }
