@@ -253,8 +253,6 @@ static meld_result_t net_exchange(meld_comm_t comm, const char *fn, coll_net_kar
 extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, const meld_coll_args_t *a,
                                            cudaStream_t stream) {
   const meld_net_t *net = comm->net;
-  if (!net)
-    return meld_error(MELD_ERR_INTERNAL, "%s: the comm spans %d nodes but has no inter-node path", fn, comm->nnodes);
   const int P = comm->nranks, me = comm->rank;
   if (a->vector)
     return meld_error(MELD_ERR_UNSUPPORTED,
@@ -264,12 +262,15 @@ extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, con
   if (P > MELD_COLL_MAX_RANKS)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: %d ranks; the inter-node path handles up to %d", fn, P,
                       MELD_COLL_MAX_RANKS);
+  if (!net)
+    return meld_error(MELD_ERR_INTERNAL, "%s: the comm spans %d nodes but has no inter-node path", fn, comm->nnodes);
   if (comm->local_size > 1 && comm->workspace.bytes < (size_t)P * net->block)
     return meld_error(MELD_ERR_OUT_OF_MEMORY,
                       "%s: the inter-node path needs %llu bytes of workspace for %d ranks with same-node peers "
                       "(MELD_WORKSPACE_BYTES is %zu; or lower MELD_NET_CHUNK_BYTES, now %llu)",
                       fn, (unsigned long long)((uint64_t)P * net->block), P, comm->workspace.bytes,
                       (unsigned long long)net->block);
+  MELD_CHECK(meld_proto_sticky_error(comm, fn)); /* (as the intra-node entry: a failed comm says so) */
   const uint64_t es = meld_coll_dtype_bytes(a->dtype);
   coll_net_kargs_t k;
   memset(&k, 0, sizeof k);

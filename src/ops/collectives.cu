@@ -2142,11 +2142,11 @@ static meld_result_t coll_entry(meld_comm_t comm, const char *fn, meld_coll_args
                       "block to itself)",
                       fn, comm->rank, a->send_counts[comm->rank], comm->rank, a->recv_counts[comm->rank]);
   if (meld_coll_is_empty(a)) return MELD_OK;
+  /* Several nodes (decided identically on every rank: nnodes is global): the inter-node path. */
+  if (comm->nnodes > 1) return meld_coll_net_run(comm, fn, a, stream);
   /* A comm whose device protocol failed (timeout, abort: sticky) reports it here instead of
    * launching: a read of the host-mapped error record (meld_comm_check does the full probe). */
   MELD_CHECK(meld_proto_sticky_error(comm, fn));
-  /* Several nodes (decided identically on every rank: nnodes is global): the inter-node path. */
-  if (comm->nnodes > 1) return meld_coll_net_run(comm, fn, a, stream);
   if (comm->nranks == 1 && !coll_loop_env()) { /* every op is a copy of the one block: one stream-ordered copy, no kernel */
     const size_t es = meld_coll_dtype_bytes(a->dtype);
     const bool a2a = a->op == MELD_COLL_ALL_TO_ALL;
