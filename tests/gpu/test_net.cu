@@ -17,12 +17,13 @@
 #include "attn_ref.h" /* (includes gpu_test.h) */
 
 static int g_per_node = 1;
+static int g_default_chunk = 0; /* 1: the default MELD_NET_CHUNK_BYTES (the timing) */
 
 static void env_nodes(int rank) {
   char b[16];
   snprintf(b, sizeof b, "%d", rank / g_per_node);
   setenv("MELD_NODE_ID", b, 1);
-  setenv("MELD_NET_CHUNK_BYTES", "65536", 1);
+  if (!g_default_chunk) setenv("MELD_NET_CHUNK_BYTES", "65536", 1);
 }
 
 static meld_config_t test_config(void) {
@@ -386,6 +387,38 @@ static void rank_tp_ops(int rank, int P) {
   gt_log("%d checks passed, %d failed", gt_passed, gt_failed);
 }
 
+/* What the path moves (a functional figure: loopback TCP, ranks taking turns on one GPU where
+ * they share it): all_gather and all_reduce of 64 MiB of fp32 at the default chunk. */
+static void rank_timing(int rank, int P) {
+  meld_config_t cfg = test_config();
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  if (!comm) return;
+  const size_t n = (size_t)16 << 20; /* 64 MiB of fp32 */
+  float *d = NULL, *o = NULL;
+  GT_CUDA(cudaMalloc(&d, n * 4));
+  GT_CUDA(cudaMalloc(&o, n * 4 * P));
+  GT_CUDA(cudaMemset(d, 0, n * 4));
+  for (int op = 0; op < 2; op++) {
+    const int reps = 3;
+    GT_MELD(op ? meld_all_reduce(comm, d, o, n, MELD_FP32, 0) : meld_all_gather(comm, d, o, n / P, MELD_FP32, 0));
+    GT_CUDA(cudaDeviceSynchronize());
+    const double t0 = gt_now_s();
+    for (int i = 0; i < reps; i++)
+      GT_MELD(op ? meld_all_reduce(comm, d, o, n, MELD_FP32, 0) : meld_all_gather(comm, d, o, n / P, MELD_FP32, 0));
+    GT_CUDA(cudaDeviceSynchronize());
+    const double ms = (gt_now_s() - t0) / reps * 1e3;
+    /* bus bandwidth as NCCL's tests define it: all_gather (P-1)/P x total, all_reduce 2(P-1)/P */
+    const double bus = (op ? 2.0 : 1.0) * (P - 1) / P * (double)n * 4 / (ms * 1e-3) / 1e9;
+    if (rank == 0)
+      gt_log("%s 64 MiB fp32, %d ranks, %d a node: %.1f ms a call, bus bandwidth %.2f GB/s", op ? "all_reduce" : "all_gather",
+             P, g_per_node, ms, bus);
+  }
+  GT_MELD(meld_comm_check(comm));
+  cudaFree(d), cudaFree(o);
+  GT_MELD(meld_comm_destroy(comm));
+}
+
 /* Rank 0 calls an all_reduce that rank 1 never joins: rank 0's wait ends in MELD_ERR_TIMEOUT. */
 static void rank_missing(int rank, int P) {
   (void)P;
@@ -437,6 +470,9 @@ int main(void) {
     run("tensor-parallel ops and ring attention, 2 nodes x 2 ranks", 4, rank_tp_ops);
     g_per_node = 1;
   }
+  g_default_chunk = 1;
+  run("timing (a functional figure)", 2, rank_timing);
+  g_default_chunk = 0;
   run("a rank that never calls", 2, rank_missing);
   return gt_summary("test_net");
 }
