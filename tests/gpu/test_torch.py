@@ -25,17 +25,12 @@ import time
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
-passed = 0
-failed = 0
+sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
+import pycheck  # noqa: E402  (the Python tests' check / counts / summary lines)
 
 
 def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"[rank {os.environ.get('RANK', '?')}] FAIL: {what}", flush=True)
+    pycheck.check(cond, f"[rank {os.environ.get('RANK', '?')}] {what}")
 
 
 def relerr(x, ref):
@@ -330,6 +325,40 @@ def test_compile(comm, dev, seed=4000):
             check(False, f"torch.compile {mode}: {type(e).__name__}: {str(e)[:500]}")
 
 
+def test_compile_nn(comm, dev, seed=5000):
+    """torch.compile (default mode, graph breaks allowed) over a block of meld.nn layers, forward
+    and backward, against the same block eagerly."""
+    import torch
+    import torch.nn.functional as F
+    import meld.nn as mnn
+    r = comm.rank
+    col = mnn.ColumnParallelLinear(comm, 512, 768)
+    row = mnn.RowParallelLinear(comm, 768, 512)
+    with torch.no_grad():
+        col.weight.copy_(rnd(seed + r, *col.weight.shape, scale=512 ** -0.5))
+        row.weight.copy_(rnd(seed + 10 + r, *row.weight.shape, scale=768 ** -0.5))
+
+    def block(x):
+        return row(F.gelu(col(x)))
+
+    outs = []
+    for compiled in (False, True):
+        torch._dynamo.reset()
+        fn = torch.compile(block) if compiled else block
+        x = rnd(seed + 20 + r, 256, 512).to(dev).requires_grad_()
+        col.weight.grad = row.weight.grad = None
+        try:
+            y = fn(x)
+            y = fn(x) if compiled else y
+            (y.float() * 0.01).sum().backward()
+            outs.append((y.detach(), x.grad, col.weight.grad, row.weight.grad))
+        except Exception as e:  # noqa: BLE001
+            check(False, f"torch.compile of meld.nn (compiled {compiled}): {type(e).__name__}: {str(e)[:500]}")
+            return
+    for i, (a, b) in enumerate(zip(*outs)):
+        close(b, a, f"torch.compile of meld.nn: {['output', 'input grad', 'column grad', 'row grad'][i]}", 1e-2)
+
+
 def bench(comm, dev):
     """The binding's host cost per call (eager) against the same calls replayed in a graph."""
     import torch
@@ -393,6 +422,7 @@ def rank_main(args):
         test_comm(comm, dev)
         test_nn(comm, dev)
         test_compile(comm, dev)
+        test_compile_nn(comm, dev)
         if args.bench and comm.nranks == 1:
             bench(comm, dev)
     # a second comm from a torch.distributed group (gloo: ranks may share a GPU), its id
@@ -405,6 +435,7 @@ def rank_main(args):
         xs = [rnd(77 + q, 1000, dtype=torch.float32).to(dev) for q in range(P)]
         close(comm2.all_reduce(xs[r]), sum(xs), "from_process_group: all_reduce", 1e-6)
     dist.destroy_process_group()
+    passed, failed = pycheck.counts()
     print(f"[rank {os.environ['RANK']}] {passed} passed, {failed} failed", flush=True)
     sys.exit(1 if failed else 0)
 
@@ -450,15 +481,13 @@ def launch(nranks, args):
             p.wait()
             bad += 1
             print(f"FAIL: a rank of {nranks} did not finish in time (killed)")
-    global passed, failed
     for log in logs:  # each rank's output, and its counts summed into ours
         log.seek(0)
         text = log.read()
         sys.stdout.write(text)
         m = re.search(r"^\[rank \d+\] (\d+) passed, (\d+) failed$", text, flags=re.M)
         if m:
-            passed += int(m.group(1))
-            failed += int(m.group(2))
+            pycheck.add(int(m.group(1)), int(m.group(2)))
     return bad
 
 
@@ -479,11 +508,7 @@ def main():
         bad = launch(n, args)
         check(bad == 0, f"{n} rank(s): {bad} rank(s) failed")
         print(f"== test_torch.py at {n} rank(s): {'pass' if bad == 0 else 'FAIL'}", flush=True)
-    if passed:
-        print(f"[  PASSED  ] {passed} test(s).")
-    if failed:
-        print(f"[  FAILED  ] {failed} test(s)")
-    return 1 if failed else 0
+    pycheck.finish()
 
 
 if __name__ == "__main__":

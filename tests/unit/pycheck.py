@@ -16,6 +16,17 @@ def check(cond, what):
         print(f"FAIL: {what}")
 
 
+def add(passed, failed):
+    """Adds counts made elsewhere (e.g. by child processes) to this process's."""
+    global _passed, _failed
+    _passed += passed
+    _failed += failed
+
+
+def counts():
+    return _passed, _failed
+
+
 def finish():
     if _passed:
         print(f"[  PASSED  ] {_passed} test(s).")
