@@ -10,6 +10,8 @@ not on a communicator's state (a fake kernel that read the rank count from the c
 2-rank process reuse a 1-rank graph's compiled shape checks: session 36). Inside a compiled region the functional forms are supported:
 no out=, no in-place all_reduce, and ag_gemm's gathered=True only as its own operator.
 """
+from typing import List
+
 import torch
 from torch import Tensor
 
@@ -88,6 +90,16 @@ def all_to_all(cid: int, x: Tensor) -> Tensor:
 @all_to_all.register_fake
 def _(cid, x):
     return torch.empty_like(x)
+
+
+@torch.library.custom_op("meld::all_to_allv", mutates_args=())
+def all_to_allv(cid: int, x: Tensor, send_counts: List[int], recv_counts: List[int]) -> Tensor:
+    return _comm(cid, len(send_counts)).all_to_allv(x, send_counts, recv_counts)
+
+
+@all_to_allv.register_fake
+def _(cid, x, send_counts, recv_counts):
+    return x.new_empty((sum(recv_counts),) + tuple(x.shape[1:]))
 
 
 @torch.library.custom_op("meld::ag_gemm", mutates_args=())

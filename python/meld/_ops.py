@@ -411,6 +411,42 @@ class Comm:
         self._split(x, "all_to_all")
         return self._coll(C.lib.meld_all_to_all, x, tuple(x.shape), out, x.numel() // self.nranks)
 
+    def all_to_allv(self, x, send_counts, recv_counts, *, out=None):
+        """All-to-all with per-peer row counts: x holds send_counts[q] rows for rank q, rank by
+        rank (dim 0); returns sum(recv_counts) rows, recv_counts[q] from rank q, rank by rank.
+        Counts are host lists of ints; what rank r sends q must be what q expects from r."""
+        P = self.nranks
+        if len(send_counts) != P or len(recv_counts) != P:
+            raise _err(f"send_counts / recv_counts: {len(send_counts)} / {len(recv_counts)} entries; "
+                       f"expected one per rank ({P})")
+        send_counts = [int(c) for c in send_counts]
+        recv_counts = [int(c) for c in recv_counts]
+        if min(send_counts + recv_counts) < 0:
+            raise _err("send_counts / recv_counts: a negative count")
+        if x.dim() == 0 or x.size(0) != sum(send_counts):
+            raise _err(f"x: {x.size(0) if x.dim() else 0} rows; send_counts sum to {sum(send_counts)}")
+        shape = (sum(recv_counts),) + tuple(x.shape[1:])
+        if _compiling():
+            _no_out(out=out)
+            return _torch().ops.meld.all_to_allv(self.id, x, send_counts, recv_counts)
+        torch = _torch()
+        _dense(_tensor(x, "x", self.device, (torch.bfloat16, torch.float32)), "x")
+        o = _out(out, shape, x.dtype, self.device)
+        _dense(o, "out")
+        row = 1
+        for d in x.shape[1:]:
+            row *= int(d)
+        arr = ctypes.c_size_t * P
+        sc, rc = arr(*(c * row for c in send_counts)), arr(*(c * row for c in recv_counts))
+        so, ro = arr(), arr()
+        for q in range(1, P):
+            so[q] = so[q - 1] + sc[q - 1]
+            ro[q] = ro[q - 1] + rc[q - 1]
+        dt = C.BF16 if x.dtype == torch.bfloat16 else C.FP32
+        _call(self.device, C.lib.meld_all_to_allv, self._handle(), x.data_ptr(), sc, so, o.data_ptr(), rc, ro,
+              dt, _stream(self.device))
+        return o
+
     # -- fused tensor-parallel GEMMs --------------------------------------------------------
     def ag_gemm(self, a_shard, w, *, out=None, gathered=None, b_layout="nk"):
         """C = AllGather(a_shard) x w^T in one kernel: a_shard [m_loc, K] (every rank the same

@@ -133,6 +133,19 @@ def test_comm(comm, dev, seed=100):
         a2a = comm.all_to_all(x)
         check(torch.equal(a2a, torch.cat([xs[q].view(P, -1, 40)[r] for q in range(P)])),
               f"all_to_all {dt}")
+    # all_to_allv: rank r sends (r + q) % 3 + 1 rows to q (rows of rank q's input, rank by rank)
+    def cnt(a, b):
+        return (a + b) % 3 + 1
+    for dt in (torch.bfloat16, torch.float32):
+        ins = [rnd(seed + 30 + q, sum(cnt(q, t) for t in range(P)), 24, dtype=dt).to(dev) for q in range(P)]
+        got = comm.all_to_allv(ins[r], [cnt(r, q) for q in range(P)], [cnt(q, r) for q in range(P)])
+        want = torch.cat([ins[q][sum(cnt(q, t) for t in range(r)):][:cnt(q, r)] for q in range(P)])
+        check(torch.equal(got, want), f"all_to_allv {dt}")
+    try:
+        comm.all_to_allv(ins[r], [1] * (P + 1), [1] * P)
+        check(False, "all_to_allv with a wrong count list did not raise")
+    except ValueError as e:
+        check("one per rank" in str(e), f"all_to_allv counts: {e}")
     # symmetric memory: all_gather into it (the zero-copy path), all_reduce from it
     sym = comm.alloc((P * 64, 128))
     x = rnd(seed + 50 + r, 64, 128).to(dev)
@@ -310,7 +323,8 @@ def test_compile(comm, dev, seed=4000):
         y = comm.gemm_rs(h, w2)
         z = comm.all_reduce(y) * 0.5 + comm.all_gather(y)[: y.size(0)]
         o = comm.ring_attention(q, q, q, causal=True, zigzag=True)
-        return z, meld.gemm(z, w1), o, meld.attention(q, q, q)
+        v = comm.all_to_allv(x[: 3 * comm.nranks], [3] * comm.nranks, [3] * comm.nranks)
+        return z, meld.gemm(z, w1), o, meld.attention(q, q, q), v
 
     ref = step(x, w1, w2, q)
     for mode in ("default", "reduce-overhead"):
