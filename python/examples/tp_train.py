@@ -40,7 +40,7 @@ def main():
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--steps", type=int, default=80)
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--compile", action="store_true")
     args = ap.parse_args()
     world = int(os.environ.get("WORLD_SIZE", 1))
