@@ -23,6 +23,6 @@ fi
 TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-240} tests/run.sh gpu "${bins[@]}" "${scripts[@]}"
 rc=$?
 if [ "${MELD_SHARE_GPU:-0}" != 1 ] && [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" = 1 ]; then
-  echo "(one GPU: the multi-rank cases ran at one rank only; tests/gpu/run_shared.sh 3 runs them at 3 ranks sharing it)"
+  echo "(one GPU: the multi-rank cases ran at one rank only (test_torch.py spawns 2 sharing it); tests/gpu/run_shared.sh 3 runs them at 3 ranks sharing it, run_shared.sh 4 test_net the emulated nodes)"
 fi
 exit $rc
