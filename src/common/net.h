@@ -55,6 +55,14 @@ MELD_HD void meld_net_launch_range(uint64_t bytes, uint64_t block, uint64_t i, u
   *c0 = i * block;
   *len = *c0 >= bytes ? 0 : (bytes - *c0 < block ? bytes - *c0 : block);
 }
+/* Bytes of block q's piece in the launch that handles bytes [c0, c0 + len) of every block, where
+ * block q is [q * blk, min((q + 1) * blk, total)) (the last blocks of an all-reduce's parts may
+ * be shorter, or empty). */
+MELD_HD uint64_t meld_net_piece(uint64_t blk, uint64_t total, uint64_t c0, uint64_t len, int q) {
+  const uint64_t start = (uint64_t)q * blk;
+  const uint64_t blen = start >= total ? 0 : (total - start < blk ? total - start : blk);
+  return c0 >= blen ? 0 : (blen - c0 < len ? blen - c0 : len);
+}
 /* 1 if `block` is a legal staging block: in [MIN, MAX] and a multiple of 256 bytes (every
  * slot then keeps the 16-byte alignment the vector loops want, and a 64-byte line per slot). */
 MELD_HD int meld_net_block_valid(uint64_t block) {

@@ -67,11 +67,7 @@ typedef struct {
 } coll_net_kargs_t;
 
 /* Bytes of block q's piece in this launch. */
-MELD_HD uint64_t net_piece(const coll_net_kargs_t *a, int q) {
-  const uint64_t start = (uint64_t)q * a->blk;
-  const uint64_t blen = start >= a->total ? 0 : (a->total - start < a->blk ? a->total - start : a->blk);
-  return a->c0 >= blen ? 0 : (blen - a->c0 < a->len ? blen - a->c0 : a->len);
-}
+MELD_HD uint64_t net_piece(const coll_net_kargs_t *a, int q) { return meld_net_piece(a->blk, a->total, a->c0, a->len, q); }
 
 /* What this rank sends peer q: (source, bytes). */
 MELD_DEV const uint8_t *net_out_src(const coll_net_kargs_t *a, int q, uint64_t *n) {

@@ -7,8 +7,9 @@
  * MELD_NET_CHUNK_BYTES = 64 KiB, so the larger counts take several launches.
  *
  * Checks (bitwise, against host references from the same generator; outputs poisoned first):
- * all_gather (and in place), all_to_all, reduce_scatter and all_reduce (in and out of place;
- * fp32 sums in rank order rounded once, as the device does) at 1, 1000 and 70001 elements in
+ * all_gather (and in place), all_to_all, reduce_scatter and all_reduce (in and out of place, and
+ * at a count that is not a multiple of the ranks: shorter or empty last parts; fp32 sums in rank
+ * order rounded once, as the device does) at 1, 1000 and 70001 elements in
  * bf16 and fp32; 40 back-to-back all_reduces with changing inputs; CUDA-graph replays with new
  * inputs; what is refused (all_to_allv, the MoE dispatch, a forced fused GEMM+RS) with its
  * sentence; meld_ag_gemm / meld_gemm_rs / meld_gemm_ar / meld_ring_attention (their unfused
@@ -149,6 +150,26 @@ static void one_case(meld_comm_t comm, int rank, int P, uint64_t count, int dtyp
   GT_CUDA(cudaMemcpy(hr, ds, B * P, cudaMemcpyDeviceToHost));
   snprintf(what, sizeof what, "all_reduce in place %s count %llu", dn, (unsigned long long)n);
   same(hr, ref, B * P, what);
+  /* n - 1 elements: not a multiple of P, so the last parts are shorter (or empty) */
+  if (n > 1) {
+    const uint64_t n1 = n - 1;
+    fill(hs, n1, dtype, rank, seed + 3);
+    GT_CUDA(cudaMemcpy(ds, hs, n1 * es, cudaMemcpyHostToDevice));
+    GT_CUDA(cudaMemsetAsync(dr, 0xff, B * P, st));
+    GT_MELD(meld_all_reduce(comm, ds, dr, n1, (meld_dtype_t)dtype, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    uint8_t *all = (uint8_t *)malloc(n1 * es * P);
+    for (int q = 0; q < P; q++) fill(all + (size_t)q * n1 * es, n1, dtype, q, seed + 3);
+    for (uint64_t i = 0; i < n1; i++) {
+      float s = 0.0f;
+      for (int q = 0; q < P; q++) s += as_f(all + (size_t)q * n1 * es, i, dtype);
+      store(ref, i, s, dtype);
+    }
+    free(all);
+    GT_CUDA(cudaMemcpy(hr, dr, n1 * es, cudaMemcpyDeviceToHost));
+    snprintf(what, sizeof what, "all_reduce %s count %llu (uneven parts)", dn, (unsigned long long)n1);
+    same(hr, ref, n1 * es, what);
+  }
   cudaFree(ds);
   cudaFree(dr);
   free(hs), free(hr), free(ref), free(in);

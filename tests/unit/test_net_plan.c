@@ -39,6 +39,40 @@ static void test_launch_ranges(void **state) {
     }
 }
 
+/* An all-reduce's parts (ceil(count / P) elements, the last shorter or empty) over the launches
+ * of one block size: every rank's piece of every launch stays inside its part, the pieces of one
+ * part are contiguous and cover it exactly, and the parts cover the buffer exactly. */
+static void test_pieces(void **state) {
+  (void)state;
+  const uint64_t counts[] = {1, 2, 3, 1000, 1001, 70001, 70003, 262145, 1u << 20};
+  const int ranks[] = {2, 3, 4, 5, 8};
+  for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++)
+    for (size_t ri = 0; ri < sizeof ranks / sizeof *ranks; ri++)
+      for (int es = 2; es <= 4; es += 2) {
+        const int P = ranks[ri];
+        const uint64_t total = counts[ci] * (uint64_t)es, blk = (counts[ci] + P - 1) / P * (uint64_t)es;
+        const uint64_t B = 65536, L = meld_net_launches(blk, B);
+        uint64_t covered = 0;
+        for (int q = 0; q < P; q++) {
+          uint64_t got = 0;
+          for (uint64_t i = 0; i < L; i++) {
+            uint64_t c0 = 0, len = 0;
+            meld_net_launch_range(blk, B, i, &c0, &len);
+            const uint64_t n = meld_net_piece(blk, total, c0, len, q);
+            assert_true(n <= len);
+            if (n > 0) assert_int_equal(c0, got); /* contiguous from the part's start */
+            got += n;
+          }
+          const uint64_t start = (uint64_t)q * blk;
+          const uint64_t want = start >= total ? 0 : (total - start < blk ? total - start : blk);
+          assert_int_equal(got, want);
+          assert_int_equal(got % (uint64_t)es, 0); /* whole elements */
+          covered += got;
+        }
+        assert_int_equal(covered, total);
+      }
+}
+
 static void test_slots(void **state) {
   (void)state;
   const int P = 5;
@@ -85,6 +119,7 @@ static void test_block_env(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_launch_ranges),
+      cmocka_unit_test(test_pieces),
       cmocka_unit_test(test_slots),
       cmocka_unit_test(test_block_env),
   };
