@@ -38,6 +38,10 @@ def c_layout():
     for cname in C.CONSTANTS:
         lines.append(f'printf("C {cname} %lld\\n", (long long)({cname}));')
     lines.append('printf("V %d\\n", MELD_VERSION_CODE);')
+    lines.append("meld_config_t ci = MELD_CONFIG_INIT;")
+    lines.append('printf("I %zu %u %zu %lld %lld %d %d %d\\n", ci.size, ci.version, ci.workspace_bytes, '
+                 '(long long)ci.timeout_ms, (long long)ci.bootstrap_timeout_ms, ci.port, ci.node_id, '
+                 'ci.trace_path != NULL);')
     lines.append("return 0; }")
     with tempfile.TemporaryDirectory() as d:
         src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
@@ -50,7 +54,9 @@ def c_layout():
     fields, sizes, consts, ver = {}, {}, {}, None
     for line in out.splitlines():
         kind, name, *vals = line.split()
-        if kind == "F":
+        if kind == "I":
+            consts["MELD_CONFIG_INIT"] = [int(v) for v in [name] + vals]
+        elif kind == "F":
             fields[name] = (int(vals[0]), int(vals[1]))
         elif kind == "S":
             sizes[name] = int(vals[0])
@@ -74,6 +80,11 @@ def test_layout():
     for cname, value in C.CONSTANTS.items():
         check(consts[cname] == value, f"{cname}: C {consts[cname]}, Python {value}")
     check(meld.version() == ver, f"meld_version() {meld.version()} != MELD_VERSION_CODE {ver}")
+    from meld import _ops
+    c = _ops._config()
+    mine = [c.size, c.version, c.workspace_bytes, c.timeout_ms, c.bootstrap_timeout_ms, c.port, c.node_id,
+            int(c.trace_path is not None)]
+    check(mine == consts["MELD_CONFIG_INIT"], f"MELD_CONFIG_INIT {consts['MELD_CONFIG_INIT']} vs _config() {mine}")
 
 
 def header_prototypes():
@@ -177,6 +188,29 @@ def test_behaviour():
     except meld.MeldError as e:
         check(not gpu and e.code == C.ERR_CUDA and "no usable CUDA device" in str(e),
               f"Comm.single() with{'' if gpu else ' no'} GPU: {e}")
+    # the torch-free helpers of the ops layer: layouts, the config struct, the comm's dead handle
+    from meld import _ops
+    check(_ops._layout("nk") == C.B_NK and _ops._layout("kn") == C.B_KN, "b_layout names")
+    try:
+        _ops._layout("nn")
+        check(False, "b_layout 'nn' did not raise")
+    except ValueError as e:
+        check("b_layout" in str(e) and "'nk'" in str(e), f"b_layout: {e}")
+    cfg = _ops._config(workspace_bytes=3 << 20, timeout_ms=1500, node_id=2, trace_path="/tmp/t.json")
+    check(cfg.size == ctypes.sizeof(C.Config) and cfg.version == C.CONFIG_VERSION and
+          cfg.workspace_bytes == 3 << 20 and cfg.timeout_ms == 1500 and cfg.bootstrap_timeout_ms == 0 and
+          cfg.port == 0 and cfg.node_id == 2 and cfg.trace_path == b"/tmp/t.json", "config fields")
+    unset = _ops._config()
+    check(unset.node_id == -1 and unset.workspace_bytes == 0 and unset.trace_path is None,
+          "config defaults are MELD_CONFIG_INIT's")
+    dead = meld.Comm.__new__(meld.Comm)
+    dead._h = None
+    try:
+        dead.check()
+        check(False, "check() on a destroyed comm did not raise")
+    except meld.MeldArgumentError as e:
+        check("destroyed" in str(e), f"destroyed comm: {e}")
+    dead.destroy()  # (again: a no-op)
     # a missing library is named with what to do
     r = subprocess.run([sys.executable, "-c", "import meld"],
                        env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"),
