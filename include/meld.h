@@ -109,6 +109,9 @@ meld_result_t meld_get_unique_id(meld_unique_id *id);
  * be the legacy default stream, and a rank's thread must not wait for the whole device, which
  * would wait for the peers' kernels). Rendezvous over TCP with the root named
  * in `id`, exchanges topology, allocates the symmetric workspace and maps same-node peers'.
+ * When the ranks span several nodes it also builds the inter-node path: host-pinned staging
+ * (2 x nranks x MELD_NET_CHUNK_BYTES each way), the proxy's command ring, TCP connections to
+ * every rank of another node and the proxy thread.
  * config may be NULL (all defaults / environment).
  * Fails: MELD_ERR_INVALID_ARG (NULL comm, nranks <= 0, rank out of range, bad config),
  * MELD_ERR_TIMEOUT (a rank did not arrive within bootstrap_timeout_ms), MELD_ERR_CUDA (no
@@ -137,7 +140,8 @@ meld_result_t meld_comm_abort(meld_comm_t comm);
 
 /* Returns MELD_OK, or the asynchronous error of the comm (MELD_ERR_TIMEOUT /
  * MELD_ERR_ABORTED from the device protocol; MELD_ERR_INVALID_ARG where a kernel found its input
- * unusable, e.g. a MoE capacity overflow), with the error record as meld_last_error(). */
+ * unusable, e.g. a MoE capacity overflow; across nodes also the proxy's error, e.g. a peer whose
+ * connection closed), with the error record as meld_last_error(). */
 meld_result_t meld_comm_check(meld_comm_t comm);
 
 typedef struct {
