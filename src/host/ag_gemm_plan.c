@@ -108,6 +108,11 @@ static void plan_derive(ag_gemm_plan_t *p) {
 
 meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm_count, size_t workspace_bytes,
                                 const ag_gemm_hint_t *hint, ag_gemm_plan_t *p) {
+  return ag_gemm_plan_make_nodes(a, nranks, 1, sm_count, workspace_bytes, hint, p);
+}
+
+meld_result_t ag_gemm_plan_make_nodes(const meld_ag_gemm_args_t *a, int nranks, int nnodes, int sm_count,
+                                      size_t workspace_bytes, const ag_gemm_hint_t *hint, ag_gemm_plan_t *p) {
   MELD_CHECK(ag_gemm_validate(a, nranks));
   if (!p) return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm_plan_make: plan is NULL");
   if (sm_count < 2 || sm_count > AG_GEMM_MAX_SMS)
@@ -173,9 +178,10 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
       return meld_error(MELD_ERR_INVALID_ARG, "MELD_CHUNK_BYTES=%s: not a size (e.g. 2M)", s);
     chunk_rows = (int64_t)(c / ((size_t)p->k * 2u));
   }
+  int fused_asked = 0; /* by MELD_SCHEDULE or the hint */
   s = getenv("MELD_SCHEDULE");
   if (s && *s && nranks > 1) {
-    if (!strcmp(s, "fused")) p->schedule = AG_GEMM_FUSED;
+    if (!strcmp(s, "fused")) p->schedule = AG_GEMM_FUSED, fused_asked = 1;
     else if (!strcmp(s, "unfused")) p->schedule = AG_GEMM_UNFUSED;
     else return meld_error(MELD_ERR_INVALID_ARG, "MELD_SCHEDULE=%s: expected fused or unfused", s);
   }
@@ -189,6 +195,7 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
         return meld_error(MELD_ERR_INVALID_ARG, "ag_gemm hint: schedule %d is not possible with %d ranks",
                           hint->schedule, nranks);
       p->schedule = (ag_gemm_schedule_t)hint->schedule;
+      fused_asked = p->schedule == AG_GEMM_FUSED;
     }
     if (hint->copy >= 0) {
       if (hint->copy > AG_GEMM_COPY_BULK)
@@ -204,6 +211,15 @@ meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm
     }
     if (hint->group_m) p->group_m = hint->group_m;
     if (hint->inplace >= 0) p->inplace = hint->inplace != 0;
+  }
+  /* Ranks on several nodes (nnodes is global: every rank decides alike): the unfused schedule,
+   * whose all-gather takes the collectives' inter-node path; the fused kernel pushes over
+   * NVLink only, so asking for it is refused. */
+  if (nnodes > 1 && nranks > 1) {
+    if (fused_asked)
+      return meld_error(MELD_ERR_UNSUPPORTED, "meld_ag_gemm: the fused schedule is intra-node; the ranks span %d nodes",
+                        nnodes);
+    p->schedule = AG_GEMM_UNFUSED;
   }
   /* Comm warps instead of comm CTAs (issue 6 asks for both): every CTA computes from the
    * start and the idle warps 2-3 of its producer warpgroup push the shard (ag_gemm.cu

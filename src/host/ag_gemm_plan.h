@@ -123,6 +123,11 @@ int ag_gemm_is_empty(const meld_ag_gemm_args_t *a);
 meld_result_t ag_gemm_plan_make(const meld_ag_gemm_args_t *a, int nranks, int sm_count,
                                 size_t workspace_bytes, const ag_gemm_hint_t *hint,
                                 ag_gemm_plan_t *plan);
+/* The same for ranks on nnodes nodes: from 2 nodes the unfused schedule (a fused one asked by
+ * MELD_SCHEDULE or the hint: MELD_ERR_UNSUPPORTED). ag_gemm_plan_make is nnodes 1. */
+meld_result_t ag_gemm_plan_make_nodes(const meld_ag_gemm_args_t *a, int nranks, int nnodes, int sm_count,
+                                      size_t workspace_bytes, const ag_gemm_hint_t *hint,
+                                      ag_gemm_plan_t *plan);
 
 /* Legality: roles fit the SMs (1 <= comm_ctas < grid <= sm_count; comm_ctas 0 with comm
  * warps, whose per-chunk piece counters fit the pad's credit slots), chunking (chunk_rows a

@@ -275,7 +275,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   if (c->nnodes > 1) {
     uint64_t block = 0;
     MELD_CHECK_GOTO(agree(c, meld_net_block_env(&block), "MELD_NET_CHUNK_BYTES"), res, fail);
-    MELD_CHECK_GOTO(agree(c, meld_net_create(c), "the inter-node path"), res, fail);
+    MELD_CHECK_GOTO(agree(c, meld_net_create(c, block), "the inter-node path"), res, fail);
   }
 
   MELD_INFO(MELD_SUB_INIT,

@@ -52,12 +52,12 @@ static void net_free(meld_net_t *n) {
   free(n);
 }
 
-meld_result_t meld_net_create(struct meld_comm *comm) {
+meld_result_t meld_net_create(struct meld_comm *comm, uint64_t block) {
   meld_result_t res = MELD_OK;
   comm->net = NULL;
   meld_net_t *n = calloc(1, sizeof *n);
   if (!n) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory (inter-node path)");
-  MELD_CHECK_GOTO(meld_net_block_env(&n->block), res, fail);
+  n->block = block;
   const net_layout_t l = net_layout(comm->nranks, n->block);
   n->host_bytes = l.total;
   MELD_CUDA_CHECK_GOTO(cudaHostAlloc(&n->host, l.total, cudaHostAllocMapped | cudaHostAllocPortable), res, fail);

@@ -38,10 +38,11 @@ typedef struct meld_net {
   uint32_t region_send, region_recv, region_flags; /* the transport's region ids             */
 } meld_net_t;
 
-/* Builds comm->net (comm->nnodes > 1). Collective. On failure nothing stays allocated and
- * comm->net is NULL. Fails: MELD_ERR_INVALID_ARG (a bad MELD_NET_CHUNK_BYTES), MELD_ERR_CUDA,
- * MELD_ERR_OUT_OF_MEMORY, and the transport's errors (MELD_ERR_TIMEOUT, MELD_ERR_SYSTEM). */
-meld_result_t meld_net_create(struct meld_comm *comm);
+/* Builds comm->net (comm->nnodes > 1) with staging slots of `block` bytes (meld_net_block_env,
+ * agreed on by every rank first). Collective. On failure nothing stays allocated and comm->net
+ * is NULL. Fails: MELD_ERR_CUDA, MELD_ERR_OUT_OF_MEMORY, and the transport's errors
+ * (MELD_ERR_TIMEOUT, MELD_ERR_SYSTEM). */
+meld_result_t meld_net_create(struct meld_comm *comm, uint64_t block);
 
 /* Stops the proxy (draining what was enqueued, bounded by the timeout), closes the transport,
  * frees the staging. The device must be idle. NULL net: nothing. */

@@ -602,22 +602,8 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
   const int loop = comm->nranks == 1 && dg && (atoi(dg) & 2);
   const int Pp = loop ? 2 : comm->nranks;
   ag_gemm_plan_t plan;
-  /* Across nodes (nnodes is global: every rank decides alike) the unfused schedule: the
-   * all-gather's inter-node path, then meld_gemm (MELD_SCHEDULE=fused or a fused hint: refused
-   * below). */
-  ag_gemm_hint_t net_hint;
-  const char *sched = getenv("MELD_SCHEDULE");
-  if (comm->nnodes > 1 && (!hint || hint->schedule < 0) && !(sched && !strcmp(sched, "fused"))) {
-    const ag_gemm_hint_t none = AG_GEMM_HINT_INIT;
-    net_hint = hint ? *hint : none;
-    net_hint.schedule = AG_GEMM_UNFUSED;
-    hint = &net_hint;
-  }
   meld_result_t vr = ag_gemm_validate(args, Pp);
-  if (vr == MELD_OK) vr = ag_gemm_plan_make(args, Pp, sms, comm->workspace.bytes, hint, &plan);
-  if (vr == MELD_OK && comm->nnodes > 1 && plan.schedule == AG_GEMM_FUSED)
-    vr = meld_error(MELD_ERR_UNSUPPORTED, "%s: the fused schedule is intra-node; the ranks span %d nodes", fn,
-                    comm->nnodes);
+  if (vr == MELD_OK) vr = ag_gemm_plan_make_nodes(args, Pp, comm->nnodes, sms, comm->workspace.bytes, hint, &plan);
   if (vr == MELD_OK && loop && plan.schedule != AG_GEMM_FUSED)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_AG_GEMM_DIAG=2 (loopback) needs the fused schedule", fn);
   if (vr != MELD_OK) {

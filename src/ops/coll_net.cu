@@ -126,7 +126,9 @@ MELD_DEV bool net_publish(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
   return true;
 }
 
-/* RS: dst[c0 + e] = sum over q in rank order of q's piece (own from own_in), e < n elements. */
+/* RS: dst[c0 + e] = sum over q in rank order of q's piece (own from own_in), e < n elements.
+ * (Not copy.cuh's reduce_sum: its sources lie one stride apart in one staging, these in two,
+ * the workspace for same-node peers and the pinned staging for remote ones.) */
 MELD_DEV void net_sum(const coll_net_kargs_t *a, uint64_t epoch, uint64_t n, uint32_t w, uint32_t nw) {
   const int P = a->nranks, es = a->dtype == COPY_BF16 ? 2 : 4;
   const uint8_t *own = a->own_in + a->c0;

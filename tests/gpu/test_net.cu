@@ -15,7 +15,9 @@
  * sentence; meld_ag_gemm / meld_gemm_rs / meld_gemm_ar / meld_ring_attention (their unfused
  * paths) against fp32 references; and a rank that never calls: MELD_ERR_TIMEOUT on the other,
  * no hang. */
-#include "attn_ref.h" /* (includes gpu_test.h) */
+#include "attn_ref.h"          /* (includes gpu_test.h) */
+#include "common/ref_coll.c" /* the GPU rule links no tests/common objects */
+#include "common/ref_gemm.c"
 
 static int g_per_node = 1;
 static int g_default_chunk = 0; /* 1: the default MELD_NET_CHUNK_BYTES (the timing) */
@@ -34,13 +36,6 @@ static meld_config_t test_config(void) {
   return cfg;
 }
 
-static uint16_t f2bf(float f) { /* round to nearest even (finite inputs) */
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
 /* Element i of rank r's input for case `seed`, as stored (bf16 or fp32 bits). */
 static float val(int r, uint64_t i, uint64_t seed) {
   uint64_t s = (seed * 1000003ull + (uint64_t)r) * 0x9E3779B97F4A7C15ull + i * 0xD1B54A32D192ED03ull + 1;
@@ -48,19 +43,17 @@ static float val(int r, uint64_t i, uint64_t seed) {
   return fabsf(f) < 1.0f / 64 ? 0.5f : f;
 }
 static void fill(void *h, uint64_t n, int dtype, int r, uint64_t seed) {
-  for (uint64_t i = 0; i < n; i++) {
-    const float f = val(r, i, seed);
-    if (dtype == MELD_BF16) ((uint16_t *)h)[i] = f2bf(f);
-    else ((float *)h)[i] = f;
-  }
+  for (uint64_t i = 0; i < n; i++) ref_store(h, (meld_dtype_t)dtype, i, val(r, i, seed));
 }
-static float as_f(const void *h, uint64_t i, int dtype) {
-  return dtype == MELD_BF16 ? bf2f(((const uint16_t *)h)[i]) : ((const float *)h)[i];
-}
-/* The device's sum: fp32 from 0 in rank order, rounded once. */
-static void store(void *h, uint64_t i, float f, int dtype) {
-  if (dtype == MELD_BF16) ((uint16_t *)h)[i] = f2bf(f);
-  else ((float *)h)[i] = f;
+/* The all-reduce of every rank's fill(q, seed) of n elements as the device computes it (fp32
+ * from 0 in rank order, rounded once: ref_all_reduce_f32) into out. */
+static void all_reduce_ref(void *out, uint64_t n, int dtype, int P, uint64_t seed) {
+  const size_t bytes = n * ref_elem_bytes((meld_dtype_t)dtype);
+  uint8_t *all = (uint8_t *)malloc(bytes * P);
+  const void *src[64];
+  for (int q = 0; q < P; q++) fill(all + q * bytes, n, dtype, q, seed), src[q] = all + q * bytes;
+  ref_all_reduce_f32(P, src, out, n, (meld_dtype_t)dtype);
+  free(all);
 }
 
 static int same(const void *a, const void *b, size_t bytes, const char *what) {
@@ -119,10 +112,10 @@ static void one_case(meld_comm_t comm, int rank, int P, uint64_t count, int dtyp
   GT_MELD(meld_reduce_scatter(comm, ds, dr, count, (meld_dtype_t)dtype, st));
   GT_CUDA(cudaStreamSynchronize(st));
   GT_CUDA(cudaMemcpy(hr, dr, B, cudaMemcpyDeviceToHost));
-  for (uint64_t i = 0; i < count; i++) {
-    float s = 0.0f;
-    for (int q = 0; q < P; q++) s += as_f(ref + q * B, i, dtype);
-    store(in, i, s, dtype);
+  {
+    const void *blocks[64];
+    for (int q = 0; q < P; q++) blocks[q] = ref + q * B;
+    ref_all_reduce_f32(P, blocks, in, count, (meld_dtype_t)dtype);
   }
   snprintf(what, sizeof what, "reduce_scatter %s count %llu", dn, (unsigned long long)count);
   same(hr, in, B, what);
@@ -134,16 +127,7 @@ static void one_case(meld_comm_t comm, int rank, int P, uint64_t count, int dtyp
   GT_MELD(meld_all_reduce(comm, ds, dr, n, (meld_dtype_t)dtype, st));
   GT_MELD(meld_all_reduce(comm, ds, ds, n, (meld_dtype_t)dtype, st));
   GT_CUDA(cudaStreamSynchronize(st));
-  {
-    uint8_t *all = (uint8_t *)malloc(B * P * P);
-    for (int q = 0; q < P; q++) fill(all + (size_t)q * B * P, n, dtype, q, seed + 2);
-    for (uint64_t i = 0; i < n; i++) {
-      float s = 0.0f;
-      for (int q = 0; q < P; q++) s += as_f(all + (size_t)q * B * P, i, dtype);
-      store(ref, i, s, dtype);
-    }
-    free(all);
-  }
+  all_reduce_ref(ref, n, dtype, P, seed + 2);
   GT_CUDA(cudaMemcpy(hr, dr, B * P, cudaMemcpyDeviceToHost));
   snprintf(what, sizeof what, "all_reduce %s count %llu", dn, (unsigned long long)n);
   same(hr, ref, B * P, what);
@@ -158,14 +142,7 @@ static void one_case(meld_comm_t comm, int rank, int P, uint64_t count, int dtyp
     GT_CUDA(cudaMemsetAsync(dr, 0xff, B * P, st));
     GT_MELD(meld_all_reduce(comm, ds, dr, n1, (meld_dtype_t)dtype, st));
     GT_CUDA(cudaStreamSynchronize(st));
-    uint8_t *all = (uint8_t *)malloc(n1 * es * P);
-    for (int q = 0; q < P; q++) fill(all + (size_t)q * n1 * es, n1, dtype, q, seed + 3);
-    for (uint64_t i = 0; i < n1; i++) {
-      float s = 0.0f;
-      for (int q = 0; q < P; q++) s += as_f(all + (size_t)q * n1 * es, i, dtype);
-      store(ref, i, s, dtype);
-    }
-    free(all);
+    all_reduce_ref(ref, n1, dtype, P, seed + 3);
     GT_CUDA(cudaMemcpy(hr, dr, n1 * es, cudaMemcpyDeviceToHost));
     snprintf(what, sizeof what, "all_reduce %s count %llu (uneven parts)", dn, (unsigned long long)n1);
     same(hr, ref, n1 * es, what);
@@ -271,27 +248,22 @@ static void rank_collectives(int rank, int P) {
   gt_log("%d checks passed, %d failed", gt_passed, gt_failed);
 }
 
-/* dev bf16 [n] from val(r, i, seed) (host-generated, the values the reference uses) */
-static uint16_t *dev_vals(uint64_t n, int r, uint64_t seed, float scale, float *host_f) {
-  uint16_t *h = (uint16_t *)malloc(n * 2), *d = NULL;
-  for (uint64_t i = 0; i < n; i++) {
-    h[i] = f2bf(val(r, i, seed) * scale);
-    if (host_f) host_f[i] = bf2f(h[i]);
+/* bf16 [n] from val(r, i, seed) x scale into host (may be NULL) and, unless dev is 0, a new
+ * device buffer (returned). */
+static uint16_t *vals_bf16(uint64_t n, int r, uint64_t seed, float scale, uint16_t *host, int dev) {
+  uint16_t *h = host ? host : (uint16_t *)malloc(n * 2), *d = NULL;
+  for (uint64_t i = 0; i < n; i++) h[i] = ref_f32_to_bf16(val(r, i, seed) * scale);
+  if (dev) {
+    GT_CUDA(cudaMalloc(&d, n * 2));
+    GT_CUDA(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
   }
-  GT_CUDA(cudaMalloc(&d, n * 2));
-  GT_CUDA(cudaMemcpy(d, h, n * 2, cudaMemcpyHostToDevice));
-  free(h);
+  if (!host) free(h);
   return d;
 }
 
+/* Relative Frobenius error of n bf16 values against fp32 ones (inf on a NaN: never written). */
 static double rel_err(const uint16_t *got, const float *ref, uint64_t n) {
-  double e = 0, r = 0;
-  for (uint64_t i = 0; i < n; i++) {
-    const double g = bf2f(got[i]);
-    if (g != g) return 1e30; /* NaN: an element never written */
-    e += (g - ref[i]) * (g - ref[i]), r += (double)ref[i] * ref[i];
-  }
-  return sqrt(e / (r > 0 ? r : 1));
+  return ref_rel_err_bf16(got, (int64_t)n, ref, (int64_t)n, 1, (int64_t)n);
 }
 
 /* The tensor-parallel ops and the ring attention on a comm across nodes: their unfused paths
@@ -305,10 +277,11 @@ static void rank_tp_ops(int rank, int P) {
   GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const int64_t ml = 128, K = 64, N = 96, M = ml * P;
   /* AG+GEMM: C [M, N] = AllGather(A) x B_r^T, and the gathered A */
-  float *af = (float *)malloc(M * K * 4), *bf = (float *)malloc(N * K * 4), *ref = (float *)malloc(M * N * 4);
+  uint16_t *af = (uint16_t *)malloc(M * K * 2), *bf = (uint16_t *)malloc(N * K * 2);
+  float *ref = (float *)malloc(M * N * 4), *tmp = (float *)malloc(M * N * 4);
   uint16_t *ha = (uint16_t *)malloc(M * K * 2), *hc = (uint16_t *)malloc(M * N * 2);
-  uint16_t *da = dev_vals(ml * K, rank, 700, 1.0f, NULL), *db = dev_vals(N * K, 100 + rank, 701, 0.125f, bf);
-  for (int q = 0; q < P; q++) cudaFree(dev_vals(ml * K, q, 700, 1.0f, af + q * ml * K));
+  uint16_t *da = vals_bf16(ml * K, rank, 700, 1.0f, NULL, 1), *db = vals_bf16(N * K, 100 + rank, 701, 0.125f, bf, 1);
+  for (int q = 0; q < P; q++) vals_bf16(ml * K, q, 700, 1.0f, af + q * ml * K, 0);
   uint16_t *dc = NULL, *dg = NULL;
   GT_CUDA(cudaMalloc(&dc, M * N * 2));
   GT_CUDA(cudaMalloc(&dg, M * K * 2));
@@ -319,33 +292,22 @@ static void rank_tp_ops(int rank, int P) {
   ag.a_gathered = dg, ag.ld_gathered = K, ag.m_loc = ml, ag.n_loc = N, ag.k = K;
   GT_MELD(meld_ag_gemm(comm, &ag, st));
   GT_CUDA(cudaStreamSynchronize(st));
-  for (int64_t i = 0; i < M; i++)
-    for (int64_t j = 0; j < N; j++) {
-      float s = 0;
-      for (int64_t k = 0; k < K; k++) s += af[i * K + k] * bf[j * K + k];
-      ref[i * N + j] = s;
-    }
+  ref_gemm_bf16(af, K, bf, K, 0, ref, N, M, N, K);
   GT_CUDA(cudaMemcpy(hc, dc, M * N * 2, cudaMemcpyDeviceToHost));
   double e = rel_err(hc, ref, M * N);
   GT_CHECK(e < 1e-2, "ag_gemm across nodes: rel. error %.3g", e);
   GT_CUDA(cudaMemcpy(ha, dg, M * K * 2, cudaMemcpyDeviceToHost));
-  int gat = 1;
-  for (int64_t i = 0; i < M * K; i++) gat &= bf2f(ha[i]) == af[i];
-  GT_CHECK(gat, "ag_gemm across nodes: the gathered A");
+  GT_CHECK(memcmp(ha, af, M * K * 2) == 0, "ag_gemm across nodes: the gathered A");
   /* GEMM+RS and GEMM+AR: sum over ranks of A_q [M, K] x B_q^T */
-  float *aq = (float *)malloc(M * K * 4), *bq = (float *)malloc(N * K * 4);
+  uint16_t *aq = (uint16_t *)malloc(M * K * 2), *bq = (uint16_t *)malloc(N * K * 2);
   memset(ref, 0, M * N * 4);
   for (int q = 0; q < P; q++) {
-    cudaFree(dev_vals(M * K, q, 800, 1.0f, aq));
-    cudaFree(dev_vals(N * K, q, 801, 0.125f, bq));
-    for (int64_t i = 0; i < M; i++)
-      for (int64_t j = 0; j < N; j++) {
-        float s = 0;
-        for (int64_t k = 0; k < K; k++) s += aq[i * K + k] * bq[j * K + k];
-        ref[i * N + j] += s;
-      }
+    vals_bf16(M * K, q, 800, 1.0f, aq, 0);
+    vals_bf16(N * K, q, 801, 0.125f, bq, 0);
+    ref_gemm_bf16(aq, K, bq, K, 0, tmp, N, M, N, K);
+    for (int64_t i = 0; i < M * N; i++) ref[i] += tmp[i];
   }
-  uint16_t *dA = dev_vals(M * K, rank, 800, 1.0f, NULL), *dB = dev_vals(N * K, rank, 801, 0.125f, NULL);
+  uint16_t *dA = vals_bf16(M * K, rank, 800, 1.0f, NULL, 1), *dB = vals_bf16(N * K, rank, 801, 0.125f, NULL, 1);
   int64_t first = 0, count = 0;
   GT_MELD(meld_gemm_rs_rows(M, P, rank, &first, &count));
   meld_gemm_rs_args_t g;
@@ -402,7 +364,7 @@ static void rank_tp_ops(int rank, int P) {
   GT_MELD(meld_comm_check(comm));
   cudaFree(qf), cudaFree(kf), cudaFree(vf), cudaFree(o), cudaFree(oref), cudaFree(lref);
   cudaFree(da), cudaFree(db), cudaFree(dc), cudaFree(dg), cudaFree(dA), cudaFree(dB);
-  free(af), free(bf), free(ref), free(ha), free(hc), free(aq), free(bq), free(ho), free(hr);
+  free(af), free(bf), free(ref), free(tmp), free(ha), free(hc), free(aq), free(bq), free(ho), free(hr);
   cudaStreamDestroy(st);
   GT_MELD(meld_comm_destroy(comm));
   gt_log("%d checks passed, %d failed", gt_passed, gt_failed);

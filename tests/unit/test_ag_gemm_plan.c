@@ -272,6 +272,31 @@ static void test_plan_tile_n(void **state) {
   unsetenv("MELD_AG_GEMM_TILE_N");
 }
 
+/* Ranks on several nodes: the unfused schedule (its all-gather crosses nodes through the
+ * collectives' inter-node path); a fused schedule asked for is refused with a sentence, and a
+ * workspace too small for the fused staging does not matter there. */
+static void test_plan_nodes(void **state) {
+  (void)state;
+  ag_gemm_plan_t p;
+  meld_ag_gemm_args_t a = good_args(4096, 5120, 8192);
+  assert_int_equal(ag_gemm_plan_make_nodes(&a, 2, 1, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_FUSED);
+  assert_int_equal(ag_gemm_plan_make_nodes(&a, 4, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_UNFUSED);
+  assert_int_equal(ag_gemm_plan_make_nodes(&a, 2, 2, 132, 1 << 20, NULL, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_UNFUSED);
+  ag_gemm_hint_t h = AG_GEMM_HINT_INIT;
+  h.schedule = AG_GEMM_FUSED;
+  assert_int_equal(ag_gemm_plan_make_nodes(&a, 2, 2, 132, BIG_WS, &h, &p), MELD_ERR_UNSUPPORTED);
+  assert_non_null(strstr(meld_last_error(), "the fused schedule is intra-node; the ranks span 2 nodes"));
+  setenv("MELD_SCHEDULE", "fused", 1);
+  assert_int_equal(ag_gemm_plan_make_nodes(&a, 2, 2, 132, BIG_WS, NULL, &p), MELD_ERR_UNSUPPORTED);
+  setenv("MELD_SCHEDULE", "unfused", 1);
+  assert_int_equal(ag_gemm_plan_make_nodes(&a, 2, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.schedule, AG_GEMM_UNFUSED);
+  unsetenv("MELD_SCHEDULE");
+}
+
 static void test_plan_choices(void **state) {
   (void)state;
   ag_gemm_plan_t p;
@@ -537,6 +562,7 @@ int main(void) {
       cmocka_unit_test(test_validation),
       cmocka_unit_test(test_plan_legality),
       cmocka_unit_test(test_plan_choices),
+      cmocka_unit_test(test_plan_nodes),
       cmocka_unit_test(test_plan_tile_n),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
