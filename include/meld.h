@@ -342,21 +342,21 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  *   then be 0 on every rank.
  * - One rank: every op is a copy of the rank's one block, enqueued as one device-to-device
  *   cudaMemcpyAsync (nothing when send is recv's block), not a kernel.
- * - Several nodes (a first, functional version): all_gather, reduce_scatter, all_reduce and
- *   all_to_all work on a comm whose ranks span nodes (hosts, or MELD_NODE_ID groups). Each
- *   launch is ONE kernel: it sends same-node peers their bytes through the workspace and
- *   writes one command per remote peer into the comm's proxy ring (host-pinned memory); the
- *   proxy thread moves the bytes over TCP into the peer's pinned staging and raises a flag
- *   there that the peer's kernel polls. Blocks above MELD_NET_CHUNK_BYTES (default 1 MiB) take
- *   one launch per chunk. Sums as above (rank order, fp32). The bytes between nodes pass
- *   through host memory (no RDMA yet): a correctness path, not a fast one; with same-node
- *   peers the workspace must hold nranks x MELD_NET_CHUNK_BYTES. all_to_allv across nodes is
- *   MELD_ERR_UNSUPPORTED, as are the fused ops.
+ * - Several nodes (a first, functional version): every collective, all_to_allv included, works
+ *   on a comm whose ranks span nodes (hosts, or MELD_NODE_ID groups). Each call is ONE kernel:
+ *   every pair of ranks exchanges a stream of chunks of at most MELD_NET_CHUNK_BYTES (default
+ *   256 KiB) through 4 slots per pair with credits: same-node peers through the workspace,
+ *   remote peers through the comm's proxy (the kernel writes commands into a ring in
+ *   host-pinned memory; the proxy thread moves the bytes over TCP into the peer's pinned
+ *   staging and raises a flag there that the peer's kernel polls). Sums as above (rank order,
+ *   fp32). The bytes between nodes pass through host memory (no RDMA yet): a correctness path,
+ *   not a fast one; with same-node peers the workspace must hold nranks x 4 x
+ *   MELD_NET_CHUNK_BYTES. The fused ops are MELD_ERR_UNSUPPORTED across nodes.
  * - send and recv must not overlap, except where an op says so.
  * - Fails (before launching anything): MELD_ERR_INVALID_ARG (NULL comm, NULL buffer with a
  *   non-zero count, unknown dtype, pointer not aligned to the element size, sizes that
- *   overflow), MELD_ERR_UNSUPPORTED (all_to_allv on ranks of different nodes; returned
- *   identically on every rank, so none is left waiting),
+ *   overflow), MELD_ERR_UNSUPPORTED (across nodes: more than 2^20 - 2 chunks between two
+ *   ranks in one call; returned identically on every rank, so none is left waiting),
  *   MELD_ERR_OUT_OF_MEMORY (the workspace cannot hold the plan's slots; the message names
  *   the workspace size to configure), MELD_ERR_CUDA (the launch failed). Errors on the device
  *   (a peer that never arrives: MELD_ERR_TIMEOUT after timeout_ms; an abort:

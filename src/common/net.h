@@ -1,67 +1,90 @@
-/* net.h — the inter-node path's staging layout and launch arithmetic, in plain C shared by the
- * host (src/host/net.c, the collectives' launch), the device (the net kernel in
- * src/ops/collectives.cu) and CPU tests (tests/unit/test_net_plan.c). DESIGN.md section 6.
+/* net.h — the inter-node path's staging layout, chunk arithmetic and flag words, in plain C shared
+ * by the host (src/host/net.c, the collectives' launch), the device (src/ops/coll_net.cu) and CPU
+ * tests (tests/unit/test_net_plan.c). DESIGN.md section 6.
+ *
+ * One collective call is ONE kernel. Between every ordered pair of ranks (me -> q) it moves a
+ * STREAM of chunks c = 0, 1, ... of at most `block` bytes each (at least one chunk per pair, maybe
+ * empty: the reuse argument below needs every pair to exchange something every call). Chunk c
+ * lives in ring slot c % S (S = MELD_NET_SLOTS) of the pair; its data stamp is stamp(e, c + 1)
+ * (e = the call's epoch) in a per-(sender, slot) word at the receiver, and once the receiver has
+ * read it, it returns a credit stamp(e, c + 1) in a per-(receiver, slot) word at the sender, which
+ * waits for it before writing chunk c + S into the slot (meld_net_credit_needed). Chunks are
+ * published per slot, so they may complete out of order.
  *
  * A multi-node comm owns, per rank, in host-pinned memory mapped into the GPU:
- *   - send staging [2 parities][nranks][block]: what this rank's kernel writes for rank q of
- *     another node (the proxy's source bytes; an all-gather writes one block, [parity][0], that
- *     every remote peer is sent),
- *   - recv staging [2 parities][nranks][block]: where rank q's bytes land (written by this
- *     rank's proxy receiver, read by this rank's kernel),
- *   - flags u64 [nranks]: flag q holds the stamp of q's latest data (release-stored by the
- *     receiver after the bytes; the kernel polls it over PCIe),
- *   - the proxy's command ring (src/common/proxy_ring.h), written by the kernel.
- * Same-node peers exchange through the workspace ([nranks][block] at offset 0: slot q holds
- * q's block) and signal slots of the pad, as the intra-node engines do.
+ *   - send staging [2 parities][nranks][S][block]: chunks this rank's kernel stages for ranks of
+ *     other nodes (the proxy's source bytes). Slot row `rank` (never a destination) holds chunks
+ *     that every remote peer is sent alike (an all-gather's block): staged once;
+ *   - recv staging [2 parities][nranks][S][block]: where rank q's chunks land (row q; written by
+ *     this rank's proxy receiver, read by this rank's kernel);
+ *   - flags u64 [2][nranks][S]: [0][q][s] the data stamp of q's chunk in slot s (release-stored
+ *     by the receiving proxy after the bytes), [1][q][s] q's credit for this rank's slot s; the
+ *     kernel polls them over PCIe;
+ *   - the proxy's command ring (src/common/proxy_ring.h), written by the kernel's feeder.
+ * Same-node peers exchange through the workspace ([nranks][S][block]: row q holds q's chunks) and
+ * the pad's signal (data) and credit slots (index q * S + s), as the intra-node engines do.
  *
- * Reuse without credits. Every net launch is one call (one epoch); parity = epoch & 1. A rank
- * sends its call-e bytes only from inside call e, after its call e-1 returned, and call e-1
- * waited for every peer's call-(e-1) bytes, which each peer sent only after its own call e-2
- * had returned. So when call-e bytes from q arrive, q has finished reading (and sending from)
- * the parity-of-e slots of call e-2; a rank is never two calls ahead of a peer whose bytes it
- * needs. Same-node slots need no parity: every call's entry handshake proves the peers
- * finished the previous call.
- *
- * A call whose blocks exceed `block` bytes is cut into launches of one block each (on every
- * rank alike: the block size and the counts agree). */
+ * Reuse across calls. A call's first S chunks of a pair need no credit. Same-node: the entry
+ * handshake proves the peers finished the previous call. Other nodes: the staging slots of call e
+ * are those of parity e & 1. A rank sends its call-e chunks only from inside call e, after its
+ * call e-1 returned, and call e-1 waited for every peer's call-(e-1) chunks, which each peer sent
+ * only after its own call e-2 had returned (and all its reads of it were done). So when call-e
+ * chunks from q arrive, q has finished with the parity-of-e slots of call e-2; a rank is never
+ * two calls ahead of a peer it exchanges with. Stamps only grow, so no word is ever reset. */
 #ifndef MELD_COMMON_NET_H
 #define MELD_COMMON_NET_H
 
 #include <stdint.h>
 
-#include "proto.h" /* MELD_HD */
+#include "proto.h" /* MELD_HD, meld_stamp */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 #define MELD_NET_BLOCK_MIN ((uint64_t)4 << 10)     /* MELD_NET_CHUNK_BYTES bounds            */
-#define MELD_NET_BLOCK_MAX ((uint64_t)256 << 20)
-#define MELD_NET_BLOCK_DEFAULT ((uint64_t)1 << 20)
+#define MELD_NET_BLOCK_MAX ((uint64_t)64 << 20)
+#define MELD_NET_BLOCK_DEFAULT ((uint64_t)256 << 10)
 #define MELD_NET_RING_SLOTS 256u
+#define MELD_NET_SLOTS 4u /* ring slots per ordered pair (S): chunks in flight per pair       */
+/* Most chunks one pair's stream may have in one call (its stamps' seq field holds c + 1). */
+#define MELD_NET_MAX_CHUNKS ((uint64_t)MELD_STAMP_SEQ_MAX - 1u)
 
 /* Bytes of one rank's send (or recv) staging. */
-MELD_HD uint64_t meld_net_stage_bytes(int nranks, uint64_t block) { return 2ull * (uint64_t)nranks * block; }
-/* Offset of the (parity of epoch, peer) slot in a staging. */
-MELD_HD uint64_t meld_net_slot(uint64_t epoch, int peer, int nranks, uint64_t block) {
-  return ((epoch & 1ull) * (uint64_t)nranks + (uint64_t)peer) * block;
+MELD_HD uint64_t meld_net_stage_bytes(int nranks, uint64_t block) {
+  return 2ull * (uint64_t)nranks * MELD_NET_SLOTS * block;
 }
-/* Launches for per-peer blocks of `bytes` (0 bytes: none). */
-MELD_HD uint64_t meld_net_launches(uint64_t bytes, uint64_t block) {
-  return bytes == 0 ? 0 : (bytes - 1) / block + 1;
+/* Offset of the (parity of epoch, row, slot) staging slot. */
+MELD_HD uint64_t meld_net_slot(uint64_t epoch, int row, uint32_t slot, int nranks, uint64_t block) {
+  return (((epoch & 1ull) * (uint64_t)nranks + (uint64_t)row) * MELD_NET_SLOTS + slot) * block;
 }
-/* Bytes [*c0, *c0 + *len) of every block handled by launch i. */
-MELD_HD void meld_net_launch_range(uint64_t bytes, uint64_t block, uint64_t i, uint64_t *c0, uint64_t *len) {
-  *c0 = i * block;
-  *len = *c0 >= bytes ? 0 : (bytes - *c0 < block ? bytes - *c0 : block);
+/* Index of the (row, slot) word in one half of the flags, in the pad's signal / credit slots and
+ * in the workspace's rows (times block). */
+MELD_HD uint32_t meld_net_word(int row, uint32_t slot) { return (uint32_t)row * MELD_NET_SLOTS + slot; }
+/* Words of one half of the flags. */
+MELD_HD uint32_t meld_net_words(int nranks) { return (uint32_t)nranks * MELD_NET_SLOTS; }
+/* Chunks of a pair's stream for `bytes` (at least one, maybe empty). */
+MELD_HD uint64_t meld_net_chunks(uint64_t bytes, uint64_t block) {
+  return bytes == 0 ? 1 : (bytes - 1) / block + 1;
 }
-/* Bytes of block q's piece in the launch that handles bytes [c0, c0 + len) of every block, where
- * block q is [q * blk, min((q + 1) * blk, total)) (the last blocks of an all-reduce's parts may
- * be shorter, or empty). */
-MELD_HD uint64_t meld_net_piece(uint64_t blk, uint64_t total, uint64_t c0, uint64_t len, int q) {
-  const uint64_t start = (uint64_t)q * blk;
-  const uint64_t blen = start >= total ? 0 : (total - start < blk ? total - start : blk);
-  return c0 >= blen ? 0 : (blen - c0 < len ? blen - c0 : len);
+/* Bytes of chunk j of a piece of `bytes` (0 past its end). */
+MELD_HD uint64_t meld_net_chunk_len(uint64_t bytes, uint64_t block, uint64_t j) {
+  const uint64_t c0 = j * block;
+  return c0 >= bytes ? 0 : (bytes - c0 < block ? bytes - c0 : block);
+}
+/* Stamp of stream chunk c of call `epoch` (its data word; the credit for it holds the same). */
+MELD_HD uint64_t meld_net_stamp(uint64_t epoch, uint64_t c) { return meld_stamp(epoch, (uint32_t)(c + 1u)); }
+/* The credit stamp the sender must see before writing chunk c; 0: none needed (c < S). */
+MELD_HD uint64_t meld_net_credit_needed(uint64_t epoch, uint64_t c) {
+  return c < MELD_NET_SLOTS ? 0 : meld_net_stamp(epoch, c - MELD_NET_SLOTS);
+}
+/* 1 if the receiver returns a credit for chunk c of a stream of n chunks (only chunks that a
+ * later chunk of the same call will wait for: c + S < n). */
+MELD_HD int meld_net_credit_returned(uint64_t c, uint64_t n) { return c + MELD_NET_SLOTS < n; }
+/* Bytes of all-reduce part q: parts of `part` bytes over `total`, the last ones shorter or empty. */
+MELD_HD uint64_t meld_net_part_len(uint64_t part, uint64_t total, int q) {
+  const uint64_t start = (uint64_t)q * part;
+  return start >= total ? 0 : (total - start < part ? total - start : part);
 }
 /* 1 if `block` is a legal staging block: in [MIN, MAX] and a multiple of 256 bytes (every
  * slot then keeps the 16-byte alignment the vector loops want, and a 64-byte line per slot). */

@@ -65,6 +65,12 @@ extern "C" {
 /* In it: the epoch of this rank's last call of the decode GEMM+AR kernel (u64, 0 = none;
  * src/ops/gemm_ar_decode.cu: its next call waits for the peers' CONSUMED_ALL of that call). */
 #define MELD_PAD_OFF_DECODE_LAST MELD_PAD_OFF_DATA
+/* Then, at +4 KiB, the inter-node collectives' words (src/ops/coll_net.cu; u64 stamps, never
+ * reset): staged [MELD_COLL_MAX_RANKS][MELD_NET_SLOTS] (a chunk for a remote peer is in the send
+ * staging: for the kernel's feeder), consumed [same] (a remote peer's chunk is read: the feeder
+ * returns its credit), reduced [MELD_NET_SLOTS] (an all-reduce's own part chunk is summed). */
+#define MELD_PAD_OFF_NET (MELD_PAD_OFF_DATA + 4096u)
+#define MELD_PAD_NET_BYTES (16u << 10)
 /* [4 MiB, 8 MiB): the collectives' low-latency buffers (src/ops/collectives.cu), owned by
  * them alone: 8-byte lines {4 data bytes, 4 flag bytes = low bits of the epoch}, two halves
  * by epoch parity. No other op may write here: a stray word equal to a flag would be taken

@@ -29,8 +29,8 @@ typedef struct meld_net {
   size_t host_bytes;
   /* host pointers (the proxy's view) */
   meld_cmdring_hdr_t *ring;
-  uint64_t *flags;                /* [nranks]                                                */
-  uint8_t *send, *recv;           /* [2][nranks][block] each                                 */
+  uint64_t *flags;                /* [2][nranks][MELD_NET_SLOTS]: data stamps, then credits  */
+  uint8_t *send, *recv;           /* [2][nranks][MELD_NET_SLOTS][block] each                 */
   /* the same memory as the GPU addresses it */
   meld_cmdring_hdr_t *ring_dev;
   uint64_t *flags_dev;

@@ -22,6 +22,7 @@ _Static_assert(MELD_PAD_OFF_ARGS + MELD_PROTO_MAX_RANKS * 16u <= MELD_PAD_OFF_SI
 _Static_assert(MELD_PAD_OFF_SCRATCH + 4u * MELD_SCRATCH_WORDS <= MELD_PAD_OFF_ARGS, "pad: scratch overflow");
 _Static_assert(MELD_PAD_OFF_QUEUES + 4u * MELD_NUM_QUEUES <= MELD_PAD_OFF_SCRATCH, "pad: queues overflow");
 _Static_assert(MELD_PAD_OFF_DATA <= MELD_PAD_BYTES, "pad: regions overflow");
+_Static_assert(MELD_PAD_OFF_NET + MELD_PAD_NET_BYTES <= MELD_PAD_OFF_LL, "pad: the net words overflow the data region");
 _Static_assert(sizeof(meld_wait_mirror_t) == 64, "mirror entry is 64 bytes");
 _Static_assert(sizeof(meld_trace_event_t) == 32, "trace event is 32 bytes");
 

@@ -1,32 +1,37 @@
-/* coll_net.cu — the collectives of a comm that spans several nodes: ONE kernel per launch moves
- * each peer's block, over the proxy (host-pinned staging, the command ring, the transport) to
- * ranks of other nodes and through the workspace (NVLink, pad signals) to ranks of this node.
- * Layout of the staging and why slots are reused without credits: src/common/net.h.
+/* coll_net.cu — the collectives of a comm that spans several nodes: ONE kernel per call moves
+ * every ordered pair's stream of chunks (src/common/net.h: slots, stamps, credits, the reuse
+ * argument) over the proxy (host-pinned staging, the command ring, the transport) to ranks of
+ * other nodes and through the workspace (NVLink, pad signals and credits) to ranks of this node.
  *
- *   op               every rank sends peer q             and with what it receives
- *   all_gather       its block (one staging copy)        copies q's block to recv[q * B]
- *   all_to_all       send block q                        copies it to recv[q * B]
- *   reduce_scatter   send block q                        sums all P blocks (own from send) in
- *                                                        rank order, fp32, rounded once
- *   all_reduce       = reduce_scatter of parts of ceil(count / P) elements into recv's own
- *                      part, then all_gather of the parts in place (two launches per chunk)
+ *   op               rank me sends peer q                 and with what it receives from q
+ *   all_gather       its block (staged once for all       copies q's chunks to recv[q * B]
+ *                    remote peers)
+ *   all_to_all(v)    its send piece for q                 copies them to recv's piece of q
+ *   reduce_scatter   send block q                         sums chunk j of every peer and its own
+ *                                                         in rank order (fp32, rounded once)
+ *   all_reduce       phase 1: send part q (parts of ceil(count / P) elements, the last shorter
+ *                    or empty), summed as reduce_scatter into recv's own part; phase 2: its
+ *                    reduced part, chunk j as soon as it is summed (staged once for all remote
+ *                    peers); copies q's part into recv. One stream per pair: phase 2's chunks
+ *                    follow phase 1's.
  *
- * A launch (one call of the device protocol: entry handshake with same-node peers, epoch):
- *   A. every CTA copies its share of the outgoing bytes: into same-node peers' workspace
- *      slots (slot `rank` at q) and into this rank's send staging slot for remote peers
- *      (PCIe writes), and the own block where it goes;
- *   B. the last CTA to finish A (an arrival count in the pad's per-call scratch) signals the
- *      same-node peers (release stores into their pads) and writes one WRITE command per
- *      remote peer into the ring (bytes, then a flag = the call's stamp at flags[rank] there),
- *      publishing head with a release store: the proxy thread sends them;
- *   C. every CTA waits for what it consumes (pad signals; remote flags in pinned memory, read
- *      over PCIe) and copies or sums it into recv.
- * Blocks longer than MELD_NET_CHUNK_BYTES take several launches (the host loops). All waits
- * have the comm's deadline and see aborts; a peer that never calls ends in MELD_ERR_TIMEOUT.
- *
- * This is the functional first version: the bytes between nodes go through host memory and
- * TCP (no RDMA yet), and same-node peers through one workspace slot per launch, so it is a
- * correctness path, not a fast one. Fused ops refuse multi-node comms. */
+ * CTAs by role (blockIdx.x): 0 is the FEEDER (one thread), then NS senders, then NR receivers.
+ *   sender:   its share of the send items (round robin in a fixed order: chunk j ascending, peers
+ *             in rotation): waits for the slot's credit (chunk c - S consumed: a pad credit from a
+ *             same-node peer, a flag over PCIe from a remote one; an all-reduce's phase-2 chunk
+ *             also for its own sum), copies the chunk (into the peer's workspace row, or into the
+ *             send staging), then publishes it: a pad signal to a same-node peer; the slot's
+ *             staged word (device memory) for the feeder;
+ *   receiver: its share of the receive items: waits for the chunk's data stamp, copies (or sums
+ *             every peer's chunk j), then returns the credit: a pad credit to a same-node peer; the
+ *             slot's consumed word for the feeder (only chunks a later chunk will wait for);
+ *   feeder:   owns the proxy's ring and never blocks on one item: it polls every remote peer's
+ *             next staged chunk and next consumed chunk and turns each into a command (WRITE of
+ *             the chunk with its data stamp; a flag-only WRITE of the credit), publishing the
+ *             ring's head once per pass. (A feeder that waited on one chunk whose sender waits
+ *             for a credit behind it in the same queue would deadlock two ranks.)
+ * Every wait has the comm's deadline and sees aborts; the feeder's is measured from its last
+ * progress, and it stops when the proxy reports an error. */
 #include <stdint.h>
 #include <string.h>
 
@@ -43,115 +48,360 @@
 #include "net.h"
 #include "proto.h"
 
-enum { NET_AG = 0, NET_A2A = 1, NET_RS = 2 };
+enum { NET_AG = 0, NET_A2A = 1, NET_RS = 2, NET_AR = 3 };
 
 #define NET_THREADS 512
-#define NET_MAX_CTAS 8
+#define NET_MAX_ROLE_CTAS 8 /* senders, and receivers, at most */
+
+static_assert((2u * MELD_COLL_MAX_RANKS + 1u) * MELD_NET_SLOTS * 8u <= MELD_PAD_NET_BYTES, "net words fit the pad");
 
 typedef struct {
   uint32_t op_id, arg_hash;
-  int32_t rank, nranks, action, dtype;
-  const uint8_t *src;     /* AG: the own block (piece at + c0); A2A / RS: send (block q at q * blk) */
-  uint8_t *dst;           /* AG / A2A: recv (block q at q * blk); RS: the result (piece at + c0)  */
-  const uint8_t *own_in;  /* RS: the own contribution (send's block `rank`)                        */
-  uint8_t *own_out;       /* AG / A2A: where the own block goes (recv + rank * blk); NULL: in place */
-  uint64_t blk, total;    /* block q: [q * blk, min((q + 1) * blk, total)) of the send / recv       */
-  uint64_t c0, len;       /* this launch: bytes [c0, c0 + len) of every block                       */
+  int32_t rank, nranks, kind, dtype;
+  const uint8_t *src;     /* AG: the own block; A2A / RS / AR: send                                */
+  uint8_t *dst;           /* AG / A2A / AR: recv; RS: the result                                   */
+  /* phase 1, per peer: what goes to q (src + tx_off[q], tx_bytes[q]; AG: the own block for all)
+   * and where q's bytes land (dst + rx_off[q], rx_bytes[q]); RS / AR: rx_bytes[q] = the own
+   * part's bytes, summed into sum_out. AR's phase 2 sends sum_out (own_bytes) and receives q's
+   * part into dst + tx_off[q] (tx_bytes[q]). */
+  uint64_t tx_off[MELD_COLL_MAX_RANKS], tx_bytes[MELD_COLL_MAX_RANKS];
+  uint64_t rx_off[MELD_COLL_MAX_RANKS], rx_bytes[MELD_COLL_MAX_RANKS];
+  const uint8_t *own_src; /* AG / A2A: the own block, copied to own_dst; RS / AR: own contribution  */
+  uint8_t *own_dst;       /* AG / A2A: NULL = in place                                             */
+  uint64_t own_bytes;     /* AG / A2A: the own block's bytes; RS / AR: the own part's              */
+  uint8_t *sum_out;       /* RS / AR: where the own part's sum goes                                 */
   uint64_t block;         /* a staging slot's bytes                                                 */
   meld_cmdring_hdr_t *ring;
-  uint64_t *flags;        /* [nranks], host-mapped                                                  */
+  uint64_t *flags;        /* [2][nranks][S], host-mapped                                            */
   uint8_t *snd, *rcv;     /* staging, host-mapped                                                   */
   uint32_t region_send, region_recv, region_flags, nslots;
-  uint8_t *ws;            /* this rank's workspace: slot q (q * block) holds same-node q's piece   */
+  uint8_t *ws;            /* this rank's workspace: row q (q * S slots of block) holds same-node q's */
   uint8_t *peer_ws[MELD_COLL_MAX_RANKS]; /* same-node peers' workspaces, NULL for other nodes       */
 } coll_net_kargs_t;
 
-/* Bytes of block q's piece in this launch. */
-MELD_HD uint64_t net_piece(const coll_net_kargs_t *a, int q) { return meld_net_piece(a->blk, a->total, a->c0, a->len, q); }
+/* ---- the stream arithmetic (every role computes the same) ----------------------------------- */
 
-/* What this rank sends peer q: (source, bytes). */
-MELD_DEV const uint8_t *net_out_src(const coll_net_kargs_t *a, int q, uint64_t *n) {
-  if (a->action == NET_AG) {
-    *n = net_piece(a, a->rank);
-    return a->src + a->c0;
-  }
-  *n = net_piece(a, q);
-  return a->src + (uint64_t)q * a->blk + a->c0;
+MELD_DEV bool net_remote(const coll_net_kargs_t *a, int q) { return q != a->rank && !a->peer_ws[q]; }
+MELD_DEV bool net_sum_kind(const coll_net_kargs_t *a) { return a->kind == NET_RS || a->kind == NET_AR; }
+MELD_DEV uint64_t net_tx1(const coll_net_kargs_t *a, int q) { return meld_net_chunks(a->tx_bytes[q], a->block); }
+MELD_DEV uint64_t net_rx1(const coll_net_kargs_t *a, int q) { return meld_net_chunks(a->rx_bytes[q], a->block); }
+/* Phase-2 chunks (all-reduce): sent to every peer / received from q. */
+MELD_DEV uint64_t net_tx2(const coll_net_kargs_t *a) { return a->kind == NET_AR ? meld_net_chunks(a->own_bytes, a->block) : 0; }
+MELD_DEV uint64_t net_rx2(const coll_net_kargs_t *a, int q) {
+  return a->kind == NET_AR ? meld_net_chunks(a->tx_bytes[q], a->block) : 0;
+}
+MELD_DEV uint64_t net_ntx(const coll_net_kargs_t *a, int q) { return net_tx1(a, q) + net_tx2(a); }
+MELD_DEV uint64_t net_nrx(const coll_net_kargs_t *a, int q) { return net_rx1(a, q) + net_rx2(a, q); }
+/* 1 if chunk j of phase ph toward a remote peer is staged once for all remote peers. */
+MELD_DEV bool net_shared(const coll_net_kargs_t *a, int ph) { return a->kind == NET_AG || ph == 1; }
+
+MELD_DEV uint64_t *net_staged(const meld_ctx_t *c, int row, uint32_t slot) {
+  return meld_pad_u64(c->p->pad, MELD_PAD_OFF_NET) + meld_net_word(row, slot);
+}
+MELD_DEV uint64_t *net_consumed(const meld_ctx_t *c, int row, uint32_t slot) {
+  return meld_pad_u64(c->p->pad, MELD_PAD_OFF_NET) + MELD_COLL_MAX_RANKS * MELD_NET_SLOTS + meld_net_word(row, slot);
+}
+MELD_DEV uint64_t *net_reduced(const meld_ctx_t *c, uint32_t slot) {
+  return meld_pad_u64(c->p->pad, MELD_PAD_OFF_NET) + 2u * MELD_COLL_MAX_RANKS * MELD_NET_SLOTS + slot;
 }
 
-/* Where peer q's piece lies here once it arrived. */
-MELD_DEV const uint8_t *net_in(const coll_net_kargs_t *a, int q, uint64_t epoch) {
-  return a->peer_ws[q] ? a->ws + (uint64_t)q * a->block : a->rcv + meld_net_slot(epoch, q, a->nranks, a->block);
+/* ---- sender ------------------------------------------------------------------------------- */
+
+/* One thread: waits for the credit of chunk c toward q (a no-op for c < S). */
+MELD_DEV bool net_wait_credit(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, uint64_t c) {
+  const uint64_t need = meld_net_credit_needed(ctx->epoch, c);
+  if (!need) return true;
+  const uint32_t word = meld_net_word(q, (uint32_t)(c % MELD_NET_SLOTS));
+  if (!net_remote(a, q)) return meld_wait_credit(ctx, word, need, q, "net credit (this node)");
+  return meld_wait_ge(ctx, a->flags + meld_net_words(a->nranks) + word, need,
+                      meld_wait_info(MELD_REGION_OTHER, word, q, "net credit (proxy)"));
 }
 
-/* One thread: waits until peer q's piece of this call is here (pad signal or remote flag). */
-MELD_DEV bool net_wait_peer(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q) {
-  const uint64_t stamp = meld_stamp(ctx->epoch, 1);
-  if (a->peer_ws[q]) return meld_wait_signal(ctx, (uint32_t)q, stamp, q, "net piece (this node)");
-  return meld_wait_ge(ctx, a->flags + q, stamp, meld_wait_info(MELD_REGION_OTHER, (uint32_t)q, q, "net piece (proxy)"));
-}
-
-/* B: the last CTA of phase A signals same-node peers and enqueues the remote writes. */
-MELD_DEV bool net_publish(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
-  const uint64_t stamp = meld_stamp(ctx->epoch, 1);
-  meld_cmdring_hdr_t *ring = a->ring;
-  uint64_t head = ld_relaxed_sys_u64(&ring->head); /* (this GPU is the ring's one producer) */
-  for (int i = 1; i < a->nranks; i++) {
-    const int q = (a->rank + i) % a->nranks;
-    if (a->peer_ws[q]) {
-      meld_signal_put(ctx, q, (uint32_t)a->rank, stamp);
-      continue;
+/* Send item: chunk j of phase ph toward q (shared: toward every remote peer, staged once). */
+MELD_DEV bool net_send_item(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, bool shared, int ph, uint64_t j) {
+  const int P = a->nranks, me = a->rank;
+  const uint64_t e = ctx->epoch;
+  meld_cta_shared_t *s = meld_cta_shared();
+  if (threadIdx.x == 0) {
+    bool ok = true;
+    if (shared) {
+      for (int r = 0; ok && r < P; r++)
+        if (net_remote(a, r)) ok = net_wait_credit(ctx, a, r, ph == 0 ? j : net_tx1(a, r) + j);
+    } else {
+      ok = net_wait_credit(ctx, a, q, ph == 0 ? j : net_tx1(a, q) + j);
     }
-    if (meld_cmdring_full(head, ld_relaxed_sys_u64(&ring->tail), a->nslots) &&
-        !meld_wait_ge(ctx, &ring->tail, head - a->nslots + 1,
-                      meld_wait_info(MELD_REGION_OTHER, 0u, -1, "proxy ring credit")))
-      return false;
-    uint64_t n = 0;
-    (void)net_out_src(a, q, &n);
-    meld_cmd_t *c = meld_cmdring_cmds(ring) + meld_cmdring_slot(head, a->nslots);
-    c->opcode = MELD_CMD_WRITE;
-    c->src_region = (uint16_t)a->region_send;
-    c->dst_region = (uint16_t)a->region_recv;
-    c->flag_region = (uint16_t)a->region_flags;
-    c->dst_rank = q;
-    c->flag_index = (uint32_t)a->rank;
-    c->src_offset = meld_net_slot(ctx->epoch, a->action == NET_AG ? 0 : q, a->nranks, a->block);
-    c->dst_offset = meld_net_slot(ctx->epoch, a->rank, a->nranks, a->block);
-    c->bytes = n;
-    c->flag_value = stamp;
-    c->seq = head;
-    c->reserved = 0;
-    st_release_sys_u64(&ring->head, ++head); /* the command and the staged bytes before it */
+    if (ok && ph == 1) /* the own part's chunk j is summed (by a receiver of this kernel) */
+      ok = meld_wait_ge(ctx, net_reduced(ctx, (uint32_t)(j % MELD_NET_SLOTS)), meld_net_stamp(e, j),
+                        meld_wait_info(MELD_REGION_OTHER, (uint32_t)j, me, "net own sum"));
+    s->ok = ok ? 1u : 0u;
+  }
+  if (!__syncthreads_and(s->ok)) return false;
+  const uint8_t *from;
+  uint64_t n;
+  if (ph == 0) {
+    from = (a->kind == NET_AG ? a->src : a->src + a->tx_off[q]) + j * a->block;
+    n = meld_net_chunk_len(a->tx_bytes[q], a->block, j);
+  } else {
+    from = a->sum_out + j * a->block;
+    n = meld_net_chunk_len(a->own_bytes, a->block, j);
+  }
+  const uint64_t c = ph == 0 ? j : net_tx1(a, q) + j; /* (not used when shared) */
+  uint8_t *to;
+  if (shared) to = a->snd + meld_net_slot(e, me, (uint32_t)(j % MELD_NET_SLOTS), P, a->block);
+  else if (net_remote(a, q)) to = a->snd + meld_net_slot(e, q, (uint32_t)(c % MELD_NET_SLOTS), P, a->block);
+  else to = a->peer_ws[q] + (uint64_t)meld_net_word(me, (uint32_t)(c % MELD_NET_SLOTS)) * a->block;
+  copy_bytes(to, from, n, threadIdx.x, blockDim.x);
+  __syncthreads(); /* every thread's stores before thread 0's release (cumulative) */
+  if (threadIdx.x == 0) {
+    if (shared) st_release_sys_u64(net_staged(ctx, me, (uint32_t)(j % MELD_NET_SLOTS)), meld_net_stamp(e, j));
+    else if (net_remote(a, q)) st_release_sys_u64(net_staged(ctx, q, (uint32_t)(c % MELD_NET_SLOTS)), meld_net_stamp(e, c));
+    else meld_signal_put(ctx, q, meld_net_word(me, (uint32_t)(c % MELD_NET_SLOTS)), meld_net_stamp(e, c));
   }
   return true;
 }
 
-/* RS: dst[c0 + e] = sum over q in rank order of q's piece (own from own_in), e < n elements.
- * (Not copy.cuh's reduce_sum: its sources lie one stride apart in one staging, these in two,
- * the workspace for same-node peers and the pinned staging for remote ones.) */
-MELD_DEV void net_sum(const coll_net_kargs_t *a, uint64_t epoch, uint64_t n, uint32_t w, uint32_t nw) {
-  const int P = a->nranks, es = a->dtype == COPY_BF16 ? 2 : 4;
-  const uint8_t *own = a->own_in + a->c0;
-  uint8_t *out = a->dst + a->c0;
-  bool aligned = ((uintptr_t)own | (uintptr_t)out) % 16 == 0;
+/* Sender `si` of ns: its items of both phases. */
+MELD_DEV bool net_sender(meld_ctx_t *ctx, const coll_net_kargs_t *a, uint32_t si, uint32_t ns) {
+  const int P = a->nranks, me = a->rank;
+  uint64_t k = 0;
+  for (int ph = 0; ph < (a->kind == NET_AR ? 2 : 1); ph++) {
+    uint64_t maxn = 0;
+    for (int q = 0; q < P; q++)
+      if (q != me) maxn = max(maxn, ph == 0 ? net_tx1(a, q) : net_tx2(a));
+    for (uint64_t j = 0; j < maxn; j++) {
+      bool group = false;
+      for (int i = 1; i < P; i++) {
+        const int q = (me + i) % P;
+        if (ph == 0 && j >= net_tx1(a, q)) continue;
+        const bool shared = net_remote(a, q) && net_shared(a, ph);
+        if (shared && group) continue;
+        group = group || shared;
+        if (k++ % ns != si) continue;
+        if (!net_send_item(ctx, a, q, shared, ph, j)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+/* ---- receiver ----------------------------------------------------------------------------- */
+
+/* One thread: waits until q's chunk c is here. */
+MELD_DEV bool net_wait_data(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, uint64_t c) {
+  const uint64_t stamp = meld_net_stamp(ctx->epoch, c);
+  const uint32_t word = meld_net_word(q, (uint32_t)(c % MELD_NET_SLOTS));
+  if (!net_remote(a, q)) return meld_wait_signal(ctx, word, stamp, q, "net chunk (this node)");
+  return meld_wait_ge(ctx, a->flags + word, stamp, meld_wait_info(MELD_REGION_OTHER, word, q, "net chunk (proxy)"));
+}
+/* Where q's chunk c lies here. */
+MELD_DEV const uint8_t *net_in(const meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, uint64_t c) {
+  const uint32_t slot = (uint32_t)(c % MELD_NET_SLOTS);
+  return net_remote(a, q) ? a->rcv + meld_net_slot(ctx->epoch, q, slot, a->nranks, a->block)
+                          : a->ws + (uint64_t)meld_net_word(q, slot) * a->block;
+}
+/* One thread, after the CTA's barrier that followed its reads of q's chunk c: the credit. */
+MELD_DEV void net_release(const meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, uint64_t c) {
+  if (!meld_net_credit_returned(c, net_nrx(a, q))) return;
+  const uint32_t slot = (uint32_t)(c % MELD_NET_SLOTS);
+  if (net_remote(a, q)) st_release_sys_u64(net_consumed(ctx, q, slot), meld_net_stamp(ctx->epoch, c));
+  else meld_credit_put(ctx, q, meld_net_word(a->rank, slot), meld_net_stamp(ctx->epoch, c));
+}
+
+/* Receive item: q's chunk j of phase ph, copied where it goes. */
+MELD_DEV bool net_recv_copy(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, int ph, uint64_t j) {
+  meld_cta_shared_t *s = meld_cta_shared();
+  const uint64_t c = ph == 0 ? j : net_rx1(a, q) + j;
+  if (threadIdx.x == 0) s->ok = net_wait_data(ctx, a, q, c) ? 1u : 0u;
+  if (!__syncthreads_and(s->ok)) return false;
+  uint8_t *to = a->dst + (ph == 0 ? a->rx_off[q] : a->tx_off[q]) + j * a->block;
+  copy_bytes(to, net_in(ctx, a, q, c), meld_net_chunk_len(ph == 0 ? a->rx_bytes[q] : a->tx_bytes[q], a->block, j),
+             threadIdx.x, blockDim.x);
+  __syncthreads();
+  if (threadIdx.x == 0) net_release(ctx, a, q, c);
+  return true;
+}
+
+/* Receive item of RS / AR phase 1: chunk j of the own part = the sum over q in rank order of q's
+ * chunk j (own: own_src), fp32, rounded once. */
+MELD_DEV bool net_recv_sum(meld_ctx_t *ctx, const coll_net_kargs_t *a, uint64_t j) {
+  const int P = a->nranks, me = a->rank;
+  meld_cta_shared_t *s = meld_cta_shared();
+  __shared__ const uint8_t *srcs[MELD_COLL_MAX_RANKS];
+  if (threadIdx.x == 0) {
+    bool ok = true;
+    for (int i = 1; ok && i < P; i++) ok = net_wait_data(ctx, a, (me + i) % P, j);
+    s->ok = ok ? 1u : 0u;
+  }
+  for (int q = threadIdx.x; q < P; q += blockDim.x) srcs[q] = q == me ? a->own_src + j * a->block : net_in(ctx, a, q, j);
+  if (!__syncthreads_and(s->ok)) return false;
+  const uint64_t n = meld_net_chunk_len(a->own_bytes, a->block, j);
+  const int es = a->dtype == COPY_BF16 ? 2 : 4;
+  uint8_t *out = a->sum_out + j * a->block;
+  const bool aligned = ((uintptr_t)srcs[me] | (uintptr_t)out) % 16 == 0; /* (slots are 256-aligned) */
   const uint64_t elems = n / (uint64_t)es, nvec = aligned ? n / 16 : 0;
-  for (uint64_t i = w; i < nvec; i += nw) {
+  for (uint64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int q = 0; q < P; q++) {
-      const int4 v = __ldcv((const int4 *)(q == a->rank ? own : net_in(a, q, epoch)) + i);
+      const int4 v = __ldcv((const int4 *)srcs[q] + i);
       if (es == 2) acc_bf16x8(acc, v);
       else acc_f32x4(acc, v);
     }
     ((int4 *)out)[i] = pack_acc(acc, a->dtype);
   }
-  for (uint64_t e = nvec * 16 / es + w; e < elems; e += nw) {
-    float s = 0.0f;
-    for (int q = 0; q < P; q++) {
-      const uint8_t *p = q == a->rank ? own : net_in(a, q, epoch);
-      s += es == 2 ? __bfloat162float(__ushort_as_bfloat16(__ldcv((const unsigned short *)p + e)))
-                   : __ldcv((const float *)p + e);
+  for (uint64_t e = nvec * 16 / es + threadIdx.x; e < elems; e += blockDim.x) {
+    float sum = 0.0f;
+    for (int q = 0; q < P; q++)
+      sum += es == 2 ? __bfloat162float(__ushort_as_bfloat16(__ldcv((const unsigned short *)srcs[q] + e)))
+                     : __ldcv((const float *)srcs[q] + e);
+    store_elem(out, e, sum, a->dtype);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int q = 0; q < P; q++)
+      if (q != me) net_release(ctx, a, q, j);
+    if (a->kind == NET_AR) /* for this rank's phase-2 senders (this GPU's memory) */
+      st_release_sys_u64(net_reduced(ctx, (uint32_t)(j % MELD_NET_SLOTS)), meld_net_stamp(ctx->epoch, j));
+  }
+  return true;
+}
+
+/* Receiver `ri` of nr: its items of both phases, then its share of the own block's copy. */
+MELD_DEV bool net_receiver(meld_ctx_t *ctx, const coll_net_kargs_t *a, uint32_t ri, uint32_t nr) {
+  const int P = a->nranks, me = a->rank;
+  uint64_t k = 0;
+  for (int ph = 0; ph < (a->kind == NET_AR ? 2 : 1); ph++) {
+    if (ph == 0 && net_sum_kind(a)) {
+      const uint64_t n = meld_net_chunks(a->own_bytes, a->block);
+      for (uint64_t j = 0; j < n; j++)
+        if (k++ % nr == ri && !net_recv_sum(ctx, a, j)) return false;
+      continue;
     }
-    store_elem(out, e, s, a->dtype);
+    uint64_t maxn = 0;
+    for (int q = 0; q < P; q++)
+      if (q != me) maxn = max(maxn, ph == 0 ? net_rx1(a, q) : net_rx2(a, q));
+    for (uint64_t j = 0; j < maxn; j++)
+      for (int i = 1; i < P; i++) {
+        const int q = (me + P - i) % P;
+        if (j >= (ph == 0 ? net_rx1(a, q) : net_rx2(a, q))) continue;
+        if (k++ % nr == ri && !net_recv_copy(ctx, a, q, ph, j)) return false;
+      }
+  }
+  if (a->own_dst) copy_bytes(a->own_dst, a->own_src, a->own_bytes, ri * blockDim.x + threadIdx.x, nr * blockDim.x);
+  return true;
+}
+
+/* ---- feeder ------------------------------------------------------------------------------- */
+
+/* One thread: every remote peer's chunks and credits into the ring, in whatever order they
+ * become ready. */
+MELD_DEV bool net_feeder(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
+  const int P = a->nranks, me = a->rank;
+  const uint64_t e = ctx->epoch;
+  __shared__ uint64_t tx_next[MELD_COLL_MAX_RANKS], cr_next[MELD_COLL_MAX_RANKS];
+  for (int q = 0; q < P; q++) tx_next[q] = cr_next[q] = 0;
+  meld_cmdring_hdr_t *ring = a->ring;
+  meld_cmd_t *cmds = meld_cmdring_cmds(ring);
+  uint64_t head = ld_relaxed_sys_u64(&ring->head); /* (this GPU is the ring's one producer) */
+  uint64_t tail = ld_acquire_sys_u64(&ring->tail);
+  const uint32_t *abort_word = meld_abort_word(ctx->p);
+  uint64_t last_progress = globaltimer_ns();
+  int stuck_q = -1;
+  const char *stuck_what = "";
+  for (uint32_t pass = 1;; pass++) {
+    bool all = true;
+    const uint64_t head0 = head;
+    for (int i = 1; i < P; i++) {
+      const int q = (me + i) % P;
+      if (!net_remote(a, q)) continue;
+      /* the next chunk toward q, once staged */
+      const uint64_t c = tx_next[q];
+      if (c < net_ntx(a, q)) {
+        all = false;
+        const int ph = c < net_tx1(a, q) ? 0 : 1;
+        const bool shared = net_shared(a, ph);
+        const uint64_t j = ph == 0 ? c : c - net_tx1(a, q);    /* the shared staging's chunk */
+        const uint32_t sslot = (uint32_t)((shared ? j : c) % MELD_NET_SLOTS);
+        const int row = shared ? me : q;
+        if (ld_relaxed_sys_u64(net_staged(ctx, row, sslot)) >= meld_net_stamp(e, shared ? j : c)) {
+          if (meld_cmdring_full(head, tail, a->nslots)) tail = ld_acquire_sys_u64(&ring->tail);
+          if (!meld_cmdring_full(head, tail, a->nslots)) {
+            fence_acquire_sys(); /* the staged bytes (the sender's release) before the command */
+            const uint64_t n = ph == 0 ? meld_net_chunk_len(a->tx_bytes[q], a->block, j)
+                                       : meld_net_chunk_len(a->own_bytes, a->block, j);
+            meld_cmd_t *cmd = cmds + meld_cmdring_slot(head, a->nslots);
+            cmd->opcode = MELD_CMD_WRITE;
+            cmd->src_region = (uint16_t)a->region_send;
+            cmd->dst_region = (uint16_t)a->region_recv;
+            cmd->flag_region = (uint16_t)a->region_flags;
+            cmd->dst_rank = q;
+            cmd->flag_index = meld_net_word(me, (uint32_t)(c % MELD_NET_SLOTS));
+            cmd->src_offset = meld_net_slot(e, row, sslot, P, a->block);
+            cmd->dst_offset = meld_net_slot(e, me, (uint32_t)(c % MELD_NET_SLOTS), P, a->block);
+            cmd->bytes = n;
+            cmd->flag_value = meld_net_stamp(e, c);
+            cmd->seq = head;
+            cmd->reserved = 0;
+            head++;
+            tx_next[q] = c + 1;
+          }
+        } else {
+          stuck_q = q, stuck_what = "net feeder: a chunk to stage";
+        }
+      }
+      /* the next credit owed to q, once its chunk is consumed */
+      const uint64_t r = cr_next[q], nrx = net_nrx(a, q);
+      if (meld_net_credit_returned(r, nrx)) {
+        all = false;
+        const uint32_t slot = (uint32_t)(r % MELD_NET_SLOTS);
+        if (ld_relaxed_sys_u64(net_consumed(ctx, q, slot)) >= meld_net_stamp(e, r)) {
+          if (meld_cmdring_full(head, tail, a->nslots)) tail = ld_acquire_sys_u64(&ring->tail);
+          if (!meld_cmdring_full(head, tail, a->nslots)) {
+            fence_acquire_sys(); /* the receiver's reads before the credit leaves */
+            meld_cmd_t *cmd = cmds + meld_cmdring_slot(head, a->nslots);
+            cmd->opcode = MELD_CMD_WRITE;
+            cmd->src_region = (uint16_t)a->region_send;
+            cmd->dst_region = (uint16_t)a->region_recv;
+            cmd->flag_region = (uint16_t)a->region_flags;
+            cmd->dst_rank = q;
+            cmd->flag_index = meld_net_words(P) + meld_net_word(me, slot);
+            cmd->src_offset = 0;
+            cmd->dst_offset = 0;
+            cmd->bytes = 0; /* flag only */
+            cmd->flag_value = meld_net_stamp(e, r);
+            cmd->seq = head;
+            cmd->reserved = 0;
+            head++;
+            cr_next[q] = r + 1;
+          }
+        } else {
+          stuck_q = q, stuck_what = "net feeder: a chunk to consume";
+        }
+      }
+    }
+    if (head != head0) {
+      st_release_sys_u64(&ring->head, head); /* the commands (and what they name) before head */
+      last_progress = globaltimer_ns();
+    }
+    if (all) return true;
+    if (pass % MELD_WAIT_CHECK_EVERY == 0) {
+      uint32_t ab = ld_relaxed_sys_u32(abort_word);
+      if (!ab && (ab = ld_relaxed_sys_u32(ctx->p->host_abort)) != 0u) meld_raise_abort(ctx->p, ab);
+      const uint64_t now = globaltimer_ns(), waited = now - last_progress;
+      const uint32_t status = ld_relaxed_sys_u32(&ring->status);
+      if (ab || status) {
+        fence_acq_rel_sys();
+        if (status && !ab) meld_raise_abort(ctx->p, meld_abort_code(MELD_ABORT_TIMEOUT, me));
+        meld_fail(ctx, MELD_FAIL_ABORTED,
+                  meld_wait_info(MELD_REGION_OTHER, 0u, stuck_q, status ? "net proxy failed (meld_comm_check)" : stuck_what),
+                  0, status, waited, ab);
+        return false;
+      }
+      if (waited > ctx->p->timeout_ns) {
+        meld_fail(ctx, MELD_FAIL_TIMEOUT, meld_wait_info(MELD_REGION_OTHER, 0u, stuck_q, stuck_what), 0, 0, waited, 0u);
+        return false;
+      }
+      nanosleep_ns(MELD_WAIT_SLEEP_NS);
+    }
   }
 }
 
@@ -159,56 +409,14 @@ __global__ void __launch_bounds__(NET_THREADS, 1) coll_net_kernel(const __grid_c
                                                                   const __grid_constant__ coll_net_kargs_t a) {
   meld_ctx_t ctx;
   if (meld_call_begin(&ctx, &proto, a.op_id, a.arg_hash, gridDim.x)) {
-    const uint32_t w = blockIdx.x * blockDim.x + threadIdx.x, nw = gridDim.x * blockDim.x;
-    const int P = a.nranks, me = a.rank;
-    /* A. outgoing pieces (a remote all-gather piece is staged once), the own block */
-    bool staged = false;
-    for (int i = 1; i < P; i++) {
-      const int q = (me + i) % P;
-      uint64_t n = 0;
-      const uint8_t *src = net_out_src(&a, q, &n);
-      if (a.peer_ws[q]) {
-        copy_bytes(a.peer_ws[q] + (uint64_t)me * a.block, src, n, w, nw);
-      } else if (!(a.action == NET_AG && staged)) {
-        copy_bytes(a.snd + meld_net_slot(ctx.epoch, a.action == NET_AG ? 0 : q, P, a.block), src, n, w, nw);
-        staged = true;
-      }
-    }
-    if (a.own_out) {
-      const uint64_t n = net_piece(&a, me);
-      copy_bytes(a.own_out + a.c0, a.action == NET_AG ? a.src + a.c0 : a.src + (uint64_t)me * a.blk + a.c0, n, w, nw);
-    }
-    /* B. the last CTA publishes (fences: every CTA's stores before the arrival it counts; the
-     * last one's releases are cumulative over what its acquire saw) */
-    __syncthreads();
-    meld_cta_shared_t *s = meld_cta_shared();
-    if (threadIdx.x == 0) {
-      fence_sc_sys();
-      const uint32_t before = atom_add_acq_rel_gpu_u32(meld_scratch(&ctx, 0), 1u);
-      s->ok = 1;
-      if (before == gridDim.x - 1) {
-        fence_sc_sys();
-        s->ok = net_publish(&ctx, &a) ? 1u : 0u;
-      }
-    }
-    bool ok = __syncthreads_and(s->ok) != 0;
-    /* C. consume */
-    if (ok && a.action == NET_RS) {
-      if (threadIdx.x == 0) {
-        s->ok = 1;
-        for (int i = 1; i < P && s->ok; i++) s->ok = net_wait_peer(&ctx, &a, (me + i) % P) ? 1u : 0u;
-      }
-      ok = __syncthreads_and(s->ok) != 0;
-      if (ok) net_sum(&a, ctx.epoch, net_piece(&a, me), w, nw);
-    } else if (ok) {
-      for (int i = 1; ok && i < P; i++) {
-        const int q = (me + P - i) % P;
-        if (threadIdx.x == 0) s->ok = net_wait_peer(&ctx, &a, q) ? 1u : 0u;
-        ok = __syncthreads_and(s->ok) != 0;
-        if (ok)
-          copy_bytes(a.dst + (uint64_t)q * a.blk + a.c0, net_in(&a, q, ctx.epoch),
-                     net_piece(&a, a.action == NET_AG ? q : me), w, nw);
-      }
+    const uint32_t roles = gridDim.x - 1u, ns = roles / 2u, nr = roles - ns;
+    bool ok = true;
+    if (blockIdx.x == 0) {
+      if (threadIdx.x == 0) ok = net_feeder(&ctx, &a);
+    } else if (blockIdx.x <= ns) {
+      ok = net_sender(&ctx, &a, blockIdx.x - 1u, ns);
+    } else {
+      ok = net_receiver(&ctx, &a, blockIdx.x - 1u - ns, nr);
     }
     if (!ok) ctx.failed = 1;
   }
@@ -220,57 +428,59 @@ __global__ void __launch_bounds__(NET_THREADS, 1) coll_net_kernel(const __grid_c
 static const uint32_t g_net_op_ids[MELD_COLL_NUM_OPS] = {MELD_OP_ALL_GATHER, MELD_OP_REDUCE_SCATTER,
                                                          MELD_OP_ALL_REDUCE, MELD_OP_ALL_TO_ALL};
 
-/* The launches of one exchange (every chunk of blk bytes), stream-ordered. */
-static meld_result_t net_exchange(meld_comm_t comm, const char *fn, coll_net_kargs_t *k, cudaStream_t stream) {
+/* The one launch of a call. */
+static meld_result_t net_launch(meld_comm_t comm, const char *fn, const meld_coll_args_t *ca, coll_net_kargs_t *k,
+                                cudaStream_t stream) {
   const meld_net_t *net = comm->net;
-  const uint64_t launches = meld_net_launches(k->blk, net->block);
-  int grid = 0;
-  MELD_CHECK(meld_coop_grid((const void *)coll_net_kernel, NET_THREADS, 0, NET_MAX_CTAS, comm->sm_count, &grid));
-  meld_proto_dev_t proto = meld_proto_dev(comm);
-  for (uint64_t i = 0; i < launches; i++) {
-    meld_net_launch_range(k->blk, net->block, i, &k->c0, &k->len);
-    uint64_t h = meld_hash_init();
-    h = meld_hash_u64(h, k->op_id);
-    h = meld_hash_u64(h, (uint64_t)k->action);
-    h = meld_hash_u64(h, (uint64_t)k->dtype);
-    h = meld_hash_u64(h, k->blk);
-    h = meld_hash_u64(h, k->total);
-    h = meld_hash_u64(h, k->c0);
-    k->arg_hash = meld_hash_fold(h);
-    void *kargs[] = {&proto, k};
-    meld_result_t r = meld_launch_coop((const void *)coll_net_kernel, grid, NET_THREADS, 0, kargs, stream);
-    if (r != MELD_OK) {
-      meld_error_prefix("%s (inter-node path, launch %llu of %llu)", fn, (unsigned long long)i + 1,
-                        (unsigned long long)launches);
-      return r;
-    }
+  const int P = k->nranks;
+  for (int q = 0; q < P; q++) {
+    const uint64_t most = k->tx_bytes[q] > k->rx_bytes[q] ? k->tx_bytes[q] : k->rx_bytes[q];
+    if (meld_net_chunks(most, net->block) + meld_net_chunks(k->own_bytes, net->block) > MELD_NET_MAX_CHUNKS)
+      return meld_error(MELD_ERR_UNSUPPORTED,
+                        "%s: %llu bytes between rank %d and %d take more than %llu chunks of MELD_NET_CHUNK_BYTES "
+                        "= %llu in one call; raise MELD_NET_CHUNK_BYTES",
+                        fn, (unsigned long long)most, k->rank, q, (unsigned long long)MELD_NET_MAX_CHUNKS,
+                        (unsigned long long)net->block);
   }
-  return MELD_OK;
+  int grid = 0;
+  MELD_CHECK(meld_coop_grid((const void *)coll_net_kernel, NET_THREADS, 0, 1 + 2 * NET_MAX_ROLE_CTAS,
+                            comm->sm_count, &grid));
+  if (grid < 3)
+    return meld_error(MELD_ERR_UNSUPPORTED, "%s: the inter-node kernel needs 3 co-resident CTAs; %d fit", fn, grid);
+  /* Same-node peers check that they run the same call: op, kind, dtype, sizes (the per-peer
+   * counts of an all-to-allv differ by rank: only their presence is hashed). */
+  uint64_t h = meld_hash_init();
+  h = meld_hash_u64(h, k->op_id);
+  h = meld_hash_u64(h, (uint64_t)k->kind);
+  h = meld_hash_u64(h, (uint64_t)k->dtype);
+  h = meld_hash_u64(h, ca->vector ? ~0ull : (uint64_t)ca->count);
+  if (ca->op == MELD_COLL_ALL_TO_ALL && !ca->vector) h = meld_hash_u64(h, ca->send_counts[0]);
+  k->arg_hash = meld_hash_fold(h);
+  meld_proto_dev_t proto = meld_proto_dev(comm);
+  void *kargs[] = {&proto, k};
+  meld_result_t r = meld_launch_coop((const void *)coll_net_kernel, grid, NET_THREADS, 0, kargs, stream);
+  if (r != MELD_OK) meld_error_prefix("%s (inter-node path)", fn);
+  return r;
 }
 
 extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, const meld_coll_args_t *a,
                                            cudaStream_t stream) {
   const meld_net_t *net = comm->net;
   const int P = comm->nranks, me = comm->rank;
-  if (a->vector)
-    return meld_error(MELD_ERR_UNSUPPORTED,
-                      "%s: all-to-all with per-peer counts across nodes is not supported yet (%d nodes); "
-                      "meld_all_to_all (equal counts) is",
-                      fn, comm->nnodes);
   if (P > MELD_COLL_MAX_RANKS)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: %d ranks; the inter-node path handles up to %d", fn, P,
                       MELD_COLL_MAX_RANKS);
   if (!net)
     return meld_error(MELD_ERR_INTERNAL, "%s: the comm spans %d nodes but has no inter-node path", fn, comm->nnodes);
-  if (comm->local_size > 1 && comm->workspace.bytes < (size_t)P * net->block)
+  const uint64_t ws_need = (uint64_t)meld_net_words(P) * net->block;
+  if (comm->local_size > 1 && comm->workspace.bytes < ws_need)
     return meld_error(MELD_ERR_OUT_OF_MEMORY,
                       "%s: the inter-node path needs %llu bytes of workspace for %d ranks with same-node peers "
                       "(MELD_WORKSPACE_BYTES is %zu; or lower MELD_NET_CHUNK_BYTES, now %llu)",
-                      fn, (unsigned long long)((uint64_t)P * net->block), P, comm->workspace.bytes,
-                      (unsigned long long)net->block);
+                      fn, (unsigned long long)ws_need, P, comm->workspace.bytes, (unsigned long long)net->block);
   MELD_CHECK(meld_proto_sticky_error(comm, fn)); /* (as the intra-node entry: a failed comm says so) */
   const uint64_t es = meld_coll_dtype_bytes(a->dtype);
-  coll_net_kargs_t k;
+  coll_net_kargs_t k; /* (3 KB) */
   memset(&k, 0, sizeof k);
   k.op_id = g_net_op_ids[a->op];
   k.rank = me;
@@ -290,50 +500,51 @@ extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, con
     k.peer_ws[q] = q == me || comm->rank_node[q] != comm->node ? NULL : (uint8_t *)comm->workspace.peer[q];
   const uint8_t *send = (const uint8_t *)a->send;
   uint8_t *recv = (uint8_t *)a->recv;
+  k.src = send;
+  k.dst = recv;
   switch (a->op) {
-  case MELD_COLL_ALL_GATHER:
-    k.action = NET_AG;
-    k.blk = a->count * es;
-    k.total = k.blk * (uint64_t)P;
-    k.src = send;
-    k.dst = recv;
-    k.own_out = send == recv + (uint64_t)me * k.blk ? NULL : recv + (uint64_t)me * k.blk;
-    return net_exchange(comm, fn, &k, stream);
+  case MELD_COLL_ALL_GATHER: {
+    const uint64_t blk = a->count * es;
+    k.kind = NET_AG;
+    for (int q = 0; q < P; q++) k.tx_bytes[q] = blk, k.rx_off[q] = (uint64_t)q * blk, k.rx_bytes[q] = blk;
+    k.own_src = send;
+    k.own_bytes = blk;
+    k.own_dst = send == recv + (uint64_t)me * blk ? NULL : recv + (uint64_t)me * blk;
+    break;
+  }
   case MELD_COLL_ALL_TO_ALL:
-    k.action = NET_A2A;
-    k.blk = a->send_counts[0] * es;
-    k.total = k.blk * (uint64_t)P;
-    k.src = send;
-    k.dst = recv;
-    k.own_out = recv + (uint64_t)me * k.blk;
-    return net_exchange(comm, fn, &k, stream);
-  case MELD_COLL_REDUCE_SCATTER:
-    k.action = NET_RS;
-    k.blk = a->count * es;
-    k.total = k.blk * (uint64_t)P;
-    k.src = send;
-    k.own_in = send + (uint64_t)me * k.blk;
-    k.dst = recv;
-    return net_exchange(comm, fn, &k, stream);
+    k.kind = NET_A2A;
+    for (int q = 0; q < P; q++) {
+      k.tx_off[q] = a->send_offsets[q] * es, k.tx_bytes[q] = a->send_counts[q] * es;
+      k.rx_off[q] = a->recv_offsets[q] * es, k.rx_bytes[q] = a->recv_counts[q] * es;
+    }
+    k.own_src = send + k.tx_off[me];
+    k.own_dst = recv + k.rx_off[me];
+    k.own_bytes = k.tx_bytes[me] < k.rx_bytes[me] ? k.tx_bytes[me] : k.rx_bytes[me];
+    break;
+  case MELD_COLL_REDUCE_SCATTER: {
+    const uint64_t blk = a->count * es;
+    k.kind = NET_RS;
+    for (int q = 0; q < P; q++) k.tx_off[q] = (uint64_t)q * blk, k.tx_bytes[q] = blk, k.rx_bytes[q] = blk;
+    k.own_src = send + (uint64_t)me * blk;
+    k.own_bytes = blk;
+    k.sum_out = recv;
+    break;
+  }
   case MELD_COLL_ALL_REDUCE: {
     /* parts of ceil(count / P) elements (the last ones shorter or empty) */
-    const uint64_t part = (a->count + (uint64_t)P - 1) / (uint64_t)P * es;
-    k.action = NET_RS;
-    k.blk = part;
-    k.total = a->count * es;
-    k.src = send;
-    k.own_in = send + (uint64_t)me * part;
-    k.dst = recv + (uint64_t)me * part;
-    MELD_CHECK(net_exchange(comm, fn, &k, stream));
-    k.op_id = MELD_OP_ALL_GATHER;
-    k.action = NET_AG;
-    k.src = recv + (uint64_t)me * part; /* the own reduced part, gathered in place */
-    k.own_in = NULL;
-    k.dst = recv;
-    k.own_out = NULL;
-    return net_exchange(comm, fn, &k, stream);
+    const uint64_t part = (a->count + (uint64_t)P - 1) / (uint64_t)P * es, total = a->count * es;
+    const uint64_t mine = meld_net_part_len(part, total, me);
+    k.kind = NET_AR;
+    for (int q = 0; q < P; q++)
+      k.tx_off[q] = (uint64_t)q * part, k.tx_bytes[q] = meld_net_part_len(part, total, q), k.rx_bytes[q] = mine;
+    k.own_src = send + (uint64_t)me * part;
+    k.own_bytes = mine;
+    k.sum_out = recv + (uint64_t)me * part;
+    break;
   }
   default:
     return meld_error(MELD_ERR_INTERNAL, "%s: unknown collective %d", fn, (int)a->op);
   }
+  return net_launch(comm, fn, a, &k, stream);
 }

@@ -4,15 +4,16 @@
  * workspace. Layouts: 2 nodes x 1 rank (every peer remote), 3 nodes x 1 rank, and 2 nodes x 2
  * ranks (both kinds in one call) where 3 / 4 ranks are available (tests/gpu/run_shared.sh 4
  * test_net on one GPU).
- * MELD_NET_CHUNK_BYTES = 64 KiB, so the larger counts take several launches.
+ * MELD_NET_CHUNK_BYTES = 64 KiB, so the larger counts take many chunks per pair (more than the
+ * MELD_NET_SLOTS slots: credits are exercised).
  *
  * Checks (bitwise, against host references from the same generator; outputs poisoned first):
  * all_gather (and in place), all_to_all, reduce_scatter and all_reduce (in and out of place, and
  * at a count that is not a multiple of the ranks: shorter or empty last parts; fp32 sums in rank
  * order rounded once, as the device does) at 1, 1000 and 70001 elements in
- * bf16 and fp32; 40 back-to-back all_reduces with changing inputs; CUDA-graph replays with new
- * inputs; what is refused (all_to_allv, the MoE dispatch, a forced fused GEMM+RS) with its
- * sentence; meld_ag_gemm / meld_gemm_rs / meld_gemm_ar / meld_ring_attention (their unfused
+ * bf16 and fp32; all_to_allv with uneven per-pair counts (some empty, some many chunks);
+ * 40 back-to-back all_reduces with changing inputs; CUDA-graph replays with new inputs; what is
+ * refused (the MoE dispatch, a forced fused GEMM+RS) with its sentence; meld_ag_gemm / meld_gemm_rs / meld_gemm_ar / meld_ring_attention (their unfused
  * paths) against fp32 references; and a rank that never calls: MELD_ERR_TIMEOUT on the other,
  * no hang. */
 #include "attn_ref.h"          /* (includes gpu_test.h) */
@@ -20,13 +21,14 @@
 #include "common/ref_gemm.c"
 
 static int g_per_node = 1;
-static int g_default_chunk = 0; /* 1: the default MELD_NET_CHUNK_BYTES (the timing) */
+static const char *g_chunk = "65536"; /* MELD_NET_CHUNK_BYTES; NULL: the default */
 
 static void env_nodes(int rank) {
   char b[16];
   snprintf(b, sizeof b, "%d", rank / g_per_node);
   setenv("MELD_NODE_ID", b, 1);
-  if (!g_default_chunk) setenv("MELD_NET_CHUNK_BYTES", "65536", 1);
+  if (g_chunk) setenv("MELD_NET_CHUNK_BYTES", g_chunk, 1);
+  else unsetenv("MELD_NET_CHUNK_BYTES");
 }
 
 static meld_config_t test_config(void) {
@@ -54,6 +56,13 @@ static void all_reduce_ref(void *out, uint64_t n, int dtype, int P, uint64_t see
   for (int q = 0; q < P; q++) fill(all + q * bytes, n, dtype, q, seed), src[q] = all + q * bytes;
   ref_all_reduce_f32(P, src, out, n, (meld_dtype_t)dtype);
   free(all);
+}
+
+/* Elements rank r sends rank q in the all_to_allv case: 0 for some pairs, up to ~10 chunks of
+ * 64 KiB for others (the same function on every rank). */
+static size_t a2av_count(int r, int q) {
+  if ((r + 2 * q) % 3 == 0) return 0;
+  return 1000u * (1u + 53u * (unsigned)((r * 5 + q) % 4)) + (unsigned)(r + q);
 }
 
 static int same(const void *a, const void *b, size_t bytes, const char *what) {
@@ -226,12 +235,38 @@ static void rank_collectives(int rank, int P) {
   cudaGraphExecDestroy(ge);
   cudaGraphDestroy(g);
 
+  /* all_to_allv: uneven per-pair counts (some 0, some several chunks), send pieces packed in
+   * reverse peer order, recv pieces in order with gaps (poisoned, must stay so) */
+  {
+    size_t sc[64], so[64], rc[64], ro[64];
+    size_t stot = 0, rtot = 0;
+    for (int q = P - 1; q >= 0; q--) sc[q] = a2av_count(rank, q), so[q] = stot, stot += sc[q];
+    for (int q = 0; q < P; q++) rc[q] = a2av_count(q, rank), ro[q] = rtot + 16, rtot += rc[q] + 16;
+    float *vs = NULL, *vr = NULL, *hs = (float *)malloc(stot * 4 + 4), *hr2 = (float *)malloc(rtot * 4 + 4);
+    float *want = (float *)malloc(rtot * 4 + 4);
+    GT_CUDA(cudaMalloc(&vs, stot * 4 + 4));
+    GT_CUDA(cudaMalloc(&vr, rtot * 4 + 4));
+    for (int q = 0; q < P; q++)
+      for (size_t e = 0; e < sc[q]; e++) hs[so[q] + e] = val(rank, (uint64_t)q * 1000003u + e, 700);
+    memset(want, 0xff, rtot * 4);
+    for (int q = 0; q < P; q++)
+      for (size_t e = 0; e < rc[q]; e++) want[ro[q] + e] = val(q, (uint64_t)rank * 1000003u + e, 700);
+    GT_CUDA(cudaMemcpy(vs, hs, stot * 4 + 4, cudaMemcpyHostToDevice));
+    for (int rep = 0; rep < 2; rep++) { /* twice: both staging parities */
+      GT_CUDA(cudaMemsetAsync(vr, 0xff, rtot * 4 + 4, st));
+      GT_MELD(meld_all_to_allv(comm, vs, sc, so, vr, rc, ro, MELD_FP32, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      GT_CUDA(cudaMemcpy(hr2, vr, rtot * 4, cudaMemcpyDeviceToHost));
+      char what[96];
+      snprintf(what, sizeof what, "all_to_allv (uneven counts, %zu elements in), rep %d", rtot, rep);
+      same(hr2, want, rtot * 4, what);
+    }
+    cudaFree(vs), cudaFree(vr);
+    free(hs), free(hr2), free(want);
+  }
+
   /* refused with a sentence, on every rank alike (nothing launched) */
-  size_t cnt[64], off[64];
-  for (int q = 0; q < P; q++) cnt[q] = 4, off[q] = 4 * q;
-  meld_result_t r = meld_all_to_allv(comm, d_in, cnt, off, d_out, cnt, off, MELD_FP32, st);
-  GT_CHECK(r == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "per-peer counts across nodes"),
-           "all_to_allv across nodes: %d %s", (int)r, meld_last_error());
+  meld_result_t r;
   meld_moe_args_t mo;
   memset(&mo, 0, sizeof mo);
   mo.x = d_in, mo.topk_ids = (const int32_t *)d_in, mo.tokens = 4, mo.topk = 1, mo.experts = P, mo.hidden = 64;
@@ -371,7 +406,7 @@ static void rank_tp_ops(int rank, int P) {
 }
 
 /* What the path moves (a functional figure: loopback TCP, ranks taking turns on one GPU where
- * they share it): all_gather and all_reduce of 64 MiB of fp32 at the default chunk. */
+ * they share it): all_gather and all_reduce of 64 MiB of fp32 at the chunk of the run. */
 static void rank_timing(int rank, int P) {
   meld_config_t cfg = test_config();
   meld_comm_t comm = NULL;
@@ -394,8 +429,8 @@ static void rank_timing(int rank, int P) {
     /* bus bandwidth as NCCL's tests define it: all_gather (P-1)/P x total, all_reduce 2(P-1)/P */
     const double bus = (op ? 2.0 : 1.0) * (P - 1) / P * (double)n * 4 / (ms * 1e-3) / 1e9;
     if (rank == 0)
-      gt_log("%s 64 MiB fp32, %d ranks, %d a node: %.1f ms a call, bus bandwidth %.2f GB/s", op ? "all_reduce" : "all_gather",
-             P, g_per_node, ms, bus);
+      gt_log("%s 64 MiB fp32, %d ranks, %d a node, chunk %s: %.1f ms a call, bus bandwidth %.2f GB/s",
+             op ? "all_reduce" : "all_gather", P, g_per_node, g_chunk ? g_chunk : "default", ms, bus);
   }
   GT_MELD(meld_comm_check(comm));
   cudaFree(d), cudaFree(o);
@@ -453,9 +488,12 @@ int main(void) {
     run("tensor-parallel ops and ring attention, 2 nodes x 2 ranks", 4, rank_tp_ops);
     g_per_node = 1;
   }
-  g_default_chunk = 1;
-  run("timing (a functional figure)", 2, rank_timing);
-  g_default_chunk = 0;
+  const char *chunks[] = {"65536", NULL, "1048576"};
+  for (int i = 0; i < 3; i++) {
+    g_chunk = chunks[i];
+    run("timing (a functional figure)", 2, rank_timing);
+  }
+  g_chunk = "65536";
   run("a rank that never calls", 2, rank_missing);
   return gt_summary("test_net");
 }

@@ -92,15 +92,15 @@ static void test_count_zero_is_noop(void **state) {
   expect(meld_all_reduce(&c, NULL, NULL, 0, (meld_dtype_t)9, 0), MELD_ERR_INVALID_ARG, "dtype");
 }
 
-/* A comm across nodes takes the inter-node path (src/ops/coll_net.cu; GPU-tested by test_net):
- * all_to_allv is refused there alike on every rank, and a comm without the path built (only a
- * fake one can be) is an internal error, not a crash. */
+/* A comm across nodes takes the inter-node path (src/ops/coll_net.cu; GPU-tested by test_net),
+ * all_to_allv included; a comm without the path built (only a fake one can be) is an internal
+ * error, not a crash. */
 static void test_inter_node_entry(void **state) {
   (void)state;
   struct meld_comm c = fake_comm(4, 2, 2);
   size_t cnt[4] = {1, 1, 1, 1}, off[4] = {0, 1, 2, 3};
-  expect(meld_all_to_allv(&c, FAKE_PTR, cnt, off, FAKE_PTR, cnt, off, MELD_BF16, 0), MELD_ERR_UNSUPPORTED,
-         "per-peer counts across nodes is not supported yet (2 nodes)");
+  expect(meld_all_to_allv(&c, FAKE_PTR, cnt, off, FAKE_PTR, cnt, off, MELD_BF16, 0), MELD_ERR_INTERNAL,
+         "no inter-node path");
   expect(meld_all_gather(&c, FAKE_PTR, FAKE_PTR, 8, MELD_BF16, 0), MELD_ERR_INTERNAL, "no inter-node path");
   expect(meld_all_reduce(&c, FAKE_PTR, FAKE_PTR, 8, MELD_BF16, 0), MELD_ERR_INTERNAL, "no inter-node path");
   expect(meld_reduce_scatter(&c, FAKE_PTR, FAKE_PTR, 8, MELD_BF16, 0), MELD_ERR_INTERNAL, "no inter-node path");

@@ -1,7 +1,8 @@
-/* test_net_plan.c — the inter-node path's arithmetic (src/common/net.h) and its knob: launches
- * cover every byte of a block exactly once, in ranges no longer than a staging slot; the two
- * parities' slots never overlap and parity repeats every second epoch (the reuse argument);
- * staging sizes; MELD_NET_CHUNK_BYTES parsing and refusals. */
+/* test_net_plan.c — the inter-node path's arithmetic (src/common/net.h) and its knob: chunks
+ * cover every byte of a piece exactly once, in pieces no longer than a staging slot; all-reduce
+ * parts; slots of the two parities never overlap and parity repeats every second epoch (the
+ * reuse argument); stamps and credits; a model of one pair's slot protocol under random
+ * interleavings; MELD_NET_CHUNK_BYTES parsing and refusals. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,33 +17,31 @@
 #include "error.h"
 #include "net.h"
 
-static void test_launch_ranges(void **state) {
+/* Chunks cover every byte of a piece exactly once, in order, none longer than a slot; an empty
+ * piece still has one (empty) chunk. */
+static void test_chunks(void **state) {
   (void)state;
   const uint64_t blocks[] = {MELD_NET_BLOCK_MIN, 65536, MELD_NET_BLOCK_DEFAULT};
   const uint64_t sizes[] = {0, 1, 2, 4095, 4096, 4097, 65536, 65537, 140002, 3u << 20, (3u << 20) + 6};
   for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++)
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
-      const uint64_t B = blocks[b], n = sizes[s], L = meld_net_launches(n, B);
-      assert_int_equal(L, n == 0 ? 0 : (n + B - 1) / B);
+      const uint64_t B = blocks[b], n = sizes[s], L = meld_net_chunks(n, B);
+      assert_int_equal(L, n == 0 ? 1 : (n + B - 1) / B);
       uint64_t covered = 0;
-      for (uint64_t i = 0; i < L; i++) {
-        uint64_t c0 = 0, len = 0;
-        meld_net_launch_range(n, B, i, &c0, &len);
-        assert_int_equal(c0, covered); /* contiguous, in order, no gap or overlap */
-        assert_true(len > 0 && len <= B);
+      for (uint64_t j = 0; j < L; j++) {
+        const uint64_t len = meld_net_chunk_len(n, B, j);
+        assert_true(len <= B);
+        if (n) assert_true(len > 0);
         covered += len;
       }
       assert_int_equal(covered, n);
-      uint64_t c0 = 0, len = 1;
-      meld_net_launch_range(n, B, L, &c0, &len); /* one past the last: empty */
-      assert_int_equal(len, 0);
+      assert_int_equal(meld_net_chunk_len(n, B, L), 0); /* one past the last: empty */
     }
 }
 
-/* An all-reduce's parts (ceil(count / P) elements, the last shorter or empty) over the launches
- * of one block size: every rank's piece of every launch stays inside its part, the pieces of one
- * part are contiguous and cover it exactly, and the parts cover the buffer exactly. */
-static void test_pieces(void **state) {
+/* An all-reduce's parts (ceil(count / P) elements, the last shorter or empty) cover the buffer
+ * exactly, in whole elements. */
+static void test_parts(void **state) {
   (void)state;
   const uint64_t counts[] = {1, 2, 3, 1000, 1001, 70001, 70003, 262145, 1u << 20};
   const int ranks[] = {2, 3, 4, 5, 8};
@@ -50,49 +49,121 @@ static void test_pieces(void **state) {
     for (size_t ri = 0; ri < sizeof ranks / sizeof *ranks; ri++)
       for (int es = 2; es <= 4; es += 2) {
         const int P = ranks[ri];
-        const uint64_t total = counts[ci] * (uint64_t)es, blk = (counts[ci] + P - 1) / P * (uint64_t)es;
-        const uint64_t B = 65536, L = meld_net_launches(blk, B);
+        const uint64_t total = counts[ci] * (uint64_t)es, part = (counts[ci] + P - 1) / P * (uint64_t)es;
         uint64_t covered = 0;
         for (int q = 0; q < P; q++) {
-          uint64_t got = 0;
-          for (uint64_t i = 0; i < L; i++) {
-            uint64_t c0 = 0, len = 0;
-            meld_net_launch_range(blk, B, i, &c0, &len);
-            const uint64_t n = meld_net_piece(blk, total, c0, len, q);
-            assert_true(n <= len);
-            if (n > 0) assert_int_equal(c0, got); /* contiguous from the part's start */
-            got += n;
-          }
-          const uint64_t start = (uint64_t)q * blk;
-          const uint64_t want = start >= total ? 0 : (total - start < blk ? total - start : blk);
-          assert_int_equal(got, want);
-          assert_int_equal(got % (uint64_t)es, 0); /* whole elements */
-          covered += got;
+          const uint64_t len = meld_net_part_len(part, total, q);
+          assert_true(len <= part);
+          assert_int_equal(len % (uint64_t)es, 0);
+          if (len) assert_int_equal((uint64_t)q * part, covered); /* contiguous */
+          covered += len;
         }
         assert_int_equal(covered, total);
       }
 }
 
+/* Staging slots: inside the staging, 256-byte aligned, pairwise apart within an epoch and from
+ * the next epoch's, the same every second epoch; flag words and workspace rows distinct. */
 static void test_slots(void **state) {
   (void)state;
   const int P = 5;
   const uint64_t B = 65536;
-  assert_int_equal(meld_net_stage_bytes(P, B), 2ull * P * B);
-  for (uint64_t e = 1; e < 6; e++)
-    for (int q = 0; q < P; q++) {
-      const uint64_t s = meld_net_slot(e, q, P, B);
-      assert_true(s + B <= meld_net_stage_bytes(P, B));
-      assert_int_equal(s % 256, 0);
-      assert_int_equal(s, meld_net_slot(e + 2, q, P, B)); /* parity repeats */
-      for (int r = 0; r < P; r++) {                       /* the next epoch's slots are apart */
-        const uint64_t t = meld_net_slot(e + 1, r, P, B);
-        assert_true(t + B <= s || s + B <= t);
-        if (r != q) {
-          const uint64_t u = meld_net_slot(e, r, P, B);
-          assert_true(u + B <= s || s + B <= u);
+  const uint32_t S = MELD_NET_SLOTS;
+  assert_int_equal(meld_net_stage_bytes(P, B), 2ull * P * S * B);
+  assert_int_equal(meld_net_words(P), (uint32_t)P * S);
+  for (uint64_t e = 1; e < 4; e++)
+    for (int q = 0; q < P; q++)
+      for (uint32_t k = 0; k < S; k++) {
+        const uint64_t s = meld_net_slot(e, q, k, P, B);
+        assert_true(s + B <= meld_net_stage_bytes(P, B));
+        assert_int_equal(s % 256, 0);
+        assert_int_equal(s, meld_net_slot(e + 2, q, k, P, B)); /* parity repeats */
+        assert_true(meld_net_word(q, k) < meld_net_words(P));
+        for (int r = 0; r < P; r++)
+          for (uint32_t m = 0; m < S; m++) {
+            const uint64_t t = meld_net_slot(e + 1, r, m, P, B); /* the next epoch's: apart */
+            assert_true(t + B <= s || s + B <= t);
+            if (r != q || m != k) {
+              const uint64_t u = meld_net_slot(e, r, m, P, B);
+              assert_true(u + B <= s || s + B <= u);
+              assert_int_not_equal(meld_net_word(r, m), meld_net_word(q, k));
+            }
+          }
+      }
+}
+
+/* Stamps grow with the chunk and with the epoch; the credit a chunk needs is the stamp of the
+ * chunk S before it, and exactly the chunks some later chunk waits for have their credit
+ * returned. */
+static void test_stamps_credits(void **state) {
+  (void)state;
+  const uint64_t S = MELD_NET_SLOTS;
+  for (uint64_t e = 1; e < 4; e++) {
+    assert_true(meld_net_stamp(e, MELD_NET_MAX_CHUNKS - 1) < meld_net_stamp(e + 1, 0));
+    for (uint64_t n = 1; n < 3 * S + 2; n++)
+      for (uint64_t c = 0; c < n; c++) {
+        if (c + 1 < n) assert_true(meld_net_stamp(e, c) < meld_net_stamp(e, c + 1));
+        const uint64_t need = meld_net_credit_needed(e, c);
+        if (c < S) {
+          assert_int_equal(need, 0);
+        } else {
+          assert_int_equal(need, meld_net_stamp(e, c - S));
+          assert_true(meld_net_credit_returned(c - S, n)); /* someone returns it */
+        }
+        /* a returned credit is waited for by chunk c + S of the same call */
+        assert_int_equal(meld_net_credit_returned(c, n), c + S < n);
+      }
+  }
+}
+
+/* The slot protocol of one pair, run with random interleavings of its four actors (the sender
+ * writes chunk c into slot c % S once it holds the needed credit; the receiver reads chunk c once
+ * the slot's data word holds its stamp, then returns the credit if one is owed), over two calls:
+ * no chunk is ever overwritten before it was read, every chunk is read once, in every call, and
+ * the words only grow. (The device protocol with per-slot words, as coll_net.cu runs it.) */
+static void test_slot_protocol_model(void **state) {
+  (void)state;
+  const uint32_t S = MELD_NET_SLOTS;
+  uint64_t rng = 12345;
+  for (int trial = 0; trial < 300; trial++) {
+    uint64_t data[MELD_NET_SLOTS] = {0}, credit[MELD_NET_SLOTS] = {0};
+    for (uint64_t e = 1; e <= 2; e++) {
+      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+      const uint64_t n = 1 + (rng >> 33) % (4 * S + 3);
+      int64_t content[MELD_NET_SLOTS]; /* the chunk a slot holds, -1: read (free) */
+      for (uint32_t k = 0; k < S; k++) content[k] = -1;
+      uint64_t sent = 0, got = 0;
+      for (int steps = 0; got < n; steps++) {
+        assert_true(steps < 100000); /* progress: no deadlock */
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        if ((rng >> 40) & 1) {
+          if (sent < n) { /* sender */
+            const uint64_t need = meld_net_credit_needed(e, sent);
+            const uint32_t k = (uint32_t)(sent % S);
+            if (need == 0 || credit[k] >= need) {
+              assert_int_equal(content[k], -1); /* never overwrites an unread chunk */
+              content[k] = (int64_t)sent;
+              assert_true(meld_net_stamp(e, sent) > data[k]);
+              data[k] = meld_net_stamp(e, sent);
+              sent++;
+            }
+          }
+        } else { /* receiver */
+          const uint32_t k = (uint32_t)(got % S);
+          if (data[k] >= meld_net_stamp(e, got)) {
+            assert_int_equal(content[k], (int64_t)got); /* the chunk it waits for, no other */
+            content[k] = -1;
+            if (meld_net_credit_returned(got, n)) {
+              assert_true(meld_net_stamp(e, got) > credit[k]);
+              credit[k] = meld_net_stamp(e, got);
+            }
+            got++;
+          }
         }
       }
+      assert_int_equal(sent, n);
     }
+  }
 }
 
 static void test_block_env(void **state) {
@@ -118,9 +189,11 @@ static void test_block_env(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_launch_ranges),
-      cmocka_unit_test(test_pieces),
+      cmocka_unit_test(test_chunks),
+      cmocka_unit_test(test_parts),
       cmocka_unit_test(test_slots),
+      cmocka_unit_test(test_stamps_credits),
+      cmocka_unit_test(test_slot_protocol_model),
       cmocka_unit_test(test_block_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
