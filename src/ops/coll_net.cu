@@ -107,6 +107,8 @@ MELD_DEV uint64_t *net_reduced(const meld_ctx_t *c, uint32_t slot) {
 
 /* ---- sender ------------------------------------------------------------------------------- */
 
+MELD_DEV bool net_wait_data(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, uint64_t c);
+
 /* One thread: waits for the credit of chunk c toward q (a no-op for c < S). */
 MELD_DEV bool net_wait_credit(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, uint64_t c) {
   const uint64_t need = meld_net_credit_needed(ctx->epoch, c);
@@ -130,7 +132,12 @@ MELD_DEV bool net_send_item(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, b
     } else {
       ok = net_wait_credit(ctx, a, q, ph == 0 ? j : net_tx1(a, q) + j);
     }
-    if (ok && ph == 1) /* the own part's chunk j is summed (by a receiver of this kernel) */
+    /* An all-reduce's phase-2 chunk j is the own part's chunk j, summed by a receiver of this
+     * kernel. First the peers' chunks it sums (the real dependency: a missing peer is reported
+     * as such, whichever CTA's deadline passes first), then the sum. */
+    for (int r = 0; ok && ph == 1 && r < P; r++)
+      if (r != me) ok = net_wait_data(ctx, a, r, j);
+    if (ok && ph == 1)
       ok = meld_wait_ge(ctx, net_reduced(ctx, (uint32_t)(j % MELD_NET_SLOTS)), meld_net_stamp(e, j),
                         meld_wait_info(MELD_REGION_OTHER, (uint32_t)j, me, "net own sum"));
     s->ok = ok ? 1u : 0u;

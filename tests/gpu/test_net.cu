@@ -16,6 +16,8 @@
  * refused (the MoE dispatch, a forced fused GEMM+RS) with its sentence; meld_ag_gemm / meld_gemm_rs / meld_gemm_ar / meld_ring_attention (their unfused
  * paths) against fp32 references; and a rank that never calls: MELD_ERR_TIMEOUT on the other,
  * no hang. */
+#include <pthread.h>
+
 #include "attn_ref.h"          /* (includes gpu_test.h) */
 #include "common/ref_coll.c" /* the GPU rule links no tests/common objects */
 #include "common/ref_gemm.c"
@@ -459,6 +461,90 @@ static void rank_missing(int rank, int P) {
   meld_comm_destroy(comm);
 }
 
+/* ---- ranks as threads of this process (cfg.node_id = rank / per node): their kernels run at
+ * the same time on the shared GPU, unlike rank processes, which take turns in time slices ---- */
+static meld_unique_id g_tid;
+static int g_tP = 2, g_tper = 1;
+static pthread_barrier_t g_tbar;
+
+/* all_gather and all_reduce of 64 MiB fp32 from rank threads: timed (3 calls after a warm-up),
+ * then 4096 sampled outputs of each checked against the host's values. */
+static void *thread_timing(void *arg) {
+  const int rank = (int)(intptr_t)arg, P = g_tP;
+  GT_CUDA(cudaSetDevice(0));
+  meld_config_t cfg = test_config();
+  cfg.node_id = rank / g_tper;
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init(&comm, P, g_tid, rank, &cfg));
+  if (!comm) return NULL;
+  cudaStream_t st;
+  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const size_t n = (size_t)16 << 20;
+  float *d = NULL, *o = NULL, *h = (float *)malloc(n * 4);
+  GT_CUDA(cudaMalloc(&d, n * 4));
+  GT_CUDA(cudaMalloc(&o, n * 4 * P));
+  for (size_t i = 0; i < n; i++) h[i] = val(rank, i, 900);
+  GT_CUDA(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+  for (int op = 0; op < 2; op++) {
+    const int reps = 3;
+    double t0 = 0;
+    for (int i = 0; i <= reps; i++) {
+      if (i == 1) { /* after the warm-up: every rank starts the timed calls together */
+        GT_CUDA(cudaStreamSynchronize(st));
+        pthread_barrier_wait(&g_tbar);
+        t0 = gt_now_s();
+      }
+      GT_MELD(op ? meld_all_reduce(comm, d, o, n, MELD_FP32, st) : meld_all_gather(comm, d, o, n / P, MELD_FP32, st));
+    }
+    GT_CUDA(cudaStreamSynchronize(st));
+    const double ms = (gt_now_s() - t0) / reps * 1e3;
+    pthread_barrier_wait(&g_tbar);
+    const double bus = (op ? 2.0 : 1.0) * (P - 1) / P * (double)n * 4 / (ms * 1e-3) / 1e9;
+    if (rank == 0)
+      gt_log("threads: %s 64 MiB fp32, %d ranks, %d a node, chunk %s: %.2f ms a call, bus bandwidth %.2f GB/s",
+             op ? "all_reduce" : "all_gather", P, g_tper, g_chunk ? g_chunk : "default", ms, bus);
+    int bad = 0;
+    for (int k = 0; k < 4096 && !bad; k++) {
+      const size_t i = ((size_t)k * 2654435761u) % n;
+      float got = 0, want = 0;
+      if (op) {
+        GT_CUDA(cudaMemcpy(&got, o + i, 4, cudaMemcpyDeviceToHost));
+        for (int q = 0; q < P; q++) want += val(q, i, 900);
+      } else {
+        const int q = (int)(i / (n / P));
+        GT_CUDA(cudaMemcpy(&got, o + i, 4, cudaMemcpyDeviceToHost));
+        want = val(q, i % (n / P), 900);
+      }
+      if (memcmp(&got, &want, 4) != 0) {
+        GT_CHECK(0, "threads: %s element %zu: %g, expected %g", op ? "all_reduce" : "all_gather", i, got, want);
+        bad = 1;
+      }
+    }
+    GT_CHECK(!bad, "threads: %s of %d ranks (%d a node): 4096 sampled outputs", op ? "all_reduce" : "all_gather", P,
+             g_tper);
+  }
+  GT_MELD(meld_comm_check(comm));
+  cudaFree(d), cudaFree(o), free(h);
+  cudaStreamDestroy(st);
+  GT_MELD(meld_comm_destroy(comm));
+  return NULL;
+}
+
+static void run_threads(int P, int per_node) {
+  g_tP = P, g_tper = per_node;
+  printf("--- timing with rank threads (%d ranks, %d a node, chunk %s)\n", P, per_node, g_chunk ? g_chunk : "default");
+  fflush(stdout);
+  if (meld_get_unique_id(&g_tid) != MELD_OK) {
+    GT_CHECK(0, "meld_get_unique_id: %s", meld_last_error());
+    return;
+  }
+  pthread_barrier_init(&g_tbar, NULL, (unsigned)P);
+  pthread_t th[8];
+  for (int r = 0; r < P; r++) pthread_create(&th[r], NULL, thread_timing, (void *)(intptr_t)r);
+  for (int r = 0; r < P; r++) pthread_join(th[r], NULL);
+  pthread_barrier_destroy(&g_tbar);
+}
+
 static int run(const char *name, int nranks, gt_rank_fn fn) {
   printf("--- %s (%d ranks, %d a node)\n", name, nranks, g_per_node);
   fflush(stdout);
@@ -495,5 +581,15 @@ int main(void) {
   }
   g_chunk = "65536";
   run("a rank that never calls", 2, rank_missing);
+  /* Last: this process starts CUDA here (no fork after it). */
+  setenv("MELD_SHARE_GPU", "1", 1);
+  unsetenv("MELD_NODE_ID");
+  for (int i = 0; i < 3; i++) {
+    g_chunk = chunks[i];
+    if (g_chunk) setenv("MELD_NET_CHUNK_BYTES", g_chunk, 1);
+    else unsetenv("MELD_NET_CHUNK_BYTES");
+    run_threads(2, 1);
+    if (ndev >= 4) run_threads(4, 2);
+  }
   return gt_summary("test_net");
 }
