@@ -129,6 +129,20 @@ meld_result_t meld_comm_init(meld_comm_t *comm, int nranks, meld_unique_id id, i
  * Fails as meld_comm_init, and MELD_ERR_INVALID_ARG if the variables are missing or bad. */
 meld_result_t meld_comm_init_env(meld_comm_t *comm, const meld_config_t *config);
 
+#define MELD_SPLIT_NOCOLOR (-1)
+
+/* Splits comm into disjoint communicators (e.g. tensor-parallel groups within nodes, data-
+ * parallel groups across them): the ranks that pass the same color >= 0 form one, ranked by
+ * key (ties: by rank in comm). Collective over comm: EVERY rank calls it, also those that pass
+ * color MELD_SPLIT_NOCOLOR (they get *child = NULL). Each child is a full communicator (its own
+ * workspace, pad and, when its ranks span nodes, inter-node path) on the calling thread's
+ * current CUDA device, independent of comm (destroy each; either may go first). config NULL:
+ * comm's settings. A bad argument or a failure on any rank fails every rank with the same
+ * code, and then no rank keeps a child. Fails: MELD_ERR_INVALID_ARG (NULL comm or child, color
+ * < MELD_SPLIT_NOCOLOR, bad config), and as meld_comm_init. */
+meld_result_t meld_comm_split(meld_comm_t comm, int color, int key, const meld_config_t *config,
+                              meld_comm_t *child);
+
 /* Destroys a communicator: waits for its pending work on the device, unmaps peers, frees
  * the workspace. Not collective, but every rank should destroy its comm. NULL is a no-op. */
 meld_result_t meld_comm_destroy(meld_comm_t comm);

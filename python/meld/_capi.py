@@ -42,6 +42,7 @@ GEMM_RS_FUSED = 1
 GEMM_RS_UNFUSED = 2
 MOE_ACT_NONE = 0
 MOE_ACT_SWIGLU = 1
+SPLIT_NOCOLOR = -1
 
 # The header's constants the layout test compares (name in meld.h -> value here).
 CONSTANTS = {
@@ -53,7 +54,7 @@ CONSTANTS = {
     "MELD_B_NK": B_NK, "MELD_B_KN": B_KN, "MELD_BF16": BF16, "MELD_FP32": FP32,
     "MELD_GEMM_RS_AUTO": GEMM_RS_AUTO, "MELD_GEMM_RS_FUSED": GEMM_RS_FUSED,
     "MELD_GEMM_RS_UNFUSED": GEMM_RS_UNFUSED, "MELD_MOE_ACT_NONE": MOE_ACT_NONE,
-    "MELD_MOE_ACT_SWIGLU": MOE_ACT_SWIGLU,
+    "MELD_MOE_ACT_SWIGLU": MOE_ACT_SWIGLU, "MELD_SPLIT_NOCOLOR": SPLIT_NOCOLOR,
 }
 
 
@@ -147,6 +148,7 @@ FUNCTIONS = {
     "meld_get_unique_id": (_R, [_P(UniqueId)]),
     "meld_comm_init": (_R, [_P(c_void_p), c_int, UniqueId, c_int, _P(Config)]),
     "meld_comm_init_env": (_R, [_P(c_void_p), _P(Config)]),
+    "meld_comm_split": (_R, [c_void_p, c_int, c_int, _P(Config), _P(c_void_p)]),
     "meld_comm_destroy": (_R, [c_void_p]),
     "meld_comm_abort": (_R, [c_void_p]),
     "meld_comm_check": (_R, [c_void_p]),

@@ -263,6 +263,23 @@ class Comm:
         dist.broadcast_object_list(box, src=src, group=group)
         return cls(n, rank, box[0], device=device, **config)
 
+    def split(self, color, key=0, **config):
+        """meld_comm_split: every rank of this comm calls it; the ranks with the same color >= 0
+        form a new Comm, ranked by key (then by rank here). color None (or SPLIT_NOCOLOR): this
+        rank joins none and gets None. Keyword arguments: as Comm's (default: this comm's
+        settings)."""
+        color = C.SPLIT_NOCOLOR if color is None else int(color)
+        h = ctypes.c_void_p()
+        cfg = _config(**config) if config else None
+        _call(self.device, C.lib.meld_comm_split, self._handle(), color, int(key),
+              ctypes.byref(cfg) if cfg is not None else None, ctypes.byref(h))
+        if not h.value:
+            return None
+        child = Comm.__new__(Comm)
+        child._sym = {}
+        child._adopt(h)
+        return child
+
     def _init(self, init, device, config):
         self._h = None
         self._sym = {}
@@ -277,6 +294,9 @@ class Comm:
         finally:
             if prev != device and prev >= 0:
                 C.set_device(prev)
+        self._adopt(h)
+
+    def _adopt(self, h):
         self._h = h
         self.id = next(_next_id)
         _comms[self.id] = self

@@ -141,7 +141,7 @@ static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *
   }
   for (int r = 0; res == MELD_OK && r < c->nranks; r++)
     if (ok[r] != MELD_OK)
-      res = meld_error((meld_result_t)ok[r], "meld_comm_init: rank %d failed during %s (%s); see its log",
+      res = meld_error((meld_result_t)ok[r], "rank %d failed during %s (%s); see its log",
                        r, what, meld_strerror((meld_result_t)ok[r]));
   free(ok);
   return res;
@@ -326,6 +326,86 @@ meld_result_t meld_comm_init_env(meld_comm_t *comm, const meld_config_t *config)
                       rank, nranks);
   meld_result_t res = comm_init(comm, nranks, &addr, rank, &cfg);
   if (res != MELD_OK) meld_error_prefix("meld_comm_init_env (rank %d of %d)", rank, nranks);
+  return res;
+}
+
+/* ---- split ------------------------------------------------------------------------------- */
+
+int meld_split_assign(int n, const int32_t *color, const int32_t *key, int me, int *child_rank, int *leader) {
+  *child_rank = -1, *leader = -1;
+  if (color[me] < 0) return 0;
+  int size = 0, below = 0;
+  for (int r = 0; r < n; r++) {
+    if (color[r] != color[me]) continue;
+    size++;
+    /* order by (key, parent rank); the leader is the first */
+    const int before_me = key[r] < key[me] || (key[r] == key[me] && r < me);
+    below += before_me;
+    if (*leader < 0 || key[r] < key[*leader] || (key[r] == key[*leader] && r < *leader)) *leader = r;
+  }
+  *child_rank = below;
+  return size;
+}
+
+/* What each rank of the parent contributes to a split. */
+typedef struct {
+  int32_t color, key, status, pad;
+} split_entry_t;
+
+meld_result_t meld_comm_split(meld_comm_t comm, int color, int key, const meld_config_t *config,
+                              meld_comm_t *child) {
+  meld_error_clear();
+  if (child) *child = NULL;
+  if (!comm || !child)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: %s is NULL (every rank of comm must call it)",
+                      !comm ? "comm" : "child");
+  const int P = comm->nranks, me = comm->rank;
+  meld_result_t res = MELD_OK;
+  /* A bad argument on one rank fails every rank (none is left waiting in the exchanges). */
+  meld_resolved_config_t cfg = comm->cfg;
+  meld_result_t mine = MELD_OK;
+  if (color < MELD_SPLIT_NOCOLOR)
+    mine = meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: color %d: give a color >= 0, or MELD_SPLIT_NOCOLOR",
+                      color);
+  else if (config)
+    mine = meld_config_resolve(config, &cfg);
+  split_entry_t *all = calloc((size_t)P, sizeof *all);
+  meld_boot_addr_t *addrs = calloc((size_t)P, sizeof *addrs);
+  int32_t *colors = calloc((size_t)P, sizeof *colors), *keys = calloc((size_t)P, sizeof *keys);
+  if (!all || !addrs || !colors || !keys) {
+    free(all), free(addrs), free(colors), free(keys);
+    return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_split: out of host memory");
+  }
+  all[me].color = color, all[me].key = key;
+  MELD_CHECK_GOTO(agree(comm, mine, "meld_comm_split's argument check"), res, done);
+  MELD_CHECK_GOTO(meld_bootstrap_allgather(comm->boot, all, sizeof *all), res, done);
+  for (int r = 0; r < P; r++) colors[r] = all[r].color, keys[r] = all[r].key;
+  int crank = -1, leader = -1;
+  const int n = meld_split_assign(P, colors, keys, me, &crank, &leader);
+
+  /* Each group's first rank opens its rendezvous (any free port: groups run at once) and every
+   * rank learns its leader's address over the parent. */
+  if (leader == me) mine = meld_bootstrap_root_listen(0, NULL, &addrs[me]);
+  MELD_CHECK_GOTO(agree(comm, mine, "meld_comm_split's rendezvous"), res, done);
+  MELD_CHECK_GOTO(meld_bootstrap_allgather(comm->boot, addrs, sizeof *addrs), res, done);
+
+  meld_comm_t c = NULL;
+  mine = n > 0 ? comm_init(&c, n, &addrs[leader], crank, &cfg) : MELD_OK;
+  if (mine != MELD_OK) meld_error_prefix("meld_comm_split (color %d: rank %d of %d)", color, crank, n);
+  meld_log_set_rank(me); /* (comm_init labelled this thread's log with the child's rank) */
+  /* Every group succeeded, or every rank fails (no rank keeps a child its peers lack). */
+  res = agree(comm, mine, "meld_comm_split's new communicators");
+  if (res != MELD_OK) {
+    if (c) comm_free(c, 1);
+  } else {
+    *child = c;
+    MELD_INFO(MELD_SUB_INIT, "meld_comm_split: rank %d -> color %d, rank %d of %d", me, color, crank, n);
+  }
+done:
+  if (leader == me && res != MELD_OK && addrs[me].magic) meld_bootstrap_root_release(addrs[me].key);
+  if (res != MELD_OK && strncmp(meld_last_error(), "meld_comm_split", 15) != 0)
+    meld_error_prefix("meld_comm_split (rank %d of %d)", me, P);
+  free(all), free(addrs), free(colors), free(keys);
   return res;
 }
 

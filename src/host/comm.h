@@ -112,6 +112,12 @@ uint64_t meld_topo_proc_nonce(void);
 /* 1 if rank r is a thread of this process (its buffers' addresses are valid here as they are:
  * no CUDA IPC, which cannot open a handle of its own process). */
 int meld_comm_same_process(const struct meld_comm *comm, int r);
+
+/* meld_comm_split's grouping: rank `me` of n with color[] and key[] (colors < 0 join no group).
+ * Returns its group's size (0 for a negative color) and sets *child_rank (its rank in the
+ * group: order by key, then by rank) and *leader (the parent rank of the group's rank 0); -1
+ * for both without a group. */
+int meld_split_assign(int n, const int32_t *color, const int32_t *key, int me, int *child_rank, int *leader);
 /* The comm's scratch buffer of at least `bytes` for one call of an unfused path (AG+GEMM's
  * gathered A, GEMM+RS/AR's partials): one per comm, used only inside a call, so the ops share
  * it (a comm's calls are stream-ordered). Grown in stream order on `stream` (cudaFreeAsync /

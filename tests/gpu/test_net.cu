@@ -14,7 +14,8 @@
  * bf16 and fp32; all_to_allv with uneven per-pair counts (some empty, some many chunks);
  * 40 back-to-back all_reduces with changing inputs; CUDA-graph replays with new inputs; what is
  * refused (the MoE dispatch, a forced fused GEMM+RS) with its sentence; meld_ag_gemm / meld_gemm_rs / meld_gemm_ar / meld_ring_attention (their unfused
- * paths) against fp32 references; and a rank that never calls: MELD_ERR_TIMEOUT on the other,
+ * paths) against fp32 references; meld_comm_split into children across and within nodes (an
+ * all_reduce on each); and a rank that never calls: MELD_ERR_TIMEOUT on the other,
  * no hang. */
 #include <pthread.h>
 
@@ -283,6 +284,89 @@ static void rank_collectives(int rank, int P) {
   cudaStreamDestroy(st);
   GT_MELD(meld_comm_destroy(comm));
   gt_log("%d checks passed, %d failed", gt_passed, gt_failed);
+}
+
+/* meld_comm_split of a comm across nodes: "rails" (color = local rank, key = -rank: each child
+ * spans the nodes, in reverse rank order, so its collectives take the inter-node path) and
+ * "nodes" (color = node, key = rank; the last rank passes MELD_SPLIT_NOCOLOR where P > 2). Each
+ * child's shape is checked and an all_reduce on it compared with the sum over its members in
+ * child rank order; then the parent still works. */
+static void rank_split(int rank, int P) {
+  meld_config_t cfg = test_config();
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  if (!comm) return;
+  cudaStream_t st;
+  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  const uint64_t n = 70001;
+  float *d = NULL, *o = NULL, *h = (float *)malloc(n * 4), *want = (float *)malloc(n * 4);
+  GT_CUDA(cudaMalloc(&d, n * 4));
+  GT_CUDA(cudaMalloc(&o, n * 4));
+  for (int v = 0; v < 2; v++) {
+    int color[64], key[64];
+    for (int r = 0; r < P; r++) {
+      color[r] = v == 0 ? r % g_per_node : r / g_per_node;
+      key[r] = v == 0 ? -r : r;
+      if (v == 1 && P > 2 && r == P - 1) color[r] = MELD_SPLIT_NOCOLOR;
+    }
+    meld_comm_t child = (meld_comm_t)0x1;
+    GT_MELD(meld_comm_split(comm, color[rank], key[rank], NULL, &child));
+    const char *vn = v == 0 ? "rails" : "nodes";
+    if (color[rank] == MELD_SPLIT_NOCOLOR) {
+      GT_CHECK(child == NULL, "split %s: no color, no child", vn);
+      continue;
+    }
+    if (!child) continue;
+    /* members in child rank order: by key, ties by rank */
+    int mem[64], m = 0;
+    for (int r = 0; r < P; r++)
+      if (color[r] == color[rank]) mem[m++] = r;
+    for (int i = 1; i < m; i++)
+      for (int j = i; j > 0 && key[mem[j]] < key[mem[j - 1]]; j--) {
+        const int t = mem[j];
+        mem[j] = mem[j - 1], mem[j - 1] = t;
+      }
+    int crank = -1;
+    for (int i = 0; i < m; i++)
+      if (mem[i] == rank) crank = i;
+    meld_comm_info_t info;
+    GT_MELD(meld_comm_info(child, &info));
+    GT_CHECK(info.nranks == m && info.rank == crank && info.nnodes == (v == 0 ? P / g_per_node : 1),
+             "split %s: child rank %d of %d, %d nodes (want %d of %d)", vn, info.rank, info.nranks, info.nnodes, crank, m);
+    for (uint64_t i = 0; i < n; i++) h[i] = val(rank, i, 800 + v);
+    GT_CUDA(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+    GT_CUDA(cudaMemsetAsync(o, 0xff, n * 4, st));
+    GT_MELD(meld_all_reduce(child, d, o, n, MELD_FP32, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    GT_CUDA(cudaMemcpy(h, o, n * 4, cudaMemcpyDeviceToHost));
+    for (uint64_t i = 0; i < n; i++) {
+      float sum = 0.0f;
+      for (int c = 0; c < m; c++) sum += val(mem[c], i, 800 + v);
+      want[i] = sum;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "split %s: all_reduce on the child (rank %d of %d)", vn, crank, m);
+    same(h, want, n * 4, what);
+    GT_MELD(meld_comm_check(child));
+    GT_MELD(meld_comm_destroy(child));
+  }
+  /* the parent after its children */
+  for (uint64_t i = 0; i < n; i++) h[i] = val(rank, i, 810);
+  GT_CUDA(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+  GT_MELD(meld_all_reduce(comm, d, o, n, MELD_FP32, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_CUDA(cudaMemcpy(h, o, n * 4, cudaMemcpyDeviceToHost));
+  for (uint64_t i = 0; i < n; i++) {
+    float sum = 0.0f;
+    for (int q = 0; q < P; q++) sum += val(q, i, 810);
+    want[i] = sum;
+  }
+  same(h, want, n * 4, "all_reduce on the parent after the splits");
+  GT_MELD(meld_comm_check(comm));
+  cudaFree(d), cudaFree(o), free(h), free(want);
+  cudaStreamDestroy(st);
+  GT_MELD(meld_comm_destroy(comm));
+  gt_log("split: %d checks passed, %d failed", gt_passed, gt_failed);
 }
 
 /* bf16 [n] from val(r, i, seed) x scale into host (may be NULL) and, unless dev is 0, a new
@@ -566,6 +650,13 @@ int main(void) {
   if (ndev >= 4) {
     g_per_node = 2;
     run("collectives, 2 nodes x 2 ranks", 4, rank_collectives);
+  }
+  g_per_node = 1;
+  run("meld_comm_split, 2 nodes x 1 rank", 2, rank_split);
+  if (ndev >= 4) {
+    g_per_node = 2;
+    run("meld_comm_split, 2 nodes x 2 ranks", 4, rank_split);
+    g_per_node = 1;
   }
   g_per_node = 1;
   run("tensor-parallel ops and ring attention, 2 nodes x 1 rank", 2, rank_tp_ops);

@@ -448,6 +448,17 @@ def rank_main(args):
         check(comm2.workspace_bytes == 8 << 20, f"from_process_group: workspace {comm2.workspace_bytes}")
         xs = [rnd(77 + q, 1000, dtype=torch.float32).to(dev) for q in range(P)]
         close(comm2.all_reduce(xs[r]), sum(xs), "from_process_group: all_reduce", 1e-6)
+        # split: every rank in one child in reverse order (key -r), then rank 0 alone and the
+        # others in no child (color None)
+        with comm2.split(0, key=-r) as ch:
+            check(ch.nranks == P and ch.rank == P - 1 - r and ch.workspace_bytes == 8 << 20,
+                  f"split: {ch}")
+            close(ch.all_reduce(xs[r]), sum(xs), "split: all_reduce on the child", 1e-6)
+        ch = comm2.split(0 if r == 0 else None)
+        check((ch is not None) == (r == 0), f"split with color None: {ch}")
+        if ch is not None:
+            check(ch.nranks == 1, f"split alone: {ch}")
+            ch.destroy()
     dist.destroy_process_group()
     passed, failed = pycheck.counts()
     print(f"[rank {os.environ['RANK']}] {passed} passed, {failed} failed", flush=True)

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "comm.h" /* meld_split_assign */
 #include "meld.h"
 
 static void expect(meld_result_t got, meld_result_t want, const char *needle) {
@@ -76,6 +77,20 @@ static void test_single_rank_init(void **state) {
     assert_int_equal(meld_comm_info(comm, &info), MELD_OK);
     assert_int_equal(info.nranks, 1);
     assert_int_equal(info.nnodes, 1);
+    /* split of one rank: a child of one rank; no color: no child; a bad color: refused */
+    meld_comm_t child = (meld_comm_t)0x1;
+    assert_int_equal(meld_comm_split(comm, 7, 0, NULL, &child), MELD_OK);
+    assert_non_null(child);
+    assert_int_equal(meld_comm_info(child, &info), MELD_OK);
+    assert_int_equal(info.nranks, 1);
+    assert_int_equal(info.workspace_bytes, (size_t)1 << 20); /* the parent's settings */
+    assert_int_equal(meld_comm_destroy(child), MELD_OK);
+    child = (meld_comm_t)0x1;
+    assert_int_equal(meld_comm_split(comm, MELD_SPLIT_NOCOLOR, 0, NULL, &child), MELD_OK);
+    assert_null(child);
+    child = (meld_comm_t)0x1;
+    expect(meld_comm_split(comm, -2, 0, NULL, &child), MELD_ERR_INVALID_ARG, "color -2");
+    assert_null(child);
     assert_int_equal(meld_comm_destroy(comm), MELD_OK);
   } else {
     assert_int_equal(r, MELD_ERR_CUDA);
@@ -85,12 +100,60 @@ static void test_single_rank_init(void **state) {
   }
 }
 
+/* meld_comm_split's grouping: ranks of one color ordered by key, ties by rank; the leader is
+ * the group's rank 0; a negative color joins nothing. */
+static void test_split_assign(void **state) {
+  (void)state;
+  /* 6 ranks: colors 1 0 1 -1 0 1, keys 5 2 5 0 -9 1 */
+  const int32_t color[6] = {1, 0, 1, -1, 0, 1}, key[6] = {5, 2, 5, 0, -9, 1};
+  const int want_n[6] = {3, 2, 3, 0, 2, 3}, want_rank[6] = {1, 1, 2, -1, 0, 0}, want_leader[6] = {5, 4, 5, -1, 4, 5};
+  for (int me = 0; me < 6; me++) {
+    int cr = 99, leader = 99;
+    assert_int_equal(meld_split_assign(6, color, key, me, &cr, &leader), want_n[me]);
+    assert_int_equal(cr, want_rank[me]);
+    assert_int_equal(leader, want_leader[me]);
+  }
+  /* every group's ranks are 0..n-1 exactly once, at random colors and keys */
+  uint64_t s = 7;
+  for (int trial = 0; trial < 200; trial++) {
+    int32_t c[16], k[16];
+    const int n = 1 + trial % 16;
+    for (int r = 0; r < n; r++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      c[r] = (int32_t)((s >> 33) % 4) - 1, k[r] = (int32_t)((s >> 40) % 5);
+    }
+    for (int col = 0; col < 3; col++) {
+      int seen[16] = {0}, size = 0;
+      for (int r = 0; r < n; r++) size += c[r] == col;
+      for (int r = 0; r < n; r++) {
+        if (c[r] != col) continue;
+        int cr = -1, leader = -1;
+        assert_int_equal(meld_split_assign(n, c, k, r, &cr, &leader), size);
+        assert_true(cr >= 0 && cr < size);
+        assert_int_equal(seen[cr]++, 0);
+        assert_int_equal(c[leader], col);
+        if (cr == 0) assert_int_equal(leader, r);
+      }
+    }
+  }
+}
+
+static void test_split_bad_args(void **state) {
+  (void)state;
+  meld_comm_t child = (meld_comm_t)0x1;
+  expect(meld_comm_split(NULL, 0, 0, NULL, &child), MELD_ERR_INVALID_ARG, "comm is NULL");
+  assert_null(child);
+  expect(meld_comm_split((meld_comm_t)0x1, 0, 0, NULL, NULL), MELD_ERR_INVALID_ARG, "child is NULL");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_init_bad_args),
       cmocka_unit_test(test_other_calls_bad_args),
       cmocka_unit_test(test_init_env_missing),
       cmocka_unit_test(test_single_rank_init),
+      cmocka_unit_test(test_split_assign),
+      cmocka_unit_test(test_split_bad_args),
   };
   return cmocka_run_group_tests_name("comm_args", tests, NULL, NULL);
 }
