@@ -32,6 +32,46 @@ meld_result_t meld_get_unique_id(meld_unique_id *id) {
   return MELD_OK;
 }
 
+static meld_result_t comm_split(struct meld_comm *comm, int color, int key, const meld_resolved_config_t *cfg,
+                                meld_result_t mine, meld_comm_t *child);
+static void comm_free(struct meld_comm *c, int collective);
+static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *what);
+
+/* The hierarchy's two comms (comm.h: hier_node, hier_rail), where it applies. Collective over
+ * c; every rank decides alike (the layout is global; MELD_NET_HIER is all-gathered). */
+static meld_result_t hier_create(struct meld_comm *c) {
+  const int L = c->local_size, P = c->nranks;
+  int uniform = L > 1 && P % L == 0;
+  for (int r = 0; uniform && r < P; r++) uniform = c->rank_node[r] == r / L && c->rank_local[r] == r % L;
+  int64_t v = 1;
+  const meld_result_t env = meld_env_int64("MELD_NET_HIER", 0, 1, &v);
+  MELD_CHECK(agree(c, env, "MELD_NET_HIER"));
+  int32_t *want = calloc((size_t)P, sizeof *want);
+  if (!want) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
+  want[c->rank] = (int32_t)v;
+  meld_result_t res = meld_bootstrap_allgather(c->boot, want, sizeof *want);
+  int on = uniform;
+  for (int r = 0; res == MELD_OK && r < P; r++) on = on && want[r] != 0;
+  free(want);
+  MELD_CHECK(res);
+  if (!on) {
+    MELD_INFO(MELD_SUB_INIT, "inter-node collectives: flat (%s)",
+              L < 2 ? "one rank a node" : !uniform ? "ranks not numbered node by node, or unequal nodes"
+                                                   : "MELD_NET_HIER=0");
+    return MELD_OK;
+  }
+  MELD_CHECK(comm_split(c, c->node, c->rank, &c->cfg, MELD_OK, &c->hier_node));
+  res = comm_split(c, c->local_rank, c->rank, &c->cfg, MELD_OK, &c->hier_rail);
+  if (res != MELD_OK) {
+    comm_free(c->hier_node, 1);
+    c->hier_node = NULL;
+    return res;
+  }
+  meld_log_set_rank(c->rank);
+  MELD_INFO(MELD_SUB_INIT, "inter-node collectives: hierarchical (%d nodes x %d ranks)", c->nnodes, L);
+  return MELD_OK;
+}
+
 /* This rank's GPU: ordinal, SMs, bus id, UUID. */
 static meld_result_t query_device(struct meld_comm *c, meld_rank_info_t *me) {
   int ndev = 0;
@@ -179,6 +219,8 @@ static meld_result_t ce_stream_create(struct meld_comm *c) {
 
 static void comm_free(struct meld_comm *c, int collective) {
   if (!c) return;
+  comm_free(c->hier_rail, collective);
+  comm_free(c->hier_node, collective);
   for (int i = 0; i < MELD_CE_STREAMS; i++) {
     if (c->ce_join[i]) cudaEventDestroy(c->ce_join[i]);
     if (c->ce_stream[i]) cudaStreamDestroy(c->ce_stream[i]);
@@ -276,6 +318,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
     uint64_t block = 0;
     MELD_CHECK_GOTO(agree(c, meld_net_block_env(&block), "MELD_NET_CHUNK_BYTES"), res, fail);
     MELD_CHECK_GOTO(agree(c, meld_net_create(c, block), "the inter-node path"), res, fail);
+    MELD_CHECK_GOTO(hier_create(c), res, fail);
   }
 
   MELD_INFO(MELD_SUB_INIT,
@@ -352,26 +395,16 @@ typedef struct {
   int32_t color, key, status, pad;
 } split_entry_t;
 
-meld_result_t meld_comm_split(meld_comm_t comm, int color, int key, const meld_config_t *config,
-                              meld_comm_t *child) {
-  meld_error_clear();
-  if (child) *child = NULL;
-  if (!comm || !child)
-    return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: %s is NULL (every rank of comm must call it)",
-                      !comm ? "comm" : "child");
+/* The split itself (meld_comm_split, and the hierarchy's comms at init): every rank of comm
+ * calls it; `mine` is this rank's argument check (MELD_OK or its error). */
+static meld_result_t comm_split(struct meld_comm *comm, int color, int key, const meld_resolved_config_t *cfg,
+                                meld_result_t mine, meld_comm_t *child) {
   const int P = comm->nranks, me = comm->rank;
   meld_result_t res = MELD_OK;
-  /* A bad argument on one rank fails every rank (none is left waiting in the exchanges). */
-  meld_resolved_config_t cfg = comm->cfg;
-  meld_result_t mine = MELD_OK;
-  if (color < MELD_SPLIT_NOCOLOR)
-    mine = meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: color %d: give a color >= 0, or MELD_SPLIT_NOCOLOR",
-                      color);
-  else if (config)
-    mine = meld_config_resolve(config, &cfg);
   split_entry_t *all = calloc((size_t)P, sizeof *all);
   meld_boot_addr_t *addrs = calloc((size_t)P, sizeof *addrs);
   int32_t *colors = calloc((size_t)P, sizeof *colors), *keys = calloc((size_t)P, sizeof *keys);
+  int leader = -1;
   if (!all || !addrs || !colors || !keys) {
     free(all), free(addrs), free(colors), free(keys);
     return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_split: out of host memory");
@@ -380,7 +413,7 @@ meld_result_t meld_comm_split(meld_comm_t comm, int color, int key, const meld_c
   MELD_CHECK_GOTO(agree(comm, mine, "meld_comm_split's argument check"), res, done);
   MELD_CHECK_GOTO(meld_bootstrap_allgather(comm->boot, all, sizeof *all), res, done);
   for (int r = 0; r < P; r++) colors[r] = all[r].color, keys[r] = all[r].key;
-  int crank = -1, leader = -1;
+  int crank = -1;
   const int n = meld_split_assign(P, colors, keys, me, &crank, &leader);
 
   /* Each group's first rank opens its rendezvous (any free port: groups run at once) and every
@@ -390,7 +423,7 @@ meld_result_t meld_comm_split(meld_comm_t comm, int color, int key, const meld_c
   MELD_CHECK_GOTO(meld_bootstrap_allgather(comm->boot, addrs, sizeof *addrs), res, done);
 
   meld_comm_t c = NULL;
-  mine = n > 0 ? comm_init(&c, n, &addrs[leader], crank, &cfg) : MELD_OK;
+  mine = n > 0 ? comm_init(&c, n, &addrs[leader], crank, cfg) : MELD_OK;
   if (mine != MELD_OK) meld_error_prefix("meld_comm_split (color %d: rank %d of %d)", color, crank, n);
   meld_log_set_rank(me); /* (comm_init labelled this thread's log with the child's rank) */
   /* Every group succeeded, or every rank fails (no rank keeps a child its peers lack). */
@@ -403,9 +436,28 @@ meld_result_t meld_comm_split(meld_comm_t comm, int color, int key, const meld_c
   }
 done:
   if (leader == me && res != MELD_OK && addrs[me].magic) meld_bootstrap_root_release(addrs[me].key);
-  if (res != MELD_OK && strncmp(meld_last_error(), "meld_comm_split", 15) != 0)
-    meld_error_prefix("meld_comm_split (rank %d of %d)", me, P);
   free(all), free(addrs), free(colors), free(keys);
+  return res;
+}
+
+meld_result_t meld_comm_split(meld_comm_t comm, int color, int key, const meld_config_t *config,
+                              meld_comm_t *child) {
+  meld_error_clear();
+  if (child) *child = NULL;
+  if (!comm || !child)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: %s is NULL (every rank of comm must call it)",
+                      !comm ? "comm" : "child");
+  /* A bad argument on one rank fails every rank (none is left waiting in the exchanges). */
+  meld_resolved_config_t cfg = comm->cfg;
+  meld_result_t mine = MELD_OK;
+  if (color < MELD_SPLIT_NOCOLOR)
+    mine = meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: color %d: give a color >= 0, or MELD_SPLIT_NOCOLOR",
+                      color);
+  else if (config)
+    mine = meld_config_resolve(config, &cfg);
+  meld_result_t res = comm_split(comm, color, key, &cfg, mine, child);
+  if (res != MELD_OK && strncmp(meld_last_error(), "meld_comm_split", 15) != 0)
+    meld_error_prefix("meld_comm_split (rank %d of %d)", comm->rank, comm->nranks);
   return res;
 }
 
@@ -426,14 +478,24 @@ meld_result_t meld_comm_destroy(meld_comm_t comm) {
 meld_result_t meld_comm_abort(meld_comm_t comm) {
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_abort: comm is NULL");
+  /* (the hierarchy's comms first: a collective of comm may be waiting in one of them) */
+  if (comm->hier_node) (void)meld_proto_abort(comm->hier_node);
+  if (comm->hier_rail) (void)meld_proto_abort(comm->hier_rail);
   return meld_proto_abort(comm);
 }
 
 meld_result_t meld_comm_check(meld_comm_t comm) {
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_check: comm is NULL");
-  const meld_result_t r = meld_proto_check(comm);
-  return r != MELD_OK ? r : meld_net_check(comm);
+  meld_result_t r = meld_proto_check(comm);
+  if (r == MELD_OK) r = meld_net_check(comm);
+  /* the hierarchy's comms carry this comm's collectives across nodes: their errors are its */
+  for (int i = 0; i < 2 && r == MELD_OK; i++) {
+    struct meld_comm *h = i == 0 ? comm->hier_node : comm->hier_rail;
+    if (h && (r = meld_proto_check(h)) == MELD_OK) r = meld_net_check(h);
+    if (r != MELD_OK) meld_error_prefix("meld_comm_check (the %s comm of the hierarchy)", i == 0 ? "node" : "rail");
+  }
+  return r;
 }
 
 int meld_comm_node_sm_count(const struct meld_comm *comm) {

@@ -91,6 +91,11 @@ struct meld_comm {
   cudaEvent_t ce_fork, ce_join[MELD_CE_STREAMS]; /* fork from the caller's stream, join back */
   struct meld_proto_state *proto; /* device protocol state (epochs, abort, error record) */
   struct meld_net *net;    /* nnodes > 1: staging, ring, transport, proxy (net.h); else NULL */
+  /* The hierarchy across nodes (comm_init, when nnodes > 1, local_size > 1, the ranks numbered
+   * node by node with equal nodes, and MELD_NET_HIER is not 0 on any rank): the comm of this
+   * node's ranks, and the "rail" comm of this local rank's peers on every node (ranked by
+   * node). coll_net.cu's hierarchical collectives run on them. Else NULL. */
+  struct meld_comm *hier_node, *hier_rail;
 };
 
 /* Node assignment from every rank's info (pure function, unit-tested on the CPU):

@@ -470,6 +470,75 @@ static meld_result_t net_launch(meld_comm_t comm, const char *fn, const meld_col
   return r;
 }
 
+/* ---- the hierarchy (comm.h: hier_node, hier_rail) ------------------------------------------ *
+ * Ranks are numbered node by node (r = node * L + local); the bytes that cross nodes are
+ * reduced (or gathered) within the node first, so each crosses once per node pair instead of
+ * once per remote rank: L times fewer than the flat path. Each step is one call of the child
+ * comms (one kernel each, stream-ordered); the permutations are strided copies.
+ *   all_reduce (count % L == 0): reduce_scatter within the node into recv's part `local`,
+ *     all_reduce of that part across the nodes (rail), all_gather within the node in place.
+ *   reduce_scatter: send permuted to [local][node] blocks, reduce_scatter of node * count
+ *     elements within the node, then of count across the nodes.
+ *   all_gather: all_gather across the nodes ([node] blocks), then within the node
+ *     ([local][node]), then permuted into recv's [node][local] order.
+ * Sums: within the node in local order, then over the nodes in node order, each in fp32 and
+ * rounded once to the dtype per step (a bf16 sum is rounded after the node step too). */
+static meld_result_t net_hier(meld_comm_t comm, const char *fn, const meld_coll_args_t *a, cudaStream_t stream,
+                              int *done) {
+  *done = 0;
+  meld_comm_t nc = comm->hier_node, rc = comm->hier_rail;
+  const int L = comm->local_size, Nn = comm->nnodes, lr = comm->local_rank;
+  const size_t es = meld_coll_dtype_bytes(a->dtype);
+  const uint8_t *send = (const uint8_t *)a->send;
+  uint8_t *recv = (uint8_t *)a->recv;
+  const char *instead = "make one call of this size outside capture first, or set MELD_NET_HIER=0";
+  meld_result_t r = MELD_OK;
+  switch (a->op) {
+  case MELD_COLL_ALL_REDUCE: {
+    if (a->count % (size_t)L != 0) return MELD_OK; /* (the flat path) */
+    const size_t part = a->count / (size_t)L;
+    uint8_t *mine = recv + (size_t)lr * part * es;
+    if ((r = meld_reduce_scatter(nc, send, mine, part, a->dtype, stream)) == MELD_OK &&
+        (r = meld_all_reduce(rc, mine, mine, part, a->dtype, stream)) == MELD_OK)
+      r = meld_all_gather(nc, mine, recv, part, a->dtype, stream);
+    break;
+  }
+  case MELD_COLL_REDUCE_SCATTER: {
+    const size_t c = a->count, blk = c * es;
+    uint8_t *s1 = NULL;
+    MELD_CHECK(meld_comm_scratch(comm, fn, instead, (size_t)(L + 1) * Nn * blk, stream, (void **)&s1));
+    uint8_t *s2 = s1 + (size_t)L * Nn * blk;
+    /* s1[l][n] = send block n * L + l */
+    for (int l = 0; l < L && r == MELD_OK; l++)
+      if (cudaMemcpy2DAsync(s1 + (size_t)l * Nn * blk, blk, send + (size_t)l * blk, (size_t)L * blk, blk, (size_t)Nn,
+                            cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+        r = meld_error(MELD_ERR_CUDA, "%s: a strided copy failed: %s", fn, cudaGetErrorString(cudaGetLastError()));
+    if (r == MELD_OK && (r = meld_reduce_scatter(nc, s1, s2, (size_t)Nn * c, a->dtype, stream)) == MELD_OK)
+      r = meld_reduce_scatter(rc, s2, recv, c, a->dtype, stream);
+    break;
+  }
+  case MELD_COLL_ALL_GATHER: {
+    const size_t c = a->count, blk = c * es;
+    uint8_t *s1 = NULL;
+    MELD_CHECK(meld_comm_scratch(comm, fn, instead, (size_t)(L + 1) * Nn * blk, stream, (void **)&s1));
+    uint8_t *s2 = s1 + (size_t)Nn * blk;
+    if ((r = meld_all_gather(rc, send, s1, c, a->dtype, stream)) == MELD_OK &&
+        (r = meld_all_gather(nc, s1, s2, (size_t)Nn * c, a->dtype, stream)) == MELD_OK)
+      /* s2[l][n] -> recv block n * L + l */
+      for (int l = 0; l < L && r == MELD_OK; l++)
+        if (cudaMemcpy2DAsync(recv + (size_t)l * blk, (size_t)L * blk, s2 + (size_t)l * Nn * blk, blk, blk, (size_t)Nn,
+                              cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+          r = meld_error(MELD_ERR_CUDA, "%s: a strided copy failed: %s", fn, cudaGetErrorString(cudaGetLastError()));
+    break;
+  }
+  default:
+    return MELD_OK; /* all_to_all(v): the flat path (nothing to combine on the way) */
+  }
+  *done = 1;
+  if (r != MELD_OK) meld_error_prefix("%s (hierarchical, %d nodes x %d ranks)", fn, Nn, L);
+  return r;
+}
+
 extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, const meld_coll_args_t *a,
                                            cudaStream_t stream) {
   const meld_net_t *net = comm->net;
@@ -486,6 +555,11 @@ extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, con
                       "(MELD_WORKSPACE_BYTES is %zu; or lower MELD_NET_CHUNK_BYTES, now %llu)",
                       fn, (unsigned long long)ws_need, P, comm->workspace.bytes, (unsigned long long)net->block);
   MELD_CHECK(meld_proto_sticky_error(comm, fn)); /* (as the intra-node entry: a failed comm says so) */
+  if (comm->hier_node && comm->hier_rail) {
+    int done = 0;
+    const meld_result_t r = net_hier(comm, fn, a, stream, &done);
+    if (done || r != MELD_OK) return r;
+  }
   const uint64_t es = meld_coll_dtype_bytes(a->dtype);
   coll_net_kargs_t k; /* (3 KB) */
   memset(&k, 0, sizeof k);

@@ -3,7 +3,9 @@
  * staging, command ring written by the kernel, tcp) and bytes within a node through the
  * workspace. Layouts: 2 nodes x 1 rank (every peer remote), 3 nodes x 1 rank, and 2 nodes x 2
  * ranks (both kinds in one call) where 3 / 4 ranks are available (tests/gpu/run_shared.sh 4
- * test_net on one GPU).
+ * test_net on one GPU). At 2 x 2 the all_reduce / reduce_scatter / all_gather go through the
+ * hierarchy (coll_net.cu net_hier: within the node, then across; references sum the same way),
+ * and again flat with MELD_NET_HIER=0.
  * MELD_NET_CHUNK_BYTES = 64 KiB, so the larger counts take many chunks per pair (more than the
  * MELD_NET_SLOTS slots: credits are exercised).
  *
@@ -50,14 +52,53 @@ static float val(int r, uint64_t i, uint64_t seed) {
 static void fill(void *h, uint64_t n, int dtype, int r, uint64_t seed) {
   for (uint64_t i = 0; i < n; i++) ref_store(h, (meld_dtype_t)dtype, i, val(r, i, seed));
 }
-/* The all-reduce of every rank's fill(q, seed) of n elements as the device computes it (fp32
- * from 0 in rank order, rounded once: ref_all_reduce_f32) into out. */
+/* 1 if a comm of P ranks, per_node a node, sums hierarchically (comm.h hier_node / hier_rail:
+ * several nodes of several ranks, MELD_NET_HIER not 0). */
+static int hier_on(int P, int per_node) {
+  const char *h = getenv("MELD_NET_HIER");
+  return per_node > 1 && P / per_node > 1 && !(h && !strcmp(h, "0"));
+}
+/* The sum of P sources of n elements as the comm computes it into out: flat (fp32 from 0 in
+ * rank order, rounded once: ref_all_reduce_f32), or hierarchical (each node's ranks so, rounded
+ * to the dtype, then the nodes' sums so: coll_net.cu net_hier). */
+static void ref_sum(int P, int per_node, int hier, const void **src, void *out, uint64_t n, int dtype) {
+  if (!hier) {
+    ref_all_reduce_f32(P, src, out, n, (meld_dtype_t)dtype);
+    return;
+  }
+  const int N = P / per_node;
+  const size_t bytes = n * ref_elem_bytes((meld_dtype_t)dtype);
+  uint8_t *node = (uint8_t *)malloc(bytes * N);
+  const void *ns[64];
+  for (int k = 0; k < N; k++) {
+    ref_all_reduce_f32(per_node, src + k * per_node, node + k * bytes, n, (meld_dtype_t)dtype);
+    ns[k] = node + k * bytes;
+  }
+  ref_all_reduce_f32(N, ns, out, n, (meld_dtype_t)dtype);
+  free(node);
+}
+/* The same for one fp32 element of every rank (v[q]). */
+static float sum_f32(const float *v, int P, int per_node, int hier) {
+  float s = 0.0f;
+  if (!hier) {
+    for (int q = 0; q < P; q++) s += v[q];
+    return s;
+  }
+  for (int k = 0; k < P / per_node; k++) {
+    float t = 0.0f;
+    for (int l = 0; l < per_node; l++) t += v[k * per_node + l];
+    s += t;
+  }
+  return s;
+}
+/* The all-reduce of every rank's fill(q, seed) of n elements as the comm computes it (a count
+ * that is not a multiple of the node size takes the flat path). */
 static void all_reduce_ref(void *out, uint64_t n, int dtype, int P, uint64_t seed) {
   const size_t bytes = n * ref_elem_bytes((meld_dtype_t)dtype);
   uint8_t *all = (uint8_t *)malloc(bytes * P);
   const void *src[64];
   for (int q = 0; q < P; q++) fill(all + q * bytes, n, dtype, q, seed), src[q] = all + q * bytes;
-  ref_all_reduce_f32(P, src, out, n, (meld_dtype_t)dtype);
+  ref_sum(P, g_per_node, hier_on(P, g_per_node) && n % (uint64_t)g_per_node == 0, src, out, n, dtype);
   free(all);
 }
 
@@ -127,7 +168,7 @@ static void one_case(meld_comm_t comm, int rank, int P, uint64_t count, int dtyp
   {
     const void *blocks[64];
     for (int q = 0; q < P; q++) blocks[q] = ref + q * B;
-    ref_all_reduce_f32(P, blocks, in, count, (meld_dtype_t)dtype);
+    ref_sum(P, g_per_node, hier_on(P, g_per_node), blocks, in, count, dtype);
   }
   snprintf(what, sizeof what, "reduce_scatter %s count %llu", dn, (unsigned long long)count);
   same(hr, in, B, what);
@@ -196,8 +237,9 @@ static void rank_collectives(int rank, int P) {
   int bad = 0;
   for (int i = 0; i < reps && !bad; i++)
     for (uint64_t e = 0; e < n; e++) {
-      float s = 0.0f;
-      for (int q = 0; q < P; q++) s += val(q, e, 100 + i);
+      float v[64];
+      for (int q = 0; q < P; q++) v[q] = val(q, e, 100 + i);
+      const float s = sum_f32(v, P, g_per_node, hier_on(P, g_per_node));
       if (memcmp(&s, hr + i * n + e, 4) != 0) {
         GT_CHECK(0, "back-to-back all_reduce %d element %llu: %g, expected %g", i, (unsigned long long)e,
                  hr[i * n + e], s);
@@ -229,8 +271,9 @@ static void rank_collectives(int rank, int P) {
         if (memcmp(&v, hr + q * n + e, 4) != 0) { ok = 0; break; }
       }
     for (uint64_t e = 0; e < n && ok; e++) {
-      float s = 0.0f;
-      for (int q = 0; q < P; q++) s += val(q, e, 600 + it);
+      float v[64];
+      for (int q = 0; q < P; q++) v[q] = val(q, e, 600 + it);
+      const float s = sum_f32(v, P, g_per_node, hier_on(P, g_per_node));
       if (memcmp(&s, hr + n * P + e, 4) != 0) ok = 0;
     }
     GT_CHECK(ok, "graph replay %d: all_gather + all_reduce", it);
@@ -357,9 +400,9 @@ static void rank_split(int rank, int P) {
   GT_CUDA(cudaStreamSynchronize(st));
   GT_CUDA(cudaMemcpy(h, o, n * 4, cudaMemcpyDeviceToHost));
   for (uint64_t i = 0; i < n; i++) {
-    float sum = 0.0f;
-    for (int q = 0; q < P; q++) sum += val(q, i, 810);
-    want[i] = sum;
+    float v[64];
+    for (int q = 0; q < P; q++) v[q] = val(q, i, 810);
+    want[i] = sum_f32(v, P, g_per_node, hier_on(P, g_per_node) && n % (uint64_t)g_per_node == 0);
   }
   same(h, want, n * 4, "all_reduce on the parent after the splits");
   GT_MELD(meld_comm_check(comm));
@@ -585,15 +628,18 @@ static void *thread_timing(void *arg) {
     pthread_barrier_wait(&g_tbar);
     const double bus = (op ? 2.0 : 1.0) * (P - 1) / P * (double)n * 4 / (ms * 1e-3) / 1e9;
     if (rank == 0)
-      gt_log("threads: %s 64 MiB fp32, %d ranks, %d a node, chunk %s: %.2f ms a call, bus bandwidth %.2f GB/s",
-             op ? "all_reduce" : "all_gather", P, g_tper, g_chunk ? g_chunk : "default", ms, bus);
+      gt_log("threads: %s 64 MiB fp32, %d ranks, %d a node, chunk %s, %s: %.2f ms a call, bus bandwidth %.2f GB/s",
+             op ? "all_reduce" : "all_gather", P, g_tper, g_chunk ? g_chunk : "default",
+             hier_on(P, g_tper) ? "hierarchical" : "flat", ms, bus);
     int bad = 0;
     for (int k = 0; k < 4096 && !bad; k++) {
       const size_t i = ((size_t)k * 2654435761u) % n;
       float got = 0, want = 0;
       if (op) {
         GT_CUDA(cudaMemcpy(&got, o + i, 4, cudaMemcpyDeviceToHost));
-        for (int q = 0; q < P; q++) want += val(q, i, 900);
+        float v[8];
+        for (int q = 0; q < P; q++) v[q] = val(q, i, 900);
+        want = sum_f32(v, P, g_tper, hier_on(P, g_tper));
       } else {
         const int q = (int)(i / (n / P));
         GT_CUDA(cudaMemcpy(&got, o + i, 4, cudaMemcpyDeviceToHost));
@@ -616,7 +662,8 @@ static void *thread_timing(void *arg) {
 
 static void run_threads(int P, int per_node) {
   g_tP = P, g_tper = per_node;
-  printf("--- timing with rank threads (%d ranks, %d a node, chunk %s)\n", P, per_node, g_chunk ? g_chunk : "default");
+  printf("--- timing with rank threads (%d ranks, %d a node, chunk %s, %s)\n", P, per_node, g_chunk ? g_chunk : "default",
+         hier_on(P, per_node) ? "hierarchical" : "flat");
   fflush(stdout);
   if (meld_get_unique_id(&g_tid) != MELD_OK) {
     GT_CHECK(0, "meld_get_unique_id: %s", meld_last_error());
@@ -649,7 +696,10 @@ int main(void) {
   if (ndev >= 3) run("collectives, 3 nodes x 1 rank", 3, rank_collectives);
   if (ndev >= 4) {
     g_per_node = 2;
-    run("collectives, 2 nodes x 2 ranks", 4, rank_collectives);
+    run("collectives, 2 nodes x 2 ranks (hierarchical)", 4, rank_collectives);
+    setenv("MELD_NET_HIER", "0", 1);
+    run("collectives, 2 nodes x 2 ranks (flat: MELD_NET_HIER=0)", 4, rank_collectives);
+    unsetenv("MELD_NET_HIER");
   }
   g_per_node = 1;
   run("meld_comm_split, 2 nodes x 1 rank", 2, rank_split);
@@ -680,7 +730,12 @@ int main(void) {
     if (g_chunk) setenv("MELD_NET_CHUNK_BYTES", g_chunk, 1);
     else unsetenv("MELD_NET_CHUNK_BYTES");
     run_threads(2, 1);
-    if (ndev >= 4) run_threads(4, 2);
+    if (ndev >= 4) {
+      run_threads(4, 2);
+      setenv("MELD_NET_HIER", "0", 1);
+      run_threads(4, 2);
+      unsetenv("MELD_NET_HIER");
+    }
   }
   return gt_summary("test_net");
 }

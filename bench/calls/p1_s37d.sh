@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# p1_s37d.sh — ONE GPU, session 37: the hierarchical inter-node collectives (MELD_NET_HIER,
+# default on: all_reduce = reduce_scatter in the node + all_reduce across nodes + all_gather in
+# the node; reduce_scatter / all_gather with strided permutations) first run: run_shared 4
+# test_net (2 x 2 hierarchical and flat, 2 x 1, 3 x 1, splits, tp ops), then the thread timing
+# 2 x 2 hierarchical vs flat.
+# Prediction: all pass; 2 x 2 threads all_reduce hierarchical 1.3-1.8x faster than flat (half
+# the bytes cross "nodes"; the in-node steps are same-GPU copies), all_gather 1.2-1.6x.
+. "$(dirname "$0")/../device_env.sh"
+build lib build/tests/gpu/test_net
+GT_SPAWN_TIMEOUT_S=300 timeout -k 5 500 tests/gpu/run_shared.sh 4 test_net > "$OUT/test_net4.log" 2>&1
+echo "== run_shared 4 test_net rc=$? at $(el) s"
+grep -E "FAIL|checks|PASSED|FAILED|timeout after|error|threads|split|^---" "$OUT/test_net4.log" | cut -c1-260 | head -90
+echo "== done at $(el) s"
