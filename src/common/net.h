@@ -86,6 +86,33 @@ MELD_HD uint64_t meld_net_part_len(uint64_t part, uint64_t total, int q) {
   const uint64_t start = (uint64_t)q * part;
   return start >= total ? 0 : (total - start < part ? total - start : part);
 }
+/* ---- the hierarchy (coll_net.cu net_hier): ranks numbered node by node, r = node * L + local */
+
+/* One strided copy: `height` rows of `width` bytes from src + src_off (row pitch spitch) to
+ * dst + dst_off (row pitch dpitch) (cudaMemcpy2DAsync's arguments). */
+typedef struct {
+  uint64_t dst_off, dpitch, src_off, spitch, width, height;
+} meld_copy2d_t;
+/* reduce_scatter, copy l < L: send's blocks (of blk bytes) for ranks n * L + l, n < Nn, into
+ * row l of the [local][node] scratch. */
+MELD_HD meld_copy2d_t meld_hier_rs_perm(int l, int L, int Nn, uint64_t blk) {
+  meld_copy2d_t c = {(uint64_t)l * (uint64_t)Nn * blk, blk, (uint64_t)l * blk, (uint64_t)L * blk, blk, (uint64_t)Nn};
+  return c;
+}
+/* all_gather, copy l < L: row l of the [local][node] scratch to recv's blocks n * L + l. */
+MELD_HD meld_copy2d_t meld_hier_ag_perm(int l, int L, int Nn, uint64_t blk) {
+  meld_copy2d_t c = {(uint64_t)l * blk, (uint64_t)L * blk, (uint64_t)l * (uint64_t)Nn * blk, blk, blk, (uint64_t)Nn};
+  return c;
+}
+/* 1 if the hierarchy applies to a layout: several nodes of L > 1 ranks each, numbered node by
+ * node (rank_node[r] == r / L, rank_local[r] == r % L). */
+MELD_HD int meld_hier_layout(const int *rank_node, const int *rank_local, int nranks, int L) {
+  if (L < 2 || nranks % L != 0 || nranks / L < 2) return 0;
+  for (int r = 0; r < nranks; r++)
+    if (rank_node[r] != r / L || rank_local[r] != r % L) return 0;
+  return 1;
+}
+
 /* 1 if `block` is a legal staging block: in [MIN, MAX] and a multiple of 256 bytes (every
  * slot then keeps the 16-byte alignment the vector loops want, and a 64-byte line per slot). */
 MELD_HD int meld_net_block_valid(uint64_t block) {

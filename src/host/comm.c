@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "coll_plan.h"
+#include "common/net.h"
 #include "error.h"
 #include "log.h"
 #include "net.h"
@@ -41,8 +42,7 @@ static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *
  * c; every rank decides alike (the layout is global; MELD_NET_HIER is all-gathered). */
 static meld_result_t hier_create(struct meld_comm *c) {
   const int L = c->local_size, P = c->nranks;
-  int uniform = L > 1 && P % L == 0;
-  for (int r = 0; uniform && r < P; r++) uniform = c->rank_node[r] == r / L && c->rank_local[r] == r % L;
+  const int uniform = meld_hier_layout(c->rank_node, c->rank_local, P, L);
   int64_t v = 1;
   const meld_result_t env = meld_env_int64("MELD_NET_HIER", 0, 1, &v);
   MELD_CHECK(agree(c, env, "MELD_NET_HIER"));
@@ -60,8 +60,10 @@ static meld_result_t hier_create(struct meld_comm *c) {
                                                    : "MELD_NET_HIER=0");
     return MELD_OK;
   }
-  MELD_CHECK(comm_split(c, c->node, c->rank, &c->cfg, MELD_OK, &c->hier_node));
-  res = comm_split(c, c->local_rank, c->rank, &c->cfg, MELD_OK, &c->hier_rail);
+  meld_resolved_config_t cfg = c->cfg;
+  cfg.internal = 1;
+  MELD_CHECK(comm_split(c, c->node, c->rank, &cfg, MELD_OK, &c->hier_node));
+  res = comm_split(c, c->local_rank, c->rank, &cfg, MELD_OK, &c->hier_rail);
   if (res != MELD_OK) {
     comm_free(c->hier_node, 1);
     c->hier_node = NULL;
@@ -195,7 +197,7 @@ static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *
  * graph's first launch, stall past the timeout before these and the tests' graph uploads;
  * session 24 calls 3-4). */
 static meld_result_t ce_stream_create(struct meld_comm *c) {
-  if (c->nranks < 2) return MELD_OK;
+  if (c->nranks < 2 || c->cfg.internal) return MELD_OK;
   /* Ranks as threads on one GPU (a test mode): their kernels spin for each other, so no two
    * of their streams may share a hardware queue (one's waiting kernel would hold up the
    * other's); the process has CUDA_DEVICE_MAX_CONNECTIONS of them (default 8). */

@@ -23,6 +23,9 @@ typedef struct {
   int node_id;  /* -1 = by host */
   int share_gpu; /* MELD_SHARE_GPU=1: ranks may share one GPU (testing the protocol only) */
   char trace_path[1024]; /* "" = off */
+  int internal;  /* not from the environment: 1 for the hierarchy's comms (comm.c hier_create:
+                    no CE side streams, which their calls never use, so the streams of ranks that
+                    are threads on one GPU stay within its hardware queues) */
 } meld_resolved_config_t;
 
 /* Resolves `in` (NULL = all unset) into *out. Checks the size/version fields and each

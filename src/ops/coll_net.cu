@@ -483,6 +483,13 @@ static meld_result_t net_launch(meld_comm_t comm, const char *fn, const meld_col
  *     ([local][node]), then permuted into recv's [node][local] order.
  * Sums: within the node in local order, then over the nodes in node order, each in fp32 and
  * rounded once to the dtype per step (a bf16 sum is rounded after the node step too). */
+static meld_result_t net_copy2d(const char *fn, uint8_t *dst, const uint8_t *src, meld_copy2d_t c, cudaStream_t stream) {
+  if (cudaMemcpy2DAsync(dst + c.dst_off, c.dpitch, src + c.src_off, c.spitch, c.width, c.height,
+                        cudaMemcpyDeviceToDevice, stream) == cudaSuccess)
+    return MELD_OK;
+  return meld_error(MELD_ERR_CUDA, "%s: a strided copy failed: %s", fn, cudaGetErrorString(cudaGetLastError()));
+}
+
 static meld_result_t net_hier(meld_comm_t comm, const char *fn, const meld_coll_args_t *a, cudaStream_t stream,
                               int *done) {
   *done = 0;
@@ -508,11 +515,7 @@ static meld_result_t net_hier(meld_comm_t comm, const char *fn, const meld_coll_
     uint8_t *s1 = NULL;
     MELD_CHECK(meld_comm_scratch(comm, fn, instead, (size_t)(L + 1) * Nn * blk, stream, (void **)&s1));
     uint8_t *s2 = s1 + (size_t)L * Nn * blk;
-    /* s1[l][n] = send block n * L + l */
-    for (int l = 0; l < L && r == MELD_OK; l++)
-      if (cudaMemcpy2DAsync(s1 + (size_t)l * Nn * blk, blk, send + (size_t)l * blk, (size_t)L * blk, blk, (size_t)Nn,
-                            cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
-        r = meld_error(MELD_ERR_CUDA, "%s: a strided copy failed: %s", fn, cudaGetErrorString(cudaGetLastError()));
+    for (int l = 0; l < L && r == MELD_OK; l++) r = net_copy2d(fn, s1, send, meld_hier_rs_perm(l, L, Nn, blk), stream);
     if (r == MELD_OK && (r = meld_reduce_scatter(nc, s1, s2, (size_t)Nn * c, a->dtype, stream)) == MELD_OK)
       r = meld_reduce_scatter(rc, s2, recv, c, a->dtype, stream);
     break;
@@ -524,11 +527,7 @@ static meld_result_t net_hier(meld_comm_t comm, const char *fn, const meld_coll_
     uint8_t *s2 = s1 + (size_t)Nn * blk;
     if ((r = meld_all_gather(rc, send, s1, c, a->dtype, stream)) == MELD_OK &&
         (r = meld_all_gather(nc, s1, s2, (size_t)Nn * c, a->dtype, stream)) == MELD_OK)
-      /* s2[l][n] -> recv block n * L + l */
-      for (int l = 0; l < L && r == MELD_OK; l++)
-        if (cudaMemcpy2DAsync(recv + (size_t)l * blk, (size_t)L * blk, s2 + (size_t)l * Nn * blk, blk, blk, (size_t)Nn,
-                              cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
-          r = meld_error(MELD_ERR_CUDA, "%s: a strided copy failed: %s", fn, cudaGetErrorString(cudaGetLastError()));
+      for (int l = 0; l < L && r == MELD_OK; l++) r = net_copy2d(fn, recv, s2, meld_hier_ag_perm(l, L, Nn, blk), stream);
     break;
   }
   default:

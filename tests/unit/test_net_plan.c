@@ -2,7 +2,8 @@
  * cover every byte of a piece exactly once, in pieces no longer than a staging slot; all-reduce
  * parts; slots of the two parities never overlap and parity repeats every second epoch (the
  * reuse argument); stamps and credits; a model of one pair's slot protocol under random
- * interleavings; MELD_NET_CHUNK_BYTES parsing and refusals. */
+ * interleavings; a host model of the hierarchical collectives' steps and permutations against
+ * the flat results, and where the hierarchy applies; MELD_NET_CHUNK_BYTES parsing and refusals. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -166,6 +167,114 @@ static void test_slot_protocol_model(void **state) {
   }
 }
 
+/* ---- the hierarchy: a host model of net_hier's steps on P = Nn x L simulated ranks (integer
+ * values: sums are exact in any order) against the flat results, through the same strided-copy
+ * arithmetic (meld_hier_rs_perm / meld_hier_ag_perm) ---- */
+
+static void copy2d(float *dst, const float *src, meld_copy2d_t c) {
+  for (uint64_t h = 0; h < c.height; h++)
+    memcpy((uint8_t *)dst + c.dst_off + h * c.dpitch, (const uint8_t *)src + c.src_off + h * c.spitch, c.width);
+}
+
+static void test_hier_model(void **state) {
+  (void)state;
+  const int nodes[] = {2, 3}, locals[] = {2, 3, 4};
+  const size_t counts[] = {1, 5};
+  for (int a = 0; a < 2; a++)
+    for (int b = 0; b < 3; b++)
+      for (int k = 0; k < 2; k++) {
+        const int Nn = nodes[a], L = locals[b], P = Nn * L;
+        const size_t c = counts[k], blk = c * sizeof(float);
+        float *send = calloc((size_t)P * P * c, sizeof(float)); /* [rank][P * c] */
+        float *s1 = calloc((size_t)P * P * c, sizeof(float)), *s2 = calloc((size_t)P * P * c, sizeof(float));
+        float *out = calloc((size_t)P * P * c, sizeof(float));
+        for (int r = 0; r < P; r++)
+          for (size_t i = 0; i < (size_t)P * c; i++) send[(size_t)r * P * c + i] = (float)((r * 131 + (int)i * 7) % 50);
+#define SND(r) (send + (size_t)(r) * P * c)
+#define S1(r) (s1 + (size_t)(r) * P * c)
+#define S2(r) (s2 + (size_t)(r) * P * c)
+#define OUT(r) (out + (size_t)(r) * P * c)
+        /* reduce_scatter: permute; within the node (count Nn * c); across (count c) */
+        for (int r = 0; r < P; r++)
+          for (int l = 0; l < L; l++) copy2d(S1(r), SND(r), meld_hier_rs_perm(l, L, Nn, blk));
+        for (int r = 0; r < P; r++) {
+          const int n = r / L, l = r % L;
+          for (size_t i = 0; i < (size_t)Nn * c; i++) {
+            float t = 0;
+            for (int m = 0; m < L; m++) t += S1(n * L + m)[(size_t)l * Nn * c + i];
+            S2(r)[i] = t;
+          }
+        }
+        for (int r = 0; r < P; r++) {
+          const int n = r / L, l = r % L;
+          for (size_t i = 0; i < c; i++) {
+            float t = 0, want = 0;
+            for (int m = 0; m < Nn; m++) t += S2(m * L + l)[(size_t)n * c + i];
+            for (int q = 0; q < P; q++) want += SND(q)[(size_t)r * c + i];
+            assert_true(t == want);
+          }
+        }
+        /* all_gather of each rank's first c elements: across (count c), within (count Nn * c),
+         * permute into recv */
+        for (int r = 0; r < P; r++) {
+          const int l = r % L;
+          for (int m = 0; m < Nn; m++) memcpy(S1(r) + (size_t)m * c, SND(m * L + l), blk);
+        }
+        for (int r = 0; r < P; r++) {
+          const int n = r / L;
+          for (int m = 0; m < L; m++) memcpy(S2(r) + (size_t)m * Nn * c, S1(n * L + m), (size_t)Nn * blk);
+        }
+        for (int r = 0; r < P; r++) {
+          for (int l = 0; l < L; l++) copy2d(OUT(r), S2(r), meld_hier_ag_perm(l, L, Nn, blk));
+          for (int q = 0; q < P; q++) assert_memory_equal(OUT(r) + (size_t)q * c, SND(q), blk);
+        }
+        /* all_reduce of P * c elements (a multiple of L): RS in the node into part l, AR of the
+         * part across, AG in the node (in place) */
+        const size_t N = (size_t)P * c, part = N / (size_t)L;
+        for (int r = 0; r < P; r++) {
+          const int n = r / L, l = r % L;
+          for (size_t i = 0; i < part; i++) {
+            float t = 0;
+            for (int m = 0; m < L; m++) t += SND(n * L + m)[(size_t)l * part + i];
+            OUT(r)[(size_t)l * part + i] = t;
+          }
+        }
+        for (int l = 0; l < L; l++)
+          for (size_t i = 0; i < part; i++) {
+            float t = 0;
+            for (int m = 0; m < Nn; m++) t += OUT(m * L + l)[(size_t)l * part + i];
+            for (int m = 0; m < Nn; m++) S1(m * L + l)[(size_t)l * part + i] = t;
+          }
+        for (int r = 0; r < P; r++) {
+          const int n = r / L;
+          for (int m = 0; m < L; m++) memcpy(OUT(r) + (size_t)m * part, S1(n * L + m) + (size_t)m * part, part * sizeof(float));
+          for (size_t i = 0; i < N; i++) {
+            float want = 0;
+            for (int q = 0; q < P; q++) want += SND(q)[i];
+            assert_true(OUT(r)[i] == want);
+          }
+        }
+#undef SND
+#undef S1
+#undef S2
+#undef OUT
+        free(send), free(s1), free(s2), free(out);
+      }
+}
+
+/* Where the hierarchy applies: several nodes of equal size > 1, numbered node by node. */
+static void test_hier_layout(void **state) {
+  (void)state;
+  int node[12], local[12];
+  for (int r = 0; r < 12; r++) node[r] = r / 4, local[r] = r % 4;
+  assert_true(meld_hier_layout(node, local, 12, 4));
+  assert_false(meld_hier_layout(node, local, 4, 4));  /* one node */
+  assert_false(meld_hier_layout(node, local, 12, 1)); /* one rank a node */
+  assert_false(meld_hier_layout(node, local, 10, 4)); /* unequal nodes */
+  for (int r = 0; r < 12; r++) node[r] = r % 3, local[r] = r / 3; /* round robin over the nodes */
+  assert_false(meld_hier_layout(node, local, 12, 4));
+}
+
 static void test_block_env(void **state) {
   (void)state;
   uint64_t b = 0;
@@ -194,6 +303,8 @@ int main(void) {
       cmocka_unit_test(test_slots),
       cmocka_unit_test(test_stamps_credits),
       cmocka_unit_test(test_slot_protocol_model),
+      cmocka_unit_test(test_hier_model),
+      cmocka_unit_test(test_hier_layout),
       cmocka_unit_test(test_block_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
