@@ -365,7 +365,12 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  *   staging and raises a flag there that the peer's kernel polls). Sums as above (rank order,
  *   fp32). The bytes between nodes pass through host memory (no RDMA yet): a correctness path,
  *   not a fast one; with same-node peers the workspace must hold nranks x 4 x
- *   MELD_NET_CHUNK_BYTES. The fused ops are MELD_ERR_UNSUPPORTED across nodes.
+ *   MELD_NET_CHUNK_BYTES. Where several nodes have L > 1 ranks each, numbered node by node,
+ *   all_reduce (count a multiple of L), reduce_scatter and all_gather are hierarchical (within
+ *   the node, then across nodes on two internal comms made at init: L times fewer bytes between
+ *   nodes; three kernels a call; MELD_NET_HIER=0 turns it off): their sums go within the node
+ *   in rank order, then over the nodes, each step rounded to the dtype. The fused ops are
+ *   MELD_ERR_UNSUPPORTED across nodes.
  * - send and recv must not overlap, except where an op says so.
  * - Fails (before launching anything): MELD_ERR_INVALID_ARG (NULL comm, NULL buffer with a
  *   non-zero count, unknown dtype, pointer not aligned to the element size, sizes that
