@@ -299,6 +299,33 @@ MELD_DEV bool net_receiver(meld_ctx_t *ctx, const coll_net_kargs_t *a, uint32_t 
 
 /* ---- feeder ------------------------------------------------------------------------------- */
 
+/* The feeder's enqueue: a WRITE of `bytes` (0: flag only) to rank q with its flag, into the
+ * ring's next slot if one is free (tail re-read only when the ring looks full). Called after
+ * the relaxed load that saw the staged / consumed word: the acquire fence here orders what that
+ * word published (the staged bytes, the receiver's reads) before the command. Not published
+ * until the caller's release of head. */
+MELD_DEV bool net_enqueue(const coll_net_kargs_t *a, meld_cmdring_hdr_t *ring, uint64_t *head, uint64_t *tail, int q,
+                          uint32_t flag_index, uint64_t src_off, uint64_t dst_off, uint64_t bytes, uint64_t value) {
+  if (meld_cmdring_full(*head, *tail, a->nslots)) *tail = ld_acquire_sys_u64(&ring->tail);
+  if (meld_cmdring_full(*head, *tail, a->nslots)) return false;
+  fence_acquire_sys();
+  meld_cmd_t *cmd = meld_cmdring_cmds(ring) + meld_cmdring_slot(*head, a->nslots);
+  cmd->opcode = MELD_CMD_WRITE;
+  cmd->src_region = (uint16_t)a->region_send;
+  cmd->dst_region = (uint16_t)a->region_recv;
+  cmd->flag_region = (uint16_t)a->region_flags;
+  cmd->dst_rank = q;
+  cmd->flag_index = flag_index;
+  cmd->src_offset = src_off;
+  cmd->dst_offset = dst_off;
+  cmd->bytes = bytes;
+  cmd->flag_value = value;
+  cmd->seq = *head;
+  cmd->reserved = 0;
+  ++*head;
+  return true;
+}
+
 /* One thread: every remote peer's chunks and credits into the ring, in whatever order they
  * become ready. */
 MELD_DEV bool net_feeder(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
@@ -307,7 +334,6 @@ MELD_DEV bool net_feeder(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
   __shared__ uint64_t tx_next[MELD_COLL_MAX_RANKS], cr_next[MELD_COLL_MAX_RANKS];
   for (int q = 0; q < P; q++) tx_next[q] = cr_next[q] = 0;
   meld_cmdring_hdr_t *ring = a->ring;
-  meld_cmd_t *cmds = meld_cmdring_cmds(ring);
   uint64_t head = ld_relaxed_sys_u64(&ring->head); /* (this GPU is the ring's one producer) */
   uint64_t tail = ld_acquire_sys_u64(&ring->tail);
   const uint32_t *abort_word = meld_abort_word(ctx->p);
@@ -330,27 +356,12 @@ MELD_DEV bool net_feeder(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
         const uint32_t sslot = (uint32_t)((shared ? j : c) % MELD_NET_SLOTS);
         const int row = shared ? me : q;
         if (ld_relaxed_sys_u64(net_staged(ctx, row, sslot)) >= meld_net_stamp(e, shared ? j : c)) {
-          if (meld_cmdring_full(head, tail, a->nslots)) tail = ld_acquire_sys_u64(&ring->tail);
-          if (!meld_cmdring_full(head, tail, a->nslots)) {
-            fence_acquire_sys(); /* the staged bytes (the sender's release) before the command */
-            const uint64_t n = ph == 0 ? meld_net_chunk_len(a->tx_bytes[q], a->block, j)
-                                       : meld_net_chunk_len(a->own_bytes, a->block, j);
-            meld_cmd_t *cmd = cmds + meld_cmdring_slot(head, a->nslots);
-            cmd->opcode = MELD_CMD_WRITE;
-            cmd->src_region = (uint16_t)a->region_send;
-            cmd->dst_region = (uint16_t)a->region_recv;
-            cmd->flag_region = (uint16_t)a->region_flags;
-            cmd->dst_rank = q;
-            cmd->flag_index = meld_net_word(me, (uint32_t)(c % MELD_NET_SLOTS));
-            cmd->src_offset = meld_net_slot(e, row, sslot, P, a->block);
-            cmd->dst_offset = meld_net_slot(e, me, (uint32_t)(c % MELD_NET_SLOTS), P, a->block);
-            cmd->bytes = n;
-            cmd->flag_value = meld_net_stamp(e, c);
-            cmd->seq = head;
-            cmd->reserved = 0;
-            head++;
+          const uint64_t n = ph == 0 ? meld_net_chunk_len(a->tx_bytes[q], a->block, j)
+                                     : meld_net_chunk_len(a->own_bytes, a->block, j);
+          const uint32_t slot = (uint32_t)(c % MELD_NET_SLOTS);
+          if (net_enqueue(a, ring, &head, &tail, q, meld_net_word(me, slot), meld_net_slot(e, row, sslot, P, a->block),
+                          meld_net_slot(e, me, slot, P, a->block), n, meld_net_stamp(e, c)))
             tx_next[q] = c + 1;
-          }
         } else {
           stuck_q = q, stuck_what = "net feeder: a chunk to stage";
         }
@@ -361,25 +372,9 @@ MELD_DEV bool net_feeder(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
         all = false;
         const uint32_t slot = (uint32_t)(r % MELD_NET_SLOTS);
         if (ld_relaxed_sys_u64(net_consumed(ctx, q, slot)) >= meld_net_stamp(e, r)) {
-          if (meld_cmdring_full(head, tail, a->nslots)) tail = ld_acquire_sys_u64(&ring->tail);
-          if (!meld_cmdring_full(head, tail, a->nslots)) {
-            fence_acquire_sys(); /* the receiver's reads before the credit leaves */
-            meld_cmd_t *cmd = cmds + meld_cmdring_slot(head, a->nslots);
-            cmd->opcode = MELD_CMD_WRITE;
-            cmd->src_region = (uint16_t)a->region_send;
-            cmd->dst_region = (uint16_t)a->region_recv;
-            cmd->flag_region = (uint16_t)a->region_flags;
-            cmd->dst_rank = q;
-            cmd->flag_index = meld_net_words(P) + meld_net_word(me, slot);
-            cmd->src_offset = 0;
-            cmd->dst_offset = 0;
-            cmd->bytes = 0; /* flag only */
-            cmd->flag_value = meld_net_stamp(e, r);
-            cmd->seq = head;
-            cmd->reserved = 0;
-            head++;
+          if (net_enqueue(a, ring, &head, &tail, q, meld_net_words(P) + meld_net_word(me, slot), 0, 0, 0,
+                          meld_net_stamp(e, r))) /* (flag only) */
             cr_next[q] = r + 1;
-          }
         } else {
           stuck_q = q, stuck_what = "net feeder: a chunk to consume";
         }

@@ -43,6 +43,16 @@ static meld_config_t test_config(void) {
   return cfg;
 }
 
+/* This rank's comm (test_config, the launcher's layout) and a stream for it; NULL on failure
+ * (checked). */
+static meld_comm_t open_comm(cudaStream_t *st) {
+  meld_config_t cfg = test_config();
+  meld_comm_t comm = NULL;
+  GT_MELD(meld_comm_init_env(&comm, &cfg));
+  if (comm) GT_CUDA(cudaStreamCreateWithFlags(st, cudaStreamNonBlocking));
+  return comm;
+}
+
 /* Element i of rank r's input for case `seed`, as stored (bf16 or fp32 bits). */
 static float val(int r, uint64_t i, uint64_t seed) {
   uint64_t s = (seed * 1000003ull + (uint64_t)r) * 0x9E3779B97F4A7C15ull + i * 0xD1B54A32D192ED03ull + 1;
@@ -335,12 +345,9 @@ static void rank_collectives(int rank, int P) {
  * child's shape is checked and an all_reduce on it compared with the sum over its members in
  * child rank order; then the parent still works. */
 static void rank_split(int rank, int P) {
-  meld_config_t cfg = test_config();
-  meld_comm_t comm = NULL;
-  GT_MELD(meld_comm_init_env(&comm, &cfg));
-  if (!comm) return;
   cudaStream_t st;
-  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  meld_comm_t comm = open_comm(&st);
+  if (!comm) return;
   const uint64_t n = 70001;
   float *d = NULL, *o = NULL, *h = (float *)malloc(n * 4), *want = (float *)malloc(n * 4);
   GT_CUDA(cudaMalloc(&d, n * 4));
@@ -433,12 +440,9 @@ static double rel_err(const uint16_t *got, const float *ref, uint64_t n) {
 /* The tensor-parallel ops and the ring attention on a comm across nodes: their unfused paths
  * over the collectives' inter-node path, against fp32 references. */
 static void rank_tp_ops(int rank, int P) {
-  meld_config_t cfg = test_config();
-  meld_comm_t comm = NULL;
-  GT_MELD(meld_comm_init_env(&comm, &cfg));
-  if (!comm) return;
   cudaStream_t st;
-  GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  meld_comm_t comm = open_comm(&st);
+  if (!comm) return;
   const int64_t ml = 128, K = 64, N = 96, M = ml * P;
   /* AG+GEMM: C [M, N] = AllGather(A) x B_r^T, and the gathered A */
   uint16_t *af = (uint16_t *)malloc(M * K * 2), *bf = (uint16_t *)malloc(N * K * 2);
