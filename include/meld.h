@@ -375,7 +375,8 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  * - Fails (before launching anything): MELD_ERR_INVALID_ARG (NULL comm, NULL buffer with a
  *   non-zero count, unknown dtype, pointer not aligned to the element size, sizes that
  *   overflow), MELD_ERR_UNSUPPORTED (across nodes: more than 2^20 - 2 chunks between two
- *   ranks in one call; returned identically on every rank, so none is left waiting),
+ *   ranks in one call; returned identically on every rank, so none is left waiting, except
+ *   for all_to_allv, where only the pair's two ranks know its counts),
  *   MELD_ERR_OUT_OF_MEMORY (the workspace cannot hold the plan's slots; the message names
  *   the workspace size to configure), MELD_ERR_CUDA (the launch failed). Errors on the device
  *   (a peer that never arrives: MELD_ERR_TIMEOUT after timeout_ms; an abort:

@@ -62,6 +62,8 @@ static meld_result_t hier_create(struct meld_comm *c) {
   }
   meld_resolved_config_t cfg = c->cfg;
   cfg.internal = 1;
+  cfg.trace_path[0] = '\0';  /* (one trace file a process: the parent's) */
+  cfg.sm_cap = c->sm_count; /* (children of ranks that are threads on one GPU would plan with more) */
   MELD_CHECK(comm_split(c, c->node, c->rank, &cfg, MELD_OK, &c->hier_node));
   res = comm_split(c, c->local_rank, c->rank, &cfg, MELD_OK, &c->hier_rail);
   if (res != MELD_OK) {
@@ -113,8 +115,10 @@ static void share_sms(struct meld_comm *c) {
   for (int r = 0; r < c->nranks; r++)
     for (int q = 0; q < c->nranks; q++)
       n[r] += same_process(c, q, r) && memcmp(c->ranks[q].uuid, c->ranks[r].uuid, sizeof c->ranks[r].uuid) == 0;
-  for (int r = 0; r < c->nranks; r++)
+  for (int r = 0; r < c->nranks; r++) {
     if (n[r] > 1) c->ranks[r].sm_count /= n[r];
+    if (c->ranks[r].sm_cap > 0 && c->ranks[r].sm_count > c->ranks[r].sm_cap) c->ranks[r].sm_count = c->ranks[r].sm_cap;
+  }
   if (n[c->rank] > 1)
     MELD_INFO(MELD_SUB_INIT, "rank %d: %d ranks of this process share GPU %s: %d of its %d SMs each", c->rank,
               n[c->rank], c->ranks[c->rank].bus_id, c->ranks[c->rank].sm_count, c->sm_count);
@@ -123,17 +127,31 @@ static void share_sms(struct meld_comm *c) {
   free(n);
 }
 
+/* A scratch buffer replaced while a captured graph may still use it (freed at destroy). */
+struct meld_retired {
+  void *ptr;
+  struct meld_retired *next;
+};
+
 meld_result_t meld_comm_scratch(struct meld_comm *comm, const char *fn, const char *instead, size_t bytes,
                                 cudaStream_t stream, void **out) {
+  enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
   if (comm->unfused_scratch_bytes < bytes) {
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
     if (cs != cudaStreamCaptureStatusNone)
       return meld_error(MELD_ERR_UNSUPPORTED,
                         "%s: the unfused path needs %zu bytes of scratch, which cannot be allocated during stream "
                         "capture: %s",
                         fn, bytes, instead);
-    if (comm->unfused_scratch) MELD_CUDA_CHECK(cudaFreeAsync(comm->unfused_scratch, stream));
+    if (comm->unfused_scratch && comm->unfused_scratch_graphed) {
+      /* a graph captured with it may be replayed later: keep it until destroy */
+      struct meld_retired *r = malloc(sizeof *r);
+      if (!r) return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+      r->ptr = comm->unfused_scratch, r->next = comm->retired, comm->retired = r;
+    } else if (comm->unfused_scratch) {
+      MELD_CUDA_CHECK(cudaFreeAsync(comm->unfused_scratch, stream));
+    }
+    comm->unfused_scratch_graphed = 0;
     comm->unfused_scratch = NULL;
     comm->unfused_scratch_bytes = 0;
     if (cudaMallocAsync(&comm->unfused_scratch, bytes, stream) != cudaSuccess) {
@@ -143,6 +161,7 @@ meld_result_t meld_comm_scratch(struct meld_comm *comm, const char *fn, const ch
     }
     comm->unfused_scratch_bytes = bytes;
   }
+  if (cs != cudaStreamCaptureStatusNone) comm->unfused_scratch_graphed = 1;
   *out = comm->unfused_scratch;
   return MELD_OK;
 }
@@ -245,6 +264,12 @@ static void comm_free(struct meld_comm *c, int collective) {
   meld_symbuf_destroy(c, &c->pad);
   meld_symbuf_destroy(c, &c->workspace);
   if (c->unfused_scratch) cudaFree(c->unfused_scratch);
+  while (c->retired) {
+    struct meld_retired *r = c->retired;
+    c->retired = r->next;
+    cudaFree(r->ptr);
+    free(r);
+  }
   while (c->ipc_maps) { /* (empty unless a refcount went wrong: close what is left) */
     meld_ipc_map_t *m = c->ipc_maps;
     c->ipc_maps = m->next;
@@ -284,6 +309,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   me->pid = (int32_t)getpid();
   me->proc_nonce = meld_topo_proc_nonce();
   me->share_gpu = cfg->share_gpu;
+  me->sm_cap = cfg->sm_cap;
   meld_result_t dev_res = query_device(c, me);
   char dev_err[1024];
   snprintf(dev_err, sizeof dev_err, "%s", meld_last_error());
@@ -446,18 +472,19 @@ meld_result_t meld_comm_split(meld_comm_t comm, int color, int key, const meld_c
                               meld_comm_t *child) {
   meld_error_clear();
   if (child) *child = NULL;
-  if (!comm || !child)
-    return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: %s is NULL (every rank of comm must call it)",
-                      !comm ? "comm" : "child");
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: comm is NULL (every rank of comm must call it)");
   /* A bad argument on one rank fails every rank (none is left waiting in the exchanges). */
   meld_resolved_config_t cfg = comm->cfg;
   meld_result_t mine = MELD_OK;
-  if (color < MELD_SPLIT_NOCOLOR)
+  meld_comm_t unused = NULL;
+  if (!child)
+    mine = meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: child is NULL");
+  else if (color < MELD_SPLIT_NOCOLOR)
     mine = meld_error(MELD_ERR_INVALID_ARG, "meld_comm_split: color %d: give a color >= 0, or MELD_SPLIT_NOCOLOR",
                       color);
   else if (config)
     mine = meld_config_resolve(config, &cfg);
-  meld_result_t res = comm_split(comm, color, key, &cfg, mine, child);
+  meld_result_t res = comm_split(comm, color, key, &cfg, mine, child ? child : &unused);
   if (res != MELD_OK && strncmp(meld_last_error(), "meld_comm_split", 15) != 0)
     meld_error_prefix("meld_comm_split (rank %d of %d)", comm->rank, comm->nranks);
   return res;

@@ -55,6 +55,9 @@ typedef struct {
   unsigned char uuid[16];  /* GPU UUID                                                  */
   int32_t sm_count;
   int32_t share_gpu;       /* MELD_SHARE_GPU: may share its GPU with ranks that also set it */
+  int32_t sm_cap;          /* > 0: plan with at most this many SMs (the hierarchy's comms: the
+                              parent's share, where ranks are threads sharing the GPU)     */
+  int32_t pad_;
 } meld_rank_info_t;
 
 struct meld_proto_state; /* device protocol: src/host/proto.c */
@@ -84,6 +87,9 @@ struct meld_comm {
   uint64_t user_buf_seq;   /* meld_mem_alloc / _register calls so far (the last seq given) */
   void *unfused_scratch;   /* the unfused paths' buffer (meld_comm_scratch); freed at destroy */
   size_t unfused_scratch_bytes;
+  int unfused_scratch_graphed; /* the buffer was handed out during a stream capture: a graph may
+                              use it, so a larger one replaces it without freeing it       */
+  struct meld_retired *retired; /* such replaced buffers, freed at destroy                    */
   meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
   int ce_nstreams;         /* the CE engine's side streams (collectives.cu; 2+ ranks): min(P-1, 4),
                               fewer where ranks share a GPU (coll_plan.c meld_coll_ce_side_streams) */

@@ -26,6 +26,8 @@ typedef struct {
   int internal;  /* not from the environment: 1 for the hierarchy's comms (comm.c hier_create:
                     no CE side streams, which their calls never use, so the streams of ranks that
                     are threads on one GPU stay within its hardware queues) */
+  int sm_cap;    /* not from the environment: > 0 caps the comm's SM count (the hierarchy's comms
+                    plan within the parent's share where ranks are threads sharing a GPU) */
 } meld_resolved_config_t;
 
 /* Resolves `in` (NULL = all unset) into *out. Checks the size/version fields and each

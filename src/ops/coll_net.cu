@@ -264,10 +264,12 @@ MELD_DEV bool net_recv_sum(meld_ctx_t *ctx, const coll_net_kargs_t *a, uint64_t 
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int q = 0; q < P; q++)
-      if (q != me) net_release(ctx, a, q, j);
+    /* `reduced` BEFORE the credits: a credit lets peers send chunk j + S, which another CTA may
+     * sum and mark; this store must not land after (and over) that one. */
     if (a->kind == NET_AR) /* for this rank's phase-2 senders (this GPU's memory) */
       st_release_sys_u64(net_reduced(ctx, (uint32_t)(j % MELD_NET_SLOTS)), meld_net_stamp(ctx->epoch, j));
+    for (int q = 0; q < P; q++)
+      if (q != me) net_release(ctx, a, q, j);
   }
   return true;
 }
@@ -432,17 +434,23 @@ static const uint32_t g_net_op_ids[MELD_COLL_NUM_OPS] = {MELD_OP_ALL_GATHER, MEL
 
 /* The one launch of a call. */
 static meld_result_t net_launch(meld_comm_t comm, const char *fn, const meld_coll_args_t *ca, coll_net_kargs_t *k,
-                                cudaStream_t stream) {
+                                uint64_t ar_part, cudaStream_t stream) {
   const meld_net_t *net = comm->net;
   const int P = k->nranks;
+  /* The chunks of one pair's stream in one call must fit a stamp's seq field. Decided from
+   * sizes every rank shares (all-reduce: twice its part; the others: the per-rank block), so that
+   * every rank refuses alike; an all_to_allv's counts are known to the two ranks of a pair only. */
   for (int q = 0; q < P; q++) {
-    const uint64_t most = k->tx_bytes[q] > k->rx_bytes[q] ? k->tx_bytes[q] : k->rx_bytes[q];
-    if (meld_net_chunks(most, net->block) + meld_net_chunks(k->own_bytes, net->block) > MELD_NET_MAX_CHUNKS)
+    const uint64_t most = k->kind == NET_AR ? 2 * meld_net_chunks(ar_part, net->block)
+                                            : meld_net_chunks(k->tx_bytes[q] > k->rx_bytes[q] ? k->tx_bytes[q]
+                                                                                              : k->rx_bytes[q],
+                                                              net->block);
+    if (most > MELD_NET_MAX_CHUNKS)
       return meld_error(MELD_ERR_UNSUPPORTED,
-                        "%s: %llu bytes between rank %d and %d take more than %llu chunks of MELD_NET_CHUNK_BYTES "
-                        "= %llu in one call; raise MELD_NET_CHUNK_BYTES",
-                        fn, (unsigned long long)most, k->rank, q, (unsigned long long)MELD_NET_MAX_CHUNKS,
-                        (unsigned long long)net->block);
+                        "%s: the bytes between rank %d and %d take %llu chunks of MELD_NET_CHUNK_BYTES = %llu in one "
+                        "call (at most %llu); raise MELD_NET_CHUNK_BYTES",
+                        fn, k->rank, q, (unsigned long long)most, (unsigned long long)net->block,
+                        (unsigned long long)MELD_NET_MAX_CHUNKS);
   }
   int grid = 0;
   MELD_CHECK(meld_coop_grid((const void *)coll_net_kernel, NET_THREADS, 0, 1 + 2 * NET_MAX_ROLE_CTAS,
@@ -494,6 +502,11 @@ static meld_result_t net_hier(meld_comm_t comm, const char *fn, const meld_coll_
   const uint8_t *send = (const uint8_t *)a->send;
   uint8_t *recv = (uint8_t *)a->recv;
   const char *instead = "make one call of this size outside capture first, or set MELD_NET_HIER=0";
+  /* The strided copies' row pitch is L blocks; cudaMemcpy2DAsync refuses pitches past the
+   * device's (2^31 - 1 bytes): the flat path then (the same decision on every rank). */
+  if ((a->op == MELD_COLL_REDUCE_SCATTER || a->op == MELD_COLL_ALL_GATHER) &&
+      (uint64_t)L * a->count * es > (uint64_t)INT32_MAX)
+    return MELD_OK;
   meld_result_t r = MELD_OK;
   switch (a->op) {
   case MELD_COLL_ALL_REDUCE: {
@@ -542,19 +555,21 @@ extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, con
                       MELD_COLL_MAX_RANKS);
   if (!net)
     return meld_error(MELD_ERR_INTERNAL, "%s: the comm spans %d nodes but has no inter-node path", fn, comm->nnodes);
-  const uint64_t ws_need = (uint64_t)meld_net_words(P) * net->block;
-  if (comm->local_size > 1 && comm->workspace.bytes < ws_need)
-    return meld_error(MELD_ERR_OUT_OF_MEMORY,
-                      "%s: the inter-node path needs %llu bytes of workspace for %d ranks with same-node peers "
-                      "(MELD_WORKSPACE_BYTES is %zu; or lower MELD_NET_CHUNK_BYTES, now %llu)",
-                      fn, (unsigned long long)ws_need, P, comm->workspace.bytes, (unsigned long long)net->block);
   MELD_CHECK(meld_proto_sticky_error(comm, fn)); /* (as the intra-node entry: a failed comm says so) */
   if (comm->hier_node && comm->hier_rail) {
     int done = 0;
     const meld_result_t r = net_hier(comm, fn, a, stream, &done);
     if (done || r != MELD_OK) return r;
   }
+  /* (the flat path only: the hierarchy's steps run on its own comms) */
+  const uint64_t ws_need = (uint64_t)meld_net_words(P) * net->block;
+  if (comm->local_size > 1 && comm->workspace.bytes < ws_need)
+    return meld_error(MELD_ERR_OUT_OF_MEMORY,
+                      "%s: the inter-node path needs %llu bytes of workspace for %d ranks with same-node peers "
+                      "(MELD_WORKSPACE_BYTES is %zu; or lower MELD_NET_CHUNK_BYTES, now %llu)",
+                      fn, (unsigned long long)ws_need, P, comm->workspace.bytes, (unsigned long long)net->block);
   const uint64_t es = meld_coll_dtype_bytes(a->dtype);
+  uint64_t ar_part = 0; /* (all-reduce: bytes of a part) */
   coll_net_kargs_t k; /* (3 KB) */
   memset(&k, 0, sizeof k);
   k.op_id = g_net_op_ids[a->op];
@@ -609,6 +624,7 @@ extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, con
   case MELD_COLL_ALL_REDUCE: {
     /* parts of ceil(count / P) elements (the last ones shorter or empty) */
     const uint64_t part = (a->count + (uint64_t)P - 1) / (uint64_t)P * es, total = a->count * es;
+    ar_part = part;
     const uint64_t mine = meld_net_part_len(part, total, me);
     k.kind = NET_AR;
     for (int q = 0; q < P; q++)
@@ -621,5 +637,5 @@ extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, con
   default:
     return meld_error(MELD_ERR_INTERNAL, "%s: unknown collective %d", fn, (int)a->op);
   }
-  return net_launch(comm, fn, a, &k, stream);
+  return net_launch(comm, fn, a, &k, ar_part, stream);
 }
