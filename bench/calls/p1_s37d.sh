@@ -3,7 +3,8 @@
 # default on: all_reduce = reduce_scatter in the node + all_reduce across nodes + all_gather in
 # the node; reduce_scatter / all_gather with strided permutations) first run: run_shared 4
 # test_net (2 x 2 hierarchical and flat, 2 x 1, 3 x 1, splits, tp ops), then the thread timing
-# 2 x 2 hierarchical vs flat.
+# 2 x 2 hierarchical vs flat. Also the review mends (CPU-only until then): reduced-before-credits,
+# the scratch kept for a captured graph (test_net grows it between graph replays), NULL child.
 # Prediction: all pass; 2 x 2 threads all_reduce hierarchical 1.3-1.8x faster than flat (half
 # the bytes cross "nodes"; the in-node steps are same-GPU copies), all_gather 1.2-1.6x.
 . "$(dirname "$0")/../device_env.sh"

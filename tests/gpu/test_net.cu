@@ -267,7 +267,19 @@ static void rank_collectives(int rank, int P) {
   GT_MELD(meld_all_reduce(comm, d_in + n * P, d_out + n * P, n, MELD_FP32, st));
   GT_CUDA(cudaStreamEndCapture(st, &g));
   GT_CUDA(cudaGraphInstantiate(&ge, g, 0));
-  for (int it = 0; it < 3; it++) {
+  for (int it = 0; it < 4; it++) {
+    if (it == 3) {
+      /* a larger eager all_gather first: the hierarchy's scratch grows, and the buffer the graph
+       * captured must stay valid (kept, not freed: comm.c meld_comm_scratch) */
+      const size_t big = 200000;
+      float *bs = NULL, *br = NULL;
+      GT_CUDA(cudaMalloc(&bs, big * 4));
+      GT_CUDA(cudaMalloc(&br, big * 4 * P));
+      GT_CUDA(cudaMemsetAsync(bs, 0, big * 4, st));
+      GT_MELD(meld_all_gather(comm, bs, br, big, MELD_FP32, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      cudaFree(bs), cudaFree(br);
+    }
     fill(h, n, MELD_FP32, rank, 500 + it);
     fill(h + n * P, n, MELD_FP32, rank, 600 + it);
     GT_CUDA(cudaMemcpy(d_in, h, n * 4 * (P + 1), cudaMemcpyHostToDevice));
