@@ -237,8 +237,9 @@ typedef struct {
  * Returns at once. Reproducibility: where the plan cuts a tile's K range into three or more
  * pieces (split-K / stream-K, on shapes with few tiles per SM), the pieces' fp32 partials are
  * summed in the order they finish, so the last bits of C may differ between runs; other plans
- * give bitwise equal results run to run. MELD_GEMM_SPLIT_K=1 MELD_GEMM_STREAM_K=1 (read once,
- * at the first call) plan whole tiles only: reproducible, slower on shapes of few tiles.
+ * give bitwise equal results run to run. MELD_GEMM_DETERMINISTIC=1 (read once, at the first
+ * call) keeps every plan reproducible: split-K of at most two pieces (two partials add the same
+ * in either order), no stream-K; slower than the default only on shapes of few tiles.
  * Fails with MELD_ERR_INVALID_ARG (NULL, bad dims, misaligned pointers or leading dimensions),
  * MELD_ERR_UNSUPPORTED (not a Hopper GPU), MELD_ERR_CUDA. */
 meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream);

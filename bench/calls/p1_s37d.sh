@@ -5,10 +5,14 @@
 # test_net (2 x 2 hierarchical and flat, 2 x 1, 3 x 1, splits, tp ops), then the thread timing
 # 2 x 2 hierarchical vs flat. Also the review mends (CPU-only until then): reduced-before-credits,
 # the scratch kept for a captured graph (test_net grows it between graph replays), NULL child.
+# Also MELD_GEMM_DETERMINISTIC's plan option (test_gemm test_deterministic: 256 x 512 x 16384,
+# default split 3+ pieces; deterministic <= 2, 20 runs bitwise equal).
 # Prediction: all pass; 2 x 2 threads all_reduce hierarchical 1.3-1.8x faster than flat (half
 # the bytes cross "nodes"; the in-node steps are same-GPU copies), all_gather 1.2-1.6x.
 . "$(dirname "$0")/../device_env.sh"
-build lib build/tests/gpu/test_net
+build lib build/tests/gpu/test_net build/tests/gpu/test_gemm
+MELD_TIMEOUT_MS=5000 timeout -k 5 300 tests/gpu/run.sh test_gemm > "$OUT/test_gemm.log" 2>&1
+echo "== test_gemm rc=$? at $(el) s"; grep -E "checks passed|FAIL|deterministic" "$OUT/test_gemm.log" | head -8
 GT_SPAWN_TIMEOUT_S=300 timeout -k 5 500 tests/gpu/run_shared.sh 4 test_net > "$OUT/test_net4.log" 2>&1
 echo "== run_shared 4 test_net rc=$? at $(el) s"
 grep -E "FAIL|checks|PASSED|FAILED|timeout after|error|threads|split|^---" "$OUT/test_net4.log" | cut -c1-260 | head -90

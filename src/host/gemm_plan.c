@@ -223,7 +223,7 @@ static int env_int_checked(const char *name, int dflt, int lo, int hi, int also,
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n, g_env_early_rel,
-    g_env_store_hint;
+    g_env_store_hint, g_env_det;
 static void env_read(void) {
   g_env_tile_n = env_int_checked("MELD_GEMM_TILE_N", 0, GEMM_BN, GEMM_BN, GEMM_BN_WIDE, "256 or 320");
   /* gemm_params_t.early_release forced (-1: the plan's) */
@@ -234,6 +234,7 @@ static void env_read(void) {
   g_env_group = env_int("MELD_GEMM_GROUP_M", 0);
   g_env_split = env_int("MELD_GEMM_SPLIT_K", 0);
   g_env_sk = env_int("MELD_GEMM_STREAM_K", 0);
+  g_env_det = env_int_checked("MELD_GEMM_DETERMINISTIC", 0, 0, 1, 0, "0 (off) or 1 (on)");
 }
 
 void gemm_plan_env(gemm_plan_opts_t *o) {
@@ -242,9 +243,22 @@ void gemm_plan_env(gemm_plan_opts_t *o) {
   if (o->group_m == 0) o->group_m = g_env_group;
   if (o->split_k == 0) o->split_k = g_env_split;
   if (o->stream_k == 0) o->stream_k = g_env_sk;
+  if (o->deterministic == 0) o->deterministic = g_env_det;
   if (o->skinny == 1 && g_env_skinny == 0) o->skinny = 0;
   /* (MELD_GEMM_TILE_N is a preference applied in gemm_plan_make where tile_n is 1 (choose):
    * rewriting tile_n here would turn it into "forced" and fail B [K,N] / split-K calls) */
+}
+
+meld_result_t gemm_plan_det_apply(const gemm_plan_opts_t *o, int *split, int *sk) {
+  if (!o->deterministic) return MELD_OK;
+  if (o->split_k > 2 || o->stream_k > 1)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "gemm_plan_make: deterministic plans take split_k <= 2 and no stream-K (asked split_k %d, "
+                      "stream_k %d): three or more partials of a tile add in the order they finish",
+                      o->split_k, o->stream_k);
+  if (*split > 2) *split = 2;
+  *sk = 1;
+  return MELD_OK;
 }
 
 int gemm_plan_default_tile_n(int64_t m, int64_t n, int64_t k, int b_kn, int sm_count) {
@@ -514,6 +528,8 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     from = tiles < o->sm_count && !wide ? 0 : tiles;
     split = cl == 1 && from == 0 ? gemm_choose_split(tiles, o->sm_count, p->k_blocks) : 1;
   }
+  int sk = o->stream_k;
+  MELD_CHECK(gemm_plan_det_apply(o, &split, &sk));
   if (split > p->k_blocks) split = p->k_blocks;
   if (split > 1 && cl != 1)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: split-K needs cluster_m 1");
@@ -532,7 +548,6 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   /* Stream-K: by default gemm_plan_default_sk (a rule measured in runs s5-1/s5-2; the old
    * cost model (4) lost 4-29% on 12 suite shapes in run 4), only when the caller provides a
    * workspace and split-K is not in use; forced (2, 3); or the old model (4). */
-  int sk = o->stream_k;
   if (sk < 0 || sk > 4)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: stream_k %d is outside [0, 4]", sk);
   if (sk == 0) /* default: the measured rule (needs the caller's workspace) */

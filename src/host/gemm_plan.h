@@ -77,9 +77,14 @@ typedef struct {
   /* C's TMA stores with L2::evict_first (p->store_hint; session 15): 0 = the plan's (off),
    * 1 = off, 2 = on. MELD_GEMM_STORE_HINT=0/1 replaces 0. */
   int store_hint;
+  /* Reproducible results (added later; MELD_GEMM_DETERMINISTIC=1 sets it): 1 = every tile's K
+   * pieces combine in an order that does not depend on timing: split-K of at most 2 pieces (two
+   * fp32 partials add the same in either order) where it is chosen, no stream-K by default; a
+   * forced split_k > 2 or stream_k > 1 is refused. */
+  int deterministic;
 } gemm_plan_opts_t;
 
-#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0}
+#define GEMM_PLAN_OPTS_INIT {0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0}
 
 /* The default tile width: GEMM_BN_WIDE (320) for B [N,K] when the 128 x 256 tiles number at
  * least sm_count and the wide tiles' rounds (ceil(tiles / sm_count) x 320 columns of work)
@@ -154,6 +159,11 @@ meld_result_t tmap_encode_bf16(CUtensorMap *map, const void *base, int rank, con
  * MELD_ERR_CUDA (no driver entry point, or the encoder rejected a map). */
 meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                              gemm_params_t *p, int *workers);
+
+/* The deterministic option's part of the plan (pure): refuses (MELD_ERR_INVALID_ARG) a forced
+ * split_k > 2 or stream_k > 1 when o->deterministic; else caps *split (the chosen split-K) at 2
+ * and sets *sk (the stream-K mode about to be chosen) to 1 (off) when o->deterministic. */
+meld_result_t gemm_plan_det_apply(const gemm_plan_opts_t *o, int *split, int *sk);
 
 /* Gated tiles (gemm_params_t.grp_glu) for a plan p of hook f whose n is 2 up: map_b over the
  * stacked weights b [b_rows, k] (ld ldb) with the gated box (128 rows), map_c over C = c [m, up]

@@ -545,6 +545,61 @@ static void test_default_rules(void) {
   cudaFree(x);
 }
 
+/* MELD_GEMM_DETERMINISTIC's plan option on a shape whose default plan cuts tiles into 3+
+ * pieces (few tiles, long K): the deterministic plan has at most 2 split-K pieces and no
+ * stream-K, 20 runs give bitwise equal C, and C matches cuBLAS. (The default plan's run-to-run
+ * differences are logged, not checked: they need pieces finishing in different orders.) */
+static void test_deterministic(void) {
+  const int64_t m = 256, n = 512, k = 16384;
+  uint16_t *a = dev_random((size_t)m * k, 71), *b = dev_random((size_t)n * k, 72), *c = NULL;
+  GT_CUDA(cudaMalloc(&c, (size_t)m * n * 2));
+  meld_gemm_args_t args;
+  memset(&args, 0, sizeof args);
+  args.a = a; args.lda = k; args.b = b; args.ldb = k; args.c = c; args.ldc = n; args.m = m; args.n = n; args.k = k;
+  gemm_params_t p;
+  int w = 0;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  GT_MELD(gemm_plan_for(&args, &o, 0, &p, &w));
+  const int dflt_pieces = p.split_k > 1 ? p.split_k : p.sk_tiles > 0 ? 3 : 1;
+  GT_CHECK(dflt_pieces >= 3, "deterministic case %lldx%lldx%lld: the default plan should cut tiles into 3+ pieces "
+           "(split_k %d, stream-K tiles %d): the case tests nothing", (long long)m, (long long)n, (long long)k,
+           p.split_k, p.sk_tiles);
+  o.deterministic = 1;
+  GT_MELD(gemm_plan_for(&args, &o, 0, &p, &w));
+  GT_CHECK(p.split_k <= 2 && p.sk_tiles == 0, "deterministic plan: split_k %d, stream-K tiles %d", p.split_k,
+           p.sk_tiles);
+  uint16_t *first = (uint16_t *)malloc((size_t)m * n * 2), *cur = (uint16_t *)malloc((size_t)m * n * 2);
+  int same_all = 1;
+  for (int run = 0; run < 20; run++) {
+    GT_CUDA(cudaMemset(c, 0xFF, (size_t)m * n * 2));
+    GT_MELD(gemm_launch(&args, &o, 0));
+    GT_CUDA(cudaDeviceSynchronize());
+    GT_CUDA(cudaMemcpy(run ? cur : first, c, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+    if (run && memcmp(first, cur, (size_t)m * n * 2) != 0) same_all = 0;
+  }
+  GT_CHECK(same_all, "deterministic plan: 20 runs bitwise equal");
+  float *wd = NULL, *want = (float *)malloc((size_t)m * n * 4);
+  GT_CUDA(cudaMalloc(&wd, (size_t)m * n * 4));
+  ref_cublas(a, k, b, k, 0, wd, m, n, k);
+  GT_CUDA(cudaMemcpy(want, wd, (size_t)m * n * 4, cudaMemcpyDeviceToHost));
+  const double err = ref_rel_err_bf16(first, n, want, n, m, n);
+  GT_CHECK(err <= TOL, "deterministic plan: relative error %.3e", err);
+  /* the default plan, for the record */
+  o.deterministic = 0;
+  int differ = 0;
+  for (int run = 0; run < 20; run++) {
+    GT_MELD(gemm_launch(&args, &o, 0));
+    GT_CUDA(cudaDeviceSynchronize());
+    GT_CUDA(cudaMemcpy(run ? cur : first, c, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+    if (run && memcmp(first, cur, (size_t)m * n * 2) != 0) differ++;
+  }
+  gt_log("deterministic %lldx%lldx%lld: split_k %d, rel err %.2e; the default plan (%d pieces) differed from its "
+         "first run in %d of 19 runs",
+         (long long)m, (long long)n, (long long)k, p.split_k, err, dflt_pieces, differ);
+  free(first), free(cur), free(want);
+  cudaFree(wd), cudaFree(a), cudaFree(b), cudaFree(c);
+}
+
 /* H200 fact probe (logged, not a check): does a TMA store whose box straddles n (n % 8 != 0)
  * write the 16-byte chunk past n? The plan avoids it (16-byte stores when n % 8 != 0; that
  * path is checked by the 1100-column cases); this forces epi_tma 1 on such a plan, without
@@ -628,6 +683,7 @@ int main(void) {
   check_cublas_ref();
   test_params_check();
   test_default_rules();
+  test_deterministic();
   const gemm_case_t cases[] = {
       /* m, n, k, b_kn, pad, sms, cluster, epi, cpu, split, stream_k, fixup_red,
        * epi_defer, split_ileave, skinny, skinny_mt, tile_n, early_release */

@@ -832,6 +832,35 @@ static void test_wide_tile(void **state) {
   assert_non_null(strstr(buf, "128x256x64, 4 stages"));
 }
 
+/* The deterministic option's plan part: a chosen split-K capped at 2 pieces, stream-K off, a
+ * forced split_k > 2 or stream_k > 1 refused with the reason; nothing changes without it. */
+static void test_deterministic_plan(void **state) {
+  (void)state;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  int split = 6, sk = 0;
+  assert_int_equal(gemm_plan_det_apply(&o, &split, &sk), MELD_OK); /* off: untouched */
+  assert_int_equal(split, 6);
+  assert_int_equal(sk, 0);
+  o.deterministic = 1;
+  for (int s = 1; s <= 8; s++) {
+    split = s, sk = 0;
+    assert_int_equal(gemm_plan_det_apply(&o, &split, &sk), MELD_OK);
+    assert_int_equal(split, s < 2 ? s : 2);
+    assert_int_equal(sk, 1);
+  }
+  o.split_k = 2; /* forced 2: allowed */
+  split = 2, sk = 0;
+  assert_int_equal(gemm_plan_det_apply(&o, &split, &sk), MELD_OK);
+  o.split_k = 3;
+  assert_int_equal(gemm_plan_det_apply(&o, &split, &sk), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "deterministic"));
+  o.split_k = 0, o.stream_k = 2;
+  assert_int_equal(gemm_plan_det_apply(&o, &split, &sk), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "order they finish"));
+  o.stream_k = 1; /* forced off: allowed */
+  assert_int_equal(gemm_plan_det_apply(&o, &split, &sk), MELD_OK);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_args),    cmocka_unit_test(test_null_pointers),
@@ -841,7 +870,7 @@ int main(void) {
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
       cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_runs_order), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_scatter_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
-      cmocka_unit_test(test_copy_tma_check),
+      cmocka_unit_test(test_copy_tma_check), cmocka_unit_test(test_deterministic_plan),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
