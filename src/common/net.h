@@ -86,6 +86,24 @@ MELD_HD uint64_t meld_net_part_len(uint64_t part, uint64_t total, int q) {
   const uint64_t start = (uint64_t)q * part;
   return start >= total ? 0 : (total - start < part ? total - start : part);
 }
+/* ---- one call's streams (what every rank computes alike for the pairs it is in) ---------- */
+
+/* What a call does per pair (src/ops/coll_net.cu): copy (all-gather: the own block to every
+ * peer; all-to-all(v): a piece per peer), sum (reduce-scatter), or sum then copy (all-reduce:
+ * phase 1 reduces the parts, phase 2 gathers the reduced parts, one stream per pair). */
+enum { MELD_NET_AG = 0, MELD_NET_A2A = 1, MELD_NET_RS = 2, MELD_NET_AR = 3 };
+
+/* Chunks of the stream toward q: phase 1's piece (tx_bytes_q) and, for an all-reduce, phase 2's
+ * (the own part, own_bytes). */
+MELD_HD uint64_t meld_net_ntx(int kind, uint64_t tx_bytes_q, uint64_t own_bytes, uint64_t block) {
+  return meld_net_chunks(tx_bytes_q, block) + (kind == MELD_NET_AR ? meld_net_chunks(own_bytes, block) : 0);
+}
+/* Chunks of the stream from q: phase 1's (rx_bytes_q) and, for an all-reduce, q's part
+ * (tx_bytes_q: the part this rank sends q in phase 1 is q's part). */
+MELD_HD uint64_t meld_net_nrx(int kind, uint64_t rx_bytes_q, uint64_t tx_bytes_q, uint64_t block) {
+  return meld_net_chunks(rx_bytes_q, block) + (kind == MELD_NET_AR ? meld_net_chunks(tx_bytes_q, block) : 0);
+}
+
 /* ---- the hierarchy (coll_net.cu net_hier): ranks numbered node by node, r = node * L + local */
 
 /* One strided copy: `height` rows of `width` bytes from src + src_off (row pitch spitch) to

@@ -27,6 +27,55 @@ meld_result_t meld_net_block_env(uint64_t *block) {
   return MELD_OK;
 }
 
+int meld_net_sizes(const meld_coll_args_t *a, int P, int me, meld_net_sizes_t *s) {
+  memset(s, 0, sizeof *s);
+  const uint64_t es = meld_coll_dtype_bytes(a->dtype);
+  switch (a->op) {
+  case MELD_COLL_ALL_GATHER: {
+    const uint64_t blk = a->count * es;
+    s->kind = MELD_NET_AG;
+    for (int q = 0; q < P; q++) s->tx_bytes[q] = blk, s->rx_off[q] = (uint64_t)q * blk, s->rx_bytes[q] = blk;
+    s->own_bytes = blk;
+    s->own_dst = (uint64_t)me * blk;
+    return 0;
+  }
+  case MELD_COLL_ALL_TO_ALL:
+    s->kind = MELD_NET_A2A;
+    for (int q = 0; q < P; q++) {
+      s->tx_off[q] = a->send_offsets[q] * es, s->tx_bytes[q] = a->send_counts[q] * es;
+      s->rx_off[q] = a->recv_offsets[q] * es, s->rx_bytes[q] = a->recv_counts[q] * es;
+    }
+    s->own_src = s->tx_off[me];
+    s->own_dst = s->rx_off[me];
+    s->own_bytes = s->tx_bytes[me] < s->rx_bytes[me] ? s->tx_bytes[me] : s->rx_bytes[me];
+    return 0;
+  case MELD_COLL_REDUCE_SCATTER: {
+    const uint64_t blk = a->count * es;
+    s->kind = MELD_NET_RS;
+    for (int q = 0; q < P; q++) s->tx_off[q] = (uint64_t)q * blk, s->tx_bytes[q] = blk, s->rx_bytes[q] = blk;
+    s->own_src = (uint64_t)me * blk;
+    s->own_bytes = blk;
+    s->sum_out = 0;
+    return 0;
+  }
+  case MELD_COLL_ALL_REDUCE: {
+    /* parts of ceil(count / P) elements (the last ones shorter or empty) */
+    const uint64_t part = (a->count + (uint64_t)P - 1) / (uint64_t)P * es, total = a->count * es;
+    const uint64_t mine = meld_net_part_len(part, total, me);
+    s->kind = MELD_NET_AR;
+    for (int q = 0; q < P; q++)
+      s->tx_off[q] = (uint64_t)q * part, s->tx_bytes[q] = meld_net_part_len(part, total, q), s->rx_bytes[q] = mine;
+    s->own_src = (uint64_t)me * part;
+    s->own_bytes = mine;
+    s->sum_out = (uint64_t)me * part;
+    s->part = part;
+    return 0;
+  }
+  default:
+    return -1;
+  }
+}
+
 /* The offsets of the four parts in the one host allocation (each 4 KiB aligned). */
 typedef struct {
   size_t ring, flags, send, recv, total;

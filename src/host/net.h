@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "coll_plan.h"
 #include "common/proxy_ring.h"
 #include "meld.h"
 
@@ -50,6 +51,24 @@ void meld_net_destroy(struct meld_comm *comm);
 
 /* MELD_OK, or the proxy's sticky error (a dead peer, a bad command) with its sentence. */
 meld_result_t meld_net_check(struct meld_comm *comm);
+
+/* One call's per-peer sizes for rank `me` (bytes; offsets from send / recv): phase 1 sends
+ * tx_bytes[q] from send + tx_off[q] to q (all-gather: the own block from send) and receives
+ * rx_bytes[q] at recv + rx_off[q] (reduce-scatter / all-reduce: the own part's bytes, summed);
+ * an all-reduce's phase 2 sends the own part and receives q's part at recv + tx_off[q]
+ * (tx_bytes[q]). The own block / part: own_bytes from send + own_src, to recv + own_dst (copy
+ * kinds) or summed into recv + sum_out (sum kinds). part: an all-reduce's part bytes. */
+typedef struct {
+  int kind; /* MELD_NET_* (common/net.h) */
+  uint64_t tx_off[MELD_COLL_MAX_RANKS], tx_bytes[MELD_COLL_MAX_RANKS];
+  uint64_t rx_off[MELD_COLL_MAX_RANKS], rx_bytes[MELD_COLL_MAX_RANKS];
+  uint64_t own_bytes, own_src, own_dst, sum_out, part;
+} meld_net_sizes_t;
+
+/* Fills *s for rank me of P (P <= MELD_COLL_MAX_RANKS) from the call's arguments. Pure: the
+ * cross-rank invariants (a pair's two ends agree on its stream) are unit-tested on the CPU.
+ * Returns 0, or -1 for an op it does not know. */
+int meld_net_sizes(const meld_coll_args_t *a, int P, int me, meld_net_sizes_t *s);
 
 /* MELD_NET_CHUNK_BYTES (default MELD_NET_BLOCK_DEFAULT), validated. */
 meld_result_t meld_net_block_env(uint64_t *block);

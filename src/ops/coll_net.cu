@@ -48,7 +48,7 @@
 #include "net.h"
 #include "proto.h"
 
-enum { NET_AG = 0, NET_A2A = 1, NET_RS = 2, NET_AR = 3 };
+enum { NET_AG = MELD_NET_AG, NET_A2A = MELD_NET_A2A, NET_RS = MELD_NET_RS, NET_AR = MELD_NET_AR };
 
 #define NET_THREADS 512
 #define NET_MAX_ROLE_CTAS 8 /* senders, and receivers, at most */
@@ -90,8 +90,8 @@ MELD_DEV uint64_t net_tx2(const coll_net_kargs_t *a) { return a->kind == NET_AR 
 MELD_DEV uint64_t net_rx2(const coll_net_kargs_t *a, int q) {
   return a->kind == NET_AR ? meld_net_chunks(a->tx_bytes[q], a->block) : 0;
 }
-MELD_DEV uint64_t net_ntx(const coll_net_kargs_t *a, int q) { return net_tx1(a, q) + net_tx2(a); }
-MELD_DEV uint64_t net_nrx(const coll_net_kargs_t *a, int q) { return net_rx1(a, q) + net_rx2(a, q); }
+MELD_DEV uint64_t net_ntx(const coll_net_kargs_t *a, int q) { return meld_net_ntx(a->kind, a->tx_bytes[q], a->own_bytes, a->block); }
+MELD_DEV uint64_t net_nrx(const coll_net_kargs_t *a, int q) { return meld_net_nrx(a->kind, a->rx_bytes[q], a->tx_bytes[q], a->block); }
 /* 1 if chunk j of phase ph toward a remote peer is staged once for all remote peers. */
 MELD_DEV bool net_shared(const coll_net_kargs_t *a, int ph) { return a->kind == NET_AG || ph == 1; }
 
@@ -568,8 +568,6 @@ extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, con
                       "%s: the inter-node path needs %llu bytes of workspace for %d ranks with same-node peers "
                       "(MELD_WORKSPACE_BYTES is %zu; or lower MELD_NET_CHUNK_BYTES, now %llu)",
                       fn, (unsigned long long)ws_need, P, comm->workspace.bytes, (unsigned long long)net->block);
-  const uint64_t es = meld_coll_dtype_bytes(a->dtype);
-  uint64_t ar_part = 0; /* (all-reduce: bytes of a part) */
   coll_net_kargs_t k; /* (3 KB) */
   memset(&k, 0, sizeof k);
   k.op_id = g_net_op_ids[a->op];
@@ -590,52 +588,20 @@ extern "C" meld_result_t meld_coll_net_run(meld_comm_t comm, const char *fn, con
     k.peer_ws[q] = q == me || comm->rank_node[q] != comm->node ? NULL : (uint8_t *)comm->workspace.peer[q];
   const uint8_t *send = (const uint8_t *)a->send;
   uint8_t *recv = (uint8_t *)a->recv;
+  meld_net_sizes_t sz;
+  if (meld_net_sizes(a, P, me, &sz) != 0) return meld_error(MELD_ERR_INTERNAL, "%s: unknown collective %d", fn, (int)a->op);
+  k.kind = sz.kind;
   k.src = send;
   k.dst = recv;
-  switch (a->op) {
-  case MELD_COLL_ALL_GATHER: {
-    const uint64_t blk = a->count * es;
-    k.kind = NET_AG;
-    for (int q = 0; q < P; q++) k.tx_bytes[q] = blk, k.rx_off[q] = (uint64_t)q * blk, k.rx_bytes[q] = blk;
-    k.own_src = send;
-    k.own_bytes = blk;
-    k.own_dst = send == recv + (uint64_t)me * blk ? NULL : recv + (uint64_t)me * blk;
-    break;
-  }
-  case MELD_COLL_ALL_TO_ALL:
-    k.kind = NET_A2A;
-    for (int q = 0; q < P; q++) {
-      k.tx_off[q] = a->send_offsets[q] * es, k.tx_bytes[q] = a->send_counts[q] * es;
-      k.rx_off[q] = a->recv_offsets[q] * es, k.rx_bytes[q] = a->recv_counts[q] * es;
-    }
-    k.own_src = send + k.tx_off[me];
-    k.own_dst = recv + k.rx_off[me];
-    k.own_bytes = k.tx_bytes[me] < k.rx_bytes[me] ? k.tx_bytes[me] : k.rx_bytes[me];
-    break;
-  case MELD_COLL_REDUCE_SCATTER: {
-    const uint64_t blk = a->count * es;
-    k.kind = NET_RS;
-    for (int q = 0; q < P; q++) k.tx_off[q] = (uint64_t)q * blk, k.tx_bytes[q] = blk, k.rx_bytes[q] = blk;
-    k.own_src = send + (uint64_t)me * blk;
-    k.own_bytes = blk;
-    k.sum_out = recv;
-    break;
-  }
-  case MELD_COLL_ALL_REDUCE: {
-    /* parts of ceil(count / P) elements (the last ones shorter or empty) */
-    const uint64_t part = (a->count + (uint64_t)P - 1) / (uint64_t)P * es, total = a->count * es;
-    ar_part = part;
-    const uint64_t mine = meld_net_part_len(part, total, me);
-    k.kind = NET_AR;
-    for (int q = 0; q < P; q++)
-      k.tx_off[q] = (uint64_t)q * part, k.tx_bytes[q] = meld_net_part_len(part, total, q), k.rx_bytes[q] = mine;
-    k.own_src = send + (uint64_t)me * part;
-    k.own_bytes = mine;
-    k.sum_out = recv + (uint64_t)me * part;
-    break;
-  }
-  default:
-    return meld_error(MELD_ERR_INTERNAL, "%s: unknown collective %d", fn, (int)a->op);
-  }
-  return net_launch(comm, fn, a, &k, ar_part, stream);
+  memcpy(k.tx_off, sz.tx_off, sizeof k.tx_off);
+  memcpy(k.tx_bytes, sz.tx_bytes, sizeof k.tx_bytes);
+  memcpy(k.rx_off, sz.rx_off, sizeof k.rx_off);
+  memcpy(k.rx_bytes, sz.rx_bytes, sizeof k.rx_bytes);
+  k.own_bytes = sz.own_bytes;
+  k.own_src = send + sz.own_src;
+  if (sz.kind == NET_AG || sz.kind == NET_A2A)
+    k.own_dst = sz.kind == NET_AG && send == recv + sz.own_dst ? NULL : recv + sz.own_dst; /* (NULL: in place) */
+  else
+    k.sum_out = recv + sz.sum_out;
+  return net_launch(comm, fn, a, &k, sz.part, stream);
 }

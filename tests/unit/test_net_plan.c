@@ -275,6 +275,73 @@ static void test_hier_layout(void **state) {
   assert_false(meld_hier_layout(node, local, 12, 4));
 }
 
+/* The two ends of every pair agree on its stream (the chunk counts a sender sends are the ones
+ * its receiver waits for: else a wait never ends), and on phase 1's bytes, for every op from
+ * meld_net_sizes, at several rank counts, block sizes and counts (all_to_allv: a random count
+ * matrix with zeros). The receive offsets of the copy kinds tile recv without overlap. */
+static void test_stream_agreement(void **state) {
+  (void)state;
+  const int ranks[] = {2, 3, 4, 5, 8};
+  const uint64_t blocks[] = {4096, 65536};
+  /* (65537 at 8 ranks: parts of 8193 elements, the last of 8186: 9 vs 8 chunks of 4 KiB) */
+  const size_t counts[] = {0, 1, 7, 1000, 65537, 70001};
+  static meld_net_sizes_t sz[8];
+  static meld_coll_args_t args[8];
+  uint64_t rng = 99;
+  for (size_t ri = 0; ri < sizeof ranks / sizeof *ranks; ri++)
+    for (size_t bi = 0; bi < 2; bi++)
+      for (int op = 0; op < 4; op++)
+        for (size_t ci = 0; ci < sizeof counts / sizeof *counts; ci++) {
+          const int P = ranks[ri];
+          const uint64_t B = blocks[bi];
+          size_t mat[8][8]; /* all_to_allv: elements r sends q */
+          for (int r = 0; r < P; r++)
+            for (int q = 0; q < P; q++) {
+              rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+              mat[r][q] = (rng >> 33) % 3 == 0 ? 0 : (size_t)((rng >> 40) % (counts[ci] + 1));
+            }
+          for (int r = 0; r < P; r++) {
+            meld_coll_args_t *a = &args[r];
+            memset(a, 0, sizeof *a);
+            a->op = (meld_coll_op_t)(op == 0 ? MELD_COLL_ALL_GATHER : op == 1 ? MELD_COLL_ALL_TO_ALL
+                                                 : op == 2 ? MELD_COLL_REDUCE_SCATTER : MELD_COLL_ALL_REDUCE);
+            a->dtype = MELD_FP32;
+            a->count = counts[ci];
+            a->vector = op == 1;
+            size_t so = 0, ro = 0;
+            for (int q = 0; q < P; q++) {
+              a->send_counts[q] = mat[r][q], a->send_offsets[q] = so, so += mat[r][q];
+              a->recv_counts[q] = mat[q][r], a->recv_offsets[q] = ro, ro += mat[q][r];
+            }
+            assert_int_equal(meld_net_sizes(a, P, r, &sz[r]), 0);
+          }
+          for (int r = 0; r < P; r++)
+            for (int q = 0; q < P; q++) {
+              if (q == r) continue;
+              const meld_net_sizes_t *s = &sz[r], *t = &sz[q];
+              assert_int_equal(meld_net_ntx(s->kind, s->tx_bytes[q], s->own_bytes, B),
+                               meld_net_nrx(t->kind, t->rx_bytes[r], t->tx_bytes[r], B));
+              if (s->kind == MELD_NET_RS || s->kind == MELD_NET_AR) {
+                assert_int_equal(s->tx_bytes[q], t->own_bytes); /* r sends q q's part, summed there */
+                assert_int_equal(t->rx_bytes[r], t->own_bytes);
+                if (s->kind == MELD_NET_AR) assert_int_equal(s->own_bytes, t->tx_bytes[r]); /* phase 2 */
+              } else {
+                assert_int_equal(s->tx_bytes[q], t->rx_bytes[r]);
+              }
+            }
+          if (op == 0 || op == 1) /* recv tiled: [rx_off, + rx_bytes) of every peer and the own block */
+            for (int r = 0; r < P; r++) {
+              uint64_t end = 0;
+              for (int q = 0; q < P; q++) {
+                const uint64_t off = q == r ? sz[r].own_dst : sz[r].rx_off[q];
+                const uint64_t len = q == r ? sz[r].own_bytes : sz[r].rx_bytes[q];
+                assert_int_equal(off, end);
+                end += len;
+              }
+            }
+        }
+}
+
 static void test_block_env(void **state) {
   (void)state;
   uint64_t b = 0;
@@ -304,6 +371,7 @@ int main(void) {
       cmocka_unit_test(test_stamps_credits),
       cmocka_unit_test(test_slot_protocol_model),
       cmocka_unit_test(test_hier_model),
+      cmocka_unit_test(test_stream_agreement),
       cmocka_unit_test(test_hier_layout),
       cmocka_unit_test(test_block_env),
   };
