@@ -110,8 +110,9 @@ meld_result_t meld_get_unique_id(meld_unique_id *id);
  * would wait for the peers' kernels). Rendezvous over TCP with the root named
  * in `id`, exchanges topology, allocates the symmetric workspace and maps same-node peers'.
  * When the ranks span several nodes it also builds the inter-node path: host-pinned staging
- * (2 x nranks x MELD_NET_CHUNK_BYTES each way), the proxy's command ring, TCP connections to
- * every rank of another node and the proxy thread.
+ * (2 x nranks x 4 x MELD_NET_CHUNK_BYTES each way), the proxy's command ring, TCP connections to
+ * every rank of another node and the proxy thread; and where nodes have several ranks, the
+ * hierarchy's two internal comms (MELD_NET_HIER).
  * config may be NULL (all defaults / environment).
  * Fails: MELD_ERR_INVALID_ARG (NULL comm, nranks <= 0, rank out of range, bad config),
  * MELD_ERR_TIMEOUT (a rank did not arrive within bootstrap_timeout_ms), MELD_ERR_CUDA (no

@@ -1,4 +1,6 @@
-/* coll_net.cu — the collectives of a comm that spans several nodes: ONE kernel per call moves
+/* coll_net.cu — the collectives of a comm that spans several nodes (where its hierarchy applies,
+ * all_reduce / reduce_scatter / all_gather go through net_hier below instead: steps on the
+ * node and rail comms). The flat path: ONE kernel per call moves
  * every ordered pair's stream of chunks (src/common/net.h: slots, stamps, credits, the reuse
  * argument) over the proxy (host-pinned staging, the command ring, the transport) to ranks of
  * other nodes and through the workspace (NVLink, pad signals and credits) to ranks of this node.
