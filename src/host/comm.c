@@ -36,7 +36,6 @@ meld_result_t meld_get_unique_id(meld_unique_id *id) {
 static meld_result_t comm_split(struct meld_comm *comm, int color, int key, const meld_resolved_config_t *cfg,
                                 meld_result_t mine, meld_comm_t *child);
 static void comm_free(struct meld_comm *c, int collective);
-static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *what);
 
 /* The hierarchy's two comms (comm.h: hier_node, hier_rail), where it applies. Collective over
  * c; every rank decides alike (the layout is global; MELD_NET_HIER is all-gathered). */
@@ -45,7 +44,7 @@ static meld_result_t hier_create(struct meld_comm *c) {
   const int uniform = meld_hier_layout(c->rank_node, c->rank_local, P, L);
   int64_t v = 1;
   const meld_result_t env = meld_env_int64("MELD_NET_HIER", 0, 1, &v);
-  MELD_CHECK(agree(c, env, "MELD_NET_HIER"));
+  MELD_CHECK(meld_comm_agree(c, env, "MELD_NET_HIER"));
   int32_t *want = calloc((size_t)P, sizeof *want);
   if (!want) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
   want[c->rank] = (int32_t)v;
@@ -188,8 +187,7 @@ static meld_result_t check_peer_access(struct meld_comm *c) {
   return MELD_OK;
 }
 
-/* Everyone learns whether everyone succeeded, so that no rank goes on alone and hangs. */
-static meld_result_t agree(struct meld_comm *c, meld_result_t mine, const char *what) {
+meld_result_t meld_comm_agree(struct meld_comm *c, meld_result_t mine, const char *what) {
   int32_t *ok = calloc((size_t)c->nranks, sizeof *ok);
   if (!ok) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
   ok[c->rank] = (int32_t)mine;
@@ -317,7 +315,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   MELD_CHECK_GOTO(meld_bootstrap_init(addr, nranks, rank, cfg->bootstrap_timeout_ms, &c->boot), res,
                   fail);
   if (dev_res != MELD_OK) meld_error(dev_res, "%s", dev_err);
-  MELD_CHECK_GOTO(agree(c, dev_res, "GPU discovery"), res, fail);
+  MELD_CHECK_GOTO(meld_comm_agree(c, dev_res, "GPU discovery"), res, fail);
   MELD_CHECK_GOTO(meld_bootstrap_allgather(c->boot, c->ranks, sizeof *c->ranks), res, fail);
   MELD_CHECK_GOTO(meld_topo_assign_nodes(c->ranks, nranks, c->rank_node, c->rank_local, &c->nnodes),
                   res, fail);
@@ -325,7 +323,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   c->local_rank = c->rank_local[rank];
   share_sms(c);
   for (int r = 0; r < nranks; r++) c->local_size += c->rank_node[r] == c->node;
-  MELD_CHECK_GOTO(agree(c, check_peer_access(c), "the peer-access check"), res, fail);
+  MELD_CHECK_GOTO(meld_comm_agree(c, check_peer_access(c), "the peer-access check"), res, fail);
   for (int r = 0; r < nranks; r++)
     if (r != rank && c->rank_node[r] == c->node && !meld_comm_same_process(c, r) &&
         memcmp(c->ranks[r].uuid, me->uuid, sizeof me->uuid) == 0) {
@@ -340,12 +338,12 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
   MELD_CHECK_GOTO(meld_symbuf_create(c, cfg->workspace_bytes, &c->workspace), res, fail);
   c->workspace.seq = MELD_SYMBUF_SEQ_WORKSPACE;
   MELD_CHECK_GOTO(meld_symbuf_create(c, MELD_SIGNAL_PAD_BYTES, &c->pad), res, fail);
-  MELD_CHECK_GOTO(agree(c, meld_proto_create(c), "device protocol setup"), res, fail);
-  MELD_CHECK_GOTO(agree(c, ce_stream_create(c), "the copy engine's stream"), res, fail);
+  MELD_CHECK_GOTO(meld_comm_agree(c, meld_proto_create(c), "device protocol setup"), res, fail);
+  MELD_CHECK_GOTO(meld_comm_agree(c, ce_stream_create(c), "the copy engine's stream"), res, fail);
   if (c->nnodes > 1) {
     uint64_t block = 0;
-    MELD_CHECK_GOTO(agree(c, meld_net_block_env(&block), "MELD_NET_CHUNK_BYTES"), res, fail);
-    MELD_CHECK_GOTO(agree(c, meld_net_create(c, block), "the inter-node path"), res, fail);
+    MELD_CHECK_GOTO(meld_comm_agree(c, meld_net_block_env(&block), "MELD_NET_CHUNK_BYTES"), res, fail);
+    MELD_CHECK_GOTO(meld_comm_agree(c, meld_net_create(c, block), "the inter-node path"), res, fail);
     MELD_CHECK_GOTO(hier_create(c), res, fail);
   }
 
@@ -438,7 +436,7 @@ static meld_result_t comm_split(struct meld_comm *comm, int color, int key, cons
     return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_split: out of host memory");
   }
   all[me].color = color, all[me].key = key;
-  MELD_CHECK_GOTO(agree(comm, mine, "meld_comm_split's argument check"), res, done);
+  MELD_CHECK_GOTO(meld_comm_agree(comm, mine, "meld_comm_split's argument check"), res, done);
   MELD_CHECK_GOTO(meld_bootstrap_allgather(comm->boot, all, sizeof *all), res, done);
   for (int r = 0; r < P; r++) colors[r] = all[r].color, keys[r] = all[r].key;
   int crank = -1;
@@ -447,7 +445,7 @@ static meld_result_t comm_split(struct meld_comm *comm, int color, int key, cons
   /* Each group's first rank opens its rendezvous (any free port: groups run at once) and every
    * rank learns its leader's address over the parent. */
   if (leader == me) mine = meld_bootstrap_root_listen(0, NULL, &addrs[me]);
-  MELD_CHECK_GOTO(agree(comm, mine, "meld_comm_split's rendezvous"), res, done);
+  MELD_CHECK_GOTO(meld_comm_agree(comm, mine, "meld_comm_split's rendezvous"), res, done);
   MELD_CHECK_GOTO(meld_bootstrap_allgather(comm->boot, addrs, sizeof *addrs), res, done);
 
   meld_comm_t c = NULL;
@@ -455,7 +453,7 @@ static meld_result_t comm_split(struct meld_comm *comm, int color, int key, cons
   if (mine != MELD_OK) meld_error_prefix("meld_comm_split (color %d: rank %d of %d)", color, crank, n);
   meld_log_set_rank(me); /* (comm_init labelled this thread's log with the child's rank) */
   /* Every group succeeded, or every rank fails (no rank keeps a child its peers lack). */
-  res = agree(comm, mine, "meld_comm_split's new communicators");
+  res = meld_comm_agree(comm, mine, "meld_comm_split's new communicators");
   if (res != MELD_OK) {
     if (c) comm_free(c, 1);
   } else {

@@ -124,6 +124,10 @@ uint64_t meld_topo_proc_nonce(void);
  * no CUDA IPC, which cannot open a handle of its own process). */
 int meld_comm_same_process(const struct meld_comm *comm, int r);
 
+/* Collective over c's bootstrap: everyone learns whether everyone succeeded (`mine`), so that
+ * no rank goes on alone and hangs; a failure elsewhere names the rank and `what`. */
+meld_result_t meld_comm_agree(struct meld_comm *c, meld_result_t mine, const char *what);
+
 /* meld_comm_split's grouping: rank `me` of n with color[] and key[] (colors < 0 join no group).
  * Returns its group's size (0 for a negative color) and sets *child_rank (its rank in the
  * group: order by key, then by rank) and *leader (the parent rank of the group's rank 0); -1

@@ -101,32 +101,90 @@ static void net_free(meld_net_t *n) {
   free(n);
 }
 
-meld_result_t meld_net_create(struct meld_comm *comm, uint64_t block) {
+/* The transport every rank uses: MELD_NET_TRANSPORT tcp | ibv | auto (the default: ibv where
+ * every rank can use it, else tcp). Collective: ranks decide alike or fail together. */
+static meld_result_t choose_transport(struct meld_comm *comm, const char **kind) {
+  const char *env = getenv("MELD_NET_TRANSPORT");
+  int32_t want = 2; /* 0 tcp, 1 ibv, 2 auto */
+  meld_result_t mine = MELD_OK;
+  if (env && *env) {
+    if (strcmp(env, "tcp") == 0) want = 0;
+    else if (strcmp(env, "ibv") == 0) want = 1;
+    else if (strcmp(env, "auto") != 0)
+      mine = meld_error(MELD_ERR_INVALID_ARG, "MELD_NET_TRANSPORT=%s: give tcp, ibv or auto", env);
+  }
+  MELD_CHECK(meld_comm_agree(comm, mine, "MELD_NET_TRANSPORT"));
+  char why[512] = "";
+  const int32_t can = want != 0 && meld_transport_ibv_probe() == MELD_OK;
+  if (want != 0 && !can) snprintf(why, sizeof why, "%s", meld_last_error());
+  const int P = comm->nranks;
+  int32_t *all = calloc(2 * (size_t)P, sizeof *all);
+  if (!all) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
+  all[2 * comm->rank] = want, all[2 * comm->rank + 1] = can;
+  meld_result_t res = meld_bootstrap_allgather(comm->boot, all, 2 * sizeof *all);
+  int all_can = 1, first_cannot = -1;
+  for (int r = 0; res == MELD_OK && r < P; r++) {
+    if (all[2 * r] != want) {
+      res = meld_error(MELD_ERR_INVALID_ARG, "MELD_NET_TRANSPORT differs between ranks (rank %d "
+                       "and rank %d): set it alike everywhere", r, comm->rank);
+      break;
+    }
+    if (!all[2 * r + 1] && all_can) all_can = 0, first_cannot = r;
+  }
+  free(all);
+  MELD_CHECK(res);
+  if (want == 1 && !all_can)
+    return meld_error(MELD_ERR_UNSUPPORTED, "MELD_NET_TRANSPORT=ibv, but rank %d cannot use "
+                      "ibverbs%s%s", first_cannot, first_cannot == comm->rank ? ": " : " (its log "
+                      "says why)", first_cannot == comm->rank ? why : "");
+  if (want == 2 && !all_can)
+    MELD_INFO(MELD_SUB_PROXY, "inter-node path: tcp, as rank %d cannot use ibverbs%s%s",
+              first_cannot, first_cannot == comm->rank ? ": " : "",
+              first_cannot == comm->rank ? why : "");
+  *kind = want != 0 && all_can ? "ibv" : "tcp";
+  return MELD_OK;
+}
+
+static meld_result_t net_local_setup(struct meld_comm *comm, meld_net_t *n, uint64_t block,
+                                     const char *kind) {
   meld_result_t res = MELD_OK;
-  comm->net = NULL;
-  meld_net_t *n = calloc(1, sizeof *n);
-  if (!n) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory (inter-node path)");
   n->block = block;
   const net_layout_t l = net_layout(comm->nranks, n->block);
   n->host_bytes = l.total;
-  MELD_CUDA_CHECK_GOTO(cudaHostAlloc(&n->host, l.total, cudaHostAllocMapped | cudaHostAllocPortable), res, fail);
+  MELD_CUDA_CHECK_GOTO(cudaHostAlloc(&n->host, l.total, cudaHostAllocMapped | cudaHostAllocPortable), res, out);
   memset(n->host, 0, l.total);
   uint8_t *h = (uint8_t *)n->host, *d = NULL;
-  MELD_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&d, n->host, 0), res, fail);
+  MELD_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&d, n->host, 0), res, out);
   n->ring = (meld_cmdring_hdr_t *)(h + l.ring), n->ring_dev = (meld_cmdring_hdr_t *)(d + l.ring);
   n->flags = (uint64_t *)(h + l.flags), n->flags_dev = (uint64_t *)(d + l.flags);
   n->send = h + l.send, n->send_dev = d + l.send;
   n->recv = h + l.recv, n->recv_dev = d + l.recv;
-
-  /* Regions in the same order on every rank (send, recv, flags: ids 0, 1, 2), then connect. */
-  const int64_t tmo = comm->cfg.bootstrap_timeout_ms;
-  MELD_CHECK_GOTO(meld_transport_tcp_create(comm->rank, comm->nranks, comm->node, NULL, tmo, &n->tp), res, fail);
+  /* Regions in the same order on every rank (send, recv, flags: ids 0, 1, 2). */
+  MELD_CHECK_GOTO(meld_transport_create(kind, comm->rank, comm->nranks, comm->node, comm->local_rank,
+                                        comm->cfg.bootstrap_timeout_ms, &n->tp),
+                  res, out);
   const uint64_t stage = meld_net_stage_bytes(comm->nranks, n->block);
-  MELD_CHECK_GOTO(meld_transport_register(n->tp, n->send, stage, &n->region_send), res, fail);
-  MELD_CHECK_GOTO(meld_transport_register(n->tp, n->recv, stage, &n->region_recv), res, fail);
+  MELD_CHECK_GOTO(meld_transport_register(n->tp, n->send, stage, &n->region_send), res, out);
+  MELD_CHECK_GOTO(meld_transport_register(n->tp, n->recv, stage, &n->region_recv), res, out);
   MELD_CHECK_GOTO(meld_transport_register(n->tp, n->flags, 2ull * meld_net_words(comm->nranks) * 8u,
                                           &n->region_flags),
-                  res, fail);
+                  res, out);
+out:
+  return res;
+}
+
+meld_result_t meld_net_create(struct meld_comm *comm, uint64_t block) {
+  meld_result_t res = MELD_OK;
+  comm->net = NULL;
+  const char *kind = "tcp";
+  MELD_CHECK(choose_transport(comm, &kind));
+  meld_net_t *n = calloc(1, sizeof *n);
+  if (!n) res = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory (inter-node path)");
+  /* The local steps (pinned memory, the transport, its regions), then one agreement: a rank
+   * that failed here must not leave the others waiting in connect. */
+  if (res == MELD_OK) res = net_local_setup(comm, n, block, kind);
+  res = meld_comm_agree(comm, res, "the inter-node path's setup");
+  if (res != MELD_OK) goto fail;
   MELD_CHECK_GOTO(meld_transport_connect(n->tp, comm->boot), res, fail);
 
   meld_proxy_config_t pc = MELD_PROXY_CONFIG_INIT;
@@ -136,11 +194,11 @@ meld_result_t meld_net_create(struct meld_comm *comm, uint64_t block) {
   pc.ring = n->ring;
   MELD_CHECK_GOTO(meld_proxy_create(n->tp, &pc, &n->proxy), res, fail);
   comm->net = n;
-  MELD_INFO(MELD_SUB_PROXY, "inter-node path: tcp, %llu-byte staging blocks, %zu bytes pinned",
-            (unsigned long long)n->block, l.total);
+  MELD_INFO(MELD_SUB_PROXY, "inter-node path: %s, %llu-byte staging blocks, %zu bytes pinned",
+            kind, (unsigned long long)n->block, n->host_bytes);
   return MELD_OK;
 fail:
-  net_free(n);
+  if (n) net_free(n);
   return res;
 }
 

@@ -2,6 +2,8 @@
  * collective connect (see transport.h). Implementations only see legal calls. */
 #include "transport.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +32,39 @@ meld_result_t meld_transport_new(const meld_transport_ops_t *ops, void *impl, in
   t->nranks = nranks;
   t->node = node;
   t->timeout_ms = timeout_ms;
+  pthread_mutex_init(&t->err_mu, NULL);
   *out = t;
   return MELD_OK;
+}
+
+meld_result_t meld_transport_fail(meld_transport_t *t, meld_result_t code, const char *fmt, ...) {
+  char buf[sizeof t->err_msg];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&t->err_mu);
+  if (!__atomic_load_n(&t->failed, __ATOMIC_RELAXED)) {
+    t->err_code = code;
+    snprintf(t->err_msg, sizeof t->err_msg, "%s", buf);
+    __atomic_store_n(&t->failed, 1, __ATOMIC_RELEASE);
+    MELD_WARN(MELD_SUB_PROXY, "%s", buf);
+  }
+  pthread_mutex_unlock(&t->err_mu);
+  return meld_error(code, "%s", buf);
+}
+
+int meld_transport_failed(meld_transport_t *t) {
+  return __atomic_load_n(&t->failed, __ATOMIC_ACQUIRE);
+}
+
+meld_result_t meld_transport_sticky(meld_transport_t *t) {
+  char buf[sizeof t->err_msg];
+  pthread_mutex_lock(&t->err_mu);
+  const meld_result_t code = t->err_code;
+  snprintf(buf, sizeof buf, "%s", t->err_msg);
+  pthread_mutex_unlock(&t->err_mu);
+  return meld_error(code, "%s", buf);
 }
 
 meld_result_t meld_transport_register(meld_transport_t *t, void *base, uint64_t bytes,
@@ -224,5 +257,6 @@ void meld_transport_close(meld_transport_t *t, int64_t timeout_ms) {
   if (t->impl) t->ops->close(t, timeout_ms);
   free(t->nodes);
   free(t->peer_bytes);
+  pthread_mutex_destroy(&t->err_mu);
   free(t);
 }

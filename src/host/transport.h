@@ -34,6 +34,7 @@
 #ifndef MELD_HOST_TRANSPORT_H
 #define MELD_HOST_TRANSPORT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -94,6 +95,12 @@ struct meld_transport {
   meld_region_t regions[MELD_TRANSPORT_MAX_REGIONS]; /* local */
   int *nodes;                /* [nranks], after connect */
   uint64_t *peer_bytes;      /* [nranks][MELD_TRANSPORT_MAX_REGIONS] region sizes, after connect */
+  /* The sticky error (meld_transport_fail): the first failure, which every later call
+   * reports; implementations' threads record it, the proxy thread reads it. */
+  int failed;                /* __atomic */
+  pthread_mutex_t err_mu;    /* guards err_code and err_msg */
+  meld_result_t err_code;
+  char err_msg[512];
 };
 
 /* For implementations (and in-process test transports): allocates a transport with the
@@ -109,6 +116,36 @@ meld_result_t meld_transport_new(const meld_transport_ops_t *ops, void *impl, in
  * meld_transport_new. (transport_tcp.c) */
 meld_result_t meld_transport_tcp_create(int rank, int nranks, int node, const char *host,
                                         int64_t timeout_ms, meld_transport_t **out);
+
+/* A tcp or ibverbs transport as `kind` says: "tcp", "ibv" (fails if ibverbs is unusable here:
+ * MELD_ERR_UNSUPPORTED with the reason). local_index (this rank's index among the ranks of its
+ * node) picks the NIC for ibv. (transport_ibv.c) */
+meld_result_t meld_transport_create(const char *kind, int rank, int nranks, int node,
+                                   int local_index, int64_t timeout_ms, meld_transport_t **out);
+
+/* An ibverbs RC transport (transport_ibv.c: loads libibverbs at run time, MELD_IB_LIB names
+ * another library; MELD_IB_HCA "name[:port]" picks the NIC, else the active port of the
+ * local_index-th device that has one; MELD_IB_GID_INDEX the GID, else the port's IB LID or,
+ * on Ethernet (RoCE), its RoCE v2 IPv4 GID). Fails: MELD_ERR_UNSUPPORTED (no library, no
+ * device with an active port, built without rdma-core headers: the sentence says which),
+ * MELD_ERR_SYSTEM (the device could not be opened), as meld_transport_new. */
+meld_result_t meld_transport_ibv_create(int rank, int nranks, int node, int local_index,
+                                        int64_t timeout_ms, meld_transport_t **out);
+
+/* MELD_OK if an ibverbs transport can be made here (library, a device with an active port);
+ * else MELD_ERR_UNSUPPORTED with the reason as meld_last_error(). Opens nothing it keeps. */
+meld_result_t meld_transport_ibv_probe(void);
+
+/* For implementations: records the transport's first failure (code and sentence, logged),
+ * later ones are consequences and only returned. Any thread. Returns meld_error(code, ...). */
+meld_result_t meld_transport_fail(meld_transport_t *t, meld_result_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* 1 once a failure is recorded. Any thread. */
+int meld_transport_failed(meld_transport_t *t);
+
+/* The recorded failure as this thread's last error; returns its code. */
+meld_result_t meld_transport_sticky(meld_transport_t *t);
 
 /* Registers [base, base + bytes) (base 8-byte aligned, bytes > 0) as the next region id,
  * returned in *region. Before connect only; every rank registers the same list. Fails:

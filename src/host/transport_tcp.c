@@ -21,7 +21,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,7 +36,6 @@
 
 #define TCP_MAGIC 0x6d6c6474u /* "mldt" */
 #define SLICE_MS 50           /* a blocked send re-checks failure and abort this often */
-#define MSG_MAX 512
 
 enum { FR_HELLO = 1, FR_DATA, FR_BYE };
 
@@ -67,42 +65,12 @@ typedef struct {
   int wake[2];               /* pipe: close() wakes the receiver */
   atomic_int stop;
   atomic_int open;           /* connections still open for receiving (no BYE, no failure) */
-  atomic_int failed;         /* a sticky error is recorded */
-  pthread_mutex_t mu;        /* guards code and msg */
-  meld_result_t code;
-  char msg[MSG_MAX];
   uint64_t completed;        /* proxy thread: writes handed to the kernel */
 } tcp_t;
 
-/* Records the first error (later ones are consequences) and logs it. */
-static meld_result_t tcp_fail(tcp_t *c, meld_result_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static meld_result_t tcp_fail(tcp_t *c, meld_result_t code, const char *fmt, ...) {
-  char buf[MSG_MAX];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  pthread_mutex_lock(&c->mu);
-  if (!atomic_load(&c->failed)) {
-    c->code = code;
-    snprintf(c->msg, sizeof c->msg, "%s", buf);
-    atomic_store(&c->failed, 1);
-    MELD_WARN(MELD_SUB_PROXY, "%s", buf);
-  }
-  pthread_mutex_unlock(&c->mu);
-  return meld_error(code, "%s", buf);
-}
-
-/* The sticky error as this thread's last error. */
-static meld_result_t tcp_sticky(tcp_t *c) {
-  pthread_mutex_lock(&c->mu);
-  meld_result_t code = c->code;
-  char buf[MSG_MAX];
-  snprintf(buf, sizeof buf, "%s", c->msg);
-  pthread_mutex_unlock(&c->mu);
-  return meld_error(code, "%s", buf);
-}
+#define tcp_fail(c, ...) meld_transport_fail((c)->t, __VA_ARGS__)
+#define tcp_sticky(c) meld_transport_sticky((c)->t)
+#define tcp_failed(c) meld_transport_failed((c)->t)
 
 /* ---- receiving ---------------------------------------------------------------------------- */
 
@@ -227,7 +195,7 @@ static meld_result_t tx_frame(tcp_t *c, int p, const frame_t *f, const void *pay
                       "or closed its transport)", t->rank, p, strerror(e), p);
     }
     /* Blocked: wait in slices, so a failure found by the receiver or an abort ends it. */
-    if (atomic_load(&c->failed)) return tcp_sticky(c);
+    if (tcp_failed(c)) return tcp_sticky(c);
     if (__atomic_load_n(&t->aborted, __ATOMIC_ACQUIRE))
       return meld_error(MELD_ERR_ABORTED, "meld tcp transport: rank %d: aborted while sending "
                         "to rank %d", t->rank, p);
@@ -242,7 +210,7 @@ static meld_result_t tx_frame(tcp_t *c, int p, const frame_t *f, const void *pay
 
 static meld_result_t tcp_write(meld_transport_t *t, const meld_write_t *w) {
   tcp_t *c = t->impl;
-  if (atomic_load(&c->failed)) return tcp_sticky(c);
+  if (tcp_failed(c)) return tcp_sticky(c);
   if (c->peers[w->dst_rank].fd < 0)
     return meld_error(MELD_ERR_INTERNAL, "meld tcp transport: no connection to rank %d",
                       w->dst_rank);
@@ -256,7 +224,7 @@ static meld_result_t tcp_write(meld_transport_t *t, const meld_write_t *w) {
 static meld_result_t tcp_poll(meld_transport_t *t, uint64_t *completed) {
   tcp_t *c = t->impl;
   *completed = c->completed;
-  return atomic_load(&c->failed) ? tcp_sticky(c) : MELD_OK;
+  return tcp_failed(c) ? tcp_sticky(c) : MELD_OK;
 }
 
 /* ---- connect and close ---------------------------------------------------------------------- */
@@ -373,16 +341,16 @@ static void tcp_close(meld_transport_t *t, int64_t timeout_ms) {
   tcp_t *c = t->impl;
   const int64_t deadline = meld_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
   /* BYE to everyone: after it we send nothing, so a peer that sees it has all our data. */
-  for (int p = 0; p < t->nranks && !atomic_load(&c->failed); p++) {
+  for (int p = 0; p < t->nranks && !tcp_failed(c); p++) {
     if (c->peers[p].fd < 0) continue;
     frame_t f = {TCP_MAGIC, FR_BYE, 0, 0, 0, 0, 0, 0};
     if (tx_frame(c, p, &f, NULL, 0, deadline) != MELD_OK) break;
   }
   /* Wait until every peer said BYE (so nothing is still addressed to our regions). */
   if (c->rx_started) {
-    while (atomic_load(&c->open) > 0 && !atomic_load(&c->failed) && meld_now_ms() < deadline)
+    while (atomic_load(&c->open) > 0 && !tcp_failed(c) && meld_now_ms() < deadline)
       meld_sleep_ms(1);
-    if (atomic_load(&c->open) > 0 && !atomic_load(&c->failed))
+    if (atomic_load(&c->open) > 0 && !tcp_failed(c))
       MELD_WARN(MELD_SUB_PROXY, "tcp transport: rank %d closed with %d peers still connected "
                 "(they did not close within %lld ms)", t->rank, atomic_load(&c->open),
                 (long long)timeout_ms);
@@ -395,7 +363,6 @@ static void tcp_close(meld_transport_t *t, int64_t timeout_ms) {
   close_peers(c);
   close(c->wake[0]);
   close(c->wake[1]);
-  pthread_mutex_destroy(&c->mu);
   free(c->peers);
   free(c);
   t->impl = NULL;
@@ -417,7 +384,6 @@ meld_result_t meld_transport_tcp_create(int rank, int nranks, int node, const ch
   for (int p = 0; p < nranks; p++) peers[p].fd = -1;
   c->t = t;
   c->peers = peers;
-  pthread_mutex_init(&c->mu, NULL);
   const char *env = getenv("MELD_SOCKET_ADDR");
   if (host && *host)
     snprintf(c->host, sizeof c->host, "%s", host);

@@ -1,7 +1,12 @@
-/* test_transport_tcp.c — the inter-node path's host side over real TCP on loopback: ranks are
- * fork()ed children (each its own "node", or two per node), each with a host "workspace"
- * region and a "pad" region, writing through the proxy's command ring (src/host/proxy.c)
- * and the tcp transport (src/host/transport_tcp.c).
+/* test_transport.c — the inter-node path's host side: ranks are fork()ed children (each its
+ * own "node", or two per node), each with a host "workspace" region and a "pad" region,
+ * writing through the proxy's command ring (src/host/proxy.c) and a transport. Every case
+ * runs twice: over the tcp transport on loopback (src/host/transport_tcp.c), and over the
+ * ibverbs transport (src/host/transport_ibv.c) on the fake HCA (tests/fake/fakeverbs.c: RC
+ * queue pairs between processes through a shared fabric file; it checks keys, ranges, PSNs,
+ * queue depths, and reads a write's source when it sends, not when it is posted). The ibv
+ * group adds: WRITEs split at a small max_msg_sz, slow completions, RoCE addressing (GIDs),
+ * and the choice and probe errors (no library, no device, a port down, a bad MELD_IB_HCA).
  *
  *   - all-to-all: every rank sends every other rank chunks of random sizes (1 byte, several
  *     MiB, and small ones in between) of random data, one flag per chunk holding the stamp of
@@ -36,6 +41,11 @@
 #include "sock.h"
 #include "transport.h"
 
+#ifndef FAKEVERBS_LIB
+#define MELD_NO_VERBS_TEST 1 /* the fake HCA was not built (no rdma-core headers) */
+#define FAKEVERBS_LIB ""
+#endif
+
 #define CHILD_LIMIT_MS 15000 /* a child still running after this is killed: a hang */
 #define MAX_CHILD 8          /* ranks at most (array sizes) */
 #define TIMEOUT_MS 5000      /* transport and proxy bound */
@@ -43,6 +53,15 @@
 #define PAD_BYTES 65536
 #define BB_SLOT 4000         /* pad slot of the back-to-back test's flag */
 #define BB_N 1000
+
+static const char *g_kind = "tcp"; /* the group's transport: "tcp" or "ibv" */
+
+/* A transport of the group's kind (tcp on loopback). */
+static meld_result_t make_transport(int rank, int nranks, int node, meld_transport_t **t) {
+  if (strcmp(g_kind, "tcp") == 0)
+    return meld_transport_tcp_create(rank, nranks, node, "127.0.0.1", TIMEOUT_MS, t);
+  return meld_transport_create(g_kind, rank, nranks, node, rank, TIMEOUT_MS, t);
+}
 
 static job_t new_job(int nranks) { return mp_new_job(nranks); }
 static void run_children(int n, child_fn fn, const job_t *job, int *codes) {
@@ -75,7 +94,7 @@ static int setup(int idx, const job_t *job, size_t slice, int node, world_t *w) 
   CHILD_CHECK(w->work && w->pad);
   memset(w->pad, 0, PAD_BYTES);
   CHILD_CHECK(meld_bootstrap_init(&job->addr, w->n, idx, 10000, &w->b) == MELD_OK);
-  CHILD_CHECK(meld_transport_tcp_create(idx, w->n, node, "127.0.0.1", TIMEOUT_MS, &w->t) == MELD_OK);
+  CHILD_CHECK(make_transport(idx, w->n, node, &w->t) == MELD_OK);
   uint32_t id;
   CHILD_CHECK(meld_transport_register(w->t, w->work, 2 * (uint64_t)w->n * slice, &id) == MELD_OK && id == 0);
   CHILD_CHECK(meld_transport_register(w->t, w->pad, PAD_BYTES, &id) == MELD_OK && id == 1);
@@ -254,9 +273,11 @@ static int dies_rank(int idx, const job_t *job) {
   CHILD_CHECK(rc == MELD_ERR_SYSTEM);
   /* The victim's death is named, unless another survivor saw it first and its teardown closed
    * this rank's connection before the victim's was noticed (seen under load in make test,
-   * session 29): then that survivor's leaving is named, as a death or abort. */
+   * session 29): then that survivor's leaving is named, as a death or abort (tcp), or as a
+   * peer that stopped answering (ibv). */
   CHILD_CHECK(strstr(meld_last_error(), "rank 1") != NULL ||
-              strstr(meld_last_error(), "(it died or aborted") != NULL);
+              strstr(meld_last_error(), "(it died or aborted") != NULL ||
+              strstr(meld_last_error(), "stopped answering") != NULL);
   CHILD_CHECK(waited < 3000);
   const int64_t t1 = meld_now_ms(); /* teardown is bounded too */
   CHILD_CHECK(meld_proxy_destroy(w.p) == MELD_ERR_SYSTEM);
@@ -309,14 +330,15 @@ static void test_emulated_nodes(void **state) {
 
 static int bad_args_rank(int idx, const job_t *job) {
   meld_transport_t *t = NULL;
-  EXPECT_INVALID(meld_transport_tcp_create(2, 2, 0, NULL, 1000, &t), "rank 2 is not in [0, nranks 2)");
-  EXPECT_INVALID(meld_transport_tcp_create(0, 2, -1, NULL, 1000, &t), "node -1 < 0");
-  EXPECT_INVALID(meld_transport_tcp_create(0, 2, 0, NULL, 0, &t), "timeout_ms 0 < 1");
+  EXPECT_INVALID(meld_transport_create(g_kind, 2, 2, 0, 0, 1000, &t), "rank 2 is not in [0, nranks 2)");
+  EXPECT_INVALID(meld_transport_create(g_kind, 0, 2, -1, 0, 1000, &t), "node -1 < 0");
+  EXPECT_INVALID(meld_transport_create(g_kind, 0, 2, 0, 0, 0, &t), "timeout_ms 0 < 1");
+  EXPECT_INVALID(meld_transport_create("udp", 0, 2, 0, 0, 1000, &t), "unknown kind \"udp\" (tcp or ibv)");
   CHILD_CHECK(t == NULL);
   uint64_t *mem = aligned_alloc(64, 4096);
   CHILD_CHECK(mem != NULL);
   memset(mem, 0, 4096);
-  CHILD_CHECK(meld_transport_tcp_create(idx, 2, idx, "127.0.0.1", TIMEOUT_MS, &t) == MELD_OK);
+  CHILD_CHECK(make_transport(idx, 2, idx, &t) == MELD_OK);
   uint32_t id;
   EXPECT_INVALID(meld_transport_register(t, NULL, 64, &id), "is NULL");
   EXPECT_INVALID(meld_transport_register(t, mem, 0, &id), "bytes is 0");
@@ -379,7 +401,7 @@ static int mismatch_rank(int idx, const job_t *job) {
   meld_transport_t *t = NULL;
   meld_bootstrap_t *b = NULL;
   uint32_t id;
-  CHILD_CHECK(mem && meld_transport_tcp_create(idx, 2, idx, "127.0.0.1", TIMEOUT_MS, &t) == MELD_OK);
+  CHILD_CHECK(mem && make_transport(idx, 2, idx, &t) == MELD_OK);
   CHILD_CHECK(meld_transport_register(t, mem, 64, &id) == MELD_OK);
   if (idx == 0) CHILD_CHECK(meld_transport_register(t, mem + 8, 64, &id) == MELD_OK);
   CHILD_CHECK(meld_bootstrap_init(&job->addr, 2, idx, 10000, &b) == MELD_OK);
@@ -398,12 +420,133 @@ static void test_region_mismatch(void **state) {
   expect_codes(2, codes, -1, 0);
 }
 
+/* ---- ibverbs only -------------------------------------------------------------------------- */
+#ifndef MELD_NO_VERBS_TEST
+
+/* WRITEs split at a 64 KiB max_msg_sz (MiB chunks: dozens of work requests a write), and a
+ * fake HCA that applies each 16 KiB fragment 20 us late (completions lag the posts, so the
+ * proxy's `done` trails its tail). */
+static void test_ibv_small_messages(void **state) {
+  (void)state;
+  setenv("FAKEVERBS_MAX_MSG", "65536", 1);
+  setenv("FAKEVERBS_DELAY_US", "20", 1);
+  alltoall(2);
+  unsetenv("FAKEVERBS_MAX_MSG");
+  unsetenv("FAKEVERBS_DELAY_US");
+}
+
+/* RoCE: Ethernet link layer, no LIDs: peers are addressed by their IPv4-mapped GID. */
+static void test_ibv_roce(void **state) {
+  (void)state;
+  setenv("FAKEVERBS_ROCE", "1", 1);
+  alltoall(2);
+  unsetenv("FAKEVERBS_ROCE");
+}
+
+/* One child per environment: each loads the library afresh. */
+static const char *g_env_name, *g_env_value, *g_expect;
+
+static int probe_child(int idx, const job_t *job) {
+  (void)job;
+  setenv(g_env_name, g_env_value, 1);
+  meld_transport_t *t = NULL;
+  const meld_result_t want = strstr(g_expect, "MELD_IB_HCA=") ? MELD_ERR_INVALID_ARG : MELD_ERR_UNSUPPORTED;
+  if (!strstr(g_expect, "no device") && !strstr(g_expect, "MELD_IB_HCA="))
+    CHILD_CHECK(meld_transport_ibv_probe() == MELD_ERR_UNSUPPORTED);
+  CHILD_CHECK(meld_transport_ibv_create(0, 2, 0, 0, TIMEOUT_MS, &t) == want && t == NULL);
+  if (!strstr(meld_last_error(), g_expect)) {
+    fprintf(stderr, "child %d: expected \"%s\" in: %s\n", idx, g_expect, meld_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+static void probe_case(const char *name, const char *value, const char *expect) {
+  g_env_name = name, g_env_value = value, g_expect = expect;
+  job_t job = new_job(1);
+  int codes[MAX_CHILD];
+  run_children(1, probe_child, &job, codes);
+  expect_codes(1, codes, -1, 0);
+}
+
+static void test_ibv_unusable(void **state) {
+  (void)state;
+  probe_case("MELD_IB_LIB", "/nonexistent/libibverbs.so.1", "cannot load /nonexistent/libibverbs.so.1");
+  probe_case("MELD_IB_LIB", "libc.so.6", "has no symbol ibv_get_device_list (not libibverbs?)");
+  probe_case("FAKEVERBS_NDEV", "0", "0 RDMA devices, none with an active port");
+  probe_case("FAKEVERBS_PORT_DOWN", "1", "none with an active port");
+  probe_case("MELD_IB_HCA", "mlx5_9", "no device mlx5_9 could be opened");
+  probe_case("MELD_IB_HCA", "fake0:x", "MELD_IB_HCA=fake0:x: give a device name");
+}
+
+/* The ibv probe succeeds on the fake, and an explicit device and port are taken. */
+static int probe_ok_child(int idx, const job_t *job) {
+  (void)job;
+  CHILD_CHECK(meld_transport_ibv_probe() == MELD_OK);
+  setenv("MELD_IB_HCA", "fake0:1", 1);
+  meld_transport_t *t = NULL;
+  CHILD_CHECK(meld_transport_ibv_create(0, 2, 0, 0, TIMEOUT_MS, &t) == MELD_OK && t != NULL);
+  meld_transport_close(t, 0);
+  return 0;
+}
+
+static void test_ibv_probe_ok(void **state) {
+  (void)state;
+  job_t job = new_job(1);
+  int codes[MAX_CHILD];
+  run_children(1, probe_ok_child, &job, codes);
+  expect_codes(1, codes, -1, 0);
+}
+
+static char g_fabric[64];
+
+/* The ibv group: the fake HCA, one fabric file shared by the group's processes. */
+static int group_ibv(void **state) {
+  (void)state;
+  g_kind = "ibv";
+  snprintf(g_fabric, sizeof g_fabric, "/tmp/meld-fakeverbs-%d", (int)getpid());
+  unlink(g_fabric);
+  setenv("FAKEVERBS_FABRIC", g_fabric, 1);
+  setenv("MELD_IB_LIB", FAKEVERBS_LIB, 1);
+  return 0;
+}
+
+static int group_ibv_end(void **state) {
+  (void)state;
+  unlink(g_fabric);
+  unsetenv("FAKEVERBS_FABRIC");
+  unsetenv("MELD_IB_LIB");
+  return 0;
+}
+#endif
+
+static int group_tcp(void **state) {
+  (void)state;
+  g_kind = "tcp";
+  return 0;
+}
+
+#define TRANSPORT_CASES                                                      \
+  cmocka_unit_test(test_alltoall_2), cmocka_unit_test(test_alltoall_4),     \
+      cmocka_unit_test(test_alltoall_8), cmocka_unit_test(test_peer_dies),  \
+      cmocka_unit_test(test_emulated_nodes), cmocka_unit_test(test_bad_args), \
+      cmocka_unit_test(test_region_mismatch)
+
 int main(void) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_alltoall_2),     cmocka_unit_test(test_alltoall_4),
-      cmocka_unit_test(test_alltoall_8),     cmocka_unit_test(test_peer_dies),
-      cmocka_unit_test(test_emulated_nodes), cmocka_unit_test(test_bad_args),
-      cmocka_unit_test(test_region_mismatch),
+  const struct CMUnitTest tcp[] = {TRANSPORT_CASES};
+  int failed = cmocka_run_group_tests_name("tcp", tcp, group_tcp, NULL);
+#ifdef MELD_NO_VERBS_TEST
+  printf("test_transport: the ibv group is skipped: the fake HCA was not built (install "
+         "libibverbs-dev; CI does)\n");
+#else
+  const struct CMUnitTest ibv[] = {
+      TRANSPORT_CASES,
+      cmocka_unit_test(test_ibv_small_messages),
+      cmocka_unit_test(test_ibv_roce),
+      cmocka_unit_test(test_ibv_unusable),
+      cmocka_unit_test(test_ibv_probe_ok),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  failed += cmocka_run_group_tests_name("ibv", ibv, group_ibv, group_ibv_end);
+#endif
+  return failed;
 }

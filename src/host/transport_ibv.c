@@ -1,0 +1,909 @@
+/* transport_ibv.c — the ibverbs transport: one reliable-connected (RC) queue pair per pair of
+ * ranks on different nodes; data by RDMA WRITE straight into the peer's registered region,
+ * the flag by a small SEND that the peer's receiver thread turns into a release store.
+ *
+ * libibverbs is loaded at run time (dlopen "libibverbs.so.1", or MELD_IB_LIB: the CPU tests
+ * load a fake HCA, tests/fake/fakeverbs.c), so libmeld runs on machines without rdma-core and
+ * picks tcp there. Only the three fast-path calls are the header's inline wrappers
+ * (ibv_post_send, ibv_post_recv, ibv_poll_cq: they call through the context's ops); every
+ * other verb is looked up by name.
+ *
+ * The ordering argument (transport.h's guarantee). A write is: its data as RDMA WRITEs of at
+ * most max_msg_sz bytes each, then, if it has a flag, a SEND of a 32-byte control message
+ * {region, offset, value} (inline: the source is copied at post) on the SAME queue pair. An
+ * RC responder executes a QP's requests in order, and reports the SEND's receive completion
+ * only after the earlier WRITEs' bytes are placed in its memory. The destination's receiver
+ * thread polls that completion and only then release-stores the value into the flag slot
+ * (as the tcp transport's receiver does after recv() returns), so an observer that acquires
+ * the flag sees the data. The regions meld registers are pinned host memory; writes into GPU
+ * memory (GPUDirect RDMA) would also need a flush before the flag (DESIGN section 6: later).
+ *
+ * Completions. Only a write's last work request is signaled (wr_id = peer << 44 | sequence),
+ * so a QP's send-queue slots are freed by the write's completion, in order per QP. Writes to
+ * different peers complete out of order; poll reports the count of writes all of whose
+ * predecessors are complete too (the oldest incomplete write's sequence), which is what the
+ * proxy's `done` needs (transport.h: writes complete in order).
+ *
+ * Flow control. Each QP has sq_depth send slots (a write waits, bounded, for room by polling
+ * its completions) and IBV_RECVS posted receives; the receiver thread re-posts each receive as
+ * soon as it has applied its message, and rnr_retry 7 makes the HCA retry a SEND that found
+ * none yet (so a burst of flags waits, it never fails). A peer that died is found by the HCA's
+ * transport retries (timeout 14 = 67 ms x retry_cnt 7): its writes fail with
+ * IBV_WC_RETRY_EXC_ERR, a sticky error naming the peer.
+ *
+ * Close: a BYE control message to every peer, then wait (bounded) for every peer's BYE and
+ * our own completions: after a peer's BYE nothing more of it is addressed to our regions, so
+ * they can be deregistered. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "error.h"
+#include "log.h"
+#include "sock.h"
+#include "transport.h"
+
+#if !defined(MELD_NO_VERBS) && defined(__has_include)
+#if __has_include(<infiniband/verbs.h>)
+#define MELD_HAVE_VERBS 1
+#endif
+#endif
+
+meld_result_t meld_transport_create(const char *kind, int rank, int nranks, int node,
+                                   int local_index, int64_t timeout_ms, meld_transport_t **out) {
+  if (kind && strcmp(kind, "ibv") == 0)
+    return meld_transport_ibv_create(rank, nranks, node, local_index, timeout_ms, out);
+  if (!kind || strcmp(kind, "tcp") == 0)
+    return meld_transport_tcp_create(rank, nranks, node, NULL, timeout_ms, out);
+  if (out) *out = NULL;
+  return meld_error(MELD_ERR_INVALID_ARG, "meld transport: unknown kind \"%s\" (tcp or ibv)", kind);
+}
+
+#ifndef MELD_HAVE_VERBS
+
+#define NO_VERBS                                                                                 \
+  "meld was built without rdma-core's headers (<infiniband/verbs.h>, Debian libibverbs-dev): " \
+  "rebuild with them for the ibverbs transport, or set MELD_NET_TRANSPORT=tcp"
+
+meld_result_t meld_transport_ibv_probe(void) { return meld_error(MELD_ERR_UNSUPPORTED, NO_VERBS); }
+
+meld_result_t meld_transport_ibv_create(int rank, int nranks, int node, int local_index,
+                                        int64_t timeout_ms, meld_transport_t **out) {
+  (void)rank, (void)nranks, (void)node, (void)local_index, (void)timeout_ms;
+  if (out) *out = NULL;
+  return meld_error(MELD_ERR_UNSUPPORTED, NO_VERBS);
+}
+
+#else
+
+#include <infiniband/verbs.h>
+
+#define IBV_MAGIC 0x6d6c6469u /* "mldi" */
+#define IBV_RECVS 128         /* receives posted per peer: control messages in flight a pair */
+#define IBV_SQ_DEPTH 1024     /* send work requests per QP (fewer if the CQ cannot hold them) */
+#define IBV_WR_MAX (1ull << 30) /* bytes per RDMA WRITE (and at most the port's max_msg_sz) */
+#define IBV_PEER_SHIFT 44     /* wr_id = peer << 44 | sequence */
+#define IBV_POLL_BATCH 32
+
+enum { CTL_FLAG = 1, CTL_BYE = 2 };
+
+/* A control message: the flag of a write, or goodbye. 32 bytes, sent inline. */
+typedef struct {
+  uint32_t magic, type, region, pad;
+  uint64_t offset, value;
+} ctl_t;
+_Static_assert(sizeof(ctl_t) == 32, "control message is 32 bytes");
+
+/* ---- the library, loaded once ---------------------------------------------------------- */
+
+typedef struct {
+  void *h;
+  struct ibv_device **(*get_device_list)(int *);
+  void (*free_device_list)(struct ibv_device **);
+  const char *(*get_device_name)(struct ibv_device *);
+  struct ibv_context *(*open_device)(struct ibv_device *);
+  int (*close_device)(struct ibv_context *);
+  int (*query_device)(struct ibv_context *, struct ibv_device_attr *);
+  int (*query_port)(struct ibv_context *, uint8_t, struct ibv_port_attr *); /* the 1.1 symbol */
+  int (*query_gid)(struct ibv_context *, uint8_t, int, union ibv_gid *);
+  struct ibv_pd *(*alloc_pd)(struct ibv_context *);
+  int (*dealloc_pd)(struct ibv_pd *);
+  struct ibv_mr *(*reg_mr)(struct ibv_pd *, void *, size_t, int);
+  int (*dereg_mr)(struct ibv_mr *);
+  struct ibv_cq *(*create_cq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int);
+  int (*destroy_cq)(struct ibv_cq *);
+  struct ibv_qp *(*create_qp)(struct ibv_pd *, struct ibv_qp_init_attr *);
+  int (*modify_qp)(struct ibv_qp *, struct ibv_qp_attr *, int);
+  int (*destroy_qp)(struct ibv_qp *);
+  const char *(*wc_status_str)(enum ibv_wc_status);
+} ibv_api_t;
+
+static ibv_api_t g_api;
+static pthread_once_t g_api_once = PTHREAD_ONCE_INIT;
+static char g_api_err[400]; /* empty: loaded */
+
+static void api_load(void) {
+  const char *lib = getenv("MELD_IB_LIB");
+  if (!lib || !*lib) lib = "libibverbs.so.1";
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    snprintf(g_api_err, sizeof g_api_err, "cannot load %s (%s): install rdma-core's libibverbs "
+             "or set MELD_NET_TRANSPORT=tcp", lib, dlerror());
+    return;
+  }
+  ibv_api_t a = {.h = h};
+  struct {
+    const char *name;
+    void **slot;
+  } syms[] = {
+      {"ibv_get_device_list", (void **)&a.get_device_list},
+      {"ibv_free_device_list", (void **)&a.free_device_list},
+      {"ibv_get_device_name", (void **)&a.get_device_name},
+      {"ibv_open_device", (void **)&a.open_device},
+      {"ibv_close_device", (void **)&a.close_device},
+      {"ibv_query_device", (void **)&a.query_device},
+      {"ibv_query_port", (void **)&a.query_port},
+      {"ibv_query_gid", (void **)&a.query_gid},
+      {"ibv_alloc_pd", (void **)&a.alloc_pd},
+      {"ibv_dealloc_pd", (void **)&a.dealloc_pd},
+      {"ibv_reg_mr", (void **)&a.reg_mr},
+      {"ibv_dereg_mr", (void **)&a.dereg_mr},
+      {"ibv_create_cq", (void **)&a.create_cq},
+      {"ibv_destroy_cq", (void **)&a.destroy_cq},
+      {"ibv_create_qp", (void **)&a.create_qp},
+      {"ibv_modify_qp", (void **)&a.modify_qp},
+      {"ibv_destroy_qp", (void **)&a.destroy_qp},
+      {"ibv_wc_status_str", (void **)&a.wc_status_str},
+  };
+  for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+    *syms[i].slot = dlsym(h, syms[i].name);
+    if (!*syms[i].slot) {
+      snprintf(g_api_err, sizeof g_api_err, "%s has no symbol %s (not libibverbs?)", lib,
+               syms[i].name);
+      dlclose(h);
+      return;
+    }
+  }
+  g_api = a; /* kept for the process's lifetime: contexts come and go, the library stays */
+}
+
+static const ibv_api_t *api(void) {
+  pthread_once(&g_api_once, api_load);
+  return g_api_err[0] ? NULL : &g_api;
+}
+
+static const char *wc_str(enum ibv_wc_status s) {
+  const char *r = g_api.wc_status_str ? g_api.wc_status_str(s) : NULL;
+  return r ? r : "unknown status";
+}
+
+/* ---- device choice ------------------------------------------------------------------------ */
+
+typedef struct {
+  char name[64];
+  int port;
+} hca_t;
+
+/* The active ports of every device, in device order (port 1 first). At most `cap`. */
+static int active_ports(const ibv_api_t *a, hca_t *out, int cap, char *why, size_t why_n) {
+  int ndev = 0, k = 0;
+  struct ibv_device **devs = a->get_device_list(&ndev);
+  if (!devs) {
+    snprintf(why, why_n, "ibv_get_device_list failed: %s", strerror(errno));
+    return -1;
+  }
+  for (int d = 0; d < ndev && k < cap; d++) {
+    struct ibv_context *ctx = a->open_device(devs[d]);
+    if (!ctx) continue;
+    struct ibv_device_attr da;
+    memset(&da, 0, sizeof da);
+    int nports = a->query_device(ctx, &da) == 0 && da.phys_port_cnt > 0 ? da.phys_port_cnt : 1;
+    for (int p = 1; p <= nports && k < cap; p++) {
+      struct ibv_port_attr pa;
+      memset(&pa, 0, sizeof pa);
+      if (a->query_port(ctx, (uint8_t)p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
+        snprintf(out[k].name, sizeof out[k].name, "%s", a->get_device_name(devs[d]));
+        out[k++].port = p;
+      }
+    }
+    a->close_device(ctx);
+  }
+  a->free_device_list(devs);
+  if (k == 0) snprintf(why, why_n, "%d RDMA devices, none with an active port", ndev);
+  return k;
+}
+
+/* Picks the device and port: MELD_IB_HCA "name[:port]", else the local_index-th active port
+ * (modulo their number: ranks of a node spread over the NICs). */
+static meld_result_t choose_hca(const ibv_api_t *a, int local_index, hca_t *h) {
+  const char *env = getenv("MELD_IB_HCA");
+  if (env && *env) {
+    char name[64];
+    snprintf(name, sizeof name, "%s", env);
+    char *colon = strchr(name, ':');
+    int port = 1;
+    if (colon) {
+      *colon = 0;
+      char *end = NULL;
+      long p = strtol(colon + 1, &end, 10);
+      if (!*(colon + 1) || *end || p < 1 || p > 255)
+        return meld_error(MELD_ERR_INVALID_ARG, "MELD_IB_HCA=%s: give a device name, optionally "
+                          "with :port (e.g. mlx5_0:1)", env);
+      port = (int)p;
+    }
+    snprintf(h->name, sizeof h->name, "%s", name);
+    h->port = port;
+    return MELD_OK;
+  }
+  hca_t list[64];
+  char why[200] = "";
+  int n = active_ports(a, list, 64, why, sizeof why);
+  if (n <= 0) return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: %s", why);
+  *h = list[(local_index > 0 ? local_index : 0) % n];
+  return MELD_OK;
+}
+
+meld_result_t meld_transport_ibv_probe(void) {
+  const ibv_api_t *a = api();
+  if (!a) return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: %s", g_api_err);
+  hca_t list[1];
+  char why[200] = "";
+  if (active_ports(a, list, 1, why, sizeof why) <= 0)
+    return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: %s", why);
+  return MELD_OK;
+}
+
+/* ---- state ---------------------------------------------------------------------------------- */
+
+typedef struct {
+  struct ibv_qp *qp;
+  uint64_t raddr[MELD_TRANSPORT_MAX_REGIONS]; /* the peer's regions */
+  uint32_t rkey[MELD_TRANSPORT_MAX_REGIONS];
+  /* proxy thread: writes in flight on this QP, oldest first (sequence, work requests) */
+  uint64_t *fseq;
+  uint32_t *fnwr;
+  uint64_t fhead, ftail; /* fifo indices, running free (slot = index % sq_depth) */
+  uint32_t sq_used;      /* work requests posted and not yet completed */
+  /* receiver thread */
+  int bye;
+} ipeer_t;
+
+/* What every rank publishes at connect (all-gathered), then the QP numbers (rank x rank). */
+typedef struct {
+  uint32_t lid, link_layer, mtu, pad;
+  uint8_t gid[16];
+  uint64_t addr[MELD_TRANSPORT_MAX_REGIONS];
+  uint32_t rkey[MELD_TRANSPORT_MAX_REGIONS];
+} ibv_info_t;
+
+typedef struct {
+  meld_transport_t *t;
+  const ibv_api_t *a;
+  hca_t hca;
+  struct ibv_context *ctx;
+  struct ibv_pd *pd;
+  struct ibv_cq *scq, *rcq;
+  struct ibv_mr *mr[MELD_TRANSPORT_MAX_REGIONS];
+  struct ibv_mr *ctl_mr;
+  ctl_t *ctl;              /* [nranks][IBV_RECVS] receive buffers */
+  struct ibv_port_attr port;
+  int gid_index;           /* -1: address by LID (InfiniBand) */
+  union ibv_gid gid;
+  uint64_t wr_max;         /* bytes per RDMA WRITE */
+  uint32_t sq_depth;
+  ipeer_t *peers;          /* [nranks] */
+  int nremote;
+  /* proxy thread */
+  uint64_t seq;            /* writes issued */
+  /* receiver thread */
+  pthread_t rx;
+  int rx_started;
+  atomic_int stop;
+  atomic_int open;         /* peers that have not said BYE */
+} ibv_t;
+
+static uint32_t psn_of(int from, int to) { /* both ends compute it */
+  return (uint32_t)((uint64_t)from * 65599u + (uint64_t)to * 257u + 1u) & 0xffffffu;
+}
+
+/* ---- the receiver thread: control messages -> release stores ---------------------------- */
+
+static int post_recv(ibv_t *c, int peer, int slot) {
+  ctl_t *buf = &c->ctl[(size_t)peer * IBV_RECVS + slot];
+  struct ibv_sge sge = {(uintptr_t)buf, sizeof *buf, c->ctl_mr->lkey};
+  struct ibv_recv_wr wr = {.wr_id = (uint64_t)peer * IBV_RECVS + (uint64_t)slot,
+                           .sg_list = &sge, .num_sge = 1};
+  struct ibv_recv_wr *bad = NULL;
+  return ibv_post_recv(c->peers[peer].qp, &wr, &bad);
+}
+
+/* Applies one receive completion. 0, or -1 (failure recorded). */
+static int rx_one(ibv_t *c, const struct ibv_wc *wc) {
+  meld_transport_t *t = c->t;
+  const int peer = (int)(wc->wr_id / IBV_RECVS), slot = (int)(wc->wr_id % IBV_RECVS);
+  if (wc->status != IBV_WC_SUCCESS) {
+    if (wc->status == IBV_WC_WR_FLUSH_ERR && atomic_load(&c->stop)) return 0; /* teardown */
+    meld_transport_fail(t, MELD_ERR_SYSTEM,
+                        "meld ibverbs transport: rank %d: receiving from rank %d failed: %s "
+                        "(vendor error 0x%x; rank %d died, or its QP broke)",
+                        t->rank, peer, wc_str(wc->status), wc->vendor_err, peer);
+    return -1;
+  }
+  if (peer < 0 || peer >= t->nranks || !c->peers[peer].qp) {
+    meld_transport_fail(t, MELD_ERR_INTERNAL, "meld ibverbs transport: rank %d: a receive "
+                        "completion with unknown wr_id %llu", t->rank,
+                        (unsigned long long)wc->wr_id);
+    return -1;
+  }
+  const ctl_t m = c->ctl[wc->wr_id];
+  if (wc->byte_len != sizeof m || m.magic != IBV_MAGIC || (m.type != CTL_FLAG && m.type != CTL_BYE)) {
+    meld_transport_fail(t, MELD_ERR_INTERNAL, "meld ibverbs transport: rank %d: rank %d sent a "
+                        "bad control message (%u bytes, magic 0x%x, type %u)", t->rank, peer,
+                        wc->byte_len, m.magic, m.type);
+    return -1;
+  }
+  if (m.type == CTL_BYE) {
+    c->peers[peer].bye = 1;
+    atomic_fetch_sub(&c->open, 1);
+    return 0; /* nothing more comes from it: no receive to re-post */
+  }
+  uint64_t *flag = meld_transport_local(t, m.region, m.offset, 8);
+  if (!flag || (uintptr_t)flag % 8) {
+    meld_transport_fail(t, MELD_ERR_INTERNAL, "meld ibverbs transport: rank %d: rank %d set a "
+                        "flag outside our regions (region %u offset %llu)", t->rank, peer,
+                        m.region, (unsigned long long)m.offset);
+    return -1;
+  }
+  /* The SEND's completion follows the WRITEs' placement (RC order): now the flag. */
+  atomic_store_explicit((_Atomic uint64_t *)flag, m.value, memory_order_release);
+  int e = post_recv(c, peer, slot);
+  if (e) {
+    meld_transport_fail(t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: re-posting a "
+                        "receive for rank %d: %s", t->rank, peer, strerror(e));
+    return -1;
+  }
+  return 0;
+}
+
+static void *rx_main(void *arg) {
+  ibv_t *c = arg;
+  struct ibv_wc wc[IBV_POLL_BATCH];
+  unsigned idle = 0;
+  while (!atomic_load(&c->stop)) {
+    int n = ibv_poll_cq(c->rcq, IBV_POLL_BATCH, wc);
+    if (n < 0) {
+      meld_transport_fail(c->t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: polling the "
+                          "receive completion queue failed (%d)", c->t->rank, n);
+      break;
+    }
+    for (int i = 0; i < n; i++)
+      if (rx_one(c, &wc[i]) != 0) return NULL;
+    if (n > 0) {
+      idle = 0;
+      continue;
+    }
+    /* Idle: yield a while (a flag's latency), then sleep 20 us, after ~1 s idle 200 us. */
+    if (idle++ < 256) {
+      sched_yield();
+      continue;
+    }
+    struct timespec ts = {0, idle < 50000 ? 20000 : 200000};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+/* ---- sending ------------------------------------------------------------------------------- */
+
+/* Takes send completions: frees send-queue slots, records failures. Proxy thread (or close). */
+static meld_result_t drain_send(ibv_t *c) {
+  meld_transport_t *t = c->t;
+  struct ibv_wc wc[IBV_POLL_BATCH];
+  for (;;) {
+    int n = ibv_poll_cq(c->scq, IBV_POLL_BATCH, wc);
+    if (n < 0)
+      return meld_transport_fail(t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: polling "
+                                 "the send completion queue failed (%d)", t->rank, n);
+    for (int i = 0; i < n; i++) {
+      const int p = (int)(wc[i].wr_id >> IBV_PEER_SHIFT);
+      const uint64_t seq = wc[i].wr_id & ((1ull << IBV_PEER_SHIFT) - 1);
+      if (wc[i].status != IBV_WC_SUCCESS)
+        return meld_transport_fail(
+            t, MELD_ERR_SYSTEM,
+            "meld ibverbs transport: rank %d: a write to rank %d failed: %s (vendor error 0x%x)%s",
+            t->rank, p, wc_str(wc[i].status), wc[i].vendor_err,
+            wc[i].status == IBV_WC_RETRY_EXC_ERR ? ": it stopped answering (died, or the network "
+            "between us is down)" : wc[i].status == IBV_WC_REM_ACCESS_ERR ? ": it refused the "
+            "address or key (a bug: please report)" : "");
+      ipeer_t *pe = p >= 0 && p < t->nranks ? &c->peers[p] : NULL;
+      if (!pe || !pe->qp || pe->fhead == pe->ftail || pe->fseq[pe->fhead % c->sq_depth] != seq)
+        return meld_transport_fail(t, MELD_ERR_INTERNAL, "meld ibverbs transport: rank %d: a "
+                                   "completion for write %llu to rank %d that is not its oldest",
+                                   t->rank, (unsigned long long)seq, p);
+      pe->sq_used -= pe->fnwr[pe->fhead % c->sq_depth];
+      pe->fhead++;
+    }
+    if (n < IBV_POLL_BATCH) return MELD_OK;
+  }
+}
+
+/* The local region holding [p, p + n), or -1. */
+static int region_of(const meld_transport_t *t, const void *p, uint64_t n) {
+  for (int i = 0; i < t->nregions; i++) {
+    const char *b = t->regions[i].base;
+    if ((const char *)p >= b && (uint64_t)((const char *)p - b) <= t->regions[i].bytes &&
+        n <= t->regions[i].bytes - (uint64_t)((const char *)p - b))
+      return i;
+  }
+  return -1;
+}
+
+static meld_result_t ibv_write(meld_transport_t *t, const meld_write_t *w) {
+  ibv_t *c = t->impl;
+  if (meld_transport_failed(t)) return meld_transport_sticky(t);
+  const int p = w->dst_rank;
+  ipeer_t *pe = &c->peers[p];
+  if (!pe->qp)
+    return meld_error(MELD_ERR_INTERNAL, "meld ibverbs transport: no queue pair to rank %d", p);
+  const uint64_t seq = c->seq++;
+  const int has_flag = w->flag_region != MELD_TRANSPORT_NO_FLAG;
+  const uint64_t ndata = (w->bytes + c->wr_max - 1) / c->wr_max;
+  const uint64_t nwr = ndata + (uint64_t)has_flag;
+  if (nwr == 0) return MELD_OK; /* nothing to move: complete at once */
+  if (nwr > c->sq_depth)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld ibverbs transport: a %llu-byte write needs "
+                      "%llu work requests, more than the send queue's %u",
+                      (unsigned long long)w->bytes, (unsigned long long)nwr, c->sq_depth);
+  int src_region = -1;
+  if (w->bytes > 0 && (src_region = region_of(t, w->src, w->bytes)) < 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "meld ibverbs transport: the source of a %llu-byte "
+                      "write (%p) is not inside a registered region (RDMA reads only registered "
+                      "memory)", (unsigned long long)w->bytes, w->src);
+  /* Room in the send queue: take completions until there is (bounded). */
+  const int64_t deadline = meld_now_ms() + t->timeout_ms;
+  while (pe->sq_used + nwr > c->sq_depth) {
+    MELD_CHECK(drain_send(c));
+    if (pe->sq_used + nwr <= c->sq_depth) break;
+    if (meld_transport_failed(t)) return meld_transport_sticky(t);
+    if (__atomic_load_n(&t->aborted, __ATOMIC_ACQUIRE))
+      return meld_error(MELD_ERR_ABORTED, "meld ibverbs transport: rank %d: aborted while "
+                        "waiting for send-queue room to rank %d", t->rank, p);
+    if (meld_now_ms() >= deadline)
+      return meld_transport_fail(t, MELD_ERR_TIMEOUT, "meld ibverbs transport: rank %d: no "
+                                 "send-queue room to rank %d for %lld ms (its writes do not "
+                                 "complete)", t->rank, p, (long long)t->timeout_ms);
+    sched_yield();
+  }
+  /* The work requests: data WRITEs, then the flag's SEND; the last one signaled. Chained and
+   * posted at once (a write has at most sq_depth of them; typically 1 or 2). */
+  struct ibv_send_wr stack_wr[4], *wrs = stack_wr;
+  struct ibv_sge stack_sge[4], *sges = stack_sge;
+  if (nwr > 4) {
+    wrs = calloc(nwr, sizeof *wrs);
+    sges = calloc(nwr, sizeof *sges);
+    if (!wrs || !sges) {
+      free(wrs == stack_wr ? NULL : wrs), free(sges == stack_sge ? NULL : sges);
+      return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
+    }
+  } else {
+    memset(stack_wr, 0, sizeof stack_wr);
+    memset(stack_sge, 0, sizeof stack_sge);
+  }
+  ctl_t m = {IBV_MAGIC, CTL_FLAG, w->flag_region, 0, w->flag_offset, w->flag_value};
+  for (uint64_t i = 0; i < nwr; i++) {
+    struct ibv_send_wr *r = &wrs[i];
+    r->next = i + 1 < nwr ? &wrs[i + 1] : NULL;
+    r->num_sge = 1;
+    r->sg_list = &sges[i];
+    if (i < ndata) {
+      const uint64_t off = i * c->wr_max, len = w->bytes - off < c->wr_max ? w->bytes - off : c->wr_max;
+      sges[i] = (struct ibv_sge){(uintptr_t)w->src + off, (uint32_t)len, c->mr[src_region]->lkey};
+      r->opcode = IBV_WR_RDMA_WRITE;
+      r->wr.rdma.remote_addr = pe->raddr[w->dst_region] + w->dst_offset + off;
+      r->wr.rdma.rkey = pe->rkey[w->dst_region];
+    } else {
+      sges[i] = (struct ibv_sge){(uintptr_t)&m, sizeof m, 0};
+      r->opcode = IBV_WR_SEND;
+      r->send_flags = IBV_SEND_INLINE;
+    }
+  }
+  wrs[nwr - 1].send_flags |= IBV_SEND_SIGNALED;
+  wrs[nwr - 1].wr_id = (uint64_t)p << IBV_PEER_SHIFT | (seq & ((1ull << IBV_PEER_SHIFT) - 1));
+  struct ibv_send_wr *bad = NULL;
+  const int e = ibv_post_send(pe->qp, wrs, &bad);
+  if (wrs != stack_wr) free(wrs), free(sges);
+  if (e)
+    return meld_transport_fail(t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: posting a "
+                               "%llu-byte write to rank %d failed: %s", t->rank,
+                               (unsigned long long)w->bytes, p, strerror(e));
+  pe->fseq[pe->ftail % c->sq_depth] = seq;
+  pe->fnwr[pe->ftail % c->sq_depth] = (uint32_t)nwr;
+  pe->ftail++;
+  pe->sq_used += (uint32_t)nwr;
+  return MELD_OK;
+}
+
+static meld_result_t ibv_poll(meld_transport_t *t, uint64_t *completed) {
+  ibv_t *c = t->impl;
+  meld_result_t rc = drain_send(c);
+  /* The oldest write still in flight on any QP bounds the complete prefix. */
+  uint64_t low = c->seq;
+  for (int p = 0; p < t->nranks; p++) {
+    const ipeer_t *pe = &c->peers[p];
+    if (pe->fhead != pe->ftail && pe->fseq[pe->fhead % c->sq_depth] < low)
+      low = pe->fseq[pe->fhead % c->sq_depth];
+  }
+  *completed = low;
+  if (rc != MELD_OK) return rc;
+  return meld_transport_failed(t) ? meld_transport_sticky(t) : MELD_OK;
+}
+
+/* ---- connect and close ---------------------------------------------------------------------- */
+
+static int gid_is_v4(const union ibv_gid *g) {
+  static const uint8_t pre[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return memcmp(g->raw, pre, 12) == 0;
+}
+
+/* The GID to address peers by: MELD_IB_GID_INDEX, else none on InfiniBand (LIDs), else on
+ * Ethernet the RoCE v2 entry of the port's first IPv4 address (the second of an IPv4 pair:
+ * providers list RoCE v1 then v2), else index 0. */
+static meld_result_t choose_gid(ibv_t *c) {
+  meld_transport_t *t = c->t;
+  int64_t v = -1;
+  const char *env = getenv("MELD_IB_GID_INDEX");
+  if (env && *env && meld_parse_int64(env, 0, 255, &v) != 0)
+    return meld_error(MELD_ERR_INVALID_ARG, "MELD_IB_GID_INDEX=%s: give a GID table index 0..255",
+                      env);
+  const int roce = c->port.link_layer == IBV_LINK_LAYER_ETHERNET;
+  if (v < 0 && !roce) {
+    if (c->port.lid == 0)
+      return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: %s port %d has "
+                        "no LID (is a subnet manager running?)", t->rank, c->hca.name, c->hca.port);
+    c->gid_index = -1;
+    return MELD_OK;
+  }
+  if (v < 0) {
+    const int n = c->port.gid_tbl_len > 0 && c->port.gid_tbl_len < 64 ? c->port.gid_tbl_len : 64;
+    union ibv_gid g, next;
+    v = 0;
+    for (int i = 0; i < n; i++) {
+      if (c->a->query_gid(c->ctx, (uint8_t)c->hca.port, i, &g) != 0 || !gid_is_v4(&g)) continue;
+      v = i;
+      if (i + 1 < n && c->a->query_gid(c->ctx, (uint8_t)c->hca.port, i + 1, &next) == 0 &&
+          memcmp(&g, &next, sizeof g) == 0)
+        v = i + 1;
+      break;
+    }
+  }
+  c->gid_index = (int)v;
+  if (c->a->query_gid(c->ctx, (uint8_t)c->hca.port, c->gid_index, &c->gid) != 0)
+    return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot read GID %d of "
+                      "%s port %d", t->rank, c->gid_index, c->hca.name, c->hca.port);
+  return MELD_OK;
+}
+
+static meld_result_t qp_connect(ibv_t *c, int p, const ibv_info_t *peer, uint32_t dest_qpn) {
+  meld_transport_t *t = c->t;
+  struct ibv_qp_attr a;
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = c->port.active_mtu < (enum ibv_mtu)peer->mtu ? c->port.active_mtu : (enum ibv_mtu)peer->mtu;
+  a.dest_qp_num = dest_qpn;
+  a.rq_psn = psn_of(p, t->rank);
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12; /* 0.64 ms between a SEND's retries while no receive is posted */
+  a.ah_attr.port_num = (uint8_t)c->hca.port;
+  if (c->gid_index < 0) {
+    a.ah_attr.dlid = (uint16_t)peer->lid;
+  } else {
+    a.ah_attr.is_global = 1;
+    memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
+    a.ah_attr.grh.sgid_index = (uint8_t)c->gid_index;
+    a.ah_attr.grh.hop_limit = 255;
+  }
+  int e = c->a->modify_qp(c->peers[p].qp, &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  if (e)
+    return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: connecting the queue "
+                      "pair to rank %d (RTR: qpn %u, %s %u) failed: %s", t->rank, p, dest_qpn,
+                      c->gid_index < 0 ? "lid" : "gid index", c->gid_index < 0 ? peer->lid :
+                      (unsigned)c->gid_index, strerror(e));
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;  /* 4.096 us x 2^14 = 67 ms per try */
+  a.retry_cnt = 7;
+  a.rnr_retry = 7; /* retry forever while the peer has no receive posted */
+  a.sq_psn = psn_of(t->rank, p);
+  a.max_rd_atomic = 1;
+  e = c->a->modify_qp(c->peers[p].qp, &a,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  if (e)
+    return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: the queue pair to rank "
+                      "%d refused RTS: %s", t->rank, p, strerror(e));
+  return MELD_OK;
+}
+
+static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
+  ibv_t *c = t->impl;
+  const ibv_api_t *a = c->a;
+  const int n = t->nranks;
+  meld_result_t rc = MELD_OK;
+  ibv_info_t *info = calloc((size_t)n, sizeof *info);
+  uint32_t *qpn = calloc((size_t)n * (size_t)n, sizeof *qpn);
+  if (!info || !qpn) {
+    rc = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
+    goto out;
+  }
+  for (int p = 0; p < n; p++) c->nremote += meld_transport_is_remote(t, p);
+  /* Send completions in flight are at most nremote x sq_depth (one signaled a write). */
+  struct ibv_device_attr da;
+  memset(&da, 0, sizeof da);
+  if (a->query_device(c->ctx, &da) != 0) da.max_cqe = 1 << 22, da.max_qp_wr = IBV_SQ_DEPTH;
+  uint64_t depth = IBV_SQ_DEPTH;
+  if (da.max_qp_wr > 0 && (uint64_t)da.max_qp_wr < depth) depth = (uint64_t)da.max_qp_wr;
+  if (c->nremote > 0 && (uint64_t)c->nremote * depth + 16 > (uint64_t)da.max_cqe)
+    depth = ((uint64_t)da.max_cqe - 16) / (uint64_t)c->nremote;
+  if (depth < 4 || (uint64_t)c->nremote * IBV_RECVS + 16 > (uint64_t)da.max_cqe) {
+    rc = meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: %s cannot hold the "
+                    "completions of %d peers (max_cqe %d)", t->rank, c->hca.name, c->nremote,
+                    da.max_cqe);
+    goto out;
+  }
+  c->sq_depth = (uint32_t)depth;
+  const int scq_n = c->nremote * (int)c->sq_depth + 16, rcq_n = c->nremote * IBV_RECVS + 16;
+  if (!(c->scq = a->create_cq(c->ctx, scq_n, NULL, NULL, 0)) ||
+      !(c->rcq = a->create_cq(c->ctx, rcq_n, NULL, NULL, 0))) {
+    rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot create completion "
+                    "queues (%d and %d entries) on %s: %s", t->rank, scq_n, rcq_n, c->hca.name,
+                    strerror(errno));
+    goto out;
+  }
+  /* Regions: registered for remote writes (the peers' data lands there directly). */
+  ibv_info_t *me = &info[t->rank];
+  for (int i = 0; i < t->nregions; i++) {
+    c->mr[i] = a->reg_mr(c->pd, t->regions[i].base, t->regions[i].bytes,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!c->mr[i]) {
+      rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: registering region %d "
+                      "(%llu bytes at %p) with %s failed: %s (locked-memory limit: ulimit -l?)",
+                      t->rank, i, (unsigned long long)t->regions[i].bytes, t->regions[i].base,
+                      c->hca.name, strerror(errno));
+      goto out;
+    }
+    me->addr[i] = (uintptr_t)t->regions[i].base;
+    me->rkey[i] = c->mr[i]->rkey;
+  }
+  const size_t ctl_bytes = (size_t)n * IBV_RECVS * sizeof(ctl_t);
+  if (posix_memalign((void **)&c->ctl, 64, ctl_bytes) != 0) {
+    c->ctl = NULL;
+    rc = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
+    goto out;
+  }
+  memset(c->ctl, 0, ctl_bytes);
+  if (!(c->ctl_mr = a->reg_mr(c->pd, c->ctl, ctl_bytes, IBV_ACCESS_LOCAL_WRITE))) {
+    rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: registering %zu bytes of "
+                    "receive buffers failed: %s", t->rank, ctl_bytes, strerror(errno));
+    goto out;
+  }
+  /* A queue pair per remote rank, to INIT, with its receives posted. */
+  for (int p = 0; p < n; p++) {
+    if (!meld_transport_is_remote(t, p)) continue;
+    ipeer_t *pe = &c->peers[p];
+    pe->fseq = calloc(c->sq_depth, sizeof *pe->fseq);
+    pe->fnwr = calloc(c->sq_depth, sizeof *pe->fnwr);
+    if (!pe->fseq || !pe->fnwr) {
+      rc = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
+      goto out;
+    }
+    struct ibv_qp_init_attr qa;
+    memset(&qa, 0, sizeof qa);
+    qa.send_cq = c->scq;
+    qa.recv_cq = c->rcq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = c->sq_depth;
+    qa.cap.max_recv_wr = IBV_RECVS;
+    qa.cap.max_send_sge = 1;
+    qa.cap.max_recv_sge = 1;
+    qa.cap.max_inline_data = sizeof(ctl_t);
+    if (!(pe->qp = a->create_qp(c->pd, &qa))) {
+      rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot create a queue "
+                      "pair for rank %d on %s (%u send, %d receive requests, %zu inline bytes): "
+                      "%s", t->rank, p, c->hca.name, c->sq_depth, IBV_RECVS, sizeof(ctl_t),
+                      strerror(errno));
+      goto out;
+    }
+    struct ibv_qp_attr at;
+    memset(&at, 0, sizeof at);
+    at.qp_state = IBV_QPS_INIT;
+    at.pkey_index = 0;
+    at.port_num = (uint8_t)c->hca.port;
+    at.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    int e = a->modify_qp(pe->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                          IBV_QP_ACCESS_FLAGS);
+    for (int s = 0; s < IBV_RECVS && !e; s++) e = post_recv(c, p, s);
+    if (e) {
+      rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: preparing the queue "
+                      "pair for rank %d failed: %s", t->rank, p, strerror(e));
+      goto out;
+    }
+    qpn[(size_t)t->rank * n + p] = pe->qp->qp_num;
+  }
+  /* Exchange addresses, keys and queue-pair numbers. */
+  me->lid = c->port.lid;
+  me->link_layer = c->port.link_layer;
+  me->mtu = (uint32_t)c->port.active_mtu;
+  if (c->gid_index >= 0) memcpy(me->gid, c->gid.raw, 16);
+  MELD_CHECK_GOTO(meld_bootstrap_allgather(b, info, sizeof *info), rc, out);
+  MELD_CHECK_GOTO(meld_bootstrap_allgather(b, qpn, (size_t)n * sizeof *qpn), rc, out);
+  for (int p = 0; p < n; p++) {
+    if (!meld_transport_is_remote(t, p)) continue;
+    if (info[p].link_layer != me->link_layer) {
+      rc = meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d's port is %s, ours "
+                      "(rank %d) %s: one fabric is needed", p,
+                      info[p].link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
+                      t->rank, me->link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand");
+      goto out;
+    }
+    memcpy(c->peers[p].raddr, info[p].addr, sizeof info[p].addr);
+    memcpy(c->peers[p].rkey, info[p].rkey, sizeof info[p].rkey);
+    MELD_CHECK_GOTO(qp_connect(c, p, &info[p], qpn[(size_t)p * n + t->rank]), rc, out);
+  }
+  atomic_store(&c->open, c->nremote);
+  if (pthread_create(&c->rx, NULL, rx_main, c) != 0) {
+    rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot start the receiver "
+                    "thread", t->rank);
+    goto out;
+  }
+  c->rx_started = 1;
+  MELD_INFO(MELD_SUB_PROXY, "ibverbs transport: rank %d on %s port %d (%s, %s %d), %d peers, "
+            "%u-deep send queues, %llu bytes a WRITE", t->rank, c->hca.name, c->hca.port,
+            c->port.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+            c->gid_index < 0 ? "lid" : "gid index", c->gid_index < 0 ? c->port.lid : c->gid_index,
+            c->nremote, c->sq_depth, (unsigned long long)c->wr_max);
+out:
+  free(info);
+  free(qpn);
+  return rc; /* on failure close frees what was made */
+}
+
+/* Posts a BYE to peer p (a signaled SEND, counted as a write in flight). */
+static meld_result_t send_bye(ibv_t *c, int p) {
+  ipeer_t *pe = &c->peers[p];
+  ctl_t m = {IBV_MAGIC, CTL_BYE, 0, 0, 0, 0};
+  struct ibv_sge sge = {(uintptr_t)&m, sizeof m, 0};
+  const uint64_t seq = c->seq++;
+  struct ibv_send_wr wr = {.wr_id = (uint64_t)p << IBV_PEER_SHIFT | seq, .sg_list = &sge,
+                           .num_sge = 1, .opcode = IBV_WR_SEND,
+                           .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED};
+  struct ibv_send_wr *bad = NULL;
+  int e = ibv_post_send(pe->qp, &wr, &bad);
+  if (e) return meld_error(MELD_ERR_SYSTEM, "posting goodbye to rank %d: %s", p, strerror(e));
+  pe->fseq[pe->ftail % c->sq_depth] = seq;
+  pe->fnwr[pe->ftail % c->sq_depth] = 1;
+  pe->ftail++;
+  pe->sq_used++;
+  return MELD_OK;
+}
+
+static int in_flight(const ibv_t *c) {
+  for (int p = 0; p < c->t->nranks; p++)
+    if (c->peers[p].fhead != c->peers[p].ftail) return 1;
+  return 0;
+}
+
+static void ibv_close(meld_transport_t *t, int64_t timeout_ms) {
+  ibv_t *c = t->impl;
+  const ibv_api_t *a = c->a;
+  const int64_t deadline = meld_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+  if (c->rx_started) {
+    /* BYE to every peer (room permitting), then wait for theirs and our completions. */
+    for (int p = 0; p < t->nranks && !meld_transport_failed(t); p++) {
+      ipeer_t *pe = &c->peers[p];
+      if (!pe->qp) continue;
+      while (pe->sq_used + 1 > c->sq_depth && !meld_transport_failed(t) && meld_now_ms() < deadline)
+        if (drain_send(c) != MELD_OK) break;
+      if (pe->sq_used + 1 > c->sq_depth || send_bye(c, p) != MELD_OK) break;
+    }
+    while ((atomic_load(&c->open) > 0 || in_flight(c)) && !meld_transport_failed(t) &&
+           meld_now_ms() < deadline) {
+      if (drain_send(c) != MELD_OK) break;
+      meld_sleep_ms(1);
+    }
+    if ((atomic_load(&c->open) > 0 || in_flight(c)) && !meld_transport_failed(t) && timeout_ms > 0)
+      MELD_WARN(MELD_SUB_PROXY, "ibverbs transport: rank %d closed with %d peers still "
+                "connected (they did not close within %lld ms)", t->rank, atomic_load(&c->open),
+                (long long)timeout_ms);
+    atomic_store(&c->stop, 1);
+    pthread_join(c->rx, NULL);
+  }
+  for (int p = 0; p < t->nranks; p++) {
+    if (c->peers[p].qp) a->destroy_qp(c->peers[p].qp);
+    free(c->peers[p].fseq);
+    free(c->peers[p].fnwr);
+  }
+  if (c->scq) a->destroy_cq(c->scq);
+  if (c->rcq) a->destroy_cq(c->rcq);
+  for (int i = 0; i < MELD_TRANSPORT_MAX_REGIONS; i++)
+    if (c->mr[i]) a->dereg_mr(c->mr[i]);
+  if (c->ctl_mr) a->dereg_mr(c->ctl_mr);
+  free(c->ctl);
+  if (c->pd) a->dealloc_pd(c->pd);
+  if (c->ctx) a->close_device(c->ctx);
+  free(c->peers);
+  free(c);
+  t->impl = NULL;
+}
+
+static const meld_transport_ops_t g_ibv_ops = {"ibv", ibv_connect, ibv_write, ibv_poll, ibv_close};
+
+/* Opens the chosen device and port (the part of create that can fail). */
+static meld_result_t ibv_open(ibv_t *c, int local_index) {
+  const ibv_api_t *a = c->a;
+  meld_transport_t *t = c->t;
+  MELD_CHECK(choose_hca(a, local_index, &c->hca));
+  int ndev = 0;
+  struct ibv_device **devs = a->get_device_list(&ndev);
+  if (!devs)
+    return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: ibv_get_device_list "
+                      "failed: %s", strerror(errno));
+  for (int d = 0; d < ndev && !c->ctx; d++)
+    if (strcmp(a->get_device_name(devs[d]), c->hca.name) == 0) c->ctx = a->open_device(devs[d]);
+  a->free_device_list(devs);
+  if (!c->ctx)
+    return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: no device %s "
+                      "could be opened (%d devices)", t->rank, c->hca.name, ndev);
+  memset(&c->port, 0, sizeof c->port);
+  if (a->query_port(c->ctx, (uint8_t)c->hca.port, &c->port) != 0)
+    return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: %s has no port %d",
+                      t->rank, c->hca.name, c->hca.port);
+  if (c->port.state != IBV_PORT_ACTIVE)
+    return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: %s port %d is not "
+                      "active (state %d)", t->rank, c->hca.name, c->hca.port, (int)c->port.state);
+  c->wr_max = c->port.max_msg_sz > 0 && c->port.max_msg_sz < IBV_WR_MAX ? c->port.max_msg_sz
+                                                                        : IBV_WR_MAX;
+  MELD_CHECK(choose_gid(c));
+  if (!(c->pd = a->alloc_pd(c->ctx)))
+    return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot allocate a "
+                      "protection domain on %s: %s", t->rank, c->hca.name, strerror(errno));
+  return MELD_OK;
+}
+
+meld_result_t meld_transport_ibv_create(int rank, int nranks, int node, int local_index,
+                                        int64_t timeout_ms, meld_transport_t **out) {
+  if (out) *out = NULL;
+  const ibv_api_t *a = api();
+  if (!a) return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: %s", g_api_err);
+  meld_transport_t *t = NULL;
+  MELD_CHECK(meld_transport_new(&g_ibv_ops, NULL, rank, nranks, node, timeout_ms, &t));
+  ibv_t *c = calloc(1, sizeof *c);
+  ipeer_t *peers = calloc((size_t)nranks, sizeof *peers);
+  if (!c || !peers) {
+    free(c), free(peers);
+    meld_transport_close(t, 0);
+    return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
+  }
+  c->t = t;
+  c->a = a;
+  c->peers = peers;
+  c->gid_index = -1;
+  t->impl = c;
+  meld_result_t rc = ibv_open(c, local_index);
+  if (rc != MELD_OK) {
+    meld_transport_close(t, 0); /* ibv_close frees what was opened */
+    return rc;
+  }
+  *out = t;
+  return MELD_OK;
+}
+
+#endif /* MELD_HAVE_VERBS */
