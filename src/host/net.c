@@ -161,7 +161,8 @@ static meld_result_t net_local_setup(struct meld_comm *comm, meld_net_t *n, uint
   n->recv = h + l.recv, n->recv_dev = d + l.recv;
   /* Regions in the same order on every rank (send, recv, flags: ids 0, 1, 2). */
   MELD_CHECK_GOTO(meld_transport_create(kind, comm->rank, comm->nranks, comm->node, comm->local_rank,
-                                        comm->cfg.bootstrap_timeout_ms, &n->tp),
+                                        comm->ranks[comm->rank].bus_id, comm->cfg.bootstrap_timeout_ms,
+                                        &n->tp),
                   res, out);
   const uint64_t stage = meld_net_stage_bytes(comm->nranks, n->block);
   MELD_CHECK_GOTO(meld_transport_register(n->tp, n->send, stage, &n->region_send), res, out);

@@ -119,18 +119,22 @@ meld_result_t meld_transport_tcp_create(int rank, int nranks, int node, const ch
 
 /* A tcp or ibverbs transport as `kind` says: "tcp", "ibv" (fails if ibverbs is unusable here:
  * MELD_ERR_UNSUPPORTED with the reason). local_index (this rank's index among the ranks of its
- * node) picks the NIC for ibv. (transport_ibv.c) */
+ * node) and gpu_bus_id (its GPU's PCI bus id, or NULL) pick the NIC for ibv. tcp advertises
+ * MELD_SOCKET_ADDR or this host's first non-loopback IPv4 address. (transport_ibv.c) */
 meld_result_t meld_transport_create(const char *kind, int rank, int nranks, int node,
-                                   int local_index, int64_t timeout_ms, meld_transport_t **out);
+                                   int local_index, const char *gpu_bus_id, int64_t timeout_ms,
+                                   meld_transport_t **out);
 
 /* An ibverbs RC transport (transport_ibv.c: loads libibverbs at run time, MELD_IB_LIB names
- * another library; MELD_IB_HCA "name[:port]" picks the NIC, else the active port of the
- * local_index-th device that has one; MELD_IB_GID_INDEX the GID, else the port's IB LID or,
- * on Ethernet (RoCE), its RoCE v2 IPv4 GID). Fails: MELD_ERR_UNSUPPORTED (no library, no
- * device with an active port, built without rdma-core headers: the sentence says which),
- * MELD_ERR_SYSTEM (the device could not be opened), as meld_transport_new. */
+ * another library; MELD_IB_HCA "name[:port]" picks the NIC, else among the active ports those
+ * of the NICs nearest the GPU at gpu_bus_id on the PCI tree (pci.h), the local_index-th of
+ * them modulo their number; MELD_IB_GID_INDEX the GID, else the port's IB LID or, on Ethernet
+ * (RoCE), its RoCE v2 IPv4 GID). Fails: MELD_ERR_UNSUPPORTED (no library, no device with an
+ * active port, built without rdma-core headers: the sentence says which), MELD_ERR_SYSTEM
+ * (the device could not be opened), as meld_transport_new. */
 meld_result_t meld_transport_ibv_create(int rank, int nranks, int node, int local_index,
-                                        int64_t timeout_ms, meld_transport_t **out);
+                                        const char *gpu_bus_id, int64_t timeout_ms,
+                                        meld_transport_t **out);
 
 /* MELD_OK if an ibverbs transport can be made here (library, a device with an active port);
  * else MELD_ERR_UNSUPPORTED with the reason as meld_last_error(). Opens nothing it keeps. */

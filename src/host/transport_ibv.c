@@ -47,6 +47,7 @@
 #include "config.h"
 #include "error.h"
 #include "log.h"
+#include "pci.h"
 #include "sock.h"
 #include "transport.h"
 
@@ -57,9 +58,10 @@
 #endif
 
 meld_result_t meld_transport_create(const char *kind, int rank, int nranks, int node,
-                                   int local_index, int64_t timeout_ms, meld_transport_t **out) {
+                                   int local_index, const char *gpu_bus_id, int64_t timeout_ms,
+                                   meld_transport_t **out) {
   if (kind && strcmp(kind, "ibv") == 0)
-    return meld_transport_ibv_create(rank, nranks, node, local_index, timeout_ms, out);
+    return meld_transport_ibv_create(rank, nranks, node, local_index, gpu_bus_id, timeout_ms, out);
   if (!kind || strcmp(kind, "tcp") == 0)
     return meld_transport_tcp_create(rank, nranks, node, NULL, timeout_ms, out);
   if (out) *out = NULL;
@@ -75,8 +77,9 @@ meld_result_t meld_transport_create(const char *kind, int rank, int nranks, int 
 meld_result_t meld_transport_ibv_probe(void) { return meld_error(MELD_ERR_UNSUPPORTED, NO_VERBS); }
 
 meld_result_t meld_transport_ibv_create(int rank, int nranks, int node, int local_index,
-                                        int64_t timeout_ms, meld_transport_t **out) {
-  (void)rank, (void)nranks, (void)node, (void)local_index, (void)timeout_ms;
+                                        const char *gpu_bus_id, int64_t timeout_ms,
+                                        meld_transport_t **out) {
+  (void)rank, (void)nranks, (void)node, (void)local_index, (void)gpu_bus_id, (void)timeout_ms;
   if (out) *out = NULL;
   return meld_error(MELD_ERR_UNSUPPORTED, NO_VERBS);
 }
@@ -220,9 +223,11 @@ static int active_ports(const ibv_api_t *a, hca_t *out, int cap, char *why, size
   return k;
 }
 
-/* Picks the device and port: MELD_IB_HCA "name[:port]", else the local_index-th active port
- * (modulo their number: ranks of a node spread over the NICs). */
-static meld_result_t choose_hca(const ibv_api_t *a, int local_index, hca_t *h) {
+/* Picks the device and port: MELD_IB_HCA "name[:port]", else among the active ports those of
+ * the NICs nearest the GPU on the PCI tree (sysfs; all, where it says nothing), and among
+ * those the local_index-th modulo their number (ranks of a node spread over equal NICs). */
+static meld_result_t choose_hca(const ibv_api_t *a, int local_index, const char *gpu_bus_id,
+                                hca_t *h) {
   const char *env = getenv("MELD_IB_HCA");
   if (env && *env) {
     char name[64];
@@ -242,11 +247,24 @@ static meld_result_t choose_hca(const ibv_api_t *a, int local_index, hca_t *h) {
     h->port = port;
     return MELD_OK;
   }
-  hca_t list[64];
+  enum { MAXP = 64 };
+  hca_t list[MAXP];
   char why[200] = "";
-  int n = active_ports(a, list, 64, why, sizeof why);
+  const int n = active_ports(a, list, MAXP, why, sizeof why);
   if (n <= 0) return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: %s", why);
-  *h = list[(local_index > 0 ? local_index : 0) % n];
+  char(*paths)[512] = calloc(MAXP, sizeof *paths);
+  if (!paths) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
+  const char *nic[MAXP];
+  char gpu[512] = "";
+  const int have_gpu = gpu_bus_id && meld_pci_path_of_bus_id("/sys", gpu_bus_id, gpu, sizeof gpu) == 0;
+  for (int i = 0; i < n; i++)
+    nic[i] = meld_pci_path_of_ibdev("/sys", list[i].name, paths[i], sizeof paths[i]) == 0 ? paths[i] : NULL;
+  const int k = meld_pci_pick_nic(have_gpu ? gpu : NULL, nic, n, local_index);
+  *h = list[k];
+  MELD_INFO(MELD_SUB_PROXY, "ibverbs transport: %s port %d of %d active ports%s%s (PCI distance %d)",
+            h->name, h->port, n, have_gpu ? ", nearest GPU " : "", have_gpu ? gpu_bus_id : "",
+            have_gpu ? meld_pci_distance(gpu, nic[k]) : -1);
+  free(paths);
   return MELD_OK;
 }
 
@@ -847,10 +865,10 @@ static void ibv_close(meld_transport_t *t, int64_t timeout_ms) {
 static const meld_transport_ops_t g_ibv_ops = {"ibv", ibv_connect, ibv_write, ibv_poll, ibv_close};
 
 /* Opens the chosen device and port (the part of create that can fail). */
-static meld_result_t ibv_open(ibv_t *c, int local_index) {
+static meld_result_t ibv_open(ibv_t *c, int local_index, const char *gpu_bus_id) {
   const ibv_api_t *a = c->a;
   meld_transport_t *t = c->t;
-  MELD_CHECK(choose_hca(a, local_index, &c->hca));
+  MELD_CHECK(choose_hca(a, local_index, gpu_bus_id, &c->hca));
   int ndev = 0;
   struct ibv_device **devs = a->get_device_list(&ndev);
   if (!devs)
@@ -879,7 +897,8 @@ static meld_result_t ibv_open(ibv_t *c, int local_index) {
 }
 
 meld_result_t meld_transport_ibv_create(int rank, int nranks, int node, int local_index,
-                                        int64_t timeout_ms, meld_transport_t **out) {
+                                        const char *gpu_bus_id, int64_t timeout_ms,
+                                        meld_transport_t **out) {
   if (out) *out = NULL;
   const ibv_api_t *a = api();
   if (!a) return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: %s", g_api_err);
@@ -897,7 +916,7 @@ meld_result_t meld_transport_ibv_create(int rank, int nranks, int node, int loca
   c->peers = peers;
   c->gid_index = -1;
   t->impl = c;
-  meld_result_t rc = ibv_open(c, local_index);
+  meld_result_t rc = ibv_open(c, local_index, gpu_bus_id);
   if (rc != MELD_OK) {
     meld_transport_close(t, 0); /* ibv_close frees what was opened */
     return rc;

@@ -60,7 +60,7 @@ static const char *g_kind = "tcp"; /* the group's transport: "tcp" or "ibv" */
 static meld_result_t make_transport(int rank, int nranks, int node, meld_transport_t **t) {
   if (strcmp(g_kind, "tcp") == 0)
     return meld_transport_tcp_create(rank, nranks, node, "127.0.0.1", TIMEOUT_MS, t);
-  return meld_transport_create(g_kind, rank, nranks, node, rank, TIMEOUT_MS, t);
+  return meld_transport_create(g_kind, rank, nranks, node, rank, NULL, TIMEOUT_MS, t);
 }
 
 static job_t new_job(int nranks) { return mp_new_job(nranks); }
@@ -330,10 +330,10 @@ static void test_emulated_nodes(void **state) {
 
 static int bad_args_rank(int idx, const job_t *job) {
   meld_transport_t *t = NULL;
-  EXPECT_INVALID(meld_transport_create(g_kind, 2, 2, 0, 0, 1000, &t), "rank 2 is not in [0, nranks 2)");
-  EXPECT_INVALID(meld_transport_create(g_kind, 0, 2, -1, 0, 1000, &t), "node -1 < 0");
-  EXPECT_INVALID(meld_transport_create(g_kind, 0, 2, 0, 0, 0, &t), "timeout_ms 0 < 1");
-  EXPECT_INVALID(meld_transport_create("udp", 0, 2, 0, 0, 1000, &t), "unknown kind \"udp\" (tcp or ibv)");
+  EXPECT_INVALID(meld_transport_create(g_kind, 2, 2, 0, 0, NULL, 1000, &t), "rank 2 is not in [0, nranks 2)");
+  EXPECT_INVALID(meld_transport_create(g_kind, 0, 2, -1, 0, NULL, 1000, &t), "node -1 < 0");
+  EXPECT_INVALID(meld_transport_create(g_kind, 0, 2, 0, 0, NULL, 0, &t), "timeout_ms 0 < 1");
+  EXPECT_INVALID(meld_transport_create("udp", 0, 2, 0, 0, NULL, 1000, &t), "unknown kind \"udp\" (tcp or ibv)");
   CHILD_CHECK(t == NULL);
   uint64_t *mem = aligned_alloc(64, 4096);
   CHILD_CHECK(mem != NULL);
@@ -453,7 +453,7 @@ static int probe_child(int idx, const job_t *job) {
   const meld_result_t want = strstr(g_expect, "MELD_IB_HCA=") ? MELD_ERR_INVALID_ARG : MELD_ERR_UNSUPPORTED;
   if (!strstr(g_expect, "no device") && !strstr(g_expect, "MELD_IB_HCA="))
     CHILD_CHECK(meld_transport_ibv_probe() == MELD_ERR_UNSUPPORTED);
-  CHILD_CHECK(meld_transport_ibv_create(0, 2, 0, 0, TIMEOUT_MS, &t) == want && t == NULL);
+  CHILD_CHECK(meld_transport_ibv_create(0, 2, 0, 0, NULL, TIMEOUT_MS, &t) == want && t == NULL);
   if (!strstr(meld_last_error(), g_expect)) {
     fprintf(stderr, "child %d: expected \"%s\" in: %s\n", idx, g_expect, meld_last_error());
     return 1;
@@ -485,7 +485,7 @@ static int probe_ok_child(int idx, const job_t *job) {
   CHILD_CHECK(meld_transport_ibv_probe() == MELD_OK);
   setenv("MELD_IB_HCA", "fake0:1", 1);
   meld_transport_t *t = NULL;
-  CHILD_CHECK(meld_transport_ibv_create(0, 2, 0, 0, TIMEOUT_MS, &t) == MELD_OK && t != NULL);
+  CHILD_CHECK(meld_transport_ibv_create(0, 2, 0, 0, NULL, TIMEOUT_MS, &t) == MELD_OK && t != NULL);
   meld_transport_close(t, 0);
   return 0;
 }

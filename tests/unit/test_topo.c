@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "comm.h"
+#include "pci.h"
 
 static void make(meld_rank_info_t *r, int n, const uint64_t *hosts, const int *ovr) {
   memset(r, 0, sizeof *r * (size_t)n);
@@ -131,11 +133,80 @@ static void test_proc_nonce(void **state) {
   assert_true(other == mine);
 }
 
+/* ---- PCI distances and the NIC choice (pci.h) ------------------------------------------- */
+
+static void test_pci_distance(void **state) {
+  (void)state;
+  const char *sw = "/sys/devices/pci0000:16/0000:16:02.0/0000:17:00.0";
+  assert_int_equal(meld_pci_distance(sw, sw), 0);
+  /* siblings under one switch port */
+  assert_int_equal(meld_pci_distance("/sys/devices/pci0000:16/0000:16:02.0/0000:17:00.0/0000:18:00.0",
+                                     "/sys/devices/pci0000:16/0000:16:02.0/0000:17:00.0/0000:19:00.0"), 2);
+  /* a bridge and a device below it */
+  assert_int_equal(meld_pci_distance(sw, "/sys/devices/pci0000:16/0000:16:02.0/0000:17:00.0/0000:18:00.0"), 1);
+  /* names that share a prefix are not ancestors: 0000:1 vs 0000:17 */
+  assert_int_equal(meld_pci_distance("/sys/devices/pci0000:16/0000:1", sw), 1 + 2);
+  /* other root complexes share only /sys/devices */
+  assert_int_equal(meld_pci_distance(sw, "/sys/devices/pci0000:97/0000:97:02.0/0000:98:00.0"), 6);
+  assert_true(meld_pci_distance(NULL, sw) >= 1 << 20);
+  assert_true(meld_pci_distance(sw, "") >= 1 << 20);
+}
+
+static void test_pci_pick(void **state) {
+  (void)state;
+  /* Two sockets, two NICs each; the GPU sits under NIC 2's switch. */
+  const char *nic[4] = {"/sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0",
+                        "/sys/devices/pci0000:16/0000:16:02.0/0000:20:00.0",
+                        "/sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0/0000:99:00.0",
+                        "/sys/devices/pci0000:97/0000:97:02.0/0000:a0:00.0"};
+  const char *gpu = "/sys/devices/pci0000:97/0000:97:01.0/0000:98:00.0/0000:9a:00.0";
+  for (int li = 0; li < 4; li++) assert_int_equal(meld_pci_pick_nic(gpu, nic, 4, li), 2);
+  /* A GPU on socket 0's root, under neither switch: NICs 0 and 1 are equally near; ranks
+   * spread over them by local index. */
+  const char *gpu0 = "/sys/devices/pci0000:16/0000:16:03.0/0000:30:00.0";
+  assert_int_equal(meld_pci_pick_nic(gpu0, nic, 4, 0), 0);
+  assert_int_equal(meld_pci_pick_nic(gpu0, nic, 4, 1), 1);
+  assert_int_equal(meld_pci_pick_nic(gpu0, nic, 4, 2), 0);
+  /* No GPU path: all equal, round robin; unknown NIC paths lose to known ones. */
+  for (int li = 0; li < 8; li++) assert_int_equal(meld_pci_pick_nic(NULL, nic, 4, li), li % 4);
+  const char *some[3] = {NULL, nic[3], NULL};
+  assert_int_equal(meld_pci_pick_nic(gpu, some, 3, 0), 1);
+  assert_int_equal(meld_pci_pick_nic(gpu, nic, 0, 0), -1);
+}
+
+/* Paths are resolved through sysfs's links: a fake tree under a temporary root. */
+static void test_pci_sysfs(void **state) {
+  (void)state;
+  char root[] = "/tmp/meld-sysfs-XXXXXX";
+  assert_non_null(mkdtemp(root));
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd,
+           "set -e; cd %s; mkdir -p devices/pci0000:16/0000:16:02.0/0000:17:00.0/0000:1a:00.0 "
+           "devices/pci0000:16/0000:16:02.0/0000:17:00.0/0000:19:00.0 bus/pci/devices class/infiniband/mlx5_3; "
+           "ln -s ../../../devices/pci0000:16/0000:16:02.0/0000:17:00.0/0000:1a:00.0 bus/pci/devices/0000:1a:00.0; "
+           "ln -s ../../../devices/pci0000:16/0000:16:02.0/0000:17:00.0/0000:19:00.0 class/infiniband/mlx5_3/device",
+           root);
+  assert_int_equal(system(cmd), 0);
+  char gpu[512], nic[512];
+  assert_int_equal(meld_pci_path_of_bus_id(root, "0000:1a:00.0", gpu, sizeof gpu), 0);
+  char gpu_upper[512]; /* (CUDA spells bus ids in upper case, sysfs in lower) */
+  assert_int_equal(meld_pci_path_of_bus_id(root, "0000:1A:00.0", gpu_upper, sizeof gpu_upper), 0);
+  assert_string_equal(gpu, gpu_upper);
+  assert_int_equal(meld_pci_path_of_ibdev(root, "mlx5_3", nic, sizeof nic), 0);
+  assert_non_null(strstr(gpu, "/devices/pci0000:16/0000:16:02.0/0000:17:00.0/0000:1a:00.0"));
+  assert_int_equal(meld_pci_distance(gpu, nic), 2);
+  assert_int_equal(meld_pci_path_of_bus_id(root, "0000:AB:00.0", gpu, sizeof gpu), -1);
+  assert_int_equal(meld_pci_path_of_ibdev(root, "mlx5_0", nic, sizeof nic), -1);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_by_host),        cmocka_unit_test(test_emulated_nodes),
       cmocka_unit_test(test_single_rank),    cmocka_unit_test(test_errors),
       cmocka_unit_test(test_host_hash_stable), cmocka_unit_test(test_proc_nonce),
+      cmocka_unit_test(test_pci_distance), cmocka_unit_test(test_pci_pick), cmocka_unit_test(test_pci_sysfs),
   };
   return cmocka_run_group_tests_name("topo", tests, NULL, NULL);
 }
