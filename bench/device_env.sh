@@ -1,10 +1,15 @@
 # device_env.sh — the common start of the bench/*.sh device scripts (sourced, not run): strict
 # variables, $OUT (where results go; the device tool's folder, else /tmp/out), no NVLink
-# multicast for NCCL / torch / NVSHMEM, `el` (seconds since the script began) and `build`.
+# multicast for NCCL / torch / NVSHMEM, `el` (seconds since the script began), `tl` (a step's
+# time limit within the script's deadline) and `build`.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 t0=$(date +%s); el() { echo $(( $(date +%s) - t0 )); }
+# tl N: a step's `timeout` in seconds: N, or the seconds left before DEADLINE (seconds since the
+# script began; default 570, inside the device's 600 s a command) where fewer (at least 1), so a
+# late or hung step is cut short and the script's last lines (archive, summary) still run.
+tl() { local l=$(( ${DEADLINE:-570} - $(el) )); [ "$l" -lt "$1" ] || l=$1; [ "$l" -ge 1 ] || l=1; echo "$l"; }
 # Binaries packed by bench/pack_bins.sh and carried: unpacked once per device copy.
 # The binaries' commit (bench/pack_bins.sh): the device's .git is the session's first commit, so
 # without carried binaries pass BENCH_COMMIT=$(git rev-parse --short HEAD) in the call's command.

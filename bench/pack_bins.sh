@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: $0 BINARY..."; exit 2; }
 mkdir -p build/carry
 tar cf - "$@" | xz -6 -T2 > build/carry/bins.tar.xz
+# (device_env.sh's "unpacked" mark, left where it was sourced on this machine, would travel with
+# the carry and keep the device from unpacking the new archive)
+rm -f build/carry/.unpacked
 # The commit the binaries were built from ("+dirty": with uncommitted changes under src, include,
 # bench or tests): the device's copy of .git stays at the session's first commit, so the benches'
 # JSON "commit" would be that one (sessions 32-34 recorded their first commit on every row).

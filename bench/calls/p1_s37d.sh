@@ -9,11 +9,20 @@
 # default split 3+ pieces; deterministic <= 2, 20 runs bitwise equal).
 # Prediction: all pass; 2 x 2 threads all_reduce hierarchical 1.3-1.8x faster than flat (half
 # the bytes cross "nodes"; the in-node steps are same-GPU copies), all_gather 1.2-1.6x.
+# Usage (device, nvidia-h200): OUT=... [PREBUILT=1: bench/pack_bins.sh build/tests/gpu/test_net
+#   build/tests/gpu/test_gemm, carry build/carry] bash bench/calls/p1_s37d.sh
+# Estimated wall: build ~100-120 s cold (0 with PREBUILT=1), test_gemm ~30-60 s, run_shared 4 test_net
+# ~90-150 s (session 37's 2 x 2 runs, now also hierarchical + flat and 9 thread timings): ~250-330 s;
+# every step capped by tl (bench/device_env.sh: the script ends by 570 s).
 . "$(dirname "$0")/../device_env.sh"
+# The inter-node transport: tcp, as when this call was prepared (since 0291438 the default "auto"
+# takes the ibverbs transport wherever every rank can open an HCA; that transport has not run on a
+# GPU yet, and the predictions below are loopback-TCP ones).
+export MELD_NET_TRANSPORT=tcp
 build lib build/tests/gpu/test_net build/tests/gpu/test_gemm
-MELD_TIMEOUT_MS=5000 timeout -k 5 300 tests/gpu/run.sh test_gemm > "$OUT/test_gemm.log" 2>&1
+MELD_TIMEOUT_MS=5000 TEST_TIMEOUT_S=140 timeout -k 5 "$(tl 150)" tests/gpu/run.sh test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "== test_gemm rc=$? at $(el) s"; grep -E "checks passed|FAIL|deterministic" "$OUT/test_gemm.log" | head -8
-GT_SPAWN_TIMEOUT_S=300 timeout -k 5 500 tests/gpu/run_shared.sh 4 test_net > "$OUT/test_net4.log" 2>&1
+GT_SPAWN_TIMEOUT_S=300 timeout -k 5 "$(tl 420)" tests/gpu/run_shared.sh 4 test_net > "$OUT/test_net4.log" 2>&1
 echo "== run_shared 4 test_net rc=$? at $(el) s"
 grep -E "FAIL|checks|PASSED|FAILED|timeout after|error|threads|split|^---" "$OUT/test_net4.log" | cut -c1-260 | head -90
 echo "== done at $(el) s"

@@ -20,13 +20,20 @@
 # the counts exchange between the ranks inside it): added the A/B against the routing kernel.
 # Prediction: in the fused kernel faster at decode (-8..-15 us: a kernel boundary and the
 # exchange's round trip overlap nothing less), even elsewhere.
+# Usage (device, nvidia-h200-x2): OUT=... [PREBUILT=1: bench/pack_bins.sh build/tests/gpu/test_moe
+#   build/bench/bench_moe, carry build/carry] bash bench/calls/x2_moe.sh
+# Estimated wall: build ~100-120 s cold (0 with PREBUILT=1), test_moe 2 ~5-10 s, bench_moe --ranks 2
+# (7 rows x 15 variants, settle 300 ms) ~60-120 s: ~180-250 s; every step capped by tl
+# (bench/device_env.sh: the script ends by 570 s).
 . "$(dirname "$0")/../device_env.sh"
 build build/tests/gpu/test_moe build/bench/bench_moe
+# (MELD_TIMEOUT_MS reaches neither meld program: their comms set timeout_ms themselves, 5 s in
+# test_moe and 20 s in bench_moe, so a hang there costs those and `timeout`)
 export MELD_TIMEOUT_MS=5000
 L="$OUT/l"; mkdir -p "$L"
-timeout -k 5 150 build/tests/gpu/test_moe 2 > "$L/test_moe.log" 2>&1
+timeout -k 5 "$(tl 150)" build/tests/gpu/test_moe 2 > "$L/test_moe.log" 2>&1
 echo "== test_moe 2 rc=$? at $(el) s"; grep -E "checks|FAIL|rror|GPU" "$L/test_moe.log" | cut -c1-300 | head -8
-BENCH_MOE_AB="MELD_MOE_COMM_CTAS=8,MELD_MOE_COMM_CTAS=32,MELD_MOE_COPY=vec,MELD_MOE_ROUTE_IN=0" BENCH_SETTLE_MS=300 timeout -k 5 300 \
+BENCH_MOE_AB="MELD_MOE_COMM_CTAS=8,MELD_MOE_COMM_CTAS=32,MELD_MOE_COPY=vec,MELD_MOE_ROUTE_IN=0" BENCH_SETTLE_MS=300 timeout -k 5 "$(tl 300)" \
   build/bench/bench_moe --ranks 2 --json "$OUT/moe.jsonl" > "$L/bench_moe2.log" 2>&1
 echo "== bench_moe P=2 rc=$? at $(el) s"; grep -E "^P|FAIL|rror|GPU" "$L/bench_moe2.log" | cut -c1-200 | head -60
 for f in "$L"/*.log; do [ "$(wc -c < "$f")" -gt 2000000 ] && { head -c 1000000 "$f" > "$f.t"; mv "$f.t" "$f"; }; done

@@ -34,30 +34,36 @@
 # MELD_COLL_CE staying opt-in.
 # Usage (device, nvidia-h200-x2): OUT=... [PREBUILT=1: carry build/bench/bench_coll
 #   build/bench/bench_inproc build/tests/gpu] bash bench/calls/x2_s23.sh
+# (bench/calls/x2_first.sh runs parts 1, 2 and 5 first, with test_gemm_rs / test_ag_gemm, in ~540 s.)
+# Estimated wall (session 23's one-GPU logs, session 9's 2-GPU ones): build ~100-120 s cold (0 with
+# PREBUILT=1), tests ~60 s, bench_coll ~30-60, bench_inproc rows ~45, traces ~20, fused ~60-90, A/Bs
+# ~40-60: ~350-450 s; every step capped by tl (bench/device_env.sh: the script ends by 570 s).
+# test_inproc runs at 2 ranks only (TEST_INPROC_RANKS=2: one rank per GPU, this call's intent; its
+# default became 2,3,4 in session 24, i.e. here 3 and 4 ranks sharing the 2 GPUs).
 . "$(dirname "$0")/../device_env.sh" # set -u, $OUT, no multicast, el
 export BENCH_COMMIT=${BENCH_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)} BENCH_RUN=${BENCH_RUN:-x2-s23}
 d=$(date -u +%Y-%m-%d)
 nvidia-smi -L > "$OUT/gpus.txt" 2>&1
 build build/tests/gpu/test_coll build/tests/gpu/test_inproc build/bench/bench_coll build/bench/bench_inproc
-PREBUILT=1 MELD_TIMEOUT_MS=5000 TEST_TIMEOUT_S=200 timeout -k 5 260 tests/gpu/run.sh test_coll test_inproc > "$OUT/tests.log" 2>&1
+PREBUILT=1 TEST_INPROC_RANKS=2 MELD_TIMEOUT_MS=5000 TEST_TIMEOUT_S=200 timeout -k 5 "$(tl 260)" tests/gpu/run.sh test_coll test_inproc > "$OUT/tests.log" 2>&1
 echo "== test_coll, test_inproc (2 GPUs) rc=$? at $(el) s"; grep -E "checks passed|FAIL|^== gpu|rel err|missing" "$OUT/tests.log" | head -14
-timeout -k 5 200 build/bench/bench_coll --zc --max-bytes $((64 << 20)) --json "$OUT/coll-zc-x2-s23-$d.jsonl" > "$OUT/bench_coll.log" 2>&1
+MELD_TIMEOUT_MS=5000 timeout -k 5 "$(tl 200)" build/bench/bench_coll --zc --max-bytes $((64 << 20)) --json "$OUT/coll-zc-x2-s23-$d.jsonl" > "$OUT/bench_coll.log" 2>&1
 echo "== bench_coll --zc rc=$? at $(el) s"
 grep -E " (4096|65536|262144|67108864) " "$OUT/bench_coll.log" | grep -E "auto|nccl|zc_c16 " | cut -c1-120
-MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --sizes 4096,65536,262144,1048576 --kinds ord \
+MELD_TIMEOUT_MS=3000 timeout -k 5 "$(tl 60)" build/bench/bench_inproc --ranks 2 --sizes 4096,65536,262144,1048576 --kinds ord \
   --json "$OUT/inproc-x2-s23-$d.jsonl" --label x2 > "$OUT/inproc_ord.log" 2>&1
-MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --sizes 4096,65536,262144,1048576 --kinds sym --zc \
+MELD_TIMEOUT_MS=3000 timeout -k 5 "$(tl 60)" build/bench/bench_inproc --ranks 2 --sizes 4096,65536,262144,1048576 --kinds sym --zc \
   --json "$OUT/inproc-x2-s23-$d.jsonl" --label x2 > "$OUT/inproc_zc.log" 2>&1
-MELD_TIMEOUT_MS=3000 timeout -k 5 60 build/bench/bench_inproc --ranks 2 --only all_gather --sizes 1048576,16777216,67108864,268435456 \
+MELD_TIMEOUT_MS=3000 timeout -k 5 "$(tl 60)" build/bench/bench_inproc --ranks 2 --only all_gather --sizes 1048576,16777216,67108864,268435456 \
   --kinds sym --ce --json "$OUT/inproc-x2-s23-$d.jsonl" --label x2_ce > "$OUT/inproc_ce.log" 2>&1
 echo "== bench_inproc (2 GPUs, one process) at $(el) s"; grep -hE "^(all|reduce)|FAIL" "$OUT"/inproc_*.log
 for op in all_gather reduce_scatter; do
-  MELD_PORT=$((47913 + ${#op})) MELD_TRACE="$OUT/coll-trace-$op.json" timeout -k 5 40 build/bench/bench_coll --zc --trace \
+  MELD_PORT=$((47913 + ${#op})) MELD_TRACE="$OUT/coll-trace-$op.json" MELD_TIMEOUT_MS=5000 timeout -k 5 "$(tl 40)" build/bench/bench_coll --zc --trace \
     --only $op --max-bytes $((64 << 20)) > "$OUT/trace_$op.log" 2>&1
   echo "== trace $op rc=$? at $(el) s"
   python3 tools/trace_stats.py "$OUT"/coll-trace-$op*.json* 2>&1 | sed -n '/call 3:/,/call 4:/p' | head -12
 done
-MELD_WORKSPACE_BYTES=402653184 BENCH_SETTLE_MS=500 MELD_TIMEOUT_MS=5000 timeout -k 5 300 build/bench/bench_inproc --ranks 2 \
+MELD_WORKSPACE_BYTES=402653184 BENCH_SETTLE_MS=500 MELD_TIMEOUT_MS=5000 timeout -k 5 "$(tl 300)" build/bench/bench_inproc --ranks 2 \
   --samples 3 --fused-pairs 2 --fused ag:8192,5120,8192/ag:8192,14336,4096/rs:8192,8192,8192/rs:8192,4096,14336/ar:8192,8192,8192 \
   --json "$OUT/inproc-fused-x2-s23-$d.jsonl" --label x2 > "$OUT/inproc_fused.log" 2>&1
 echo "== bench_inproc --fused (2 GPUs) rc=$? at $(el) s"; grep -E "mean of|FAIL" "$OUT/inproc_fused.log"
@@ -69,11 +75,14 @@ echo "== bench_inproc --fused (2 GPUs) rc=$? at $(el) s"; grep -E "mean of|FAIL"
 # (bench_inproc --ab: the values in the same passes).
 ab_row() { # NAME SHAPES --ab ...
   local name=$1 shapes=$2; shift 2
-  MELD_WORKSPACE_BYTES=402653184 BENCH_SETTLE_MS=300 BENCH_VARIANTS=gemm,fused MELD_TIMEOUT_MS=5000 timeout -k 5 200 \
+  MELD_WORKSPACE_BYTES=402653184 BENCH_SETTLE_MS=300 BENCH_VARIANTS=gemm,fused MELD_TIMEOUT_MS=5000 timeout -k 5 "$(tl 200)" \
     build/bench/bench_inproc --ranks 2 --samples 3 --fused-pairs 2 --fused "$shapes" "$@" \
     --json "$OUT/inproc-fused-x2-s23-$d.jsonl" --label "x2_$name" > "$OUT/inproc_$name.log" 2>&1
   echo "== $name rc=$? at $(el) s"; grep -E "mean of|FAIL" "$OUT/inproc_$name.log"
 }
 ab_row early_copy ar:8192,8192,8192/ar:8192,8192,1024 --ab MELD_GEMM_AR_EARLY_COPY=0,1
 ab_row rs_order rs:8192,8192,8192/rs:8192,14336,4096 --ab MELD_GEMM_RS_ORDER=rotate,ileave  # (the order needs >= 2 waves a group: N 4096 would not take it)
-cd "$OUT" && tar czf logs.tgz *.log coll-trace-* && rm -f *.log coll-trace-*
+# (a device call brings back at most 8 files: the logs and traces in one archive, even where a
+# trace is missing, which made the old `tar ... && rm` keep every log loose)
+cd "$OUT" && tar czf logs.tgz $(ls *.log coll-trace-* 2>/dev/null); rm -f *.log coll-trace-*
+echo "== done at $(el) s"
