@@ -295,7 +295,7 @@ typedef struct {
 
 /* What every rank publishes at connect (all-gathered), then the QP numbers (rank x rank). */
 typedef struct {
-  uint32_t lid, link_layer, mtu, pad;
+  uint32_t lid, link_layer, mtu, by_gid; /* by_gid: the rank addresses peers by GID */
   uint8_t gid[16];
   uint64_t addr[MELD_TRANSPORT_MAX_REGIONS];
   uint32_t rkey[MELD_TRANSPORT_MAX_REGIONS];
@@ -515,9 +515,11 @@ static meld_result_t ibv_write(meld_transport_t *t, const meld_write_t *w) {
     memset(stack_sge, 0, sizeof stack_sge);
   }
   ctl_t m = {IBV_MAGIC, CTL_FLAG, w->flag_region, 0, w->flag_offset, w->flag_value};
+  const uint64_t wr_id = (uint64_t)p << IBV_PEER_SHIFT | (seq & ((1ull << IBV_PEER_SHIFT) - 1));
   for (uint64_t i = 0; i < nwr; i++) {
     struct ibv_send_wr *r = &wrs[i];
     r->next = i + 1 < nwr ? &wrs[i + 1] : NULL;
+    r->wr_id = wr_id; /* (an unsignaled WR's error completion carries it too) */
     r->num_sge = 1;
     r->sg_list = &sges[i];
     if (i < ndata) {
@@ -533,7 +535,6 @@ static meld_result_t ibv_write(meld_transport_t *t, const meld_write_t *w) {
     }
   }
   wrs[nwr - 1].send_flags |= IBV_SEND_SIGNALED;
-  wrs[nwr - 1].wr_id = (uint64_t)p << IBV_PEER_SHIFT | (seq & ((1ull << IBV_PEER_SHIFT) - 1));
   struct ibv_send_wr *bad = NULL;
   const int e = ibv_post_send(pe->qp, wrs, &bad);
   if (wrs != stack_wr) free(wrs), free(sges);
@@ -760,7 +761,8 @@ static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
   me->lid = c->port.lid;
   me->link_layer = c->port.link_layer;
   me->mtu = (uint32_t)c->port.active_mtu;
-  if (c->gid_index >= 0) memcpy(me->gid, c->gid.raw, 16);
+  me->by_gid = c->gid_index >= 0;
+  if (me->by_gid) memcpy(me->gid, c->gid.raw, 16);
   MELD_CHECK_GOTO(meld_bootstrap_allgather(b, info, sizeof *info), rc, out);
   MELD_CHECK_GOTO(meld_bootstrap_allgather(b, qpn, (size_t)n * sizeof *qpn), rc, out);
   for (int p = 0; p < n; p++) {
@@ -770,6 +772,12 @@ static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
                       "(rank %d) %s: one fabric is needed", p,
                       info[p].link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
                       t->rank, me->link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand");
+      goto out;
+    }
+    if (info[p].by_gid != me->by_gid) {
+      rc = meld_error(MELD_ERR_INVALID_ARG, "meld ibverbs transport: rank %d addresses peers by "
+                      "%s, rank %d by %s: set MELD_IB_GID_INDEX alike on every rank", p,
+                      info[p].by_gid ? "GID" : "LID", t->rank, me->by_gid ? "GID" : "LID");
       goto out;
     }
     memcpy(c->peers[p].raddr, info[p].addr, sizeof info[p].addr);

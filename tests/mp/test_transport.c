@@ -248,6 +248,66 @@ static void test_alltoall_2(void **state) { (void)state; alltoall(2); }
 static void test_alltoall_4(void **state) { (void)state; alltoall(4); }
 static void test_alltoall_8(void **state) { (void)state; alltoall(8); }
 
+/* ---- sources reused as soon as `done` allows -------------------------------------------------- */
+
+#define REUSE_SLOTS 4
+#define REUSE_BYTES (256u << 10)
+#define REUSE_CHUNKS 32 /* x 256 KiB = the 8 MiB receive slice of 2 ranks */
+
+/* Each rank streams 32 chunks to the other through only 4 source slots, rewriting a slot as
+ * soon as meld_proxy_done() passes the command that last read it. A transport that reports a
+ * write complete before its source was read (the fake HCA reads it late, at send time) makes
+ * the receiver see the newer chunk's bytes. */
+static int reuse_rank(int idx, const job_t *job) {
+  world_t w;
+  if (setup(idx, job, slice_for(2), idx, &w)) return 1;
+  const int peer = 1 - idx;
+  const uint64_t epoch = 7;
+  uint64_t last[REUSE_SLOTS] = {0};
+  int used[REUSE_SLOTS] = {0};
+  for (int k = 0; k < REUSE_CHUNKS; k++) {
+    const int slot = k % REUSE_SLOTS;
+    if (used[slot]) {
+      const int64_t deadline = meld_now_ms() + TIMEOUT_MS;
+      while (meld_proxy_done(w.p) <= last[slot]) {
+        CHILD_CHECK(meld_now_ms() < deadline);
+        meld_sleep_ms(0);
+      }
+    }
+    uint8_t *src = w.work + (size_t)slot * REUSE_BYTES;
+    fill(src, REUSE_BYTES, chunk_seed(idx, peer, epoch, k));
+    meld_cmd_t c = {.opcode = MELD_CMD_WRITE, .src_region = 0, .dst_region = 0, .flag_region = 1,
+                    .dst_rank = peer, .flag_index = (uint32_t)k,
+                    .src_offset = (uint64_t)slot * REUSE_BYTES,
+                    .dst_offset = (uint64_t)(w.n + idx) * w.slice + (uint64_t)k * REUSE_BYTES,
+                    .bytes = REUSE_BYTES, .flag_value = meld_stamp(epoch, 1)};
+    CHILD_CHECK(meld_proxy_enqueue(w.p, &c, &last[slot]) == MELD_OK);
+    used[slot] = 1;
+  }
+  const uint8_t *area = w.work + (size_t)(w.n + peer) * w.slice;
+  for (int k = 0; k < REUSE_CHUNKS; k++) {
+    CHILD_CHECK(meld_proxy_wait_flag(w.p, &w.pad[k], meld_stamp(epoch, 1), TIMEOUT_MS, "reuse") == MELD_OK);
+    if (!same(area + (size_t)k * REUSE_BYTES, REUSE_BYTES, chunk_seed(peer, idx, epoch, k))) {
+      fprintf(stderr, "rank %d: chunk %d from rank %d is wrong (its source was rewritten before "
+              "the transport read it?)\n", idx, k, peer);
+      return 1;
+    }
+  }
+  CHILD_CHECK(meld_proxy_flush(w.p, TIMEOUT_MS) == MELD_OK);
+  CHILD_CHECK(meld_bootstrap_barrier(w.b) == MELD_OK);
+  return teardown(idx, &w);
+}
+
+static void test_source_reuse(void **state) {
+  (void)state;
+  setenv("FAKEVERBS_DELAY_US", "20", 1); /* (ibv: completions lag; tcp ignores it) */
+  job_t job = new_job(2);
+  int codes[MAX_CHILD];
+  run_children(2, reuse_rank, &job, codes);
+  expect_codes(2, codes, -1, 0);
+  unsetenv("FAKEVERBS_DELAY_US");
+}
+
 /* ---- a rank killed mid-transfer -------------------------------------------------------------- */
 
 #define VICTIM 1
@@ -530,7 +590,7 @@ static int group_tcp(void **state) {
   cmocka_unit_test(test_alltoall_2), cmocka_unit_test(test_alltoall_4),     \
       cmocka_unit_test(test_alltoall_8), cmocka_unit_test(test_peer_dies),  \
       cmocka_unit_test(test_emulated_nodes), cmocka_unit_test(test_bad_args), \
-      cmocka_unit_test(test_region_mismatch)
+      cmocka_unit_test(test_region_mismatch), cmocka_unit_test(test_source_reuse)
 
 int main(void) {
   const struct CMUnitTest tcp[] = {TRANSPORT_CASES};
