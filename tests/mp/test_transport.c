@@ -300,13 +300,23 @@ static int reuse_rank(int idx, const job_t *job) {
 
 static void test_source_reuse(void **state) {
   (void)state;
-  setenv("FAKEVERBS_DELAY_US", "20", 1); /* (ibv: completions lag; tcp ignores it) */
   job_t job = new_job(2);
   int codes[MAX_CHILD];
   run_children(2, reuse_rank, &job, codes);
   expect_codes(2, codes, -1, 0);
-  unsetenv("FAKEVERBS_DELAY_US");
 }
+
+/* The fake HCA's settings for one case (a failed case must not leave them to the next). */
+static int fake_env(void **state) {
+  for (const char *const *kv = *state; kv && kv[0]; kv += 2) setenv(kv[0], kv[1], 1);
+  return 0;
+}
+static int fake_env_end(void **state) {
+  for (const char *const *kv = *state; kv && kv[0]; kv += 2) unsetenv(kv[0]);
+  return 0;
+}
+static const char *const g_slow[] = {"FAKEVERBS_DELAY_US", "20", NULL}; /* completions lag */
+#define FAKE_CASE(fn, env) {#fn, fn, fake_env, fake_env_end, (void *)(env)}
 
 /* ---- a rank killed mid-transfer -------------------------------------------------------------- */
 
@@ -483,24 +493,21 @@ static void test_region_mismatch(void **state) {
 /* ---- ibverbs only -------------------------------------------------------------------------- */
 #ifndef MELD_NO_VERBS_TEST
 
+static const char *const g_small[] = {"FAKEVERBS_MAX_MSG", "65536", "FAKEVERBS_DELAY_US", "20", NULL};
+static const char *const g_roce[] = {"FAKEVERBS_ROCE", "1", NULL};
+
 /* WRITEs split at a 64 KiB max_msg_sz (MiB chunks: dozens of work requests a write), and a
  * fake HCA that applies each 16 KiB fragment 20 us late (completions lag the posts, so the
  * proxy's `done` trails its tail). */
 static void test_ibv_small_messages(void **state) {
   (void)state;
-  setenv("FAKEVERBS_MAX_MSG", "65536", 1);
-  setenv("FAKEVERBS_DELAY_US", "20", 1);
   alltoall(2);
-  unsetenv("FAKEVERBS_MAX_MSG");
-  unsetenv("FAKEVERBS_DELAY_US");
 }
 
 /* RoCE: Ethernet link layer, no LIDs: peers are addressed by their IPv4-mapped GID. */
 static void test_ibv_roce(void **state) {
   (void)state;
-  setenv("FAKEVERBS_ROCE", "1", 1);
   alltoall(2);
-  unsetenv("FAKEVERBS_ROCE");
 }
 
 /* One child per environment: each loads the library afresh. */
@@ -590,7 +597,7 @@ static int group_tcp(void **state) {
   cmocka_unit_test(test_alltoall_2), cmocka_unit_test(test_alltoall_4),     \
       cmocka_unit_test(test_alltoall_8), cmocka_unit_test(test_peer_dies),  \
       cmocka_unit_test(test_emulated_nodes), cmocka_unit_test(test_bad_args), \
-      cmocka_unit_test(test_region_mismatch), cmocka_unit_test(test_source_reuse)
+      cmocka_unit_test(test_region_mismatch), FAKE_CASE(test_source_reuse, g_slow)
 
 int main(void) {
   const struct CMUnitTest tcp[] = {TRANSPORT_CASES};
@@ -601,8 +608,8 @@ int main(void) {
 #else
   const struct CMUnitTest ibv[] = {
       TRANSPORT_CASES,
-      cmocka_unit_test(test_ibv_small_messages),
-      cmocka_unit_test(test_ibv_roce),
+      FAKE_CASE(test_ibv_small_messages, g_small),
+      FAKE_CASE(test_ibv_roce, g_roce),
       cmocka_unit_test(test_ibv_unusable),
       cmocka_unit_test(test_ibv_probe_ok),
   };
