@@ -76,13 +76,29 @@ $(BUILD)/bin/%: tools/%.c $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $< -o $@ $(LIB_A) $(LDLIBS)
 
+# The fake libibverbs (tests/fake/fakeverbs.c: an RC HCA emulated in shared memory, loaded
+# with dlopen) is built where Debian's libibverbs-dev provides <infiniband/verbs.h>; the mp
+# tests get its path. Without the header they get -DMELD_NO_VERBS and test_fakeverbs says so.
+HAVE_VERBS := $(shell test -f /usr/include/infiniband/verbs.h && echo 1)
+FAKEVERBS  := $(BUILD)/tests/lib/libfakeverbs.so
+ifeq ($(HAVE_VERBS),1)
+MP_DEPS    := $(FAKEVERBS)
+MP_DEFS    := -DFAKEVERBS_LIB='"$(abspath $(FAKEVERBS))"'
+else
+MP_DEPS    :=
+MP_DEFS    := -DMELD_NO_VERBS
+endif
+$(FAKEVERBS): tests/fake/fakeverbs.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -shared $< -o $@
+
 # CPU tests: cmocka (Debian libcmocka-dev).
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_A) $(TEST_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< $(TEST_COMMON) -o $@ $(LIB_A) -lcmocka $(LDLIBS)
-$(BUILD)/tests/mp/%: tests/mp/%.c $(LIB_A) $(TEST_COMMON)
+$(BUILD)/tests/mp/%: tests/mp/%.c $(LIB_A) $(TEST_COMMON) $(MP_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< $(TEST_COMMON) -o $@ $(LIB_A) -lcmocka $(LDLIBS)
+	$(CC) $(CFLAGS) $(MP_DEFS) -Itests $< $(TEST_COMMON) -o $@ $(LIB_A) -lcmocka $(LDLIBS)
 
 # Same tests under AddressSanitizer + UndefinedBehaviorSanitizer (host code rebuilt).
 $(BUILD)/asan/%.o: %.c $(wildcard src/host/*.h) $(DEV_HDRS) include/meld.h
@@ -91,9 +107,9 @@ $(BUILD)/asan/%.o: %.c $(wildcard src/host/*.h) $(DEV_HDRS) include/meld.h
 $(BUILD)/asan/tests/unit/%: tests/unit/%.c $(ASAN_OBJS) $(CU_OBJS) $(TEST_COMMON)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $< $(TEST_COMMON) -o $@ $(ASAN_OBJS) $(CU_OBJS) -lcmocka $(LDLIBS)
-$(BUILD)/asan/tests/mp/%: tests/mp/%.c $(ASAN_OBJS) $(CU_OBJS) $(TEST_COMMON)
+$(BUILD)/asan/tests/mp/%: tests/mp/%.c $(ASAN_OBJS) $(CU_OBJS) $(TEST_COMMON) $(MP_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(ASAN_FLAGS) -Itests $< $(TEST_COMMON) -o $@ $(ASAN_OBJS) $(CU_OBJS) -lcmocka $(LDLIBS)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) $(MP_DEFS) -Itests $< $(TEST_COMMON) -o $@ $(ASAN_OBJS) $(CU_OBJS) -lcmocka $(LDLIBS)
 
 # GPU tests and benchmarks: CUDA C programs.
 $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(LIB_A) $(DEV_HDRS) $(wildcard tests/gpu/*.h)
