@@ -72,3 +72,25 @@ void mp_run_ok(int nranks, int nchildren, child_fn fn, int limit_ms) {
   mp_run_children(nchildren, fn, &job, codes, limit_ms);
   mp_expect_codes(nchildren, codes, -1, 0);
 }
+
+uint64_t mp_mix(uint64_t x) {
+  x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ull;
+  return x ^ (x >> 33);
+}
+
+void mp_fill(uint8_t *p, uint64_t n, uint64_t seed) {
+  uint64_t x = mp_mix(seed) | 1;
+  for (uint64_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p[i] = (uint8_t)x;
+  }
+}
+
+int mp_same(const uint8_t *p, uint64_t n, uint64_t seed) {
+  uint64_t x = mp_mix(seed) | 1;
+  for (uint64_t i = 0; i < n; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    if (p[i] != (uint8_t)x) return 0;
+  }
+  return 1;
+}

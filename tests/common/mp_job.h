@@ -10,6 +10,7 @@
 #ifndef MELD_TESTS_MP_JOB_H
 #define MELD_TESTS_MP_JOB_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "bootstrap.h"
@@ -45,6 +46,12 @@ void mp_run_children(int n, child_fn fn, const job_t *job, int *codes, int limit
 /* cmocka-asserts codes[i] == 0 for every child except `special` (-1: none), which must exit
  * with special_code. */
 void mp_expect_codes(int n, const int *codes, int special, int special_code);
+
+/* Test data both ends compute from a seed: a 64-bit mixer, n bytes of a xorshift stream, and
+ * whether p holds exactly them. */
+uint64_t mp_mix(uint64_t x);
+void mp_fill(uint8_t *p, uint64_t n, uint64_t seed);
+int mp_same(const uint8_t *p, uint64_t n, uint64_t seed);
 
 /* The common case: a fresh job of nranks, nchildren children running fn, all must exit 0. */
 void mp_run_ok(int nranks, int nchildren, child_fn fn, int limit_ms);

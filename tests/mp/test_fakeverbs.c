@@ -199,25 +199,6 @@ static const info_t *peer_info(int idx) {
 
 /* ---- data ---------------------------------------------------------------------------------- */
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-static void fill(uint8_t *p, size_t n, uint64_t seed) {
-  uint64_t x = mix(seed) | 1;
-  for (size_t i = 0; i < n; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    p[i] = (uint8_t)x;
-  }
-}
-static int same(const uint8_t *p, size_t n, uint64_t seed) {
-  uint64_t x = mix(seed) | 1;
-  for (size_t i = 0; i < n; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    if (p[i] != (uint8_t)x) return 0;
-  }
-  return 1;
-}
 static int all_zero(const uint8_t *p, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (p[i]) return 0;
@@ -504,7 +485,7 @@ static int write_send_rank(int idx, const job_t *job) {
   CK(qp_rtr(qp, peer->qpn[0], peer->lid, peer->psn) == 0);
   CK(qp_rts(qp, me.psn, 7) == 0);
   CK(barrier(2)); /* both in RTS with their recvs posted */
-  for (int k = 0; k < NSZ; k++) fill(src + area_off(k), k_sizes[k], wseed(idx, k));
+  for (int k = 0; k < NSZ; k++) mp_fill(src + area_off(k), k_sizes[k], wseed(idx, k));
   for (int k = 0; k < NSZ; k++) {
     CK(post_write(qp, 10 * (uint64_t)k + 1, src + area_off(k), (uint32_t)k_sizes[k], e.mr->lkey,
                   peer->addr + area_off(k), peer->rkey, k ? IBV_SEND_SIGNALED : 0) == 0);
@@ -513,7 +494,7 @@ static int write_send_rank(int idx, const job_t *job) {
     CK(post_send_inline(qp, 10 * (uint64_t)k + 2, msg, MSG, IBV_SEND_SIGNALED, k == 2, 0xC0DE00u + (uint32_t)k) == 0);
     memset(msg, 0xEE, sizeof msg); /* inline: copied at post */
   }
-  fill(big_src, BIG, wseed(idx, 9));
+  mp_fill(big_src, BIG, wseed(idx, 9));
   struct ibv_sge ssg[2] = {{(uintptr_t)big_src, BIG_S0, e.mr->lkey}, {(uintptr_t)big_src + BIG_S0, BIG - BIG_S0, e.mr->lkey}};
   struct ibv_send_wr sw, *sbad = NULL;
   memset(&sw, 0, sizeof sw);
@@ -543,7 +524,7 @@ static int write_send_rank(int idx, const job_t *job) {
       nr++;
       CKW(wc[0], 100 + NSZ, IBV_WC_SUCCESS);
       CK(wc[0].opcode == IBV_WC_RECV && wc[0].byte_len == BIG && !(wc[0].wc_flags & IBV_WC_WITH_IMM));
-      CK(same(big_dst, BIG, wseed(1 - idx, 9)) && all_zero(big_dst + BIG, 64));
+      CK(mp_same(big_dst, BIG, wseed(1 - idx, 9)) && all_zero(big_dst + BIG, 64));
     } else if (m == 1) {
       const int k = nr++;
       CKW(wc[0], 100 + k, IBV_WC_SUCCESS);
@@ -554,7 +535,7 @@ static int write_send_rank(int idx, const job_t *job) {
       else
         CK(!(wc[0].wc_flags & IBV_WC_WITH_IMM));
       /* RC order: the write before the SEND is in memory when the SEND completes */
-      CK(same(dst + area_off(k), k_sizes[k], wseed(1 - idx, k)));
+      CK(mp_same(dst + area_off(k), k_sizes[k], wseed(1 - idx, k)));
       uint8_t want[MSG];
       make_msg(want, 1 - idx, k);
       CK(memcmp(rb + k * RSLOT, want, MSG) == 0);
@@ -604,7 +585,7 @@ static int bad_rkey_rank(int idx, const job_t *job) {
   CK(barrier(2));
   if (idx == 0) {
     uint8_t *src = e.buf;
-    fill(src, 64, 7);
+    mp_fill(src, 64, 7);
     for (int q = 0; q < NBAD; q++) {
       uint64_t raddr = peer->addr + (uint64_t)q * 4096;
       uint32_t rkey = peer->rkey;
@@ -638,7 +619,7 @@ static int bad_rkey_rank(int idx, const job_t *job) {
       CKW(wc[0], 50, IBV_WC_WR_FLUSH_ERR);
       CKW(wc[1], 51, IBV_WC_WR_FLUSH_ERR);
       uint8_t want[64];
-      fill(want, 64, 7);
+      mp_fill(want, 64, 7);
       const uint8_t *slot = e.buf + q * 4096;
       if (q == 4)
         CK(all_zero(slot, 64));
@@ -888,7 +869,7 @@ static int psn_child(int idx, const job_t *job) {
   CK(poll_n(b.scq[0], wc, 1, WAIT_MS) == 1);
   CKW(wc[0], 3, IBV_WC_SUCCESS);
   CK(post_recv(b.qp[0], 1, b.buf + 4096, 64, b.mr->lkey) == 0);
-  fill(a.buf, 256, 3);
+  mp_fill(a.buf, 256, 3);
   CK(post_write(a.qp[0], 1, a.buf, 256, a.mr->lkey, (uintptr_t)b.buf, b.mr->rkey, IBV_SEND_SIGNALED) == 0);
   CK(post_send_inline(a.qp[0], 2, a.buf, 8, IBV_SEND_SIGNALED, 0, 0) == 0);
   CK(poll_n(a.scq[0], wc, 2, WAIT_MS) == 2);
@@ -937,7 +918,7 @@ static void *poller(void *arg) {
         uint32_t k;
         memcpy(&k, e->buf + 2 * TN * TCHUNK + (size_t)got * 64, 4);
         ok = wc[i].byte_len == 4 && k == (uint32_t)got &&
-             same(e->buf + (size_t)(TN + got) * TCHUNK, TCHUNK, wseed(p->from, got));
+             mp_same(e->buf + (size_t)(TN + got) * TCHUNK, TCHUNK, wseed(p->from, got));
       }
       if (!ok) {
         fprintf(stderr, "thread mode: %s completion %d wrong (wr_id %llu status %d)\n",
@@ -963,7 +944,7 @@ static int threads_child(int idx, const job_t *job) {
   for (int s = 0; s < 2; s++)
     for (int i = 0; i < TN; i++) {
       CK(post_recv(ep[s].qp[0], 5000 + (uint64_t)i, ep[s].buf + 2 * TN * TCHUNK + (size_t)i * 64, 64, ep[s].mr->lkey) == 0);
-      fill(ep[s].buf + (size_t)i * TCHUNK, TCHUNK, wseed(s, i));
+      mp_fill(ep[s].buf + (size_t)i * TCHUNK, TCHUNK, wseed(s, i));
     }
   poller_t pl[4];
   pthread_t th[4];
@@ -1054,11 +1035,11 @@ static int env_child(int idx, const job_t *job) {
      da.max_mr_size == 1ull << 40 && da.phys_port_cnt == 1);
   if (ep_add_qp(&a, 8, 4, 16, 16, RW) || ep_add_qp(&b, 8, 4, 16, 16, RW) || connect_local(&a, 0, &b, 0, 1, 1, 7)) return 1;
   struct ibv_wc wc[2];
-  fill(a.buf, 65537, 5);
+  mp_fill(a.buf, 65537, 5);
   CK(post_write(a.qp[0], 1, a.buf, 65536, a.mr->lkey, (uintptr_t)b.buf, b.mr->rkey, IBV_SEND_SIGNALED) == 0);
   CK(poll_n(a.scq[0], wc, 1, WAIT_MS) == 1);
   CKW(wc[0], 1, IBV_WC_SUCCESS);
-  CK(same(b.buf, 65536, 5));
+  CK(mp_same(b.buf, 65536, 5));
   CK(post_write(a.qp[0], 2, a.buf, 65537, a.mr->lkey, (uintptr_t)b.buf + 65536, b.mr->rkey, IBV_SEND_SIGNALED) == 0);
   CK(poll_n(a.scq[0], wc, 1, WAIT_MS) == 1);
   CKW(wc[0], 2, IBV_WC_LOC_LEN_ERR);
@@ -1097,11 +1078,11 @@ static int env_child(int idx, const job_t *job) {
   CK(V.query_gid(a.ctx, 1, 0, &at.ah_attr.grh.dgid) == 0); /* GID index 0 works as well */
   CK(V.modify_qp(b.qp[0], &at, mask) == 0);
   CK(qp_rts(a.qp[0], 1, 7) == 0 && qp_rts(b.qp[0], 1, 7) == 0);
-  fill(a.buf, 1000, 8);
+  mp_fill(a.buf, 1000, 8);
   CK(post_write(a.qp[0], 1, a.buf, 1000, a.mr->lkey, (uintptr_t)b.buf, b.mr->rkey, IBV_SEND_SIGNALED) == 0);
   CK(poll_n(a.scq[0], wc, 1, WAIT_MS) == 1);
   CKW(wc[0], 1, IBV_WC_SUCCESS);
-  CK(same(b.buf, 1000, 8));
+  CK(mp_same(b.buf, 1000, 8));
   return ep_close(&a) || ep_close(&b);
 }
 
@@ -1207,11 +1188,11 @@ static int local_child(int idx, const job_t *job) {
    * read when the NIC sends, inline data when it is posted */
   CK(qp_rtr(a.qp[3], b.qp[3]->qp_num, b.lid, 40) == 0 && qp_rts(a.qp[3], 41, 7) == 0);
   uint8_t *src = a.buf + 8192;
-  fill(src, 5000, 100);
+  mp_fill(src, 5000, 100);
   CK(post_write(a.qp[3], 1, src, 5000, a.mr->lkey, (uintptr_t)b.buf + 8192, b.mr->rkey, 0) == 0);
   make_msg(msg, 0, 2);
   CK(post_send_inline(a.qp[3], 2, msg, MSG, IBV_SEND_SIGNALED, 0, 0) == 0);
-  fill(src, 5000, 101); /* reused before its completion */
+  mp_fill(src, 5000, 101); /* reused before its completion */
   memset(msg, 0, sizeof msg);
   usleep(20 * 1000);
   CK(all_zero(b.buf + 8192, 5000)); /* nothing moved yet */
@@ -1219,7 +1200,7 @@ static int local_child(int idx, const job_t *job) {
   CK(qp_rtr(b.qp[3], a.qp[3]->qp_num, a.lid, 41) == 0 && qp_rts(b.qp[3], 40, 7) == 0);
   CK(poll_n(b.rcq[3], wc, 1, WAIT_MS) == 1);
   CKW(wc[0], 9, IBV_WC_SUCCESS);
-  CK(same(b.buf + 8192, 5000, 101)); /* the corrupted data, as on hardware */
+  CK(mp_same(b.buf + 8192, 5000, 101)); /* the corrupted data, as on hardware */
   make_msg(msg, 0, 2);
   CK(memcmp(b.buf + 16384, msg, MSG) == 0);
   CK(poll_n(a.scq[3], wc, 1, WAIT_MS) == 1);

@@ -118,42 +118,22 @@ static int teardown(int idx, world_t *w) {
 
 /* ---- chunk plan and data: both ends compute them from (sender, receiver, epoch) ------------- */
 
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33, x *= 0xc4ceb9fe1a85ec53ull;
-  return x ^ (x >> 33);
-}
-
 /* Chunk sizes for s -> d in `epoch`, filling at most `slice` bytes: 1 byte, one of several MiB
  * (most of the slice), then random small ones. Returns the count. */
 static int plan(int s, int d, uint64_t epoch, size_t slice, uint64_t *len) {
-  uint64_t seed = mix(((uint64_t)s << 40) ^ ((uint64_t)d << 20) ^ epoch), used = 0;
+  uint64_t seed = mp_mix(((uint64_t)s << 40) ^ ((uint64_t)d << 20) ^ epoch), used = 0;
   int k = 0;
   len[k++] = 1, used = 1;
-  uint64_t big = slice / 2 + mix(seed + 1) % (slice / 4);
+  uint64_t big = slice / 2 + mp_mix(seed + 1) % (slice / 4);
   len[k++] = big, used += big;
   for (int i = 2; i < MAXCH; i++) {
-    uint64_t l = 1 + mix(seed + (uint64_t)i) % (i % 3 ? 4096 : 65536);
+    uint64_t l = 1 + mp_mix(seed + (uint64_t)i) % (i % 3 ? 4096 : 65536);
     if (used + l > slice) break;
     len[k++] = l, used += l;
   }
   return k;
 }
 
-static void fill(uint8_t *p, uint64_t n, uint64_t seed) {
-  uint64_t x = mix(seed) | 1;
-  for (uint64_t i = 0; i < n; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    p[i] = (uint8_t)x;
-  }
-}
-static int same(const uint8_t *p, uint64_t n, uint64_t seed) {
-  uint64_t x = mix(seed) | 1;
-  for (uint64_t i = 0; i < n; i++) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    if (p[i] != (uint8_t)x) return 0;
-  }
-  return 1;
-}
 static uint64_t chunk_seed(int s, int d, uint64_t epoch, int c) {
   return ((uint64_t)s << 48) ^ ((uint64_t)d << 32) ^ (epoch << 16) ^ (uint64_t)c ^ 0x5eedull;
 }
@@ -169,7 +149,7 @@ static meld_result_t send_epoch(world_t *w, uint64_t epoch) {
     most = nch[d] > most ? nch[d] : most;
     uint8_t *src = w->work + (size_t)d * w->slice;
     for (int c = 0, o = 0; c < nch[d]; o += (int)len[d][c], c++)
-      fill(src + o, len[d][c], chunk_seed(w->rank, d, epoch, c));
+      mp_fill(src + o, len[d][c], chunk_seed(w->rank, d, epoch, c));
     off[d] = 0;
   }
   for (int c = 0; c < most; c++)
@@ -198,7 +178,7 @@ static int recv_epoch(int idx, world_t *w, uint64_t epoch) {
       CHILD_CHECK(meld_proxy_wait_flag(w->p, &w->pad[s * MAXCH + c],
                                        meld_stamp(epoch, (uint32_t)c + 1), TIMEOUT_MS,
                                        what) == MELD_OK);
-      if (!same(area + o, len[c], chunk_seed(s, w->rank, epoch, c))) {
+      if (!mp_same(area + o, len[c], chunk_seed(s, w->rank, epoch, c))) {
         fprintf(stderr, "rank %d: epoch %llu chunk %d (%llu bytes) from rank %d is wrong\n",
                 w->rank, (unsigned long long)epoch, c, (unsigned long long)len[c], s);
         return 1;
@@ -224,15 +204,15 @@ static int alltoall_rank(int idx, const job_t *job) {
   const int to = (idx + 1) % w.n, from = (idx + w.n - 1) % w.n;
   const uint64_t epoch = 3, dst_base = (uint64_t)w.n * w.slice; /* receive area start */
   uint8_t *src = w.work;
-  for (int k = 0; k < BB_N; k++) fill(src + 64 * k, 1 + k % 64, chunk_seed(idx, to, epoch, k));
+  for (int k = 0; k < BB_N; k++) mp_fill(src + 64 * k, 1 + k % 64, chunk_seed(idx, to, epoch, k));
   for (int k = 0; k < BB_N; k++)
     CHILD_CHECK(meld_proxy_write(w.p, to, 0, 64 * (uint64_t)k, 0, dst_base + 64 * (uint64_t)k,
                                  1 + k % 64, 1, BB_SLOT, meld_stamp(epoch, (uint32_t)k + 1)) == MELD_OK);
   const uint8_t *got = w.work + dst_base;
   CHILD_CHECK(meld_proxy_wait_flag(w.p, &w.pad[BB_SLOT], meld_stamp(epoch, 500), TIMEOUT_MS, "500 writes") == MELD_OK);
-  for (int k = 0; k < 500; k++) CHILD_CHECK(same(got + 64 * k, 1 + k % 64, chunk_seed(from, idx, epoch, k)));
+  for (int k = 0; k < 500; k++) CHILD_CHECK(mp_same(got + 64 * k, 1 + k % 64, chunk_seed(from, idx, epoch, k)));
   CHILD_CHECK(meld_proxy_wait_flag(w.p, &w.pad[BB_SLOT], meld_stamp(epoch, BB_N), TIMEOUT_MS, "1000 writes") == MELD_OK);
-  for (int k = 0; k < BB_N; k++) CHILD_CHECK(same(got + 64 * k, 1 + k % 64, chunk_seed(from, idx, epoch, k)));
+  for (int k = 0; k < BB_N; k++) CHILD_CHECK(mp_same(got + 64 * k, 1 + k % 64, chunk_seed(from, idx, epoch, k)));
   CHILD_CHECK(meld_proxy_flush(w.p, TIMEOUT_MS) == MELD_OK);
   CHILD_CHECK(meld_proxy_done(w.p) == meld_proxy_ring(w.p)->head); /* every command, locally */
   return teardown(idx, &w);
@@ -275,7 +255,7 @@ static int reuse_rank(int idx, const job_t *job) {
       }
     }
     uint8_t *src = w.work + (size_t)slot * REUSE_BYTES;
-    fill(src, REUSE_BYTES, chunk_seed(idx, peer, epoch, k));
+    mp_fill(src, REUSE_BYTES, chunk_seed(idx, peer, epoch, k));
     meld_cmd_t c = {.opcode = MELD_CMD_WRITE, .src_region = 0, .dst_region = 0, .flag_region = 1,
                     .dst_rank = peer, .flag_index = (uint32_t)k,
                     .src_offset = (uint64_t)slot * REUSE_BYTES,
@@ -287,7 +267,7 @@ static int reuse_rank(int idx, const job_t *job) {
   const uint8_t *area = w.work + (size_t)(w.n + peer) * w.slice;
   for (int k = 0; k < REUSE_CHUNKS; k++) {
     CHILD_CHECK(meld_proxy_wait_flag(w.p, &w.pad[k], meld_stamp(epoch, 1), TIMEOUT_MS, "reuse") == MELD_OK);
-    if (!same(area + (size_t)k * REUSE_BYTES, REUSE_BYTES, chunk_seed(peer, idx, epoch, k))) {
+    if (!mp_same(area + (size_t)k * REUSE_BYTES, REUSE_BYTES, chunk_seed(peer, idx, epoch, k))) {
       fprintf(stderr, "rank %d: chunk %d from rank %d is wrong (its source was rewritten before "
               "the transport read it?)\n", idx, k, peer);
       return 1;
