@@ -24,9 +24,12 @@
  * process of the host (or a GPU reading host-mapped memory over PCIe, which observes a
  * CPU's stores in order on x86) thus sees data before flag. Writes from one sender to one
  * destination are applied in the order they were issued; writes from different senders are
- * not ordered with each other. For ibverbs RC the argument will be: the flag is a second RDMA
- * write on the same QP (RC executes writes in order at the responder), plus a flush when the
- * GPU does not order GPUDirect RDMA writes (DESIGN section 6).
+ * not ordered with each other. For ibverbs RC (transport_ibv.c): the data as RDMA WRITEs,
+ * then the flag as a SEND on the same QP; the destination's receiver thread release-stores
+ * the flag after it polls the SEND's receive completion, which the HCA writes only after the
+ * earlier WRITEs are placed. (Not a second RDMA WRITE polled in memory: WRITE data may be
+ * placed out of order, e.g. under adaptive routing.) GPUDirect RDMA into GPU memory would
+ * add a flush before the flag (DESIGN section 6).
  *
  * Threads: register, connect and close are called by one thread while nothing else uses the
  * transport; write_with_flag and poll are called by ONE thread at a time (the proxy). abort
@@ -129,9 +132,15 @@ meld_result_t meld_transport_create(const char *kind, int rank, int nranks, int 
  * another library; MELD_IB_HCA "name[:port]" picks the NIC, else among the active ports those
  * of the NICs nearest the GPU at gpu_bus_id on the PCI tree (pci.h), the local_index-th of
  * them modulo their number; MELD_IB_GID_INDEX the GID, else the port's IB LID or, on Ethernet
- * (RoCE), its RoCE v2 IPv4 GID). Fails: MELD_ERR_UNSUPPORTED (no library, no device with an
- * active port, built without rdma-core headers: the sentence says which), MELD_ERR_SYSTEM
- * (the device could not be opened), as meld_transport_new. */
+ * (RoCE), its RoCE v2 IPv4 GID (by the GID's type in sysfs); MELD_IB_TIMEOUT the QP's local
+ * ACK timeout exponent 1..31 (default 18: 1.07 s a try), MELD_IB_TC the traffic class (RoCE:
+ * DSCP << 2), MELD_IB_SL the service level; MELD_IB_FORK_INIT=0 skips ibv_fork_init, which
+ * is otherwise called when the library loads: with it, on kernels before 5.13, a region's
+ * pages are not inherited by fork()ed children, so give regions whole pages of their own).
+ * Fails: MELD_ERR_UNSUPPORTED (no library, no device with an active port, built without
+ * rdma-core headers: the sentence says which), MELD_ERR_INVALID_ARG (a bad MELD_IB_*
+ * setting), MELD_ERR_SYSTEM (the device could not be opened, a GID cannot be read), as
+ * meld_transport_new. */
 meld_result_t meld_transport_ibv_create(int rank, int nranks, int node, int local_index,
                                         const char *gpu_bus_id, int64_t timeout_ms,
                                         meld_transport_t **out);

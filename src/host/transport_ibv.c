@@ -17,6 +17,23 @@
  * (as the tcp transport's receiver does after recv() returns), so an observer that acquires
  * the flag sees the data. The regions meld registers are pinned host memory; writes into GPU
  * memory (GPUDirect RDMA) would also need a flush before the flag (DESIGN section 6: later).
+ * What the argument rests on, and what it must not be changed into:
+ *   - the COMPLETION, not memory: RDMA WRITE data may be placed in any order (ConnectX with
+ *     adaptive routing places packets out of order; ibv_query_qp_data_in_order(3) promises
+ *     in-order placement only within one WQE, never between WQEs), so a flag sent as a second
+ *     RDMA WRITE and polled in memory would NOT be ordered after the data. The responder
+ *     writes a receive's CQE only after the message and everything before it on the QP is
+ *     placed; the receiver thread polls the CQE (the provider's poll_cq orders the CQE read
+ *     before later loads) and only then stores the flag.
+ *   - PCIe ordering of the HCA's writes: data, then the CQE. IBV_ACCESS_RELAXED_ORDERING on a
+ *     data MR would let data writes pass each other but not the strongly-ordered CQE write
+ *     (this is why kernel ULPs, which read only after the CQE, run relaxed), so it would stay
+ *     correct here; it is not set (a platform's root complex must honour it to gain).
+ *   - one QP per pair: a second QP (multi-rail, several QPs a peer) would lose the order.
+ *
+ * Registration: regions LOCAL_WRITE | REMOTE_WRITE (peers write into them; sources are only
+ * read, which needs no flag), the receive buffers LOCAL_WRITE; QPs allow REMOTE_WRITE only.
+ * ibv_fork_init is called when the library loads (see api_load).
  *
  * Completions. Only a write's last work request is signaled (wr_id = peer << 44 | sequence),
  * so a QP's send-queue slots are freed by the write's completion, in order per QP. Writes to
@@ -28,21 +45,30 @@
  * its completions) and IBV_RECVS posted receives; the receiver thread re-posts each receive as
  * soon as it has applied its message, and rnr_retry 7 makes the HCA retry a SEND that found
  * none yet (so a burst of flags waits, it never fails). A peer that died is found by the HCA's
- * transport retries (timeout 14 = 67 ms x retry_cnt 7): its writes fail with
- * IBV_WC_RETRY_EXC_ERR, a sticky error naming the peer.
+ * transport retries (MELD_IB_TIMEOUT, default 18 = 1.07 s a try, x (1 + retry_cnt 7)): its
+ * writes fail with IBV_WC_RETRY_EXC_ERR, a sticky error naming the peer. A peer that is alive
+ * but whose receiver thread stopped (it failed) is NOT found that way: rnr_retry 7 retries
+ * forever, and our writes to it wait until the proxy's timeouts.
+ *
+ * Connect: every rank takes part in both all-gathers (addresses, then QP numbers and random
+ * starting PSNs) even when its local preparation failed, publishing the failure instead, so
+ * the collectives stay in step and the others name it.
  *
  * Close: a BYE control message to every peer, then wait (bounded) for every peer's BYE and
  * our own completions: after a peer's BYE nothing more of it is addressed to our regions, so
  * they can be deregistered. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <net/if.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "error.h"
@@ -174,6 +200,22 @@ static void api_load(void) {
       return;
     }
   }
+  /* Fork safety (ibv_fork_init(3)): on kernels that do not copy DMA-pinned pages at fork
+   * (before 5.13), a fork() after registration (a data loader's workers, system()) leaves the
+   * parent's registered pages copy-on-write: the parent's next store moves it to a new page
+   * while the HCA keeps using the old one, and data is lost silently. ibv_fork_init makes
+   * every registration MADV_DONTFORK; it must come before any registration, so here, first
+   * thing (it is a no-op where the kernel is fork-safe). MELD_IB_FORK_INIT=0 skips it. */
+  const char *fe = getenv("MELD_IB_FORK_INIT");
+  int (*fork_init)(void) = NULL;
+  *(void **)&fork_init = dlsym(h, "ibv_fork_init");
+  if (fork_init && !(fe && strcmp(fe, "0") == 0)) {
+    const int e = fork_init();
+    if (e)
+      MELD_INFO(MELD_SUB_PROXY, "ibverbs transport: ibv_fork_init failed (%s: memory was "
+                "registered before meld loaded libibverbs): do not fork() while meld runs, or "
+                "set RDMAV_FORK_SAFE=1", strerror(e));
+  }
   g_api = a; /* kept for the process's lifetime: contexts come and go, the library stays */
 }
 
@@ -219,7 +261,9 @@ static int active_ports(const ibv_api_t *a, hca_t *out, int cap, char *why, size
     a->close_device(ctx);
   }
   a->free_device_list(devs);
-  if (k == 0) snprintf(why, why_n, "%d RDMA devices, none with an active port", ndev);
+  if (k == 0)
+    snprintf(why, why_n, "%d RDMA devices, none with an active port (ibv_devinfo shows the "
+             "ports' states; MELD_NET_TRANSPORT=tcp works without them)", ndev);
   return k;
 }
 
@@ -293,13 +337,20 @@ typedef struct {
   int bye;
 } ipeer_t;
 
-/* What every rank publishes at connect (all-gathered), then the QP numbers (rank x rank). */
+/* What every rank publishes at connect (all-gathered), then the QP numbers and first PSNs
+ * (rank x rank). Every rank takes part in both all-gathers even when its local preparation
+ * failed (status): a rank that skipped them would put the others' collectives out of step. */
 typedef struct {
+  int32_t status;                        /* MELD_OK, or why this rank cannot connect */
   uint32_t lid, link_layer, mtu, by_gid; /* by_gid: the rank addresses peers by GID */
   uint8_t gid[16];
   uint64_t addr[MELD_TRANSPORT_MAX_REGIONS];
   uint32_t rkey[MELD_TRANSPORT_MAX_REGIONS];
 } ibv_info_t;
+
+typedef struct {
+  uint32_t qpn, psn; /* [from * n + to]: from's QP toward `to`, and the PSN it starts sending at */
+} ibv_qpx_t;
 
 typedef struct {
   meld_transport_t *t;
@@ -314,6 +365,8 @@ typedef struct {
   struct ibv_port_attr port;
   int gid_index;           /* -1: address by LID (InfiniBand) */
   union ibv_gid gid;
+  uint8_t ack_timeout;     /* MELD_IB_TIMEOUT: 4.096 us x 2^t per transport retry */
+  uint8_t tclass, sl;      /* MELD_IB_TC (RoCE DSCP << 2 | ECN, IB GRH), MELD_IB_SL */
   uint64_t wr_max;         /* bytes per RDMA WRITE */
   uint32_t sq_depth;
   ipeer_t *peers;          /* [nranks] */
@@ -327,8 +380,19 @@ typedef struct {
   atomic_int open;         /* peers that have not said BYE */
 } ibv_t;
 
-static uint32_t psn_of(int from, int to) { /* both ends compute it */
-  return (uint32_t)((uint64_t)from * 65599u + (uint64_t)to * 257u + 1u) & 0xffffffu;
+/* A random 24-bit starting PSN (exchanged): a fixed one per rank pair would let a stale packet
+ * of an earlier connection between the same ranks (a retransmission still in the fabric while
+ * its QP number is reused) fall inside the new QP's PSN window. */
+static uint32_t random_psn(uint64_t salt) {
+  uint64_t x = 0;
+  if (getrandom(&x, sizeof x, GRND_NONBLOCK) != (ssize_t)sizeof x) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    x = (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^ (uint64_t)getpid() << 40;
+  }
+  x ^= salt * 0x9e3779b97f4a7c15ull;
+  x ^= x >> 33, x *= 0xff51afd7ed558ccdull, x ^= x >> 33;
+  return (uint32_t)x & 0xffffffu;
 }
 
 /* ---- the receiver thread: control messages -> release stores ---------------------------- */
@@ -470,11 +534,16 @@ static meld_result_t ibv_write(meld_transport_t *t, const meld_write_t *w) {
   ipeer_t *pe = &c->peers[p];
   if (!pe->qp)
     return meld_error(MELD_ERR_INTERNAL, "meld ibverbs transport: no queue pair to rank %d", p);
-  const uint64_t seq = c->seq++;
+  /* The write's sequence: taken only by a write that is accepted (posted, or empty), so that
+   * poll's count stays the number of writes the caller saw succeed. */
+  const uint64_t seq = c->seq;
   const int has_flag = w->flag_region != MELD_TRANSPORT_NO_FLAG;
   const uint64_t ndata = (w->bytes + c->wr_max - 1) / c->wr_max;
   const uint64_t nwr = ndata + (uint64_t)has_flag;
-  if (nwr == 0) return MELD_OK; /* nothing to move: complete at once */
+  if (nwr == 0) { /* nothing to move: complete at once */
+    c->seq++;
+    return MELD_OK;
+  }
   if (nwr > c->sq_depth)
     return meld_error(MELD_ERR_INVALID_ARG, "meld ibverbs transport: a %llu-byte write needs "
                       "%llu work requests, more than the send queue's %u",
@@ -542,6 +611,7 @@ static meld_result_t ibv_write(meld_transport_t *t, const meld_write_t *w) {
     return meld_transport_fail(t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: posting a "
                                "%llu-byte write to rank %d failed: %s", t->rank,
                                (unsigned long long)w->bytes, p, strerror(e));
+  c->seq++;
   pe->fseq[pe->ftail % c->sq_depth] = seq;
   pe->fnwr[pe->ftail % c->sq_depth] = (uint32_t)nwr;
   pe->ftail++;
@@ -571,9 +641,45 @@ static int gid_is_v4(const union ibv_gid *g) {
   return memcmp(g->raw, pre, 12) == 0;
 }
 
+static int gid_is_zero(const union ibv_gid *g) {
+  static const uint8_t z[16];
+  return memcmp(g->raw, z, 16) == 0;
+}
+
+static int gid_is_link_local(const union ibv_gid *g) {
+  return g->raw[0] == 0xfe && (g->raw[1] & 0xc0) == 0x80;
+}
+
+/* A GID entry's attribute from sysfs (gid_attrs/<what>/<idx>): its type, "RoCE v2" or
+ * "IB/RoCE v1", or the network interface it mirrors; "" where it cannot be read (old
+ * kernels, a fake device). */
+static void gid_attr(const char *dev, int port, const char *what, int idx, char *out, size_t n) {
+  char path[256];
+  out[0] = 0;
+  snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/%d/gid_attrs/%s/%d", dev, port,
+           what, idx);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (!fgets(out, (int)n, f)) out[0] = 0;
+  fclose(f);
+  out[strcspn(out, "\n")] = 0;
+}
+
+/* 0 if entry idx mirrors an interface that this process's network namespace does not have
+ * (a container sees the whole port's table, the host's addresses included), else 1. */
+static int gid_in_our_netns(const char *dev, int port, int idx) {
+  char ndev[IF_NAMESIZE + 8];
+  gid_attr(dev, port, "ndevs", idx, ndev, sizeof ndev);
+  return !ndev[0] || if_nametoindex(ndev) != 0;
+}
+
 /* The GID to address peers by: MELD_IB_GID_INDEX, else none on InfiniBand (LIDs), else on
- * Ethernet the RoCE v2 entry of the port's first IPv4 address (the second of an IPv4 pair:
- * providers list RoCE v1 then v2), else index 0. */
+ * Ethernet the first RoCE v2 entry holding an IPv4 address, else the first RoCE v2 entry of
+ * a routable IPv6 address (the kernel lists each address once per RoCE version, in an order
+ * that changes as addresses come and go: the type is read, not guessed from the position),
+ * of an interface in our network namespace.
+ * Where the kernel does not say the types: the port's first IPv4 entry, the second of an
+ * equal pair (providers list v1 then v2), else index 0. */
 static meld_result_t choose_gid(ibv_t *c) {
   meld_transport_t *t = c->t;
   int64_t v = -1;
@@ -589,37 +695,57 @@ static meld_result_t choose_gid(ibv_t *c) {
     c->gid_index = -1;
     return MELD_OK;
   }
+  char type[32] = "";
   if (v < 0) {
-    const int n = c->port.gid_tbl_len > 0 && c->port.gid_tbl_len < 64 ? c->port.gid_tbl_len : 64;
+    const int n = c->port.gid_tbl_len > 0 && c->port.gid_tbl_len < 256 ? c->port.gid_tbl_len : 256;
+    int v2_ipv4 = -1, v2_ipv6 = -1, first_ipv4 = -1, typed = 0;
     union ibv_gid g, next;
-    v = 0;
-    for (int i = 0; i < n; i++) {
-      if (c->a->query_gid(c->ctx, (uint8_t)c->hca.port, i, &g) != 0 || !gid_is_v4(&g)) continue;
-      v = i;
-      if (i + 1 < n && c->a->query_gid(c->ctx, (uint8_t)c->hca.port, i + 1, &next) == 0 &&
-          memcmp(&g, &next, sizeof g) == 0)
-        v = i + 1;
-      break;
+    for (int i = 0; i < n && v2_ipv4 < 0; i++) {
+      if (c->a->query_gid(c->ctx, (uint8_t)c->hca.port, i, &g) != 0 || gid_is_zero(&g)) continue;
+      gid_attr(c->hca.name, c->hca.port, "types", i, type, sizeof type);
+      typed |= type[0] != 0;
+      const int v2 = strcmp(type, "RoCE v2") == 0 && gid_in_our_netns(c->hca.name, c->hca.port, i);
+      if (v2 && gid_is_v4(&g)) v2_ipv4 = i;
+      if (v2 && !gid_is_v4(&g) && !gid_is_link_local(&g) && v2_ipv6 < 0) v2_ipv6 = i;
+      if (gid_is_v4(&g) && first_ipv4 < 0) {
+        first_ipv4 = i;
+        if (i + 1 < n && c->a->query_gid(c->ctx, (uint8_t)c->hca.port, i + 1, &next) == 0 &&
+            memcmp(&g, &next, sizeof g) == 0)
+          first_ipv4 = i + 1;
+      }
     }
+    v = v2_ipv4 >= 0 ? v2_ipv4 : v2_ipv6 >= 0 ? v2_ipv6 : first_ipv4 >= 0 ? first_ipv4 : 0;
+    if (typed && v2_ipv4 < 0 && v2_ipv6 < 0)
+      MELD_WARN(MELD_SUB_PROXY, "ibverbs transport: rank %d: %s port %d has no RoCE v2 GID with an "
+                "IP address (is the interface up, with an address?): using GID %d; set "
+                "MELD_IB_GID_INDEX if that is wrong", t->rank, c->hca.name, c->hca.port, (int)v);
   }
   c->gid_index = (int)v;
-  if (c->a->query_gid(c->ctx, (uint8_t)c->hca.port, c->gid_index, &c->gid) != 0)
-    return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot read GID %d of "
-                      "%s port %d", t->rank, c->gid_index, c->hca.name, c->hca.port);
+  if (c->a->query_gid(c->ctx, (uint8_t)c->hca.port, c->gid_index, &c->gid) != 0 ||
+      gid_is_zero(&c->gid))
+    return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: GID %d of %s port %d "
+                      "cannot be read or is empty (show_gids or the port's sysfs gids/ list the "
+                      "valid ones: set MELD_IB_GID_INDEX)", t->rank, c->gid_index, c->hca.name,
+                      c->hca.port);
+  gid_attr(c->hca.name, c->hca.port, "types", c->gid_index, type, sizeof type);
+  MELD_INFO(MELD_SUB_PROXY, "ibverbs transport: rank %d addresses peers by GID %d of %s port "
+            "%d%s%s", t->rank, c->gid_index, c->hca.name, c->hca.port, type[0] ? ", " : "", type);
   return MELD_OK;
 }
 
-static meld_result_t qp_connect(ibv_t *c, int p, const ibv_info_t *peer, uint32_t dest_qpn) {
+static meld_result_t qp_connect(ibv_t *c, int p, const ibv_info_t *peer, ibv_qpx_t to_us,
+                               uint32_t our_psn) {
   meld_transport_t *t = c->t;
   struct ibv_qp_attr a;
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTR;
   a.path_mtu = c->port.active_mtu < (enum ibv_mtu)peer->mtu ? c->port.active_mtu : (enum ibv_mtu)peer->mtu;
-  a.dest_qp_num = dest_qpn;
-  a.rq_psn = psn_of(p, t->rank);
+  a.dest_qp_num = to_us.qpn;
+  a.rq_psn = to_us.psn;
   a.max_dest_rd_atomic = 1;
   a.min_rnr_timer = 12; /* 0.64 ms between a SEND's retries while no receive is posted */
   a.ah_attr.port_num = (uint8_t)c->hca.port;
+  a.ah_attr.sl = c->sl;
   if (c->gid_index < 0) {
     a.ah_attr.dlid = (uint16_t)peer->lid;
   } else {
@@ -627,21 +753,27 @@ static meld_result_t qp_connect(ibv_t *c, int p, const ibv_info_t *peer, uint32_
     memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
     a.ah_attr.grh.sgid_index = (uint8_t)c->gid_index;
     a.ah_attr.grh.hop_limit = 255;
+    a.ah_attr.grh.traffic_class = c->tclass;
   }
   int e = c->a->modify_qp(c->peers[p].qp, &a,
                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                               IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   if (e)
     return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: connecting the queue "
-                      "pair to rank %d (RTR: qpn %u, %s %u) failed: %s", t->rank, p, dest_qpn,
+                      "pair to rank %d (RTR: qpn %u, %s %u) failed: %s%s", t->rank, p, to_us.qpn,
                       c->gid_index < 0 ? "lid" : "gid index", c->gid_index < 0 ? peer->lid :
-                      (unsigned)c->gid_index, strerror(e));
+                      (unsigned)c->gid_index, strerror(e),
+                      c->port.link_layer == IBV_LINK_LAYER_ETHERNET
+                          ? " (RoCE: is the peer's IP address reachable from this port's "
+                            "interface, and is this GID the right one? MELD_IB_GID_INDEX picks "
+                            "another)"
+                          : "");
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
-  a.timeout = 14;  /* 4.096 us x 2^14 = 67 ms per try */
+  a.timeout = c->ack_timeout; /* 4.096 us x 2^timeout per try */
   a.retry_cnt = 7;
   a.rnr_retry = 7; /* retry forever while the peer has no receive posted */
-  a.sq_psn = psn_of(t->rank, p);
+  a.sq_psn = our_psn;
   a.max_rd_atomic = 1;
   e = c->a->modify_qp(c->peers[p].qp, &a,
                       IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
@@ -652,17 +784,12 @@ static meld_result_t qp_connect(ibv_t *c, int p, const ibv_info_t *peer, uint32_
   return MELD_OK;
 }
 
-static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
-  ibv_t *c = t->impl;
+/* This rank's half of connect, before the exchange: CQs, memory registrations, a QP per
+ * remote rank in INIT with its receives posted. Fills info[rank] and qpx[rank][*]. */
+static meld_result_t connect_local(ibv_t *c, ibv_info_t *me, ibv_qpx_t *qpx) {
+  meld_transport_t *t = c->t;
   const ibv_api_t *a = c->a;
   const int n = t->nranks;
-  meld_result_t rc = MELD_OK;
-  ibv_info_t *info = calloc((size_t)n, sizeof *info);
-  uint32_t *qpn = calloc((size_t)n * (size_t)n, sizeof *qpn);
-  if (!info || !qpn) {
-    rc = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
-    goto out;
-  }
   for (int p = 0; p < n; p++) c->nremote += meld_transport_is_remote(t, p);
   /* Send completions in flight are at most nremote x sq_depth (one signaled a write). */
   struct ibv_device_attr da;
@@ -672,58 +799,52 @@ static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
   if (da.max_qp_wr > 0 && (uint64_t)da.max_qp_wr < depth) depth = (uint64_t)da.max_qp_wr;
   if (c->nremote > 0 && (uint64_t)c->nremote * depth + 16 > (uint64_t)da.max_cqe)
     depth = ((uint64_t)da.max_cqe - 16) / (uint64_t)c->nremote;
-  if (depth < 4 || (uint64_t)c->nremote * IBV_RECVS + 16 > (uint64_t)da.max_cqe) {
-    rc = meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: %s cannot hold the "
-                    "completions of %d peers (max_cqe %d)", t->rank, c->hca.name, c->nremote,
-                    da.max_cqe);
-    goto out;
-  }
+  if (depth < 4 || (uint64_t)c->nremote * IBV_RECVS + 16 > (uint64_t)da.max_cqe)
+    return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: %s cannot hold the "
+                      "completions of %d peers (max_cqe %d): use fewer ranks, or "
+                      "MELD_NET_TRANSPORT=tcp", t->rank, c->hca.name, c->nremote, da.max_cqe);
   c->sq_depth = (uint32_t)depth;
   const int scq_n = c->nremote * (int)c->sq_depth + 16, rcq_n = c->nremote * IBV_RECVS + 16;
   if (!(c->scq = a->create_cq(c->ctx, scq_n, NULL, NULL, 0)) ||
-      !(c->rcq = a->create_cq(c->ctx, rcq_n, NULL, NULL, 0))) {
-    rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot create completion "
-                    "queues (%d and %d entries) on %s: %s", t->rank, scq_n, rcq_n, c->hca.name,
-                    strerror(errno));
-    goto out;
-  }
+      !(c->rcq = a->create_cq(c->ctx, rcq_n, NULL, NULL, 0)))
+    return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot create completion "
+                      "queues (%d and %d entries) on %s: %s (locked-memory limit: ulimit -l?)",
+                      t->rank, scq_n, rcq_n, c->hca.name, strerror(errno));
   /* Regions: registered for remote writes (the peers' data lands there directly). */
-  ibv_info_t *me = &info[t->rank];
   for (int i = 0; i < t->nregions; i++) {
     c->mr[i] = a->reg_mr(c->pd, t->regions[i].base, t->regions[i].bytes,
                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    if (!c->mr[i]) {
-      rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: registering region %d "
-                      "(%llu bytes at %p) with %s failed: %s (locked-memory limit: ulimit -l?)",
-                      t->rank, i, (unsigned long long)t->regions[i].bytes, t->regions[i].base,
-                      c->hca.name, strerror(errno));
-      goto out;
-    }
+    if (!c->mr[i])
+      return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: registering region %d "
+                        "(%llu bytes at %p) with %s failed: %s (locked-memory limit: ulimit -l?)",
+                        t->rank, i, (unsigned long long)t->regions[i].bytes, t->regions[i].base,
+                        c->hca.name, strerror(errno));
     me->addr[i] = (uintptr_t)t->regions[i].base;
     me->rkey[i] = c->mr[i]->rkey;
   }
-  const size_t ctl_bytes = (size_t)n * IBV_RECVS * sizeof(ctl_t);
-  if (posix_memalign((void **)&c->ctl, 64, ctl_bytes) != 0) {
+  /* Receive buffers: whole pages of their own (a registration under ibv_fork_init marks its
+   * pages MADV_DONTFORK, which must not catch unrelated heap data). */
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE) > 0 ? (size_t)sysconf(_SC_PAGESIZE) : 4096;
+  const size_t ctl_bytes = ((size_t)n * IBV_RECVS * sizeof(ctl_t) + page - 1) / page * page;
+  if (posix_memalign((void **)&c->ctl, page, ctl_bytes) != 0) {
     c->ctl = NULL;
-    rc = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
-    goto out;
+    return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: rank %d: out of host "
+                      "memory", t->rank);
   }
   memset(c->ctl, 0, ctl_bytes);
-  if (!(c->ctl_mr = a->reg_mr(c->pd, c->ctl, ctl_bytes, IBV_ACCESS_LOCAL_WRITE))) {
-    rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: registering %zu bytes of "
-                    "receive buffers failed: %s", t->rank, ctl_bytes, strerror(errno));
-    goto out;
-  }
+  if (!(c->ctl_mr = a->reg_mr(c->pd, c->ctl, ctl_bytes, IBV_ACCESS_LOCAL_WRITE)))
+    return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: registering %zu bytes of "
+                      "receive buffers failed: %s (locked-memory limit: ulimit -l?)", t->rank,
+                      ctl_bytes, strerror(errno));
   /* A queue pair per remote rank, to INIT, with its receives posted. */
   for (int p = 0; p < n; p++) {
     if (!meld_transport_is_remote(t, p)) continue;
     ipeer_t *pe = &c->peers[p];
     pe->fseq = calloc(c->sq_depth, sizeof *pe->fseq);
     pe->fnwr = calloc(c->sq_depth, sizeof *pe->fnwr);
-    if (!pe->fseq || !pe->fnwr) {
-      rc = meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
-      goto out;
-    }
+    if (!pe->fseq || !pe->fnwr)
+      return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: rank %d: out of host "
+                        "memory", t->rank);
     struct ibv_qp_init_attr qa;
     memset(&qa, 0, sizeof qa);
     qa.send_cq = c->scq;
@@ -734,13 +855,11 @@ static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
     qa.cap.max_send_sge = 1;
     qa.cap.max_recv_sge = 1;
     qa.cap.max_inline_data = sizeof(ctl_t);
-    if (!(pe->qp = a->create_qp(c->pd, &qa))) {
-      rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot create a queue "
-                      "pair for rank %d on %s (%u send, %d receive requests, %zu inline bytes): "
-                      "%s", t->rank, p, c->hca.name, c->sq_depth, IBV_RECVS, sizeof(ctl_t),
-                      strerror(errno));
-      goto out;
-    }
+    if (!(pe->qp = a->create_qp(c->pd, &qa)))
+      return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot create a queue "
+                        "pair for rank %d on %s (%u send, %d receive requests, %zu inline bytes): "
+                        "%s", t->rank, p, c->hca.name, c->sq_depth, IBV_RECVS, sizeof(ctl_t),
+                        strerror(errno));
     struct ibv_qp_attr at;
     memset(&at, 0, sizeof at);
     at.qp_state = IBV_QPS_INIT;
@@ -750,26 +869,54 @@ static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
     int e = a->modify_qp(pe->qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                           IBV_QP_ACCESS_FLAGS);
     for (int s = 0; s < IBV_RECVS && !e; s++) e = post_recv(c, p, s);
-    if (e) {
-      rc = meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: preparing the queue "
-                      "pair for rank %d failed: %s", t->rank, p, strerror(e));
-      goto out;
-    }
-    qpn[(size_t)t->rank * n + p] = pe->qp->qp_num;
+    if (e)
+      return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: preparing the queue "
+                        "pair for rank %d failed: %s", t->rank, p, strerror(e));
+    qpx[p] = (ibv_qpx_t){pe->qp->qp_num, random_psn(((uint64_t)t->rank << 32) ^ (uint64_t)p)};
   }
-  /* Exchange addresses, keys and queue-pair numbers. */
   me->lid = c->port.lid;
   me->link_layer = c->port.link_layer;
   me->mtu = (uint32_t)c->port.active_mtu;
   me->by_gid = c->gid_index >= 0;
   if (me->by_gid) memcpy(me->gid, c->gid.raw, 16);
+  return MELD_OK;
+}
+
+static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
+  ibv_t *c = t->impl;
+  const int n = t->nranks;
+  meld_result_t rc = MELD_OK;
+  ibv_info_t *info = calloc((size_t)n, sizeof *info);
+  ibv_qpx_t *qpx = calloc((size_t)n * (size_t)n, sizeof *qpx);
+  if (!info || !qpx) { /* (cannot take part in the exchange: the others time out in it) */
+    free(info), free(qpx);
+    return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: rank %d: out of host "
+                      "memory for the address exchange of %d ranks", t->rank, n);
+  }
+  ibv_info_t *me = &info[t->rank];
+  /* The local half; a failure is published (status) instead of skipping the exchange. */
+  const meld_result_t local = connect_local(c, me, qpx + (size_t)t->rank * n);
+  char why[512] = "";
+  if (local != MELD_OK) snprintf(why, sizeof why, "%s", meld_last_error());
+  me->status = (int32_t)local;
   MELD_CHECK_GOTO(meld_bootstrap_allgather(b, info, sizeof *info), rc, out);
-  MELD_CHECK_GOTO(meld_bootstrap_allgather(b, qpn, (size_t)n * sizeof *qpn), rc, out);
+  MELD_CHECK_GOTO(meld_bootstrap_allgather(b, qpx, (size_t)n * sizeof *qpx), rc, out);
+  if (local != MELD_OK) {
+    rc = meld_error(local, "%s", why);
+    goto out;
+  }
+  for (int p = 0; p < n; p++)
+    if (info[p].status != MELD_OK && meld_transport_is_remote(t, p)) {
+      rc = meld_error((meld_result_t)info[p].status, "meld ibverbs transport: rank %d failed to "
+                      "connect (%s, before the address exchange); its log says why", p,
+                      meld_strerror((meld_result_t)info[p].status));
+      goto out;
+    }
   for (int p = 0; p < n; p++) {
     if (!meld_transport_is_remote(t, p)) continue;
     if (info[p].link_layer != me->link_layer) {
       rc = meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d's port is %s, ours "
-                      "(rank %d) %s: one fabric is needed", p,
+                      "(rank %d) %s: one fabric is needed (MELD_IB_HCA picks the NIC)", p,
                       info[p].link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand",
                       t->rank, me->link_layer == IBV_LINK_LAYER_ETHERNET ? "Ethernet" : "InfiniBand");
       goto out;
@@ -782,7 +929,9 @@ static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
     }
     memcpy(c->peers[p].raddr, info[p].addr, sizeof info[p].addr);
     memcpy(c->peers[p].rkey, info[p].rkey, sizeof info[p].rkey);
-    MELD_CHECK_GOTO(qp_connect(c, p, &info[p], qpn[(size_t)p * n + t->rank]), rc, out);
+    MELD_CHECK_GOTO(qp_connect(c, p, &info[p], qpx[(size_t)p * n + t->rank],
+                               qpx[(size_t)t->rank * n + p].psn),
+                    rc, out);
   }
   atomic_store(&c->open, c->nremote);
   if (pthread_create(&c->rx, NULL, rx_main, c) != 0) {
@@ -798,7 +947,7 @@ static meld_result_t ibv_connect(meld_transport_t *t, meld_bootstrap_t *b) {
             c->nremote, c->sq_depth, (unsigned long long)c->wr_max);
 out:
   free(info);
-  free(qpn);
+  free(qpx);
   return rc; /* on failure close frees what was made */
 }
 
@@ -887,17 +1036,37 @@ static meld_result_t ibv_open(ibv_t *c, int local_index, const char *gpu_bus_id)
   a->free_device_list(devs);
   if (!c->ctx)
     return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: no device %s "
-                      "could be opened (%d devices)", t->rank, c->hca.name, ndev);
+                      "could be opened (%d devices; ibv_devices lists their names for "
+                      "MELD_IB_HCA)", t->rank, c->hca.name, ndev);
   memset(&c->port, 0, sizeof c->port);
   if (a->query_port(c->ctx, (uint8_t)c->hca.port, &c->port) != 0)
-    return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: %s has no port %d",
-                      t->rank, c->hca.name, c->hca.port);
+    return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: %s has no port %d "
+                      "(MELD_IB_HCA=name:port)", t->rank, c->hca.name, c->hca.port);
   if (c->port.state != IBV_PORT_ACTIVE)
     return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: rank %d: %s port %d is not "
-                      "active (state %d)", t->rank, c->hca.name, c->hca.port, (int)c->port.state);
+                      "active (state %d: the link, or on InfiniBand the subnet manager; "
+                      "ibstat shows it)", t->rank, c->hca.name, c->hca.port, (int)c->port.state);
   c->wr_max = c->port.max_msg_sz > 0 && c->port.max_msg_sz < IBV_WR_MAX ? c->port.max_msg_sz
                                                                         : IBV_WR_MAX;
   MELD_CHECK(choose_gid(c));
+  /* Path settings. The local ACK timeout: 18 (1.07 s a try, x 8 tries before a peer counts as
+   * gone) rides out congestion and PFC pauses of a large fabric, where 14 (67 ms) gives
+   * spurious "retry exceeded" failures. TC: RoCE v2's DSCP << 2 (lossless RoCE needs the
+   * DSCP its switches map to the PFC priority) or the IB GRH traffic class; SL: the IB
+   * service level (QoS) or, on RoCE, the VLAN priority. */
+  static const struct {
+    const char *name;
+    int64_t lo, hi, def;
+  } knob[] = {{"MELD_IB_TIMEOUT", 1, 31, 18}, {"MELD_IB_TC", 0, 255, 0}, {"MELD_IB_SL", 0, 15, 0}};
+  int64_t val[3];
+  for (int i = 0; i < 3; i++) {
+    const char *e = getenv(knob[i].name);
+    val[i] = knob[i].def;
+    if (e && *e && meld_parse_int64(e, knob[i].lo, knob[i].hi, &val[i]) != 0)
+      return meld_error(MELD_ERR_INVALID_ARG, "%s=%s: give an integer %lld..%lld", knob[i].name,
+                        e, (long long)knob[i].lo, (long long)knob[i].hi);
+  }
+  c->ack_timeout = (uint8_t)val[0], c->tclass = (uint8_t)val[1], c->sl = (uint8_t)val[2];
   if (!(c->pd = a->alloc_pd(c->ctx)))
     return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: cannot allocate a "
                       "protection domain on %s: %s", t->rank, c->hca.name, strerror(errno));

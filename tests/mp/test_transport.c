@@ -6,7 +6,8 @@
  * queue pairs between processes through a shared fabric file; it checks keys, ranges, PSNs,
  * queue depths, and reads a write's source when it sends, not when it is posted). The ibv
  * group adds: WRITEs split at a small max_msg_sz, slow completions, RoCE addressing (GIDs),
- * and the choice and probe errors (no library, no device, a port down, a bad MELD_IB_HCA).
+ * the choice and probe errors (no library, no device, a port down, a bad MELD_IB_HCA or other
+ * MELD_IB_* setting), and a rank whose connect fails before the address exchange.
  *
  *   - all-to-all: every rank sends every other rank chunks of random sizes (1 byte, several
  *     MiB, and small ones in between) of random data, one flag per chunk holding the stamp of
@@ -490,15 +491,52 @@ static void test_ibv_roce(void **state) {
   alltoall(2);
 }
 
+/* A rank whose connect fails before the address exchange (its region cannot be registered:
+ * memory that is never mapped, failing as a too-low `ulimit -l` does on hardware) still takes
+ * part in every collective: the others fail connect with a sentence naming it, and the
+ * bootstrap stays usable (a rank that skipped the exchange put the others' all-gathers out of
+ * step: "ranks called different collectives", and the bootstrap was unusable after). */
+static int early_fail_rank(int idx, const job_t *job) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uint64_t *mem = aligned_alloc(page, 2 * page);
+  meld_transport_t *t = NULL;
+  meld_bootstrap_t *b = NULL;
+  uint32_t id;
+  CHILD_CHECK(mem && make_transport(idx, 2, idx, &t) == MELD_OK);
+  void *hole = (void *)(uintptr_t)page; /* below vm.mmap_min_addr: never mapped */
+  CHILD_CHECK(meld_transport_register(t, idx == 1 ? hole : (void *)mem, 2 * page, &id) == MELD_OK);
+  CHILD_CHECK(meld_bootstrap_init(&job->addr, 2, idx, 10000, &b) == MELD_OK);
+  CHILD_CHECK(meld_transport_connect(t, b) == MELD_ERR_SYSTEM);
+  if (!strstr(meld_last_error(), idx == 1 ? "rank 1: registering region 0" : "rank 1 failed to connect")) {
+    fprintf(stderr, "rank %d: unexpected sentence: %s\n", idx, meld_last_error());
+    return 1;
+  }
+  CHILD_CHECK(meld_bootstrap_barrier(b) == MELD_OK); /* still in step */
+  meld_transport_close(t, 100);
+  meld_bootstrap_destroy(b);
+  free(mem);
+  return 0;
+}
+
+static void test_ibv_connect_fails_early(void **state) {
+  (void)state;
+  job_t job = new_job(2);
+  int codes[MAX_CHILD];
+  run_children(2, early_fail_rank, &job, codes);
+  expect_codes(2, codes, -1, 0);
+}
+
 /* One child per environment: each loads the library afresh. */
 static const char *g_env_name, *g_env_value, *g_expect;
+static meld_result_t g_want;
 
 static int probe_child(int idx, const job_t *job) {
   (void)job;
   setenv(g_env_name, g_env_value, 1);
   meld_transport_t *t = NULL;
-  const meld_result_t want = strstr(g_expect, "MELD_IB_HCA=") ? MELD_ERR_INVALID_ARG : MELD_ERR_UNSUPPORTED;
-  if (!strstr(g_expect, "no device") && !strstr(g_expect, "MELD_IB_HCA="))
+  const meld_result_t want = g_want;
+  /* The probe sees only the library and the ports: a bad device name or setting is create's. */
+  if (want == MELD_ERR_UNSUPPORTED && !strstr(g_expect, "no device"))
     CHILD_CHECK(meld_transport_ibv_probe() == MELD_ERR_UNSUPPORTED);
   CHILD_CHECK(meld_transport_ibv_create(0, 2, 0, 0, NULL, TIMEOUT_MS, &t) == want && t == NULL);
   if (!strstr(meld_last_error(), g_expect)) {
@@ -508,12 +546,17 @@ static int probe_child(int idx, const job_t *job) {
   return 0;
 }
 
-static void probe_case(const char *name, const char *value, const char *expect) {
-  g_env_name = name, g_env_value = value, g_expect = expect;
+static void probe_case_code(const char *name, const char *value, const char *expect,
+                            meld_result_t want) {
+  g_env_name = name, g_env_value = value, g_expect = expect, g_want = want;
   job_t job = new_job(1);
   int codes[MAX_CHILD];
   run_children(1, probe_child, &job, codes);
   expect_codes(1, codes, -1, 0);
+}
+
+static void probe_case(const char *name, const char *value, const char *expect) {
+  probe_case_code(name, value, expect, strstr(expect, "MELD_IB_HCA=") ? MELD_ERR_INVALID_ARG : MELD_ERR_UNSUPPORTED);
 }
 
 static void test_ibv_unusable(void **state) {
@@ -524,6 +567,10 @@ static void test_ibv_unusable(void **state) {
   probe_case("FAKEVERBS_PORT_DOWN", "1", "none with an active port");
   probe_case("MELD_IB_HCA", "mlx5_9", "no device mlx5_9 could be opened");
   probe_case("MELD_IB_HCA", "fake0:x", "MELD_IB_HCA=fake0:x: give a device name");
+  probe_case_code("MELD_IB_TIMEOUT", "0", "MELD_IB_TIMEOUT=0: give an integer 1..31", MELD_ERR_INVALID_ARG);
+  probe_case_code("MELD_IB_TC", "256", "MELD_IB_TC=256: give an integer 0..255", MELD_ERR_INVALID_ARG);
+  probe_case_code("MELD_IB_SL", "x", "MELD_IB_SL=x: give an integer 0..15", MELD_ERR_INVALID_ARG);
+  probe_case_code("MELD_IB_GID_INDEX", "2", "GID 2 of fake0 port 1 cannot be read or is empty", MELD_ERR_SYSTEM);
 }
 
 /* The ibv probe succeeds on the fake, and an explicit device and port are taken. */
@@ -592,6 +639,7 @@ int main(void) {
       FAKE_CASE(test_ibv_roce, g_roce),
       cmocka_unit_test(test_ibv_unusable),
       cmocka_unit_test(test_ibv_probe_ok),
+      cmocka_unit_test(test_ibv_connect_fails_early),
   };
   failed += cmocka_run_group_tests_name("ibv", ibv, group_ibv, group_ibv_end);
 #endif
