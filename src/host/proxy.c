@@ -36,6 +36,7 @@ struct meld_proxy {
   int stop, aborted; /* __atomic */
   uint64_t head, cached_tail; /* host producer */
   uint64_t posted;            /* proxy thread: writes started */
+  uint64_t completed;         /* proxy thread: writes complete (the transport's last count) */
   pthread_mutex_t mu;         /* guards code and msg */
   meld_result_t code;
   char msg[MSG_MAX];
@@ -123,7 +124,12 @@ static void *proxy_main(void *arg) {
     }
     const uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE);
     meld_result_t rc = MELD_OK;
-    if (head != tail) {
+    /* A NOP is done when consumed, which is right only if no write before it is still in
+     * flight (`done` is a prefix): one behind an incomplete write waits until the writes have
+     * completed (NOPs are rare; the producers here write none). */
+    const int hold = head != tail && p->posted > p->completed &&
+                     cmds[meld_cmdring_slot(tail, p->nslots)].opcode == MELD_CMD_NOP;
+    if (head != tail && !hold) {
       if (!meld_cmdring_consistent(head, tail, p->nslots)) {
         snprintf(msg, sizeof msg, "meld proxy: rank %d: ring head %llu is more than %u slots "
                  "ahead of tail %llu (corrupted, or a producer ignored its credits)",
@@ -161,8 +167,10 @@ static void *proxy_main(void *arg) {
       proxy_fail(p, rc, meld_last_error());
       break;
     }
-    /* Writes complete in order (tcp: at once), so the commands before the oldest incomplete
-     * write are done; NOPs count as done when consumed. */
+    p->completed = completed;
+    /* Writes complete as a prefix (tcp: at once; ibv: the oldest in flight bounds it), so the
+     * commands before the oldest incomplete write are done; NOPs count as done when consumed
+     * (none is consumed behind an incomplete write: `hold`). */
     uint64_t d = tail - (p->posted - completed);
     if (d != done) __atomic_store_n(&ring->done, done = d, __ATOMIC_RELEASE);
     if (head == tail) backoff(&idle);

@@ -234,6 +234,7 @@ static const char *wc_str(enum ibv_wc_status s) {
 typedef struct {
   char name[64];
   int port;
+  int ib; /* link layer InfiniBand (else Ethernet: RoCE) */
 } hca_t;
 
 /* The active ports of every device, in device order (port 1 first). At most `cap`. */
@@ -255,6 +256,7 @@ static int active_ports(const ibv_api_t *a, hca_t *out, int cap, char *why, size
       memset(&pa, 0, sizeof pa);
       if (a->query_port(ctx, (uint8_t)p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
         snprintf(out[k].name, sizeof out[k].name, "%s", a->get_device_name(devs[d]));
+        out[k].ib = pa.link_layer != IBV_LINK_LAYER_ETHERNET;
         out[k++].port = p;
       }
     }
@@ -294,7 +296,17 @@ static meld_result_t choose_hca(const ibv_api_t *a, int local_index, const char 
   enum { MAXP = 64 };
   hca_t list[MAXP];
   char why[200] = "";
-  const int n = active_ports(a, list, MAXP, why, sizeof why);
+  int n = active_ports(a, list, MAXP, why, sizeof why);
+  /* InfiniBand ports where there are any: an Ethernet port beside them is likely a frontend or
+   * storage NIC (MELD_IB_HCA picks one explicitly). */
+  int nib = 0;
+  for (int i = 0; i < n; i++) nib += list[i].ib;
+  if (nib > 0 && nib < n) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+      if (list[i].ib) list[k++] = list[i];
+    n = k;
+  }
   if (n <= 0) return meld_error(MELD_ERR_UNSUPPORTED, "meld ibverbs transport: %s", why);
   char(*paths)[512] = calloc(MAXP, sizeof *paths);
   if (!paths) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld ibverbs transport: out of host memory");
@@ -454,6 +466,19 @@ static int rx_one(ibv_t *c, const struct ibv_wc *wc) {
   return 0;
 }
 
+/* After the receiver thread failed: every QP to the error state, so that the peers' SENDs
+ * (which would otherwise wait forever for receives nobody re-posts: rnr_retry 7) fail at their
+ * HCA's retry limit and their ranks learn of it, instead of waiting out the device timeout. */
+static void qps_to_error(ibv_t *c) {
+  for (int p = 0; p < c->t->nranks; p++) {
+    if (!c->peers[p].qp) continue;
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_ERR;
+    c->a->modify_qp(c->peers[p].qp, &a, IBV_QP_STATE);
+  }
+}
+
 static void *rx_main(void *arg) {
   ibv_t *c = arg;
   struct ibv_wc wc[IBV_POLL_BATCH];
@@ -463,10 +488,14 @@ static void *rx_main(void *arg) {
     if (n < 0) {
       meld_transport_fail(c->t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: polling the "
                           "receive completion queue failed (%d)", c->t->rank, n);
+      qps_to_error(c);
       break;
     }
     for (int i = 0; i < n; i++)
-      if (rx_one(c, &wc[i]) != 0) return NULL;
+      if (rx_one(c, &wc[i]) != 0) {
+        qps_to_error(c);
+        return NULL;
+      }
     if (n > 0) {
       idle = 0;
       continue;
