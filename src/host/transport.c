@@ -174,6 +174,30 @@ meld_result_t meld_transport_connect(meld_transport_t *t, meld_bootstrap_t *b) {
       t->impl = NULL;
       goto out;
     }
+  if (t->ops->ready) {
+    /* Every rank's connections exist now: each proves its own carry a message both ways. */
+    rc = t->ops->ready(t);
+    snprintf(mine, sizeof mine, "%s", meld_last_error());
+    memset(results, 0, (size_t)n * sizeof *results);
+    results[t->rank] = (int32_t)rc;
+    ag = meld_bootstrap_allgather(b, results, sizeof *results);
+    if (rc != MELD_OK) {
+      meld_error(rc, "%s", mine);
+    } else if (ag != MELD_OK) {
+      rc = ag;
+    } else {
+      for (int r = 0; rc == MELD_OK && r < n; r++)
+        if (results[r] != MELD_OK)
+          rc = meld_error((meld_result_t)results[r], "meld transport connect: rank %d's "
+                          "connections failed their first message (%s); its log says why", r,
+                          meld_strerror((meld_result_t)results[r]));
+    }
+    if (rc != MELD_OK) {
+      t->ops->close(t, 0);
+      t->impl = NULL;
+      goto out;
+    }
+  }
   t->connected = 1;
   MELD_INFO(MELD_SUB_PROXY, "transport %s: rank %d connected (%d ranks)", t->ops->name,
             t->rank, n);

@@ -85,6 +85,10 @@ typedef struct {
   meld_result_t (*poll)(meld_transport_t *t, uint64_t *completed);
   /* Tells connected peers we are done, waits (bounded) until they said so too, frees impl. */
   void (*close)(meld_transport_t *t, int64_t timeout_ms);
+  /* Optional, after every rank's connect succeeded: proves each connection carries a message
+   * both ways (bounded by timeout_ms), so a fabric that cannot route between two ranks fails
+   * meld_transport_connect with a sentence instead of the first collective. Collective. */
+  meld_result_t (*ready)(meld_transport_t *t);
 } meld_transport_ops_t;
 
 struct meld_transport {

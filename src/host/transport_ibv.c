@@ -120,8 +120,9 @@ meld_result_t meld_transport_ibv_create(int rank, int nranks, int node, int loca
 #define IBV_WR_MAX (1ull << 30) /* bytes per RDMA WRITE (and at most the port's max_msg_sz) */
 #define IBV_PEER_SHIFT 44     /* wr_id = peer << 44 | sequence */
 #define IBV_POLL_BATCH 32
+#define FLUSH_GRACE_MS 200    /* a flushed receive waits this long for its cause to be recorded */
 
-enum { CTL_FLAG = 1, CTL_BYE = 2 };
+enum { CTL_FLAG = 1, CTL_BYE = 2, CTL_HELLO = 3 };
 
 /* A control message: the flag of a write, or goodbye. 32 bytes, sent inline. */
 typedef struct {
@@ -346,7 +347,7 @@ typedef struct {
   uint64_t fhead, ftail; /* fifo indices, running free (slot = index % sq_depth) */
   uint32_t sq_used;      /* work requests posted and not yet completed */
   /* receiver thread */
-  int bye;
+  int bye, hello;
 } ipeer_t;
 
 /* What every rank publishes at connect (all-gathered), then the QP numbers and first PSNs
@@ -390,6 +391,9 @@ typedef struct {
   int rx_started;
   atomic_int stop;
   atomic_int open;         /* peers that have not said BYE */
+  atomic_int hellos;       /* peers whose HELLO arrived (ready) */
+  int64_t flushed_ms;      /* receiver thread: when a flushed receive was first seen (0: none) */
+  int flushed_peer;
 } ibv_t;
 
 /* A random 24-bit starting PSN (exchanged): a fixed one per rank pair would let a stale packet
@@ -424,6 +428,13 @@ static int rx_one(ibv_t *c, const struct ibv_wc *wc) {
   const int peer = (int)(wc->wr_id / IBV_RECVS), slot = (int)(wc->wr_id % IBV_RECVS);
   if (wc->status != IBV_WC_SUCCESS) {
     if (wc->status == IBV_WC_WR_FLUSH_ERR && atomic_load(&c->stop)) return 0; /* teardown */
+    if (wc->status == IBV_WC_WR_FLUSH_ERR && peer >= 0 && peer < t->nranks) {
+      /* A consequence: the QP went to error, mostly because a send on it failed, whose
+       * completion (the cause, with the better sentence) the proxy thread takes: give it
+       * FLUSH_GRACE_MS to be recorded first (rx_main). */
+      if (!c->flushed_ms) c->flushed_ms = meld_now_ms(), c->flushed_peer = peer;
+      return 0;
+    }
     meld_transport_fail(t, MELD_ERR_SYSTEM,
                         "meld ibverbs transport: rank %d: receiving from rank %d failed: %s "
                         "(vendor error 0x%x; rank %d died, or its QP broke)",
@@ -437,11 +448,21 @@ static int rx_one(ibv_t *c, const struct ibv_wc *wc) {
     return -1;
   }
   const ctl_t m = c->ctl[wc->wr_id];
-  if (wc->byte_len != sizeof m || m.magic != IBV_MAGIC || (m.type != CTL_FLAG && m.type != CTL_BYE)) {
+  if (wc->byte_len != sizeof m || m.magic != IBV_MAGIC || (m.type != CTL_FLAG && m.type != CTL_BYE && m.type != CTL_HELLO)) {
     meld_transport_fail(t, MELD_ERR_INTERNAL, "meld ibverbs transport: rank %d: rank %d sent a "
                         "bad control message (%u bytes, magic 0x%x, type %u)", t->rank, peer,
                         wc->byte_len, m.magic, m.type);
     return -1;
+  }
+  if (m.type == CTL_HELLO) {
+    if (!__atomic_exchange_n(&c->peers[peer].hello, 1, __ATOMIC_RELAXED)) atomic_fetch_add(&c->hellos, 1);
+    int e = post_recv(c, peer, slot);
+    if (e) {
+      meld_transport_fail(t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: re-posting a "
+                          "receive for rank %d: %s", t->rank, peer, strerror(e));
+      return -1;
+    }
+    return 0;
   }
   if (m.type == CTL_BYE) {
     c->peers[peer].bye = 1;
@@ -496,6 +517,13 @@ static void *rx_main(void *arg) {
         qps_to_error(c);
         return NULL;
       }
+    if (c->flushed_ms && meld_now_ms() - c->flushed_ms > FLUSH_GRACE_MS) {
+      meld_transport_fail(c->t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: the connection "
+                          "to rank %d broke (its receives were flushed: rank %d died, or a transfer "
+                          "on it failed)", c->t->rank, c->flushed_peer, c->flushed_peer);
+      qps_to_error(c);
+      return NULL;
+    }
     if (n > 0) {
       idle = 0;
       continue;
@@ -980,10 +1008,11 @@ out:
   return rc; /* on failure close frees what was made */
 }
 
-/* Posts a BYE to peer p (a signaled SEND, counted as a write in flight). */
-static meld_result_t send_bye(ibv_t *c, int p) {
+/* Posts a control message (BYE, HELLO) to peer p: a signaled SEND, counted as a write in
+ * flight. The caller made room in p's send queue. */
+static meld_result_t send_ctl(ibv_t *c, int p, uint32_t type) {
   ipeer_t *pe = &c->peers[p];
-  ctl_t m = {IBV_MAGIC, CTL_BYE, 0, 0, 0, 0};
+  ctl_t m = {IBV_MAGIC, type, 0, 0, 0, 0};
   struct ibv_sge sge = {(uintptr_t)&m, sizeof m, 0};
   const uint64_t seq = c->seq++;
   struct ibv_send_wr wr = {.wr_id = (uint64_t)p << IBV_PEER_SHIFT | seq, .sg_list = &sge,
@@ -991,7 +1020,9 @@ static meld_result_t send_bye(ibv_t *c, int p) {
                            .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED};
   struct ibv_send_wr *bad = NULL;
   int e = ibv_post_send(pe->qp, &wr, &bad);
-  if (e) return meld_error(MELD_ERR_SYSTEM, "posting goodbye to rank %d: %s", p, strerror(e));
+  if (e)
+    return meld_error(MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: posting a %s to rank "
+                      "%d: %s", c->t->rank, type == CTL_BYE ? "goodbye" : "hello", p, strerror(e));
   pe->fseq[pe->ftail % c->sq_depth] = seq;
   pe->fnwr[pe->ftail % c->sq_depth] = 1;
   pe->ftail++;
@@ -1005,6 +1036,42 @@ static int in_flight(const ibv_t *c) {
   return 0;
 }
 
+/* ready: a HELLO to every peer, then wait (bounded) for every peer's HELLO and our sends'
+ * completions. A peer the fabric cannot reach shows here as a failed send (retry exceeded) or
+ * a missing HELLO, with a sentence saying what to check. The sequence restarts at 0 after it:
+ * the proxy counts its own writes from 0. */
+static meld_result_t ibv_ready(meld_transport_t *t) {
+  ibv_t *c = t->impl;
+  for (int p = 0; p < t->nranks; p++)
+    if (c->peers[p].qp) MELD_CHECK(send_ctl(c, p, CTL_HELLO)); /* (queues are empty: room) */
+  const int64_t deadline = meld_now_ms() + t->timeout_ms;
+  meld_result_t rc = MELD_OK;
+  while ((atomic_load(&c->hellos) < c->nremote || in_flight(c)) && rc == MELD_OK) {
+    rc = drain_send(c);
+    if (rc == MELD_OK && meld_transport_failed(t)) rc = meld_transport_sticky(t);
+    if (rc == MELD_OK && __atomic_load_n(&t->aborted, __ATOMIC_ACQUIRE))
+      rc = meld_error(MELD_ERR_ABORTED, "meld ibverbs transport: rank %d: aborted at connect", t->rank);
+    if (rc == MELD_OK && meld_now_ms() >= deadline) {
+      char list[256] = "";
+      size_t len = 0;
+      for (int p = 0; p < t->nranks && len + 16 < sizeof list; p++)
+        if (c->peers[p].qp && !__atomic_load_n(&c->peers[p].hello, __ATOMIC_RELAXED))
+          len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", len ? ", " : "", p);
+      rc = meld_error(MELD_ERR_TIMEOUT, "meld ibverbs transport: rank %d: no hello from ranks %s "
+                      "within %lld ms", t->rank, list, (long long)t->timeout_ms);
+    }
+    if (rc == MELD_OK) meld_sleep_ms(1);
+  }
+  if (rc != MELD_OK)
+    return meld_error(rc, "%s (at connect, over %s port %d by %s %d: the fabric does not carry "
+                      "messages between these ranks; check the NIC and its routing, MELD_IB_HCA, "
+                      "MELD_IB_GID_INDEX, or set MELD_NET_TRANSPORT=tcp)", meld_last_error(),
+                      c->hca.name, c->hca.port, c->gid_index < 0 ? "LID" : "GID index",
+                      c->gid_index < 0 ? (int)c->port.lid : c->gid_index);
+  c->seq = 0;
+  return MELD_OK;
+}
+
 static void ibv_close(meld_transport_t *t, int64_t timeout_ms) {
   ibv_t *c = t->impl;
   const ibv_api_t *a = c->a;
@@ -1016,7 +1083,7 @@ static void ibv_close(meld_transport_t *t, int64_t timeout_ms) {
       if (!pe->qp) continue;
       while (pe->sq_used + 1 > c->sq_depth && !meld_transport_failed(t) && meld_now_ms() < deadline)
         if (drain_send(c) != MELD_OK) break;
-      if (pe->sq_used + 1 > c->sq_depth || send_bye(c, p) != MELD_OK) break;
+      if (pe->sq_used + 1 > c->sq_depth || send_ctl(c, p, CTL_BYE) != MELD_OK) break;
     }
     while ((atomic_load(&c->open) > 0 || in_flight(c)) && !meld_transport_failed(t) &&
            meld_now_ms() < deadline) {
@@ -1048,7 +1115,9 @@ static void ibv_close(meld_transport_t *t, int64_t timeout_ms) {
   t->impl = NULL;
 }
 
-static const meld_transport_ops_t g_ibv_ops = {"ibv", ibv_connect, ibv_write, ibv_poll, ibv_close};
+static const meld_transport_ops_t g_ibv_ops = {.name = "ibv", .connect = ibv_connect,
+                                               .write_with_flag = ibv_write, .poll = ibv_poll,
+                                               .close = ibv_close, .ready = ibv_ready};
 
 /* Opens the chosen device and port (the part of create that can fail). */
 static meld_result_t ibv_open(ibv_t *c, int local_index, const char *gpu_bus_id) {

@@ -368,7 +368,9 @@ static void tcp_close(meld_transport_t *t, int64_t timeout_ms) {
   t->impl = NULL;
 }
 
-static const meld_transport_ops_t g_tcp_ops = {"tcp", tcp_connect, tcp_write, tcp_poll, tcp_close};
+static const meld_transport_ops_t g_tcp_ops = {.name = "tcp", .connect = tcp_connect,
+                                               .write_with_flag = tcp_write, .poll = tcp_poll,
+                                               .close = tcp_close};
 
 meld_result_t meld_transport_tcp_create(int rank, int nranks, int node, const char *host,
                                         int64_t timeout_ms, meld_transport_t **out) {

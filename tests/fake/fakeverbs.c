@@ -73,6 +73,8 @@
  *                       a sender waits for an unreachable destination
  *   FAKEVERBS_MAX_MSG   the port's max_msg_sz (default 1 GiB)
  *   FAKEVERBS_PORT_DOWN 1: the port is IBV_PORT_DOWN (nothing moves to or from it)
+ *   FAKEVERBS_UNREACHABLE 1: the port says ACTIVE, but nothing moves to or from it (a fabric
+ *                       that cannot route to this NIC: peers' WRs fail with RETRY_EXC_ERR)
  *   FAKEVERBS_ROCE      1: Ethernet link layer (LID 0, GID-addressed AVs)
  *   FAKEVERBS_DELAY_US  microseconds to wait before each received fragment is applied
  *                       (default 0: slow completions on demand)
@@ -280,7 +282,7 @@ struct fctx {
   int64_t last_hb;
   pthread_t nic;
   int stop, lost;
-  int roce, port_down, dead_ms, delay_us;
+  int roce, port_down, unreachable, dead_ms, delay_us;
   uint32_t max_msg;
   pthread_mutex_t nic_lock; /* held by the NIC thread during a scan; guards the QP list */
   pthread_mutex_t res_lock; /* PD and CQ lists, reference counts */
@@ -437,7 +439,7 @@ static int ctx_claim(fctx_t *c) {
     const uint64_t nw = (uint64_t)now << 24 | tag;
     if (!CAS(&s->word, &w, nw)) continue;
     ST(&s->roce, (uint32_t)c->roce);
-    ST(&s->port_down, (uint32_t)c->port_down);
+    ST(&s->port_down, (uint32_t)(c->port_down || c->unreachable));
     ST(&s->pid, (uint32_t)getpid());
     c->slot = i;
     c->tag = tag;
@@ -591,7 +593,7 @@ static int dest_check(fctx_t *c, fqp_t *q, uint64_t *acked, uint64_t *nak) {
   if (LD(&d->own) != o) return D_GONE;
   const uint32_t oslot = (uint32_t)(o >> 24) & 0xFF, otag = (uint32_t)(o >> 32) & 0xFFFFFF;
   if (!ctx_alive(f, oslot, otag, c->dead_ms)) return D_DEAD;
-  if (c->port_down || LD(&f->ctx[oslot].port_down)) return D_NOTREADY;
+  if (c->port_down || c->unreachable || LD(&f->ctx[oslot].port_down)) return D_NOTREADY;
   if ((st != IBV_QPS_RTR && st != IBV_QPS_RTS) || peer != q->qpn) return D_NOTREADY;
   return D_READY;
 }
@@ -1045,6 +1047,7 @@ FV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
   c->dead_ms = (int)env_int("FAKEVERBS_DEAD_MS", 300, 10, 600000);
   c->max_msg = (uint32_t)env_int("FAKEVERBS_MAX_MSG", 1ll << 30, 1, UINT32_MAX);
   c->port_down = (int)env_int("FAKEVERBS_PORT_DOWN", 0, 0, 1);
+  c->unreachable = (int)env_int("FAKEVERBS_UNREACHABLE", 0, 0, 1);
   c->roce = (int)env_int("FAKEVERBS_ROCE", 0, 0, 1);
   c->delay_us = (int)env_int("FAKEVERBS_DELAY_US", 0, 0, 10000000);
   pthread_mutex_lock(&g_lock);

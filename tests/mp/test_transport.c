@@ -592,6 +592,38 @@ static void test_ibv_probe_ok(void **state) {
   expect_codes(1, codes, -1, 0);
 }
 
+/* A fabric that cannot route to rank 1's NIC (its port says ACTIVE): connect fails on both
+ * ranks at the first message, with a sentence saying what to check, not at a later collective. */
+static int unreachable_rank(int idx, const job_t *job) {
+  if (idx == 1) setenv("FAKEVERBS_UNREACHABLE", "1", 1);
+  uint64_t *mem = aligned_alloc(64, 4096);
+  meld_transport_t *t = NULL;
+  meld_bootstrap_t *b = NULL;
+  uint32_t id;
+  CHILD_CHECK(mem && make_transport(idx, 2, idx, &t) == MELD_OK);
+  CHILD_CHECK(meld_transport_register(t, mem, 4096, &id) == MELD_OK);
+  CHILD_CHECK(meld_bootstrap_init(&job->addr, 2, idx, 10000, &b) == MELD_OK);
+  const int64_t t0 = meld_now_ms();
+  const meld_result_t rc = meld_transport_connect(t, b);
+  CHILD_CHECK(rc != MELD_OK && meld_now_ms() - t0 < 5000);
+  CHILD_CHECK(strstr(meld_last_error(), "the fabric does not carry messages between these ranks") ||
+              strstr(meld_last_error(), "connections failed their first message"));
+  CHILD_CHECK(strstr(meld_last_error(), "MELD_NET_TRANSPORT=tcp") ||
+              strstr(meld_last_error(), "its log says why"));
+  meld_transport_close(t, 100);
+  meld_bootstrap_destroy(b);
+  free(mem);
+  return 0;
+}
+
+static void test_ibv_unreachable(void **state) {
+  (void)state;
+  job_t job = new_job(2);
+  int codes[MAX_CHILD];
+  run_children(2, unreachable_rank, &job, codes);
+  expect_codes(2, codes, -1, 0);
+}
+
 static char g_fabric[64];
 
 /* The ibv group: the fake HCA, one fabric file shared by the group's processes. */
@@ -639,6 +671,7 @@ int main(void) {
       FAKE_CASE(test_ibv_roce, g_roce),
       cmocka_unit_test(test_ibv_unusable),
       cmocka_unit_test(test_ibv_probe_ok),
+      cmocka_unit_test(test_ibv_unreachable),
       cmocka_unit_test(test_ibv_connect_fails_early),
   };
   failed += cmocka_run_group_tests_name("ibv", ibv, group_ibv, group_ibv_end);

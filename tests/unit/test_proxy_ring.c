@@ -147,7 +147,8 @@ static void loop_close(meld_transport_t *t, int64_t timeout_ms) {
   (void)timeout_ms;
   t->impl = NULL;
 }
-static const meld_transport_ops_t g_loop = {"loop", NULL, loop_write, loop_poll, loop_close};
+static const meld_transport_ops_t g_loop = {.name = "loop", .write_with_flag = loop_write,
+                                            .poll = loop_poll, .close = loop_close};
 
 static meld_transport_t *new_world(world_t *wd) {
   memset(wd, 0, sizeof *wd);
