@@ -101,18 +101,37 @@ static void net_free(meld_net_t *n) {
   free(n);
 }
 
-/* The transport every rank uses: MELD_NET_TRANSPORT tcp | ibv | auto (the default: ibv where
- * every rank can use it, else tcp). Collective: ranks decide alike or fail together. */
+int meld_net_transport_want(const char *env) {
+  if (!env || !*env || strcmp(env, "auto") == 0) return 2;
+  if (strcmp(env, "tcp") == 0) return 0;
+  if (strcmp(env, "ibv") == 0) return 1;
+  return -1;
+}
+
+meld_result_t meld_net_transport_pick(const int32_t *all, int P, const char **kind, int *cannot) {
+  *kind = "tcp";
+  *cannot = -1;
+  for (int r = 0; r < P; r++)
+    if (all[2 * r] != all[0])
+      return meld_error(MELD_ERR_INVALID_ARG, "MELD_NET_TRANSPORT differs between ranks (rank %d "
+                        "and rank 0): set it alike everywhere", r);
+  for (int r = 0; r < P && *cannot < 0; r++)
+    if (!all[2 * r + 1]) *cannot = r;
+  const int want = all[0];
+  if (want == 1 && *cannot >= 0)
+    return meld_error(MELD_ERR_UNSUPPORTED, "MELD_NET_TRANSPORT=ibv, but rank %d cannot use "
+                      "ibverbs", *cannot);
+  if (want != 0 && *cannot < 0) *kind = "ibv";
+  return MELD_OK;
+}
+
+/* The transport every rank uses (meld_net_transport_pick over every rank's wish and ability).
+ * Collective: ranks decide alike or fail together. */
 static meld_result_t choose_transport(struct meld_comm *comm, const char **kind) {
   const char *env = getenv("MELD_NET_TRANSPORT");
-  int32_t want = 2; /* 0 tcp, 1 ibv, 2 auto */
+  const int32_t want = meld_net_transport_want(env);
   meld_result_t mine = MELD_OK;
-  if (env && *env) {
-    if (strcmp(env, "tcp") == 0) want = 0;
-    else if (strcmp(env, "ibv") == 0) want = 1;
-    else if (strcmp(env, "auto") != 0)
-      mine = meld_error(MELD_ERR_INVALID_ARG, "MELD_NET_TRANSPORT=%s: give tcp, ibv or auto", env);
-  }
+  if (want < 0) mine = meld_error(MELD_ERR_INVALID_ARG, "MELD_NET_TRANSPORT=%s: give tcp, ibv or auto", env);
   MELD_CHECK(meld_comm_agree(comm, mine, "MELD_NET_TRANSPORT"));
   char why[512] = "";
   const int32_t can = want != 0 && meld_transport_ibv_probe() == MELD_OK;
@@ -122,26 +141,15 @@ static meld_result_t choose_transport(struct meld_comm *comm, const char **kind)
   if (!all) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
   all[2 * comm->rank] = want, all[2 * comm->rank + 1] = can;
   meld_result_t res = meld_bootstrap_allgather(comm->boot, all, 2 * sizeof *all);
-  int all_can = 1, first_cannot = -1;
-  for (int r = 0; res == MELD_OK && r < P; r++) {
-    if (all[2 * r] != want) {
-      res = meld_error(MELD_ERR_INVALID_ARG, "MELD_NET_TRANSPORT differs between ranks (rank %d "
-                       "and rank %d): set it alike everywhere", r, comm->rank);
-      break;
-    }
-    if (!all[2 * r + 1] && all_can) all_can = 0, first_cannot = r;
-  }
+  int cannot = -1;
+  if (res == MELD_OK) res = meld_net_transport_pick(all, P, kind, &cannot);
   free(all);
+  if (res != MELD_OK && cannot == comm->rank) /* (this rank knows why) */
+    return meld_error(res, "%s: %s", meld_last_error(), why);
   MELD_CHECK(res);
-  if (want == 1 && !all_can)
-    return meld_error(MELD_ERR_UNSUPPORTED, "MELD_NET_TRANSPORT=ibv, but rank %d cannot use "
-                      "ibverbs%s%s", first_cannot, first_cannot == comm->rank ? ": " : " (its log "
-                      "says why)", first_cannot == comm->rank ? why : "");
-  if (want == 2 && !all_can)
-    MELD_INFO(MELD_SUB_PROXY, "inter-node path: tcp, as rank %d cannot use ibverbs%s%s",
-              first_cannot, first_cannot == comm->rank ? ": " : "",
-              first_cannot == comm->rank ? why : "");
-  *kind = want != 0 && all_can ? "ibv" : "tcp";
+  if (want == 2 && cannot >= 0)
+    MELD_INFO(MELD_SUB_PROXY, "inter-node path: tcp, as rank %d cannot use ibverbs%s%s", cannot,
+              cannot == comm->rank ? ": " : "", cannot == comm->rank ? why : "");
   return MELD_OK;
 }
 

@@ -73,6 +73,15 @@ int meld_net_sizes(const meld_coll_args_t *a, int P, int me, meld_net_sizes_t *s
 /* MELD_NET_CHUNK_BYTES (default MELD_NET_BLOCK_DEFAULT), validated. */
 meld_result_t meld_net_block_env(uint64_t *block);
 
+/* MELD_NET_TRANSPORT's value `env`: 0 tcp, 1 ibv, 2 auto (also NULL or empty), -1 unknown. */
+int meld_net_transport_want(const char *env);
+
+/* The inter-node transport from every rank's {want (as above), can use ibverbs} pairs,
+ * all[2 * P]: *kind "ibv" where every rank wants ibv or auto and every rank can, else "tcp";
+ * *cannot = the first rank that cannot use ibverbs (-1: none). Fails: MELD_ERR_INVALID_ARG
+ * (the ranks' wants differ), MELD_ERR_UNSUPPORTED (ibv wanted, rank *cannot cannot). */
+meld_result_t meld_net_transport_pick(const int32_t *all, int P, const char **kind, int *cannot);
+
 #ifdef __cplusplus
 }
 #endif

@@ -363,6 +363,46 @@ static void test_block_env(void **state) {
   assert_false(meld_net_block_valid(MELD_NET_BLOCK_MIN - 256) || meld_net_block_valid(MELD_NET_BLOCK_MAX + 256));
 }
 
+/* MELD_NET_TRANSPORT and every rank's ability decide the inter-node transport alike. */
+static void test_transport_choice(void **state) {
+  (void)state;
+  assert_int_equal(meld_net_transport_want(NULL), 2);
+  assert_int_equal(meld_net_transport_want(""), 2);
+  assert_int_equal(meld_net_transport_want("auto"), 2);
+  assert_int_equal(meld_net_transport_want("tcp"), 0);
+  assert_int_equal(meld_net_transport_want("ibv"), 1);
+  assert_int_equal(meld_net_transport_want("IBV"), -1);
+  assert_int_equal(meld_net_transport_want("rdma"), -1);
+  const char *kind = NULL;
+  int cannot = 7;
+  /* auto, all can: ibv; auto, rank 2 cannot: tcp, and rank 2 is named for the log */
+  int32_t a1[8] = {2, 1, 2, 1, 2, 1, 2, 1};
+  assert_int_equal(meld_net_transport_pick(a1, 4, &kind, &cannot), MELD_OK);
+  assert_string_equal(kind, "ibv");
+  assert_int_equal(cannot, -1);
+  int32_t a2[8] = {2, 1, 2, 1, 2, 0, 2, 0};
+  assert_int_equal(meld_net_transport_pick(a2, 4, &kind, &cannot), MELD_OK);
+  assert_string_equal(kind, "tcp");
+  assert_int_equal(cannot, 2);
+  /* ibv forced where rank 1 cannot: every rank fails, naming it */
+  int32_t a3[6] = {1, 1, 1, 0, 1, 1};
+  assert_int_equal(meld_net_transport_pick(a3, 3, &kind, &cannot), MELD_ERR_UNSUPPORTED);
+  assert_int_equal(cannot, 1);
+  assert_non_null(strstr(meld_last_error(), "MELD_NET_TRANSPORT=ibv, but rank 1 cannot use ibverbs"));
+  /* tcp forced: tcp even where all could use ibv (their probe is skipped: can = 0) */
+  int32_t a4[4] = {0, 0, 0, 0};
+  assert_int_equal(meld_net_transport_pick(a4, 2, &kind, &cannot), MELD_OK);
+  assert_string_equal(kind, "tcp");
+  /* wants that differ: refused on every rank */
+  int32_t a5[6] = {2, 1, 2, 1, 0, 0};
+  assert_int_equal(meld_net_transport_pick(a5, 3, &kind, &cannot), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "MELD_NET_TRANSPORT differs between ranks (rank 2 and rank 0)"));
+  /* one rank */
+  int32_t a6[2] = {2, 1};
+  assert_int_equal(meld_net_transport_pick(a6, 1, &kind, &cannot), MELD_OK);
+  assert_string_equal(kind, "ibv");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chunks),
@@ -374,6 +414,7 @@ int main(void) {
       cmocka_unit_test(test_stream_agreement),
       cmocka_unit_test(test_hier_layout),
       cmocka_unit_test(test_block_env),
+      cmocka_unit_test(test_transport_choice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
