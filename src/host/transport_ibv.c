@@ -454,30 +454,24 @@ static int rx_one(ibv_t *c, const struct ibv_wc *wc) {
                         wc->byte_len, m.magic, m.type);
     return -1;
   }
-  if (m.type == CTL_HELLO) {
-    if (!__atomic_exchange_n(&c->peers[peer].hello, 1, __ATOMIC_RELAXED)) atomic_fetch_add(&c->hellos, 1);
-    int e = post_recv(c, peer, slot);
-    if (e) {
-      meld_transport_fail(t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: re-posting a "
-                          "receive for rank %d: %s", t->rank, peer, strerror(e));
-      return -1;
-    }
-    return 0;
-  }
   if (m.type == CTL_BYE) {
     c->peers[peer].bye = 1;
     atomic_fetch_sub(&c->open, 1);
     return 0; /* nothing more comes from it: no receive to re-post */
   }
-  uint64_t *flag = meld_transport_local(t, m.region, m.offset, 8);
-  if (!flag || (uintptr_t)flag % 8) {
-    meld_transport_fail(t, MELD_ERR_INTERNAL, "meld ibverbs transport: rank %d: rank %d set a "
-                        "flag outside our regions (region %u offset %llu)", t->rank, peer,
-                        m.region, (unsigned long long)m.offset);
-    return -1;
+  if (m.type == CTL_HELLO) {
+    if (!__atomic_exchange_n(&c->peers[peer].hello, 1, __ATOMIC_RELAXED)) atomic_fetch_add(&c->hellos, 1);
+  } else {
+    uint64_t *flag = meld_transport_local(t, m.region, m.offset, 8);
+    if (!flag || (uintptr_t)flag % 8) {
+      meld_transport_fail(t, MELD_ERR_INTERNAL, "meld ibverbs transport: rank %d: rank %d set a "
+                          "flag outside our regions (region %u offset %llu)", t->rank, peer,
+                          m.region, (unsigned long long)m.offset);
+      return -1;
+    }
+    /* The SEND's completion follows the WRITEs' placement (RC order): now the flag. */
+    atomic_store_explicit((_Atomic uint64_t *)flag, m.value, memory_order_release);
   }
-  /* The SEND's completion follows the WRITEs' placement (RC order): now the flag. */
-  atomic_store_explicit((_Atomic uint64_t *)flag, m.value, memory_order_release);
   int e = post_recv(c, peer, slot);
   if (e) {
     meld_transport_fail(t, MELD_ERR_SYSTEM, "meld ibverbs transport: rank %d: re-posting a "
