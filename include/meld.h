@@ -168,6 +168,7 @@ typedef struct {
                                 its share when ranks that are threads of this process share
                                 the GPU (their kernels run at once)                         */
   size_t workspace_bytes;    /* size of the symmetric workspace                              */
+  char net_transport[8];     /* how bytes cross nodes: "ibv" (RDMA), "tcp", or "" (one node)  */
 } meld_comm_info_t;
 
 /* Fills *info. Fails with MELD_ERR_INVALID_ARG on NULL. */

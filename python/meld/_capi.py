@@ -71,7 +71,7 @@ class UniqueId(ctypes.Structure):
 class CommInfo(ctypes.Structure):
     _fields_ = [("rank", c_int), ("nranks", c_int), ("local_rank", c_int), ("local_size", c_int),
                 ("node", c_int), ("nnodes", c_int), ("device", c_int), ("sm_count", c_int),
-                ("workspace_bytes", c_size_t)]
+                ("workspace_bytes", c_size_t), ("net_transport", ctypes.c_char * 8)]
 
 
 class GemmArgs(ctypes.Structure):

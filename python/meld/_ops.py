@@ -307,6 +307,7 @@ class Comm:
         self.node, self.nnodes = info.node, info.nnodes
         self.device, self.sm_count = info.device, info.sm_count
         self.workspace_bytes = info.workspace_bytes
+        self.net_transport = info.net_transport.decode()  # "ibv", "tcp", or "" (one node)
 
     # -- lifetime ---------------------------------------------------------------------------
     def _handle(self):

@@ -14,6 +14,7 @@
 #include "error.h"
 #include "log.h"
 #include "net.h"
+#include "transport.h"
 
 /* How long destroy waits for peers to unmap before freeing (a dead peer must not hold us). */
 #define MELD_DESTROY_BARRIER_MS 10000
@@ -546,6 +547,9 @@ meld_result_t meld_comm_info(meld_comm_t comm, meld_comm_info_t *info) {
   info->device = comm->device;
   info->sm_count = comm->sm_count;
   info->workspace_bytes = comm->workspace.bytes;
+  memset(info->net_transport, 0, sizeof info->net_transport);
+  if (comm->net && comm->net->tp)
+    snprintf(info->net_transport, sizeof info->net_transport, "%s", comm->net->tp->ops->name);
   return MELD_OK;
 }
 

@@ -53,6 +53,7 @@ static void rank_exchange(int rank, int nranks) {
            "nnodes %d local %d/%d", info.nnodes, info.local_rank, info.local_size);
   GT_CHECK(info.sm_count > 0 && info.workspace_bytes == cfg.workspace_bytes, "sm %d ws %zu",
            info.sm_count, info.workspace_bytes);
+  GT_CHECK(info.net_transport[0] == 0, "one node, yet net_transport \"%.8s\"", info.net_transport);
 
   const size_t ws = comm->workspace.bytes;
   fill_kernel<<<264, 256>>>((uint32_t *)comm->workspace.local, ws / 4, 1000 + rank);

@@ -224,6 +224,11 @@ static void rank_collectives(int rank, int P) {
   GT_MELD(meld_comm_info(comm, &info));
   GT_CHECK(info.nnodes == P / g_per_node && info.local_size == g_per_node, "nnodes %d local_size %d",
            info.nnodes, info.local_size);
+  const char *want_tp = getenv("MELD_NET_TRANSPORT"); /* (auto: ibv where a NIC is, else tcp) */
+  GT_CHECK(want_tp && strcmp(want_tp, "auto") != 0 && *want_tp ? strcmp(info.net_transport, want_tp) == 0
+                                                               : strcmp(info.net_transport, "tcp") == 0 ||
+                                                                     strcmp(info.net_transport, "ibv") == 0,
+           "net_transport \"%s\" (MELD_NET_TRANSPORT %s)", info.net_transport, want_tp ? want_tp : "unset");
   cudaStream_t st;
   GT_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   const double t0 = gt_now_s();
