@@ -476,6 +476,9 @@ static void test_region_mismatch(void **state) {
 
 static const char *const g_small[] = {"FAKEVERBS_MAX_MSG", "65536", "FAKEVERBS_DELAY_US", "20", NULL};
 static const char *const g_roce[] = {"FAKEVERBS_ROCE", "1", NULL};
+/* Two NICs a host: ranks spread over them by local index (no sysfs places them), so traffic
+ * crosses between devices. */
+static const char *const g_two_nics[] = {"FAKEVERBS_NDEV", "2", NULL};
 
 /* WRITEs split at a 64 KiB max_msg_sz (MiB chunks: dozens of work requests a write), and a
  * fake HCA that applies each 16 KiB fragment 20 us late (completions lag the posts, so the
@@ -669,6 +672,7 @@ int main(void) {
       TRANSPORT_CASES,
       FAKE_CASE(test_ibv_small_messages, g_small),
       FAKE_CASE(test_ibv_roce, g_roce),
+      {"test_ibv_two_nics", test_alltoall_4, fake_env, fake_env_end, (void *)g_two_nics},
       cmocka_unit_test(test_ibv_unusable),
       cmocka_unit_test(test_ibv_probe_ok),
       cmocka_unit_test(test_ibv_unreachable),
