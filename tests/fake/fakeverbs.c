@@ -192,36 +192,49 @@ _Static_assert(sizeof(rec_t) == FV_REC, "rec_t is 64 bytes");
 
 enum { M_CTX = 0x43747831, M_PD = 0x50643031, M_MR = 0x4d723031, M_CQ = 0x43713031, M_QP = 0x51703031 };
 
+/* The bookkeeping all kinds of objects share, as one header `res` that each carries right after
+ * its ibv_* struct (which stays first: the application's pointer is the object's address), so
+ * that one set of functions (res_* below) serves them all. magic: to_*() tell a live object of
+ * the right kind from a freed or foreign pointer (EINVAL, not a crash). next: the context's list
+ * of that kind (for MRs a hash chain), from which ibv_close_device frees what the application
+ * left. nref: the objects that use this one (a PD's MRs and QPs, a CQ's QPs); destroying it while
+ * any do is EBUSY. handle: one above the list head's when linked (PDs and CQs report it). A
+ * context uses only the magic. */
+typedef struct fres {
+  uint32_t magic;
+  uint32_t handle;
+  int nref;
+  struct fres *next;
+} fres_t;
+
+/* The object of `type` whose header is *r. */
+#define OBJ(type, r) ((type *)(void *)((char *)(r) - offsetof(type, res)))
+
 typedef struct fctx fctx_t;
 
 typedef struct fpd {
   struct ibv_pd pd;
-  uint32_t magic;
+  fres_t res;
   fctx_t *c;
-  int nref; /* MRs and QPs */
-  struct fpd *next;
 } fpd_t;
 
 typedef struct fmr {
   struct ibv_mr mr;
-  uint32_t magic;
+  fres_t res;
   fpd_t *pd;
   unsigned access;
   uint64_t iova;
-  struct fmr *next; /* hash chain */
 } fmr_t;
 
 typedef struct fcq {
   struct ibv_cq cq;
-  uint32_t magic;
+  fres_t res;
   fctx_t *c;
   pthread_mutex_t lock;
   struct ibv_wc *ring;
   uint32_t cap;
   uint64_t head, tail;
   int overrun;
-  int nref; /* QPs */
-  struct fcq *next;
 } fcq_t;
 
 typedef struct {
@@ -243,11 +256,10 @@ typedef struct {
 
 typedef struct fqp {
   struct ibv_qp qp;
-  uint32_t magic;
+  fres_t res;
   fctx_t *c;
   fpd_t *pd;
   fcq_t *scq, *rcq;
-  struct fqp *next;
   int slot;
   uint32_t qpn;
   uint64_t own;
@@ -274,7 +286,7 @@ typedef struct fqp {
 
 struct fctx {
   struct ibv_context ctx;
-  uint32_t magic;
+  fres_t res;
   fab_t *f;
   int dev, slot;
   uint32_t tag;
@@ -287,10 +299,10 @@ struct fctx {
   pthread_mutex_t nic_lock; /* held by the NIC thread during a scan; guards the QP list */
   pthread_mutex_t res_lock; /* PD and CQ lists, reference counts */
   pthread_mutex_t mr_lock;  /* the MR table; held while the NIC copies from / into an MR */
-  fqp_t *qps;
-  fpd_t *pds;
-  fcq_t *cqs;
-  fmr_t *mrs[256];
+  fres_t *qps;      /* of fqp_t */
+  fres_t *pds;      /* of fpd_t */
+  fres_t *cqs;      /* of fcq_t */
+  fres_t *mrs[256]; /* of fmr_t, by key index */
 };
 
 /* ---- process globals ----------------------------------------------------------------------- */
@@ -481,33 +493,77 @@ static void gid_of(int slot, int roce, int index, union ibv_gid *g) {
   }
 }
 
-/* ---- object lookups (a bad pointer we can check is EINVAL, not a crash) ------------------- */
+/* ---- object bookkeeping (a bad pointer we can check is EINVAL, not a crash) --------------- */
 
-static fctx_t *to_ctx(struct ibv_context *x) {
-  fctx_t *c = (fctx_t *)x;
-  return c && c->magic == M_CTX ? c : NULL;
+/* x, when its header (`off` bytes in) says it is a live object of kind `magic`; else NULL. */
+static void *res_check(void *x, size_t off, uint32_t magic) {
+  return x && ((fres_t *)((char *)x + off))->magic == magic ? x : NULL;
 }
-static fpd_t *to_pd(struct ibv_pd *x) {
-  fpd_t *p = (fpd_t *)x;
-  return p && p->magic == M_PD ? p : NULL;
+#define TO(type, x, magic) ((type *)res_check((x), offsetof(type, res), (magic)))
+static fctx_t *to_ctx(struct ibv_context *x) { return TO(fctx_t, x, M_CTX); }
+static fpd_t *to_pd(struct ibv_pd *x) { return TO(fpd_t, x, M_PD); }
+static fmr_t *to_mr(struct ibv_mr *x) { return TO(fmr_t, x, M_MR); }
+static fcq_t *to_cq(struct ibv_cq *x) { return TO(fcq_t, x, M_CQ); }
+static fqp_t *to_qp(struct ibv_qp *x) { return TO(fqp_t, x, M_QP); }
+
+/* The lists are guarded by different locks (PDs and CQs: res_lock; MRs: mr_lock, which the NIC
+ * holds while it copies; QPs: nic_lock, which the caller holds across more), so these take the
+ * list's lock, or NULL where the caller already holds it. */
+
+/* Links r at the head of *list as a live object of kind `magic`; returns its handle. */
+static uint32_t res_link(pthread_mutex_t *lock, fres_t **list, fres_t *r, uint32_t magic) {
+  r->magic = magic;
+  if (lock) pthread_mutex_lock(lock);
+  r->handle = *list ? (*list)->handle + 1 : 1;
+  r->next = *list;
+  *list = r;
+  if (lock) pthread_mutex_unlock(lock);
+  return r->handle;
 }
-static fmr_t *to_mr(struct ibv_mr *x) {
-  fmr_t *m = (fmr_t *)x;
-  return m && m->magic == M_MR ? m : NULL;
+
+/* Takes r off *list, unless objects still use it (EBUSY, nothing changed), and clears its magic:
+ * a stale pointer is EINVAL from then on. Only PDs and CQs have users, and their lock is
+ * res_lock, which guards nref too. */
+static int res_unlink(pthread_mutex_t *lock, fres_t **list, fres_t *r) {
+  if (lock) pthread_mutex_lock(lock);
+  if (r->nref) {
+    if (lock) pthread_mutex_unlock(lock);
+    return EBUSY;
+  }
+  for (fres_t **pp = list; *pp; pp = &(*pp)->next)
+    if (*pp == r) {
+      *pp = r->next;
+      break;
+    }
+  if (lock) pthread_mutex_unlock(lock);
+  r->magic = 0;
+  return 0;
 }
-static fcq_t *to_cq(struct ibv_cq *x) {
-  fcq_t *q = (fcq_t *)x;
-  return q && q->magic == M_CQ ? q : NULL;
+
+/* The head of *list taken off with its magic cleared, or NULL. For ibv_close_device only (the NIC
+ * is stopped; users are not counted down: everything goes). */
+static fres_t *res_pop(fres_t **list) {
+  fres_t *r = *list;
+  if (r) {
+    *list = r->next;
+    r->magic = 0;
+  }
+  return r;
 }
-static fqp_t *to_qp(struct ibv_qp *x) {
-  fqp_t *q = (fqp_t *)x;
-  return q && q->magic == M_QP ? q : NULL;
+
+/* One more (d = 1) or one fewer (d = -1) user of each of the n objects r[]. */
+static void res_use(fctx_t *c, int d, int n, fres_t *const r[]) {
+  pthread_mutex_lock(&c->res_lock);
+  for (int i = 0; i < n; i++) r[i]->nref += d;
+  pthread_mutex_unlock(&c->res_lock);
 }
 
 /* MR table: lkey and rkey share their upper 24 bits (the index). mr_lock held. */
 static fmr_t *mr_find(fctx_t *c, uint32_t key, int remote) {
-  for (fmr_t *m = c->mrs[(key >> 8) & 255]; m; m = m->next)
+  for (fres_t *r = c->mrs[(key >> 8) & 255]; r; r = r->next) {
+    fmr_t *m = OBJ(fmr_t, r);
     if ((remote ? m->mr.rkey : m->mr.lkey) == key) return m;
+  }
   return NULL;
 }
 
@@ -955,7 +1011,8 @@ static void *nic_main(void *arg) {
     hb_tick(c);
     int did = 0;
     pthread_mutex_lock(&c->nic_lock);
-    for (fqp_t *q = c->qps; q; q = q->next) {
+    for (fres_t *r = c->qps; r; r = r->next) {
+      fqp_t *q = OBJ(fqp_t, r);
       pthread_mutex_lock(&q->lock);
       if (c->lost && !was_lost) {
         if (q->state != IBV_QPS_RESET && q->state != IBV_QPS_ERR) qp_error(q, 0);
@@ -1077,7 +1134,7 @@ FV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
   x->ops.post_recv = fv_post_recv;
   x->ops.poll_cq = fv_poll_cq;
   x->ops.req_notify_cq = fv_req_notify_cq;
-  c->magic = M_CTX;
+  c->res.magic = M_CTX;
   /* The NIC thread takes no signals: they stay with the application's threads. */
   sigset_t all, old;
   sigfillset(&all);
@@ -1088,7 +1145,7 @@ FV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
     uint64_t w = c->hb_word;
     CAS(&c->f->ctx[c->slot].word, &w, (uint64_t)0);
     pthread_mutex_unlock(&g_lock);
-    c->magic = 0;
+    c->res.magic = 0;
     free(c);
     errno = e;
     return NULL;
@@ -1099,44 +1156,24 @@ FV_EXPORT struct ibv_context *ibv_open_device(struct ibv_device *device) {
 }
 
 static void qp_free(fctx_t *c, fqp_t *q);
+static void cq_free(fcq_t *q);
 
 FV_EXPORT int ibv_close_device(struct ibv_context *context) {
   fctx_t *c = to_ctx(context);
   if (!c) return EINVAL;
   ST(&c->stop, 1);
   pthread_join(c->nic, NULL);
-  while (c->qps) {
-    fqp_t *q = c->qps;
-    c->qps = q->next;
-    qp_free(c, q);
-  }
+  for (fres_t *r; (r = res_pop(&c->qps));) qp_free(c, OBJ(fqp_t, r));
   for (int i = 0; i < 256; i++)
-    while (c->mrs[i]) {
-      fmr_t *m = c->mrs[i];
-      c->mrs[i] = m->next;
-      m->magic = 0;
-      free(m);
-    }
-  while (c->cqs) {
-    fcq_t *q = c->cqs;
-    c->cqs = q->next;
-    q->magic = 0;
-    pthread_mutex_destroy(&q->lock);
-    free(q->ring);
-    free(q);
-  }
-  while (c->pds) {
-    fpd_t *p = c->pds;
-    c->pds = p->next;
-    p->magic = 0;
-    free(p);
-  }
+    for (fres_t *r; (r = res_pop(&c->mrs[i]));) free(OBJ(fmr_t, r));
+  for (fres_t *r; (r = res_pop(&c->cqs));) cq_free(OBJ(fcq_t, r));
+  for (fres_t *r; (r = res_pop(&c->pds));) free(OBJ(fpd_t, r));
   uint64_t w = c->hb_word;
   if (!c->lost) CAS(&c->f->ctx[c->slot].word, &w, (uint64_t)0);
   pthread_mutex_lock(&g_lock);
   if (g_fab_pid == getpid() && g_nopen > 0) g_nopen--;
   pthread_mutex_unlock(&g_lock);
-  c->magic = 0;
+  c->res.magic = 0;
   pthread_mutex_destroy(&c->nic_lock);
   pthread_mutex_destroy(&c->res_lock);
   pthread_mutex_destroy(&c->mr_lock);
@@ -1255,33 +1292,16 @@ FV_EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context) {
   }
   p->pd.context = context;
   p->c = c;
-  p->magic = M_PD;
-  pthread_mutex_lock(&c->res_lock);
-  p->pd.handle = c->pds ? c->pds->pd.handle + 1 : 1;
-  p->next = c->pds;
-  c->pds = p;
-  pthread_mutex_unlock(&c->res_lock);
+  p->pd.handle = res_link(&c->res_lock, &c->pds, &p->res, M_PD);
   return &p->pd;
 }
 
 FV_EXPORT int ibv_dealloc_pd(struct ibv_pd *pd) {
   fpd_t *p = to_pd(pd);
   if (!p) return EINVAL;
-  fctx_t *c = p->c;
-  pthread_mutex_lock(&c->res_lock);
-  if (p->nref) {
-    pthread_mutex_unlock(&c->res_lock);
-    return EBUSY;
-  }
-  for (fpd_t **pp = &c->pds; *pp; pp = &(*pp)->next)
-    if (*pp == p) {
-      *pp = p->next;
-      break;
-    }
-  pthread_mutex_unlock(&c->res_lock);
-  p->magic = 0;
-  free(p);
-  return 0;
+  const int e = res_unlink(&p->c->res_lock, &p->c->pds, &p->res);
+  if (!e) free(p);
+  return e;
 }
 
 FV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t iova,
@@ -1318,17 +1338,11 @@ FV_EXPORT struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t 
   m->mr.handle = idx;
   m->mr.lkey = idx << 8 | 0x3c;
   m->mr.rkey = idx << 8 | 0xc3;
-  m->magic = M_MR;
   m->pd = p;
   m->access = access;
   m->iova = iova;
-  pthread_mutex_lock(&c->res_lock);
-  p->nref++;
-  pthread_mutex_unlock(&c->res_lock);
-  pthread_mutex_lock(&c->mr_lock);
-  m->next = c->mrs[idx & 255];
-  c->mrs[idx & 255] = m;
-  pthread_mutex_unlock(&c->mr_lock);
+  res_use(c, 1, 1, (fres_t *[]){&p->res});
+  res_link(&c->mr_lock, &c->mrs[idx & 255], &m->res, M_MR);
   return &m->mr;
 }
 
@@ -1340,17 +1354,9 @@ FV_EXPORT int ibv_dereg_mr(struct ibv_mr *mr) {
   fmr_t *m = to_mr(mr);
   if (!m) return EINVAL;
   fctx_t *c = m->pd->c;
-  pthread_mutex_lock(&c->mr_lock); /* waits for a copy in progress: none after this */
-  for (fmr_t **pp = &c->mrs[(m->mr.lkey >> 8) & 255]; *pp; pp = &(*pp)->next)
-    if (*pp == m) {
-      *pp = m->next;
-      break;
-    }
-  pthread_mutex_unlock(&c->mr_lock);
-  pthread_mutex_lock(&c->res_lock);
-  m->pd->nref--;
-  pthread_mutex_unlock(&c->res_lock);
-  m->magic = 0;
+  /* mr_lock waits for a copy in progress: none after this */
+  res_unlink(&c->mr_lock, &c->mrs[(m->mr.lkey >> 8) & 255], &m->res);
+  res_use(c, -1, 1, (fres_t *[]){&m->pd->res});
   free(m);
   return 0;
 }
@@ -1383,37 +1389,25 @@ FV_EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, voi
   q->ring = ring;
   q->cap = cap;
   pthread_mutex_init(&q->lock, NULL);
-  q->magic = M_CQ;
-  pthread_mutex_lock(&c->res_lock);
-  q->cq.handle = c->cqs ? c->cqs->cq.handle + 1 : 1;
-  q->next = c->cqs;
-  c->cqs = q;
-  pthread_mutex_unlock(&c->res_lock);
+  q->cq.handle = res_link(&c->res_lock, &c->cqs, &q->res, M_CQ);
   return &q->cq;
 }
 
-FV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq) {
-  fcq_t *q = to_cq(cq);
-  if (!q) return EINVAL;
-  fctx_t *c = q->c;
-  pthread_mutex_lock(&c->res_lock);
-  if (q->nref) {
-    pthread_mutex_unlock(&c->res_lock);
-    return EBUSY;
-  }
-  for (fcq_t **pp = &c->cqs; *pp; pp = &(*pp)->next)
-    if (*pp == q) {
-      *pp = q->next;
-      break;
-    }
-  pthread_mutex_unlock(&c->res_lock);
-  q->magic = 0;
+/* Frees the memory; the CQ is off its list. */
+static void cq_free(fcq_t *q) {
   pthread_mutex_destroy(&q->lock);
   pthread_mutex_destroy(&q->cq.mutex);
   pthread_cond_destroy(&q->cq.cond);
   free(q->ring);
   free(q);
-  return 0;
+}
+
+FV_EXPORT int ibv_destroy_cq(struct ibv_cq *cq) {
+  fcq_t *q = to_cq(cq);
+  if (!q) return EINVAL;
+  const int e = res_unlink(&q->c->res_lock, &q->c->cqs, &q->res);
+  if (!e) cq_free(q);
+  return e;
 }
 
 static int fv_poll_cq(struct ibv_cq *cq, int num_entries, struct ibv_wc *wc) {
@@ -1460,6 +1454,14 @@ static int qp_claim(fctx_t *c, fqp_t *q) {
   return ENOMEM;
 }
 
+/* Frees a QP's memory, parts of which may still be NULL (ibv_create_qp's failures, qp_free). */
+static void qp_mem_free(fqp_t *q) {
+  free(q->sq);
+  free(q->rq);
+  free(q->inl_buf);
+  free(q);
+}
+
 FV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr) {
   fpd_t *p = to_pd(pd);
   if (!p || !attr) {
@@ -1490,10 +1492,7 @@ FV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
   q->rq = calloc(nrq, sizeof *q->rq);
   q->inl_buf = cap->max_inline_data ? malloc((size_t)cap->max_send_wr * cap->max_inline_data) : NULL;
   if (!q->sq || !q->rq || (cap->max_inline_data && !q->inl_buf)) {
-    free(q->sq);
-    free(q->rq);
-    free(q->inl_buf);
-    free(q);
+    qp_mem_free(q);
     errno = ENOMEM;
     return NULL;
   }
@@ -1511,10 +1510,7 @@ FV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
   if (e) {
     pthread_mutex_unlock(&c->nic_lock);
     pthread_mutex_destroy(&q->lock);
-    free(q->sq);
-    free(q->rq);
-    free(q->inl_buf);
-    free(q);
+    qp_mem_free(q);
     errno = e;
     return NULL;
   }
@@ -1531,14 +1527,8 @@ FV_EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_att
   x->qp_type = IBV_QPT_RC;
   pthread_mutex_init(&x->mutex, NULL);
   pthread_cond_init(&x->cond, NULL);
-  q->magic = M_QP;
-  pthread_mutex_lock(&c->res_lock);
-  p->nref++;
-  scq->nref++;
-  rcq->nref++;
-  pthread_mutex_unlock(&c->res_lock);
-  q->next = c->qps;
-  c->qps = q;
+  res_use(c, 1, 3, (fres_t *[]){&p->res, &scq->res, &rcq->res});
+  res_link(NULL, &c->qps, &q->res, M_QP); /* nic_lock held */
   pthread_mutex_unlock(&c->nic_lock);
   return x;
 }
@@ -1551,19 +1541,11 @@ static void qp_free(fctx_t *c, fqp_t *q) {
     uint64_t o = q->own;
     CAS(&s->own, &o, (uint64_t)0);
   }
-  pthread_mutex_lock(&c->res_lock);
-  q->pd->nref--;
-  q->scq->nref--;
-  q->rcq->nref--;
-  pthread_mutex_unlock(&c->res_lock);
-  q->magic = 0;
+  res_use(c, -1, 3, (fres_t *[]){&q->pd->res, &q->scq->res, &q->rcq->res});
   pthread_mutex_destroy(&q->lock);
   pthread_mutex_destroy(&q->qp.mutex);
   pthread_cond_destroy(&q->qp.cond);
-  free(q->sq);
-  free(q->rq);
-  free(q->inl_buf);
-  free(q);
+  qp_mem_free(q);
 }
 
 FV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
@@ -1571,11 +1553,7 @@ FV_EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
   if (!q) return EINVAL;
   fctx_t *c = q->c;
   pthread_mutex_lock(&c->nic_lock); /* the NIC is between scans */
-  for (fqp_t **pp = &c->qps; *pp; pp = &(*pp)->next)
-    if (*pp == q) {
-      *pp = q->next;
-      break;
-    }
+  res_unlink(NULL, &c->qps, &q->res);
   qp_free(c, q);
   pthread_mutex_unlock(&c->nic_lock);
   return 0;
