@@ -17,7 +17,7 @@
 # Estimated wall: build ~100 s cold (0 PREBUILT), test_net on the fake ~100-200 s, on a real HCA
 # ~60-120 s: under 450 s; every step capped by tl.
 . "$(dirname "$0")/../device_env.sh"
-build lib build/tests/gpu/test_net build/tests/lib/libfakeverbs.so
+build lib build/tests/gpu/test_net build/tests/gpu/test_comm build/tests/lib/libfakeverbs.so
 {
   echo "## RDMA on this machine"
   ls -l /sys/class/infiniband 2>&1
@@ -34,6 +34,9 @@ MELD_NET_TRANSPORT=ibv MELD_IB_LIB=$FAKE FAKEVERBS_FABRIC=/tmp/meld-s38-fabric \
 echo "== run_shared 4 test_net over the fake HCA rc=$? at $(el) s"
 grep -E "FAIL|checks|PASSED|FAILED|timeout after|error|threads|^---|ibverbs" "$OUT/test_net_fake.log" | cut -c1-260 | head -60
 rm -f /tmp/meld-s38-fabric
+# meld_comm_info's net_transport ("" on one node; test_net checks "ibv" / "tcp")
+MELD_TIMEOUT_MS=5000 timeout -k 5 "$(tl 90)" tests/gpu/run.sh test_comm > "$OUT/test_comm.log" 2>&1
+echo "== test_comm rc=$? at $(el) s"; grep -E "checks|FAIL" "$OUT/test_comm.log" | head -5
 if grep -q "ACTIVE" "$OUT/rdma.log" && ldconfig -p 2>/dev/null | grep -q libibverbs.so.1; then
   MELD_NET_TRANSPORT=ibv MELD_DEBUG=INFO MELD_DEBUG_SUBSYS=PROXY GT_SPAWN_TIMEOUT_S=200 \
     timeout -k 5 "$(tl 200)" tests/gpu/run_shared.sh 2 test_net > "$OUT/test_net_hca.log" 2>&1
