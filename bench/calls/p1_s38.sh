@@ -13,7 +13,7 @@
 # 64 MiB all_gather a few GB/s, bounded by the GPU's copies into pinned staging (~10-20 GB/s)
 # and PCIe, not by TCP (2-4 GB/s in session 37).
 # Usage (device, nvidia-h200): OUT=... [PREBUILT=1: bench/pack_bins.sh build/tests/gpu/test_net
-#   build/tests/lib/libfakeverbs.so build/lib/libmeld.so, carry build/carry] bash bench/calls/p1_s38.sh
+#   build/tests/gpu/test_comm build/tests/lib/libfakeverbs.so build/lib/libmeld.so, carry build/carry] bash bench/calls/p1_s38.sh
 # Estimated wall: build ~100 s cold (0 PREBUILT), test_net on the fake ~100-200 s, on a real HCA
 # ~60-120 s: under 450 s; every step capped by tl.
 . "$(dirname "$0")/../device_env.sh"
