@@ -133,37 +133,45 @@ struct meld_retired {
   struct meld_retired *next;
 };
 
-meld_result_t meld_comm_scratch(struct meld_comm *comm, const char *fn, const char *instead, size_t bytes,
-                                cudaStream_t stream, void **out) {
+meld_result_t meld_comm_scratch_slot(struct meld_comm *comm, int slot, const char *fn, const char *instead,
+                                     size_t bytes, cudaStream_t stream, void **out) {
   enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
   MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
-  if (comm->unfused_scratch_bytes < bytes) {
+  void **buf = &comm->unfused_scratch[slot];
+  size_t *have = &comm->unfused_scratch_bytes[slot];
+  int *graphed = &comm->unfused_scratch_graphed[slot];
+  if (*have < bytes) {
     if (cs != cudaStreamCaptureStatusNone)
       return meld_error(MELD_ERR_UNSUPPORTED,
                         "%s: the unfused path needs %zu bytes of scratch, which cannot be allocated during stream "
                         "capture: %s",
                         fn, bytes, instead);
-    if (comm->unfused_scratch && comm->unfused_scratch_graphed) {
+    if (*buf && *graphed) {
       /* a graph captured with it may be replayed later: keep it until destroy */
       struct meld_retired *r = malloc(sizeof *r);
       if (!r) return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-      r->ptr = comm->unfused_scratch, r->next = comm->retired, comm->retired = r;
-    } else if (comm->unfused_scratch) {
-      MELD_CUDA_CHECK(cudaFreeAsync(comm->unfused_scratch, stream));
+      r->ptr = *buf, r->next = comm->retired, comm->retired = r;
+    } else if (*buf) {
+      MELD_CUDA_CHECK(cudaFreeAsync(*buf, stream));
     }
-    comm->unfused_scratch_graphed = 0;
-    comm->unfused_scratch = NULL;
-    comm->unfused_scratch_bytes = 0;
-    if (cudaMallocAsync(&comm->unfused_scratch, bytes, stream) != cudaSuccess) {
+    *graphed = 0;
+    *buf = NULL;
+    *have = 0;
+    if (cudaMallocAsync(buf, bytes, stream) != cudaSuccess) {
       (void)cudaGetLastError();
-      comm->unfused_scratch = NULL;
+      *buf = NULL;
       return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: cannot allocate %zu bytes of scratch", fn, bytes);
     }
-    comm->unfused_scratch_bytes = bytes;
+    *have = bytes;
   }
-  if (cs != cudaStreamCaptureStatusNone) comm->unfused_scratch_graphed = 1;
-  *out = comm->unfused_scratch;
+  if (cs != cudaStreamCaptureStatusNone) *graphed = 1;
+  *out = *buf;
   return MELD_OK;
+}
+
+meld_result_t meld_comm_scratch(struct meld_comm *comm, const char *fn, const char *instead, size_t bytes,
+                                cudaStream_t stream, void **out) {
+  return meld_comm_scratch_slot(comm, MELD_SCRATCH_OPS, fn, instead, bytes, stream, out);
 }
 
 /* Peers of this node whose GPU is visible here must be reachable by peer access. (Peers not
@@ -262,7 +270,8 @@ static void comm_free(struct meld_comm *c, int collective) {
   }
   meld_symbuf_destroy(c, &c->pad);
   meld_symbuf_destroy(c, &c->workspace);
-  if (c->unfused_scratch) cudaFree(c->unfused_scratch);
+  for (int i = 0; i < 2; i++)
+    if (c->unfused_scratch[i]) cudaFree(c->unfused_scratch[i]);
   while (c->retired) {
     struct meld_retired *r = c->retired;
     c->retired = r->next;

@@ -85,10 +85,13 @@ struct meld_comm {
   meld_symbuf_t pad;       /* MELD_SIGNAL_PAD_BYTES per rank: signals, credits, abort   */
   meld_symbuf_t *user_bufs;/* meld_mem_alloc and meld_mem_register list                 */
   uint64_t user_buf_seq;   /* meld_mem_alloc / _register calls so far (the last seq given) */
-  void *unfused_scratch;   /* the unfused paths' buffer (meld_comm_scratch); freed at destroy */
-  size_t unfused_scratch_bytes;
-  int unfused_scratch_graphed; /* the buffer was handed out during a stream capture: a graph may
-                              use it, so a larger one replaces it without freeing it       */
+  /* The scratch buffers (meld_comm_scratch_slot), freed at destroy: [MELD_SCRATCH_OPS] the
+   * unfused ops', [MELD_SCRATCH_NET] the inter-node hierarchy's (a collective an unfused op
+   * calls on its scratch must not take the same buffer). graphed: handed out during a stream
+   * capture: a graph may use it, so a larger one replaces it without freeing it. */
+  void *unfused_scratch[2];
+  size_t unfused_scratch_bytes[2];
+  int unfused_scratch_graphed[2];
   struct meld_retired *retired; /* such replaced buffers, freed at destroy                    */
   meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
   int ce_nstreams;         /* the CE engine's side streams (collectives.cu; 2+ ranks): min(P-1, 4),
@@ -141,6 +144,10 @@ int meld_split_assign(int n, const int32_t *color, const int32_t *key, int me, i
  * capturing: MELD_ERR_UNSUPPORTED, the sentence naming fn and `instead` (what else to do). */
 meld_result_t meld_comm_scratch(struct meld_comm *comm, const char *fn, const char *instead, size_t bytes,
                                 cudaStream_t stream, void **out);
+enum { MELD_SCRATCH_OPS = 0, MELD_SCRATCH_NET = 1 };
+/* The same for one of the comm's two scratch buffers (meld_comm_scratch: MELD_SCRATCH_OPS). */
+meld_result_t meld_comm_scratch_slot(struct meld_comm *comm, int slot, const char *fn, const char *instead,
+                                     size_t bytes, cudaStream_t stream, void **out);
 
 /* Symmetric memory (symmem.c). Collective over comm->boot. On failure nothing stays
  * allocated or mapped. */

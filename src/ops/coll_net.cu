@@ -523,7 +523,8 @@ static meld_result_t net_hier(meld_comm_t comm, const char *fn, const meld_coll_
   case MELD_COLL_REDUCE_SCATTER: {
     const size_t c = a->count, blk = c * es;
     uint8_t *s1 = NULL;
-    MELD_CHECK(meld_comm_scratch(comm, fn, instead, (size_t)(L + 1) * Nn * blk, stream, (void **)&s1));
+    MELD_CHECK(meld_comm_scratch_slot(comm, MELD_SCRATCH_NET, fn, instead, (size_t)(L + 1) * Nn * blk, stream,
+                                      (void **)&s1));
     uint8_t *s2 = s1 + (size_t)L * Nn * blk;
     for (int l = 0; l < L && r == MELD_OK; l++) r = net_copy2d(fn, s1, send, meld_hier_rs_perm(l, L, Nn, blk), stream);
     if (r == MELD_OK && (r = meld_reduce_scatter(nc, s1, s2, (size_t)Nn * c, a->dtype, stream)) == MELD_OK)
@@ -533,7 +534,8 @@ static meld_result_t net_hier(meld_comm_t comm, const char *fn, const meld_coll_
   case MELD_COLL_ALL_GATHER: {
     const size_t c = a->count, blk = c * es;
     uint8_t *s1 = NULL;
-    MELD_CHECK(meld_comm_scratch(comm, fn, instead, (size_t)(L + 1) * Nn * blk, stream, (void **)&s1));
+    MELD_CHECK(meld_comm_scratch_slot(comm, MELD_SCRATCH_NET, fn, instead, (size_t)(L + 1) * Nn * blk, stream,
+                                      (void **)&s1));
     uint8_t *s2 = s1 + (size_t)Nn * blk;
     if ((r = meld_all_gather(rc, send, s1, c, a->dtype, stream)) == MELD_OK &&
         (r = meld_all_gather(nc, s1, s2, (size_t)Nn * c, a->dtype, stream)) == MELD_OK)
