@@ -67,6 +67,17 @@ meld_result_t meld_transport_sticky(meld_transport_t *t) {
   return meld_error(code, "%s", buf);
 }
 
+meld_result_t meld_transport_create(const char *kind, int rank, int nranks, int node,
+                                   int local_index, const char *gpu_bus_id, int64_t timeout_ms,
+                                   meld_transport_t **out) {
+  if (kind && strcmp(kind, "ibv") == 0)
+    return meld_transport_ibv_create(rank, nranks, node, local_index, gpu_bus_id, timeout_ms, out);
+  if (!kind || strcmp(kind, "tcp") == 0)
+    return meld_transport_tcp_create(rank, nranks, node, NULL, timeout_ms, out);
+  if (out) *out = NULL;
+  return meld_error(MELD_ERR_INVALID_ARG, "meld transport: unknown kind \"%s\" (tcp or ibv)", kind);
+}
+
 meld_result_t meld_transport_register(meld_transport_t *t, void *base, uint64_t bytes,
                                       uint32_t *region) {
   if (!t || !base || !region)

@@ -127,7 +127,7 @@ meld_result_t meld_transport_tcp_create(int rank, int nranks, int node, const ch
 /* A tcp or ibverbs transport as `kind` says: "tcp", "ibv" (fails if ibverbs is unusable here:
  * MELD_ERR_UNSUPPORTED with the reason). local_index (this rank's index among the ranks of its
  * node) and gpu_bus_id (its GPU's PCI bus id, or NULL) pick the NIC for ibv. tcp advertises
- * MELD_SOCKET_ADDR or this host's first non-loopback IPv4 address. (transport_ibv.c) */
+ * MELD_SOCKET_ADDR or this host's first non-loopback IPv4 address. (transport.c) */
 meld_result_t meld_transport_create(const char *kind, int rank, int nranks, int node,
                                    int local_index, const char *gpu_bus_id, int64_t timeout_ms,
                                    meld_transport_t **out);

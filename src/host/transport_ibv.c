@@ -83,17 +83,6 @@
 #endif
 #endif
 
-meld_result_t meld_transport_create(const char *kind, int rank, int nranks, int node,
-                                   int local_index, const char *gpu_bus_id, int64_t timeout_ms,
-                                   meld_transport_t **out) {
-  if (kind && strcmp(kind, "ibv") == 0)
-    return meld_transport_ibv_create(rank, nranks, node, local_index, gpu_bus_id, timeout_ms, out);
-  if (!kind || strcmp(kind, "tcp") == 0)
-    return meld_transport_tcp_create(rank, nranks, node, NULL, timeout_ms, out);
-  if (out) *out = NULL;
-  return meld_error(MELD_ERR_INVALID_ARG, "meld transport: unknown kind \"%s\" (tcp or ibv)", kind);
-}
-
 #ifndef MELD_HAVE_VERBS
 
 #define NO_VERBS                                                                                 \
