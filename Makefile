@@ -192,14 +192,13 @@ $(BUILD)/tsan/tests/unit/test_proxy_ring: tests/unit/test_proxy_ring.c $(BUILD)/
 $(BUILD)/tsan/tests/unit/%: tests/unit/%.c $(wildcard src/common/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TSAN_FLAGS) -Itests $< -o $@ -lcmocka -lpthread
-# make test-tsan-net: the transport test (proxy, tcp and ibverbs transports, their threads) with
-# the fake HCA, all instrumented; slower, so with wider time bounds, and the fake's peers declared
-# dead after 5 s. tests/tsan.supp: the fake's emulated DMA (its happens-before runs through
-# another process). Not part of make test: under TSan an ibv all-to-all stalled in its second
-# epoch in some runs (no report, no error; session 38, not understood; plain runs pass).
+# The transport test (proxy, tcp and ibverbs transports, their threads) with the fake HCA, all
+# instrumented; slower, so with wider time bounds, and the fake's peers declared dead after 5 s.
+# The fake's emulated DMA is not recorded as its thread's writes (its order runs through another
+# process, which TSan cannot see): no suppressions.
 ifeq ($(HAVE_VERBS),1)
 TSAN_FAKE := $(BUILD)/tsan/tests/lib/libfakeverbs.so
-TSAN_NET_BINS := $(BUILD)/tsan/tests/mp/test_transport
+TSAN_BINS += $(BUILD)/tsan/tests/mp/test_transport
 $(TSAN_FAKE): tests/fake/fakeverbs.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TSAN_FLAGS) -shared $< -o $@
@@ -207,10 +206,6 @@ $(BUILD)/tsan/tests/mp/test_transport: tests/mp/test_transport.c $(BUILD)/tsan/l
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TSAN_FLAGS) -Itests -DFAKEVERBS_LIB='"$(abspath $(TSAN_FAKE))"' -DTIMEOUT_MS=30000 \
 	  -DCHILD_LIMIT_MS=90000 -DDETECT_MS=20000 $< $(TEST_COMMON) -o $@ $(BUILD)/tsan/lib/libmeld_host.a -lcmocka $(LDLIBS)
-.PHONY: test-tsan-net
-test-tsan-net: $(TSAN_NET_BINS)
-	@FAKEVERBS_DEAD_MS=5000 TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$(CURDIR)/tests/tsan.supp $(TSAN_OPTIONS)" \
-	  tests/run.sh tsan-net $(TSAN_NET_BINS)
 endif
 test-tsan: $(TSAN_BINS)
-	@TSAN_OPTIONS="halt_on_error=1 exitcode=66 $(TSAN_OPTIONS)" tests/run.sh tsan $(TSAN_BINS)
+	@FAKEVERBS_DEAD_MS=5000 TSAN_OPTIONS="halt_on_error=1 exitcode=66 $(TSAN_OPTIONS)" tests/run.sh tsan $(TSAN_BINS)

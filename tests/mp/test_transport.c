@@ -670,6 +670,8 @@ static int group_tcp(void **state) {
       cmocka_unit_test(test_region_mismatch), FAKE_CASE(test_source_reuse, g_slow)
 
 int main(void) {
+  /* MELD_TEST_FILTER: run only the cases whose names match (cmocka's * and ? wildcards) */
+  if (getenv("MELD_TEST_FILTER")) cmocka_set_test_filter(getenv("MELD_TEST_FILTER"));
   const struct CMUnitTest tcp[] = {TRANSPORT_CASES};
   int failed = cmocka_run_group_tests_name("tcp", tcp, group_tcp, NULL);
 #ifdef MELD_NO_VERBS_TEST
