@@ -46,14 +46,9 @@ static meld_result_t hier_create(struct meld_comm *c) {
   int64_t v = 1;
   const meld_result_t env = meld_env_int64("MELD_NET_HIER", 0, 1, &v);
   MELD_CHECK(meld_comm_agree(c, env, "MELD_NET_HIER"));
-  /* Ranks that are threads of one process: off (session 38, one H200: the hierarchical
-   * all_gather / all_reduce of 2 x 2 thread ranks timed out in the node comm's kernel, while
-   * processes passed; not yet understood). Agreed below like the variable. */
-  int threads = 0;
-  for (int r = 0; r < P; r++) threads |= r != c->rank && meld_comm_same_process(c, r);
   int32_t *want = calloc((size_t)P, sizeof *want);
   if (!want) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
-  want[c->rank] = (int32_t)(v && !threads);
+  want[c->rank] = (int32_t)v;
   meld_result_t res = meld_bootstrap_allgather(c->boot, want, sizeof *want);
   int on = uniform;
   for (int r = 0; res == MELD_OK && r < P; r++) on = on && want[r] != 0;
@@ -62,13 +57,14 @@ static meld_result_t hier_create(struct meld_comm *c) {
   if (!on) {
     MELD_INFO(MELD_SUB_INIT, "inter-node collectives: flat (%s)",
               L < 2 ? "one rank a node" : !uniform ? "ranks not numbered node by node, or unequal nodes"
-                                                   : "MELD_NET_HIER=0, or ranks that are threads of one process");
+                                                   : "MELD_NET_HIER=0");
     return MELD_OK;
   }
   meld_resolved_config_t cfg = c->cfg;
   cfg.internal = 1;
   cfg.trace_path[0] = '\0';  /* (one trace file a process: the parent's) */
   cfg.sm_cap = c->sm_count; /* (children of ranks that are threads on one GPU would plan with more) */
+  cfg.side_stream = meld_proto_side_stream(c); /* (no more streams than the flat path's) */
   MELD_CHECK(comm_split(c, c->node, c->rank, &cfg, MELD_OK, &c->hier_node));
   res = comm_split(c, c->local_rank, c->rank, &cfg, MELD_OK, &c->hier_rail);
   if (res != MELD_OK) {
@@ -233,7 +229,13 @@ static meld_result_t ce_stream_create(struct meld_comm *c) {
    * of their streams may share a hardware queue (one's waiting kernel would hold up the
    * other's); the process has CUDA_DEVICE_MAX_CONNECTIONS of them (default 8). */
   const char *e = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  const int n = meld_coll_ce_side_streams(c->nranks, c->gpu_share, e && atoi(e) > 0 ? atoi(e) : 8, MELD_CE_STREAMS);
+  const int queues = e && atoi(e) > 0 ? atoi(e) : 8;
+  const int n = meld_coll_ce_side_streams(c->nranks, c->gpu_share, queues, MELD_CE_STREAMS);
+  if (c->gpu_share > 1 && c->gpu_share * (2 + n) > queues) /* (a rank's own stream, the side stream, n) */
+    MELD_WARN(MELD_SUB_INIT, "%d ranks of this process share GPU %s with %d streams or more but the process has %d "
+              "hardware queues (CUDA_DEVICE_MAX_CONNECTIONS): a rank's kernel may wait in a queue behind "
+              "another's that waits for it (a timeout); set CUDA_DEVICE_MAX_CONNECTIONS=32 before CUDA starts",
+              c->gpu_share, c->ranks[c->rank].bus_id, c->gpu_share * (2 + n), queues);
   MELD_CUDA_CHECK(cudaEventCreateWithFlags(&c->ce_fork, cudaEventDisableTiming));
   for (int i = 0; i < n; i++) {
     MELD_CUDA_CHECK(cudaStreamCreateWithFlags(&c->ce_stream[i], cudaStreamNonBlocking));

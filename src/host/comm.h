@@ -168,6 +168,9 @@ const meld_symbuf_t *meld_symbuf_find(const struct meld_comm *comm, const void *
 
 /* Device protocol hooks (proto.c): created after the signal pad exists; destroyed first. */
 meld_result_t meld_proto_create(struct meld_comm *comm);
+/* The comm's protocol side stream (a cudaStream_t; NULL before meld_proto_create), which the
+ * hierarchy's comms share (config.h side_stream). */
+void *meld_proto_side_stream(struct meld_comm *comm);
 void meld_proto_destroy(struct meld_comm *comm);
 meld_result_t meld_proto_abort(struct meld_comm *comm);
 meld_result_t meld_proto_check(struct meld_comm *comm);

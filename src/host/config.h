@@ -28,6 +28,10 @@ typedef struct {
                     are threads on one GPU stay within its hardware queues) */
   int sm_cap;    /* not from the environment: > 0 caps the comm's SM count (the hierarchy's comms
                     plan within the parent's share where ranks are threads sharing a GPU) */
+  void *side_stream; /* not from the environment: the hierarchy's comms use their parent's
+                    protocol side stream (a cudaStream_t) instead of their own (comm.c
+                    hier_create: the streams of ranks that are threads on one GPU share its
+                    hardware queues) */
 } meld_resolved_config_t;
 
 /* Resolves `in` (NULL = all unset) into *out. Checks the size/version fields and each

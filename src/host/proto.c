@@ -45,6 +45,7 @@ struct meld_proto_state {
   uint8_t **peer_pads_dev;     /* device array [nranks]                                 */
   meld_proto_dev_t dev;
   cudaStream_t side;           /* non-blocking: abort copies and probes                 */
+  int side_owned;              /* 0: the parent comm's (config side_stream)             */
   cudaEvent_t side_done;
   pthread_mutex_t side_mu;     /* abort and check may run on different threads          */
   meld_trace_t *trace;
@@ -259,13 +260,17 @@ static void state_free(struct meld_proto_state *st) {
   if (!st) return;
   if (st->trace) meld_trace_destroy(st->trace);
   if (st->side_done) cudaEventDestroy(st->side_done);
-  if (st->side) cudaStreamDestroy(st->side);
+  if (st->side && st->side_owned) cudaStreamDestroy(st->side);
   if (st->peer_pads_dev) cudaFree(st->peer_pads_dev);
   if (st->host) cudaFreeHost(st->host);
   pthread_mutex_destroy(&st->side_mu);
   pthread_mutex_destroy(&st->mu);
   pthread_cond_destroy(&st->cv);
   free(st);
+}
+
+void *meld_proto_side_stream(struct meld_comm *comm) {
+  return comm && comm->proto ? (void *)comm->proto->side : NULL;
 }
 
 const uint32_t *meld_proto_host_abort(struct meld_comm *comm) {
@@ -293,7 +298,11 @@ meld_result_t meld_proto_create(struct meld_comm *comm) {
                        res, fail);
   memset(st->host, 0, sizeof *st->host);
   MELD_CUDA_CHECK_GOTO(cudaHostGetDevicePointer((void **)&st->host_dev, st->host, 0), res, fail);
-  MELD_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking), res, fail);
+  st->side = (cudaStream_t)comm->cfg.side_stream;
+  if (!st->side) {
+    MELD_CUDA_CHECK_GOTO(cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking), res, fail);
+    st->side_owned = 1;
+  }
   MELD_CUDA_CHECK_GOTO(cudaEventCreateWithFlags(&st->side_done, cudaEventDisableTiming), res, fail);
 
   /* The pad is zeroed by its allocator; zero it again here so the protocol does not depend

@@ -651,7 +651,7 @@ static void *thread_timing(void *arg) {
     if (rank == 0)
       gt_log("threads: %s 64 MiB fp32, %d ranks, %d a node, chunk %s, %s: %.2f ms a call, bus bandwidth %.2f GB/s",
              op ? "all_reduce" : "all_gather", P, g_tper, g_chunk ? g_chunk : "default",
-             "flat", ms, bus);
+             hier_on(P, g_tper) ? "hierarchical" : "flat", ms, bus);
     int bad = 0;
     for (int k = 0; k < 4096 && !bad; k++) {
       const size_t i = ((size_t)k * 2654435761u) % n;
@@ -660,7 +660,7 @@ static void *thread_timing(void *arg) {
         GT_CUDA(cudaMemcpy(&got, o + i, 4, cudaMemcpyDeviceToHost));
         float v[8];
         for (int q = 0; q < P; q++) v[q] = val(q, i, 900);
-        want = sum_f32(v, P, g_tper, 0); /* (thread ranks: the hierarchy is off, comm.c hier_create) */
+        want = sum_f32(v, P, g_tper, hier_on(P, g_tper));
       } else {
         const int q = (int)(i / (n / P));
         GT_CUDA(cudaMemcpy(&got, o + i, 4, cudaMemcpyDeviceToHost));
@@ -683,8 +683,9 @@ static void *thread_timing(void *arg) {
 
 static void run_threads(int P, int per_node) {
   g_tP = P, g_tper = per_node;
-  printf("--- timing with rank threads (%d ranks, %d a node, chunk %s, flat: threads)\n", P, per_node,
-         g_chunk ? g_chunk : "default");
+  printf("--- timing with rank threads (%d ranks, %d a node, chunk %s, %s, %s hardware queues)\n", P, per_node,
+         g_chunk ? g_chunk : "default", hier_on(P, per_node) ? "hierarchical" : "flat",
+         getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
   fflush(stdout);
   if (meld_get_unique_id(&g_tid) != MELD_OK) {
     GT_CHECK(0, "meld_get_unique_id: %s", meld_last_error());
@@ -705,13 +706,9 @@ static int run(const char *name, int nranks, gt_rank_fn fn) {
   return failed;
 }
 
-int main(void) {
-  const int ndev = gt_device_count();
-  printf("test_net: %d rank slot(s)\n", ndev);
-  if (ndev < 2) {
-    printf("skipped: needs 2 ranks (2 GPUs, or MELD_SHARE_GPU=1 on one: tests/gpu/run_shared.sh 2 test_net)\n");
-    return gt_summary("test_net");
-  }
+static const char *g_chunks[] = {"65536", NULL, "1048576"}; /* MELD_NET_CHUNK_BYTES of the timings */
+
+static void run_procs(int ndev) {
   g_per_node = 1;
   run("collectives, 2 nodes x 1 rank", 2, rank_collectives);
   if (ndev >= 3) run("collectives, 3 nodes x 1 rank", 3, rank_collectives);
@@ -736,18 +733,30 @@ int main(void) {
     run("tensor-parallel ops and ring attention, 2 nodes x 2 ranks", 4, rank_tp_ops);
     g_per_node = 1;
   }
-  const char *chunks[] = {"65536", NULL, "1048576"};
   for (int i = 0; i < 3; i++) {
-    g_chunk = chunks[i];
+    g_chunk = g_chunks[i];
     run("timing (a functional figure)", 2, rank_timing);
   }
   g_chunk = "65536";
   run("a rank that never calls", 2, rank_missing);
+}
+
+int main(void) {
+  const int ndev = gt_device_count();
+  printf("test_net: %d rank slot(s)\n", ndev);
+  if (ndev < 2) {
+    printf("skipped: needs 2 ranks (2 GPUs, or MELD_SHARE_GPU=1 on one: tests/gpu/run_shared.sh 2 test_net)\n");
+    return gt_summary("test_net");
+  }
+  /* TEST_NET_THREADS_ONLY=1: only the rank-thread timings (the last part) */
+  const int procs = !getenv("TEST_NET_THREADS_ONLY");
+  if (procs) run_procs(ndev);
   /* Last: this process starts CUDA here (no fork after it). */
+  gt_inproc_env(); /* (32 hardware queues unless set: gpu_test.h says why) */
   setenv("MELD_SHARE_GPU", "1", 1);
   unsetenv("MELD_NODE_ID");
   for (int i = 0; i < 3; i++) {
-    g_chunk = chunks[i];
+    g_chunk = g_chunks[i];
     if (g_chunk) setenv("MELD_NET_CHUNK_BYTES", g_chunk, 1);
     else unsetenv("MELD_NET_CHUNK_BYTES");
     run_threads(2, 1);
