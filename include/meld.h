@@ -246,6 +246,32 @@ typedef struct {
  * MELD_ERR_UNSUPPORTED (not a Hopper GPU), MELD_ERR_CUDA. */
 meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream);
 
+/* FP8 GEMM: C[M,N] (bf16) = (*scale_a) (*scale_b) A[M,K] x B^T, A [M,K] and B [N,K] (the
+ * nn.Linear layout; the tensor cores read 8-bit operands K-major only) in OCP fp8 e4m3 (max
+ * 448, no infinities; torch.float8_e4m3fn), row-major, leading dimensions in elements (=
+ * bytes). Per-tensor scales as torch._scaled_mm's: device pointers to one fp32 each, read by
+ * the kernel (a CUDA graph replays whatever they hold then); NULL = 1. Accumulation in fp32 in
+ * the tensor cores' FP8 mode, as cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM (torch._scaled_mm
+ * with use_fast_accum=True): no periodic promotion. Needs: k a multiple of 16; lda, ldb >= k and
+ * multiples of 16; ldc >= n, a multiple of 8; a, b, c 16-byte aligned. Same engine, plans and
+ * reproducibility as meld_gemm (a k-block is 128 fp8 elements), without its small-M kernel.
+ * Fails with MELD_ERR_INVALID_ARG (with the reason), MELD_ERR_UNSUPPORTED (not Hopper),
+ * MELD_ERR_CUDA. */
+typedef struct {
+  const void *a;          /* fp8 e4m3 [M, K] */
+  int64_t lda;
+  const void *b;          /* fp8 e4m3 [N, K] */
+  int64_t ldb;
+  const float *scale_a;   /* device, one fp32; NULL = 1 */
+  const float *scale_b;   /* device, one fp32; NULL = 1 */
+  void *c;                /* bf16 [M, N] */
+  int64_t ldc;
+  int64_t m, n, k;
+  int sm_count;           /* multiprocessors to use; 0 = all of the device */
+} meld_gemm_fp8_args_t;
+
+meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *args, cudaStream_t stream);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Attention alone (single GPU): the compute core of the ring attention                     */
 /* ---------------------------------------------------------------------------------------- */

@@ -440,6 +440,13 @@ typedef struct {
   int32_t scat_n;   /* ranks (entries of scat_dst / scat_count) */
   int32_t scat_sys; /* 1: the counts' fence at system scope (ranks on other GPUs); 0: GPU scope
                        (every rank on this GPU: one rank, or ranks sharing it)               */
+  /* FP8 (meld_gemm_fp8): A and B are e4m3; the engine sees them as bf16 matrices of half the
+   * K (the same bytes: TMA boxes, swizzle, stages and k-blocks are byte-for-byte those of bf16,
+   * a k-block is 128 fp8 elements) and runs the m64nNk32 e4m3 wgmma instead of m64nNk16 bf16.
+   * Each tile's (or piece's) fp32 accumulators are multiplied by *scale_a * *scale_b before
+   * its epilogue (per-tensor scales, device memory: graph replays may change them). */
+  int32_t fp8;
+  const float *scale_a, *scale_b;
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -1843,11 +1850,12 @@ __device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gem
 }
 
 template <bool BKN, bool RED = false, int G2 = 0, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN,
-          int PRE = -1, bool GRP = false>
+          int PRE = -1, bool GRP = false, bool F8 = false>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int g, int tid) {
   static_assert(BN == GEMM_BN || (BN == GEMM_BN_WIDE && !BKN && !RED && !G2 && !HELPER),
                 "the wide tile: B [N,K], plain epilogue");
+  static_assert(!F8 || !BKN, "fp8: B [N,K] only (wgmma reads 8-bit operands K-major)");
   constexpr int PKJ = BN == GEMM_BN ? 16 : 8; /* n8 groups of the deferred last half */
   constexpr bool PAD_SKIP = GRP && !BKN && !RED && !G2 && BN == GEMM_BN; /* (hook f's GEMM_GRP_PAD1) */
   constexpr int NST = GEMM_STAGES_OF(BN);
@@ -1969,7 +1977,11 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const uint64_t da = wgmma_desc_sw128(a + 32 * j, 16, 1024);
-        if (BN == GEMM_BN_WIDE) { /* columns 0..255, then 256..319 (B rows 128 B apart) */
+        if (F8) { /* (32 bytes of K a step, as bf16's k16: the same descriptors) */
+          wgmma_m64n256k32_e4m3_ss(acc, da, wgmma_desc_sw128(b + 32 * j, 16, 1024), kb | j);
+          if (BN == GEMM_BN_WIDE)
+            wgmma_m64n64k32_e4m3_ss(acc + 128, da, wgmma_desc_sw128(b + 256 * 128 + 32 * j, 16, 1024), kb | j);
+        } else if (BN == GEMM_BN_WIDE) { /* columns 0..255, then 256..319 (B rows 128 B apart) */
           wgmma_m64n256k16_ss(acc, da, wgmma_desc_sw128(b + 32 * j, 16, 1024), kb | j);
           wgmma_m64nNk16_ss<64>(acc + 128, da, wgmma_desc_sw128(b + 256 * 128 + 32 * j, 16, 1024), kb | j);
         } else if (BKN) {
@@ -1999,6 +2011,11 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     wgmma_fence_acc128(acc);
     if (BN == GEMM_BN_WIDE) wgmma_fence_acc32(acc + 128);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
+    if (F8) { /* the per-tensor scales, before any epilogue path (a piece's partial too) */
+      const float sc = __ldg(p->scale_a) * __ldg(p->scale_b);
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) acc[i] *= sc;
+    }
     if (PAD_SKIP && pad_wg) { /* (zeros as the padding rows; here, past the wgmma pipeline: set
                                  between its start and end, ptxas serializes every wgmma, C7515) */
 #pragma unroll
@@ -2100,7 +2117,8 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
  * WHILE this CTA's consumers run their tiles, with the producer warpgroup's 40 registers and
  * no shared memory of the engine's: side(w, lane), w = 0 or 1; must not use CTA barriers. */
 template <bool BKN, bool RED = false, int G2 = 0, int DEFER = 0, bool HELPER = false, bool SKQ = false,
-          class Tail = gemm_no_tail, class Side = gemm_no_tail, int BN = GEMM_BN, int PRE = -1, bool GRP = false>
+          class Tail = gemm_no_tail, class Side = gemm_no_tail, int BN = GEMM_BN, int PRE = -1, bool GRP = false,
+          bool F8 = false>
 __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *smem_raw,
                                              int worker, int nworkers, const Tail &tail = Tail(),
                                              const Side &side = Side()) {
@@ -2152,7 +2170,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     __syncwarp();
   } else {
     setmaxnreg_inc_232();
-    gemm_consumer<BKN, RED, G2, DEFER, HELPER, BN, PRE, GRP>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    gemm_consumer<BKN, RED, G2, DEFER, HELPER, BN, PRE, GRP, F8>(p, smem, sbase, wg - 1, threadIdx.x & 127);
     /* Work after this CTA's last tile that needs registers: code after the role join below is
      * reachable from the producer warpgroup (setmaxnreg 40), so ptxas fits it in 40 registers
      * and spills beyond that. The consumer warpgroups' barriers are theirs to name (not 1..3

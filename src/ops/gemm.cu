@@ -17,13 +17,14 @@
  * started; that kernel waits (griddepcontrol.wait) for this grid's completion and memory
  * before touching its output. No effect on ordinary launches. */
 /* BN: the tile width (GEMM_BN, or GEMM_BN_WIDE for p.bn 320: B [N,K], DEFER 0). */
-template <bool BKN, int DEFER, int BN = GEMM_BN>
+/* F8: p.fp8 (meld_gemm_fp8: e4m3 A and B seen as bf16 of half the K; gemm.cuh gemm_params_t). */
+template <bool BKN, int DEFER, int BN = GEMM_BN, bool F8 = false>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ gemm_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   extern __shared__ __align__(1024) uint8_t gemm_smem[];
-  gemm_cta_run<BKN, false, false, DEFER, false, false, gemm_no_tail, gemm_no_tail, BN>(&p, gemm_smem, (int)blockIdx.x,
-                                                                                      (int)gridDim.x);
+  gemm_cta_run<BKN, false, false, DEFER, false, false, gemm_no_tail, gemm_no_tail, BN, -1, false, F8>(
+      &p, gemm_smem, (int)blockIdx.x, (int)gridDim.x);
 #endif
 }
 
@@ -42,9 +43,14 @@ typedef void (*gemm_kernel_fn)(gemm_params_t);
 static gemm_kernel_fn gemm_skinny_kernel_for(int mt) {
   return skinny_for_height(mt, [](auto h) -> gemm_kernel_fn { return gemm_skinny_kernel<h.value>; });
 }
-static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer, int bn) {
+static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer, int bn, int fp8) {
   static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},
                                          {gemm_kernel<true, 0>, gemm_kernel<true, 1>}};
+  if (fp8) { /* (gemm_params_check: B [N,K]) */
+    if (bn == GEMM_BN_WIDE)
+      return defer > 0 ? gemm_kernel<false, 1, GEMM_BN_WIDE, true> : gemm_kernel<false, 0, GEMM_BN_WIDE, true>;
+    return defer > 0 ? gemm_kernel<false, 1, GEMM_BN, true> : gemm_kernel<false, 0, GEMM_BN, true>;
+  }
   if (bn == GEMM_BN_WIDE) /* (gemm_params_check: B [N,K]) */
     return defer > 0 ? gemm_kernel<false, 1, GEMM_BN_WIDE> : gemm_kernel<false, 0, GEMM_BN_WIDE>;
   return k[b_kn ? 1 : 0][defer > 0 ? 1 : 0];
@@ -60,13 +66,15 @@ static int g_skinny_clusters[GEMM_MAX_DEVICES][SKINNY_MAX_SPLIT + 1];
 
 static meld_result_t gemm_device_setup(int dev) {
   if (dev < GEMM_MAX_DEVICES && g_dev_ready[dev]) return MELD_OK;
-  for (int kn = 0; kn < 2; kn++)
+  for (int f8 = 0; f8 < 2; f8++)
+    for (int kn = 0; kn < 2 - f8; kn++)
+      for (int d = 0; d < 2; d++)
+        MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d, GEMM_BN, f8),
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+  for (int f8 = 0; f8 < 2; f8++)
     for (int d = 0; d < 2; d++)
-      MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d, GEMM_BN),
+      MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(0, d, GEMM_BN_WIDE, f8),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
-  for (int d = 0; d < 2; d++)
-    MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(0, d, GEMM_BN_WIDE), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         GEMM_SMEM_BYTES));
   for (int i = 0; i < SKINNY_NHEIGHTS; i++)
     MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(skinny_heights[i]),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, SKINNY_SMEM_BYTES(skinny_heights[i])));
@@ -82,7 +90,7 @@ static meld_result_t gemm_device_setup(int dev) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, gemm_kernel_for(0, 0, GEMM_BN), &cfg) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, gemm_kernel_for(0, 0, GEMM_BN, 0), &cfg) != cudaSuccess) {
     (void)cudaGetLastError(); /* no clusters: plans fall back to cluster_m 1 */
     clusters = 0;
   }
@@ -144,7 +152,7 @@ extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = p->cluster_m > 1 ? 1 : 0;
-  MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_kernel_for(p->b_kn, p->epi_defer, p->bn), *p));
+  MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_kernel_for(p->b_kn, p->epi_defer, p->bn, p->fp8), *p));
   return MELD_OK;
 }
 
@@ -298,4 +306,54 @@ extern "C" meld_result_t gemm_launch(const meld_gemm_args_t *a, const gemm_plan_
 extern "C" meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream) {
   meld_error_clear();
   return gemm_launch(args, NULL, stream);
+}
+
+/* ---- FP8 -------------------------------------------------------------------------------- */
+
+__device__ const float g_fp8_one = 1.0f; /* a NULL scale */
+
+static int misaligned(const void *ptr, uintptr_t to) { return ((uintptr_t)ptr & (to - 1)) != 0; }
+
+extern "C" meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *a, cudaStream_t stream) {
+  meld_error_clear();
+  const char *fn = "meld_gemm_fp8";
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", fn);
+  if (!a->a || !a->b || !a->c)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL", fn, !a->a ? "a" : !a->b ? "b" : "c");
+  if (a->m < 0 || a->n < 0 || a->k < 1 || a->m > INT32_MAX || a->n > INT32_MAX || a->k > INT32_MAX)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: m %lld, n %lld, k %lld: need m, n >= 0 and k >= 1 (each < 2^31)", fn,
+                      (long long)a->m, (long long)a->n, (long long)a->k);
+  if (a->k % 16)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s: k %lld is not a multiple of 16 (fp8 rows are read in 16-byte units; pad K with zeros)", fn,
+                      (long long)a->k);
+  if (a->lda < a->k || a->lda % 16 || a->ldb < a->k || a->ldb % 16)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: lda %lld and ldb %lld must be >= k %lld and multiples of 16", fn,
+                      (long long)a->lda, (long long)a->ldb, (long long)a->k);
+  if (a->ldc < a->n || a->ldc % 8)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: ldc %lld must be >= n %lld and a multiple of 8", fn,
+                      (long long)a->ldc, (long long)a->n);
+  if (misaligned(a->a, 16) || misaligned(a->b, 16) || misaligned(a->c, 16))
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: a, b and c must be 16-byte aligned", fn);
+  if (misaligned(a->scale_a, 4) || misaligned(a->scale_b, 4))
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: scale_a and scale_b must be 4-byte aligned", fn);
+  if (a->m == 0 || a->n == 0) return MELD_OK;
+  /* The engine's view: bf16 matrices of half the K, the same bytes (gemm.cuh gemm_params_t.fp8). */
+  meld_gemm_args_t v;
+  memset(&v, 0, sizeof v);
+  v.a = a->a, v.lda = a->lda / 2, v.b = a->b, v.ldb = a->ldb / 2, v.b_layout = MELD_B_NK;
+  v.c = a->c, v.ldc = a->ldc, v.m = a->m, v.n = a->n, v.k = a->k / 2, v.sm_count = a->sm_count;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.skinny = 0; /* (the small-M kernel has no fp8 path) */
+  o.tile_n = 1;
+  gemm_params_t p;
+  int workers = 0;
+  MELD_CHECK(gemm_plan_for(&v, &o, stream, &p, &workers));
+  const float *one = NULL;
+  MELD_CUDA_CHECK(cudaGetSymbolAddress((void **)&one, g_fp8_one));
+  p.fp8 = 1;
+  p.scale_a = a->scale_a ? a->scale_a : one;
+  p.scale_b = a->scale_b ? a->scale_b : one;
+  MELD_CHECK(gemm_launch_params(&p, workers, stream));
+  return MELD_OK;
 }
