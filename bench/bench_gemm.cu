@@ -6,7 +6,7 @@
  * ratio, geomean) and writes JSON lines.
  *
  *   bench_gemm [--quick] [--json FILE] [--commit HASH] [--variants] [--only LIST]
- *              [--rounds N] [--shape M,N,K]
+ *              [--rounds N] [--shape M,N,K] [--fp8]
  *
  * --soak MS runs each timed row (and cuBLASLt) back-to-back for ~MS ms afterwards and prints its
  * time with the SM clock, power and clock-event reasons NVML saw meanwhile (bench_soak.h).
@@ -19,8 +19,16 @@
  * timed for the shape is skipped. --only keeps the variants named in a comma list (e.g.
  * "default,sk3,dp"). --shape adds a custom shape (may repeat); --custom-only times only those. The default variant calls
  * meld_gemm (plan per call); variants call gemm_launch with forced options. The environment
- * overrides (MELD_GEMM_GROUP_M, _SPLIT_K, _STREAM_K) apply to both. */
+ * overrides (MELD_GEMM_GROUP_M, _SPLIT_K, _STREAM_K) apply to both.
+ *
+ * --fp8 adds, after each shape's bf16 rows (the reference), meld_gemm_fp8 (e4m3 A [M,K] and
+ * B [N,K], per-tensor scales 0.5 and 0.25 in device memory, bf16 C; K rounded up to a multiple
+ * of 16) against cuBLASLt FP8 of the same operands and scales with CUBLASLT_MATMUL_DESC_FAST_ACCUM
+ * = 1 (meld's accumulation) and = 0 (periodic promotion): one row per cuBLASLt variant, the
+ * same rounds, error and soak; floor "-" (no measured fp8 peak). B [K,N] shapes are not run
+ * (meld_gemm_fp8 takes B [N,K] only). A cuBLASLt variant with no algorithm is skipped, said so. */
 #include <cublasLt.h>
+#include <cuda_fp8.h>
 #include "../tests/gpu/gpu_test.h"
 #include <execinfo.h>
 #include <signal.h>
@@ -130,6 +138,27 @@ __global__ void err_kernel(const uint16_t *x, const uint16_t *y, size_t n, doubl
   atomicAdd(&sums[2], bad);
 }
 
+/* ||x - y|| / ||y|| (Frobenius) over n bf16 values; infinite where x holds a NaN or Inf. */
+static double rel_err_bf16(const uint16_t *x, const uint16_t *y, size_t n) {
+  double *sums;
+  CK(cudaMalloc(&sums, 3 * sizeof(double)));
+  CK(cudaMemset(sums, 0, 3 * sizeof(double)));
+  err_kernel<<<1024, 256>>>(x, y, n, sums);
+  double hs[3];
+  CK(cudaMemcpy(hs, sums, sizeof hs, cudaMemcpyDeviceToHost));
+  cudaFree(sums);
+  return hs[2] > 0 ? INFINITY : sqrt(hs[0] / (hs[1] > 0 ? hs[1] : 1));
+}
+
+/* p[0..n) random e4m3 in +-[0.25, 2] (gt_rand_bf16's value stretched): finite, nonzero and
+ * never the NaN codes 0x7f / 0xff, so no product term is lost or poisons a sum. */
+__global__ void fill_e4m3(uint8_t *p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const float f = __uint_as_float((uint32_t)gt_rand_bf16(i, seed) << 16);
+    p[i] = __nv_cvt_float_to_fp8(copysignf(0.25f + 1.75f * fabsf(f), f), __NV_SATFINITE, __NV_E4M3);
+  }
+}
+
 static int cmp_float(const void *a, const void *b) {
   const float x = *(const float *)a, y = *(const float *)b;
   return x < y ? -1 : x > y;
@@ -147,6 +176,22 @@ typedef struct {
   cublasLtMatmulAlgo_t algo;
 } lt_plan_t;
 
+/* The heuristic's best algorithm for p within the workspace (p->algo); 0 where it has none
+ * (*st: the heuristic's status). */
+static int lt_pick(lt_t *lt, lt_plan_t *p, cublasStatus_t *st) {
+  cublasLtMatmulPreference_t pref;
+  CKL(cublasLtMatmulPreferenceCreate(&pref));
+  CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt->ws_bytes,
+                                           sizeof lt->ws_bytes));
+  cublasLtMatmulHeuristicResult_t res;
+  int found = 0;
+  *st = cublasLtMatmulAlgoGetHeuristic(lt->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (*st != CUBLAS_STATUS_SUCCESS || found < 1) return 0;
+  p->algo = res.algo;
+  return 1;
+}
+
 /* Row-major C[m,n] = A B^T (or A B) as column-major C^T = op(B) A^T. */
 static void lt_plan(lt_t *lt, lt_plan_t *p, const shape_t *s, int sm_target) {
   cublasOperation_t ta = s->b_kn ? CUBLAS_OP_N : CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -159,29 +204,49 @@ static void lt_plan(lt_t *lt, lt_plan_t *p, const shape_t *s, int sm_target) {
   else CKL(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, s->k, s->n, s->k));
   CKL(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, s->k, s->m, s->k));
   CKL(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_16BF, s->n, s->m, s->n));
-  cublasLtMatmulPreference_t pref;
-  CKL(cublasLtMatmulPreferenceCreate(&pref));
-  CKL(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt->ws_bytes,
-                                           sizeof lt->ws_bytes));
-  cublasLtMatmulHeuristicResult_t res;
-  int found = 0;
-  CKL(cublasLtMatmulAlgoGetHeuristic(lt->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &res, &found));
-  if (!found) { fprintf(stderr, "cuBLASLt: no algorithm\n"); exit(1); }
-  p->algo = res.algo;
-  cublasLtMatmulPreferenceDestroy(pref);
+  cublasStatus_t st;
+  if (!lt_pick(lt, p, &st)) { fprintf(stderr, "cuBLASLt: no algorithm (status %d)\n", (int)st); exit(1); }
 }
 
-static void lt_run(lt_t *lt, lt_plan_t *p, const void *a, const void *b, void *c) {
+static cublasStatus_t lt_matmul(lt_t *lt, lt_plan_t *p, const void *a, const void *b, void *c) {
   const float one = 1.0f, zero = 0.0f;
-  CKL(cublasLtMatmul(lt->lt, p->desc, &one, b, p->la, a, p->lb, &zero, c, p->lc, c, p->lc, &p->algo,
-                     lt->ws, lt->ws_bytes, 0));
+  return cublasLtMatmul(lt->lt, p->desc, &one, b, p->la, a, p->lb, &zero, c, p->lc, c, p->lc, &p->algo, lt->ws,
+                        lt->ws_bytes, 0);
 }
+
+static void lt_run(lt_t *lt, lt_plan_t *p, const void *a, const void *b, void *c) { CKL(lt_matmul(lt, p, a, b, c)); }
 
 static void lt_free(lt_plan_t *p) {
   cublasLtMatrixLayoutDestroy(p->la);
   cublasLtMatrixLayoutDestroy(p->lb);
   cublasLtMatrixLayoutDestroy(p->lc);
   cublasLtMatmulDescDestroy(p->desc);
+}
+
+/* cuBLASLt FP8 (torch._scaled_mm's call) in lt_plan's view, D^T [n,m] = op(B) A^T column-major:
+ * cuBLASLt's A is our B [N,K] read as a K x N matrix (ld K) and transposed, its B our A [M,K]
+ * read as K x M (ld K), not transposed: the "TN" form Hopper's FP8 kernels require (both
+ * operands K-major). So cuBLASLt's A scale is our scale_b, its B scale our scale_a. C and D
+ * bf16 (beta = 0). Returns 0 where the heuristic has no algorithm (*st: its status), with
+ * nothing left allocated. */
+static int lt_plan_fp8(lt_t *lt, lt_plan_t *p, const shape_t *s, int sm_target, int8_t fast_accum,
+                       const float *scale_a, const float *scale_b, cublasStatus_t *st) {
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const void *sa = scale_b, *sb = scale_a;
+  CKL(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CKL(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  CKL(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  CKL(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof fast_accum));
+  CKL(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
+  CKL(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
+  if (sm_target > 0)
+    CKL(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sm_target, sizeof sm_target));
+  CKL(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_8F_E4M3, s->k, s->n, s->k));
+  CKL(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_8F_E4M3, s->k, s->m, s->k));
+  CKL(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_16BF, s->n, s->m, s->n));
+  if (lt_pick(lt, p, st)) return 1;
+  lt_free(p);
+  return 0;
 }
 
 typedef struct {
@@ -332,6 +397,228 @@ static void plan_sig(const gemm_params_t *p, int workers, char *buf, size_t len)
            p->epi_defer ? " d" : "");
 }
 
+typedef struct { /* the run's facts that rows, their JSON lines and soaks share */
+  FILE *jf;
+  const char *gpu, *commit, *date;
+  int drv, rt, rounds, sms, soak_ms, soak_rounds;
+} run_t;
+
+typedef struct { /* one row to soak */
+  call_fn fn;
+  void *ctx;
+  const char *name;  /* its variant column */
+  float ms;          /* its timed median (sets the calls) */
+  const int *failed; /* a meld row's flag: skipped once set; NULL = never */
+} soak_item_t;
+
+/* --soak: each row back-to-back for ~soak_ms, after a lead-in of its own load (bench_soak.h
+ * soak_lead_ms, unrecorded), NVML sampled: clock and power per row. --soak-rounds R: the rows
+ * soaked R times, in order then reversed (a row's place in the sequence moves its clock:
+ * session 11 saw the later of two rows win in both orders), then each row's median. */
+static void soak_items(const soak_item_t *it, int nit, const shape_t *s, const run_t *run) {
+  double sk_ms[NVAR + 1][8], sk_mhz[NVAR + 1][8];
+  const double flop = 2.0 * s->m * s->n * s->k;
+  const int rounds = run->soak_rounds;
+  for (int rr = 0; rr < rounds; rr++)
+    for (int jj = 0; jj < nit; jj++) {
+      const int j = rr % 2 ? nit - 1 - jj : jj;
+      if (it[j].failed && *it[j].failed) continue;
+      const float t = it[j].ms;
+      const int calls = t > 0 ? (int)(run->soak_ms / t) + 1 : 1;
+      const int lead = t > 0 && soak_lead_ms() > 0 ? (int)(soak_lead_ms() / t) + 1 : 0;
+      soak_result_t r;
+      for (int pass = lead > 0 ? 0 : 1; pass < 2; pass++)
+        soak_run(soak_nvml(), it[j].fn, it[j].ctx, NSETS, pass ? calls : lead, &r);
+      sk_ms[j][rr] = r.ms_per_call;
+      sk_mhz[j][rr] = r.sm_mhz;
+      printf("soak%s%.0d %6lld %6lld %6lld %-40s %9.4f ms %7.1f TFLOP/s  SM %6.0f MHz (%u-%u)  %5.0f W  "
+             "reasons 0x%llx  (%d calls, %d samples)\n", rounds > 1 ? " r" : "", rounds > 1 ? rr + 1 : 0,
+             (long long)s->m, (long long)s->n, (long long)s->k, it[j].name, r.ms_per_call,
+             flop / r.ms_per_call * 1e-9, r.sm_mhz, r.min_mhz, r.max_mhz, r.power_w, r.reasons, r.calls,
+             r.samples);
+      soak_json(run->jf, "gemm", (long long)s->m, (long long)s->n, (long long)s->k, it[j].name, 1, 0, &r, NULL, t,
+                run->gpu, run->commit, run->date);
+    }
+  for (int j = 0; rounds > 1 && j < nit; j++) { /* per row: the median over the rounds */
+    if (it[j].failed && *it[j].failed) continue;
+    double ms[8], mhz = 0;
+    for (int rr = 0; rr < rounds; rr++) ms[rr] = sk_ms[j][rr], mhz += sk_mhz[j][rr] / rounds;
+    qsort(ms, (size_t)rounds, sizeof ms[0], cmp_double);
+    const double med = rounds % 2 ? ms[rounds / 2] : 0.5 * (ms[rounds / 2 - 1] + ms[rounds / 2]);
+    printf("soak median %6lld %6lld %6lld %-40s %9.4f ms (%.4f .. %.4f over %d rounds)  SM %6.0f MHz\n",
+           (long long)s->m, (long long)s->n, (long long)s->k, it[j].name, med, ms[0], ms[rounds - 1], rounds, mhz);
+  }
+}
+
+/* ---- --fp8 ---- */
+
+typedef struct {
+  const shape_t *s; /* K a multiple of 16 */
+  uint8_t *a[NSETS], *b[NSETS];
+  const float *scales; /* device: scale_a, scale_b */
+  uint16_t *out;
+  int sm_count;
+  lt_t *lt;      /* cuBLASLt rows */
+  lt_plan_t *p;
+  int failed;    /* meld's row */
+} fp8_ctx_t;
+
+static void fp8_meld_call(void *vctx, int set) {
+  fp8_ctx_t *x = (fp8_ctx_t *)vctx;
+  meld_gemm_fp8_args_t a;
+  memset(&a, 0, sizeof a);
+  a.a = x->a[set]; a.lda = x->s->k;
+  a.b = x->b[set]; a.ldb = x->s->k;
+  a.scale_a = x->scales; a.scale_b = x->scales + 1;
+  a.c = x->out; a.ldc = x->s->n;
+  a.m = x->s->m; a.n = x->s->n; a.k = x->s->k;
+  a.sm_count = x->sm_count;
+  if (meld_gemm_fp8(&a, 0) != MELD_OK) x->failed = 1;
+}
+
+static void fp8_lt_call(void *vctx, int set) {
+  fp8_ctx_t *x = (fp8_ctx_t *)vctx;
+  lt_run(x->lt, x->p, x->a[set], x->b[set], x->out);
+}
+
+/* [0]: FAST_ACCUM = 1 (meld's accumulation: the like-for-like baseline); [1]: = 0 */
+static const char *const g_fp8_lt[2] = {"cuBLASLt fp8 fast-accum", "cuBLASLt fp8 accum"};
+static const char *const g_fp8_var[2] = {"fp8 vs cuBLASLt fast-accum", "fp8 vs cuBLASLt accum"};
+
+/* One shape's fp8 rows: meld_gemm_fp8 and each cuBLASLt FP8 variant in interleaved rounds (as
+ * the bf16 rows), then meld's error against each (input set 0, meld's C poisoned first).
+ * log_sum / nratio: per cuBLASLt variant, for the geomeans. */
+static void fp8_shape(const shape_t *s0, lt_t *lt, const run_t *run, double log_sum[2], int nratio[2]) {
+  if (s0->b_kn) return; /* (meld_gemm_fp8 takes B [N,K] only) */
+  shape_t sh = *s0;
+  sh.k = (sh.k + 15) / 16 * 16; /* fp8 rows are read in 16-byte units (meld.h) */
+  const shape_t *s = &sh;
+  const int sm_use = s->sm_withheld ? run->sms - s->sm_withheld : 0;
+  /* powers of two: both libraries' scaled products are exact, whichever operand takes which */
+  const float hs[2] = {0.5f, 0.25f};
+  fp8_ctx_t mx;
+  memset(&mx, 0, sizeof mx);
+  mx.s = s; mx.sm_count = sm_use;
+  float *scales;
+  CK(cudaMalloc(&scales, sizeof hs));
+  CK(cudaMemcpy(scales, hs, sizeof hs, cudaMemcpyHostToDevice));
+  mx.scales = scales;
+  for (int i = 0; i < NSETS; i++) {
+    CK(cudaMalloc(&mx.a[i], s->m * s->k));
+    CK(cudaMalloc(&mx.b[i], s->n * s->k));
+    fill_e4m3<<<1024, 256>>>(mx.a[i], s->m * s->k, 300 + i);
+    fill_e4m3<<<1024, 256>>>(mx.b[i], s->n * s->k, 400 + i);
+  }
+  uint16_t *c_meld, *c_lt;
+  CK(cudaMalloc(&c_meld, s->m * s->n * 2));
+  CK(cudaMalloc(&c_lt, s->m * s->n * 2));
+  mx.out = c_meld;
+  fp8_ctx_t lx[2];
+  lt_plan_t lp[2];
+  int have[2];
+  for (int f = 0; f < 2; f++) { /* a variant cuBLASLt has no algorithm for, or refuses, is skipped */
+    lx[f] = mx;
+    lx[f].lt = lt; lx[f].p = &lp[f]; lx[f].out = c_lt;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    const char *why = "the heuristic returned no algorithm";
+    have[f] = lt_plan_fp8(lt, &lp[f], s, sm_use, f == 0, scales, scales + 1, &st);
+    if (have[f] && (st = lt_matmul(lt, &lp[f], mx.a[0], mx.b[0], c_lt)) != CUBLAS_STATUS_SUCCESS) {
+      why = "cublasLtMatmul failed";
+      lt_free(&lp[f]);
+      have[f] = 0;
+    }
+    if (!have[f])
+      printf("%-20s %6lld %6lld %6lld %-40s skipped: %s unsupported here: %s (cublas status %d)\n", s->label,
+             (long long)s->m, (long long)s->n, (long long)s->k, g_fp8_var[f], g_fp8_lt[f], why, (int)st);
+  }
+  fp8_meld_call(&mx, 0);
+  if (mx.failed) {
+    printf("%-20s %6lld %6lld %6lld %-40s skipped: %s\n", s->label, (long long)s->m, (long long)s->n,
+           (long long)s->k, "fp8", meld_last_error());
+  } else {
+    static float smp[3][MAX_ROUNDS * TIMED]; /* [2]: meld's */
+    int ns[3] = {0, 0, 0};
+    for (int r = 0; r < run->rounds; r++) { /* interleaved: cuBLASLt's, then meld */
+      for (int f = 0; f < 2; f++)
+        if (have[f]) time_round(fp8_lt_call, &lx[f], smp[f], &ns[f]);
+      time_round(fp8_meld_call, &mx, smp[2], &ns[2]);
+    }
+    const float meld_ms = mx.failed ? 0 : median(smp[2], ns[2]);
+    float lt_ms[2] = {0, 0};
+    if (mx.failed)
+      printf("%-20s %6lld %6lld %6lld %-40s failed during timing: %s\n", s->label, (long long)s->m,
+             (long long)s->n, (long long)s->k, "fp8", meld_last_error());
+    else {
+      CK(cudaMemset(c_meld, 0xFF, s->m * s->n * 2));
+      fp8_meld_call(&mx, 0);
+    }
+    const double flop = 2.0 * s->m * s->n * s->k;
+    for (int f = 0; f < 3 && !mx.failed; f++) {
+      if (f < 2 && !have[f]) continue;
+      if (f == 2 && (have[0] || have[1])) break; /* (a meld-only row where cuBLASLt had none) */
+      /* cuBLASLt's columns (numbers or "-" in the table, null in JSON where it had none) */
+      double rel_err = 0;
+      char c_ms[16] = "-", c_tf[16] = "-", c_ratio[16] = "-", c_err[16] = "-";
+      char j_base[48] = "null", j_fast[8] = "null", j_ms[16] = "null", j_tf[16] = "null", j_err[16] = "null";
+      if (f < 2) {
+        lt_ms[f] = median(smp[f], ns[f]);
+        lt_run(lt, &lp[f], mx.a[0], mx.b[0], c_lt);
+        rel_err = rel_err_bf16(c_meld, c_lt, s->m * s->n);
+        const double ratio = lt_ms[f] / meld_ms;
+        log_sum[f] += log(ratio);
+        nratio[f]++;
+        snprintf(c_ms, sizeof c_ms, "%.4f", lt_ms[f]);
+        snprintf(c_tf, sizeof c_tf, "%.1f", flop / lt_ms[f] * 1e-9);
+        snprintf(c_ratio, sizeof c_ratio, "%.3f", ratio);
+        snprintf(c_err, sizeof c_err, "%.2e", rel_err);
+        snprintf(j_base, sizeof j_base, "\"%s\"", g_fp8_lt[f]);
+        snprintf(j_fast, sizeof j_fast, "%d", f == 0);
+        snprintf(j_ms, sizeof j_ms, "%.5f", lt_ms[f]);
+        snprintf(j_tf, sizeof j_tf, "%.1f", flop / lt_ms[f] * 1e-9);
+        snprintf(j_err, sizeof j_err, "%.3e", rel_err);
+      }
+      /* floor "-": no measured fp8 peak (PEAK_TFLOPS is bf16's). Both libraries accumulate the
+       * same e4m3 products in fp32 (in another order) and round C to bf16, so they agree well
+       * within 1e-2; above 2e-2 a WARN, not a failure (a benchmark: the tests judge results). */
+      printf("%-20s %6lld %6lld %6lld %-40s %9.4f %7.1f %9s %7s %6s %8s %9s%s\n", s->label, (long long)s->m,
+             (long long)s->n, (long long)s->k, f < 2 ? g_fp8_var[f] : "fp8 (no cuBLASLt)", meld_ms,
+             flop / meld_ms * 1e-9, c_ms, c_tf, c_ratio, "-", c_err, rel_err > 2e-2 ? "  WARN" : "");
+      fflush(stdout);
+      if (!run->jf) continue;
+      fprintf(run->jf,
+              "{\"op\": \"gemm\", \"shape\": {\"m\": %lld, \"n\": %lld, \"k\": %lld}, \"label\": \"%s\", "
+              "\"b_layout\": \"nk\", \"variant\": \"%s\", \"plan\": \"meld_gemm_fp8\", \"sm_count\": %d, \"nranks\": 1, "
+              "\"nnodes\": 1, \"dtype\": \"fp8_e4m3\", \"out_dtype\": \"bf16\", \"baseline\": %s, \"fast_accum\": %s, "
+              "\"scale_a\": %g, \"scale_b\": %g, \"meld_ms\": %.5f, \"seq_ms\": null, \"peer_ms\": null, \"peer\": null, "
+              "\"compute_ms\": %s, \"meld_compute_ms\": %.5f, \"comm_ms\": null, \"bound_ms\": %s, "
+              "\"meld_tflops\": %.1f, \"cublas_tflops\": %s, \"floor_ms\": null, \"rel_err\": %s, "
+              "\"rounds\": %d, \"samples\": %d, "
+              "\"gpu\": \"%s\", \"driver\": %d, \"cuda\": %d, \"nccl\": null, \"torch\": null, "
+              "\"settle_ms\": %d, \"date\": \"%s\", \"commit\": \"%s\"}\n",
+              (long long)s->m, (long long)s->n, (long long)s->k, s->label, f < 2 ? g_fp8_var[f] : "fp8 (no cuBLASLt)",
+              sm_use ? sm_use : run->sms, j_base, j_fast, hs[0], hs[1], meld_ms, j_ms, meld_ms, j_ms,
+              flop / meld_ms * 1e-9, j_tf, j_err, run->rounds, ns[2], run->gpu, run->drv, run->rt,
+              bench_settle_ms(), run->date, run->commit);
+      fflush(run->jf);
+    }
+    if (run->soak_ms > 0 && !mx.failed) { /* (after the bf16 rows': the preheat is done) */
+      soak_item_t it[3];
+      int nit = 0;
+      for (int f = 0; f < 2; f++)
+        if (have[f]) { const soak_item_t t = {fp8_lt_call, &lx[f], g_fp8_lt[f], lt_ms[f], NULL}; it[nit++] = t; }
+      const soak_item_t t = {fp8_meld_call, &mx, "meld fp8", meld_ms, &mx.failed};
+      it[nit++] = t;
+      soak_items(it, nit, s, run);
+    }
+  }
+  for (int f = 0; f < 2; f++)
+    if (have[f]) lt_free(&lp[f]);
+  for (int i = 0; i < NSETS; i++) { cudaFree(mx.a[i]); cudaFree(mx.b[i]); }
+  cudaFree(c_meld);
+  cudaFree(c_lt);
+  cudaFree(scales);
+}
+
 static void on_fatal(int sig) {
   void *bt[64];
   const int n = backtrace(bt, 64);
@@ -344,13 +631,14 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* rows survive a crash */
   signal(SIGSEGV, on_fatal);
   signal(SIGABRT, on_fatal);
-  int quick = 0, variants = 0, rounds = 3, custom_only = 0, soak_ms = 0, soak_rounds = 1;
+  int quick = 0, variants = 0, rounds = 3, custom_only = 0, soak_ms = 0, soak_rounds = 1, fp8 = 0;
   const char *json = NULL, *commit = "unknown", *only = NULL;
   for (int i = 1; i < argc; i++) {
     long long m, n, k;
     if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--custom-only")) custom_only = 1;
     else if (!strcmp(argv[i], "--variants")) variants = 1;
+    else if (!strcmp(argv[i], "--fp8")) fp8 = 1;
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!strcmp(argv[i], "--commit") && i + 1 < argc) commit = argv[++i];
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) { only = argv[++i]; variants = 1; }
@@ -366,7 +654,9 @@ int main(int argc, char **argv) {
       g_shapes[g_nshapes++] = c;
       i++;
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--variants] [--only LIST] [--rounds N] [--shape M,N,K] [--custom-only] [--soak MS] [--soak-rounds R (1..8)] [--json FILE] [--commit HASH]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--variants] [--only LIST] [--rounds N] [--shape M,N,K] [--custom-only] [--soak MS] [--soak-rounds R (1..8)] [--fp8] [--json FILE] [--commit HASH]\n"
+              "  --fp8: also meld_gemm_fp8 vs cuBLASLt FP8 (fast-accum and not) per shape (B [N,K] ones)\n",
+              argv[0]);
       return 2;
     }
   }
@@ -396,14 +686,18 @@ int main(int argc, char **argv) {
          "(median of %d), %d input sets\n",
          prop.name, sms, drv, rt, rounds, WARMUP, TIMED, rounds * TIMED, NSETS);
   printf("# floor = FLOPs / %.0f TFLOP/s; ratio = cuBLASLt ms / meld ms (> 1: meld faster)\n", PEAK_TFLOPS);
+  if (fp8)
+    printf("# --fp8: rows \"fp8 vs cuBLASLt ...\" = meld_gemm_fp8 vs cuBLASLt FP8 (e4m3 in, bf16 out, scales 0.5 "
+           "and 0.25; k rounded up to 16), floor -, rel err vs that cuBLASLt's C (WARN > 2e-2)\n");
   printf("%-20s %6s %6s %6s %-40s %9s %7s %9s %7s %6s %8s %9s\n", "shape", "m", "n", "k", "variant",
          "meld ms", "TFLOP/s", "cuBLAS ms", "TFLOP/s", "ratio", "floor ms", "rel err");
   lt_t lt;
   CKL(cublasLtCreate(&lt.lt));
   lt.ws_bytes = 64u << 20;
   CK(cudaMalloc(&lt.ws, lt.ws_bytes));
-  double log_sum = 0;
-  int nratio = 0;
+  double log_sum = 0, fp8_log_sum[2] = {0, 0};
+  int nratio = 0, fp8_nratio[2] = {0, 0};
+  const run_t run = {jf, prop.name, commit, date, drv, rt, rounds, sms, soak_ms, soak_rounds};
   static float samples[NVAR + 1][MAX_ROUNDS * TIMED];
   for (int si = 0; si < g_nshapes; si++) {
     const shape_t *s = &g_shapes[si];
@@ -493,14 +787,7 @@ int main(int argc, char **argv) {
       CK(cudaMemset(c_meld, 0xFF, s->m * s->n * 2));
       meld_call(&mx[i], 0);
       lt_run(&lt, &lp, bf.a[0], bf.b[0], c_lt);
-      double *sums;
-      CK(cudaMalloc(&sums, 3 * sizeof(double)));
-      CK(cudaMemset(sums, 0, 3 * sizeof(double)));
-      err_kernel<<<1024, 256>>>(c_meld, c_lt, s->m * s->n, sums);
-      double hs[3];
-      CK(cudaMemcpy(hs, sums, sizeof hs, cudaMemcpyDeviceToHost));
-      cudaFree(sums);
-      const double rel_err = hs[2] > 0 ? INFINITY : sqrt(hs[0] / (hs[1] > 0 ? hs[1] : 1));
+      const double rel_err = rel_err_bf16(c_meld, c_lt, s->m * s->n);
       const double flop = 2.0 * s->m * s->n * s->k;
       const double ratio = lt_ms / meld_ms;
       if (v == 0) { log_sum += log(ratio); nratio++; }
@@ -528,9 +815,6 @@ int main(int argc, char **argv) {
     }
     if (soak_ms > 0) { /* back-to-back for ~soak_ms each, NVML sampled: clock and power per row */
       if (!soak_nvml()->lib) printf("# soak: NVML not available, times only\n");
-      /* --soak-rounds R: the rows soaked R times, in order then reversed (a row's place in the
-       * sequence moves its clock: session 11 saw the later of two rows win in both orders) */
-      double sk_ms[NVAR + 1][8], sk_mhz[NVAR + 1][8];
       /* The run's first soaked row followed an idle or bursty GPU: NVML's power (an average
        * over ~1 s) read ~450 W for it at the cap, and with one round it was up to ~2% faster
        * than when it ran last (session 12). So before the first shape's rows the cuBLASLt row
@@ -544,49 +828,24 @@ int main(int argc, char **argv) {
                r.power_w);
         preheated = 1;
       }
-      for (int rr = 0; rr < soak_rounds; rr++)
-      for (int ii = -1; ii < nv; ii++) {
-        const int i = rr % 2 ? nv - 2 - ii : ii; /* (odd rounds: nv-1 .. -1) */
-        if (i >= 0 && mx[i].failed) continue;
-        const float t = i < 0 ? lt_ms : median(samples[i], ns[i]);
-        const int calls = t > 0 ? (int)(soak_ms / t) + 1 : 1;
-        soak_result_t r;
-        /* each row after a lead-in of its own load (bench_soak.h soak_lead_ms, unrecorded) */
-        const int lead = t > 0 && soak_lead_ms() > 0 ? (int)(soak_lead_ms() / t) + 1 : 0;
-        for (int pass = lead > 0 ? 0 : 1; pass < 2; pass++) {
-          const int n = pass ? calls : lead;
-          if (i < 0) soak_run(soak_nvml(), lt_call, &lx, NSETS, n, &r);
-          else soak_run(soak_nvml(), meld_call, &mx[i], NSETS, n, &r);
-        }
-        const double flop = 2.0 * s->m * s->n * s->k;
-        sk_ms[i + 1][rr] = r.ms_per_call;
-        sk_mhz[i + 1][rr] = r.sm_mhz;
-        printf("soak%s%.0d %6lld %6lld %6lld %-40s %9.4f ms %7.1f TFLOP/s  SM %6.0f MHz (%u-%u)  %5.0f W  "
-               "reasons 0x%llx  (%d calls, %d samples)\n", soak_rounds > 1 ? " r" : "", soak_rounds > 1 ? rr + 1 : 0,
-               (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], r.ms_per_call,
-               flop / r.ms_per_call * 1e-9, r.sm_mhz, r.min_mhz, r.max_mhz, r.power_w, r.reasons, r.calls,
-               r.samples);
-        soak_json(jf, "gemm", (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], 1, 0, &r,
-                  NULL, t, prop.name, commit, date);
+      soak_item_t it[NVAR + 1] = {{lt_call, &lx, "cuBLASLt", lt_ms, NULL}};
+      for (int i = 0; i < nv; i++) {
+        const soak_item_t m = {meld_call, &mx[i], plans[i], median(samples[i], ns[i]), &mx[i].failed};
+        it[i + 1] = m;
       }
-      for (int i = -1; soak_rounds > 1 && i < nv; i++) { /* per row: the median over the rounds */
-        if (i >= 0 && mx[i].failed) continue;
-        double ms[8], mhz = 0;
-        for (int rr = 0; rr < soak_rounds; rr++) ms[rr] = sk_ms[i + 1][rr], mhz += sk_mhz[i + 1][rr] / soak_rounds;
-        qsort(ms, (size_t)soak_rounds, sizeof ms[0], cmp_double);
-        const double med = soak_rounds % 2 ? ms[soak_rounds / 2] : 0.5 * (ms[soak_rounds / 2 - 1] + ms[soak_rounds / 2]);
-        printf("soak median %6lld %6lld %6lld %-40s %9.4f ms (%.4f .. %.4f over %d rounds)  SM %6.0f MHz\n",
-               (long long)s->m, (long long)s->n, (long long)s->k, i < 0 ? "cuBLASLt" : plans[i], med, ms[0],
-               ms[soak_rounds - 1], soak_rounds, mhz);
-      }
+      soak_items(it, nv + 1, s, &run);
     }
     lt_free(&lp);
     for (int i = 0; i < NSETS; i++) { cudaFree(bf.a[i]); cudaFree(bf.b[i]); }
     cudaFree(c_meld);
     cudaFree(c_lt);
+    if (fp8) fp8_shape(s, &lt, &run, fp8_log_sum, fp8_nratio);
   }
   printf("# geomean ratio (cuBLASLt ms / meld ms, default variant) over %d shapes: %.3f\n", nratio,
          nratio ? exp(log_sum / nratio) : 0.0);
+  for (int f = 0; fp8 && f < 2; f++)
+    printf("# geomean ratio (%s ms / meld fp8 ms) over %d shapes: %.3f\n", g_fp8_lt[f], fp8_nratio[f],
+           fp8_nratio[f] ? exp(fp8_log_sum[f] / fp8_nratio[f]) : 0.0);
   if (jf) fclose(jf);
   cudaFree(lt.ws);
   cublasLtDestroy(lt.lt);

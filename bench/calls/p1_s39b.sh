@@ -28,7 +28,7 @@ echo "== (A) test_gemm rc=$? at $(el) s"; grep -E "FAIL|checks" "$OUT/test_gemm.
   grep -E "FAIL|threads:|^---|queues|checks" "$OUT/threads_q32.log" | cut -c1-220 | head -24
 )
 if [ -x build/bench/bench_gemm ] && build/bench/bench_gemm --help 2>&1 | grep -q -- --fp8; then
-  timeout -k 5 "$(tl 200)" build/bench/bench_gemm --fp8 ${FP8_ARGS:-} > "$OUT/bench_fp8.log" 2>&1
+  timeout -k 5 "$(tl 200)" build/bench/bench_gemm --fp8 --custom-only --shape 8192,8192,8192 --shape 4096,4096,4096 --shape 2048,5120,8192 --shape 8192,7168,8192 --json "$OUT/fp8.jsonl" ${FP8_ARGS:-} > "$OUT/bench_fp8.log" 2>&1
   echo "== (C) bench_gemm --fp8 rc=$? at $(el) s"; tail -30 "$OUT/bench_fp8.log"
 fi
 echo "== done at $(el) s"
