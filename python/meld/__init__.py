@@ -9,15 +9,16 @@
     out = comm.moe_ffn(x, topk_ids, topk_weights, w1, w2, experts=256)
     comm.destroy()
 
-Single-GPU ops need no communicator: meld.gemm(a, w), meld.attention(q, k, v). Everything runs
-on torch's current stream and returns at once; failures raise MeldError (subclasses per result
-code, e.g. MeldArgumentError is also a ValueError) carrying the library's sentence. The library is
-libmeld.so of the repository's build tree, or $MELD_LIBRARY. torch is needed for the ops, not
-for importing the module.
+Single-GPU ops need no communicator: meld.gemm(a, w), meld.gemm_fp8(a8, w8, scale_a, scale_b)
+(float8_e4m3fn in, bf16 out, per-tensor scales), meld.attention(q, k, v). Everything runs on
+torch's current stream and returns at once; failures raise MeldError (subclasses per result code,
+e.g. MeldArgumentError is also a ValueError) carrying the library's sentence. The library is
+libmeld.so of the repository's build tree, or $MELD_LIBRARY. torch is needed for the ops, not for
+importing the module.
 """
 from ._capi import (MeldAbortedError, MeldArgumentError, MeldError, MeldOutOfMemoryError,
                     MeldTimeoutError, MeldUnsupportedError, library_path, strerror, version)
-from ._ops import Comm, MoeDispatch, attention, gemm, get_unique_id
+from ._ops import Comm, MoeDispatch, attention, gemm, gemm_fp8, get_unique_id
 
 try:  # the ops as torch.ops.meld.* for torch.compile, where torch is installed
     import torch as _torch  # noqa: F401
@@ -28,6 +29,6 @@ if _torch is not None:
     _ops_mod._torch_mod = _torch
     from . import _compile  # noqa: F401
 
-__all__ = ["Comm", "MoeDispatch", "attention", "gemm", "get_unique_id", "version", "strerror",
-           "library_path", "MeldError", "MeldArgumentError", "MeldTimeoutError",
+__all__ = ["Comm", "MoeDispatch", "attention", "gemm", "gemm_fp8", "get_unique_id", "version",
+           "strerror", "library_path", "MeldError", "MeldArgumentError", "MeldTimeoutError",
            "MeldAbortedError", "MeldUnsupportedError", "MeldOutOfMemoryError"]

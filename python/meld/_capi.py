@@ -80,6 +80,12 @@ class GemmArgs(ctypes.Structure):
                 ("n", c_int64), ("k", c_int64), ("sm_count", c_int)]
 
 
+class GemmFp8Args(ctypes.Structure):
+    _fields_ = [("a", c_void_p), ("lda", c_int64), ("b", c_void_p), ("ldb", c_int64),
+                ("scale_a", c_void_p), ("scale_b", c_void_p), ("c", c_void_p), ("ldc", c_int64),
+                ("m", c_int64), ("n", c_int64), ("k", c_int64), ("sm_count", c_int)]
+
+
 class AttentionArgs(ctypes.Structure):
     _fields_ = [("q", c_void_p), ("k", c_void_p), ("v", c_void_p), ("o", c_void_p),
                 ("lse", c_void_p), ("stride_q", c_int64), ("stride_k", c_int64),
@@ -130,7 +136,8 @@ class MoeFfnArgs(ctypes.Structure):
 # The header's struct name of each class (the layout test's table).
 STRUCTS = {
     "meld_config_t": Config, "meld_unique_id": UniqueId, "meld_comm_info_t": CommInfo,
-    "meld_gemm_args_t": GemmArgs, "meld_attention_args_t": AttentionArgs,
+    "meld_gemm_args_t": GemmArgs, "meld_gemm_fp8_args_t": GemmFp8Args,
+    "meld_attention_args_t": AttentionArgs,
     "meld_gemm_rs_args_t": GemmRsArgs, "meld_ag_gemm_args_t": AgGemmArgs,
     "meld_moe_args_t": MoeArgs, "meld_moe_gemm_args_t": MoeGemmArgs,
     "meld_moe_combine_args_t": MoeCombineArgs, "meld_moe_ffn_args_t": MoeFfnArgs,
@@ -159,6 +166,7 @@ FUNCTIONS = {
     "meld_mem_deregister": (_R, [c_void_p, c_void_p]),
     "meld_mem_peer_ptr": (_R, [c_void_p, c_void_p, c_int, _P(c_void_p)]),
     "meld_gemm": (_R, [_P(GemmArgs), c_void_p]),
+    "meld_gemm_fp8": (_R, [_P(GemmFp8Args), c_void_p]),
     "meld_attention": (_R, [_P(AttentionArgs), c_void_p]),
     "meld_ring_attention": (_R, [c_void_p, _P(AttentionArgs), c_void_p]),
     "meld_all_gather": (_R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_void_p]),

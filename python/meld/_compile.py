@@ -10,7 +10,7 @@ not on a communicator's state (a fake kernel that read the rank count from the c
 2-rank process reuse a 1-rank graph's compiled shape checks: session 36). Inside a compiled region the functional forms are supported:
 no out=, no in-place all_reduce, and ag_gemm's gathered=True only as its own operator.
 """
-from typing import List
+from typing import List, Optional
 
 import torch
 from torch import Tensor
@@ -37,6 +37,17 @@ def gemm(a: Tensor, b: Tensor, kn: bool) -> Tensor:
 @gemm.register_fake
 def _(a, b, kn):
     return a.new_empty((a.size(0), b.size(1) if kn else b.size(0)))
+
+
+@torch.library.custom_op("meld::gemm_fp8", mutates_args=())
+def gemm_fp8(a: Tensor, b: Tensor, scale_a: Optional[Tensor], scale_b: Optional[Tensor],
+             sm_count: int) -> Tensor:
+    return _ops.gemm_fp8(a, b, scale_a, scale_b, sm_count=sm_count)
+
+
+@gemm_fp8.register_fake
+def _(a, b, scale_a, scale_b, sm_count):
+    return a.new_empty((a.size(0), b.size(0)), dtype=torch.bfloat16)
 
 
 @torch.library.custom_op("meld::attention", mutates_args=())

@@ -165,6 +165,59 @@ def gemm(a, b, *, out=None, b_layout="nk", sm_count=0):
     return c
 
 
+def _fp8():
+    """(torch.float8_e4m3fn,), or MeldUnsupportedError where this torch has no fp8 dtype."""
+    t = getattr(_torch(), "float8_e4m3fn", None)
+    if t is None:
+        raise C.error(C.ERR_UNSUPPORTED, f"gemm_fp8: torch {_torch().__version__} has no "
+                      "float8_e4m3fn dtype (torch >= 2.1 needed)")
+    return (t,)
+
+
+def _scale(s, name, device):
+    """The device pointer of a per-tensor scale (None: 1)."""
+    if s is None:
+        return None
+    _tensor(s, name, device, (_torch().float32,))
+    if s.numel() != 1:
+        raise _err(f"{name}: shape {tuple(s.shape)}; expected one element (a per-tensor scale, "
+                   "as torch._scaled_mm's)")
+    return s.data_ptr()
+
+
+def gemm_fp8(a, b, scale_a=None, scale_b=None, *, out=None, sm_count=0):
+    """C = scale_a * scale_b * a x b^T in bf16: a [M, K] and b [N, K] (nn.Linear's weight layout)
+    float8_e4m3fn with contiguous rows, K and the row strides multiples of 16; scale_a, scale_b
+    one-element float32 tensors on the device (torch._scaled_mm's per-tensor scales, read when
+    the kernel runs) or None (1). fp32 accumulation in the tensor cores' FP8 mode, as
+    torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=True)."""
+    if _compiling():
+        _no_out(out=out)
+        return _torch().ops.meld.gemm_fp8(a, b, scale_a, scale_b, int(sm_count))
+    f8 = _fp8()
+    dev = _device_of(_tensor(a, "a", None, f8, 2))
+    _tensor(b, "b", dev, f8, 2)
+    m, k = a.shape
+    if b.size(1) != k:
+        raise _err(f"b: shape {tuple(b.shape)} does not match k = {k} ([N, K]; a is "
+                   f"{tuple(a.shape)})")
+    if k % 16:
+        raise _err(f"a: k = {k} is not a multiple of 16 (fp8 rows are read in 16-byte units; pad K "
+                   "with zeros)")
+    lda, ldb = _rows(a, "a"), _rows(b, "b")
+    for name, ld in (("a", lda), ("b", ldb)):
+        if ld % 16:
+            raise _err(f"{name}: row stride {ld} is not a multiple of 16 (16-byte rows needed); "
+                       "pass .contiguous()")
+    sa, sb = _scale(scale_a, "scale_a", dev), _scale(scale_b, "scale_b", dev)
+    n = b.size(0)
+    c = _out(out, (m, n), _torch().bfloat16, dev)
+    args = C.GemmFp8Args(a.data_ptr(), lda, b.data_ptr(), ldb, sa, sb, c.data_ptr(),
+                         _rows(c, "out"), m, n, k, int(sm_count))
+    _call(dev, C.lib.meld_gemm_fp8, ctypes.byref(args), _stream(dev))
+    return c
+
+
 def _attn_args(q, k, v, dev, causal, scale, q_pos0, kv_pos0, out, return_lse, zigzag=0):
     torch = _torch()
     for name, t in (("q", q), ("k", k), ("v", v)):

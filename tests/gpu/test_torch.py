@@ -5,9 +5,10 @@ Usage: python3 tests/gpu/test_torch.py [--ranks 1,2] [--bench]
 Spawns each rank count's processes (torchrun's variables; ranks beyond the GPUs present share
 them with MELD_SHARE_GPU=1: the protocol, not speed). Every rank draws every rank's inputs from
 seeds, so it computes the references of its outputs alone (fp32 torch, random inputs, outputs
-poisoned first, relative Frobenius error). Checks: gemm (both layouts), attention (D 64 / 128,
-GQA, causal, LSE), the four collectives (bf16 / fp32, in place, symmetric memory), ag_gemm (+ the
-gathered A, bitwise), gemm_rs / gemm_ar (+ zero copy into symmetric memory), ring attention
+poisoned first, relative Frobenius error). Checks: gemm (both layouts), gemm_fp8 (one rank:
+against torch._scaled_mm and fp32, scales given or None, errors, torch.compile), attention (D 64 /
+128, GQA, causal, LSE), the four collectives (bf16 / fp32, in place, symmetric memory), ag_gemm
+(+ the gathered A, bitwise), gemm_rs / gemm_ar (+ zero copy into symmetric memory), ring attention
 (contiguous and zigzag causal), the MoE layer in one call and in pieces, CUDA-graph replays with
 new inputs, 200 back-to-back calls, and errors raised as the right classes. --bench (one rank)
 times the binding's cost per call against a CUDA graph of the same calls. Prints the
@@ -109,6 +110,98 @@ def test_single(dev):
         close(o, ro, what)
         fin = torch.isfinite(rl)
         check(bool((lse[fin] - rl[fin]).abs().max() < 2e-2), f"{what}: LSE")
+
+
+def fp8(seed, *shape):
+    """Random e4m3 values (normal, clamped to [-4, 4]) on the CPU."""
+    import torch
+    return rnd(seed, *shape, dtype=torch.float32).clamp(-4, 4).to(torch.float8_e4m3fn)
+
+
+def scaled_mm_ref(a, b, sa, sb):
+    """torch._scaled_mm's a x b^T (cuBLASLt, fast accumulation, bf16 out) with per-tensor scales;
+    M and N padded with zero rows to multiples of 16 for it (its shape rule), cut back after."""
+    import torch
+
+    def pad(t):
+        rows = -(-t.size(0) // 16) * 16
+        if rows == t.size(0):
+            return t
+        z = torch.zeros(rows, t.size(1), dtype=torch.uint8, device=t.device)
+        z[:t.size(0)] = t.view(torch.uint8)
+        return z.view(t.dtype)
+    c = torch._scaled_mm(pad(a), pad(b).t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True)
+    return c[:a.size(0), :b.size(0)]
+
+
+def test_fp8(dev, seed=6000):
+    """meld.gemm_fp8 (e4m3 in, bf16 out, per-tensor device scales) against torch._scaled_mm and
+    fp32 torch, its argument errors, and torch.compile over it (one rank: no peer waits on it)."""
+    import torch
+    import meld
+    if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+        print(f"[rank 0] gemm_fp8 checks SKIPPED (torch {torch.__version__} has no "
+              "float8_e4m3fn / _scaled_mm)", flush=True)
+        return
+    one = torch.ones(1, dtype=torch.float32, device=dev)
+    for i, (m, n, k) in enumerate(((256, 512, 1024), (1000, 1000, 4112), (128, 4096, 4096))):
+        a = fp8(seed + i, m, k).to(dev)
+        b = fp8(seed + 10 + i, n, k).to(dev)
+        ref = a.float() @ b.float().T
+        for scaled in (True, False):
+            sa = torch.tensor([0.75 + 0.5 * i], device=dev) if scaled else None
+            sb = torch.tensor([0.3125], device=dev) if scaled else None
+            f = (0.75 + 0.5 * i) * 0.3125 if scaled else 1.0
+            what = f"gemm_fp8 {m} x {n} x {k} scales {'given' if scaled else 'None'}"
+            c = meld.gemm_fp8(a, b, sa, sb, out=poison((m, n), torch.bfloat16, dev))
+            check(c.dtype == torch.bfloat16, f"{what}: dtype {c.dtype}")
+            close(c, ref * f, f"{what} vs fp32")
+            try:
+                close(c, scaled_mm_ref(a, b, sa if scaled else one, sb if scaled else one),
+                      f"{what} vs torch._scaled_mm")
+            except Exception as e:  # noqa: BLE001 (report, do not stop the other checks)
+                check(False, f"{what}: torch._scaled_mm reference: {type(e).__name__}: "
+                      f"{str(e)[:300]}")
+        if i == 0:
+            close(meld.gemm_fp8(a, b, sm_count=8), ref, f"gemm_fp8 {m} x {n} x {k} on 8 SMs")
+    a = fp8(seed + 100, 64, 40).to(dev)
+    try:
+        meld.gemm_fp8(a, fp8(seed + 101, 32, 40).to(dev))
+        check(False, "gemm_fp8 with k 40 did not raise")
+    except meld.MeldArgumentError as e:
+        check("k = 40" in str(e) and "multiple of 16" in str(e), f"gemm_fp8 k 40: {e}")
+    w = fp8(seed + 102, 32, 64).to(dev)
+    try:
+        meld.gemm_fp8(rnd(seed + 103, 64, 64).to(dev), w)
+        check(False, "gemm_fp8 with a bf16 a did not raise")
+    except ValueError as e:
+        check(isinstance(e, meld.MeldArgumentError) and "a: dtype bfloat16" in str(e) and
+              "float8_e4m3fn" in str(e), f"gemm_fp8 bf16 a: {e}")
+    try:
+        meld.gemm_fp8(fp8(seed + 104, 64, 64).to(dev), w, torch.ones(2, device=dev))
+        check(False, "gemm_fp8 with a 2-element scale_a did not raise")
+    except meld.MeldArgumentError as e:
+        check("scale_a: shape (2,)" in str(e), f"gemm_fp8 2-element scale: {e}")
+    # torch.compile (fullgraph: torch.ops.meld.gemm_fp8), default and reduce-overhead modes
+    a = fp8(seed + 200, 256, 512).to(dev)
+    b = fp8(seed + 201, 384, 512).to(dev)
+    sa = torch.tensor([0.5], device=dev)
+    sb = torch.tensor([2.5], device=dev)
+
+    def step(a, b, sa, sb):
+        return meld.gemm_fp8(a, b, sa, sb) * 0.5 + meld.gemm_fp8(a, b)
+
+    want = step(a, b, sa, sb)
+    close(want, (a.float() @ b.float().T) * 1.625, "gemm_fp8 eager step")
+    for mode in ("default", "reduce-overhead"):
+        torch._dynamo.reset()
+        try:
+            fn = torch.compile(step, fullgraph=True, mode=mode)
+            got = fn(a, b, sa, sb)
+            got = fn(a, b, sa, sb)  # (reduce-overhead: a replay)
+            close(got, want, f"torch.compile {mode}: gemm_fp8", 1e-2)
+        except Exception as e:  # noqa: BLE001
+            check(False, f"torch.compile {mode} of gemm_fp8: {type(e).__name__}: {str(e)[:500]}")
 
 
 def test_comm(comm, dev, seed=100):
@@ -433,6 +526,8 @@ def rank_main(args):
               f"comm: {comm}")
         if comm.rank == 0:
             test_single(dev)
+        if comm.nranks == 1:  # (alone: its compiles would keep a peer waiting past its timeout)
+            test_fp8(dev)
         test_comm(comm, dev)
         test_nn(comm, dev)
         test_compile(comm, dev)
