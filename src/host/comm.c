@@ -44,11 +44,17 @@ static meld_result_t hier_create(struct meld_comm *c) {
   const int L = c->local_size, P = c->nranks;
   const int uniform = meld_hier_layout(c->rank_node, c->rank_local, P, L);
   int64_t v = 1;
-  const meld_result_t env = meld_env_int64("MELD_NET_HIER", 0, 1, &v);
+  const meld_result_t env = meld_env_int64("MELD_NET_HIER", 0, 2, &v);
   MELD_CHECK(meld_comm_agree(c, env, "MELD_NET_HIER"));
+  /* Ranks that are threads of one process (a test mode): off unless MELD_NET_HIER=2 (sessions
+   * 38-39, one H200: the first hierarchical all_gather / all_reduce of 2 x 2 thread ranks timed
+   * out, a child comm's kernel of one rank never starting while processes pass; not the
+   * process's hardware queues: 32 fail alike; not yet understood). Agreed below. */
+  int threads = 0;
+  for (int r = 0; r < P; r++) threads |= r != c->rank && meld_comm_same_process(c, r);
   int32_t *want = calloc((size_t)P, sizeof *want);
   if (!want) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
-  want[c->rank] = (int32_t)v;
+  want[c->rank] = (int32_t)(v == 2 || (v == 1 && !threads));
   meld_result_t res = meld_bootstrap_allgather(c->boot, want, sizeof *want);
   int on = uniform;
   for (int r = 0; res == MELD_OK && r < P; r++) on = on && want[r] != 0;
@@ -57,7 +63,7 @@ static meld_result_t hier_create(struct meld_comm *c) {
   if (!on) {
     MELD_INFO(MELD_SUB_INIT, "inter-node collectives: flat (%s)",
               L < 2 ? "one rank a node" : !uniform ? "ranks not numbered node by node, or unequal nodes"
-                                                   : "MELD_NET_HIER=0");
+                                                   : "MELD_NET_HIER=0, or ranks that are threads of one process");
     return MELD_OK;
   }
   meld_resolved_config_t cfg = c->cfg;
