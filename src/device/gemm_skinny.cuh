@@ -111,7 +111,9 @@ struct gemm_skinny_plain {
   __device__ __forceinline__ void finish(int, int, int, int) const {}
 };
 
-template <int MT, class Tail = gemm_skinny_plain>
+/* F8: p->fp8 (meld_gemm_fp8: e4m3 A and B seen as bf16 of half the K; gemm.cuh gemm_params_t):
+ * the e4m3 wgmma, and the cluster's sum times the scales. */
+template <int MT, class Tail = gemm_skinny_plain, bool F8 = false>
 __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t *smem_raw, const Tail &tail = Tail{}) {
   constexpr int STAGES = SKINNY_STAGES(MT);
   constexpr uint32_t STAGE = SKINNY_STAGE_BYTES(MT);
@@ -180,8 +182,12 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        wgmma_m64nNk16_ss<MT>(acc, wgmma_desc_sw128(b + 32 * j, 16, 1024),
-                              wgmma_desc_sw128(a + 32 * j, 16, 1024), i | j);
+        if (F8)
+          wgmma_m64nNk32_e4m3_ss<MT>(acc, wgmma_desc_sw128(b + 32 * j, 16, 1024),
+                                     wgmma_desc_sw128(a + 32 * j, 16, 1024), i | j);
+        else
+          wgmma_m64nNk16_ss<MT>(acc, wgmma_desc_sw128(b + 32 * j, 16, 1024),
+                                wgmma_desc_sw128(a + 32 * j, 16, 1024), i | j);
       wgmma_commit();
       if (i) {
         wgmma_wait1(); /* the previous k-block's wgmmas have read their stage */
@@ -209,6 +215,7 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
   /* CTA s: rows s, s + S, ... of C's block; a warp per row, 4 columns per lane. */
   const int rows = !tail.store_ok() ? 0 : p->m - row0 < MT ? p->m - row0 : MT;
   const int64_t col = (int64_t)blk * SKINNY_BN + 4 * lane;
+  const float sc = F8 ? __ldg(p->scale_a) * __ldg(p->scale_b) : 1.0f;
   for (int r = s + S * warp; warp < SKINNY_THREADS / 32 && r < rows; r += S * (SKINNY_THREADS / 32)) {
     const uint32_t off = sbase + (uint32_t)(r * SKINNY_RED_PITCH + 4 * lane) * 4;
     float4 v = ld_dsmem_v4f(off, 0);
@@ -219,6 +226,7 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
       v.z += w.z;
       v.w += w.w;
     }
+    if (F8) v.x *= sc, v.y *= sc, v.z *= sc, v.w *= sc;
     if (col < p->n) {
       const int64_t o = (int64_t)(row0 + r) * p->ldc + col;
       const auto put = [&](__nv_bfloat16 *dst) {

@@ -658,8 +658,8 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
       p->k_blocks != (p->k + GEMM_BK - 1) / GEMM_BK)
     MELD_WHY("gemm: tile counts %d x %d x %d do not match the problem %d x %d x %d", p->tiles_m,
         p->tiles_n, p->k_blocks, p->m, p->n, p->k);
-  if (p->fp8 && (p->b_kn || p->skinny_mt || !p->scale_a || !p->scale_b))
-    MELD_WHY("gemm: fp8 needs B stored [N,K], the engine's kernel (not the small-M one) and both scales");
+  if (p->fp8 && (p->b_kn || !p->scale_a || !p->scale_b))
+    MELD_WHY("gemm: fp8 needs B stored [N,K] and both scales");
   if (p->skinny_mt) { /* the swapped small-M kernel: none of the engine's schedule or hooks */
     const int mt = p->skinny_mt;
     if (!skinny_height_ok(mt)) MELD_WHY("gemm: skinny_mt %d is not " SKINNY_HEIGHTS_TEXT, mt);

@@ -30,17 +30,18 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_cons
 
 /* The swapped small-M kernel (p.skinny_mt = MT): ceil(n / 128) x skinny_split CTAs in
  * clusters of skinny_split. */
-template <int MT>
+template <int MT, bool F8 = false>
 __global__ void __launch_bounds__(SKINNY_THREADS, 1) gemm_skinny_kernel(const __grid_constant__ gemm_params_t p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   extern __shared__ __align__(1024) uint8_t gemm_smem[];
-  gemm_skinny_run<MT>(&p, gemm_smem);
+  gemm_skinny_run<MT, gemm_skinny_plain, F8>(&p, gemm_smem);
 #endif
 }
 
 typedef void (*gemm_kernel_fn)(gemm_params_t);
-static gemm_kernel_fn gemm_skinny_kernel_for(int mt) {
+static gemm_kernel_fn gemm_skinny_kernel_for(int mt, int fp8) {
+  if (fp8) return skinny_for_height(mt, [](auto h) -> gemm_kernel_fn { return gemm_skinny_kernel<h.value, true>; });
   return skinny_for_height(mt, [](auto h) -> gemm_kernel_fn { return gemm_skinny_kernel<h.value>; });
 }
 static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer, int bn, int fp8) {
@@ -75,9 +76,11 @@ static meld_result_t gemm_device_setup(int dev) {
     for (int d = 0; d < 2; d++)
       MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(0, d, GEMM_BN_WIDE, f8),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
-  for (int i = 0; i < SKINNY_NHEIGHTS; i++)
-    MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(skinny_heights[i]),
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, SKINNY_SMEM_BYTES(skinny_heights[i])));
+  for (int f8 = 0; f8 < 2; f8++)
+    for (int i = 0; i < SKINNY_NHEIGHTS; i++)
+      MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(skinny_heights[i], f8),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           SKINNY_SMEM_BYTES(skinny_heights[i])));
   cudaLaunchConfig_t cfg = {};
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
@@ -101,7 +104,7 @@ static meld_result_t gemm_device_setup(int dev) {
     cfg.gridDim = dim3((unsigned)S, 1, 1);
     cfg.blockDim = dim3(SKINNY_THREADS, 1, 1);
     cfg.dynamicSmemBytes = SKINNY_SMEM_BYTES(mt);
-    if (cudaOccupancyMaxActiveClusters(&skinny_clusters[S], gemm_skinny_kernel_for(mt), &cfg) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveClusters(&skinny_clusters[S], gemm_skinny_kernel_for(mt, 0), &cfg) != cudaSuccess) {
       (void)cudaGetLastError();
       skinny_clusters[S] = 0; /* unknown: the plan then ignores cluster packing */
     }
@@ -140,7 +143,7 @@ extern "C" meld_result_t gemm_launch_params(const gemm_params_t *p, int workers,
     cfg.stream = stream;
     cfg.attrs = attr;
     cfg.numAttrs = p->skinny_split > 1 ? 1 : 0;
-    MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_skinny_kernel_for(p->skinny_mt), *p));
+    MELD_CUDA_CHECK(cudaLaunchKernelEx(&cfg, gemm_skinny_kernel_for(p->skinny_mt, p->fp8), *p));
     return MELD_OK;
   }
   attr[0].val.clusterDim.x = (unsigned)p->cluster_m;
@@ -344,7 +347,7 @@ extern "C" meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *a, cudaStream
   v.a = a->a, v.lda = a->lda / 2, v.b = a->b, v.ldb = a->ldb / 2, v.b_layout = MELD_B_NK;
   v.c = a->c, v.ldc = a->ldc, v.m = a->m, v.n = a->n, v.k = a->k / 2, v.sm_count = a->sm_count;
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
-  o.skinny = 0; /* (the small-M kernel has no fp8 path) */
+  o.skinny = 1; /* meld_gemm's defaults: the small-M kernel and the wide tile where their rules say */
   o.tile_n = 1;
   gemm_params_t p;
   int workers = 0;

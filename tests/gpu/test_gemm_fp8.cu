@@ -10,8 +10,9 @@
  * 0xFFFF (NaN) first; a result passes when the relative Frobenius error is <= 1e-2 overall AND
  * in every 128x256 tile, and rows past m / columns past n stay poisoned.
  * Cases: one tile of one k-block, tails in every dimension (k a multiple of 16 but not of 128),
- * padded leading dimensions, 1 SM (the persistent loop), the plan's split-K (decode rows),
- * stream-K and the 128 x 320 tile (2048 x 5120 x 8192), large squares; NULL scales (= 1);
+ * padded leading dimensions, 1 SM (the persistent loop), the small-M kernel (decode rows and
+ * few-tile shapes), stream-K and the 128 x 320 tile (2048 x 5120 x 8192), large squares; NULL
+ * scales (= 1);
  * a CUDA graph replayed after the scales changed in device memory (the kernel reads them); bad
  * arguments refused with their reasons. */
 #include <cublas_v2.h>
@@ -247,8 +248,17 @@ int main(void) {
       {520, 1000, 1008, 32, 1, 1, 1},   /* 1 SM: the persistent loop over 16 tiles */
       {1000, 1000, 4112, 0, 0, 0, 1},   /* the issue's tails, vs cuBLAS */
       {1000, 1000, 4112, 16, 16, 0, 0},
-      {128, 8192, 8192, 0, 0, 0, 1},    /* decode rows: split-K chosen */
-      {16, 8192, 8192, 0, 0, 0, 1},     /* (the engine, not the small-M kernel) */
+      /* the small-M kernel (m <= 128 and few-tile shapes, B [N,K]: meld_gemm's rule): decode
+       * rows, tails in m, n (not a multiple of 8 or 128) and k, padding, several m-blocks */
+      {128, 8192, 8192, 0, 0, 0, 1},
+      {16, 8192, 8192, 0, 0, 0, 1},
+      {7, 1000, 4112, 16, 0, 1, 1},
+      {33, 1100, 528, 0, 0, 1, 1},
+      {1, 256, 128, 0, 0, 1, 0},
+      {128, 264, 8192, 0, 0, 0, 1},
+      {64, 4096, 4096, 0, 0, 0, 1},
+      {2048, 1280, 8192, 0, 0, 0, 1},
+      {512, 4096, 7168, 0, 0, 0, 1},
       {2048, 5120, 8192, 0, 0, 0, 1},   /* the 128 x 320 tile / stream-K shape */
       {4096, 4096, 4096, 0, 0, 0, 1},
       {8192, 8192, 8192, 0, 0, 0, 1},
