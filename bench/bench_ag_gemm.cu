@@ -83,7 +83,7 @@ static void f_meld(bctx_t *x) {
   memset(&a, 0, sizeof a);
   a.a_shard = x->a, a.lda = x->k, a.b = x->b, a.ldb = x->k, a.b_layout = MELD_B_NK;
   a.c = x->c, a.ldc = x->n_loc, a.m_loc = x->m_loc, a.n_loc = x->n_loc, a.k = x->k;
-  meld_result_t r = ag_gemm_run(x->comm, &a, &x->hint, x->s, &x->plan);
+  meld_result_t r = ag_gemm_run(x->comm, &a, &x->hint, NULL, x->s, &x->plan);
   if (r != MELD_OK && x->err == MELD_OK) {
     x->err = r;
     printf("[rank %d] meld_ag_gemm: %s\n", x->rank, meld_last_error());

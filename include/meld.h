@@ -560,6 +560,30 @@ typedef struct {
  * both reported by meld_comm_check() and later calls. */
 meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cudaStream_t stream);
 
+/* FP8 AllGather + GEMM: as meld_ag_gemm, with a_shard [m_loc, k] and b [n_loc, k] (nn.Linear
+ * layout only) in fp8 e4m3 and per-tensor scales as meld_gemm_fp8's: C (bf16) = (*scale_a)
+ * (*scale_b) AllGather(A) x B^T. The shard travels in fp8 (half the bytes of bf16); a_gathered,
+ * if given, receives the gathered e4m3 rows. Every rank passes the same scale values (the
+ * kernel reads each rank's own: AllGather of A assumes one quantization of A). Needs: k a
+ * multiple of 16; lda, ldb, ld_gathered >= k and multiples of 16; ldc >= n_loc, a multiple of 8;
+ * workspace_bytes >= nranks * roundup(m_loc, 128) * k. Ranks that call meld_ag_gemm and
+ * meld_ag_gemm_fp8 together fail the call with an argument mismatch. Fails as meld_ag_gemm. */
+typedef struct {
+  const void *a_shard;      /* e4m3 [m_loc, k], ld lda                                       */
+  int64_t lda;
+  const void *b;            /* e4m3 [n_loc, k], ld ldb                                       */
+  int64_t ldb;
+  const float *scale_a;     /* device, one fp32; NULL = 1                                    */
+  const float *scale_b;     /* device, one fp32; NULL = 1                                    */
+  void *c;                  /* bf16 [M, n_loc], ld ldc                                       */
+  int64_t ldc;
+  void *a_gathered;         /* NULL, or e4m3 [M, k] with ld ld_gathered                      */
+  int64_t ld_gathered;
+  int64_t m_loc, n_loc, k;
+} meld_ag_gemm_fp8_args_t;
+
+meld_result_t meld_ag_gemm_fp8(meld_comm_t comm, const meld_ag_gemm_fp8_args_t *args, cudaStream_t stream);
+
 /* ---------------------------------------------------------------------------------------- */
 /* MoE: token dispatch (all-to-all of the routed tokens) fused with the grouped GEMM         */
 /* ---------------------------------------------------------------------------------------- */

@@ -406,6 +406,7 @@ uint32_t ag_gemm_arg_hash(const ag_gemm_plan_t *p) {
   h = meld_hash_u64(h, (uint64_t)p->k);
   h = meld_hash_u64(h, (uint64_t)p->schedule);
   h = meld_hash_u64(h, (uint64_t)p->chunk_rows);
+  if (p->fp8) h = meld_hash_u64(h, 0xf8); /* (bf16 hashes as before) */
   return meld_hash_fold(h);
 }
 

@@ -79,6 +79,8 @@ typedef struct {
                            /* (the engine's side work; not with a_gathered)                 */
   int64_t side_pieces;     /* comm_warps: pieces per chunk: side_rows rows of <=             */
   int side_rows, side_ppr; /* AG_GEMM_SIDE_PIECE bytes each, or rows of side_ppr pieces      */
+  int fp8;                 /* meld_ag_gemm_fp8: A and B e4m3, planned as bf16 of half the K   */
+                           /* (set by ag_gemm_run; part of the argument hash)                 */
 } ag_gemm_plan_t;
 
 /* Caller-chosen plan fields (tests, bench); 0 / -1 = heuristic. The environment
@@ -165,10 +167,13 @@ uint32_t ag_gemm_arg_hash(const ag_gemm_plan_t *plan);
 int ag_gemm_plan_format(const ag_gemm_plan_t *plan, char *buf, size_t len);
 
 struct meld_comm;
+struct gemm_fp8; /* gemm_plan.h gemm_fp8_t */
 /* Plans (with `hint`, may be NULL) and runs one call: what meld_ag_gemm does (src/ops/
  * ag_gemm.cu). *plan_out (may be NULL) receives the plan. */
+/* f8 (may be NULL: bf16): meld_ag_gemm_fp8's scales; args is then its bf16 view (half the K). */
 meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_args_t *args,
-                          const ag_gemm_hint_t *hint, cudaStream_t stream, ag_gemm_plan_t *plan_out);
+                          const ag_gemm_hint_t *hint, const struct gemm_fp8 *f8, cudaStream_t stream,
+                          ag_gemm_plan_t *plan_out);
 
 #ifdef __cplusplus
 }

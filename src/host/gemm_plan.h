@@ -201,6 +201,24 @@ meld_result_t gemm_launch_params(const gemm_params_t *p, int workers, cudaStream
 meld_result_t gemm_launch(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                           cudaStream_t stream);
 
+/* FP8 (meld_gemm_fp8 and the fused ops' fp8 forms): the per-tensor scales (device pointers,
+ * never NULL: gemm_fp8_scales fills NULLs with a device 1.0). Such calls pass their bf16 view:
+ * the e4m3 matrices as bf16 of half the K (gemm.cuh gemm_params_t.fp8). */
+typedef struct gemm_fp8 {
+  const float *scale_a, *scale_b;
+} gemm_fp8_t;
+
+/* f8's scales, each NULL replaced by a device 1.0. */
+meld_result_t gemm_fp8_scales(const float *scale_a, const float *scale_b, gemm_fp8_t *f8);
+
+/* Validates meld_gemm_fp8-style operands (fn names the caller in the sentences): k a multiple
+ * of 16, lda and ldb >= k and multiples of 16, 16-byte aligned bases, scales 4-byte aligned. */
+meld_result_t gemm_fp8_validate(const char *fn, const void *a, int64_t lda, const void *b, int64_t ldb, int64_t k,
+                                const float *scale_a, const float *scale_b);
+
+/* gemm_launch for the bf16 view of an fp8 problem (meld_gemm's defaults, o NULL). */
+meld_result_t gemm_launch_fp8(const meld_gemm_args_t *view, const gemm_fp8_t *f8, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -319,7 +319,8 @@ struct ag_side {
 /* SKQ = (a.g.sk_tiles > 0): stream-K pieces are not taken from the queue but run by their own
  * worker (gemm.cuh gemm_producer). */
 /* BN = the GEMM's tile width (GEMM_BN_WIDE: B [N,K], DEFER 0, no SKQ; plan tile_n 320). */
-template <bool BKN, int DEFER, bool SKQ = false, int BN = GEMM_BN>
+/* F8: meld_ag_gemm_fp8 (e4m3 A and B as bf16 of half the K; gemm.cuh gemm_params_t.fp8). */
+template <bool BKN, int DEFER, bool SKQ = false, int BN = GEMM_BN, bool F8 = false>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     ag_gemm_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ ag_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -340,9 +341,8 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
    * sees the abort word (or its deadline) and the engine drains. */
   static_assert(BN == GEMM_BN || (!BKN && DEFER == 0 && !SKQ), "the wide tile: B [N,K], no deferral, no SKQ");
   if (run_gemm)
-    gemm_cta_run<BKN, false, false, DEFER, false, SKQ, gemm_no_tail, ag_side, BN>(&a.g, ag_smem, (int)blockIdx.x,
-                                                                                (int)gridDim.x, gemm_no_tail(),
-                                                                                ag_side{&proto, &a});
+    gemm_cta_run<BKN, false, false, DEFER, false, SKQ, gemm_no_tail, ag_side, BN, -1, false, F8>(
+        &a.g, ag_smem, (int)blockIdx.x, (int)gridDim.x, gemm_no_tail(), ag_side{&proto, &a});
   /* Post-engine work by thread 128 (a consumer thread: the engine left warpgroup 0 with 40
    * registers). A fresh ctx: nothing of the entry's stays live across the engine. */
   __syncthreads();
@@ -392,6 +392,12 @@ static meld_result_t ag_device_setup(int dev, int sm_count) {
   MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 1, true>, GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
   MELD_CHECK(meld_coop_grid((const void *)ag_gemm_kernel<false, 0, false, GEMM_BN_WIDE>, GEMM_THREADS, GEMM_SMEM_BYTES, 0,
                             sm_count, &grid));
+  const void *f8[] = {(const void *)ag_gemm_kernel<false, 0, false, GEMM_BN, true>,
+                      (const void *)ag_gemm_kernel<false, 1, false, GEMM_BN, true>,
+                      (const void *)ag_gemm_kernel<false, 0, true, GEMM_BN, true>,
+                      (const void *)ag_gemm_kernel<false, 1, true, GEMM_BN, true>,
+                      (const void *)ag_gemm_kernel<false, 0, false, GEMM_BN_WIDE, true>};
+  for (int i = 0; i < 5; i++) MELD_CHECK(meld_coop_grid(f8[i], GEMM_THREADS, GEMM_SMEM_BYTES, 0, sm_count, &grid));
   if (dev < AG_MAX_DEVICES) g_dev_ready[dev] = 1;
   return MELD_OK;
 }
@@ -410,12 +416,17 @@ static void ag_gemm_args_of(const meld_ag_gemm_args_t *a, const void *A, int64_t
   g->k = a->k;
 }
 
+/* meld_gemm's defaults on g, in fp8 where f8 is given (g is then the bf16 view). */
+static meld_result_t ag_gemm_plain(const meld_gemm_args_t *g, const gemm_fp8_t *f8, cudaStream_t stream) {
+  return f8 ? gemm_launch_fp8(g, f8, stream) : gemm_launch(g, NULL, stream);
+}
+
 /* One rank: C = A_shard x B, and the shard copied to a_gathered. */
-static meld_result_t ag_run_direct(const meld_ag_gemm_args_t *a, cudaStream_t stream) {
+static meld_result_t ag_run_direct(const meld_ag_gemm_args_t *a, const gemm_fp8_t *f8, cudaStream_t stream) {
   if (a->n_loc > 0) {
     meld_gemm_args_t g;
     ag_gemm_args_of(a, a->a_shard, a->lda, a->m_loc, &g);
-    MELD_CHECK(gemm_launch(&g, NULL, stream));
+    MELD_CHECK(ag_gemm_plain(&g, f8, stream));
   }
   if (a->a_gathered)
     MELD_CUDA_CHECK(cudaMemcpy2DAsync(a->a_gathered, (size_t)a->ld_gathered * 2, a->a_shard, (size_t)a->lda * 2,
@@ -425,7 +436,8 @@ static meld_result_t ag_run_direct(const meld_ag_gemm_args_t *a, cudaStream_t st
 
 /* meld_all_gather into a contiguous [M, k] buffer (a_gathered when it is dense), then
  * meld_gemm on it. A strided shard is first copied into its place (in-place all-gather). */
-static meld_result_t ag_run_unfused(struct meld_comm *comm, const meld_ag_gemm_args_t *a, cudaStream_t stream) {
+static meld_result_t ag_run_unfused(struct meld_comm *comm, const meld_ag_gemm_args_t *a, const gemm_fp8_t *f8,
+                                    cudaStream_t stream) {
   const int P = comm->nranks;
   const int64_t M = a->m_loc * P;
   const size_t bytes = (size_t)M * (size_t)a->k * 2;
@@ -446,7 +458,7 @@ static meld_result_t ag_run_unfused(struct meld_comm *comm, const meld_ag_gemm_a
   if (a->n_loc > 0) {
     meld_gemm_args_t g;
     ag_gemm_args_of(a, buf, a->k, M, &g);
-    MELD_CHECK(gemm_launch(&g, NULL, stream));
+    MELD_CHECK(ag_gemm_plain(&g, f8, stream));
   }
   if (a->a_gathered && (uint8_t *)a->a_gathered != buf)
     MELD_CUDA_CHECK(cudaMemcpy2DAsync(a->a_gathered, (size_t)a->ld_gathered * 2, buf, (size_t)a->k * 2,
@@ -456,7 +468,7 @@ static meld_result_t ag_run_unfused(struct meld_comm *comm, const meld_ag_gemm_a
 
 /* Fills the fused kernel's arguments (GEMM plan and hooks included). */
 static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_args_t *a, const ag_gemm_plan_t *p,
-                                   int loop, cudaStream_t stream, ag_kargs_t *k) {
+                                   const gemm_fp8_t *f8, int loop, cudaStream_t stream, ag_kargs_t *k) {
   memset(k, 0, sizeof *k);
   const int P = loop ? 2 : comm->nranks, me = loop ? 0 : comm->rank;
   uint8_t *pad = (uint8_t *)comm->pad.local;
@@ -520,6 +532,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
     }
   }
   gemm_params_t *gp = &k->g;
+  if (f8) gp->fp8 = 1, gp->scale_a = f8->scale_a, gp->scale_b = f8->scale_b;
   /* Hook h: this rank's m-blocks read the shard in place. The map is the one the engine's
    * planner encodes for A = the shard alone ([m_loc, k], ld lda); rows past m_loc of the last
    * block read as zeros (the compact epilogue drops them). */
@@ -576,6 +589,16 @@ static meld_result_t ag_launch(struct meld_comm *comm, ag_kargs_t *k, int grid, 
   void *args[] = {&proto, k};
   const int d = k->g.epi_defer ? 1 : 0;
   const void *fn;
+  if (k->g.fp8) { /* (B [N,K] only) */
+    if (k->g.bn == GEMM_BN_WIDE) fn = (const void *)ag_gemm_kernel<false, 0, false, GEMM_BN_WIDE, true>;
+    else if (k->g.sk_tiles > 0 && skq)
+      fn = d ? (const void *)ag_gemm_kernel<false, 1, true, GEMM_BN, true>
+             : (const void *)ag_gemm_kernel<false, 0, true, GEMM_BN, true>;
+    else
+      fn = d ? (const void *)ag_gemm_kernel<false, 1, false, GEMM_BN, true>
+             : (const void *)ag_gemm_kernel<false, 0, false, GEMM_BN, true>;
+    return meld_launch_coop(fn, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
+  }
   /* stream-K with one range per worker (sk_pieces 0): each worker runs its own range after the
    * queue (B [N,K] only: with B [K,N] the producer's 40 registers spilled 4 bytes, so there the
    * ranges still come from the queue); with n pieces per tile they come from the queue */
@@ -590,8 +613,9 @@ static meld_result_t ag_launch(struct meld_comm *comm, ag_kargs_t *k, int grid, 
 }
 
 extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_args_t *args,
-                                     const ag_gemm_hint_t *hint, cudaStream_t stream, ag_gemm_plan_t *plan_out) {
-  const char *fn = "meld_ag_gemm";
+                                     const ag_gemm_hint_t *hint, const gemm_fp8_t *f8, cudaStream_t stream,
+                                     ag_gemm_plan_t *plan_out) {
+  const char *fn = f8 ? "meld_ag_gemm_fp8" : "meld_ag_gemm";
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   MELD_CHECK(meld_proto_sticky_error(comm, fn));
   const int sms = meld_comm_node_sm_count(comm);
@@ -604,6 +628,7 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
   ag_gemm_plan_t plan;
   meld_result_t vr = ag_gemm_validate(args, Pp);
   if (vr == MELD_OK) vr = ag_gemm_plan_make_nodes(args, Pp, comm->nnodes, sms, comm->workspace.bytes, hint, &plan);
+  plan.fp8 = f8 != NULL; /* (in the argument hash: ranks that disagree on the dtype fail the handshake) */
   if (vr == MELD_OK && loop && plan.schedule != AG_GEMM_FUSED)
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_AG_GEMM_DIAG=2 (loopback) needs the fused schedule", fn);
   if (vr != MELD_OK) {
@@ -632,11 +657,11 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
     ag_gemm_plan_format(&plan, buf, sizeof buf);
     MELD_TRACE(MELD_SUB_OPS, "%s: %s", fn, buf);
   }
-  if (plan.schedule == AG_GEMM_DIRECT) return ag_run_direct(args, stream);
-  if (plan.schedule == AG_GEMM_UNFUSED) return ag_run_unfused(comm, args, stream);
+  if (plan.schedule == AG_GEMM_DIRECT) return ag_run_direct(args, f8, stream);
+  if (plan.schedule == AG_GEMM_UNFUSED) return ag_run_unfused(comm, args, f8, stream);
   MELD_CHECK(ag_device_setup(comm->device, sms));
   ag_kargs_t k; /* ~1.3 KB of kernel parameters */
-  MELD_CHECK(ag_kargs_fill(comm, args, &plan, loop, stream, &k));
+  MELD_CHECK(ag_kargs_fill(comm, args, &plan, f8, loop, stream, &k));
   meld_result_t r = ag_launch(comm, &k, plan.grid, args->b_layout == MELD_B_KN, plan.sk_pieces == 0, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
@@ -644,5 +669,30 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
 
 extern "C" meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cudaStream_t stream) {
   meld_error_clear();
-  return ag_gemm_run(comm, args, NULL, stream, NULL);
+  return ag_gemm_run(comm, args, NULL, NULL, stream, NULL);
+}
+
+extern "C" meld_result_t meld_ag_gemm_fp8(meld_comm_t comm, const meld_ag_gemm_fp8_args_t *a, cudaStream_t stream) {
+  meld_error_clear();
+  const char *fn = "meld_ag_gemm_fp8";
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", fn);
+  if (a->m_loc > 0) {
+    if (!a->a_shard) return meld_error(MELD_ERR_INVALID_ARG, "%s: a_shard is NULL", fn);
+    if (a->n_loc > 0 && (!a->b || !a->c))
+      return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL", fn, !a->b ? "b" : "c");
+    MELD_CHECK(gemm_fp8_validate(fn, a->a_shard, a->lda, a->n_loc > 0 ? a->b : a->a_shard,
+                                 a->n_loc > 0 ? a->ldb : a->lda, a->k, a->scale_a, a->scale_b));
+    if (a->a_gathered && (a->ld_gathered < a->k || a->ld_gathered % 16))
+      return meld_error(MELD_ERR_INVALID_ARG, "%s: ld_gathered %lld must be >= k %lld and a multiple of 16", fn,
+                        (long long)a->ld_gathered, (long long)a->k);
+  }
+  /* The bf16 view: the e4m3 rows as bf16 of half the K (same bytes; gemm.cuh gemm_params_t.fp8). */
+  meld_ag_gemm_args_t v;
+  memset(&v, 0, sizeof v);
+  v.a_shard = a->a_shard, v.lda = a->lda / 2, v.b = a->b, v.ldb = a->ldb / 2, v.b_layout = MELD_B_NK;
+  v.c = a->c, v.ldc = a->ldc, v.a_gathered = a->a_gathered, v.ld_gathered = a->ld_gathered / 2;
+  v.m_loc = a->m_loc, v.n_loc = a->n_loc, v.k = a->k / 2;
+  gemm_fp8_t f8;
+  MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, &f8));
+  return ag_gemm_run(comm, &v, NULL, &f8, stream, NULL);
 }

@@ -317,6 +317,45 @@ __device__ const float g_fp8_one = 1.0f; /* a NULL scale */
 
 static int misaligned(const void *ptr, uintptr_t to) { return ((uintptr_t)ptr & (to - 1)) != 0; }
 
+extern "C" meld_result_t gemm_fp8_scales(const float *scale_a, const float *scale_b, gemm_fp8_t *f8) {
+  const float *one = NULL;
+  MELD_CUDA_CHECK(cudaGetSymbolAddress((void **)&one, g_fp8_one));
+  f8->scale_a = scale_a ? scale_a : one;
+  f8->scale_b = scale_b ? scale_b : one;
+  return MELD_OK;
+}
+
+extern "C" meld_result_t gemm_fp8_validate(const char *fn, const void *a, int64_t lda, const void *b, int64_t ldb,
+                                           int64_t k, const float *scale_a, const float *scale_b) {
+  if (k < 1 || k % 16)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "%s: k %lld is not a positive multiple of 16 (fp8 rows are read in 16-byte units; pad K with "
+                      "zeros)",
+                      fn, (long long)k);
+  if (lda < k || lda % 16 || ldb < k || ldb % 16)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: lda %lld and ldb %lld must be >= k %lld and multiples of 16", fn,
+                      (long long)lda, (long long)ldb, (long long)k);
+  if (misaligned(a, 16) || misaligned(b, 16))
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: the fp8 operands must be 16-byte aligned", fn);
+  if (misaligned(scale_a, 4) || misaligned(scale_b, 4))
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: scale_a and scale_b must be 4-byte aligned", fn);
+  return MELD_OK;
+}
+
+extern "C" meld_result_t gemm_launch_fp8(const meld_gemm_args_t *v, const gemm_fp8_t *f8, cudaStream_t stream) {
+  if (v->m == 0 || v->n == 0) return MELD_OK;
+  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
+  o.skinny = 1; /* meld_gemm's defaults: the small-M kernel and the wide tile where their rules say */
+  o.tile_n = 1;
+  gemm_params_t p;
+  int workers = 0;
+  MELD_CHECK(gemm_plan_for(v, &o, stream, &p, &workers));
+  p.fp8 = 1;
+  p.scale_a = f8->scale_a;
+  p.scale_b = f8->scale_b;
+  return gemm_launch_params(&p, workers, stream);
+}
+
 extern "C" meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *a, cudaStream_t stream) {
   meld_error_clear();
   const char *fn = "meld_gemm_fp8";
@@ -326,37 +365,18 @@ extern "C" meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *a, cudaStream
   if (a->m < 0 || a->n < 0 || a->k < 1 || a->m > INT32_MAX || a->n > INT32_MAX || a->k > INT32_MAX)
     return meld_error(MELD_ERR_INVALID_ARG, "%s: m %lld, n %lld, k %lld: need m, n >= 0 and k >= 1 (each < 2^31)", fn,
                       (long long)a->m, (long long)a->n, (long long)a->k);
-  if (a->k % 16)
-    return meld_error(MELD_ERR_INVALID_ARG,
-                      "%s: k %lld is not a multiple of 16 (fp8 rows are read in 16-byte units; pad K with zeros)", fn,
-                      (long long)a->k);
-  if (a->lda < a->k || a->lda % 16 || a->ldb < a->k || a->ldb % 16)
-    return meld_error(MELD_ERR_INVALID_ARG, "%s: lda %lld and ldb %lld must be >= k %lld and multiples of 16", fn,
-                      (long long)a->lda, (long long)a->ldb, (long long)a->k);
+  MELD_CHECK(gemm_fp8_validate(fn, a->a, a->lda, a->b, a->ldb, a->k, a->scale_a, a->scale_b));
   if (a->ldc < a->n || a->ldc % 8)
     return meld_error(MELD_ERR_INVALID_ARG, "%s: ldc %lld must be >= n %lld and a multiple of 8", fn,
                       (long long)a->ldc, (long long)a->n);
-  if (misaligned(a->a, 16) || misaligned(a->b, 16) || misaligned(a->c, 16))
-    return meld_error(MELD_ERR_INVALID_ARG, "%s: a, b and c must be 16-byte aligned", fn);
-  if (misaligned(a->scale_a, 4) || misaligned(a->scale_b, 4))
-    return meld_error(MELD_ERR_INVALID_ARG, "%s: scale_a and scale_b must be 4-byte aligned", fn);
+  if (misaligned(a->c, 16)) return meld_error(MELD_ERR_INVALID_ARG, "%s: c must be 16-byte aligned", fn);
   if (a->m == 0 || a->n == 0) return MELD_OK;
   /* The engine's view: bf16 matrices of half the K, the same bytes (gemm.cuh gemm_params_t.fp8). */
   meld_gemm_args_t v;
   memset(&v, 0, sizeof v);
   v.a = a->a, v.lda = a->lda / 2, v.b = a->b, v.ldb = a->ldb / 2, v.b_layout = MELD_B_NK;
   v.c = a->c, v.ldc = a->ldc, v.m = a->m, v.n = a->n, v.k = a->k / 2, v.sm_count = a->sm_count;
-  gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
-  o.skinny = 1; /* meld_gemm's defaults: the small-M kernel and the wide tile where their rules say */
-  o.tile_n = 1;
-  gemm_params_t p;
-  int workers = 0;
-  MELD_CHECK(gemm_plan_for(&v, &o, stream, &p, &workers));
-  const float *one = NULL;
-  MELD_CUDA_CHECK(cudaGetSymbolAddress((void **)&one, g_fp8_one));
-  p.fp8 = 1;
-  p.scale_a = a->scale_a ? a->scale_a : one;
-  p.scale_b = a->scale_b ? a->scale_b : one;
-  MELD_CHECK(gemm_launch_params(&p, workers, stream));
-  return MELD_OK;
+  gemm_fp8_t f8;
+  MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, &f8));
+  return gemm_launch_fp8(&v, &f8, stream);
 }

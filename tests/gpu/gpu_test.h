@@ -21,6 +21,7 @@
 
 #include <arpa/inet.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <netinet/in.h>
@@ -303,6 +304,25 @@ __device__ __forceinline__ uint16_t gt_rand_bf16(uint64_t i, uint64_t seed) {
 __global__ void gt_fill_bf16(uint16_t *p, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     p[i] = gt_rand_bf16(i, seed);
+}
+
+/* A rows x cols e4m3 matrix with leading dimension ld: element (r, c) = 2 x gt_rand_bf16(r * cols
+ * + c) rounded to e4m3 (never zero: |x| >= 1/32; never NaN). */
+__global__ void gt_fill_e4m3(uint8_t *p, int64_t rows, int64_t cols, int64_t ld, uint64_t seed) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const uint16_t h = gt_rand_bf16((uint64_t)i, seed);
+    const float f = 2.0f * __bfloat162float(*(const __nv_bfloat16 *)&h);
+    p[(i / cols) * ld + i % cols] = (uint8_t)__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3);
+  }
+}
+
+/* The value of an e4m3 byte on the host (OCP E4M3: bias 7, subnormals, 0x7f / 0xff NaN). */
+static inline float gt_e4m3_value(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  if (e == 15 && m == 7) return NAN;
+  const float v = e ? ldexpf(1.0f + m / 8.0f, e - 7) : ldexpf(m / 8.0f, -6);
+  return (b & 0x80) ? -v : v;
 }
 
 /* A rows x cols matrix with leading dimension ld: element (r, c) = gt_rand_bf16(r * cols + c). */

@@ -17,7 +17,6 @@
  * arguments refused with their reasons. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
-#include <cuda_fp8.h>
 
 #include "common/ref_gemm.c"
 #include "gpu/gpu_test.h"
@@ -26,17 +25,6 @@
 #define POISON 0xFFFFu
 
 static cublasHandle_t g_cublas;
-
-/* e4m3 for element i: gt_rand_bf16's value in [-1, 1) times 2 (never zero: |x| >= 1/32),
- * rounded to e4m3 (saturating: none reach 448). */
-__global__ void fill_e4m3(uint8_t *p, int64_t rows, int64_t cols, int64_t ld, uint64_t seed) {
-  const int64_t n = rows * cols;
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-    const uint16_t h = gt_rand_bf16((uint64_t)i, seed);
-    const float f = 2.0f * __bfloat162float(*(const __nv_bfloat16 *)&h);
-    p[(i / cols) * ld + i % cols] = (uint8_t)__nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3);
-  }
-}
 
 /* dst (bf16, rows x cols, ld) = the e4m3 src's values (exact). */
 __global__ void widen_e4m3(uint16_t *dst, const uint8_t *src, int64_t rows, int64_t cols, int64_t ld) {
@@ -53,7 +41,7 @@ static uint8_t *dev_e4m3(int64_t rows, int64_t cols, int64_t ld, uint64_t seed) 
   uint8_t *p = NULL;
   GT_CUDA(cudaMalloc(&p, (size_t)rows * ld + 16));
   GT_CUDA(cudaMemset(p, 0x7f, (size_t)rows * ld + 16)); /* (NaN in the padding: must never be read) */
-  fill_e4m3<<<1024, 256>>>(p, rows, cols, ld, seed);
+  gt_fill_e4m3<<<1024, 256>>>(p, rows, cols, ld, seed);
   return p;
 }
 

@@ -15,7 +15,8 @@
  *     symmetric sends, in place, 50 back-to-back all-gathers and a graph of them, the comm
  *     checked after each (a failed CE call's copies still run);
  *   - GEMM+RS, GEMM+AR (fused and unfused) and AG+GEMM against a host reference; the fused ones
- *     again with the opt-in interleaved order and several-owner TMA push (opt_cases);
+ *     again with the opt-in interleaved order and several-owner TMA push (opt_cases); AG+GEMM
+ *     in fp8 (meld_ag_gemm_fp8: fused, padded, unfused; gathered rows bitwise);
  *   - a peer that never calls: MELD_ERR_TIMEOUT, not a hang;
  *   - (a fresh comm) mismatched counts in an LL all-reduce: the late argument check fails the
  *     call with "arguments differ" and aborts the peers' waits: errors on every rank, no hang;
@@ -349,6 +350,82 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   GT_CUDA(cudaFree(C));
 }
 
+/* meld_ag_gemm_fp8: e4m3 shards [ml, K] and B [N, K] (random, per rank), per-tensor scales 0.5
+ * and 0.75; C against a host reference of the same e4m3 values over 4096 sampled entries, and
+ * the gathered e4m3 rows bitwise; ml 128 (the fused schedule), ml 100 (the plan's choice for a
+ * shard under 128 rows) and MELD_SCHEDULE=unfused (set by rank 0 between barriers). */
+static uint8_t *g_a8[IP_MAX], *g_b8[IP_MAX];
+static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
+  const int64_t N = 384, K = 1040; /* (K a multiple of 16, not of 128: the last k-block partial) */
+  float *sc = NULL;
+  const float hs[2] = {0.5f, 0.75f};
+  GT_CUDA(cudaMalloc(&sc, 8));
+  GT_CUDA(cudaMemcpy(sc, hs, 8, cudaMemcpyHostToDevice));
+  static const char *const vname[3] = {"fused", "default (m_loc 100)", "unfused"};
+  for (int v = 0; v < 3; v++) {
+    const int64_t ml = v == 1 ? 100 : 128;
+    const size_t na = (size_t)ml * K, nb = (size_t)N * K, nc = (size_t)P * ml * N;
+    uint8_t *A, *B, *G;
+    uint16_t *C;
+    GT_CUDA(cudaMalloc(&A, na));
+    GT_CUDA(cudaMalloc(&B, nb));
+    GT_CUDA(cudaMalloc(&G, (size_t)P * na));
+    GT_CUDA(cudaMalloc(&C, nc * 2));
+    gt_fill_e4m3<<<132, 256, 0, st>>>(A, ml, K, K, 800 + 10 * v + rank);
+    gt_fill_e4m3<<<132, 256, 0, st>>>(B, N, K, K, 900 + 10 * v + rank);
+    free(g_a8[rank]), free(g_b8[rank]);
+    g_a8[rank] = (uint8_t *)malloc(na), g_b8[rank] = (uint8_t *)malloc(nb);
+    GT_CUDA(cudaMemcpyAsync(g_a8[rank], A, na, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaMemcpyAsync(g_b8[rank], B, nb, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
+    GT_CUDA(cudaMemsetAsync(G, 0x7f, (size_t)P * na, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    if (rank == 0 && v == 2) setenv("MELD_SCHEDULE", "unfused", 1);
+    pthread_barrier_wait(&g_bar);
+    meld_ag_gemm_fp8_args_t g;
+    memset(&g, 0, sizeof g);
+    g.a_shard = A, g.lda = K, g.b = B, g.ldb = K, g.scale_a = sc, g.scale_b = sc + 1, g.c = C, g.ldc = N;
+    g.a_gathered = G, g.ld_gathered = K, g.m_loc = ml, g.n_loc = N, g.k = K;
+    GT_MELD(meld_ag_gemm_fp8(comm, &g, st));
+    uint16_t *host = (uint16_t *)malloc(nc * 2);
+    uint8_t *gh = (uint8_t *)malloc((size_t)P * na);
+    GT_CUDA(cudaMemcpyAsync(host, C, nc * 2, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaMemcpyAsync(gh, G, (size_t)P * na, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    if (rank == 0 && v == 2) unsetenv("MELD_SCHEDULE");
+    int64_t gbad = 0;
+    for (int q = 0; q < P; q++) gbad += memcmp(gh + (size_t)q * na, g_a8[q], na) != 0;
+    GT_CHECK(gbad == 0, "ag_gemm_fp8 %s m_loc %lld: %lld ranks' gathered rows differ", vname[v],
+             (long long)ml, (long long)gbad);
+    double num = 0, den = 0;
+    uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)rank;
+    for (int t = 0; t < 4096; t++) {
+      seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+      const int64_t i = (int64_t)(seed % (uint64_t)(P * ml)), j = (int64_t)((seed >> 24) % (uint64_t)N);
+      const uint8_t *ar = g_a8[i / ml] + (i % ml) * K, *br = g_b8[rank] + j * K;
+      double d = 0;
+      for (int64_t q = 0; q < K; q++) d += (double)gt_e4m3_value(ar[q]) * gt_e4m3_value(br[q]);
+      d *= hs[0] * hs[1];
+      const double e = (double)bf2f(host[i * N + j]) - d;
+      num += e * e, den += d * d;
+    }
+    const double e = den > 0 ? sqrt(num / den) : 1.0;
+    GT_CHECK(e <= 1e-2, "ag_gemm_fp8 %s m_loc %lld x %lld x %lld: rel err %.3g", vname[v],
+             (long long)ml, (long long)N, (long long)K, e);
+    gt_log("ag_gemm_fp8 %s m_loc %lld x %lld x %lld: rel err %.3g, gathered rows exact", vname[v],
+           (long long)ml, (long long)N, (long long)K, e);
+    pthread_barrier_wait(&g_bar); /* the peers' references read g_a8 / g_b8 */
+    free(host), free(gh);
+    GT_CUDA(cudaFree(A));
+    GT_CUDA(cudaFree(B));
+    GT_CUDA(cudaFree(G));
+    GT_CUDA(cudaFree(C));
+  }
+  GT_CUDA(cudaFree(sc));
+}
+
 /* GEMM+RS / GEMM+AR (fused) at a shape where the optional schedules apply, each of: the
  * defaults (at 3+ ranks the interleaved owner order, session 28), the rotation
  * (MELD_GEMM_RS_ORDER=rotate), the interleaved order (MELD_GEMM_RS_ORDER=ileave: at 2 ranks RS
@@ -514,6 +591,7 @@ static void *rank_main(void *arg) {
 
   /* (3) the fused ops (each rank planned with its share of the SMs when the GPU is shared) */
   fused_cases(rank, comm, st);
+  fp8_cases(rank, comm, st);
   opt_cases(rank, comm, st);
 
   GT_MELD(meld_comm_check(comm));

@@ -473,6 +473,11 @@ static void test_plan_choices(void **state) {
   b = good_args(4096, 5120, 8184);
   assert_int_equal(ag_gemm_plan_make(&b, 2, 132, BIG_WS, NULL, &p2), MELD_OK);
   assert_int_not_equal(ag_gemm_arg_hash(&p), ag_gemm_arg_hash(&p2));
+  /* meld_ag_gemm_fp8's bf16 view of K 2k equals meld_ag_gemm's call of K k: the dtype tells
+   * them apart (a rank of each fails the handshake instead of gathering mixed rows) */
+  p2 = p;
+  p2.fp8 = 1;
+  assert_int_not_equal(ag_gemm_arg_hash(&p), ag_gemm_arg_hash(&p2));
 }
 
 /* Comm warps (hint / MELD_AG_GEMM_COMM_WARPS): legal plans over shapes (rows shorter and
