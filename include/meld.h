@@ -518,6 +518,30 @@ meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cu
  * Fails as meld_gemm_rs. */
 meld_result_t meld_gemm_ar(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream);
 
+/* FP8 GEMM + ReduceScatter / AllReduce: as meld_gemm_rs / meld_gemm_ar with a [M, k] and b
+ * [N, k] (nn.Linear layout only) in fp8 e4m3 and per-tensor scales as meld_gemm_fp8's: each
+ * rank's product (*scale_a) (*scale_b) A_r x B_r^T in fp32, its partials sent in bf16 and summed
+ * in fp32 by their owner, C bf16. Scales may differ per rank (each rank's own product is
+ * scaled before the sum). Needs: k a multiple of 16; lda, ldb >= k and multiples of 16; ldc as
+ * meld_gemm_rs. The one-kernel decode path (MELD_GEMM_AR_DECODE_FUSED) has no fp8 form: decode
+ * sizes take the unfused path. Ranks that call the bf16 and fp8 forms together fail the call
+ * with an argument mismatch. Fails as meld_gemm_rs / meld_gemm_ar. */
+typedef struct {
+  const void *a;            /* e4m3 [M, k], ld lda                                           */
+  int64_t lda;
+  const void *b;            /* e4m3 [N, k], ld ldb                                           */
+  int64_t ldb;
+  const float *scale_a;     /* device, one fp32; NULL = 1                                    */
+  const float *scale_b;     /* device, one fp32; NULL = 1                                    */
+  void *c;                  /* bf16: meld_gemm_rs_fp8 [rows, N] (meld_gemm_rs_rows), meld_gemm_ar_fp8 [M, N] */
+  int64_t ldc;
+  int64_t m, n, k;
+  meld_gemm_rs_algo_t algo; /* MELD_GEMM_RS_AUTO (0) unless forcing                          */
+} meld_gemm_rs_fp8_args_t;
+
+meld_result_t meld_gemm_rs_fp8(meld_comm_t comm, const meld_gemm_rs_fp8_args_t *args, cudaStream_t stream);
+meld_result_t meld_gemm_ar_fp8(meld_comm_t comm, const meld_gemm_rs_fp8_args_t *args, cudaStream_t stream);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Fused AllGather + GEMM                                                                   */
 /* ---------------------------------------------------------------------------------------- */

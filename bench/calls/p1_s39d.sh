@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # p1_s39d.sh — ONE GPU, session 39, call 3: (A) test_gemm_fp8 with the small-M kernel in fp8
 # (decode rows, tails; prediction: passes, errors ~2e-3); (B) test_inproc 2,4 (ranks as threads):
-# meld_ag_gemm_fp8's first run (fused at m_loc 128, the plan's choice at 100, unfused; gathered
+# meld_ag_gemm_fp8 and meld_gemm_rs_fp8 / meld_gemm_ar_fp8 first runs (fused, unfused; gathered
 # e4m3 rows bitwise; prediction: passes) and everything else of test_inproc unchanged;
 # (C) gemm_fp8_torch.py on the decode rows and two large ones (prediction: 16 / 128 x 8192 x
 # 8192 now ~20-25 us, 1.3-1.6x torch._scaled_mm's 29-33 us: the weight stream in fp8 is half

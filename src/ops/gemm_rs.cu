@@ -346,7 +346,10 @@ struct gemm_rs_side {
  * (gemm.cuh gemm_preload_of: preload 4, own tiles stored by TMA, no symmetric push), so the
  * other modes' code is left out; -1: every mode (the general kernel). AR false: RS only, without
  * the AR's copy phase and early copy (gemm_rs_tail, gemm_rs_side). */
-template <bool BKN, int G2, bool BARE = false, bool HELPER = false, int PRE = -1, bool AR = true, int DEF = 0>
+/* F8: meld_gemm_rs_fp8 / meld_gemm_ar_fp8 (e4m3 A and B as bf16 of half the K; gemm.cuh
+ * gemm_params_t.fp8); B [N,K] only, not with BARE or HELPER. */
+template <bool BKN, int G2, bool BARE = false, bool HELPER = false, int PRE = -1, bool AR = true, int DEF = 0,
+          bool F8 = false>
 __global__ void __launch_bounds__(GEMM_THREADS, 1)
     gemm_rs_kernel(const __grid_constant__ meld_proto_dev_t proto, const __grid_constant__ gemm_rs_kargs_t a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -367,7 +370,7 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
     if constexpr (BARE)
       gemm_cta_run<BKN, false, false, DEF == 2 ? 2 : 1>(&a.g, gemm_rs_smem, w, (int)gridDim.x); /* (DEF 2: diag bit 13) */
     else
-      gemm_cta_run<BKN, true, G2, DEF, HELPER, false, gemm_rs_tail<AR>, gemm_rs_side<AR>, GEMM_BN, PRE>(
+      gemm_cta_run<BKN, true, G2, DEF, HELPER, false, gemm_rs_tail<AR>, gemm_rs_side<AR>, GEMM_BN, PRE, false, F8>(
           &a.g, gemm_rs_smem, w, (int)gridDim.x, gemm_rs_tail<AR>{&proto, &a, gemm_rs_smem}, gemm_rs_side<AR>{&proto, &a});
   }
   __syncthreads();
@@ -385,9 +388,19 @@ __global__ void __launch_bounds__(GEMM_THREADS, 1)
 /* The fused kernel for B's layout (`kn`) and the push (`g2`: 0 the threads' stores, 1 TMA to one
  * owner, 2 TMA to several), with add mode PRE (-1: any) and,
  * for AR false, RS only; DEF 1: the pushed tiles' deferred second half (PRE 4, g2 only). */
-template <int PRE, bool AR, int DEF = 0>
+template <int PRE, bool AR, int DEF = 0, bool F8 = false>
 static const void *gemm_rs_kernel_for(int kn, int g2) {
   static_assert(DEF == 0 || PRE >= 0, "the deferred push half: lean kernels only");
+  if constexpr (F8) { /* (B [N,K] only: kn is 0) */
+    if constexpr (PRE >= 0) {
+      if (g2 == 2) return (const void *)gemm_rs_kernel<false, 2, false, false, PRE, AR, 0, true>;
+    } else {
+      if (g2 == 2) g2 = 0;
+    }
+    if (DEF && g2) return (const void *)gemm_rs_kernel<false, true, false, false, PRE, AR, DEF, true>;
+    return g2 ? (const void *)gemm_rs_kernel<false, true, false, false, PRE, AR, 0, true>
+              : (const void *)gemm_rs_kernel<false, false, false, false, PRE, AR, 0, true>;
+  }
   if constexpr (PRE >= 0) { /* pushes to several owners (gemm_rs_push_mode): lean kernels, no deferred half */
     if (g2 == 2)
       return kn ? (const void *)gemm_rs_kernel<true, 2, false, false, PRE, AR>
@@ -567,7 +580,7 @@ static meld_result_t gemm_rs_map_c(const meld_gemm_args_t *g, const gemm_plan_op
 
 /* loop: the one-rank loopback (MELD_GEMM_RS_DIAG bit 10; pl planned for 2 ranks, rank 0). */
 static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl, int loop,
-                                   cudaStream_t stream) {
+                                   const gemm_fp8_t *f8, cudaStream_t stream) {
   const int P = loop ? 2 : comm->nranks, r = loop ? 0 : comm->rank;
   int diag = gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0);
   if (loop) diag = (diag | 1024 | 1) & ~(128 | 8 | 16); /* the virtual peer's slot is this rank's own */
@@ -575,13 +588,15 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   if (diag & 16) diag |= 8;
   int g2 = gemm_rs_push_mode(P, pl->sym, diag & 8, gemm_rs_env_is("MELD_GEMM_RS_PUSH", "st"),
                              gemm_rs_env_is("MELD_GEMM_RS_PUSH", "tma"));
-  const int helper = g2 == 1 && gemm_rs_env_int("MELD_GEMM_RS_FLAG_HELPER", 0) == 1;
+  const int helper = !f8 && g2 == 1 && gemm_rs_env_int("MELD_GEMM_RS_FLAG_HELPER", 0) == 1;
   const int kn = a->b_layout == MELD_B_KN;
+  if (f8) diag &= ~16; /* (the bare diagnostic kernel has no fp8 instance) */
   const void *kern = diag & 16 ? (diag & 8192 ? (kn ? (const void *)gemm_rs_kernel<true, false, true, false, -1, true, 2>
                                                     : (const void *)gemm_rs_kernel<false, false, true, false, -1, true, 2>)
                                  : kn ? (const void *)gemm_rs_kernel<true, false, true> : (const void *)gemm_rs_kernel<false, false, true>)
                      : helper  ? (kn ? (const void *)gemm_rs_kernel<true, true, false, true>
                                      : (const void *)gemm_rs_kernel<false, true, false, true>)
+                     : f8      ? gemm_rs_kernel_for<-1, true, 0, true>(kn, g2)
                                : gemm_rs_kernel_for<-1, true>(kn, g2);
   int grid = 0;
   MELD_CHECK(meld_coop_grid(kern, GEMM_THREADS, GEMM_SMEM_BYTES, 0, comm->sm_count, &grid));
@@ -625,6 +640,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       k.g.counters = skc;
     }
   }
+  if (f8) k.g.fp8 = 1, k.g.scale_a = f8->scale_a, k.g.scale_b = f8->scale_b;
   gemm_epilogue_hook_t *e = &k.g.epi;
   k.g.order.m_rotate = pl->m_rotate;
   if (pl->ileave && !(diag & 8)) { /* (the interleaved owner order, MELD_GEMM_RS_ORDER=ileave) */
@@ -815,7 +831,12 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
   /* The AR's pending copy flag kept over an own tile's start (session 16; MELD_GEMM_AR_COPY_HOLD). */
   e->reduce.copy_hold = gemm_rs_copy_hold(variant, e->reduce.copy_defer, gemm_rs_env_int("MELD_GEMM_AR_COPY_HOLD", -1));
   if (variant) {
-    if (defer_kb >= 0)
+    if (f8)
+      kern = defer_kb >= 0 ? (variant == 1 ? gemm_rs_kernel_for<4, true, 1, true>(kn, g2)
+                                           : gemm_rs_kernel_for<4, false, 1, true>(kn, g2))
+                           : (variant == 1 ? gemm_rs_kernel_for<4, true, 0, true>(kn, g2)
+                                           : gemm_rs_kernel_for<4, false, 0, true>(kn, g2));
+    else if (defer_kb >= 0)
       kern = variant == 1 ? gemm_rs_kernel_for<4, true, 1>(kn, g2) : gemm_rs_kernel_for<4, false, 1>(kn, g2);
     else
       kern = variant == 1 ? gemm_rs_kernel_for<4, true>(kn, g2) : gemm_rs_kernel_for<4, false>(kn, g2);
@@ -836,20 +857,25 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
  * all-reduce's single trip wins: session 4 run 4, ZC 10-19 us vs LL 4.5-17.5 up to 1 MB). */
 #define GEMM_AR_ZC_MIN_BYTES ((size_t)512 << 10)
 
+/* meld_gemm's defaults on g, in fp8 where f8 is given (g is then the bf16 view). */
+static meld_result_t rs_gemm(const meld_gemm_args_t *g, const gemm_fp8_t *f8, cudaStream_t stream) {
+  return f8 ? gemm_launch_fp8(g, f8, stream) : meld_gemm(g, stream);
+}
+
 static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t *a, const gemm_rs_plan_t *pl,
-                                     cudaStream_t stream) {
+                                     const gemm_fp8_t *f8, cudaStream_t stream) {
   const char *fn = pl->is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
   const int P = comm->nranks;
   meld_gemm_args_t g = gemm_rs_gemm_args(a);
   if (P == 1) { /* rows [0, M) of the one rank */
     g.c = a->c;
     g.ldc = a->ldc;
-    return meld_gemm(&g, stream);
+    return rs_gemm(&g, f8, stream);
   }
   if (pl->is_ar) {
     /* One kernel for the GEMM and the all-reduce (opt-in, MELD_GEMM_AR_DECODE_FUSED=1, set
      * alike on every rank; gemm_ar_decode.cu): where its conditions hold. */
-    if (gemm_rs_env_int("MELD_GEMM_AR_DECODE_FUSED", 0) == 1) {
+    if (!f8 && gemm_rs_env_int("MELD_GEMM_AR_DECODE_FUSED", 0) == 1) { /* (no fp8 decode kernel) */
       int taken = 0;
       MELD_CHECK(gemm_ar_decode_fused(comm, &g, a->c, a->ldc, 0, pl->arg_hash, stream, &taken));
       if (taken) return MELD_OK;
@@ -871,7 +897,7 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
         (zc_mode == 2 || part_bytes >= GEMM_AR_ZC_MIN_BYTES)) {
       g.c = comm->workspace.local;
       g.ldc = a->n;
-      MELD_CHECK(meld_gemm(&g, stream));
+      MELD_CHECK(rs_gemm(&g, f8, stream));
       meld_coll_args_t *ca = (meld_coll_args_t *)calloc(1, sizeof *ca); /* 2.3 KB */
       if (!ca) return meld_error(MELD_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
       ca->op = MELD_COLL_ALL_REDUCE;
@@ -894,7 +920,7 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
     if (!direct) MELD_CHECK(meld_comm_scratch(comm, fn, "run the call once before capturing", (size_t)a->m * (size_t)pl->ldn * 2, stream, &buf));
     g.c = buf;
     g.ldc = direct ? a->ldc : pl->ldn;
-    MELD_CHECK(meld_gemm(&g, stream));
+    MELD_CHECK(rs_gemm(&g, f8, stream));
     MELD_CHECK(meld_all_reduce(comm, buf, buf, (size_t)a->m * (size_t)g.ldc, MELD_BF16, stream));
     if (!direct)
       MELD_CUDA_CHECK(cudaMemcpy2DAsync(a->c, (size_t)a->ldc * 2, buf, (size_t)pl->ldn * 2, (size_t)a->n * 2,
@@ -906,7 +932,7 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
   const size_t R = (size_t)pl->split_rows, ldn = (size_t)pl->ldn;
   g.c = buf; /* rows [M, P*R) of the buffer are never written: summed, then dropped */
   g.ldc = pl->ldn;
-  MELD_CHECK(meld_gemm(&g, stream));
+  MELD_CHECK(rs_gemm(&g, f8, stream));
   const int direct = pl->rows_count == (int64_t)R && a->ldc == pl->ldn;
   uint16_t *recv = direct ? (uint16_t *)a->c : (uint16_t *)buf + (size_t)P * R * ldn;
   MELD_CHECK(meld_reduce_scatter(comm, buf, recv, R * ldn, MELD_BF16, stream));
@@ -916,9 +942,11 @@ static meld_result_t gemm_rs_unfused(meld_comm_t comm, const meld_gemm_rs_args_t
   return MELD_OK;
 }
 
-static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *a, int is_ar, cudaStream_t stream) {
-  const char *fn = is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
-  meld_error_clear();
+/* f8: the fp8 forms (a is then their bf16 view; meld_error_clear done by the caller). */
+static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *a, int is_ar, const gemm_fp8_t *f8,
+                                   cudaStream_t stream) {
+  const char *fn = f8 ? (is_ar ? "meld_gemm_ar_fp8" : "meld_gemm_rs_fp8") : is_ar ? "meld_gemm_ar" : "meld_gemm_rs";
+  if (!f8) meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   gemm_rs_plan_t pl;
   /* The decode rule of the plan (AR with <= SMs / 2 tiles -> unfused: meld_gemm, whose small-M
@@ -940,10 +968,12 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
   const int loop = comm->nranks == 1 && (gemm_rs_env_int("MELD_GEMM_RS_DIAG", 0) & 1024);
   MELD_CHECK(gemm_rs_plan_make_sm(a, is_ar, loop ? 2 : comm->nranks, loop ? 0 : comm->rank, comm->nnodes,
                                   comm->workspace.bytes, sm, &pl));
+  if (f8) /* (ranks that disagree on the dtype fail the handshake: the view of K 2k is bf16's K k) */
+    pl.arg_hash = meld_hash_fold(meld_hash_u64(meld_hash_u64(meld_hash_init(), pl.arg_hash), 0xf8));
   /* (M = 2 x rows per owner: the virtual peer's rows are exactly the second half, or its
    * partials / reduced rows would be missing or fall past C) */
   /* (the decode kernel's loopback, with MELD_GEMM_AR_DECODE_FUSED=1, is below) */
-  const int dec_loop = loop && is_ar && pl.algo != MELD_GEMM_RS_FUSED && gemm_rs_env_int("MELD_GEMM_AR_DECODE_FUSED", 0) == 1;
+  const int dec_loop = !f8 && loop && is_ar && pl.algo != MELD_GEMM_RS_FUSED && gemm_rs_env_int("MELD_GEMM_AR_DECODE_FUSED", 0) == 1;
   if (loop && !dec_loop && (pl.algo != MELD_GEMM_RS_FUSED || pl.sym || a->m != 2 * (int64_t)pl.rpo))
     return meld_error(MELD_ERR_UNSUPPORTED, "%s: MELD_GEMM_RS_DIAG=1024 (loopback) needs the fused plan at 2 ranks "
                       "in owner mode with M = 2 x a multiple of 128 (enough tiles)", fn);
@@ -964,15 +994,45 @@ static meld_result_t gemm_rs_entry(meld_comm_t comm, const meld_gemm_rs_args_t *
   char why[256];
   if (gemm_rs_plan_check(&pl, comm->workspace.bytes, why, sizeof why))
     return meld_error(MELD_ERR_INTERNAL, "%s: %s", fn, why);
-  meld_result_t r = pl.algo == MELD_GEMM_RS_FUSED ? gemm_rs_fused(comm, a, &pl, loop, stream) : gemm_rs_unfused(comm, a, &pl, stream);
+  meld_result_t r = pl.algo == MELD_GEMM_RS_FUSED ? gemm_rs_fused(comm, a, &pl, loop, f8, stream)
+                                                  : gemm_rs_unfused(comm, a, &pl, f8, stream);
   if (r != MELD_OK) meld_error_prefix("%s", fn);
   return r;
 }
 
 extern "C" meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream) {
-  return gemm_rs_entry(comm, args, 0, stream);
+  return gemm_rs_entry(comm, args, 0, NULL, stream);
 }
 
 extern "C" meld_result_t meld_gemm_ar(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream) {
-  return gemm_rs_entry(comm, args, 1, stream);
+  return gemm_rs_entry(comm, args, 1, NULL, stream);
+}
+
+/* The fp8 forms: validated in fp8 terms, then their bf16 view (half the K) through the same
+ * plan, fused kernel (F8 instances) or unfused path. */
+static meld_result_t gemm_rs_fp8_entry(meld_comm_t comm, const meld_gemm_rs_fp8_args_t *a, int is_ar,
+                                       cudaStream_t stream) {
+  meld_error_clear();
+  const char *fn = is_ar ? "meld_gemm_ar_fp8" : "meld_gemm_rs_fp8";
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", fn);
+  if (a->m > 0 && a->n > 0) {
+    if (!a->a || !a->b || !a->c)
+      return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL", fn, !a->a ? "a" : !a->b ? "b" : "c");
+    MELD_CHECK(gemm_fp8_validate(fn, a->a, a->lda, a->b, a->ldb, a->k, a->scale_a, a->scale_b));
+  }
+  meld_gemm_rs_args_t v;
+  memset(&v, 0, sizeof v);
+  v.a = a->a, v.lda = a->lda / 2, v.b = a->b, v.ldb = a->ldb / 2, v.b_layout = MELD_B_NK;
+  v.c = a->c, v.ldc = a->ldc, v.m = a->m, v.n = a->n, v.k = a->k / 2, v.algo = a->algo;
+  gemm_fp8_t f8;
+  MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, &f8));
+  return gemm_rs_entry(comm, &v, is_ar, &f8, stream);
+}
+
+extern "C" meld_result_t meld_gemm_rs_fp8(meld_comm_t comm, const meld_gemm_rs_fp8_args_t *args, cudaStream_t stream) {
+  return gemm_rs_fp8_entry(comm, args, 0, stream);
+}
+
+extern "C" meld_result_t meld_gemm_ar_fp8(meld_comm_t comm, const meld_gemm_rs_fp8_args_t *args, cudaStream_t stream) {
+  return gemm_rs_fp8_entry(comm, args, 1, stream);
 }

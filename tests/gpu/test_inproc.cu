@@ -16,7 +16,8 @@
  *     checked after each (a failed CE call's copies still run);
  *   - GEMM+RS, GEMM+AR (fused and unfused) and AG+GEMM against a host reference; the fused ones
  *     again with the opt-in interleaved order and several-owner TMA push (opt_cases); AG+GEMM
- *     in fp8 (meld_ag_gemm_fp8: fused, padded, unfused; gathered rows bitwise);
+ *     in fp8 (meld_ag_gemm_fp8: fused, padded, unfused; gathered rows bitwise), GEMM+RS / GEMM+AR
+ *     in fp8 (fused and unfused, per-rank scales);
  *   - a peer that never calls: MELD_ERR_TIMEOUT, not a hang;
  *   - (a fresh comm) mismatched counts in an LL all-reduce: the late argument check fails the
  *     call with "arguments differ" and aborts the peers' waits: errors on every rank, no hang;
@@ -421,6 +422,66 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaFree(A));
     GT_CUDA(cudaFree(B));
     GT_CUDA(cudaFree(G));
+    GT_CUDA(cudaFree(C));
+  }
+  /* meld_gemm_rs_fp8 / meld_gemm_ar_fp8, fused and unfused: A_r [M, K], B_r [N, K] e4m3, rank r's
+   * scale_a 0.5 + 0.25 r (scales may differ per rank), scale_b 0.75 */
+  {
+    const int64_t M = P > 2 ? 128 * P : 256;
+    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+    const float my[2] = {0.5f + 0.25f * rank, 0.75f};
+    GT_CUDA(cudaMemcpy(sc, my, 8, cudaMemcpyHostToDevice));
+    uint8_t *A, *B;
+    uint16_t *C;
+    GT_CUDA(cudaMalloc(&A, na));
+    GT_CUDA(cudaMalloc(&B, nb));
+    GT_CUDA(cudaMalloc(&C, nc * 2));
+    gt_fill_e4m3<<<132, 256, 0, st>>>(A, M, K, K, 850 + rank);
+    gt_fill_e4m3<<<132, 256, 0, st>>>(B, N, K, K, 950 + rank);
+    free(g_a8[rank]), free(g_b8[rank]);
+    g_a8[rank] = (uint8_t *)malloc(na), g_b8[rank] = (uint8_t *)malloc(nb);
+    GT_CUDA(cudaMemcpyAsync(g_a8[rank], A, na, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaMemcpyAsync(g_b8[rank], B, nb, cudaMemcpyDeviceToHost, st));
+    GT_CUDA(cudaStreamSynchronize(st));
+    pthread_barrier_wait(&g_bar);
+    uint16_t *host = (uint16_t *)malloc(nc * 2);
+    for (int is_ar = 0; is_ar < 2; is_ar++)
+      for (int algo = 1; algo <= 2; algo++) {
+        meld_gemm_rs_fp8_args_t a;
+        memset(&a, 0, sizeof a);
+        a.a = A, a.lda = K, a.b = B, a.ldb = K, a.scale_a = sc, a.scale_b = sc + 1, a.c = C, a.ldc = N;
+        a.m = M, a.n = N, a.k = K, a.algo = (meld_gemm_rs_algo_t)algo;
+        int64_t r0 = 0, rows = M;
+        if (!is_ar) GT_MELD(meld_gemm_rs_rows(M, P, rank, &r0, &rows));
+        GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
+        GT_MELD(is_ar ? meld_gemm_ar_fp8(comm, &a, st) : meld_gemm_rs_fp8(comm, &a, st));
+        GT_CUDA(cudaMemcpyAsync(host, C, (size_t)rows * N * 2, cudaMemcpyDeviceToHost, st));
+        GT_CUDA(cudaStreamSynchronize(st));
+        double num = 0, den = 0;
+        uint64_t seed = 0x2545f4914f6cdd1dull + (uint64_t)(rank * 4 + is_ar * 2 + algo);
+        for (int t = 0; t < 2048 && rows > 0; t++) {
+          seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+          const int64_t i = (int64_t)(seed % (uint64_t)rows), j = (int64_t)((seed >> 24) % (uint64_t)N);
+          double sum = 0;
+          for (int q = 0; q < P; q++) {
+            const uint8_t *ar = g_a8[q] + (r0 + i) * K, *br = g_b8[q] + j * K;
+            double d = 0;
+            for (int64_t x = 0; x < K; x++) d += (double)gt_e4m3_value(ar[x]) * gt_e4m3_value(br[x]);
+            sum += d * (0.5 + 0.25 * q) * 0.75;
+          }
+          const double e = (double)bf2f(host[i * N + j]) - sum;
+          num += e * e, den += sum * sum;
+        }
+        const double e = den > 0 ? sqrt(num / den) : (rows > 0 ? 1.0 : 0.0);
+        GT_CHECK(e <= 1e-2, "%s_fp8 %s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs",
+                 algo == 1 ? "fused" : "unfused", (long long)M, (long long)N, (long long)K, e);
+        gt_log("%s_fp8 %s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs", algo == 1 ? "fused" : "unfused",
+               (long long)M, (long long)N, (long long)K, e);
+      }
+    pthread_barrier_wait(&g_bar); /* the peers' references read g_a8 / g_b8 */
+    free(host);
+    GT_CUDA(cudaFree(A));
+    GT_CUDA(cudaFree(B));
     GT_CUDA(cudaFree(C));
   }
   GT_CUDA(cudaFree(sc));
