@@ -107,6 +107,19 @@ class AgGemmArgs(ctypes.Structure):
                 ("ld_gathered", c_int64), ("m_loc", c_int64), ("n_loc", c_int64), ("k", c_int64)]
 
 
+class GemmRsFp8Args(ctypes.Structure):
+    _fields_ = [("a", c_void_p), ("lda", c_int64), ("b", c_void_p), ("ldb", c_int64),
+                ("scale_a", c_void_p), ("scale_b", c_void_p), ("c", c_void_p), ("ldc", c_int64),
+                ("m", c_int64), ("n", c_int64), ("k", c_int64), ("algo", c_int)]
+
+
+class AgGemmFp8Args(ctypes.Structure):
+    _fields_ = [("a_shard", c_void_p), ("lda", c_int64), ("b", c_void_p), ("ldb", c_int64),
+                ("scale_a", c_void_p), ("scale_b", c_void_p), ("c", c_void_p), ("ldc", c_int64),
+                ("a_gathered", c_void_p), ("ld_gathered", c_int64), ("m_loc", c_int64),
+                ("n_loc", c_int64), ("k", c_int64)]
+
+
 class MoeArgs(ctypes.Structure):
     _fields_ = [("x", c_void_p), ("ldx", c_int64), ("topk_ids", c_void_p), ("tokens", c_int64),
                 ("topk", c_int32), ("experts", c_int32), ("hidden", c_int64), ("w", c_void_p),
@@ -139,6 +152,7 @@ STRUCTS = {
     "meld_gemm_args_t": GemmArgs, "meld_gemm_fp8_args_t": GemmFp8Args,
     "meld_attention_args_t": AttentionArgs,
     "meld_gemm_rs_args_t": GemmRsArgs, "meld_ag_gemm_args_t": AgGemmArgs,
+    "meld_gemm_rs_fp8_args_t": GemmRsFp8Args, "meld_ag_gemm_fp8_args_t": AgGemmFp8Args,
     "meld_moe_args_t": MoeArgs, "meld_moe_gemm_args_t": MoeGemmArgs,
     "meld_moe_combine_args_t": MoeCombineArgs, "meld_moe_ffn_args_t": MoeFfnArgs,
 }
@@ -178,7 +192,10 @@ FUNCTIONS = {
     "meld_gemm_rs_rows": (_R, [c_int64, c_int, c_int, _P(c_int64), _P(c_int64)]),
     "meld_gemm_rs": (_R, [c_void_p, _P(GemmRsArgs), c_void_p]),
     "meld_gemm_ar": (_R, [c_void_p, _P(GemmRsArgs), c_void_p]),
+    "meld_gemm_rs_fp8": (_R, [c_void_p, _P(GemmRsFp8Args), c_void_p]),
+    "meld_gemm_ar_fp8": (_R, [c_void_p, _P(GemmRsFp8Args), c_void_p]),
     "meld_ag_gemm": (_R, [c_void_p, _P(AgGemmArgs), c_void_p]),
+    "meld_ag_gemm_fp8": (_R, [c_void_p, _P(AgGemmFp8Args), c_void_p]),
     "meld_moe_dispatch_gemm": (_R, [c_void_p, _P(MoeArgs), c_void_p]),
     "meld_moe_grouped_gemm": (_R, [c_void_p, _P(MoeGemmArgs), c_void_p]),
     "meld_moe_combine": (_R, [c_void_p, _P(MoeCombineArgs), c_void_p]),

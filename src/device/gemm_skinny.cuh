@@ -140,7 +140,12 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
     prefetch_tensormap(&p->map_b);
   }
   __syncthreads();
-  float acc[MT / 2];
+  /* FP8 at heights <= 128: the k-steps alternate between two accumulators, two independent
+   * wgmma chains (a k32 e4m3 step of small N takes about as long as bf16's k16 one, so one
+   * chain of 4 a k-block held fp8 at bf16's k-block rate: 16 x 8192 x 8192 in 35.6 us, the
+   * same as the engine's; session 39). Summed after the mainloop. */
+  constexpr bool DUAL = F8 && MT <= 128;
+  float acc[MT / 2], acc2[DUAL ? MT / 2 : 1];
   if (warp == 8) {
     if (lane == 0) {
       const uint64_t pol_b = l2_policy_evict_first(), pol_a = l2_policy_evict_last();
@@ -174,6 +179,10 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
     const int g = warp >> 2; /* consumer warpgroup: rows [64 g, 64 g + 64) of the CTA's B rows */
 #pragma unroll
     for (int i = 0; i < MT / 2; ++i) acc[i] = 0.f;
+    if constexpr (DUAL) {
+#pragma unroll
+      for (int i = 0; i < MT / 2; ++i) acc2[i] = 0.f;
+    }
     int prev = 0;
     for (int i = 0; i < nkb; ++i) {
       const int st = i % STAGES;
@@ -182,7 +191,10 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (F8)
+        if (DUAL) /* (each chain's first step overwrites: k-block 0, j 0 and 1) */
+          wgmma_m64nNk32_e4m3_ss<MT>((j & 1) ? acc2 : acc, wgmma_desc_sw128(b + 32 * j, 16, 1024),
+                                     wgmma_desc_sw128(a + 32 * j, 16, 1024), i | (j >> 1));
+        else if (F8)
           wgmma_m64nNk32_e4m3_ss<MT>(acc, wgmma_desc_sw128(b + 32 * j, 16, 1024),
                                      wgmma_desc_sw128(a + 32 * j, 16, 1024), i | j);
         else
@@ -197,6 +209,11 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
     }
     wgmma_wait0();
     wgmma_fence_accN<MT>(acc);
+    if constexpr (DUAL) {
+      wgmma_fence_accN<MT>(acc2);
+#pragma unroll
+      for (int i = 0; i < MT / 2; ++i) acc[i] += acc2[i];
+    }
     /* Both warpgroups are done reading the ring before it becomes the partial. */
     named_bar_sync(1, 256);
     /* acc[i]: B row (64 g + 16 (warp & 3) + lane / 4 + 8 ((i / 2) & 1)), A row (8 (i / 4) +
