@@ -8,7 +8,8 @@ input of the graph's constant kind, and whatever of it decides an output's shape
 gemm_rs's row count) enters as an argument too: torch's compiled-graph caches key on the graph,
 not on a communicator's state (a fake kernel that read the rank count from the comm made a
 2-rank process reuse a 1-rank graph's compiled shape checks: session 36). Inside a compiled region the functional forms are supported:
-no out=, no in-place all_reduce, and ag_gemm's gathered=True only as its own operator.
+no out=, no in-place all_reduce, and ag_gemm's (ag_gemm_fp8's) gathered=True only as its own
+operator.
 """
 from typing import List, Optional
 
@@ -156,6 +157,56 @@ def gemm_ar(cid: int, a: Tensor, w: Tensor, kn: bool, algo: str) -> Tensor:
 @gemm_ar.register_fake
 def _(cid, a, w, kn, algo):
     return a.new_empty((a.size(0), w.size(1) if kn else w.size(0)))
+
+
+@torch.library.custom_op("meld::ag_gemm_fp8", mutates_args=())
+def ag_gemm_fp8(cid: int, nranks: int, a: Tensor, w: Tensor, scale_a: Optional[Tensor],
+                scale_b: Optional[Tensor]) -> Tensor:
+    return _comm(cid, nranks).ag_gemm_fp8(a, w, scale_a, scale_b)
+
+
+@ag_gemm_fp8.register_fake
+def _(cid, nranks, a, w, scale_a, scale_b):
+    return a.new_empty((nranks * a.size(0), w.size(0)), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("meld::ag_gemm_fp8_gathered", mutates_args=())
+def ag_gemm_fp8_gathered(cid: int, nranks: int, a: Tensor, w: Tensor, scale_a: Optional[Tensor],
+                         scale_b: Optional[Tensor]) -> tuple[Tensor, Tensor]:
+    return _comm(cid, nranks).ag_gemm_fp8(a, w, scale_a, scale_b, gathered=True)
+
+
+@ag_gemm_fp8_gathered.register_fake
+def _(cid, nranks, a, w, scale_a, scale_b):
+    p = nranks
+    return (a.new_empty((p * a.size(0), w.size(0)), dtype=torch.bfloat16),
+            a.new_empty((p * a.size(0), a.size(1))))
+
+
+@torch.library.custom_op("meld::gemm_rs_fp8", mutates_args=())
+def gemm_rs_fp8(cid: int, rows: int, a: Tensor, w: Tensor, scale_a: Optional[Tensor],
+                scale_b: Optional[Tensor], algo: str) -> Tensor:
+    out = _comm(cid).gemm_rs_fp8(a, w, scale_a, scale_b, algo=algo)
+    if out.size(0) != rows:
+        raise _ops._err(f"meld::gemm_rs_fp8: traced for {rows} output rows, this rank gets "
+                        f"{out.size(0)}")
+    return out
+
+
+@gemm_rs_fp8.register_fake
+def _(cid, rows, a, w, scale_a, scale_b, algo):
+    return a.new_empty((rows, w.size(0)), dtype=torch.bfloat16)
+
+
+@torch.library.custom_op("meld::gemm_ar_fp8", mutates_args=())
+def gemm_ar_fp8(cid: int, a: Tensor, w: Tensor, scale_a: Optional[Tensor],
+                scale_b: Optional[Tensor], algo: str) -> Tensor:
+    return _comm(cid).gemm_ar_fp8(a, w, scale_a, scale_b, algo=algo)
+
+
+@gemm_ar_fp8.register_fake
+def _(cid, a, w, scale_a, scale_b, algo):
+    return a.new_empty((a.size(0), w.size(0)), dtype=torch.bfloat16)
 
 
 @torch.library.custom_op("meld::ring_attention", mutates_args=())

@@ -165,13 +165,40 @@ def gemm(a, b, *, out=None, b_layout="nk", sm_count=0):
     return c
 
 
-def _fp8():
+def _fp8(what="gemm_fp8"):
     """(torch.float8_e4m3fn,), or MeldUnsupportedError where this torch has no fp8 dtype."""
     t = getattr(_torch(), "float8_e4m3fn", None)
     if t is None:
-        raise C.error(C.ERR_UNSUPPORTED, f"gemm_fp8: torch {_torch().__version__} has no "
+        raise C.error(C.ERR_UNSUPPORTED, f"{what}: torch {_torch().__version__} has no "
                       "float8_e4m3fn dtype (torch >= 2.1 needed)")
     return (t,)
+
+
+def _ld16(t, name):
+    """The leading dimension of an fp8 tensor (rows contiguous), a multiple of 16 (16-byte rows)."""
+    ld = _rows(t, name)
+    if ld % 16:
+        raise _err(f"{name}: row stride {ld} is not a multiple of 16 (16-byte rows needed); "
+                   "pass .contiguous()")
+    return ld
+
+
+def _fp8_operands(a, an, b, bn, device, what):
+    """(device, lda, ldb) of the fp8 operands of meld's fp8 GEMMs: a [M, K] and b [N, K] (both
+    K-major), float8_e4m3fn with contiguous rows, K and the row strides multiples of 16. device
+    None: a's device (b must be on it)."""
+    f8 = _fp8(what)
+    _tensor(a, an, device, f8, 2)
+    dev = _device_of(a) if device is None else device
+    _tensor(b, bn, dev, f8, 2)
+    k = a.size(1)
+    if b.size(1) != k:
+        raise _err(f"{bn}: shape {tuple(b.shape)} does not match k = {k} ([N, K]; {an} is "
+                   f"{tuple(a.shape)})")
+    if k % 16:
+        raise _err(f"{an}: k = {k} is not a multiple of 16 (fp8 rows are read in 16-byte units; "
+                   "pad K with zeros)")
+    return dev, _ld16(a, an), _ld16(b, bn)
 
 
 def _scale(s, name, device):
@@ -194,21 +221,8 @@ def gemm_fp8(a, b, scale_a=None, scale_b=None, *, out=None, sm_count=0):
     if _compiling():
         _no_out(out=out)
         return _torch().ops.meld.gemm_fp8(a, b, scale_a, scale_b, int(sm_count))
-    f8 = _fp8()
-    dev = _device_of(_tensor(a, "a", None, f8, 2))
-    _tensor(b, "b", dev, f8, 2)
+    dev, lda, ldb = _fp8_operands(a, "a", b, "b", None, "gemm_fp8")
     m, k = a.shape
-    if b.size(1) != k:
-        raise _err(f"b: shape {tuple(b.shape)} does not match k = {k} ([N, K]; a is "
-                   f"{tuple(a.shape)})")
-    if k % 16:
-        raise _err(f"a: k = {k} is not a multiple of 16 (fp8 rows are read in 16-byte units; pad K "
-                   "with zeros)")
-    lda, ldb = _rows(a, "a"), _rows(b, "b")
-    for name, ld in (("a", lda), ("b", ldb)):
-        if ld % 16:
-            raise _err(f"{name}: row stride {ld} is not a multiple of 16 (16-byte rows needed); "
-                       "pass .contiguous()")
     sa, sb = _scale(scale_a, "scale_a", dev), _scale(scale_b, "scale_b", dev)
     n = b.size(0)
     c = _out(out, (m, n), _torch().bfloat16, dev)
@@ -592,6 +606,81 @@ class Comm:
             return _torch().ops.meld.gemm_ar(self.id, a, w, _layout(b_layout) == C.B_KN, algo)
         _tensor(a, "a", self.device, _bf16(), 2)
         return self._gemm_rs(C.lib.meld_gemm_ar, a, w, out, algo, b_layout, a.size(0))
+
+    # -- fused tensor-parallel GEMMs in fp8 (e4m3 in, per-tensor scales, bf16 out) ----------
+    def ag_gemm_fp8(self, a_shard, w, scale_a=None, scale_b=None, *, out=None, gathered=None):
+        """C = scale_a * scale_b * AllGather(a_shard) x w^T in one kernel, bf16: a_shard
+        [m_loc, K] (every rank the same m_loc and K) and w [n_loc, K] (nn.Linear's layout only)
+        float8_e4m3fn with contiguous rows, K and the row strides multiples of 16; scale_a,
+        scale_b one-element float32 tensors on the device (read when the kernel runs) or None
+        (1). Every rank passes the same scale_a value (the gathered rows are one quantization of
+        A; each rank's kernel applies its own). C [P * m_loc, n_loc]. The shard travels in fp8.
+        gathered=True (or a float8_e4m3fn [P * m_loc, K] tensor) also returns the gathered A
+        (fp8): (C, A)."""
+        if _compiling():
+            _no_out(out=out, gathered=None if gathered is True else gathered)
+            ops = _torch().ops.meld
+            if gathered is True:
+                return ops.ag_gemm_fp8_gathered(self.id, self.nranks, a_shard, w, scale_a, scale_b)
+            return ops.ag_gemm_fp8(self.id, self.nranks, a_shard, w, scale_a, scale_b)
+        _, lda, ldb = _fp8_operands(a_shard, "a_shard", w, "w", self.device, "ag_gemm_fp8")
+        m_loc, k = a_shard.shape
+        n = w.size(0)
+        sa = _scale(scale_a, "scale_a", self.device)
+        sb = _scale(scale_b, "scale_b", self.device)
+        c = _out(out, (self.nranks * m_loc, n), _torch().bfloat16, self.device)
+        g = None
+        if gathered is True:
+            g = _out(None, (self.nranks * m_loc, k), a_shard.dtype, self.device)
+        elif gathered is not None and gathered is not False:
+            g = _out(gathered, (self.nranks * m_loc, k), a_shard.dtype, self.device, "gathered")
+        args = C.AgGemmFp8Args(a_shard.data_ptr(), lda, w.data_ptr(), ldb, sa, sb, c.data_ptr(),
+                               _rows(c, "out"), g.data_ptr() if g is not None else None,
+                               _ld16(g, "gathered") if g is not None else 0, m_loc, n, k)
+        _call(self.device, C.lib.meld_ag_gemm_fp8, self._handle(), ctypes.byref(args),
+              _stream(self.device))
+        return (c, g) if g is not None else c
+
+    def _gemm_rs_fp8(self, fn, what, a, w, scale_a, scale_b, out, algo, rows):
+        _, lda, ldb = _fp8_operands(a, "a", w, "w", self.device, what)
+        algos = {"auto": C.GEMM_RS_AUTO, "fused": C.GEMM_RS_FUSED, "unfused": C.GEMM_RS_UNFUSED}
+        if algo not in algos:
+            raise _err(f"algo: {algo!r}; expected one of {', '.join(algos)}")
+        sa = _scale(scale_a, "scale_a", self.device)
+        sb = _scale(scale_b, "scale_b", self.device)
+        n = w.size(0)
+        c = _out(out, (rows, n), _torch().bfloat16, self.device)
+        args = C.GemmRsFp8Args(a.data_ptr(), lda, w.data_ptr(), ldb, sa, sb, c.data_ptr(),
+                               _rows(c, "out") if rows else n, a.size(0), n, a.size(1),
+                               algos[algo])
+        _call(self.device, fn, self._handle(), ctypes.byref(args), _stream(self.device))
+        return c
+
+    def gemm_rs_fp8(self, a, w, scale_a=None, scale_b=None, *, out=None, algo="auto"):
+        """This rank's rows of sum over ranks (scale_a * scale_b * a x w^T), bf16: a [M, K_loc]
+        (this rank's K-slice) and w [N, K_loc] float8_e4m3fn as ag_gemm_fp8's; scale_a, scale_b
+        this rank's one-element float32 device tensors or None (1); they may differ per rank
+        (each rank's product is scaled before the sum). Returns [count, N] for (first, count) =
+        gemm_rs_rows(M)."""
+        if _compiling():
+            _no_out(out=out)
+            m = a.size(0)
+            r = -(-m // self.nranks)  # (torch.chunk's split, as meld_gemm_rs_rows)
+            rows = max(0, min(r, m - self.rank * r))
+            return _torch().ops.meld.gemm_rs_fp8(self.id, rows, a, w, scale_a, scale_b, algo)
+        _tensor(a, "a", self.device, _fp8("gemm_rs_fp8"), 2)
+        return self._gemm_rs_fp8(C.lib.meld_gemm_rs_fp8, "gemm_rs_fp8", a, w, scale_a, scale_b,
+                                 out, algo, self.gemm_rs_rows(a.size(0))[1])
+
+    def gemm_ar_fp8(self, a, w, scale_a=None, scale_b=None, *, out=None, algo="auto"):
+        """sum over ranks (scale_a * scale_b * a x w^T) on every rank, bf16 [M, N]; operands and
+        scales as gemm_rs_fp8's (out may be symmetric memory from alloc(): the zero-copy path)."""
+        if _compiling():
+            _no_out(out=out)
+            return _torch().ops.meld.gemm_ar_fp8(self.id, a, w, scale_a, scale_b, algo)
+        _tensor(a, "a", self.device, _fp8("gemm_ar_fp8"), 2)
+        return self._gemm_rs_fp8(C.lib.meld_gemm_ar_fp8, "gemm_ar_fp8", a, w, scale_a, scale_b,
+                                 out, algo, a.size(0))
 
     # -- ring attention ---------------------------------------------------------------------
     def ring_attention(self, q, k, v, *, causal=False, zigzag=False, scale=None,
