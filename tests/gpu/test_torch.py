@@ -8,10 +8,11 @@ seeds, so it computes the references of its outputs alone (fp32 torch, random in
 poisoned first, relative Frobenius error). Checks: gemm (both layouts), gemm_fp8 (one rank:
 against torch._scaled_mm and fp32, scales given or None, errors, torch.compile), attention (D 64 /
 128, GQA, causal, LSE), the four collectives (bf16 / fp32, in place, symmetric memory), ag_gemm
-(+ the gathered A, bitwise), gemm_rs / gemm_ar (+ zero copy into symmetric memory), ring attention
-(contiguous and zigzag causal), the MoE layer in one call and in pieces, CUDA-graph replays with
-new inputs, 200 back-to-back calls, and errors raised as the right classes. --bench (one rank)
-times the binding's cost per call against a CUDA graph of the same calls. Prints the
+(+ the gathered A, bitwise), gemm_rs / gemm_ar (+ zero copy into symmetric memory), their fp8
+forms ag_gemm_fp8 / gemm_rs_fp8 / gemm_ar_fp8 (per-tensor scales, auto and unfused, errors), ring
+attention (contiguous and zigzag causal), the MoE layer in one call and in pieces, CUDA-graph
+replays with new inputs, 200 back-to-back calls, and errors raised as the right classes. --bench
+(one rank) times the binding's cost per call against a CUDA graph of the same calls. Prints the
 "[  PASSED  ] N test(s)." lines of tests/run.sh.
 """
 import argparse
@@ -275,6 +276,7 @@ def test_comm(comm, dev, seed=100):
         check(False, "gemm_ar with a bad algo did not raise")
     except ValueError as e:
         check("algo" in str(e), f"bad algo: {e}")
+    test_comm_fp8(comm, dev, seed + 1600)
     # ring attention: contiguous parts (not causal) and zigzag (causal)
     S, H, D = 256, 4, 128
     qs = rnd(seed + 600, 1, P * S, H, D).to(dev)
@@ -355,6 +357,81 @@ def test_comm(comm, dev, seed=100):
     check(max(errs) <= 1e-2, f"200 back-to-back all_reduces: worst rel. error {max(errs):.3g}")
     comm.check()
     check(True, "comm.check() clean at the end")
+
+
+def test_comm_fp8(comm, dev, seed):
+    """ag_gemm_fp8 / gemm_rs_fp8 / gemm_ar_fp8 (e4m3 in, per-tensor device scales, bf16 out)
+    against fp32 torch on the same fp8 values, fused (auto) and unfused, and their argument
+    errors. Every rank draws every rank's inputs from seeds, as the bf16 checks."""
+    import torch
+    import meld
+    P, r = comm.nranks, comm.rank
+    if not hasattr(torch, "float8_e4m3fn"):
+        print(f"[rank {r}] fp8 comm checks SKIPPED (torch {torch.__version__} has no "
+              "float8_e4m3fn)", flush=True)
+        return
+
+    def scale(v):
+        return torch.tensor([v], dtype=torch.float32, device=dev)
+    # AllGather + GEMM: one scale_a on every rank (the gathered rows are one quantization of A),
+    # this rank's own scale_b (its own weight); K = 1040 (not a multiple of 128: a k tail)
+    m_loc, N, K = 128, 384, 1040
+    shards = [fp8(seed + q, m_loc, K).to(dev) for q in range(P)]
+    w = fp8(seed + 20 + r, N, K).to(dev)
+    sa_v, sb_v = 0.75, 0.5 + 0.25 * r
+    full = torch.cat([t.float() for t in shards])
+    ref = full @ w.float().T
+    c, ga = comm.ag_gemm_fp8(shards[r], w, scale(sa_v), scale(sb_v),
+                             out=poison((P * m_loc, N), torch.bfloat16, dev), gathered=True)
+    check(c.dtype == torch.bfloat16 and ga.dtype == torch.float8_e4m3fn,
+          f"ag_gemm_fp8: dtypes {c.dtype} / {ga.dtype}")
+    close(c, ref * (sa_v * sb_v), f"ag_gemm_fp8 m_loc {m_loc} x {N} x {K} scales given")
+    check(ga.shape == (P * m_loc, K) and
+          torch.equal(ga.view(torch.uint8), torch.cat([t.view(torch.uint8) for t in shards])),
+          "ag_gemm_fp8: gathered A (fp8, bitwise)")
+    close(comm.ag_gemm_fp8(shards[r], w), ref, "ag_gemm_fp8 scales None")
+    # GEMM + ReduceScatter / AllReduce: per-rank scales (each rank's product scaled, then summed)
+    M, N, K = 256, 384, 1040
+    As = [fp8(seed + 40 + q, M, K).to(dev) for q in range(P)]
+    Ws = [fp8(seed + 60 + q, N, K).to(dev) for q in range(P)]
+    sas = [0.5 + 0.25 * q for q in range(P)]
+    sbs = [0.375 + 0.125 * q for q in range(P)]
+    tot = sum((As[q].float() @ Ws[q].float().T) * (sas[q] * sbs[q]) for q in range(P))
+    sa, sb = scale(sas[r]), scale(sbs[r])
+    first, count = comm.gemm_rs_rows(M)
+    for algo in ("auto", "unfused"):
+        rs = comm.gemm_rs_fp8(As[r], Ws[r], sa, sb, out=poison((count, N), torch.bfloat16, dev),
+                              algo=algo)
+        check(rs.dtype == torch.bfloat16, f"gemm_rs_fp8 {algo}: dtype {rs.dtype}")
+        close(rs, tot[first:first + count], f"gemm_rs_fp8 {M} x {N} x {K} {algo}")
+        close(comm.gemm_ar_fp8(As[r], Ws[r], sa, sb, out=poison((M, N), torch.bfloat16, dev),
+                               algo=algo), tot, f"gemm_ar_fp8 {M} x {N} x {K} {algo}")
+    csym = comm.alloc((M, N))
+    csym.fill_(float("nan"))
+    comm.gemm_ar_fp8(As[r], Ws[r], sa, sb, out=csym)
+    close(csym, tot, "gemm_ar_fp8 into symmetric memory (zero copy)")
+    comm.free(csym)
+    # argument errors (raised before the C call, alike on every rank: no peer waits)
+    a40, w40 = fp8(seed + 80, 64, 40).to(dev), fp8(seed + 81, 32, 40).to(dev)
+    for name, call in (("ag_gemm_fp8", lambda: comm.ag_gemm_fp8(a40, w40)),
+                       ("gemm_rs_fp8", lambda: comm.gemm_rs_fp8(a40, w40)),
+                       ("gemm_ar_fp8", lambda: comm.gemm_ar_fp8(a40, w40, algo="unfused"))):
+        try:
+            call()
+            check(False, f"{name} with k 40 did not raise")
+        except meld.MeldArgumentError as e:
+            check("k = 40" in str(e) and "multiple of 16" in str(e), f"{name} k 40: {e}")
+    try:
+        comm.gemm_ar_fp8(As[r].float().bfloat16(), Ws[r])
+        check(False, "gemm_ar_fp8 with a bf16 a did not raise")
+    except ValueError as e:
+        check(isinstance(e, meld.MeldArgumentError) and "a: dtype bfloat16" in str(e) and
+              "float8_e4m3fn" in str(e), f"gemm_ar_fp8 bf16 a: {e}")
+    try:
+        comm.gemm_rs_fp8(As[r], Ws[r], torch.ones(2, device=dev))
+        check(False, "gemm_rs_fp8 with a 2-element scale_a did not raise")
+    except meld.MeldArgumentError as e:
+        check("scale_a: shape (2,)" in str(e), f"gemm_rs_fp8 2-element scale: {e}")
 
 
 def test_nn(comm, dev, seed=3000):
