@@ -28,7 +28,6 @@
  * same rounds, error and soak; floor "-" (no measured fp8 peak). B [K,N] shapes are not run
  * (meld_gemm_fp8 takes B [N,K] only). A cuBLASLt variant with no algorithm is skipped, said so. */
 #include <cublasLt.h>
-#include <cuda_fp8.h>
 #include "../tests/gpu/gpu_test.h"
 #include <execinfo.h>
 #include <signal.h>
@@ -148,15 +147,6 @@ static double rel_err_bf16(const uint16_t *x, const uint16_t *y, size_t n) {
   CK(cudaMemcpy(hs, sums, sizeof hs, cudaMemcpyDeviceToHost));
   cudaFree(sums);
   return hs[2] > 0 ? INFINITY : sqrt(hs[0] / (hs[1] > 0 ? hs[1] : 1));
-}
-
-/* p[0..n) random e4m3 in +-[0.25, 2] (gt_rand_bf16's value stretched): finite, nonzero and
- * never the NaN codes 0x7f / 0xff, so no product term is lost or poisons a sum. */
-__global__ void fill_e4m3(uint8_t *p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    const float f = __uint_as_float((uint32_t)gt_rand_bf16(i, seed) << 16);
-    p[i] = __nv_cvt_float_to_fp8(copysignf(0.25f + 1.75f * fabsf(f), f), __NV_SATFINITE, __NV_E4M3);
-  }
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -506,8 +496,8 @@ static void fp8_shape(const shape_t *s0, lt_t *lt, const run_t *run, double log_
   for (int i = 0; i < NSETS; i++) {
     CK(cudaMalloc(&mx.a[i], s->m * s->k));
     CK(cudaMalloc(&mx.b[i], s->n * s->k));
-    fill_e4m3<<<1024, 256>>>(mx.a[i], s->m * s->k, 300 + i);
-    fill_e4m3<<<1024, 256>>>(mx.b[i], s->n * s->k, 400 + i);
+    gt_fill_e4m3<<<1024, 256>>>(mx.a[i], s->m, s->k, s->k, 300 + i);
+    gt_fill_e4m3<<<1024, 256>>>(mx.b[i], s->n, s->k, s->k, 400 + i);
   }
   uint16_t *c_meld, *c_lt;
   CK(cudaMalloc(&c_meld, s->m * s->n * 2));

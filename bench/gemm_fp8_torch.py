@@ -25,19 +25,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import meld  # noqa: E402
-from bench_torch_common import bench_keys, leadin_ms  # noqa: E402
+from bench_torch_common import _timed_block as timed, bench_keys, leadin_ms  # noqa: E402
 
 SHAPES = "8192x8192x8192,4096x4096x4096,2048x5120x8192,8192x7168x8192,8192x28672x4096,16x8192x8192,128x8192x8192"
-
-
-def timed(fn, n):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(n):
-        fn()
-    b.record()
-    torch.cuda.synchronize()
-    return a.elapsed_time(b) / n
 
 
 def rel_err(got, want):
