@@ -138,6 +138,60 @@ static void test_no_device(void **state) {
   assert_true(strlen(meld_last_error()) > 0);
 }
 
+/* The fp8 entry points refuse bad arguments before any CUDA call, with their own names and
+ * fp8 terms (k and leading dimensions multiples of 16, not the bf16 view's 8); the fused ones
+ * check k before the comm (NULL here). */
+static void expect_fp8(meld_result_t r, const char *needle) {
+  assert_int_equal(r, MELD_ERR_INVALID_ARG);
+  if (!strstr(meld_last_error(), needle)) fail_msg("message \"%s\" lacks \"%s\"", meld_last_error(), needle);
+}
+static void test_fp8_args(void **state) {
+  (void)state;
+  meld_gemm_fp8_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = FAKE_A, g.b = FAKE_B, g.c = FAKE_C, g.m = 64, g.n = 64, g.k = 256, g.lda = 256, g.ldb = 256, g.ldc = 64;
+  expect_fp8(meld_gemm_fp8(NULL, 0), "meld_gemm_fp8: args is NULL");
+  meld_gemm_fp8_args_t x = g;
+  x.k = 200; /* a multiple of 8 (the bf16 view would take it), not of 16 */
+  expect_fp8(meld_gemm_fp8(&x, 0), "meld_gemm_fp8: k 200 is not a positive multiple of 16");
+  x = g, x.lda = 264;
+  expect_fp8(meld_gemm_fp8(&x, 0), "lda 264 and ldb 256 must be >= k 256 and multiples of 16");
+  x = g, x.ldb = 128;
+  expect_fp8(meld_gemm_fp8(&x, 0), "ldb 128");
+  x = g, x.ldc = 60;
+  expect_fp8(meld_gemm_fp8(&x, 0), "ldc 60");
+  x = g, x.b = NULL;
+  expect_fp8(meld_gemm_fp8(&x, 0), "meld_gemm_fp8: b is NULL");
+  x = g, x.c = (void *)((uintptr_t)FAKE_C + 8);
+  expect_fp8(meld_gemm_fp8(&x, 0), "c must be 16-byte aligned");
+  x = g, x.scale_b = (const float *)(uintptr_t)0x400002;
+  expect_fp8(meld_gemm_fp8(&x, 0), "4-byte aligned");
+  x = g, x.m = 0; /* empty: nothing to do, no device needed */
+  assert_int_equal(meld_gemm_fp8(&x, 0), MELD_OK);
+
+  meld_ag_gemm_fp8_args_t ag;
+  memset(&ag, 0, sizeof ag);
+  ag.a_shard = FAKE_A, ag.b = FAKE_B, ag.c = FAKE_C, ag.m_loc = 128, ag.n_loc = 64, ag.k = 1000;
+  ag.lda = 1008, ag.ldb = 1008, ag.ldc = 64;
+  expect_fp8(meld_ag_gemm_fp8(NULL, NULL, 0), "meld_ag_gemm_fp8: args is NULL");
+  expect_fp8(meld_ag_gemm_fp8(NULL, &ag, 0), "meld_ag_gemm_fp8: k 1000 is not a positive multiple of 16");
+  ag.k = 1008;
+  ag.m_loc = 0; /* (k is checked even with nothing to gather: the view's k is half of it) */
+  ag.k = 24;
+  expect_fp8(meld_ag_gemm_fp8(NULL, &ag, 0), "k 24");
+  ag.m_loc = 128, ag.k = 1008, ag.a_gathered = FAKE_C, ag.ld_gathered = 1000;
+  expect_fp8(meld_ag_gemm_fp8(NULL, &ag, 0), "ld_gathered 1000");
+
+  meld_gemm_rs_fp8_args_t rs;
+  memset(&rs, 0, sizeof rs);
+  rs.a = FAKE_A, rs.b = FAKE_B, rs.c = FAKE_C, rs.m = 256, rs.n = 64, rs.k = 40, rs.lda = 48, rs.ldb = 48, rs.ldc = 64;
+  expect_fp8(meld_gemm_rs_fp8(NULL, &rs, 0), "meld_gemm_rs_fp8: k 40 is not a positive multiple of 16");
+  expect_fp8(meld_gemm_ar_fp8(NULL, &rs, 0), "meld_gemm_ar_fp8: k 40");
+  rs.k = 48, rs.lda = 40;
+  expect_fp8(meld_gemm_ar_fp8(NULL, &rs, 0), "lda 40");
+  expect_fp8(meld_gemm_rs_fp8(NULL, NULL, 0), "args is NULL");
+}
+
 /* Stream-K partition (shared by the device scheduler and the planner): every k-block of every
  * stream-K tile is covered exactly once, pieces of a tile have distinct contributor indices
  * below the count, and the count matches the pieces seen. */
@@ -866,7 +920,7 @@ int main(void) {
       cmocka_unit_test(test_null_args),    cmocka_unit_test(test_null_pointers),
       cmocka_unit_test(test_dims),         cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_leading_dims), cmocka_unit_test(test_empty_is_noop),
-      cmocka_unit_test(test_no_device),    cmocka_unit_test(test_stream_k_partition),
+      cmocka_unit_test(test_no_device),    cmocka_unit_test(test_fp8_args), cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
       cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_runs_order), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_scatter_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
