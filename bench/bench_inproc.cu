@@ -18,12 +18,13 @@
  *
  * Usage: bench_inproc [--ranks P] [--sizes 4096,65536] [--calls 200] [--reps 3] [--samples 7]
  *                     [--only all_reduce|reduce_scatter|all_gather] [--kinds ord,sym]
- *                     [--zc | --ce] [--trace N] [--quick] [--json F] [--label L]
+ *                     [--zc | --ce] [--trace N] [--quick] [--json F] [--label L] [--fp8]
  * --trace N: per row N plain calls and no timing (with MELD_TRACE=path: one timeline per rank);
  *   with --fused, N calls of each fused variant after its check (BENCH_VARIANTS picks them).
  * --fused LIST: instead of the collectives, the fused ops against meld_gemm with both ranks in
  *   flight (see fused_rows; --fused-calls N calls a sample, default 20; --fused-pairs R pairs
- *   of passes in opposite orders, default 1; BENCH_SETTLE_MS).
+ *   of passes in opposite orders, default 1; BENCH_SETTLE_MS). --fp8: the same rows with the fp8
+ *   forms of every op (meld_gemm_fp8 as the gemm row; K in fp8 elements).
  * --ab MELD_VAR=v1,v2: with --fused, every variant but gemm once per value (row "fused[v1]", JSON
  *   "ab"), in the same passes: an A/B of a variable the library reads per call, in one process
  *   (rank 0 sets it between barriers; afterwards it is as the bench found it).
@@ -47,6 +48,22 @@ static int g_proto = 0; /* --zc / --ce: MELD_PROTO_ZC / MELD_PROTO_CE forced on 
 static size_t g_sizes[32] = {4096, 65536, 1048576};
 static int g_nsizes = 3;
 static const char *g_json = NULL, *g_label = "";
+/* --fp8: the fused rows in fp8 (meld_gemm_fp8, meld_ag_gemm_fp8, meld_gemm_rs_fp8 / _ar_fp8):
+ * the same test values (multiples of 1/16 in [-1/2, 1/2], exact in e4m3), scales 1, so the
+ * bf16 reference checks them unchanged; K counts fp8 elements (multiples of 16 per rank). */
+static int g_fp8 = 0;
+
+/* x (a multiple of 1/16 in [-1/2, 1/2]) as its e4m3 byte (exact there). */
+static uint8_t ip_e4m3(float x) {
+  if (x == 0.0f) return 0;
+  int e = 0;
+  const float f = frexpf(fabsf(x), &e); /* |x| = f 2^e, f in [0.5, 1): 1.m x 2^(e - 1) */
+  const int mant = (int)lrintf((2.0f * f - 1.0f) * 8.0f);
+  return (uint8_t)((x < 0 ? 0x80 : 0) | ((e - 1 + 7) << 3) | mant);
+}
+static void ip_to_e4m3(uint8_t *dst, const uint16_t *bf, size_t n) {
+  for (size_t i = 0; i < n; i++) dst[i] = ip_e4m3(bf2f(bf[i]));
+}
 static const char *const g_opname[] = {"all_gather", "reduce_scatter", "all_reduce"};
 
 static meld_unique_id g_id;
@@ -252,6 +269,30 @@ typedef struct {
 
 static meld_result_t fused_call(meld_comm_t comm, const ip_fctx_t *f, int v, cudaStream_t st) {
   const ip_fshape_t *s = f->s;
+  if (g_fp8) {
+    if (v == FV_GEMM) {
+      meld_gemm_fp8_args_t g;
+      memset(&g, 0, sizeof g);
+      g.a = s->op == 0 ? f->afull : f->a, g.b = f->b, g.c = f->cg;
+      g.m = s->m, g.n = s->n, g.k = s->op == 0 ? s->k : f->kl;
+      g.lda = g.k, g.ldb = g.k, g.ldc = s->n, g.sm_count = f->sms;
+      return meld_gemm_fp8(&g, st);
+    }
+    if (s->op == 0) {
+      meld_ag_gemm_fp8_args_t g;
+      memset(&g, 0, sizeof g);
+      g.a_shard = f->a, g.lda = s->k, g.b = f->b, g.ldb = s->k, g.c = f->c, g.ldc = s->n;
+      g.m_loc = f->mloc, g.n_loc = s->n, g.k = s->k;
+      return meld_ag_gemm_fp8(comm, &g, st);
+    }
+    meld_gemm_rs_fp8_args_t g;
+    memset(&g, 0, sizeof g);
+    g.a = f->a, g.lda = f->kl, g.b = f->b, g.ldb = f->kl;
+    g.c = v == FV_SYMC ? f->csym : f->c, g.ldc = s->n;
+    g.m = s->m, g.n = s->n, g.k = f->kl;
+    g.algo = v == FV_UNFUSED ? MELD_GEMM_RS_UNFUSED : MELD_GEMM_RS_FUSED;
+    return s->op == 1 ? meld_gemm_rs_fp8(comm, &g, st) : meld_gemm_ar_fp8(comm, &g, st);
+  }
   if (v == FV_GEMM) {
     meld_gemm_args_t g;
     memset(&g, 0, sizeof g);
@@ -350,17 +391,32 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
     for (size_t i = 0; i < nb; i++) g_hB[rank][i] = f2bf((float)((int64_t)(ip_rng(&seed) % 17) - 8) / 16.0f);
     f.a = ip_dev_alloc(na * 2), f.b = ip_dev_alloc(nb * 2), f.c = ip_dev_alloc(nc * 2);
     f.cg = ip_dev_alloc((size_t)s->m * s->n * 2);
-    CK(cudaMemcpyAsync(f.a, g_hA[rank], na * 2, cudaMemcpyHostToDevice, st));
-    CK(cudaMemcpyAsync(f.b, g_hB[rank], nb * 2, cudaMemcpyHostToDevice, st));
+    uint8_t *h8 = NULL; /* (--fp8: the values as e4m3 bytes) */
+    if (g_fp8) {
+      CK(cudaMallocHost((void **)&h8, (na > nb ? na : nb) * (size_t)P));
+      ip_to_e4m3(h8, g_hA[rank], na);
+      CK(cudaMemcpy(f.a, h8, na, cudaMemcpyHostToDevice));
+      ip_to_e4m3(h8, g_hB[rank], nb);
+      CK(cudaMemcpy(f.b, h8, nb, cudaMemcpyHostToDevice));
+    } else {
+      CK(cudaMemcpyAsync(f.a, g_hA[rank], na * 2, cudaMemcpyHostToDevice, st));
+      CK(cudaMemcpyAsync(f.b, g_hB[rank], nb * 2, cudaMemcpyHostToDevice, st));
+    }
     if (s->op == 2) IP_CK(meld_mem_alloc(comm, (size_t)s->m * s->n * 2, &f.csym)); /* collective */
     CK(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar); /* every rank's host A is filled */
     if (s->op == 0) {
       f.afull = ip_dev_alloc((size_t)s->m * s->k * 2);
       for (int q = 0; q < P; q++)
-        CK(cudaMemcpyAsync((uint16_t *)f.afull + (size_t)q * na, g_hA[q], na * 2, cudaMemcpyHostToDevice, st));
+        if (g_fp8) {
+          ip_to_e4m3(h8, g_hA[q], na);
+          CK(cudaMemcpy((uint8_t *)f.afull + (size_t)q * na, h8, na, cudaMemcpyHostToDevice));
+        } else {
+          CK(cudaMemcpyAsync((uint16_t *)f.afull + (size_t)q * na, g_hA[q], na * 2, cudaMemcpyHostToDevice, st));
+        }
       CK(cudaStreamSynchronize(st));
     }
+    if (h8) CK(cudaFreeHost(h8));
     char shape[64];
     snprintf(shape, sizeof shape, "%lld x %lld x %lld", (long long)s->m, (long long)s->n, (long long)s->k);
     /* rows: gemm, then each other variant once per --ab value (one row each without --ab) */
@@ -422,12 +478,12 @@ static void fused_rows(int rank, meld_comm_t comm, cudaStream_t st, FILE *jf, co
           if (jf)
             fprintf(jf,
                     "{\"bench\":\"inproc_fused\",\"op\":\"%s\",\"variant\":\"%s\",\"ab\":\"%s%s%s\",\"label\":\"%s\",\"ranks\":%d,\"m\":%lld,"
-                    "\"n\":%lld,\"k\":%lld,\"pass\":%d,\"ms\":%.5f,\"ms_min_rank\":%.5f,\"rel_err\":%.3e,"
+                    "\"n\":%lld,\"k\":%lld,\"dtype\":\"%s\",\"pass\":%d,\"ms\":%.5f,\"ms_min_rank\":%.5f,\"rel_err\":%.3e,"
                     "\"sm_count\":%d,\"calls\":%d,\"samples\":%d,\"settle_ms\":%d,\"gpu\":\"%s\",\"driver\":\"%s\","
                     "\"cuda\":\"%s\",\"date\":\"%s\",\"commit\":\"%s\"}\n",
                     g_fopname[s->op], g_fvar[v], g_nab && ab >= 0 ? g_ab_var : "", g_nab && ab >= 0 ? "=" : "",
                     g_nab && ab >= 0 ? g_ab_val[ab] : "", g_label, P, (long long)s->m, (long long)s->n, (long long)s->k,
-                    pass, tmax, tmin, v == FV_GEMM ? 0.0 : err[x], f.sms, g_fcalls, g_samples,
+                    g_fp8 ? "fp8_e4m3" : "bf16", pass, tmax, tmin, v == FV_GEMM ? 0.0 : err[x], f.sms, g_fcalls, g_samples,
                     bench_settle_ms(), env->gpu, env->driver, env->cuda, env->date, env->commit);
         }
       }
@@ -581,6 +637,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--samples") && v) g_samples = atoi(v), i++;
     else if (!strcmp(argv[i], "--json") && v) g_json = v, i++;
     else if (!strcmp(argv[i], "--label") && v) g_label = v, i++;
+    else if (!strcmp(argv[i], "--fp8")) g_fp8 = 1;
     else if (!strcmp(argv[i], "--zc")) g_proto = MELD_PROTO_ZC;
     else if (!strcmp(argv[i], "--ce")) g_proto = MELD_PROTO_CE;
     else if (!strcmp(argv[i], "--quick")) g_samples = 3, g_reps = 1; /* (meld-bench --suite --quick) */

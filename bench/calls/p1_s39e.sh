@@ -7,10 +7,10 @@
 # comm's ag_gemm_fp8 / gemm_rs_fp8 / gemm_ar_fp8 at 1 and 2 ranks); (E) test_gemm (bf16, 2004
 # checks: the shared engine and small-M headers).
 # Usage (device, nvidia-h200): OUT=... PREBUILT=1 bash bench/calls/p1_s39e.sh (carry build/carry:
-#   bench/pack_bins.sh build/lib/libmeld.so build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_gemm)
+#   bench/pack_bins.sh build/lib/libmeld.so build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_gemm build/bench/bench_inproc)
 # Estimated wall: (A) 10 s, (B) 20 s, (C) 20 s, (D) 60-90 s, (E) 90 s.
 . "$(dirname "$0")/../device_env.sh"
-build lib build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_gemm
+build lib build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_gemm build/bench/bench_inproc
 MELD_TIMEOUT_MS=5000 timeout -k 5 "$(tl 90)" build/tests/gpu/test_gemm_fp8 > "$OUT/test_gemm_fp8.log" 2>&1
 echo "== (A) test_gemm_fp8 rc=$? at $(el) s"; grep -E "FAIL|checks" "$OUT/test_gemm_fp8.log" | cut -c1-160 | head -10
 grep -E "(16|7|33|1|128|64)x[0-9]+x[0-9]+ pad" "$OUT/test_gemm_fp8.log" | head -8
@@ -21,6 +21,15 @@ timeout -k 5 "$(tl 120)" build/tests/gpu/test_inproc 3 > "$OUT/test_inproc3.log"
 echo "== (C) test_inproc 3 rc=$? at $(el) s"; grep -E "_fp8|FAIL|checks" "$OUT/test_inproc3.log" | cut -c1-160 | head -16
 MELD_TIMEOUT_MS=15000 timeout -k 5 "$(tl 200)" python3 tests/gpu/test_torch.py > "$OUT/test_torch.log" 2>&1
 echo "== (D) test_torch.py rc=$? at $(el) s"; grep -E "fp8|FAIL|passed|failed|Error" "$OUT/test_torch.log" | cut -c1-200 | head -20
+# (F) the fused ops in fp8 vs bf16, 2 ranks as threads in flight (half the SMs each), sustained:
+# prediction: fp8 fused / meld_gemm_fp8 within 1.0-1.15 (bf16: 1.02-1.12, session 23); fp8 rows
+# 1.5-1.9x faster than the same bf16 rows
+for dt in fp8 bf16; do
+  BENCH_SETTLE_MS=100 timeout -k 5 "$(tl 70)" build/bench/bench_inproc --ranks 2 --sizes 4096 --samples 3 \
+    --fused ag:8192,5120,8192/rs:8192,8192,8192/ar:8192,8192,8192 $([ $dt = fp8 ] && echo --fp8) \
+    --json "$OUT/inproc_fused.jsonl" --label "s39_$dt" > "$OUT/inproc_$dt.log" 2>&1
+  echo "== (F) bench_inproc --fused $dt rc=$? at $(el) s"; grep -E "mean of|FAIL" "$OUT/inproc_$dt.log" | head -12
+done
 MELD_TIMEOUT_MS=5000 timeout -k 5 "$(tl 150)" build/tests/gpu/test_gemm > "$OUT/test_gemm.log" 2>&1
 echo "== (E) test_gemm rc=$? at $(el) s"; grep -E "FAIL|checks" "$OUT/test_gemm.log" | head -5
 echo "== done at $(el) s"
