@@ -254,7 +254,7 @@ meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream);
  * the tensor cores' FP8 mode, as cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM (torch._scaled_mm
  * with use_fast_accum=True): no periodic promotion. Needs: k a multiple of 16; lda, ldb >= k and
  * multiples of 16; ldc >= n, a multiple of 8; a, b, c 16-byte aligned. Same engine, plans and
- * reproducibility as meld_gemm (a k-block is 128 fp8 elements), without its small-M kernel.
+ * reproducibility as meld_gemm (a k-block is 128 fp8 elements), its small-M kernel included.
  * Fails with MELD_ERR_INVALID_ARG (with the reason), MELD_ERR_UNSUPPORTED (not Hopper),
  * MELD_ERR_CUDA. */
 typedef struct {

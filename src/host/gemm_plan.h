@@ -211,8 +211,12 @@ typedef struct gemm_fp8 {
 /* f8's scales, each NULL replaced by a device 1.0. */
 meld_result_t gemm_fp8_scales(const float *scale_a, const float *scale_b, gemm_fp8_t *f8);
 
-/* Validates meld_gemm_fp8-style operands (fn names the caller in the sentences): k a multiple
- * of 16, lda and ldb >= k and multiples of 16, 16-byte aligned bases, scales 4-byte aligned. */
+/* k of an fp8 problem: a positive multiple of 16 (checked whatever the other sizes: the bf16
+ * view halves it). */
+meld_result_t gemm_fp8_check_k(const char *fn, int64_t k);
+
+/* Validates meld_gemm_fp8-style operands (gemm_fp8_check_k included; fn names the caller in the
+ * sentences): lda and ldb >= k and multiples of 16, 16-byte aligned bases, scales 4-byte aligned. */
 meld_result_t gemm_fp8_validate(const char *fn, const void *a, int64_t lda, const void *b, int64_t ldb, int64_t k,
                                 const float *scale_a, const float *scale_b);
 

@@ -676,8 +676,7 @@ extern "C" meld_result_t meld_ag_gemm_fp8(meld_comm_t comm, const meld_ag_gemm_f
   meld_error_clear();
   const char *fn = "meld_ag_gemm_fp8";
   if (!a) return meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", fn);
-  if (a->k < 1 || a->k % 16) /* (always: the view's k is half of it) */
-    return meld_error(MELD_ERR_INVALID_ARG, "%s: k %lld is not a positive multiple of 16", fn, (long long)a->k);
+  MELD_CHECK(gemm_fp8_check_k(fn, a->k)); /* (always: the view's k is half of it) */
   if (a->m_loc > 0) {
     if (!a->a_shard) return meld_error(MELD_ERR_INVALID_ARG, "%s: a_shard is NULL", fn);
     if (a->n_loc > 0 && (!a->b || !a->c))

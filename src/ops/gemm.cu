@@ -325,13 +325,18 @@ extern "C" meld_result_t gemm_fp8_scales(const float *scale_a, const float *scal
   return MELD_OK;
 }
 
-extern "C" meld_result_t gemm_fp8_validate(const char *fn, const void *a, int64_t lda, const void *b, int64_t ldb,
-                                           int64_t k, const float *scale_a, const float *scale_b) {
+extern "C" meld_result_t gemm_fp8_check_k(const char *fn, int64_t k) {
   if (k < 1 || k % 16)
     return meld_error(MELD_ERR_INVALID_ARG,
                       "%s: k %lld is not a positive multiple of 16 (fp8 rows are read in 16-byte units; pad K with "
                       "zeros)",
                       fn, (long long)k);
+  return MELD_OK;
+}
+
+extern "C" meld_result_t gemm_fp8_validate(const char *fn, const void *a, int64_t lda, const void *b, int64_t ldb,
+                                           int64_t k, const float *scale_a, const float *scale_b) {
+  MELD_CHECK(gemm_fp8_check_k(fn, k));
   if (lda < k || lda % 16 || ldb < k || ldb % 16)
     return meld_error(MELD_ERR_INVALID_ARG, "%s: lda %lld and ldb %lld must be >= k %lld and multiples of 16", fn,
                       (long long)lda, (long long)ldb, (long long)k);

@@ -1015,8 +1015,7 @@ static meld_result_t gemm_rs_fp8_entry(meld_comm_t comm, const meld_gemm_rs_fp8_
   meld_error_clear();
   const char *fn = is_ar ? "meld_gemm_ar_fp8" : "meld_gemm_rs_fp8";
   if (!a) return meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", fn);
-  if (a->k < 1 || a->k % 16) /* (always: the view's k is half of it) */
-    return meld_error(MELD_ERR_INVALID_ARG, "%s: k %lld is not a positive multiple of 16", fn, (long long)a->k);
+  MELD_CHECK(gemm_fp8_check_k(fn, a->k)); /* (always: the view's k is half of it) */
   if (a->m > 0 && a->n > 0) {
     if (!a->a || !a->b || !a->c)
       return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL", fn, !a->a ? "a" : !a->b ? "b" : "c");
