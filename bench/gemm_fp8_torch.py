@@ -12,7 +12,10 @@ N timed calls in rotating order; the median round's ms is reported. Also the rel
 error of meld's C and of fast's C against fp32 (a.float() @ b.float().t() * sa * sb).
 Prints a table (ratio = torch ms / meld ms: > 1 means meld is faster) and writes JSON lines
 (--json FILE) with BENCH.md's keys.
-Usage: python3 bench/gemm_fp8_torch.py [--shapes 8192x8192x8192,...] [--json FILE] [--rounds R]"""
+--rowwise: rowwise scales instead (scale_a [M, 1], scale_b [1, N], torch._scaled_mm's rowwise
+mode): meld, fast and accum with them, and meld_tensor = meld with per-tensor scales (what the
+rows cost); no bf16 rows.
+Usage: python3 bench/gemm_fp8_torch.py [--shapes 8192x8192x8192,...] [--json FILE] [--rounds R] [--rowwise]"""
 import argparse
 import json
 import os
@@ -40,6 +43,7 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--rowwise", action="store_true")
     args = ap.parse_args()
     settle_ms = int(os.environ.get("BENCH_SETTLE_MS", "300") or 0)
     keys = bench_keys()
@@ -48,7 +52,8 @@ def main():
     first = True
     print(f"# {keys['gpu']}, torch {keys['torch']}, CUDA {keys['cuda']}; settle {settle_ms} ms a variant, "
           f"{args.rounds} rounds x {args.calls} calls, median round; ratio = torch ms / meld ms")
-    print(f"{'shape':>20} {'variant':>8} {'ms':>9} {'TFLOP/s':>8} {'vs meld':>8} {'rel err':>9}")
+    print(f"{'shape':>20} {'variant':>11} {'ms':>9} {'TFLOP/s':>8} {'vs meld':>8} {'rel err':>9}"
+          f"{'  (rowwise scales)' if args.rowwise else ''}")
     out = open(args.json, "a") if args.json else None
     for s in args.shapes.split(","):
         m, n, k = (int(x) for x in s.split("x"))
@@ -56,16 +61,27 @@ def main():
         b = torch.randn(n, k, device=dev).clamp(-4, 4).to(torch.float8_e4m3fn)
         sa = torch.tensor([0.5], device=dev)
         sb = torch.tensor([0.25], device=dev)
-        a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
-        want = (a.float() @ b.float().t()) * (0.5 * 0.25)
         c_meld = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
-        var = {
-            "meld": lambda: meld.gemm_fp8(a, b, sa, sb, out=c_meld),
-            "fast": lambda: torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True),
-            "accum": lambda: torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=False),
-            "bf16_meld": lambda: meld.gemm(a16, b16),
-            "bf16_torch": lambda: torch.matmul(a16, b16.t()),
-        }
+        if args.rowwise:
+            st, sa = sa, torch.rand(m, 1, device=dev) + 0.25
+            sb = torch.rand(1, n, device=dev) + 0.25
+            want = (a.float() @ b.float().t()) * sa * sb
+            var = {
+                "meld": lambda: meld.gemm_fp8(a, b, sa, sb, out=c_meld),
+                "fast": lambda: torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True),
+                "accum": lambda: torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=False),
+                "meld_tensor": lambda: meld.gemm_fp8(a, b, st, st, out=c_meld),
+            }
+        else:
+            a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+            want = (a.float() @ b.float().t()) * (0.5 * 0.25)
+            var = {
+                "meld": lambda: meld.gemm_fp8(a, b, sa, sb, out=c_meld),
+                "fast": lambda: torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=True),
+                "accum": lambda: torch._scaled_mm(a, b.t(), sa, sb, out_dtype=torch.bfloat16, use_fast_accum=False),
+                "bf16_meld": lambda: meld.gemm(a16, b16),
+                "bf16_torch": lambda: torch.matmul(a16, b16.t()),
+            }
         errs = {}
         ok = {}
         for name, fn in var.items():
@@ -79,7 +95,7 @@ def main():
                     errs[name] = rel_err(r, want)
             except Exception as e:  # (a torch without this path: say so, keep the others)
                 ok[name] = False
-                print(f"{s:>20} {name:>8} unavailable: {str(e).splitlines()[0][:100]}")
+                print(f"{s:>20} {name:>11} unavailable: {str(e).splitlines()[0][:100]}")
         names = [x for x in var if ok[x]]
         for name in names:  # warm-ups, the process's lead-in, the settle
             fn = var[name]
@@ -98,10 +114,11 @@ def main():
         for name in names:
             ratio = ms[name] / ms["meld"] if "meld" in ms else float("nan")
             e = errs.get(name)
-            print(f"{s:>20} {name:>8} {ms[name]:9.4f} {flop / ms[name] / 1e9:8.1f} {ratio:8.3f} "
+            print(f"{s:>20} {name:>11} {ms[name]:9.4f} {flop / ms[name] / 1e9:8.1f} {ratio:8.3f} "
                   f"{(f'{e:.2e}' if e is not None else '-'):>9}")
             if out:
                 row = dict(keys, op="gemm_fp8", impl=name, m=m, n=n, k=k, dtype="fp8_e4m3", out_dtype="bf16",
+                           scaling="tensor" if not args.rowwise or name == "meld_tensor" else "rowwise",
                            ms=ms[name], tflops=flop / ms[name] / 1e9, rounds_ms=rounds[name],
                            rel_err_fp32=e, settle_ms=settle_ms, ratio_to_meld=ratio)
                 out.write(json.dumps(row) + "\n")

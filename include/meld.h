@@ -246,11 +246,23 @@ typedef struct {
  * MELD_ERR_UNSUPPORTED (not a Hopper GPU), MELD_ERR_CUDA. */
 meld_result_t meld_gemm(const meld_gemm_args_t *args, cudaStream_t stream);
 
+/* FP8 scaling (the .scaling field of the fp8 ops' arguments): per tensor (scale_a and scale_b
+ * one fp32 each) or per row, each operand on its own. MELD_FP8_ROWWISE is torch._scaled_mm's
+ * rowwise mode (scale_a [M, 1], scale_b [1, N]): C[i,j] = scale_a[i] scale_b[j] (A B^T)[i,j].
+ * A NULL scale is 1 whatever the mode. */
+typedef enum {
+  MELD_FP8_PER_TENSOR = 0, /* scale_a: one fp32; scale_b: one fp32                        */
+  MELD_FP8_ROWWISE_A = 1,  /* scale_a: one fp32 per row of A (M values); scale_b: one fp32 */
+  MELD_FP8_ROWWISE_B = 2,  /* scale_a: one fp32; scale_b: one per row of B (N values: C's columns) */
+  MELD_FP8_ROWWISE = 3     /* both per row                                                 */
+} meld_fp8_scaling_t;
+
 /* FP8 GEMM: C[M,N] (bf16) = (*scale_a) (*scale_b) A[M,K] x B^T, A [M,K] and B [N,K] (the
  * nn.Linear layout; the tensor cores read 8-bit operands K-major only) in OCP fp8 e4m3 (max
  * 448, no infinities; torch.float8_e4m3fn), row-major, leading dimensions in elements (=
- * bytes). Per-tensor scales as torch._scaled_mm's: device pointers to one fp32 each, read by
- * the kernel (a CUDA graph replays whatever they hold then); NULL = 1. Accumulation in fp32 in
+ * bytes). Scales as torch._scaled_mm's: device pointers to one fp32 each (per tensor) or, by
+ * .scaling, one per row (meld_fp8_scaling_t), read by the kernel (a CUDA graph replays whatever
+ * they hold then); NULL = 1. Accumulation in fp32 in
  * the tensor cores' FP8 mode, as cuBLASLt's CUBLASLT_MATMUL_DESC_FAST_ACCUM (torch._scaled_mm
  * with use_fast_accum=True): no periodic promotion. Needs: k a multiple of 16; lda, ldb >= k and
  * multiples of 16; ldc >= n, a multiple of 8; a, b, c 16-byte aligned. Same engine, plans and
@@ -262,8 +274,9 @@ typedef struct {
   int64_t lda;
   const void *b;          /* fp8 e4m3 [N, K] */
   int64_t ldb;
-  const float *scale_a;   /* device, one fp32; NULL = 1 */
-  const float *scale_b;   /* device, one fp32; NULL = 1 */
+  const float *scale_a;   /* device fp32: one, or M (MELD_FP8_ROWWISE_A); NULL = 1 */
+  const float *scale_b;   /* device fp32: one, or N (MELD_FP8_ROWWISE_B); NULL = 1 */
+  meld_fp8_scaling_t scaling; /* MELD_FP8_PER_TENSOR (0) unless rowwise */
   void *c;                /* bf16 [M, N] */
   int64_t ldc;
   int64_t m, n, k;
@@ -519,7 +532,8 @@ meld_result_t meld_gemm_rs(meld_comm_t comm, const meld_gemm_rs_args_t *args, cu
 meld_result_t meld_gemm_ar(meld_comm_t comm, const meld_gemm_rs_args_t *args, cudaStream_t stream);
 
 /* FP8 GEMM + ReduceScatter / AllReduce: as meld_gemm_rs / meld_gemm_ar with a [M, k] and b
- * [N, k] (nn.Linear layout only) in fp8 e4m3 and per-tensor scales as meld_gemm_fp8's: each
+ * [N, k] (nn.Linear layout only) in fp8 e4m3 and scales as meld_gemm_fp8's (per tensor, or
+ * rowwise by .scaling: scale_a [M], scale_b [N], this rank's own): each
  * rank's product (*scale_a) (*scale_b) A_r x B_r^T in fp32, its partials sent in bf16 and summed
  * in fp32 by their owner, C bf16. Scales may differ per rank (each rank's own product is
  * scaled before the sum). Needs: k a multiple of 16; lda, ldb >= k and multiples of 16; ldc as
@@ -531,8 +545,9 @@ typedef struct {
   int64_t lda;
   const void *b;            /* e4m3 [N, k], ld ldb                                           */
   int64_t ldb;
-  const float *scale_a;     /* device, one fp32; NULL = 1                                    */
-  const float *scale_b;     /* device, one fp32; NULL = 1                                    */
+  const float *scale_a;     /* device fp32: one, or M (MELD_FP8_ROWWISE_A); NULL = 1          */
+  const float *scale_b;     /* device fp32: one, or N (MELD_FP8_ROWWISE_B); NULL = 1          */
+  meld_fp8_scaling_t scaling; /* MELD_FP8_PER_TENSOR (0) unless rowwise                      */
   void *c;                  /* bf16: meld_gemm_rs_fp8 [rows, N] (meld_gemm_rs_rows), meld_gemm_ar_fp8 [M, N] */
   int64_t ldc;
   int64_t m, n, k;
@@ -588,7 +603,10 @@ meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cu
  * layout only) in fp8 e4m3 and per-tensor scales as meld_gemm_fp8's: C (bf16) = (*scale_a)
  * (*scale_b) AllGather(A) x B^T. The shard travels in fp8 (half the bytes of bf16); a_gathered,
  * if given, receives the gathered e4m3 rows. Every rank passes the same scale values (the
- * kernel reads each rank's own: AllGather of A assumes one quantization of A). Needs: k a
+ * kernel reads each rank's own: AllGather of A assumes one quantization of A). .scaling may be
+ * MELD_FP8_ROWWISE_B (scale_b: n_loc values, this rank's columns); a per-row scale_a
+ * (MELD_FP8_ROWWISE_A / MELD_FP8_ROWWISE) is not supported yet (MELD_ERR_UNSUPPORTED: the
+ * gathered rows' scales would have to travel with them). Needs: k a
  * multiple of 16; lda, ldb, ld_gathered >= k and multiples of 16; ldc >= n_loc, a multiple of 8;
  * workspace_bytes >= nranks * roundup(m_loc, 128) * k. Ranks that call meld_ag_gemm and
  * meld_ag_gemm_fp8 together fail the call with an argument mismatch. Fails as meld_ag_gemm. */
@@ -598,7 +616,8 @@ typedef struct {
   const void *b;            /* e4m3 [n_loc, k], ld ldb                                       */
   int64_t ldb;
   const float *scale_a;     /* device, one fp32; NULL = 1                                    */
-  const float *scale_b;     /* device, one fp32; NULL = 1                                    */
+  const float *scale_b;     /* device fp32: one, or n_loc (MELD_FP8_ROWWISE_B); NULL = 1      */
+  meld_fp8_scaling_t scaling; /* MELD_FP8_PER_TENSOR (0) or MELD_FP8_ROWWISE_B               */
   void *c;                  /* bf16 [M, n_loc], ld ldc                                       */
   int64_t ldc;
   void *a_gathered;         /* NULL, or e4m3 [M, k] with ld ld_gathered                      */

@@ -43,6 +43,10 @@ GEMM_RS_UNFUSED = 2
 MOE_ACT_NONE = 0
 MOE_ACT_SWIGLU = 1
 SPLIT_NOCOLOR = -1
+FP8_PER_TENSOR = 0
+FP8_ROWWISE_A = 1
+FP8_ROWWISE_B = 2
+FP8_ROWWISE = 3
 
 # The header's constants the layout test compares (name in meld.h -> value here).
 CONSTANTS = {
@@ -55,6 +59,8 @@ CONSTANTS = {
     "MELD_GEMM_RS_AUTO": GEMM_RS_AUTO, "MELD_GEMM_RS_FUSED": GEMM_RS_FUSED,
     "MELD_GEMM_RS_UNFUSED": GEMM_RS_UNFUSED, "MELD_MOE_ACT_NONE": MOE_ACT_NONE,
     "MELD_MOE_ACT_SWIGLU": MOE_ACT_SWIGLU, "MELD_SPLIT_NOCOLOR": SPLIT_NOCOLOR,
+    "MELD_FP8_PER_TENSOR": FP8_PER_TENSOR, "MELD_FP8_ROWWISE_A": FP8_ROWWISE_A,
+    "MELD_FP8_ROWWISE_B": FP8_ROWWISE_B, "MELD_FP8_ROWWISE": FP8_ROWWISE,
 }
 
 
@@ -82,7 +88,8 @@ class GemmArgs(ctypes.Structure):
 
 class GemmFp8Args(ctypes.Structure):
     _fields_ = [("a", c_void_p), ("lda", c_int64), ("b", c_void_p), ("ldb", c_int64),
-                ("scale_a", c_void_p), ("scale_b", c_void_p), ("c", c_void_p), ("ldc", c_int64),
+                ("scale_a", c_void_p), ("scale_b", c_void_p), ("scaling", c_int), ("c", c_void_p),
+                ("ldc", c_int64),
                 ("m", c_int64), ("n", c_int64), ("k", c_int64), ("sm_count", c_int)]
 
 
@@ -109,13 +116,15 @@ class AgGemmArgs(ctypes.Structure):
 
 class GemmRsFp8Args(ctypes.Structure):
     _fields_ = [("a", c_void_p), ("lda", c_int64), ("b", c_void_p), ("ldb", c_int64),
-                ("scale_a", c_void_p), ("scale_b", c_void_p), ("c", c_void_p), ("ldc", c_int64),
+                ("scale_a", c_void_p), ("scale_b", c_void_p), ("scaling", c_int), ("c", c_void_p),
+                ("ldc", c_int64),
                 ("m", c_int64), ("n", c_int64), ("k", c_int64), ("algo", c_int)]
 
 
 class AgGemmFp8Args(ctypes.Structure):
     _fields_ = [("a_shard", c_void_p), ("lda", c_int64), ("b", c_void_p), ("ldb", c_int64),
-                ("scale_a", c_void_p), ("scale_b", c_void_p), ("c", c_void_p), ("ldc", c_int64),
+                ("scale_a", c_void_p), ("scale_b", c_void_p), ("scaling", c_int), ("c", c_void_p),
+                ("ldc", c_int64),
                 ("a_gathered", c_void_p), ("ld_gathered", c_int64), ("m_loc", c_int64),
                 ("n_loc", c_int64), ("k", c_int64)]
 

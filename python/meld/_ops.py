@@ -201,32 +201,44 @@ def _fp8_operands(a, an, b, bn, device, what):
     return dev, _ld16(a, an), _ld16(b, bn)
 
 
-def _scale(s, name, device):
-    """The device pointer of a per-tensor scale (None: 1)."""
+def _scale(s, name, device, rows):
+    """(device pointer, rowwise) of a scale: one element (per tensor; None: 1) or `rows`
+    elements, one per row of the operand (torch._scaled_mm's rowwise scales, [rows, 1] or
+    [1, rows], contiguous)."""
     if s is None:
-        return None
+        return None, 0
     _tensor(s, name, device, (_torch().float32,))
-    if s.numel() != 1:
-        raise _err(f"{name}: shape {tuple(s.shape)}; expected one element (a per-tensor scale, "
-                   "as torch._scaled_mm's)")
-    return s.data_ptr()
+    if s.numel() == 1:
+        return s.data_ptr(), 0
+    if s.numel() == rows and s.is_contiguous():
+        return s.data_ptr(), 1
+    raise _err(f"{name}: shape {tuple(s.shape)}; expected one element (per tensor) or {rows} "
+               "contiguous elements (one per row, as torch._scaled_mm's rowwise scales)")
+
+
+def _scales(scale_a, m, scale_b, n, device):
+    """(scale_a pointer, scale_b pointer, meld_fp8_scaling_t)."""
+    sa, ra = _scale(scale_a, "scale_a", device, m)
+    sb, rb = _scale(scale_b, "scale_b", device, n)
+    return sa, sb, ra * C.FP8_ROWWISE_A | rb * C.FP8_ROWWISE_B
 
 
 def gemm_fp8(a, b, scale_a=None, scale_b=None, *, out=None, sm_count=0):
     """C = scale_a * scale_b * a x b^T in bf16: a [M, K] and b [N, K] (nn.Linear's weight layout)
     float8_e4m3fn with contiguous rows, K and the row strides multiples of 16; scale_a, scale_b
-    one-element float32 tensors on the device (torch._scaled_mm's per-tensor scales, read when
-    the kernel runs) or None (1). fp32 accumulation in the tensor cores' FP8 mode, as
+    float32 tensors on the device, read when the kernel runs: one element each (per tensor) or,
+    rowwise, M for scale_a ([M, 1]) and N for scale_b ([1, N]) as torch._scaled_mm's (each
+    operand on its own), or None (1). fp32 accumulation in the tensor cores' FP8 mode, as
     torch._scaled_mm(a, b.t(), scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=True)."""
     if _compiling():
         _no_out(out=out)
         return _torch().ops.meld.gemm_fp8(a, b, scale_a, scale_b, int(sm_count))
     dev, lda, ldb = _fp8_operands(a, "a", b, "b", None, "gemm_fp8")
     m, k = a.shape
-    sa, sb = _scale(scale_a, "scale_a", dev), _scale(scale_b, "scale_b", dev)
     n = b.size(0)
+    sa, sb, scaling = _scales(scale_a, m, scale_b, n, dev)
     c = _out(out, (m, n), _torch().bfloat16, dev)
-    args = C.GemmFp8Args(a.data_ptr(), lda, b.data_ptr(), ldb, sa, sb, c.data_ptr(),
+    args = C.GemmFp8Args(a.data_ptr(), lda, b.data_ptr(), ldb, sa, sb, scaling, c.data_ptr(),
                          _rows(c, "out"), m, n, k, int(sm_count))
     _call(dev, C.lib.meld_gemm_fp8, ctypes.byref(args), _stream(dev))
     return c
@@ -613,7 +625,8 @@ class Comm:
         [m_loc, K] (every rank the same m_loc and K) and w [n_loc, K] (nn.Linear's layout only)
         float8_e4m3fn with contiguous rows, K and the row strides multiples of 16; scale_a,
         scale_b one-element float32 tensors on the device (read when the kernel runs) or None
-        (1). Every rank passes the same scale_a value (the gathered rows are one quantization of
+        (1); scale_b may be rowwise (n_loc elements, this rank's columns; a rowwise scale_a is
+        not supported yet: the call raises). Every rank passes the same scale_a value (the gathered rows are one quantization of
         A; each rank's kernel applies its own). C [P * m_loc, n_loc]. The shard travels in fp8.
         gathered=True (or a float8_e4m3fn [P * m_loc, K] tensor) also returns the gathered A
         (fp8): (C, A)."""
@@ -626,15 +639,14 @@ class Comm:
         _, lda, ldb = _fp8_operands(a_shard, "a_shard", w, "w", self.device, "ag_gemm_fp8")
         m_loc, k = a_shard.shape
         n = w.size(0)
-        sa = _scale(scale_a, "scale_a", self.device)
-        sb = _scale(scale_b, "scale_b", self.device)
+        sa, sb, scaling = _scales(scale_a, m_loc, scale_b, n, self.device)
         c = _out(out, (self.nranks * m_loc, n), _torch().bfloat16, self.device)
         g = None
         if gathered is True:
             g = _out(None, (self.nranks * m_loc, k), a_shard.dtype, self.device)
         elif gathered is not None and gathered is not False:
             g = _out(gathered, (self.nranks * m_loc, k), a_shard.dtype, self.device, "gathered")
-        args = C.AgGemmFp8Args(a_shard.data_ptr(), lda, w.data_ptr(), ldb, sa, sb, c.data_ptr(),
+        args = C.AgGemmFp8Args(a_shard.data_ptr(), lda, w.data_ptr(), ldb, sa, sb, scaling, c.data_ptr(),
                                _rows(c, "out"), g.data_ptr() if g is not None else None,
                                _ld16(g, "gathered") if g is not None else 0, m_loc, n, k)
         _call(self.device, C.lib.meld_ag_gemm_fp8, self._handle(), ctypes.byref(args),
@@ -646,11 +658,10 @@ class Comm:
         algos = {"auto": C.GEMM_RS_AUTO, "fused": C.GEMM_RS_FUSED, "unfused": C.GEMM_RS_UNFUSED}
         if algo not in algos:
             raise _err(f"algo: {algo!r}; expected one of {', '.join(algos)}")
-        sa = _scale(scale_a, "scale_a", self.device)
-        sb = _scale(scale_b, "scale_b", self.device)
         n = w.size(0)
+        sa, sb, scaling = _scales(scale_a, a.size(0), scale_b, n, self.device)
         c = _out(out, (rows, n), _torch().bfloat16, self.device)
-        args = C.GemmRsFp8Args(a.data_ptr(), lda, w.data_ptr(), ldb, sa, sb, c.data_ptr(),
+        args = C.GemmRsFp8Args(a.data_ptr(), lda, w.data_ptr(), ldb, sa, sb, scaling, c.data_ptr(),
                                _rows(c, "out") if rows else n, a.size(0), n, a.size(1),
                                algos[algo])
         _call(self.device, fn, self._handle(), ctypes.byref(args), _stream(self.device))
@@ -659,7 +670,8 @@ class Comm:
     def gemm_rs_fp8(self, a, w, scale_a=None, scale_b=None, *, out=None, algo="auto"):
         """This rank's rows of sum over ranks (scale_a * scale_b * a x w^T), bf16: a [M, K_loc]
         (this rank's K-slice) and w [N, K_loc] float8_e4m3fn as ag_gemm_fp8's; scale_a, scale_b
-        this rank's one-element float32 device tensors or None (1); they may differ per rank
+        this rank's float32 device tensors, per tensor or rowwise (M and N elements) as
+        gemm_fp8's, or None (1); they may differ per rank
         (each rank's product is scaled before the sum). Returns [count, N] for (first, count) =
         gemm_rs_rows(M)."""
         if _compiling():

@@ -443,9 +443,12 @@ typedef struct {
   /* FP8 (meld_gemm_fp8): A and B are e4m3; the engine sees them as bf16 matrices of half the
    * K (the same bytes: TMA boxes, swizzle, stages and k-blocks are byte-for-byte those of bf16,
    * a k-block is 128 fp8 elements) and runs the m64nNk32 e4m3 wgmma instead of m64nNk16 bf16.
-   * Each tile's (or piece's) fp32 accumulators are multiplied by *scale_a * *scale_b before
-   * its epilogue (per-tensor scales, device memory: graph replays may change them). */
+   * Each tile's (or piece's) fp32 accumulators are multiplied by the scales before its
+   * epilogue (device memory: graph replays may change them). fp8_rows: bit 0, scale_a holds
+   * one fp32 per row of A (m); bit 1, scale_b one per row of B (n, C's columns); a clear bit:
+   * that scale is one fp32 (per tensor). */
   int32_t fp8;
+  int32_t fp8_rows;
   const float *scale_a, *scale_b;
 } gemm_params_t;
 
@@ -1849,6 +1852,48 @@ __device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gem
     }
 }
 
+/* FP8: a tile's (or piece's) fp32 accumulators times the scales (gemm_params_t.fp8_rows). The
+ * m64nN fragment: thread tid of warpgroup g holds rows 64 g + 16 (tid / 32) + (tid % 32) / 4
+ * (+ 8 for acc[4j + 2, 3]) and columns 8 j + 2 (tid % 4) (+ 1 for odd i) of the tile. Rows and
+ * columns past C's edge get scale 0 (their accumulators are not stored). */
+template <int BN>
+__device__ __forceinline__ void gemm_fp8_scale(const gemm_params_t *p, const gemm_tile_t &t, int g, int tid,
+                                               float *acc) {
+  const int rows = p->fp8_rows;
+  if (!rows) { /* per tensor */
+    const float sc = __ldg(p->scale_a) * __ldg(p->scale_b);
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] *= sc;
+    return;
+  }
+  const int r0 = t.m_blk * GEMM_BM + 64 * g + 16 * (tid >> 5) + ((tid & 31) >> 2);
+  float s0, s1;
+  if (rows & 1) {
+    s0 = r0 < p->m ? __ldg(p->scale_a + r0) : 0.f;
+    s1 = r0 + 8 < p->m ? __ldg(p->scale_a + r0 + 8) : 0.f;
+  } else {
+    s0 = s1 = __ldg(p->scale_a);
+  }
+  if (!(rows & 2)) {
+    const float sb = __ldg(p->scale_b);
+    s0 *= sb, s1 *= sb;
+  }
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    acc[4 * j] *= s0, acc[4 * j + 1] *= s0, acc[4 * j + 2] *= s1, acc[4 * j + 3] *= s1;
+  }
+  if (!(rows & 2)) return;
+  /* then the columns' (each thread its 2 BN / 8, L1 hits after the first warp; a product
+   * s_row x s_col per accumulator spilled in the DEFER and wide-tile kernels) */
+  const int c0 = t.n_blk * BN + 2 * (tid & 3);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const int c = c0 + 8 * j;
+    const float b0 = c < p->n ? __ldg(p->scale_b + c) : 0.f, b1 = c + 1 < p->n ? __ldg(p->scale_b + c + 1) : 0.f;
+    acc[4 * j] *= b0, acc[4 * j + 1] *= b1, acc[4 * j + 2] *= b0, acc[4 * j + 3] *= b1;
+  }
+}
+
 template <bool BKN, bool RED = false, int G2 = 0, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN,
           int PRE = -1, bool GRP = false, bool F8 = false>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
@@ -2011,11 +2056,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     wgmma_fence_acc128(acc);
     if (BN == GEMM_BN_WIDE) wgmma_fence_acc32(acc + 128);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
-    if (F8) { /* the per-tensor scales, before any epilogue path (a piece's partial too) */
-      const float sc = __ldg(p->scale_a) * __ldg(p->scale_b);
-#pragma unroll
-      for (int i = 0; i < BN / 2; ++i) acc[i] *= sc;
-    }
+    if (F8) gemm_fp8_scale<BN>(p, t, g, tid, acc); /* before any epilogue path (a piece's partial too) */
     if (PAD_SKIP && pad_wg) { /* (zeros as the padding rows; here, past the wgmma pipeline: set
                                  between its start and end, ptxas serializes every wgmma, C7515) */
 #pragma unroll

@@ -232,7 +232,17 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
   /* CTA s: rows s, s + S, ... of C's block; a warp per row, 4 columns per lane. */
   const int rows = !tail.store_ok() ? 0 : p->m - row0 < MT ? p->m - row0 : MT;
   const int64_t col = (int64_t)blk * SKINNY_BN + 4 * lane;
-  const float sc = F8 ? __ldg(p->scale_a) * __ldg(p->scale_b) : 1.0f;
+  /* F8: the scales (gemm_params_t.fp8_rows): the tensor parts folded into sc, the columns' own
+   * (bit 1) in sb, a row's own (bit 0) per row below */
+  const int f8_rows = F8 ? p->fp8_rows : 0;
+  const float sc = !F8 ? 1.0f : (f8_rows & 1 ? 1.0f : __ldg(p->scale_a)) * (f8_rows & 2 ? 1.0f : __ldg(p->scale_b));
+  float4 sb = make_float4(1.f, 1.f, 1.f, 1.f);
+  if (f8_rows & 2) {
+    sb.x = col < p->n ? __ldg(p->scale_b + col) : 0.f;
+    sb.y = col + 1 < p->n ? __ldg(p->scale_b + col + 1) : 0.f;
+    sb.z = col + 2 < p->n ? __ldg(p->scale_b + col + 2) : 0.f;
+    sb.w = col + 3 < p->n ? __ldg(p->scale_b + col + 3) : 0.f;
+  }
   for (int r = s + S * warp; warp < SKINNY_THREADS / 32 && r < rows; r += S * (SKINNY_THREADS / 32)) {
     const uint32_t off = sbase + (uint32_t)(r * SKINNY_RED_PITCH + 4 * lane) * 4;
     float4 v = ld_dsmem_v4f(off, 0);
@@ -243,7 +253,10 @@ __device__ __forceinline__ void gemm_skinny_run(const gemm_params_t *p, uint8_t 
       v.z += w.z;
       v.w += w.w;
     }
-    if (F8) v.x *= sc, v.y *= sc, v.z *= sc, v.w *= sc;
+    if (F8) {
+      const float sr = f8_rows & 1 ? sc * __ldg(p->scale_a + row0 + r) : sc;
+      v.x *= sr * sb.x, v.y *= sr * sb.y, v.z *= sr * sb.z, v.w *= sr * sb.w;
+    }
     if (col < p->n) {
       const int64_t o = (int64_t)(row0 + r) * p->ldc + col;
       const auto put = [&](__nv_bfloat16 *dst) {

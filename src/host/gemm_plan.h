@@ -201,24 +201,28 @@ meld_result_t gemm_launch_params(const gemm_params_t *p, int workers, cudaStream
 meld_result_t gemm_launch(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
                           cudaStream_t stream);
 
-/* FP8 (meld_gemm_fp8 and the fused ops' fp8 forms): the per-tensor scales (device pointers,
- * never NULL: gemm_fp8_scales fills NULLs with a device 1.0). Such calls pass their bf16 view:
- * the e4m3 matrices as bf16 of half the K (gemm.cuh gemm_params_t.fp8). */
+/* FP8 (meld_gemm_fp8 and the fused ops' fp8 forms): the scales (device pointers, never NULL:
+ * gemm_fp8_scales fills NULLs with a device 1.0) and rows = gemm_params_t.fp8_rows (bit 0:
+ * scale_a per row of A, bit 1: scale_b per row of B). Such calls pass their bf16 view: the
+ * e4m3 matrices as bf16 of half the K (gemm.cuh gemm_params_t.fp8). */
 typedef struct gemm_fp8 {
   const float *scale_a, *scale_b;
+  int rows;
 } gemm_fp8_t;
 
-/* f8's scales, each NULL replaced by a device 1.0. */
-meld_result_t gemm_fp8_scales(const float *scale_a, const float *scale_b, gemm_fp8_t *f8);
+/* f8's scales: scaling a meld_fp8_scaling_t (checked by gemm_fp8_validate); each NULL replaced by
+ * a device 1.0 read per tensor. */
+meld_result_t gemm_fp8_scales(const float *scale_a, const float *scale_b, int scaling, gemm_fp8_t *f8);
 
 /* k of an fp8 problem: a positive multiple of 16 (checked whatever the other sizes: the bf16
  * view halves it). */
 meld_result_t gemm_fp8_check_k(const char *fn, int64_t k);
 
 /* Validates meld_gemm_fp8-style operands (gemm_fp8_check_k included; fn names the caller in the
- * sentences): lda and ldb >= k and multiples of 16, 16-byte aligned bases, scales 4-byte aligned. */
+ * sentences): lda and ldb >= k and multiples of 16, 16-byte aligned bases, scales 4-byte
+ * aligned, scaling a meld_fp8_scaling_t. */
 meld_result_t gemm_fp8_validate(const char *fn, const void *a, int64_t lda, const void *b, int64_t ldb, int64_t k,
-                                const float *scale_a, const float *scale_b);
+                                const float *scale_a, const float *scale_b, int scaling);
 
 /* gemm_launch for the bf16 view of an fp8 problem (meld_gemm's defaults, o NULL). */
 meld_result_t gemm_launch_fp8(const meld_gemm_args_t *view, const gemm_fp8_t *f8, cudaStream_t stream);

@@ -532,7 +532,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
     }
   }
   gemm_params_t *gp = &k->g;
-  if (f8) gp->fp8 = 1, gp->scale_a = f8->scale_a, gp->scale_b = f8->scale_b;
+  if (f8) gp->fp8 = 1, gp->fp8_rows = f8->rows, gp->scale_a = f8->scale_a, gp->scale_b = f8->scale_b;
   /* Hook h: this rank's m-blocks read the shard in place. The map is the one the engine's
    * planner encodes for A = the shard alone ([m_loc, k], ld lda); rows past m_loc of the last
    * block read as zeros (the compact epilogue drops them). */
@@ -682,7 +682,12 @@ extern "C" meld_result_t meld_ag_gemm_fp8(meld_comm_t comm, const meld_ag_gemm_f
     if (a->n_loc > 0 && (!a->b || !a->c))
       return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL", fn, !a->b ? "b" : "c");
     MELD_CHECK(gemm_fp8_validate(fn, a->a_shard, a->lda, a->n_loc > 0 ? a->b : a->a_shard,
-                                 a->n_loc > 0 ? a->ldb : a->lda, a->k, a->scale_a, a->scale_b));
+                                 a->n_loc > 0 ? a->ldb : a->lda, a->k, a->scale_a, a->scale_b, (int)a->scaling));
+    if (a->scaling & MELD_FP8_ROWWISE_A)
+      return meld_error(MELD_ERR_UNSUPPORTED,
+                        "%s: a per-row scale_a (scaling %d) is not supported yet (the gathered rows' scales would "
+                        "have to travel with them); per-row scale_b (MELD_FP8_ROWWISE_B) is",
+                        fn, (int)a->scaling);
     if (a->a_gathered && (a->ld_gathered < a->k || a->ld_gathered % 16))
       return meld_error(MELD_ERR_INVALID_ARG, "%s: ld_gathered %lld must be >= k %lld and a multiple of 16", fn,
                         (long long)a->ld_gathered, (long long)a->k);
@@ -694,6 +699,6 @@ extern "C" meld_result_t meld_ag_gemm_fp8(meld_comm_t comm, const meld_ag_gemm_f
   v.c = a->c, v.ldc = a->ldc, v.a_gathered = a->a_gathered, v.ld_gathered = a->ld_gathered / 2;
   v.m_loc = a->m_loc, v.n_loc = a->n_loc, v.k = a->k / 2;
   gemm_fp8_t f8;
-  MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, &f8));
+  MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, (int)a->scaling, &f8));
   return ag_gemm_run(comm, &v, NULL, &f8, stream, NULL);
 }

@@ -317,11 +317,12 @@ __device__ const float g_fp8_one = 1.0f; /* a NULL scale */
 
 static int misaligned(const void *ptr, uintptr_t to) { return ((uintptr_t)ptr & (to - 1)) != 0; }
 
-extern "C" meld_result_t gemm_fp8_scales(const float *scale_a, const float *scale_b, gemm_fp8_t *f8) {
+extern "C" meld_result_t gemm_fp8_scales(const float *scale_a, const float *scale_b, int scaling, gemm_fp8_t *f8) {
   const float *one = NULL;
   MELD_CUDA_CHECK(cudaGetSymbolAddress((void **)&one, g_fp8_one));
   f8->scale_a = scale_a ? scale_a : one;
   f8->scale_b = scale_b ? scale_b : one;
+  f8->rows = (scale_a ? scaling & MELD_FP8_ROWWISE_A : 0) | (scale_b ? scaling & MELD_FP8_ROWWISE_B : 0);
   return MELD_OK;
 }
 
@@ -335,8 +336,11 @@ extern "C" meld_result_t gemm_fp8_check_k(const char *fn, int64_t k) {
 }
 
 extern "C" meld_result_t gemm_fp8_validate(const char *fn, const void *a, int64_t lda, const void *b, int64_t ldb,
-                                           int64_t k, const float *scale_a, const float *scale_b) {
+                                           int64_t k, const float *scale_a, const float *scale_b, int scaling) {
   MELD_CHECK(gemm_fp8_check_k(fn, k));
+  if (scaling < MELD_FP8_PER_TENSOR || scaling > MELD_FP8_ROWWISE)
+    return meld_error(MELD_ERR_INVALID_ARG, "%s: scaling %d is not a meld_fp8_scaling_t (0 per tensor .. 3 rowwise)",
+                      fn, scaling);
   if (lda < k || lda % 16 || ldb < k || ldb % 16)
     return meld_error(MELD_ERR_INVALID_ARG, "%s: lda %lld and ldb %lld must be >= k %lld and multiples of 16", fn,
                       (long long)lda, (long long)ldb, (long long)k);
@@ -356,6 +360,7 @@ extern "C" meld_result_t gemm_launch_fp8(const meld_gemm_args_t *v, const gemm_f
   int workers = 0;
   MELD_CHECK(gemm_plan_for(v, &o, stream, &p, &workers));
   p.fp8 = 1;
+  p.fp8_rows = f8->rows;
   p.scale_a = f8->scale_a;
   p.scale_b = f8->scale_b;
   return gemm_launch_params(&p, workers, stream);
@@ -370,7 +375,7 @@ extern "C" meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *a, cudaStream
   if (a->m < 0 || a->n < 0 || a->k < 1 || a->m > INT32_MAX || a->n > INT32_MAX || a->k > INT32_MAX)
     return meld_error(MELD_ERR_INVALID_ARG, "%s: m %lld, n %lld, k %lld: need m, n >= 0 and k >= 1 (each < 2^31)", fn,
                       (long long)a->m, (long long)a->n, (long long)a->k);
-  MELD_CHECK(gemm_fp8_validate(fn, a->a, a->lda, a->b, a->ldb, a->k, a->scale_a, a->scale_b));
+  MELD_CHECK(gemm_fp8_validate(fn, a->a, a->lda, a->b, a->ldb, a->k, a->scale_a, a->scale_b, (int)a->scaling));
   if (a->ldc < a->n || a->ldc % 8)
     return meld_error(MELD_ERR_INVALID_ARG, "%s: ldc %lld must be >= n %lld and a multiple of 8", fn,
                       (long long)a->ldc, (long long)a->n);
@@ -382,6 +387,6 @@ extern "C" meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *a, cudaStream
   v.a = a->a, v.lda = a->lda / 2, v.b = a->b, v.ldb = a->ldb / 2, v.b_layout = MELD_B_NK;
   v.c = a->c, v.ldc = a->ldc, v.m = a->m, v.n = a->n, v.k = a->k / 2, v.sm_count = a->sm_count;
   gemm_fp8_t f8;
-  MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, &f8));
+  MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, (int)a->scaling, &f8));
   return gemm_launch_fp8(&v, &f8, stream);
 }

@@ -640,7 +640,7 @@ static meld_result_t gemm_rs_fused(meld_comm_t comm, const meld_gemm_rs_args_t *
       k.g.counters = skc;
     }
   }
-  if (f8) k.g.fp8 = 1, k.g.scale_a = f8->scale_a, k.g.scale_b = f8->scale_b;
+  if (f8) k.g.fp8 = 1, k.g.fp8_rows = f8->rows, k.g.scale_a = f8->scale_a, k.g.scale_b = f8->scale_b;
   gemm_epilogue_hook_t *e = &k.g.epi;
   k.g.order.m_rotate = pl->m_rotate;
   if (pl->ileave && !(diag & 8)) { /* (the interleaved owner order, MELD_GEMM_RS_ORDER=ileave) */
@@ -1019,14 +1019,14 @@ static meld_result_t gemm_rs_fp8_entry(meld_comm_t comm, const meld_gemm_rs_fp8_
   if (a->m > 0 && a->n > 0) {
     if (!a->a || !a->b || !a->c)
       return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL", fn, !a->a ? "a" : !a->b ? "b" : "c");
-    MELD_CHECK(gemm_fp8_validate(fn, a->a, a->lda, a->b, a->ldb, a->k, a->scale_a, a->scale_b));
+    MELD_CHECK(gemm_fp8_validate(fn, a->a, a->lda, a->b, a->ldb, a->k, a->scale_a, a->scale_b, (int)a->scaling));
   }
   meld_gemm_rs_args_t v;
   memset(&v, 0, sizeof v);
   v.a = a->a, v.lda = a->lda / 2, v.b = a->b, v.ldb = a->ldb / 2, v.b_layout = MELD_B_NK;
   v.c = a->c, v.ldc = a->ldc, v.m = a->m, v.n = a->n, v.k = a->k / 2, v.algo = a->algo;
   gemm_fp8_t f8;
-  MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, &f8));
+  MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, (int)a->scaling, &f8));
   return gemm_rs_entry(comm, &v, is_ar, &f8, stream);
 }
 

@@ -12,7 +12,7 @@
  * Cases: one tile of one k-block, tails in every dimension (k a multiple of 16 but not of 128),
  * padded leading dimensions, 1 SM (the persistent loop), the small-M kernel (decode rows and
  * few-tile shapes), stream-K and the 128 x 320 tile (2048 x 5120 x 8192), large squares; NULL
- * scales (= 1);
+ * scales (= 1); rowwise scales (MELD_FP8_ROWWISE and each operand's alone) on those paths;
  * a CUDA graph replayed after the scales changed in device memory (the kernel reads them); bad
  * arguments refused with their reasons. */
 #include <cublas_v2.h>
@@ -102,15 +102,36 @@ typedef struct {
   int pad;      /* extra elements on every leading dimension (a multiple of 16) */
   int sm_count; /* 0 = all */
   int cpu_ref;
-  int scales;   /* 0: NULL scales; 1: device scales 0.37 and 1.9 */
+  int scales;   /* 0: NULL scales; 1: device scales 0.37 and 1.9; rowwise (random per row, both
+                   signs): 2 MELD_FP8_ROWWISE, 3 MELD_FP8_ROWWISE_A (scale_b 1.9), 4 MELD_FP8_ROWWISE_B
+                   (scale_a 0.37) */
 } fp8_case_t;
+
+/* n random scales in +-[1/8, 4), about a third negative (fixed seed). */
+static float *host_scales(int64_t n, uint64_t seed) {
+  float *s = (float *)malloc((size_t)n * 4);
+  for (int64_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = (double)(seed >> 11) / 9007199254740992.0; /* [0, 1) */
+    s[i] = (float)((0.125 + 3.875 * u) * ((seed >> 7) % 3 == 0 ? -1 : 1));
+  }
+  return s;
+}
+
+static float *dev_copy(const float *h, int64_t n) {
+  float *d = NULL;
+  GT_CUDA(cudaMalloc(&d, (size_t)n * 4));
+  GT_CUDA(cudaMemcpy(d, h, (size_t)n * 4, cudaMemcpyHostToDevice));
+  return d;
+}
 
 static void run_case(const fp8_case_t *tc) {
   const int64_t m = tc->m, n = tc->n, k = tc->k;
   const int64_t lda = k + tc->pad, ldb = k + tc->pad, ldc = n + (tc->pad / 2) + (8 - n % 8) % 8, extra = 8;
   char name[128];
+  static const char *scale_names[] = {"", " scaled", " rowwise", " rowwise-a", " rowwise-b"};
   snprintf(name, sizeof name, "fp8 %lldx%lldx%lld pad %d sms %d%s", (long long)m, (long long)n, (long long)k, tc->pad,
-           tc->sm_count, tc->scales ? " scaled" : "");
+           tc->sm_count, scale_names[tc->scales]);
   uint8_t *a = dev_e4m3(m, k, lda, 11 + m * 3 + k), *b = dev_e4m3(n, k, ldb, 12 + n * 5 + k);
   float *sc = NULL;
   const float hs[2] = {0.37f, 1.9f};
@@ -124,16 +145,28 @@ static void run_case(const fp8_case_t *tc) {
   g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.c = c, g.ldc = ldc, g.m = m, g.n = n, g.k = k;
   g.sm_count = tc->sm_count;
   if (tc->scales) g.scale_a = sc, g.scale_b = sc + 1;
+  const int rw = tc->scales == 2 ? MELD_FP8_ROWWISE : tc->scales == 3 ? MELD_FP8_ROWWISE_A
+                 : tc->scales == 4                   ? MELD_FP8_ROWWISE_B
+                                                     : MELD_FP8_PER_TENSOR;
+  float *ha = (rw & MELD_FP8_ROWWISE_A) ? host_scales(m, 31 + m) : NULL;
+  float *hb = (rw & MELD_FP8_ROWWISE_B) ? host_scales(n, 37 + n) : NULL;
+  float *da = ha ? dev_copy(ha, m) : NULL, *db = hb ? dev_copy(hb, n) : NULL;
+  if (da) g.scale_a = da;
+  if (db) g.scale_b = db;
+  g.scaling = (meld_fp8_scaling_t)rw;
   GT_MELD(meld_gemm_fp8(&g, 0));
   GT_CUDA(cudaDeviceSynchronize());
   uint16_t *ch = (uint16_t *)malloc((size_t)(m + extra) * ldc * 2);
   float *want = (float *)malloc((size_t)m * n * 4);
   GT_CUDA(cudaMemcpy(ch, c, (size_t)(m + extra) * ldc * 2, cudaMemcpyDeviceToHost));
-  reference(a, lda, b, ldb, tc->scales ? hs[0] * hs[1] : 1.0f, m, n, k, tc->cpu_ref, want);
+  reference(a, lda, b, ldb, rw ? 1.0f : tc->scales ? hs[0] * hs[1] : 1.0f, m, n, k, tc->cpu_ref, want);
+  if (rw)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) want[i * n + j] *= (ha ? ha[i] : hs[0]) * (hb ? hb[j] : hs[1]);
   const double err = check_c(name, ch, ldc, extra, want, m, n);
   gt_log("%-44s %s ref  rel err %.2e", name, tc->cpu_ref ? "C     " : "cuBLAS", err);
-  free(ch), free(want);
-  cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(sc);
+  free(ch), free(want), free(ha), free(hb);
+  cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(sc), cudaFree(da), cudaFree(db);
 }
 
 /* A graph of one call, replayed with new scales written between replays: C follows them. */
@@ -193,8 +226,8 @@ static void test_bad_args(void) {
   struct {
     const char *what, *says;
     meld_gemm_fp8_args_t g;
-  } bad[8];
-  for (int i = 0; i < 8; i++) bad[i].g = ok;
+  } bad[9];
+  for (int i = 0; i < 9; i++) bad[i].g = ok;
   bad[0].what = "k 200", bad[0].says = "multiple of 16", bad[0].g.k = 200;
   bad[1].what = "lda 264", bad[1].says = "lda", bad[1].g.lda = 264;
   bad[2].what = "ldb < k", bad[2].says = "ldb", bad[2].g.ldb = 128;
@@ -203,7 +236,8 @@ static void test_bad_args(void) {
   bad[5].what = "c misaligned", bad[5].says = "16-byte aligned", bad[5].g.c = x + 8;
   bad[6].what = "m < 0", bad[6].says = "m -1", bad[6].g.m = -1;
   bad[7].what = "scale misaligned", bad[7].says = "scale", bad[7].g.scale_a = (const float *)(x + 2);
-  for (int i = 0; i < 8; i++) {
+  bad[8].what = "scaling 4", bad[8].says = "scaling 4", bad[8].g.scaling = (meld_fp8_scaling_t)4;
+  for (int i = 0; i < 9; i++) {
     const meld_result_t r = meld_gemm_fp8(&bad[i].g, 0);
     GT_CHECK(r == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), bad[i].says), "fp8 %s: %d (%s)", bad[i].what,
              (int)r, meld_last_error());
@@ -251,6 +285,22 @@ int main(void) {
       {4096, 4096, 4096, 0, 0, 0, 1},
       {8192, 8192, 8192, 0, 0, 0, 1},
       {8000, 7000, 4000, 0, 0, 0, 1},
+      /* rowwise scales on every kernel path: one tile, tails (rows and columns past C's edge),
+       * the persistent loop, the small-M kernel (decode rows, tails), split pieces, the wide
+       * tile, large; each operand's rows alone */
+      {128, 256, 128, 0, 1, 1, 2},
+      {300, 200, 144, 16, 0, 1, 2},
+      {520, 1000, 1008, 32, 1, 1, 2},
+      {16, 8192, 8192, 0, 0, 0, 2},
+      {7, 1000, 4112, 16, 0, 1, 2},
+      {33, 1100, 528, 0, 0, 1, 3},
+      {128, 264, 8192, 0, 0, 0, 2},
+      {512, 4096, 7168, 0, 0, 0, 2},
+      {2048, 5120, 8192, 0, 0, 0, 2},
+      {1000, 1000, 4112, 0, 0, 0, 3},
+      {1000, 1000, 4112, 0, 0, 0, 4},
+      {64, 4096, 4096, 0, 0, 0, 4},
+      {8000, 7000, 4000, 0, 0, 0, 2},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_case(&cases[i]);

@@ -356,14 +356,25 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
  * the gathered e4m3 rows bitwise; ml 128 (the fused schedule), ml 100 (the plan's choice for a
  * shard under 128 rows) and MELD_SCHEDULE=unfused (set by rank 0 between barriers). */
 static uint8_t *g_a8[IP_MAX], *g_b8[IP_MAX];
+/* Rowwise scales (MELD_FP8_ROWWISE): rank q's scale of A's row i and of B's row j, both signs. */
+static float rw_sa(int q, int64_t i) { return (0.5f + 0.25f * q + 0.125f * (float)(i % 5)) * (i % 3 == 1 ? -1.f : 1.f); }
+static float rw_sb(int q, int64_t j) { return (0.75f + 0.0625f * q + 0.25f * (float)(j % 7)) * (j % 4 == 3 ? -1.f : 1.f); }
+static float *dev_rw(int q, int64_t n, int of_b) {
+  float *h = (float *)malloc((size_t)n * 4), *d = NULL;
+  for (int64_t i = 0; i < n; i++) h[i] = of_b ? rw_sb(q, i) : rw_sa(q, i);
+  GT_CUDA(cudaMalloc(&d, (size_t)n * 4));
+  GT_CUDA(cudaMemcpy(d, h, (size_t)n * 4, cudaMemcpyHostToDevice));
+  free(h);
+  return d;
+}
 static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   const int64_t N = 384, K = 1040; /* (K a multiple of 16, not of 128: the last k-block partial) */
   float *sc = NULL;
   const float hs[2] = {0.5f, 0.75f};
   GT_CUDA(cudaMalloc(&sc, 8));
   GT_CUDA(cudaMemcpy(sc, hs, 8, cudaMemcpyHostToDevice));
-  static const char *const vname[3] = {"fused", "default (m_loc 100)", "unfused"};
-  for (int v = 0; v < 3; v++) {
+  static const char *const vname[4] = {"fused", "default (m_loc 100)", "unfused", "fused rowwise-b"};
+  for (int v = 0; v < 4; v++) {
     const int64_t ml = v == 1 ? 100 : 128;
     const size_t na = (size_t)ml * K, nb = (size_t)N * K, nc = (size_t)P * ml * N;
     uint8_t *A, *B, *G;
@@ -388,6 +399,14 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     memset(&g, 0, sizeof g);
     g.a_shard = A, g.lda = K, g.b = B, g.ldb = K, g.scale_a = sc, g.scale_b = sc + 1, g.c = C, g.ldc = N;
     g.a_gathered = G, g.ld_gathered = K, g.m_loc = ml, g.n_loc = N, g.k = K;
+    float *sbr = v == 3 ? dev_rw(rank, N, 1) : NULL; /* per-row scale_b: this rank's columns */
+    if (v == 3) {
+      g.scaling = MELD_FP8_ROWWISE; /* a per-row scale_a: refused before anything is enqueued */
+      const meld_result_t r = meld_ag_gemm_fp8(comm, &g, st);
+      GT_CHECK(r == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "scale_a"),
+               "ag_gemm_fp8 rowwise scale_a: %d (%s)", (int)r, meld_last_error());
+      g.scaling = MELD_FP8_ROWWISE_B, g.scale_b = sbr;
+    }
     GT_MELD(meld_ag_gemm_fp8(comm, &g, st));
     uint16_t *host = (uint16_t *)malloc(nc * 2);
     uint8_t *gh = (uint8_t *)malloc((size_t)P * na);
@@ -408,7 +427,7 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
       const uint8_t *ar = g_a8[i / ml] + (i % ml) * K, *br = g_b8[rank] + j * K;
       double d = 0;
       for (int64_t q = 0; q < K; q++) d += (double)gt_e4m3_value(ar[q]) * gt_e4m3_value(br[q]);
-      d *= hs[0] * hs[1];
+      d *= hs[0] * (v == 3 ? rw_sb(rank, j) : hs[1]);
       const double e = (double)bf2f(host[i * N + j]) - d;
       num += e * e, den += d * d;
     }
@@ -419,13 +438,15 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
            (long long)ml, (long long)N, (long long)K, e);
     pthread_barrier_wait(&g_bar); /* the peers' references read g_a8 / g_b8 */
     free(host), free(gh);
+    GT_CUDA(cudaFree(sbr));
     GT_CUDA(cudaFree(A));
     GT_CUDA(cudaFree(B));
     GT_CUDA(cudaFree(G));
     GT_CUDA(cudaFree(C));
   }
   /* meld_gemm_rs_fp8 / meld_gemm_ar_fp8, fused and unfused: A_r [M, K], B_r [N, K] e4m3, rank r's
-   * scale_a 0.5 + 0.25 r (scales may differ per rank), scale_b 0.75 */
+   * scale_a 0.5 + 0.25 r (scales may differ per rank), scale_b 0.75; then rowwise (rw_sa, rw_sb:
+   * each rank's rows scaled before the sum) */
   {
     const int64_t M = P > 2 ? 128 * P : 256;
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
@@ -445,12 +466,15 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
     uint16_t *host = (uint16_t *)malloc(nc * 2);
+    float *sar = dev_rw(rank, M, 0), *sbr = dev_rw(rank, N, 1);
+    for (int rw = 0; rw < 2; rw++)
     for (int is_ar = 0; is_ar < 2; is_ar++)
       for (int algo = 1; algo <= 2; algo++) {
         meld_gemm_rs_fp8_args_t a;
         memset(&a, 0, sizeof a);
         a.a = A, a.lda = K, a.b = B, a.ldb = K, a.scale_a = sc, a.scale_b = sc + 1, a.c = C, a.ldc = N;
         a.m = M, a.n = N, a.k = K, a.algo = (meld_gemm_rs_algo_t)algo;
+        if (rw) a.scale_a = sar, a.scale_b = sbr, a.scaling = MELD_FP8_ROWWISE;
         int64_t r0 = 0, rows = M;
         if (!is_ar) GT_MELD(meld_gemm_rs_rows(M, P, rank, &r0, &rows));
         GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
@@ -467,19 +491,21 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
             const uint8_t *ar = g_a8[q] + (r0 + i) * K, *br = g_b8[q] + j * K;
             double d = 0;
             for (int64_t x = 0; x < K; x++) d += (double)gt_e4m3_value(ar[x]) * gt_e4m3_value(br[x]);
-            sum += d * (0.5 + 0.25 * q) * 0.75;
+            sum += d * (rw ? (double)rw_sa(q, r0 + i) * rw_sb(q, j) : (0.5 + 0.25 * q) * 0.75);
           }
           const double e = (double)bf2f(host[i * N + j]) - sum;
           num += e * e, den += sum * sum;
         }
         const double e = den > 0 ? sqrt(num / den) : (rows > 0 ? 1.0 : 0.0);
-        GT_CHECK(e <= 1e-2, "%s_fp8 %s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs",
-                 algo == 1 ? "fused" : "unfused", (long long)M, (long long)N, (long long)K, e);
-        gt_log("%s_fp8 %s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs", algo == 1 ? "fused" : "unfused",
-               (long long)M, (long long)N, (long long)K, e);
+        GT_CHECK(e <= 1e-2, "%s_fp8 %s%s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs",
+                 algo == 1 ? "fused" : "unfused", rw ? " rowwise" : "", (long long)M, (long long)N, (long long)K, e);
+        gt_log("%s_fp8 %s%s %lld x %lld x %lld: rel err %.3g", is_ar ? "gemm_ar" : "gemm_rs",
+               algo == 1 ? "fused" : "unfused", rw ? " rowwise" : "", (long long)M, (long long)N, (long long)K, e);
       }
     pthread_barrier_wait(&g_bar); /* the peers' references read g_a8 / g_b8 */
     free(host);
+    GT_CUDA(cudaFree(sar));
+    GT_CUDA(cudaFree(sbr));
     GT_CUDA(cudaFree(A));
     GT_CUDA(cudaFree(B));
     GT_CUDA(cudaFree(C));

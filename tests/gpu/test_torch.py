@@ -165,6 +165,22 @@ def test_fp8(dev, seed=6000):
                       f"{str(e)[:300]}")
         if i == 0:
             close(meld.gemm_fp8(a, b, sm_count=8), ref, f"gemm_fp8 {m} x {n} x {k} on 8 SMs")
+        # rowwise scales (torch._scaled_mm's [M, 1] and [1, N]; both signs), and each alone
+        ra = (rnd(seed + 30 + i, m, 1, dtype=torch.float32) + 0.1).to(dev)
+        rb = (rnd(seed + 40 + i, 1, n, dtype=torch.float32) - 0.2).to(dev)
+        what = f"gemm_fp8 {m} x {n} x {k} rowwise"
+        c = meld.gemm_fp8(a, b, ra, rb, out=poison((m, n), torch.bfloat16, dev))
+        close(c, ref * ra * rb, f"{what} vs fp32")
+        close(meld.gemm_fp8(a, b, ra, None), ref * ra, f"{what} scale_a only")
+        close(meld.gemm_fp8(a, b, torch.tensor([0.5], device=dev), rb), ref * 0.5 * rb,
+              f"{what} scale_b only")
+        if m % 16 == 0 and n % 16 == 0:
+            try:
+                close(c, torch._scaled_mm(a, b.t(), ra, rb, out_dtype=torch.bfloat16,
+                                          use_fast_accum=True), f"{what} vs torch._scaled_mm")
+            except Exception as e:  # noqa: BLE001
+                check(False, f"{what}: torch._scaled_mm rowwise reference: {type(e).__name__}: "
+                      f"{str(e)[:300]}")
     a = fp8(seed + 100, 64, 40).to(dev)
     try:
         meld.gemm_fp8(a, fp8(seed + 101, 32, 40).to(dev))
@@ -182,7 +198,8 @@ def test_fp8(dev, seed=6000):
         meld.gemm_fp8(fp8(seed + 104, 64, 64).to(dev), w, torch.ones(2, device=dev))
         check(False, "gemm_fp8 with a 2-element scale_a did not raise")
     except meld.MeldArgumentError as e:
-        check("scale_a: shape (2,)" in str(e), f"gemm_fp8 2-element scale: {e}")
+        check("scale_a: shape (2,)" in str(e) and "64 contiguous" in str(e),
+              f"gemm_fp8 2-element scale: {e}")
     # torch.compile (fullgraph: torch.ops.meld.gemm_fp8), default and reduce-overhead modes
     a = fp8(seed + 200, 256, 512).to(dev)
     b = fp8(seed + 201, 384, 512).to(dev)
@@ -406,6 +423,16 @@ def test_comm_fp8(comm, dev, seed):
         close(rs, tot[first:first + count], f"gemm_rs_fp8 {M} x {N} x {K} {algo}")
         close(comm.gemm_ar_fp8(As[r], Ws[r], sa, sb, out=poison((M, N), torch.bfloat16, dev),
                                algo=algo), tot, f"gemm_ar_fp8 {M} x {N} x {K} {algo}")
+    # rowwise: each rank's own [M, 1] and [1, N] scales
+    ras = [(rnd(seed + 90 + q, M, 1, dtype=torch.float32) + 0.2).to(dev) for q in range(P)]
+    rbs = [(rnd(seed + 95 + q, 1, N, dtype=torch.float32) - 0.1).to(dev) for q in range(P)]
+    rtot = sum((As[q].float() @ Ws[q].float().T) * ras[q] * rbs[q] for q in range(P))
+    close(comm.gemm_rs_fp8(As[r], Ws[r], ras[r], rbs[r]), rtot[first:first + count],
+          f"gemm_rs_fp8 {M} x {N} x {K} rowwise")
+    close(comm.gemm_ar_fp8(As[r], Ws[r], ras[r], rbs[r]), rtot, f"gemm_ar_fp8 {M} x {N} x {K} rowwise")
+    # AllGather + GEMM with this rank's per-column scale_b (w's rows: n_loc = 384 values)
+    cb = (rnd(seed + 99 + r, 1, w.size(0), dtype=torch.float32) + 0.3).to(dev)
+    close(comm.ag_gemm_fp8(shards[r], w, scale(sa_v), cb), ref * sa_v * cb, "ag_gemm_fp8 rowwise scale_b")
     csym = comm.alloc((M, N))
     csym.fill_(float("nan"))
     comm.gemm_ar_fp8(As[r], Ws[r], sa, sb, out=csym)

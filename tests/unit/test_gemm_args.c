@@ -166,6 +166,10 @@ static void test_fp8_args(void **state) {
   expect_fp8(meld_gemm_fp8(&x, 0), "c must be 16-byte aligned");
   x = g, x.scale_b = (const float *)(uintptr_t)0x400002;
   expect_fp8(meld_gemm_fp8(&x, 0), "4-byte aligned");
+  x = g, x.scaling = (meld_fp8_scaling_t)4;
+  expect_fp8(meld_gemm_fp8(&x, 0), "meld_gemm_fp8: scaling 4 is not a meld_fp8_scaling_t");
+  x = g, x.scaling = (meld_fp8_scaling_t)-1;
+  expect_fp8(meld_gemm_fp8(&x, 0), "scaling -1");
   x = g, x.m = 0; /* empty: nothing to do, no device needed */
   assert_int_equal(meld_gemm_fp8(&x, 0), MELD_OK);
 
@@ -181,6 +185,11 @@ static void test_fp8_args(void **state) {
   expect_fp8(meld_ag_gemm_fp8(NULL, &ag, 0), "k 24");
   ag.m_loc = 128, ag.k = 1008, ag.a_gathered = FAKE_C, ag.ld_gathered = 1000;
   expect_fp8(meld_ag_gemm_fp8(NULL, &ag, 0), "ld_gathered 1000");
+  ag.ld_gathered = 1008, ag.scaling = (meld_fp8_scaling_t)5;
+  expect_fp8(meld_ag_gemm_fp8(NULL, &ag, 0), "meld_ag_gemm_fp8: scaling 5");
+  ag.scaling = MELD_FP8_ROWWISE_A; /* (a valid mode not yet supported by the fused AllGather) */
+  assert_int_equal(meld_ag_gemm_fp8(NULL, &ag, 0), MELD_ERR_UNSUPPORTED);
+  if (!strstr(meld_last_error(), "per-row scale_a")) fail_msg("message \"%s\"", meld_last_error());
 
   meld_gemm_rs_fp8_args_t rs;
   memset(&rs, 0, sizeof rs);
@@ -189,6 +198,8 @@ static void test_fp8_args(void **state) {
   expect_fp8(meld_gemm_ar_fp8(NULL, &rs, 0), "meld_gemm_ar_fp8: k 40");
   rs.k = 48, rs.lda = 40;
   expect_fp8(meld_gemm_ar_fp8(NULL, &rs, 0), "lda 40");
+  rs.lda = 48, rs.scaling = (meld_fp8_scaling_t)7;
+  expect_fp8(meld_gemm_rs_fp8(NULL, &rs, 0), "meld_gemm_rs_fp8: scaling 7");
   expect_fp8(meld_gemm_rs_fp8(NULL, NULL, 0), "args is NULL");
 }
 
