@@ -603,10 +603,11 @@ meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cu
  * layout only) in fp8 e4m3 and per-tensor scales as meld_gemm_fp8's: C (bf16) = (*scale_a)
  * (*scale_b) AllGather(A) x B^T. The shard travels in fp8 (half the bytes of bf16); a_gathered,
  * if given, receives the gathered e4m3 rows. Every rank passes the same scale values (the
- * kernel reads each rank's own: AllGather of A assumes one quantization of A). .scaling may be
- * MELD_FP8_ROWWISE_B (scale_b: n_loc values, this rank's columns); a per-row scale_a
- * (MELD_FP8_ROWWISE_A / MELD_FP8_ROWWISE) is not supported yet (MELD_ERR_UNSUPPORTED: the
- * gathered rows' scales would have to travel with them). Needs: k a
+ * kernel reads each rank's own: AllGather of A assumes one quantization of A). Rowwise by
+ * .scaling: scale_a holds this rank's m_loc rows' scales (each rank quantizes its own shard;
+ * they are all-gathered into the comm's scratch before the fused kernel: one more small
+ * meld_all_gather a call, allocated at the first call of a size, so run one before capturing a
+ * graph), scale_b this rank's n_loc columns'. Needs: k a
  * multiple of 16; lda, ldb, ld_gathered >= k and multiples of 16; ldc >= n_loc, a multiple of 8;
  * workspace_bytes >= nranks * roundup(m_loc, 128) * k. Ranks that call meld_ag_gemm and
  * meld_ag_gemm_fp8 together fail the call with an argument mismatch. Fails as meld_ag_gemm. */
@@ -615,9 +616,9 @@ typedef struct {
   int64_t lda;
   const void *b;            /* e4m3 [n_loc, k], ld ldb                                       */
   int64_t ldb;
-  const float *scale_a;     /* device, one fp32; NULL = 1                                    */
+  const float *scale_a;     /* device fp32: one, or m_loc (MELD_FP8_ROWWISE_A); NULL = 1      */
   const float *scale_b;     /* device fp32: one, or n_loc (MELD_FP8_ROWWISE_B); NULL = 1      */
-  meld_fp8_scaling_t scaling; /* MELD_FP8_PER_TENSOR (0) or MELD_FP8_ROWWISE_B               */
+  meld_fp8_scaling_t scaling; /* MELD_FP8_PER_TENSOR (0) unless rowwise                      */
   void *c;                  /* bf16 [M, n_loc], ld ldc                                       */
   int64_t ldc;
   void *a_gathered;         /* NULL, or e4m3 [M, k] with ld ld_gathered                      */

@@ -2,8 +2,9 @@
 # p1_s40a.sh — ONE GPU, session 40, call 1: rowwise FP8 scales (MELD_FP8_ROWWISE*).
 # (A) test_gemm_fp8 with rowwise cases on every kernel path (prediction: all pass, errors
 #     ~2e-3 as the per-tensor cases; the 446 earlier checks unchanged).
-# (B) test_inproc 2,3: gemm_rs_fp8 / gemm_ar_fp8 rowwise (fused and unfused) and ag_gemm_fp8 with
-#     a per-column scale_b; its per-row scale_a refused (prediction: pass).
+# (B) test_inproc 2,3: gemm_rs_fp8 / gemm_ar_fp8 rowwise (fused and unfused) and ag_gemm_fp8
+#     rowwise (the shards' row scales all-gathered into the comm's scratch first; fused, compact
+#     m_loc 200, unfused, m_loc 100) (prediction: pass).
 # (C) gemm_fp8_torch.py --rowwise (meld rowwise vs torch._scaled_mm rowwise, and meld per tensor):
 #     prediction: meld rowwise within 1-2% of meld per tensor at large shapes (the scales cost 2 +
 #     2 BN / 8 L1 loads a thread a tile); torch's rowwise path (not cuBLASLt's per-tensor kernel)

@@ -625,8 +625,9 @@ class Comm:
         [m_loc, K] (every rank the same m_loc and K) and w [n_loc, K] (nn.Linear's layout only)
         float8_e4m3fn with contiguous rows, K and the row strides multiples of 16; scale_a,
         scale_b one-element float32 tensors on the device (read when the kernel runs) or None
-        (1); scale_b may be rowwise (n_loc elements, this rank's columns; a rowwise scale_a is
-        not supported yet: the call raises). Every rank passes the same scale_a value (the gathered rows are one quantization of
+        (1), or rowwise: scale_a m_loc elements (this rank's shard's rows; all-gathered by the
+        call) and scale_b n_loc (this rank's columns). A per-tensor scale_a: every rank passes
+        the same value (the gathered rows are one quantization of
         A; each rank's kernel applies its own). C [P * m_loc, n_loc]. The shard travels in fp8.
         gathered=True (or a float8_e4m3fn [P * m_loc, K] tensor) also returns the gathered A
         (fp8): (C, A)."""

@@ -1869,8 +1869,19 @@ __device__ __forceinline__ void gemm_fp8_scale(const gemm_params_t *p, const gem
   const int r0 = t.m_blk * GEMM_BM + 64 * g + 16 * (tid >> 5) + ((tid & 31) >> 2);
   float s0, s1;
   if (rows & 1) {
-    s0 = r0 < p->m ? __ldg(p->scale_a + r0) : 0.f;
-    s1 = r0 + 8 < p->m ? __ldg(p->scale_a + r0 + 8) : 0.f;
+    /* (compact rows, epi.rows_valid: tile row r is A's row (r / rows_per_owner) rows_valid +
+     * r % rows_per_owner, a padding row past rows_valid) */
+    const auto row_scale = [&](int r) -> float {
+      if (r >= p->m) return 0.f;
+      if (p->epi.rows_valid > 0) {
+        const int i = r % p->epi.rows_per_owner;
+        if (i >= p->epi.rows_valid) return 0.f;
+        r = r / p->epi.rows_per_owner * p->epi.rows_valid + i;
+      }
+      return __ldg(p->scale_a + r);
+    };
+    s0 = row_scale(r0);
+    s1 = row_scale(r0 + 8);
   } else {
     s0 = s1 = __ldg(p->scale_a);
   }

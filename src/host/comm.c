@@ -283,7 +283,7 @@ static void comm_free(struct meld_comm *c, int collective) {
   }
   meld_symbuf_destroy(c, &c->pad);
   meld_symbuf_destroy(c, &c->workspace);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < MELD_SCRATCH_SLOTS; i++)
     if (c->unfused_scratch[i]) cudaFree(c->unfused_scratch[i]);
   while (c->retired) {
     struct meld_retired *r = c->retired;

@@ -66,6 +66,9 @@ struct meld_proto_state; /* device protocol: src/host/proto.c */
  * peers on different streams may run on different copy engines). */
 #define MELD_CE_STREAMS 4
 
+/* The comm's scratch buffers (meld_comm_scratch_slot). */
+enum { MELD_SCRATCH_OPS = 0, MELD_SCRATCH_NET = 1, MELD_SCRATCH_SCALES = 2, MELD_SCRATCH_SLOTS = 3 };
+
 struct meld_comm {
   int rank, nranks;
   int local_rank, local_size;
@@ -87,11 +90,12 @@ struct meld_comm {
   uint64_t user_buf_seq;   /* meld_mem_alloc / _register calls so far (the last seq given) */
   /* The scratch buffers (meld_comm_scratch_slot), freed at destroy: [MELD_SCRATCH_OPS] the
    * unfused ops', [MELD_SCRATCH_NET] the inter-node hierarchy's (a collective an unfused op
-   * calls on its scratch must not take the same buffer). graphed: handed out during a stream
-   * capture: a graph may use it, so a larger one replaces it without freeing it. */
-  void *unfused_scratch[2];
-  size_t unfused_scratch_bytes[2];
-  int unfused_scratch_graphed[2];
+   * calls on its scratch must not take the same buffer), [MELD_SCRATCH_SCALES] the gathered
+   * per-row fp8 scales of meld_ag_gemm_fp8. graphed: handed out during a stream capture: a
+   * graph may use it, so a larger one replaces it without freeing it. */
+  void *unfused_scratch[MELD_SCRATCH_SLOTS];
+  size_t unfused_scratch_bytes[MELD_SCRATCH_SLOTS];
+  int unfused_scratch_graphed[MELD_SCRATCH_SLOTS];
   struct meld_retired *retired; /* such replaced buffers, freed at destroy                    */
   meld_ipc_map_t *ipc_maps;/* peers' allocations mapped for registered ranges            */
   int ce_nstreams;         /* the CE engine's side streams (collectives.cu; 2+ ranks): min(P-1, 4),
@@ -144,8 +148,7 @@ int meld_split_assign(int n, const int32_t *color, const int32_t *key, int me, i
  * capturing: MELD_ERR_UNSUPPORTED, the sentence naming fn and `instead` (what else to do). */
 meld_result_t meld_comm_scratch(struct meld_comm *comm, const char *fn, const char *instead, size_t bytes,
                                 cudaStream_t stream, void **out);
-enum { MELD_SCRATCH_OPS = 0, MELD_SCRATCH_NET = 1 };
-/* The same for one of the comm's two scratch buffers (meld_comm_scratch: MELD_SCRATCH_OPS). */
+/* The same for one of the comm's scratch buffers (meld_comm_scratch: MELD_SCRATCH_OPS). */
 meld_result_t meld_comm_scratch_slot(struct meld_comm *comm, int slot, const char *fn, const char *instead,
                                      size_t bytes, cudaStream_t stream, void **out);
 

@@ -208,6 +208,8 @@ meld_result_t gemm_launch(const meld_gemm_args_t *a, const gemm_plan_opts_t *o,
 typedef struct gemm_fp8 {
   const float *scale_a, *scale_b;
   int rows;
+  int shard_rows; /* meld_ag_gemm_fp8: scale_a holds this rank's shard's rows only (rows bit 0
+                     set); ag_gemm_run gathers every rank's into the comm's scratch first */
 } gemm_fp8_t;
 
 /* f8's scales: scaling a meld_fp8_scaling_t (checked by gemm_fp8_validate); each NULL replaced by

@@ -612,6 +612,28 @@ static meld_result_t ag_launch(struct meld_comm *comm, ag_kargs_t *k, int grid, 
   return meld_launch_coop(fn, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
 }
 
+/* meld_ag_gemm_fp8 with per-row scale_a: every rank's m_loc scales gathered into the comm's
+ * scratch (meld_all_gather, fp32: rank r's at r m_loc, C's row order; the fused GEMM maps its
+ * padded rows onto them, gemm.cuh gemm_fp8_scale). Loopback: this rank's twice. One more
+ * kernel a call (a few us; the fused kernel could carry them with the rows: not yet). */
+static meld_result_t ag_gather_row_scales(struct meld_comm *comm, const float *shard, int64_t m_loc, int loop,
+                                          cudaStream_t stream, const float **out) {
+  const int P = loop ? 2 : comm->nranks;
+  float *buf = NULL;
+  MELD_CHECK(meld_comm_scratch_slot(comm, MELD_SCRATCH_SCALES, "meld_ag_gemm_fp8",
+                                    "run a call of this m_loc once before capturing", (size_t)P * (size_t)m_loc * 4,
+                                    stream, (void **)&buf));
+  if (loop) {
+    for (int r = 0; r < 2; r++)
+      MELD_CUDA_CHECK(cudaMemcpyAsync(buf + (size_t)r * m_loc, shard, (size_t)m_loc * 4, cudaMemcpyDeviceToDevice,
+                                      stream));
+  } else {
+    MELD_CHECK(meld_all_gather(comm, shard, buf, (size_t)m_loc, MELD_FP32, stream));
+  }
+  *out = buf;
+  return MELD_OK;
+}
+
 extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_args_t *args,
                                      const ag_gemm_hint_t *hint, const gemm_fp8_t *f8, cudaStream_t stream,
                                      ag_gemm_plan_t *plan_out) {
@@ -657,6 +679,12 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
     ag_gemm_plan_format(&plan, buf, sizeof buf);
     MELD_TRACE(MELD_SUB_OPS, "%s: %s", fn, buf);
   }
+  gemm_fp8_t f8g;
+  if (f8 && f8->shard_rows && plan.schedule != AG_GEMM_DIRECT) { /* every rank's row scales, in C's row order */
+    MELD_CHECK(ag_gather_row_scales(comm, f8->scale_a, args->m_loc, loop, stream, &f8g.scale_a));
+    f8g.scale_b = f8->scale_b, f8g.rows = f8->rows, f8g.shard_rows = 0;
+    f8 = &f8g;
+  }
   if (plan.schedule == AG_GEMM_DIRECT) return ag_run_direct(args, f8, stream);
   if (plan.schedule == AG_GEMM_UNFUSED) return ag_run_unfused(comm, args, f8, stream);
   MELD_CHECK(ag_device_setup(comm->device, sms));
@@ -683,11 +711,6 @@ extern "C" meld_result_t meld_ag_gemm_fp8(meld_comm_t comm, const meld_ag_gemm_f
       return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL", fn, !a->b ? "b" : "c");
     MELD_CHECK(gemm_fp8_validate(fn, a->a_shard, a->lda, a->n_loc > 0 ? a->b : a->a_shard,
                                  a->n_loc > 0 ? a->ldb : a->lda, a->k, a->scale_a, a->scale_b, (int)a->scaling));
-    if (a->scaling & MELD_FP8_ROWWISE_A)
-      return meld_error(MELD_ERR_UNSUPPORTED,
-                        "%s: a per-row scale_a (scaling %d) is not supported yet (the gathered rows' scales would "
-                        "have to travel with them); per-row scale_b (MELD_FP8_ROWWISE_B) is",
-                        fn, (int)a->scaling);
     if (a->a_gathered && (a->ld_gathered < a->k || a->ld_gathered % 16))
       return meld_error(MELD_ERR_INVALID_ARG, "%s: ld_gathered %lld must be >= k %lld and a multiple of 16", fn,
                         (long long)a->ld_gathered, (long long)a->k);
@@ -698,7 +721,9 @@ extern "C" meld_result_t meld_ag_gemm_fp8(meld_comm_t comm, const meld_ag_gemm_f
   v.a_shard = a->a_shard, v.lda = a->lda / 2, v.b = a->b, v.ldb = a->ldb / 2, v.b_layout = MELD_B_NK;
   v.c = a->c, v.ldc = a->ldc, v.a_gathered = a->a_gathered, v.ld_gathered = a->ld_gathered / 2;
   v.m_loc = a->m_loc, v.n_loc = a->n_loc, v.k = a->k / 2;
+  if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn); /* (before any CUDA call) */
   gemm_fp8_t f8;
   MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, (int)a->scaling, &f8));
+  f8.shard_rows = f8.rows & MELD_FP8_ROWWISE_A; /* (the shard's rows: gathered by ag_gemm_run) */
   return ag_gemm_run(comm, &v, NULL, &f8, stream, NULL);
 }

@@ -323,6 +323,7 @@ extern "C" meld_result_t gemm_fp8_scales(const float *scale_a, const float *scal
   f8->scale_a = scale_a ? scale_a : one;
   f8->scale_b = scale_b ? scale_b : one;
   f8->rows = (scale_a ? scaling & MELD_FP8_ROWWISE_A : 0) | (scale_b ? scaling & MELD_FP8_ROWWISE_B : 0);
+  f8->shard_rows = 0;
   return MELD_OK;
 }
 

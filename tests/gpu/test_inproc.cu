@@ -354,7 +354,8 @@ static void fused_cases(int rank, meld_comm_t comm, cudaStream_t st) {
 /* meld_ag_gemm_fp8: e4m3 shards [ml, K] and B [N, K] (random, per rank), per-tensor scales 0.5
  * and 0.75; C against a host reference of the same e4m3 values over 4096 sampled entries, and
  * the gathered e4m3 rows bitwise; ml 128 (the fused schedule), ml 100 (the plan's choice for a
- * shard under 128 rows) and MELD_SCHEDULE=unfused (set by rank 0 between barriers). */
+ * shard under 128 rows) and MELD_SCHEDULE=unfused (set by rank 0 between barriers); then rowwise
+ * scales on those paths and the fused kernel's compact rows. */
 static uint8_t *g_a8[IP_MAX], *g_b8[IP_MAX];
 /* Rowwise scales (MELD_FP8_ROWWISE): rank q's scale of A's row i and of B's row j, both signs. */
 static float rw_sa(int q, int64_t i) { return (0.5f + 0.25f * q + 0.125f * (float)(i % 5)) * (i % 3 == 1 ? -1.f : 1.f); }
@@ -373,9 +374,14 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   const float hs[2] = {0.5f, 0.75f};
   GT_CUDA(cudaMalloc(&sc, 8));
   GT_CUDA(cudaMemcpy(sc, hs, 8, cudaMemcpyHostToDevice));
-  static const char *const vname[4] = {"fused", "default (m_loc 100)", "unfused", "fused rowwise-b"};
-  for (int v = 0; v < 4; v++) {
-    const int64_t ml = v == 1 ? 100 : 128;
+  /* variants 3-6: rowwise (each rank's shard rows' rw_sa, gathered by the call; its columns'
+   * rw_sb): fused, m_loc 200 (the fused kernel's compact rows: padded tile rows mapped onto the
+   * gathered scales), unfused, m_loc 100 */
+  static const char *const vname[7] = {"fused", "default (m_loc 100)", "unfused", "fused rowwise",
+                                       "rowwise m_loc 200", "unfused rowwise", "rowwise m_loc 100"};
+  for (int v = 0; v < 7; v++) {
+    const int64_t ml = v == 1 || v == 6 ? 100 : v == 4 ? 200 : 128;
+    const int rw = v >= 3, unf = v == 2 || v == 5;
     const size_t na = (size_t)ml * K, nb = (size_t)N * K, nc = (size_t)P * ml * N;
     uint8_t *A, *B, *G;
     uint16_t *C;
@@ -391,22 +397,16 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaMemcpyAsync(g_b8[rank], B, nb, cudaMemcpyDeviceToHost, st));
     GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
     GT_CUDA(cudaMemsetAsync(G, 0x7f, (size_t)P * na, st));
+    float *sar = rw ? dev_rw(rank, ml, 0) : NULL, *sbr = rw ? dev_rw(rank, N, 1) : NULL; /* (before the barrier) */
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
-    if (rank == 0 && v == 2) setenv("MELD_SCHEDULE", "unfused", 1);
+    if (rank == 0 && unf) setenv("MELD_SCHEDULE", "unfused", 1);
     pthread_barrier_wait(&g_bar);
     meld_ag_gemm_fp8_args_t g;
     memset(&g, 0, sizeof g);
     g.a_shard = A, g.lda = K, g.b = B, g.ldb = K, g.scale_a = sc, g.scale_b = sc + 1, g.c = C, g.ldc = N;
     g.a_gathered = G, g.ld_gathered = K, g.m_loc = ml, g.n_loc = N, g.k = K;
-    float *sbr = v == 3 ? dev_rw(rank, N, 1) : NULL; /* per-row scale_b: this rank's columns */
-    if (v == 3) {
-      g.scaling = MELD_FP8_ROWWISE; /* a per-row scale_a: refused before anything is enqueued */
-      const meld_result_t r = meld_ag_gemm_fp8(comm, &g, st);
-      GT_CHECK(r == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "scale_a"),
-               "ag_gemm_fp8 rowwise scale_a: %d (%s)", (int)r, meld_last_error());
-      g.scaling = MELD_FP8_ROWWISE_B, g.scale_b = sbr;
-    }
+    if (rw) g.scale_a = sar, g.scale_b = sbr, g.scaling = MELD_FP8_ROWWISE;
     GT_MELD(meld_ag_gemm_fp8(comm, &g, st));
     uint16_t *host = (uint16_t *)malloc(nc * 2);
     uint8_t *gh = (uint8_t *)malloc((size_t)P * na);
@@ -414,7 +414,7 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaMemcpyAsync(gh, G, (size_t)P * na, cudaMemcpyDeviceToHost, st));
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
-    if (rank == 0 && v == 2) unsetenv("MELD_SCHEDULE");
+    if (rank == 0 && unf) unsetenv("MELD_SCHEDULE");
     int64_t gbad = 0;
     for (int q = 0; q < P; q++) gbad += memcmp(gh + (size_t)q * na, g_a8[q], na) != 0;
     GT_CHECK(gbad == 0, "ag_gemm_fp8 %s m_loc %lld: %lld ranks' gathered rows differ", vname[v],
@@ -427,7 +427,7 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
       const uint8_t *ar = g_a8[i / ml] + (i % ml) * K, *br = g_b8[rank] + j * K;
       double d = 0;
       for (int64_t q = 0; q < K; q++) d += (double)gt_e4m3_value(ar[q]) * gt_e4m3_value(br[q]);
-      d *= hs[0] * (v == 3 ? rw_sb(rank, j) : hs[1]);
+      d *= rw ? (double)rw_sa((int)(i / ml), i % ml) * rw_sb(rank, j) : (double)hs[0] * hs[1];
       const double e = (double)bf2f(host[i * N + j]) - d;
       num += e * e, den += d * d;
     }
@@ -438,6 +438,7 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
            (long long)ml, (long long)N, (long long)K, e);
     pthread_barrier_wait(&g_bar); /* the peers' references read g_a8 / g_b8 */
     free(host), free(gh);
+    GT_CUDA(cudaFree(sar));
     GT_CUDA(cudaFree(sbr));
     GT_CUDA(cudaFree(A));
     GT_CUDA(cudaFree(B));
@@ -457,6 +458,7 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaMalloc(&A, na));
     GT_CUDA(cudaMalloc(&B, nb));
     GT_CUDA(cudaMalloc(&C, nc * 2));
+    float *sar = dev_rw(rank, M, 0), *sbr = dev_rw(rank, N, 1); /* (before the barrier) */
     gt_fill_e4m3<<<132, 256, 0, st>>>(A, M, K, K, 850 + rank);
     gt_fill_e4m3<<<132, 256, 0, st>>>(B, N, K, K, 950 + rank);
     free(g_a8[rank]), free(g_b8[rank]);
@@ -466,10 +468,8 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
     uint16_t *host = (uint16_t *)malloc(nc * 2);
-    float *sar = dev_rw(rank, M, 0), *sbr = dev_rw(rank, N, 1);
-    for (int rw = 0; rw < 2; rw++)
-    for (int is_ar = 0; is_ar < 2; is_ar++)
-      for (int algo = 1; algo <= 2; algo++) {
+    for (int c3 = 0; c3 < 8; c3++) { /* (rowwise, AR, algo) */
+      const int rw = c3 / 4, is_ar = c3 / 2 % 2, algo = 1 + c3 % 2;
         meld_gemm_rs_fp8_args_t a;
         memset(&a, 0, sizeof a);
         a.a = A, a.lda = K, a.b = B, a.ldb = K, a.scale_a = sc, a.scale_b = sc + 1, a.c = C, a.ldc = N;

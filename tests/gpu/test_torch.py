@@ -6,13 +6,14 @@ Spawns each rank count's processes (torchrun's variables; ranks beyond the GPUs 
 them with MELD_SHARE_GPU=1: the protocol, not speed). Every rank draws every rank's inputs from
 seeds, so it computes the references of its outputs alone (fp32 torch, random inputs, outputs
 poisoned first, relative Frobenius error). Checks: gemm (both layouts), gemm_fp8 (one rank:
-against torch._scaled_mm and fp32, scales given or None, errors, torch.compile), attention (D 64 /
-128, GQA, causal, LSE), the four collectives (bf16 / fp32, in place, symmetric memory), ag_gemm
-(+ the gathered A, bitwise), gemm_rs / gemm_ar (+ zero copy into symmetric memory), their fp8
-forms ag_gemm_fp8 / gemm_rs_fp8 / gemm_ar_fp8 (per-tensor scales, auto and unfused, errors), ring
-attention (contiguous and zigzag causal), the MoE layer in one call and in pieces, CUDA-graph
-replays with new inputs, 200 back-to-back calls, and errors raised as the right classes. --bench
-(one rank) times the binding's cost per call against a CUDA graph of the same calls. Prints the
+against torch._scaled_mm and fp32, scales per tensor, rowwise or None, errors, torch.compile),
+attention (D 64 / 128, GQA, causal, LSE), the four collectives (bf16 / fp32, in place, symmetric
+memory), ag_gemm (+ the gathered A, bitwise), gemm_rs / gemm_ar (+ zero copy into symmetric
+memory), their fp8 forms ag_gemm_fp8 / gemm_rs_fp8 / gemm_ar_fp8 (per-tensor and rowwise scales,
+auto and unfused, errors), ring attention (contiguous and zigzag causal), the MoE layer in one
+call and in pieces, CUDA-graph replays with new inputs, 200 back-to-back calls, and errors raised
+as the right classes. --bench (one rank) times the binding's cost per call against a CUDA graph of
+the same calls. Prints the
 "[  PASSED  ] N test(s)." lines of tests/run.sh.
 """
 import argparse
@@ -430,8 +431,12 @@ def test_comm_fp8(comm, dev, seed):
     close(comm.gemm_rs_fp8(As[r], Ws[r], ras[r], rbs[r]), rtot[first:first + count],
           f"gemm_rs_fp8 {M} x {N} x {K} rowwise")
     close(comm.gemm_ar_fp8(As[r], Ws[r], ras[r], rbs[r]), rtot, f"gemm_ar_fp8 {M} x {N} x {K} rowwise")
-    # AllGather + GEMM with this rank's per-column scale_b (w's rows: n_loc = 384 values)
+    # AllGather + GEMM rowwise: each rank's shard rows' scales [m_loc, 1] (gathered by the call)
+    # and its own columns' [1, n_loc]; then a per-column scale_b alone
+    ras_ag = [(rnd(seed + 97 + q, m_loc, 1, dtype=torch.float32) + 0.2).to(dev) for q in range(P)]
     cb = (rnd(seed + 99 + r, 1, w.size(0), dtype=torch.float32) + 0.3).to(dev)
+    close(comm.ag_gemm_fp8(shards[r], w, ras_ag[r], cb), ref * torch.cat(ras_ag) * cb,
+          "ag_gemm_fp8 rowwise")
     close(comm.ag_gemm_fp8(shards[r], w, scale(sa_v), cb), ref * sa_v * cb, "ag_gemm_fp8 rowwise scale_b")
     csym = comm.alloc((M, N))
     csym.fill_(float("nan"))
