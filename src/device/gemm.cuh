@@ -466,6 +466,16 @@ typedef struct {
  * total = sk_tiles * k_blocks. */
 #define GEMM_SK_LIMIT 2147483647LL
 
+/* Compact rows (epi.rows_valid > 0, the fused AllGather's shards padded to 128 rows): the
+ * dense row of tile row r (owner (r / rows_per_owner) rows_valid + r % rows_per_owner), -1 for a
+ * padding row; r itself without compact rows. (The fp8 per-row scales of such A, gathered dense:
+ * gemm_fp8_scale.) */
+GEMM_HD int gemm_compact_row(const gemm_epilogue_hook_t *e, int r) {
+  if (e->rows_valid <= 0) return r;
+  const int i = r % e->rows_per_owner;
+  return i < e->rows_valid ? r / e->rows_per_owner * e->rows_valid + i : -1;
+}
+
 /* The range owning k-iteration i (0 <= i < total) when total iterations are cut into W
  * ranges [w*total/W, (w+1)*total/W): the largest w with floor(w*total/W) <= i. */
 GEMM_HD int gemm_sk_owner(uint32_t i, uint32_t total, uint32_t W) {
@@ -1869,16 +1879,9 @@ __device__ __forceinline__ void gemm_fp8_scale(const gemm_params_t *p, const gem
   const int r0 = t.m_blk * GEMM_BM + 64 * g + 16 * (tid >> 5) + ((tid & 31) >> 2);
   float s0, s1;
   if (rows & 1) {
-    /* (compact rows, epi.rows_valid: tile row r is A's row (r / rows_per_owner) rows_valid +
-     * r % rows_per_owner, a padding row past rows_valid) */
-    const auto row_scale = [&](int r) -> float {
-      if (r >= p->m) return 0.f;
-      if (p->epi.rows_valid > 0) {
-        const int i = r % p->epi.rows_per_owner;
-        if (i >= p->epi.rows_valid) return 0.f;
-        r = r / p->epi.rows_per_owner * p->epi.rows_valid + i;
-      }
-      return __ldg(p->scale_a + r);
+    const auto row_scale = [&](int r) -> float { /* (compact rows: the dense row's; padding 0) */
+      const int d = r < p->m ? gemm_compact_row(&p->epi, r) : -1;
+      return d >= 0 ? __ldg(p->scale_a + d) : 0.f;
     };
     s0 = row_scale(r0);
     s1 = row_scale(r0 + 8);

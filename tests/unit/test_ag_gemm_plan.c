@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "ag_gemm_plan.h"
+#include "device/gemm.cuh" /* gemm_compact_row (plain C part) */
 #include "meld.h"
 
 #define FAKE_A ((const void *)(uintptr_t)0x100000)
@@ -187,6 +188,38 @@ static void test_plan_legality(void **state) {
   h.comm_ctas = 7;
   h.schedule = AG_GEMM_FUSED;
   check_plan(100, 1000, 4104, 2, 132, &h); /* fused forced on a tiny shard */
+}
+
+/* Compact rows as the fused kernel sets them (epi.rows_per_owner = m_loc_pad, rows_valid =
+ * m_loc where the plan is compact): every tile row of the padded row space maps to its dense
+ * row (the gathered fp8 per-row scales' index) or to -1 for padding, each dense row exactly
+ * once, in rank order. */
+static void test_compact_rows(void **state) {
+  (void)state;
+  const int64_t mls[] = {200, 100, 128, 1, 300};
+  for (int P = 1; P <= 8; P *= 2)
+    for (int i = 0; i < 5; i++) {
+      meld_ag_gemm_args_t a = good_args(mls[i], 512, 1024);
+      ag_gemm_plan_t p;
+      assert_int_equal(ag_gemm_plan_make(&a, P, 132, BIG_WS, NULL, &p), MELD_OK);
+      assert_int_equal(p.compact, mls[i] % 128 != 0);
+      gemm_epilogue_hook_t e;
+      memset(&e, 0, sizeof e);
+      if (p.compact) e.rows_per_owner = (int32_t)p.m_loc_pad, e.rows_valid = (int32_t)p.m_loc;
+      int64_t next = 0;
+      for (int r = 0; r < (int)(P * p.m_loc_pad); r++) {
+        const int d = gemm_compact_row(&e, r);
+        const int64_t q = r / p.m_loc_pad, li = r % p.m_loc_pad;
+        if (li < mls[i]) {
+          assert_int_equal(d, next); /* dense, in order: rank q's row li */
+          assert_int_equal(d, q * mls[i] + li);
+          next++;
+        } else {
+          assert_int_equal(d, -1);
+        }
+      }
+      assert_int_equal(next, P * mls[i]);
+    }
 }
 
 /* The GEMM's tile width (hint / MELD_AG_GEMM_TILE_N, else the default); 320 turns stream-K and
@@ -569,6 +602,7 @@ int main(void) {
       cmocka_unit_test(test_plan_choices),
       cmocka_unit_test(test_plan_nodes),
       cmocka_unit_test(test_plan_tile_n),
+      cmocka_unit_test(test_compact_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
