@@ -10,7 +10,8 @@
     comm.destroy()
 
 Single-GPU ops need no communicator: meld.gemm(a, w), meld.gemm_fp8(a8, w8, scale_a, scale_b)
-(float8_e4m3fn in, bf16 out, per-tensor scales), meld.attention(q, k, v). The fused tensor-parallel
+(float8_e4m3fn in, bf16 out, per-tensor or rowwise scales as torch._scaled_mm's: one element,
+or [M, 1] / [1, N]), meld.attention(q, k, v). The fused tensor-parallel
 GEMMs have fp8 forms too: comm.ag_gemm_fp8, comm.gemm_rs_fp8, comm.gemm_ar_fp8 (the arguments of
 meld.gemm_fp8, weights [N, K] only). Everything runs on
 torch's current stream and returns at once; failures raise MeldError (subclasses per result code,
