@@ -607,7 +607,8 @@ meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cu
  * .scaling: scale_a holds this rank's m_loc rows' scales (each rank quantizes its own shard;
  * they are all-gathered into the comm's scratch before the fused kernel: one more small
  * meld_all_gather a call, allocated at the first call of a size, so run one before capturing a
- * graph), scale_b this rank's n_loc columns'. Needs: k a
+ * graph; every rank passes a per-row scale_a or none does, else that all-gather meets the peers'
+ * fused kernels: a mismatch or MELD_ERR_TIMEOUT), scale_b this rank's n_loc columns'. Needs: k a
  * multiple of 16; lda, ldb, ld_gathered >= k and multiples of 16; ldc >= n_loc, a multiple of 8;
  * workspace_bytes >= nranks * roundup(m_loc, 128) * k. Ranks that call meld_ag_gemm and
  * meld_ag_gemm_fp8 together fail the call with an argument mismatch. Fails as meld_ag_gemm. */
