@@ -112,16 +112,24 @@ static int same_process(const struct meld_comm *c, int q, int r) {
 }
 int meld_comm_same_process(const struct meld_comm *c, int r) { return same_process(c, r, c->rank); }
 
+int meld_comm_gpu_share(const meld_rank_info_t *ranks, int nranks, int r) {
+  int n = 0;
+  for (int q = 0; q < nranks; q++)
+    n += ranks[q].host_hash == ranks[r].host_hash && ranks[q].pid == ranks[r].pid &&
+         ranks[q].proc_nonce == ranks[r].proc_nonce && memcmp(ranks[q].uuid, ranks[r].uuid, sizeof ranks[r].uuid) == 0;
+  return n;
+}
+
 /* Ranks that are threads of one process on one GPU (MELD_SHARE_GPU) run their kernels at the
  * same time: each plans with its share of the SMs, so that every rank's grid fits beside the
  * others' (a whole-GPU grid whose CTAs wait for a peer that cannot start would time out).
- * Every rank computes the same shares from the all-gathered infos. */
+ * Every rank computes the same shares from the all-gathered infos. Counted whatever their
+ * nodes (MELD_NODE_ID groups of threads still share the GPU's SMs: counting by node gave 2 x 2
+ * thread ranks half the SMs each, so 4 x 64-CTA grids could not all be resident). */
 static void share_sms(struct meld_comm *c) {
   int *n = calloc((size_t)c->nranks, sizeof *n);
   if (!n) return; /* (only a plan input: the whole GPU then, as for processes) */
-  for (int r = 0; r < c->nranks; r++)
-    for (int q = 0; q < c->nranks; q++)
-      n[r] += same_process(c, q, r) && memcmp(c->ranks[q].uuid, c->ranks[r].uuid, sizeof c->ranks[r].uuid) == 0;
+  for (int r = 0; r < c->nranks; r++) n[r] = meld_comm_gpu_share(c->ranks, c->nranks, r);
   for (int r = 0; r < c->nranks; r++) {
     if (n[r] > 1) c->ranks[r].sm_count /= n[r];
     if (c->ranks[r].sm_cap > 0 && c->ranks[r].sm_count > c->ranks[r].sm_cap) c->ranks[r].sm_count = c->ranks[r].sm_cap;

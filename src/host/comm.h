@@ -130,6 +130,9 @@ uint64_t meld_topo_proc_nonce(void);
 /* 1 if rank r is a thread of this process (its buffers' addresses are valid here as they are:
  * no CUDA IPC, which cannot open a handle of its own process). */
 int meld_comm_same_process(const struct meld_comm *comm, int r);
+/* How many of the ranks (rank r included) are threads of r's process on r's GPU, whatever
+ * their nodes: they share its SMs (share_sms: each plans with sm_count / this). */
+int meld_comm_gpu_share(const meld_rank_info_t *ranks, int nranks, int r);
 
 /* Collective over c's bootstrap: everyone learns whether everyone succeeded (`mine`), so that
  * no rank goes on alone and hangs; a failure elsewhere names the rank and `what`. */

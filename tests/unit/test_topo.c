@@ -57,6 +57,24 @@ static void test_emulated_nodes(void **state) {
   assert_int_equal(local[3], 1);
 }
 
+/* GPU sharing (the SM shares of thread ranks): ranks that are threads of one process on one
+ * GPU share it whatever their emulated nodes (MELD_NODE_ID groups); ranks of other processes,
+ * or on other GPUs, do not. 2 x 2 thread ranks on one GPU: 4 each (node-by-node counting gave 2,
+ * and the hierarchy's 4 grids of half the SMs could not all be resident). */
+static void test_gpu_share(void **state) {
+  (void)state;
+  meld_rank_info_t r[7];
+  const uint64_t hosts[7] = {5, 5, 5, 5, 5, 5, 6};
+  const int ovr[7] = {0, 0, 1, 1, 0, 1, 0};
+  make(r, 7, hosts, ovr);
+  for (int i = 0; i < 7; i++) r[i].pid = 100, r[i].proc_nonce = 42, r[i].uuid[0] = 1; /* one process, one GPU */
+  r[4].pid = 200;        /* another process on that GPU (time slices, not co-resident) */
+  r[5].uuid[0] = 2;      /* this process, another GPU */
+  /* (rank 6: another host, same pid and nonce by chance: not the same process) */
+  const int want[7] = {4, 4, 4, 4, 1, 1, 1};
+  for (int i = 0; i < 7; i++) assert_int_equal(meld_comm_gpu_share(r, 7, i), want[i]);
+}
+
 static void test_single_rank(void **state) {
   (void)state;
   meld_rank_info_t r[1];
@@ -203,7 +221,7 @@ static void test_pci_sysfs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_by_host),        cmocka_unit_test(test_emulated_nodes),
+      cmocka_unit_test(test_by_host),        cmocka_unit_test(test_emulated_nodes), cmocka_unit_test(test_gpu_share),
       cmocka_unit_test(test_single_rank),    cmocka_unit_test(test_errors),
       cmocka_unit_test(test_host_hash_stable), cmocka_unit_test(test_proc_nonce),
       cmocka_unit_test(test_pci_distance), cmocka_unit_test(test_pci_pick), cmocka_unit_test(test_pci_sysfs),
