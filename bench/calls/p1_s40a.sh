@@ -4,7 +4,8 @@
 #     ~2e-3 as the per-tensor cases; the 446 earlier checks unchanged).
 # (B) test_inproc 2,3: gemm_rs_fp8 / gemm_ar_fp8 rowwise (fused and unfused) and ag_gemm_fp8
 #     rowwise (the shards' row scales all-gathered into the comm's scratch first; fused, compact
-#     m_loc 200, unfused, m_loc 100) (prediction: pass).
+#     m_loc 200, unfused, m_loc 100); at 4 ranks two meld_comm_split children by parity, each
+#     capped at its parent's 33 SMs, run a 32 MiB all-reduce at once (prediction: pass).
 # (C) gemm_fp8_torch.py --rowwise (meld rowwise vs torch._scaled_mm rowwise, and meld per tensor):
 #     prediction: meld rowwise within 1-2% of meld per tensor at large shapes (the scales cost 2 +
 #     2 BN / 8 L1 loads a thread a tile); torch's rowwise path (not cuBLASLt's per-tensor kernel)
@@ -14,14 +15,14 @@
 #     fp8 fused / meld_gemm_fp8 1.0-1.15; fp8 rows 1.5-1.9x faster than bf16's.
 # Usage (device, nvidia-h200): OUT=... PREBUILT=1 bash bench/calls/p1_s40a.sh (carry build/carry:
 #   bench/pack_bins.sh build/lib/libmeld.so build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/bench/bench_inproc build/tests/gpu/test_net)
-# Estimated wall: (A) 15 s, (B) 60 s, (C) 40 s, (D) 90 s, (F) 100 s, (G) 60-130 s.
+# Estimated wall: (A) 15 s, (B) 100 s, (C) 40 s, (D) 90 s, (F) 100 s, (G) 60-130 s.
 . "$(dirname "$0")/../device_env.sh"
 build lib build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/bench/bench_inproc build/tests/gpu/test_net
 MELD_TIMEOUT_MS=5000 timeout -k 5 "$(tl 90)" build/tests/gpu/test_gemm_fp8 > "$OUT/test_gemm_fp8.log" 2>&1
 echo "== (A) test_gemm_fp8 rc=$? at $(el) s"; grep -E "FAIL|checks" "$OUT/test_gemm_fp8.log" | cut -c1-160 | head -10
 grep -E "rowwise" "$OUT/test_gemm_fp8.log" | cut -c1-120 | head -16
-timeout -k 5 "$(tl 150)" build/tests/gpu/test_inproc 2,3 > "$OUT/test_inproc.log" 2>&1
-echo "== (B) test_inproc 2,3 rc=$? at $(el) s"; grep -E "rowwise|FAIL|checks" "$OUT/test_inproc.log" | cut -c1-160 | head -20
+timeout -k 5 "$(tl 200)" build/tests/gpu/test_inproc 2,3,4 > "$OUT/test_inproc.log" 2>&1
+echo "== (B) test_inproc 2,3,4 rc=$? at $(el) s"; grep -E "rowwise|split|FAIL|checks" "$OUT/test_inproc.log" | cut -c1-160 | head -24
 BENCH_SETTLE_MS=300 timeout -k 5 "$(tl 120)" python3 bench/gemm_fp8_torch.py --rowwise \
   --shapes 8192x8192x8192,4096x4096x4096,2048x5120x8192,8192x28672x4096,16x8192x8192,128x8192x8192 \
   --json "$OUT/gemm_fp8_rowwise.jsonl" > "$OUT/gemm_fp8_rowwise.log" 2>&1

@@ -513,6 +513,11 @@ meld_result_t meld_comm_split(meld_comm_t comm, int color, int key, const meld_c
                       color);
   else if (config)
     mine = meld_config_resolve(config, &cfg);
+  /* The child plans with at most its parent's SMs: where the parent's ranks are threads sharing
+   * a GPU, a child of fewer of them would otherwise count fewer sharers and take more SMs each,
+   * and the children's grids (e.g. two tensor-parallel groups on one GPU) could not all be
+   * resident (the hierarchy's comms had that timeout, session 40). */
+  cfg.sm_cap = comm->sm_count;
   meld_result_t res = comm_split(comm, color, key, &cfg, mine, child ? child : &unused);
   if (res != MELD_OK && strncmp(meld_last_error(), "meld_comm_split", 15) != 0)
     meld_error_prefix("meld_comm_split (rank %d of %d)", comm->rank, comm->nranks);

@@ -17,7 +17,9 @@
  *   - GEMM+RS, GEMM+AR (fused and unfused) and AG+GEMM against a host reference; the fused ones
  *     again with the opt-in interleaved order and several-owner TMA push (opt_cases); AG+GEMM
  *     in fp8 (meld_ag_gemm_fp8: fused, padded, unfused; gathered rows bitwise), GEMM+RS / GEMM+AR
- *     in fp8 (fused and unfused, per-rank scales);
+ *     in fp8 (fused and unfused, per-rank scales; rowwise scales);
+ *   - (4+ ranks) meld_comm_split into two children by parity: each plans with at most its
+ *     parent's SMs, and both run a 32 MiB all-reduce at once;
  *   - a peer that never calls: MELD_ERR_TIMEOUT, not a hang;
  *   - (a fresh comm) mismatched counts in an LL all-reduce: the late argument check fails the
  *     call with "arguments differ" and aborts the peers' waits: errors on every rank, no hang;
@@ -613,6 +615,54 @@ static void ce_inplace_case(int rank, meld_comm_t comm, cudaStream_t st, void *d
   pthread_barrier_wait(&g_bar);
 }
 
+/* meld_comm_split of thread ranks sharing one GPU (4+ ranks, even): two children of P / 2 ranks
+ * (by parity) plan with at most the parent's share of the SMs (a child of fewer sharers would
+ * otherwise take sm_count / (P / 2) each), and both run a 32 MiB all-reduce at once (the
+ * collectives' many-CTA plan: 64 CTAs where the share allows; with the old shares the four
+ * grids could not all be resident). Values are small integers: the bf16 sums are exact. */
+__global__ void split_fill(uint16_t *p, size_t n, int rank) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const __nv_bfloat16 b = __float2bfloat16((float)((int)((i * 31 + (size_t)rank * 7) % 13) - 6));
+    p[i] = *(const uint16_t *)&b;
+  }
+}
+static void split_cases(int rank, meld_comm_t comm, cudaStream_t st) {
+  if (P < 4 || P % 2) return;
+  meld_comm_info_t pinfo, cinfo;
+  GT_MELD(meld_comm_info(comm, &pinfo));
+  meld_comm_t child = NULL;
+  GT_MELD(meld_comm_split(comm, rank % 2, rank, NULL, &child));
+  GT_MELD(meld_comm_info(child, &cinfo));
+  GT_CHECK(cinfo.nranks == P / 2 && cinfo.sm_count <= pinfo.sm_count,
+           "split: child of %d ranks plans with %d SMs, its parent with %d", cinfo.nranks, cinfo.sm_count,
+           pinfo.sm_count);
+  const size_t n = (size_t)16 << 20; /* 32 MiB of bf16 */
+  uint16_t *buf = NULL, *host = NULL;
+  GT_CUDA(cudaMalloc((void **)&buf, n * 2));
+  GT_CUDA(cudaMallocHost((void **)&host, n * 2));
+  split_fill<<<264, 256, 0, st>>>(buf, n, rank);
+  GT_CUDA(cudaStreamSynchronize(st));
+  pthread_barrier_wait(&g_bar);
+  GT_MELD(meld_all_reduce(child, buf, buf, n, MELD_BF16, st));
+  GT_CUDA(cudaMemcpyAsync(host, buf, n * 2, cudaMemcpyDeviceToHost, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_MELD(meld_comm_check(child));
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i += 4093) {
+    int want = 0;
+    for (int q = rank % 2; q < P; q += 2) want += (int)((i * 31 + (size_t)q * 7) % 13) - 6;
+    bad += bf2f(host[i]) != (float)want;
+  }
+  GT_CHECK(bad == 0, "split: two children's concurrent all-reduce: %zu sampled sums wrong", bad);
+  gt_log("split: 2 children of %d thread ranks, %d SMs each (parent %d), concurrent 32 MiB all-reduce exact",
+         cinfo.nranks, cinfo.sm_count, pinfo.sm_count);
+  pthread_barrier_wait(&g_bar); /* (destroy syncs the device: no rank launches meanwhile) */
+  GT_MELD(meld_comm_destroy(child));
+  GT_CUDA(cudaFree(buf));
+  GT_CUDA(cudaFreeHost(host));
+  pthread_barrier_wait(&g_bar);
+}
+
 static void *rank_main(void *arg) {
   const int rank = (int)(intptr_t)arg;
   meld_config_t cfg;
@@ -680,6 +730,7 @@ static void *rank_main(void *arg) {
   fused_cases(rank, comm, st);
   fp8_cases(rank, comm, st);
   opt_cases(rank, comm, st);
+  split_cases(rank, comm, st);
 
   GT_MELD(meld_comm_check(comm));
   GT_CUDA(cudaStreamSynchronize(st));
