@@ -17,7 +17,8 @@
  *   - GEMM+RS, GEMM+AR (fused and unfused) and AG+GEMM against a host reference; the fused ones
  *     again with the opt-in interleaved order and several-owner TMA push (opt_cases); AG+GEMM
  *     in fp8 (meld_ag_gemm_fp8: fused, padded, unfused; gathered rows bitwise), GEMM+RS / GEMM+AR
- *     in fp8 (fused and unfused, per-rank scales; rowwise scales);
+ *     in fp8 (fused and unfused, per-rank scales; rowwise scales, and a CUDA graph of the rowwise
+ *     AG+GEMM replayed after the scales changed);
  *   - (4+ ranks) meld_comm_split into two children by parity: each plans with at most its
  *     parent's SMs, and both run a 32 MiB all-reduce at once;
  *   - a peer that never calls: MELD_ERR_TIMEOUT, not a hang;
@@ -370,6 +371,25 @@ static float *dev_rw(int q, int64_t n, int of_b) {
   free(h);
   return d;
 }
+/* meld_ag_gemm_fp8's C on this rank (host, [P ml, N]) against the e4m3 inputs in g_a8 / g_b8 over
+ * 4096 sampled entries: the relative error. Scales: ts (per tensor: scale_a x scale_b) or, rowwise,
+ * fa x rw_sa of the row's rank and rw_sb of this rank's column. */
+static double ag_fp8_err(int rank, const uint16_t *host, int64_t ml, int64_t N, int64_t K, int rw, double ts, double fa) {
+  double num = 0, den = 0;
+  uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)rank;
+  for (int t = 0; t < 4096; t++) {
+    seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
+    const int64_t i = (int64_t)(seed % (uint64_t)(P * ml)), j = (int64_t)((seed >> 24) % (uint64_t)N);
+    const uint8_t *ar = g_a8[i / ml] + (i % ml) * K, *br = g_b8[rank] + j * K;
+    double d = 0;
+    for (int64_t q = 0; q < K; q++) d += (double)gt_e4m3_value(ar[q]) * gt_e4m3_value(br[q]);
+    d *= rw ? fa * rw_sa((int)(i / ml), i % ml) * rw_sb(rank, j) : ts;
+    const double e = (double)bf2f(host[i * N + j]) - d;
+    num += e * e, den += d * d;
+  }
+  return den > 0 ? sqrt(num / den) : 1.0;
+}
+
 static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   const int64_t N = 384, K = 1040; /* (K a multiple of 16, not of 128: the last k-block partial) */
   float *sc = NULL;
@@ -421,23 +441,36 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     for (int q = 0; q < P; q++) gbad += memcmp(gh + (size_t)q * na, g_a8[q], na) != 0;
     GT_CHECK(gbad == 0, "ag_gemm_fp8 %s m_loc %lld: %lld ranks' gathered rows differ", vname[v],
              (long long)ml, (long long)gbad);
-    double num = 0, den = 0;
-    uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)rank;
-    for (int t = 0; t < 4096; t++) {
-      seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-      const int64_t i = (int64_t)(seed % (uint64_t)(P * ml)), j = (int64_t)((seed >> 24) % (uint64_t)N);
-      const uint8_t *ar = g_a8[i / ml] + (i % ml) * K, *br = g_b8[rank] + j * K;
-      double d = 0;
-      for (int64_t q = 0; q < K; q++) d += (double)gt_e4m3_value(ar[q]) * gt_e4m3_value(br[q]);
-      d *= rw ? (double)rw_sa((int)(i / ml), i % ml) * rw_sb(rank, j) : (double)hs[0] * hs[1];
-      const double e = (double)bf2f(host[i * N + j]) - d;
-      num += e * e, den += d * d;
-    }
-    const double e = den > 0 ? sqrt(num / den) : 1.0;
+    const double e = ag_fp8_err(rank, host, ml, N, K, rw, (double)hs[0] * hs[1], 1.0);
     GT_CHECK(e <= 1e-2, "ag_gemm_fp8 %s m_loc %lld x %lld x %lld: rel err %.3g", vname[v],
              (long long)ml, (long long)N, (long long)K, e);
     gt_log("ag_gemm_fp8 %s m_loc %lld x %lld x %lld: rel err %.3g, gathered rows exact", vname[v],
            (long long)ml, (long long)N, (long long)K, e);
+    if (v == 3) { /* the rowwise call as a CUDA graph (the scales' scratch exists since the eager
+                     call), replayed after every rank doubled its scale_a in device memory */
+      pthread_barrier_wait(&g_bar);
+      cudaGraph_t gr = NULL;
+      cudaGraphExec_t ex = NULL;
+      GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      GT_MELD(meld_ag_gemm_fp8(comm, &g, st));
+      GT_CUDA(cudaStreamEndCapture(st, &gr));
+      GT_CUDA(cudaGraphInstantiate(&ex, gr, 0));
+      float *h2 = (float *)malloc((size_t)ml * 4);
+      for (int64_t r = 0; r < ml; r++) h2[r] = 2.0f * rw_sa(rank, r);
+      GT_CUDA(cudaMemcpyAsync(sar, h2, (size_t)ml * 4, cudaMemcpyHostToDevice, st));
+      GT_CUDA(cudaMemsetAsync(C, 0xff, nc * 2, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      free(h2);
+      pthread_barrier_wait(&g_bar);
+      GT_CUDA(cudaGraphLaunch(ex, st));
+      GT_CUDA(cudaMemcpyAsync(host, C, nc * 2, cudaMemcpyDeviceToHost, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      const double e2 = ag_fp8_err(rank, host, ml, N, K, 1, 0.0, 2.0);
+      GT_CHECK(e2 <= 1e-2, "ag_gemm_fp8 rowwise graph replay (scale_a doubled): rel err %.3g", e2);
+      gt_log("ag_gemm_fp8 rowwise graph replay (scale_a doubled): rel err %.3g", e2);
+      GT_CUDA(cudaGraphExecDestroy(ex));
+      GT_CUDA(cudaGraphDestroy(gr));
+    }
     pthread_barrier_wait(&g_bar); /* the peers' references read g_a8 / g_b8 */
     free(host), free(gh);
     GT_CUDA(cudaFree(sar));
