@@ -600,15 +600,17 @@ typedef struct {
 meld_result_t meld_ag_gemm(meld_comm_t comm, const meld_ag_gemm_args_t *args, cudaStream_t stream);
 
 /* FP8 AllGather + GEMM: as meld_ag_gemm, with a_shard [m_loc, k] and b [n_loc, k] (nn.Linear
- * layout only) in fp8 e4m3 and per-tensor scales as meld_gemm_fp8's: C (bf16) = (*scale_a)
- * (*scale_b) AllGather(A) x B^T. The shard travels in fp8 (half the bytes of bf16); a_gathered,
- * if given, receives the gathered e4m3 rows. Every rank passes the same scale values (the
+ * layout only) in fp8 e4m3 and scales as meld_gemm_fp8's: C (bf16) = (*scale_a) (*scale_b)
+ * AllGather(A) x B^T. The shard travels in fp8 (half the bytes of bf16); a_gathered, if given,
+ * receives the gathered e4m3 rows. A per-tensor scale_a: every rank passes the same value (the
  * kernel reads each rank's own: AllGather of A assumes one quantization of A). Rowwise by
- * .scaling: scale_a holds this rank's m_loc rows' scales (each rank quantizes its own shard;
- * they are all-gathered into the comm's scratch before the fused kernel: one more small
- * meld_all_gather a call, allocated at the first call of a size, so run one before capturing a
- * graph; every rank passes a per-row scale_a or none does, else that all-gather meets the peers'
- * fused kernels: a mismatch or MELD_ERR_TIMEOUT), scale_b this rank's n_loc columns'. Needs: k a
+ * .scaling: scale_a holds this rank's m_loc rows' scales (each rank quantizes its own shard),
+ * scale_b this rank's n_loc columns'. The fused kernel's comm CTAs carry each chunk's row scales
+ * with its rows (the workspace then needs nranks x roundup(m_loc, 128) x 4 bytes more); without
+ * that room, on the unfused paths, or with MELD_AG_FP8_SCALES=gather, a small meld_all_gather of
+ * the scales into the comm's scratch runs first (allocated at the first call of a size: run one
+ * before capturing a graph). Every rank passes a per-row scale_a or none does (else the ranks'
+ * calls differ: a mismatch or MELD_ERR_TIMEOUT). Needs: k a
  * multiple of 16; lda, ldb, ld_gathered >= k and multiples of 16; ldc >= n_loc, a multiple of 8;
  * workspace_bytes >= nranks * roundup(m_loc, 128) * k. Ranks that call meld_ag_gemm and
  * meld_ag_gemm_fp8 together fail the call with an argument mismatch. Fails as meld_ag_gemm. */

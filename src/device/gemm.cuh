@@ -446,10 +446,14 @@ typedef struct {
    * Each tile's (or piece's) fp32 accumulators are multiplied by the scales before its
    * epilogue (device memory: graph replays may change them). fp8_rows: bit 0, scale_a holds
    * one fp32 per row of A (m); bit 1, scale_b one per row of B (n, C's columns); a clear bit:
-   * that scale is one fp32 (per tensor). */
+   * that scale is one fp32 (per tensor). Bit 2 (with bit 0; the fused AllGather, whose comm
+   * CTAs carry each chunk's row scales with its rows): scale_a is indexed by the tile row
+   * itself (the padded staging's rows, written before the chunk's signal: read with coherent
+   * loads after the rows' wait), except hook h's own rows [a2_row_begin, a2_row_begin +
+   * a2_rows), read from scale_a2 at r - a2_row_begin (0 past the shard's rows). */
   int32_t fp8;
   int32_t fp8_rows;
-  const float *scale_a, *scale_b;
+  const float *scale_a, *scale_b, *scale_a2;
 } gemm_params_t;
 
 /* The plan's tile width. */
@@ -1879,8 +1883,17 @@ __device__ __forceinline__ void gemm_fp8_scale(const gemm_params_t *p, const gem
   const int r0 = t.m_blk * GEMM_BM + 64 * g + 16 * (tid >> 5) + ((tid & 31) >> 2);
   float s0, s1;
   if (rows & 1) {
-    const auto row_scale = [&](int r) -> float { /* (compact rows: the dense row's; padding 0) */
-      const int d = r < p->m ? gemm_compact_row(&p->epi, r) : -1;
+    const auto row_scale = [&](int r) -> float {
+      if (r >= p->m) return 0.f;
+      if (rows & 4) { /* staged with the rows (own rows: the shard's, in place) */
+        const int o = r - p->a2_row_begin;
+        if (p->scale_a2 && o >= 0 && o < p->a2_rows)
+          return o < (p->epi.rows_valid > 0 ? p->epi.rows_valid : p->a2_rows) ? __ldg(p->scale_a2 + o) : 0.f;
+        float v; /* (coherent: written by peers during this kernel; ordered by the rows' wait) */
+        asm("ld.relaxed.sys.global.f32 %0, [%1];" : "=f"(v) : "l"(p->scale_a + r));
+        return v;
+      }
+      const int d = gemm_compact_row(&p->epi, r); /* (compact rows: the dense row's; padding 0) */
       return d >= 0 ? __ldg(p->scale_a + d) : 0.f;
     };
     s0 = row_scale(r0);

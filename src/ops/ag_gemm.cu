@@ -67,6 +67,9 @@ typedef struct {
   uint8_t *a_gathered;
   int64_t ld_gathered;
   uint32_t *status; /* the ready hook's status word (pad scratch 0)                         */
+  const float *row_scale; /* meld_ag_gemm_fp8 rowwise: the shard's row scales, carried by the comm
+                             CTAs with each chunk into the staging's scale area (after the P
+                             m_loc_pad rows; gemm_params_t.fp8_rows bit 2); NULL = none   */
   uint8_t *stage[AG_GEMM_MAX_RANKS]; /* rank r's staging as mapped here; [rank] = own      */
 } ag_kargs_t;
 
@@ -144,8 +147,14 @@ MELD_DEV void ag_copy_bulk(const ag_copy_t *c, uint32_t sbase, uint32_t *gpiece)
   *gpiece = g0 + (uint32_t)np;
 }
 
-/* Chunk j of this rank's shard -> rank dst's staging. All threads; returns after the
- * signal is released. */
+/* Rank r's staging's scale area (meld_ag_gemm_fp8 rowwise): nranks x m_loc_pad fp32 after the
+ * rows, rank q's shard's at q m_loc_pad (the tile rows' own index). */
+MELD_DEV float *ag_scale_stage(const ag_kargs_t *a, int r) {
+  return (float *)(a->stage[r] + (int64_t)a->nranks * a->m_loc_pad * a->k * 2);
+}
+
+/* Chunk j of this rank's shard -> rank dst's staging (and its rows' scales, when carried). All
+ * threads; returns after the signal is released. */
 /* Loopback (a->loop; one real rank planned as rank 0 of 2): a push to the virtual peer (dst 1)
  * acts as rank 1 pushing its shard (this rank's own) to rank 0: into this rank's own staging at
  * rank 1's rows, signalled in this rank's pad where the GEMM's ready hook waits for rank 1's
@@ -166,6 +175,10 @@ MELD_DEV void ag_push_chunk(meld_ctx_t *ctx, const ag_kargs_t *a, int dst, int64
       if (threadIdx.x == 0) ag_copy_bulk(&c, sbase, gpiece);
     } else {
       ag_copy_vec(&c);
+    }
+    if (a->row_scale) { /* the chunk's row scales, published by the same release */
+      float *ds = ag_scale_stage(a, lb ? a->rank : dst) + (int64_t)src_rank * a->m_loc_pad + row0;
+      for (int64_t i = threadIdx.x; i < rows; i += blockDim.x) ds[i] = a->row_scale[row0 + i];
     }
   }
   /* bar.sync: every thread's stores (or thread 0's completed bulk writes) precede the release. */
@@ -533,6 +546,12 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   }
   gemm_params_t *gp = &k->g;
   if (f8) gp->fp8 = 1, gp->fp8_rows = f8->rows, gp->scale_a = f8->scale_a, gp->scale_b = f8->scale_b;
+  if (f8 && f8->shard_rows) { /* rowwise scale_a carried with the chunks (ag_push_chunk, ag_side_push) */
+    k->row_scale = f8->scale_a;
+    gp->fp8_rows = f8->rows | 4;
+    gp->scale_a = (const float *)((const uint8_t *)comm->workspace.local + p->ws_bytes);
+    gp->scale_a2 = p->inplace ? f8->scale_a : NULL;
+  }
   /* Hook h: this rank's m-blocks read the shard in place. The map is the one the engine's
    * planner encodes for A = the shard alone ([m_loc, k], ld lda); rows past m_loc of the last
    * block read as zeros (the compact epilogue drops them). */
@@ -679,8 +698,16 @@ extern "C" meld_result_t ag_gemm_run(struct meld_comm *comm, const meld_ag_gemm_
     ag_gemm_plan_format(&plan, buf, sizeof buf);
     MELD_TRACE(MELD_SUB_OPS, "%s: %s", fn, buf);
   }
+  /* Per-row scale_a: the fused kernel carries each chunk's scales with its rows (ONE kernel)
+   * where the workspace holds them after the staged rows; else (other schedules, the comm
+   * warps' pushes (their 40 registers spilled with the copy), a full workspace, or
+   * MELD_AG_FP8_SCALES=gather) a small all-gather first. */
   gemm_fp8_t f8g;
-  if (f8 && f8->shard_rows && plan.schedule != AG_GEMM_DIRECT) { /* every rank's row scales, in C's row order */
+  const char *sg = getenv("MELD_AG_FP8_SCALES");
+  const int carry = f8 && f8->shard_rows && plan.schedule == AG_GEMM_FUSED && !plan.comm_warps &&
+                    !(sg && !strcmp(sg, "gather")) &&
+                    plan.ws_bytes + (size_t)Pp * (size_t)plan.m_loc_pad * 4 <= comm->workspace.bytes;
+  if (f8 && f8->shard_rows && !carry && plan.schedule != AG_GEMM_DIRECT) { /* every rank's row scales, in C's row order */
     MELD_CHECK(ag_gather_row_scales(comm, f8->scale_a, args->m_loc, loop, stream, &f8g.scale_a));
     f8g.scale_b = f8->scale_b, f8g.rows = f8->rows, f8g.shard_rows = 0;
     f8 = &f8g;

@@ -396,14 +396,16 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   const float hs[2] = {0.5f, 0.75f};
   GT_CUDA(cudaMalloc(&sc, 8));
   GT_CUDA(cudaMemcpy(sc, hs, 8, cudaMemcpyHostToDevice));
-  /* variants 3-6: rowwise (each rank's shard rows' rw_sa, gathered by the call; its columns'
-   * rw_sb): fused, m_loc 200 (the fused kernel's compact rows: padded tile rows mapped onto the
-   * gathered scales), unfused, m_loc 100 */
-  static const char *const vname[7] = {"fused", "default (m_loc 100)", "unfused", "fused rowwise",
-                                       "rowwise m_loc 200", "unfused rowwise", "rowwise m_loc 100"};
-  for (int v = 0; v < 7; v++) {
+  /* variants 3-7: rowwise (each rank's shard rows' rw_sa; its columns' rw_sb): fused (the comm
+   * CTAs carry each chunk's scales with its rows; own rows' read in place), m_loc 200 (compact
+   * rows: padded), unfused and m_loc 100 (the scales all-gathered first), and fused with
+   * MELD_AG_FP8_SCALES=gather (gathered first; the fused kernel maps its padded rows onto them) */
+  static const char *const vname[8] = {"fused",           "default (m_loc 100)", "unfused",
+                                       "fused rowwise",   "rowwise m_loc 200",   "unfused rowwise",
+                                       "rowwise m_loc 100", "fused rowwise, scales gathered first"};
+  for (int v = 0; v < 8; v++) {
     const int64_t ml = v == 1 || v == 6 ? 100 : v == 4 ? 200 : 128;
-    const int rw = v >= 3, unf = v == 2 || v == 5;
+    const int rw = v >= 3, unf = v == 2 || v == 5, gath = v == 7;
     const size_t na = (size_t)ml * K, nb = (size_t)N * K, nc = (size_t)P * ml * N;
     uint8_t *A, *B, *G;
     uint16_t *C;
@@ -423,6 +425,7 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
     if (rank == 0 && unf) setenv("MELD_SCHEDULE", "unfused", 1);
+    if (rank == 0 && gath) setenv("MELD_AG_FP8_SCALES", "gather", 1);
     pthread_barrier_wait(&g_bar);
     meld_ag_gemm_fp8_args_t g;
     memset(&g, 0, sizeof g);
@@ -437,6 +440,7 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
     if (rank == 0 && unf) unsetenv("MELD_SCHEDULE");
+    if (rank == 0 && gath) unsetenv("MELD_AG_FP8_SCALES");
     int64_t gbad = 0;
     for (int q = 0; q < P; q++) gbad += memcmp(gh + (size_t)q * na, g_a8[q], na) != 0;
     GT_CHECK(gbad == 0, "ag_gemm_fp8 %s m_loc %lld: %lld ranks' gathered rows differ", vname[v],
