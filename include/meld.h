@@ -285,6 +285,25 @@ typedef struct {
 
 meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *args, cudaStream_t stream);
 
+/* FP8 quantization for the fp8 ops: out (e4m3) = x / scale rounded to the nearest e4m3
+ * (saturating at +-448), scale = amax / 448 (1 where amax is 0) of each row (rowwise = 1: rows
+ * values, the operand's MELD_FP8_ROWWISE_* scale) or of the whole matrix (rowwise = 0: one
+ * value, a per-tensor scale), written to device memory (stream-ordered: a following fp8 op on the
+ * stream reads it). x finite (NaN and inf are not defined). Row-major, leading dimensions in
+ * elements. Fails with MELD_ERR_INVALID_ARG (NULL, bad sizes, ldx / ldo < cols, misaligned x or
+ * scale), MELD_ERR_CUDA. */
+typedef struct {
+  const void *x;    /* bf16 [rows, cols], ld ldx                                              */
+  int64_t ldx;
+  void *out;        /* e4m3 [rows, cols], ld ldo                                              */
+  int64_t ldo;
+  float *scale;     /* device fp32: rows values (rowwise) or 1                                */
+  int64_t rows, cols;
+  int rowwise;      /* 1: a scale per row; 0: one for the matrix                              */
+} meld_fp8_quantize_args_t;
+
+meld_result_t meld_fp8_quantize(const meld_fp8_quantize_args_t *args, cudaStream_t stream);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Attention alone (single GPU): the compute core of the ring attention                     */
 /* ---------------------------------------------------------------------------------------- */

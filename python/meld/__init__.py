@@ -10,18 +10,18 @@
     comm.destroy()
 
 Single-GPU ops need no communicator: meld.gemm(a, w), meld.gemm_fp8(a8, w8, scale_a, scale_b)
-(float8_e4m3fn in, bf16 out, per-tensor or rowwise scales as torch._scaled_mm's: one element,
-or [M, 1] / [1, N]), meld.attention(q, k, v). The fused tensor-parallel
-GEMMs have fp8 forms too: comm.ag_gemm_fp8, comm.gemm_rs_fp8, comm.gemm_ar_fp8 (the arguments of
-meld.gemm_fp8, weights [N, K] only). Everything runs on
-torch's current stream and returns at once; failures raise MeldError (subclasses per result code,
-e.g. MeldArgumentError is also a ValueError) carrying the library's sentence. The library is
+(float8_e4m3fn in, bf16 out, per-tensor or rowwise scales as torch._scaled_mm's: one element, or
+[M, 1] / [1, N]; meld.fp8_quantize(x) makes them), meld.attention(q, k, v). The fused
+tensor-parallel GEMMs have fp8 forms too: comm.ag_gemm_fp8, comm.gemm_rs_fp8, comm.gemm_ar_fp8
+(the arguments of meld.gemm_fp8, weights [N, K] only). Everything runs on torch's current stream
+and returns at once; failures raise MeldError (subclasses per result code, e.g.
+MeldArgumentError is also a ValueError) carrying the library's sentence. The library is
 libmeld.so of the repository's build tree, or $MELD_LIBRARY. torch is needed for the ops, not for
 importing the module.
 """
 from ._capi import (MeldAbortedError, MeldArgumentError, MeldError, MeldOutOfMemoryError,
                     MeldTimeoutError, MeldUnsupportedError, library_path, strerror, version)
-from ._ops import Comm, MoeDispatch, attention, gemm, gemm_fp8, get_unique_id
+from ._ops import Comm, MoeDispatch, attention, fp8_quantize, gemm, gemm_fp8, get_unique_id
 
 try:  # the ops as torch.ops.meld.* for torch.compile, where torch is installed
     import torch as _torch  # noqa: F401
@@ -32,6 +32,6 @@ if _torch is not None:
     _ops_mod._torch_mod = _torch
     from . import _compile  # noqa: F401
 
-__all__ = ["Comm", "MoeDispatch", "attention", "gemm", "gemm_fp8", "get_unique_id", "version",
-           "strerror", "library_path", "MeldError", "MeldArgumentError", "MeldTimeoutError",
+__all__ = ["Comm", "MoeDispatch", "attention", "fp8_quantize", "gemm", "gemm_fp8", "get_unique_id",
+           "version", "strerror", "library_path", "MeldError", "MeldArgumentError", "MeldTimeoutError",
            "MeldAbortedError", "MeldUnsupportedError", "MeldOutOfMemoryError"]

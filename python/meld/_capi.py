@@ -93,6 +93,11 @@ class GemmFp8Args(ctypes.Structure):
                 ("m", c_int64), ("n", c_int64), ("k", c_int64), ("sm_count", c_int)]
 
 
+class Fp8QuantizeArgs(ctypes.Structure):
+    _fields_ = [("x", c_void_p), ("ldx", c_int64), ("out", c_void_p), ("ldo", c_int64),
+                ("scale", c_void_p), ("rows", c_int64), ("cols", c_int64), ("rowwise", c_int)]
+
+
 class AttentionArgs(ctypes.Structure):
     _fields_ = [("q", c_void_p), ("k", c_void_p), ("v", c_void_p), ("o", c_void_p),
                 ("lse", c_void_p), ("stride_q", c_int64), ("stride_k", c_int64),
@@ -159,6 +164,7 @@ class MoeFfnArgs(ctypes.Structure):
 STRUCTS = {
     "meld_config_t": Config, "meld_unique_id": UniqueId, "meld_comm_info_t": CommInfo,
     "meld_gemm_args_t": GemmArgs, "meld_gemm_fp8_args_t": GemmFp8Args,
+    "meld_fp8_quantize_args_t": Fp8QuantizeArgs,
     "meld_attention_args_t": AttentionArgs,
     "meld_gemm_rs_args_t": GemmRsArgs, "meld_ag_gemm_args_t": AgGemmArgs,
     "meld_gemm_rs_fp8_args_t": GemmRsFp8Args, "meld_ag_gemm_fp8_args_t": AgGemmFp8Args,
@@ -190,6 +196,7 @@ FUNCTIONS = {
     "meld_mem_peer_ptr": (_R, [c_void_p, c_void_p, c_int, _P(c_void_p)]),
     "meld_gemm": (_R, [_P(GemmArgs), c_void_p]),
     "meld_gemm_fp8": (_R, [_P(GemmFp8Args), c_void_p]),
+    "meld_fp8_quantize": (_R, [_P(Fp8QuantizeArgs), c_void_p]),
     "meld_attention": (_R, [_P(AttentionArgs), c_void_p]),
     "meld_ring_attention": (_R, [c_void_p, _P(AttentionArgs), c_void_p]),
     "meld_all_gather": (_R, [c_void_p, c_void_p, c_void_p, c_size_t, c_int, c_void_p]),

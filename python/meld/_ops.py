@@ -244,6 +244,28 @@ def gemm_fp8(a, b, scale_a=None, scale_b=None, *, out=None, sm_count=0):
     return c
 
 
+def fp8_quantize(x, *, rowwise=True):
+    """(q, scale): x (bf16 [rows, cols], contiguous rows) quantized to float8_e4m3fn with
+    scale = amax / 448 per row ([rows, 1] float32, gemm_fp8's rowwise scale_a / scale_b) or of
+    the whole tensor (rowwise=False: one element), q = x / scale rounded to the nearest e4m3
+    (saturating), so scale * q reproduces x within e4m3's precision."""
+    torch = _torch()
+    _tensor(x, "x", None, _bf16(), 2)
+    dev = x.device.index
+    if x.stride(1) != 1:
+        raise _err("x: rows must be contiguous (stride(1) == 1); pass .contiguous()")
+    rows, cols = x.shape
+    ldx = x.stride(0) if rows > 1 else cols
+    if ldx < cols:
+        raise _err(f"x: row stride {ldx} < {cols} columns (overlapping rows); pass .contiguous()")
+    q = torch.empty((rows, cols), dtype=torch.float8_e4m3fn, device=x.device)
+    scale = torch.empty((rows, 1) if rowwise else (1,), dtype=torch.float32, device=x.device)
+    args = C.Fp8QuantizeArgs(x.data_ptr(), ldx, q.data_ptr(), cols, scale.data_ptr(),
+                             rows, cols, 1 if rowwise else 0)
+    _call(dev, C.lib.meld_fp8_quantize, ctypes.byref(args), _stream(dev))
+    return q, scale
+
+
 def _attn_args(q, k, v, dev, causal, scale, q_pos0, kv_pos0, out, return_lse, zigzag=0):
     torch = _torch()
     for name, t in (("q", q), ("k", k), ("v", v)):

@@ -14,7 +14,8 @@
  * few-tile shapes), stream-K and the 128 x 320 tile (2048 x 5120 x 8192), large squares; NULL
  * scales (= 1); rowwise scales (MELD_FP8_ROWWISE and each operand's alone) on those paths;
  * a CUDA graph replayed after the scales changed in device memory (the kernel reads them); bad
- * arguments refused with their reasons. */
+ * arguments refused with their reasons; meld_fp8_quantize (per row and per tensor) against a host
+ * reference, and its round trip through the rowwise GEMM. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -216,6 +217,130 @@ static void test_graph_scales(void) {
   cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(sc);
 }
 
+/* Row r of a bf16 matrix times 2^(r % 9 - 4) (rows of different magnitudes), row `zero` zeroed. */
+__global__ void q_shape_rows(uint16_t *p, int64_t rows, int64_t cols, int64_t ld, int64_t zero) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    const int64_t r = i / cols, o = r * ld + i % cols;
+    const float f = r == zero ? 0.f : __bfloat162float(*(const __nv_bfloat16 *)&p[o]) * ldexpf(1.f, (int)(r % 9) - 4);
+    const __nv_bfloat16 b = __float2bfloat16(f);
+    p[o] = *(const uint16_t *)&b;
+  }
+}
+
+static float bf16_value(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* meld_fp8_quantize against a host reference: each scale exactly amax / 448 (1 for the zero
+ * row), each byte within half an e4m3 step of x / scale (the nearest e4m3 value), the amax
+ * element at +-448; per row and per tensor. Then the round trip: bf16 A and B quantized per row,
+ * meld_gemm_fp8 rowwise, against cuBLAS on the bf16 values (within e4m3's precision, ~5%). */
+static void test_quantize(void) {
+  const int64_t rows = 300, cols = 1000, ldx = 1008, ldo = 1024;
+  uint16_t *x = NULL;
+  uint8_t *q = NULL;
+  float *sc = NULL;
+  GT_CUDA(cudaMalloc(&x, (size_t)rows * ldx * 2));
+  GT_CUDA(cudaMalloc(&q, (size_t)rows * ldo));
+  GT_CUDA(cudaMalloc(&sc, (size_t)rows * 4));
+  gt_fill_bf16_2d<<<264, 256>>>(x, rows, cols, ldx, 77);
+  q_shape_rows<<<264, 256>>>(x, rows, cols, ldx, 5);
+  uint16_t *xh = (uint16_t *)malloc((size_t)rows * ldx * 2);
+  uint8_t *qh = (uint8_t *)malloc((size_t)rows * ldo);
+  float *sh = (float *)malloc((size_t)rows * 4);
+  GT_CUDA(cudaMemcpy(xh, x, (size_t)rows * ldx * 2, cudaMemcpyDeviceToHost));
+  for (int rw = 1; rw >= 0; rw--) {
+    GT_CUDA(cudaMemset(q, 0x7f, (size_t)rows * ldo));
+    GT_CUDA(cudaMemset(sc, 0xff, (size_t)rows * 4));
+    meld_fp8_quantize_args_t a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.ldx = ldx, a.out = q, a.ldo = ldo, a.scale = sc, a.rows = rows, a.cols = cols, a.rowwise = rw;
+    GT_MELD(meld_fp8_quantize(&a, 0));
+    GT_CUDA(cudaDeviceSynchronize());
+    GT_CUDA(cudaMemcpy(qh, q, (size_t)rows * ldo, cudaMemcpyDeviceToHost));
+    GT_CUDA(cudaMemcpy(sh, sc, (size_t)(rw ? rows : 1) * 4, cudaMemcpyDeviceToHost));
+    float tmax = 0.f;
+    for (int64_t i = 0; i < rows * cols; i++) tmax = fmaxf(tmax, fabsf(bf16_value(xh[(i / cols) * ldx + i % cols])));
+    int64_t bad_scale = 0, bad = 0, at_max = 0, clobbered = 0;
+    for (int64_t r = 0; r < rows; r++) {
+      float amax = tmax;
+      if (rw) {
+        amax = 0.f;
+        for (int64_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(bf16_value(xh[r * ldx + c])));
+      }
+      const float s = amax > 0.f ? amax / 448.0f : 1.0f, inv = amax > 0.f ? 448.0f / amax : 1.0f;
+      if (rw ? sh[r] != s : (r == 0 && sh[0] != s)) bad_scale++;
+      for (int64_t c = 0; c < cols; c++) {
+        const float y = bf16_value(xh[r * ldx + c]) * inv, v = gt_e4m3_value(qh[r * ldo + c]);
+        const float ay = fabsf(y);
+        const float half = ay < 0.015625f ? 0.0009765625f : ldexpf(1.f, (int)floorf(log2f(ay)) - 4);
+        if (!(fabsf(v - y) <= half * 1.000001f)) {
+          if (bad++ < 3) gt_log("quantize %s (%lld, %lld): x / scale %g -> %g", rw ? "rowwise" : "tensor", (long long)r, (long long)c, y, v);
+        }
+        at_max += amax > 0.f && fabsf(bf16_value(xh[r * ldx + c])) == amax && fabsf(v) == 448.f;
+      }
+      for (int64_t c = cols; c < ldo; c++) clobbered += qh[r * ldo + c] != 0x7f;
+    }
+    GT_CHECK(bad_scale == 0, "quantize %s: %lld scales differ from amax / 448", rw ? "rowwise" : "tensor", (long long)bad_scale);
+    GT_CHECK(bad == 0, "quantize %s: %lld of %lld bytes are not the nearest e4m3", rw ? "rowwise" : "tensor", (long long)bad,
+             (long long)(rows * cols));
+    GT_CHECK(at_max >= (rw ? rows - 1 : 1), "quantize %s: the amax elements map to +-448 in %lld places", rw ? "rowwise" : "tensor",
+             (long long)at_max);
+    GT_CHECK(clobbered == 0, "quantize %s: %lld bytes past cols written", rw ? "rowwise" : "tensor", (long long)clobbered);
+    gt_log("meld_fp8_quantize %s %lldx%lld: scales exact, bytes nearest e4m3", rw ? "rowwise" : "per tensor",
+           (long long)rows, (long long)cols);
+  }
+  /* round trip: C = A B^T from per-row quantized A [m,k] and B [n,k] */
+  const int64_t m = 256, n = 512, k = 1024;
+  uint16_t *ab = NULL, *bb = NULL, *c = NULL;
+  uint8_t *a8 = NULL, *b8 = NULL;
+  float *sa = NULL, *sb = NULL, *want = NULL;
+  GT_CUDA(cudaMalloc(&ab, (size_t)m * k * 2));
+  GT_CUDA(cudaMalloc(&bb, (size_t)n * k * 2));
+  GT_CUDA(cudaMalloc(&a8, (size_t)m * k));
+  GT_CUDA(cudaMalloc(&b8, (size_t)n * k));
+  GT_CUDA(cudaMalloc(&sa, (size_t)m * 4));
+  GT_CUDA(cudaMalloc(&sb, (size_t)n * 4));
+  GT_CUDA(cudaMalloc(&c, (size_t)m * n * 2));
+  GT_CUDA(cudaMalloc(&want, (size_t)m * n * 4));
+  gt_fill_bf16_2d<<<264, 256>>>(ab, m, k, k, 91);
+  gt_fill_bf16_2d<<<264, 256>>>(bb, n, k, k, 92);
+  q_shape_rows<<<264, 256>>>(ab, m, k, k, -1);
+  meld_fp8_quantize_args_t qa;
+  memset(&qa, 0, sizeof qa);
+  qa.x = ab, qa.ldx = k, qa.out = a8, qa.ldo = k, qa.scale = sa, qa.rows = m, qa.cols = k, qa.rowwise = 1;
+  GT_MELD(meld_fp8_quantize(&qa, 0));
+  qa.x = bb, qa.out = b8, qa.scale = sb, qa.rows = n;
+  GT_MELD(meld_fp8_quantize(&qa, 0));
+  meld_gemm_fp8_args_t g;
+  memset(&g, 0, sizeof g);
+  g.a = a8, g.lda = k, g.b = b8, g.ldb = k, g.scale_a = sa, g.scale_b = sb, g.scaling = MELD_FP8_ROWWISE;
+  g.c = c, g.ldc = n, g.m = m, g.n = n, g.k = k;
+  GT_MELD(meld_gemm_fp8(&g, 0));
+  const float one = 1.0f, zero = 0.0f;
+  const cublasStatus_t st = cublasGemmEx(g_cublas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, bb, CUDA_R_16BF,
+                                         (int)k, ab, CUDA_R_16BF, (int)k, &zero, want, CUDA_R_32F, (int)n,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  GT_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed: %d", (int)st);
+  GT_CUDA(cudaDeviceSynchronize());
+  uint16_t *ch = (uint16_t *)malloc((size_t)m * n * 2);
+  float *wh = (float *)malloc((size_t)m * n * 4);
+  GT_CUDA(cudaMemcpy(ch, c, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(wh, want, (size_t)m * n * 4, cudaMemcpyDeviceToHost));
+  const double err = ref_rel_err_bf16(ch, n, wh, n, m, n);
+  GT_CHECK(err <= 0.08, "quantize + gemm_fp8 rowwise round trip %lldx%lldx%lld: rel err %.3e vs bf16 > 0.08", (long long)m,
+           (long long)n, (long long)k, err);
+  gt_log("meld_fp8_quantize rowwise + meld_gemm_fp8 rowwise %lldx%lldx%lld: rel err %.3e vs the bf16 GEMM", (long long)m,
+         (long long)n, (long long)k, err);
+  free(xh), free(qh), free(sh), free(ch), free(wh);
+  cudaFree(x), cudaFree(q), cudaFree(sc), cudaFree(ab), cudaFree(bb), cudaFree(a8), cudaFree(b8);
+  cudaFree(sa), cudaFree(sb), cudaFree(c), cudaFree(want);
+}
+
 /* Bad arguments: MELD_ERR_INVALID_ARG with the reason; nothing launched. */
 static void test_bad_args(void) {
   uint8_t *x = NULL;
@@ -307,6 +432,7 @@ int main(void) {
     if (cudaGetLastError() != cudaSuccess) break;
   }
   test_graph_scales();
+  test_quantize();
   cublasDestroy(g_cublas);
   return gt_summary("test_gemm_fp8");
 }

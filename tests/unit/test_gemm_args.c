@@ -202,6 +202,33 @@ static void test_fp8_args(void **state) {
   expect_fp8(meld_gemm_rs_fp8(NULL, NULL, 0), "args is NULL");
 }
 
+/* meld_fp8_quantize refuses bad arguments before any CUDA call, with the reason; empty is a no-op
+ * (rowwise). */
+static void test_fp8_quantize_args(void **state) {
+  (void)state;
+  meld_fp8_quantize_args_t q;
+  memset(&q, 0, sizeof q);
+  q.x = FAKE_A, q.ldx = 64, q.out = (void *)(uintptr_t)0x200000, q.ldo = 64, q.scale = (float *)FAKE_C, q.rows = 8, q.cols = 64, q.rowwise = 1;
+  expect_fp8(meld_fp8_quantize(NULL, 0), "meld_fp8_quantize: args is NULL");
+  meld_fp8_quantize_args_t x = q;
+  x.rowwise = 2;
+  expect_fp8(meld_fp8_quantize(&x, 0), "rowwise 2");
+  x = q, x.rows = -1;
+  expect_fp8(meld_fp8_quantize(&x, 0), "rows -1");
+  x = q, x.ldx = 32;
+  expect_fp8(meld_fp8_quantize(&x, 0), "ldx 32 and ldo 64 must be >= cols 64");
+  x = q, x.ldo = 63;
+  expect_fp8(meld_fp8_quantize(&x, 0), "ldo 63");
+  x = q, x.out = NULL;
+  expect_fp8(meld_fp8_quantize(&x, 0), "out is NULL");
+  x = q, x.scale = NULL;
+  expect_fp8(meld_fp8_quantize(&x, 0), "scale is NULL");
+  x = q, x.x = (const void *)((uintptr_t)FAKE_A + 1);
+  expect_fp8(meld_fp8_quantize(&x, 0), "aligned");
+  x = q, x.rows = 0; /* empty, rowwise: nothing to do, no device needed */
+  assert_int_equal(meld_fp8_quantize(&x, 0), MELD_OK);
+}
+
 /* Stream-K partition (shared by the device scheduler and the planner): every k-block of every
  * stream-K tile is covered exactly once, pieces of a tile have distinct contributor indices
  * below the count, and the count matches the pieces seen. */
@@ -930,7 +957,7 @@ int main(void) {
       cmocka_unit_test(test_null_args),    cmocka_unit_test(test_null_pointers),
       cmocka_unit_test(test_dims),         cmocka_unit_test(test_alignment),
       cmocka_unit_test(test_leading_dims), cmocka_unit_test(test_empty_is_noop),
-      cmocka_unit_test(test_no_device),    cmocka_unit_test(test_fp8_args), cmocka_unit_test(test_stream_k_partition),
+      cmocka_unit_test(test_no_device),    cmocka_unit_test(test_fp8_args), cmocka_unit_test(test_fp8_quantize_args), cmocka_unit_test(test_stream_k_partition),
     cmocka_unit_test(test_stream_k_queue),  cmocka_unit_test(test_static_schedule),
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
       cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_runs_order), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_scatter_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
