@@ -86,18 +86,16 @@ extern "C" meld_result_t meld_fp8_quantize(const meld_fp8_quantize_args_t *a, cu
   if (a->rowwise != 0 && a->rowwise != 1)
     return meld_error(MELD_ERR_INVALID_ARG, "%s: rowwise %d: 1 (a scale per row) or 0 (one per tensor)", fn,
                       a->rowwise);
-  if (a->rows == 0 || a->cols == 0) {
-    if (a->rowwise || !a->scale) return MELD_OK; /* nothing to do (per tensor with a scale: 1, below) */
-  } else {
-    if (!a->x || !a->out || !a->scale)
-      return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL", fn, !a->x ? "x" : !a->out ? "out" : "scale");
+  if (a->rowwise && a->rows == 0) return MELD_OK; /* no rows, no scales */
+  if (!a->scale) return meld_error(MELD_ERR_INVALID_ARG, "%s: scale is NULL", fn);
+  if ((uintptr_t)a->scale & 3) return meld_error(MELD_ERR_INVALID_ARG, "%s: scale must be 4-byte aligned", fn);
+  if (a->rows > 0 && a->cols > 0) { /* (empty: the scales alone, 1) */
+    if (!a->x || !a->out) return meld_error(MELD_ERR_INVALID_ARG, "%s: %s is NULL", fn, !a->x ? "x" : "out");
     if (a->ldx < a->cols || a->ldo < a->cols)
       return meld_error(MELD_ERR_INVALID_ARG, "%s: ldx %lld and ldo %lld must be >= cols %lld", fn,
                         (long long)a->ldx, (long long)a->ldo, (long long)a->cols);
-    if (((uintptr_t)a->x & 1) || ((uintptr_t)a->scale & 3))
-      return meld_error(MELD_ERR_INVALID_ARG, "%s: x must be 2-byte and scale 4-byte aligned", fn);
+    if ((uintptr_t)a->x & 1) return meld_error(MELD_ERR_INVALID_ARG, "%s: x must be 2-byte aligned", fn);
   }
-  if (!a->scale) return meld_error(MELD_ERR_INVALID_ARG, "%s: scale is NULL", fn);
   int dev = 0, sms = 0;
   MELD_CUDA_CHECK(cudaGetDevice(&dev));
   MELD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
