@@ -4,14 +4,14 @@
 # launch configuration (grid, block, cluster, registers, shared memory) and the traffic that
 # costs energy at the power cap. Clocks left alone. Usage (device): OUT=... [SHAPE=m,n,k]
 # [ARGS="--only cl2" COUNT=5: meld default, then the variant, then cuBLASLt]
-# [BIN=path: another bench_gemm build, nothing built] bash ...
+# [BIN=path: another bench_gemm build, nothing built] [KERNEL=regex of the kernels' names] bash ...
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 BIN=${BIN:-}
 [ -n "$BIN" ] || { BIN=build/bench/bench_gemm; make -j16 lib $BIN > "$OUT/build.log" 2>&1 || { tail -5 "$OUT/build.log"; exit 1; }; }
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 M=gpu__time_duration.sum,sm__cycles_elapsed.max,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_ltcfabric.sum,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__inst_executed_pipe_tensor.sum
-timeout -k 5 200 "$NCU" --clock-control none -k regex:'nvjet|sm90|cutlass|gemm_kernel|xmma' --launch-count ${COUNT:-4} \
+timeout -k 5 200 "$NCU" --clock-control none -k regex:"${KERNEL:-nvjet|sm90|cutlass|gemm_kernel|xmma}" --launch-count ${COUNT:-4} \
   --section LaunchStats --metrics $M -o "$OUT/gemm_cmp" -f "$BIN" --custom-only --shape ${SHAPE:-2048,5120,8192} --rounds 1 ${ARGS:-} \
   > "$OUT/ncu.log" 2>&1
 echo "ncu rc=$?"; grep -E "==ERR|error" "$OUT/ncu.log" | head -3
