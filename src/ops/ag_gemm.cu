@@ -546,7 +546,7 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   }
   gemm_params_t *gp = &k->g;
   if (f8) gp->fp8 = 1, gp->fp8_rows = f8->rows, gp->scale_a = f8->scale_a, gp->scale_b = f8->scale_b;
-  if (f8 && f8->shard_rows) { /* rowwise scale_a carried with the chunks (ag_push_chunk, ag_side_push) */
+  if (f8 && f8->shard_rows) { /* rowwise scale_a carried with the chunks by the comm CTAs (ag_push_chunk) */
     k->row_scale = f8->scale_a;
     gp->fp8_rows = f8->rows | 4;
     gp->scale_a = (const float *)((const uint8_t *)comm->workspace.local + p->ws_bytes);
