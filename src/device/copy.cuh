@@ -90,15 +90,21 @@ COPY_DEV void copy_bytes(void *dst, const void *src, size_t bytes, uint32_t w, u
 /* Element dtypes of the engines (== meld_dtype_t). */
 enum { COPY_BF16 = 0, COPY_FP32 = 1 };
 
-/* 8 bf16 (one 16-byte vector) -> 8 floats, added into acc. Exact widening (bf16 is the high
- * half of an fp32). */
-COPY_DEV void acc_bf16x8(float acc[8], int4 v) {
+/* 8 bf16 (one 16-byte vector) -> 8 floats. Exact widening (bf16 is the high half of an fp32). */
+COPY_DEV void widen_bf16x8(int4 v, float f[8]) {
   const uint32_t u[4] = {(uint32_t)v.x, (uint32_t)v.y, (uint32_t)v.z, (uint32_t)v.w};
 #pragma unroll
   for (int k = 0; k < 4; k++) {
-    acc[2 * k] += __uint_as_float(u[k] << 16);
-    acc[2 * k + 1] += __uint_as_float(u[k] & 0xffff0000u);
+    f[2 * k] = __uint_as_float(u[k] << 16);
+    f[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
   }
+}
+/* The same, added into acc. */
+COPY_DEV void acc_bf16x8(float acc[8], int4 v) {
+  float f[8];
+  widen_bf16x8(v, f);
+#pragma unroll
+  for (int k = 0; k < 8; k++) acc[k] += f[k];
 }
 /* 8 floats -> 8 bf16, round to nearest even (cvt.rn.bf16x2.f32). */
 COPY_DEV int4 pack_bf16x8(const float acc[8]) {

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "device/copy.cuh" /* widen_bf16x8 */
 #include "error.h"
 #include "meld.h"
 
@@ -38,17 +39,6 @@ __device__ __forceinline__ float q_block_max(float m, float *red) {
   return m;
 }
 
-/* 8 bf16 (a 16-byte load) as floats. */
-__device__ __forceinline__ void q_load8(const __nv_bfloat16 *p, float *f) {
-  const uint4 u = *(const uint4 *)p;
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
 /* VEC: 8 elements a thread at a time (16-byte loads, 8-byte stores; cols, ldx and ldo multiples
  * of 8, x 16-byte and out 8-byte aligned: the launcher's choice). */
 template <bool VEC>
@@ -62,7 +52,7 @@ __global__ void __launch_bounds__(Q_THREADS) q_rows_kernel(const __nv_bfloat16 *
     if (VEC) {
       for (int64_t c = 8 * (int64_t)threadIdx.x; c < cols; c += 8 * Q_THREADS) {
         float f[8];
-        q_load8(xr + c, f);
+        widen_bf16x8(*(const int4 *)(xr + c), f);
 #pragma unroll
         for (int i = 0; i < 8; ++i) m = fmaxf(m, fabsf(f[i]));
       }
@@ -75,7 +65,7 @@ __global__ void __launch_bounds__(Q_THREADS) q_rows_kernel(const __nv_bfloat16 *
     if (VEC) {
       for (int64_t c = 8 * (int64_t)threadIdx.x; c < cols; c += 8 * Q_THREADS) {
         float f[8];
-        q_load8(xr + c, f);
+        widen_bf16x8(*(const int4 *)(xr + c), f);
         uint32_t lo = 0, hi = 0;
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

@@ -112,9 +112,8 @@ typedef struct {
 static float *host_scales(int64_t n, uint64_t seed) {
   float *s = (float *)malloc((size_t)n * 4);
   for (int64_t i = 0; i < n; i++) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    const double u = (double)(seed >> 11) / 9007199254740992.0; /* [0, 1) */
-    s[i] = (float)((0.125 + 3.875 * u) * ((seed >> 7) % 3 == 0 ? -1 : 1));
+    const float u = 0.5f * (gt_rand_f(&seed) + 1.0f); /* [0, 1) */
+    s[i] = (0.125f + 3.875f * u) * (i % 3 == 0 ? -1.f : 1.f);
   }
   return s;
 }
@@ -228,13 +227,6 @@ __global__ void q_shape_rows(uint16_t *p, int64_t rows, int64_t cols, int64_t ld
   }
 }
 
-static float bf16_value(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 /* meld_fp8_quantize against a host reference: each scale exactly amax / 448 (1 for the zero
  * row), each byte within half an e4m3 step of x / scale (the nearest e4m3 value), the amax
  * element at +-448; per row and per tensor. Then the round trip: bf16 A and B quantized per row,
@@ -267,24 +259,24 @@ static void test_quantize(void) {
     GT_CUDA(cudaMemcpy(qh, q, (size_t)rows * ldo, cudaMemcpyDeviceToHost));
     GT_CUDA(cudaMemcpy(sh, sc, (size_t)(rw ? rows : 1) * 4, cudaMemcpyDeviceToHost));
     float tmax = 0.f;
-    for (int64_t i = 0; i < rows * cols; i++) tmax = fmaxf(tmax, fabsf(bf16_value(xh[(i / cols) * ldx + i % cols])));
+    for (int64_t i = 0; i < rows * cols; i++) tmax = fmaxf(tmax, fabsf(bf2f(xh[(i / cols) * ldx + i % cols])));
     int64_t bad_scale = 0, bad = 0, at_max = 0, clobbered = 0;
     for (int64_t r = 0; r < rows; r++) {
       float amax = tmax;
       if (rw) {
         amax = 0.f;
-        for (int64_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(bf16_value(xh[r * ldx + c])));
+        for (int64_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(bf2f(xh[r * ldx + c])));
       }
       const float s = amax > 0.f ? amax / 448.0f : 1.0f, inv = amax > 0.f ? 448.0f / amax : 1.0f;
       if (rw ? sh[r] != s : (r == 0 && sh[0] != s)) bad_scale++;
       for (int64_t c = 0; c < cols; c++) {
-        const float y = bf16_value(xh[r * ldx + c]) * inv, v = gt_e4m3_value(qh[r * ldo + c]);
+        const float y = bf2f(xh[r * ldx + c]) * inv, v = gt_e4m3_value(qh[r * ldo + c]);
         const float ay = fabsf(y);
         const float half = ay < 0.015625f ? 0.0009765625f : ldexpf(1.f, (int)floorf(log2f(ay)) - 4);
         if (!(fabsf(v - y) <= half * 1.000001f)) {
           if (bad++ < 3) gt_log("quantize %s (%lld, %lld): x / scale %g -> %g", rw ? "rowwise" : "tensor", (long long)r, (long long)c, y, v);
         }
-        at_max += amax > 0.f && fabsf(bf16_value(xh[r * ldx + c])) == amax && fabsf(v) == 448.f;
+        at_max += amax > 0.f && fabsf(bf2f(xh[r * ldx + c])) == amax && fabsf(v) == 448.f;
       }
       for (int64_t c = cols; c < ldo; c++) clobbered += qh[r * ldo + c] != 0x7f;
     }
