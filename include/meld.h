@@ -430,8 +430,8 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  *   all_reduce (count a multiple of L), reduce_scatter and all_gather are hierarchical (within
  *   the node, then across nodes on two internal comms made at init: L times fewer bytes between
  *   nodes; three kernels a call; MELD_NET_HIER=0 turns it off): their sums go within the node
- *   in rank order, then over the nodes, each step rounded to the dtype. The fused ops are
- *   MELD_ERR_UNSUPPORTED across nodes.
+ *   in rank order, then over the nodes, each step rounded to the dtype. The fused GEMM ops take
+ *   their unfused paths across nodes; the MoE ops: see meld_moe_dispatch_gemm.
  * - send and recv must not overlap, except where an op says so.
  * - Fails (before launching anything): MELD_ERR_INVALID_ARG (NULL comm, NULL buffer with a
  *   non-zero count, unknown dtype, pointer not aligned to the element size, sizes that
@@ -706,12 +706,26 @@ enum { MELD_MOE_ACT_NONE = 0, MELD_MOE_ACT_SWIGLU = 1 };
  * CUDA-graph capturable; back-to-back calls need no host synchronization.
  * Fails before launching: MELD_ERR_INVALID_ARG (NULL, bad dims, misalignment; the sentence names
  * the argument), MELD_ERR_OUT_OF_MEMORY (workspace too small: the message names the size),
- * MELD_ERR_UNSUPPORTED (ranks on several nodes, not a Hopper GPU), MELD_ERR_CUDA. On the device,
+ * MELD_ERR_UNSUPPORTED (not a Hopper GPU; across nodes: ranks not numbered node by node with
+ * equal nodes, more than 16 ranks a node), MELD_ERR_CUDA. On the device,
  * reported by meld_comm_check() and later calls (the comm is then aborted): a rank whose
  * experts receive more rows than capacity holds (every rank fails alike; the record names the
  * rank, the rows needed and the capacity), ranks with different arguments, a rank that never
  * calls (MELD_ERR_TIMEOUT after timeout_ms). */
 meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *args, cudaStream_t stream);
+
+/* Across nodes (a comm whose ranks span N nodes of L ranks each, numbered node by node; a first,
+ * functional version): each MoE op is a short sequence of meld's calls on two internal comms,
+ * the node's L ranks and this local rank's "rail" over the nodes (the hierarchy's, else made by
+ * the first MoE call: make one before any CUDA-graph capture). The rail all-gathers its ranks'
+ * tokens and ids (dense between nodes: each token to every node, which top-k routing over few
+ * nodes nearly needs anyway); each node then runs the one-node op over the N x tokens gathered
+ * tokens with only its own experts' ids (only routed rows move within the node); the combine
+ * (and meld_moe_ffn) reduce-scatters each node's partial sums over the rail (fp32 sums of the
+ * bf16 partials: one more rounding than on one node). Rules beyond one node's: tokens equal on
+ * the ranks of a rail (the same local rank on every node; checked on the device), capacity >= N
+ * x tokens x topk for the combine, and within a segment the rows come by (source's local rank,
+ * source's node, pair) instead of by source rank; row_origin names global ranks as ever. */
 
 /* The MoE layer's second GEMM on the preceding dispatch's layout: for each local expert e, rows
  * [expert_offsets[e], + expert_counts[e]) of a, times w[e]^T, into the same rows of c (rows between
@@ -753,7 +767,8 @@ meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combine_args_t *
 
 /* The workspace bytes meld_moe_dispatch_gemm needs for these arguments on nranks ranks (the
  * staging of capacity rows of hidden, the blocks' counters, the exchanged counts and the
- * routing tables of max_tokens tokens a rank). */
+ * routing tables, sized for nranks x max_tokens tokens so that the same figure serves a comm
+ * across nodes, whose node calls route the tokens of every node). */
 size_t meld_moe_workspace_bytes(int nranks, int64_t max_tokens, int32_t topk, int32_t experts, int64_t hidden,
                                 int64_t capacity);
 

@@ -38,6 +38,16 @@ static meld_result_t comm_split(struct meld_comm *comm, int color, int key, cons
                                 meld_result_t mine, meld_comm_t *child);
 static void comm_free(struct meld_comm *c, int collective);
 
+/* The configuration of c's internal children (the hierarchy's, the MoE ops' across nodes). */
+static meld_resolved_config_t internal_cfg(const struct meld_comm *c) {
+  meld_resolved_config_t cfg = c->cfg;
+  cfg.internal = 1;
+  cfg.trace_path[0] = '\0';  /* (one trace file a process: the parent's) */
+  cfg.sm_cap = c->sm_count; /* (children of ranks that are threads on one GPU would plan with more) */
+  cfg.side_stream = meld_proto_side_stream((struct meld_comm *)c); /* (no more streams than the flat path's) */
+  return cfg;
+}
+
 /* The hierarchy's two comms (comm.h: hier_node, hier_rail), where it applies. Collective over
  * c; every rank decides alike (the layout is global; MELD_NET_HIER is all-gathered). */
 static meld_result_t hier_create(struct meld_comm *c) {
@@ -66,11 +76,7 @@ static meld_result_t hier_create(struct meld_comm *c) {
                                                    : "MELD_NET_HIER=0, or ranks that are threads of one process");
     return MELD_OK;
   }
-  meld_resolved_config_t cfg = c->cfg;
-  cfg.internal = 1;
-  cfg.trace_path[0] = '\0';  /* (one trace file a process: the parent's) */
-  cfg.sm_cap = c->sm_count; /* (children of ranks that are threads on one GPU would plan with more) */
-  cfg.side_stream = meld_proto_side_stream(c); /* (no more streams than the flat path's) */
+  const meld_resolved_config_t cfg = internal_cfg(c);
   MELD_CHECK(comm_split(c, c->node, c->rank, &cfg, MELD_OK, &c->hier_node));
   res = comm_split(c, c->local_rank, c->rank, &cfg, MELD_OK, &c->hier_rail);
   if (res != MELD_OK) {
@@ -80,6 +86,49 @@ static meld_result_t hier_create(struct meld_comm *c) {
   }
   meld_log_set_rank(c->rank);
   MELD_INFO(MELD_SUB_INIT, "inter-node collectives: hierarchical (%d nodes x %d ranks)", c->nnodes, L);
+  return MELD_OK;
+}
+
+meld_result_t meld_comm_moe_comms(struct meld_comm *c, const char *fn, cudaStream_t stream, struct meld_comm **node,
+                                  struct meld_comm **rail) {
+  const int L = c->local_size, P = c->nranks;
+  *node = *rail = NULL;
+  if (c->hier_node && c->hier_rail) {
+    *node = c->hier_node, *rail = c->hier_rail;
+    return MELD_OK;
+  }
+  if (!c->moe_node) {
+    /* (the layout is global: every rank decides alike; L = 1 is numbered node by node when
+     * rank r is on node r) */
+    int uniform = P % L == 0;
+    for (int r = 0; uniform && r < P; r++) uniform = c->rank_node[r] == r / L && c->rank_local[r] == r % L;
+    if (!uniform)
+      return meld_error(MELD_ERR_UNSUPPORTED,
+                        "%s: across nodes the ranks must be numbered node by node with the same number on every "
+                        "node (rank r on node r / L)",
+                        fn);
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone)
+      return meld_error(MELD_ERR_UNSUPPORTED,
+                        "%s: the first MoE call across nodes makes the node's and the rail's communicators, which "
+                        "cannot happen during a stream capture: make one call before capturing",
+                        fn);
+    const meld_resolved_config_t cfg = internal_cfg(c);
+    struct meld_comm *nc = NULL, *rc = NULL;
+    MELD_CHECK(comm_split(c, c->node, c->rank, &cfg, MELD_OK, &nc));
+    if (L > 1) {
+      const meld_result_t res = comm_split(c, c->local_rank, c->rank, &cfg, MELD_OK, &rc);
+      if (res != MELD_OK) {
+        comm_free(nc, 1);
+        return res;
+      }
+    }
+    meld_log_set_rank(c->rank);
+    c->moe_node = nc, c->moe_rail = rc;
+    MELD_INFO(MELD_SUB_INIT, "MoE across nodes: node and rail communicators made (%d nodes x %d ranks)", c->nnodes, L);
+  }
+  *node = c->moe_node, *rail = c->moe_rail ? c->moe_rail : c;
   return MELD_OK;
 }
 
@@ -268,6 +317,8 @@ static meld_result_t ce_stream_create(struct meld_comm *c) {
 
 static void comm_free(struct meld_comm *c, int collective) {
   if (!c) return;
+  comm_free(c->moe_rail, collective);
+  comm_free(c->moe_node, collective);
   comm_free(c->hier_rail, collective);
   comm_free(c->hier_node, collective);
   for (int i = 0; i < MELD_CE_STREAMS; i++) {
@@ -542,8 +593,9 @@ meld_result_t meld_comm_abort(meld_comm_t comm) {
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_abort: comm is NULL");
   /* (the hierarchy's comms first: a collective of comm may be waiting in one of them) */
-  if (comm->hier_node) (void)meld_proto_abort(comm->hier_node);
-  if (comm->hier_rail) (void)meld_proto_abort(comm->hier_rail);
+  struct meld_comm *kids[] = {comm->hier_node, comm->hier_rail, comm->moe_node, comm->moe_rail};
+  for (int i = 0; i < 4; i++)
+    if (kids[i]) (void)meld_proto_abort(kids[i]);
   return meld_proto_abort(comm);
 }
 
@@ -552,11 +604,15 @@ meld_result_t meld_comm_check(meld_comm_t comm) {
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "meld_comm_check: comm is NULL");
   meld_result_t r = meld_proto_check(comm);
   if (r == MELD_OK) r = meld_net_check(comm);
-  /* the hierarchy's comms carry this comm's collectives across nodes: their errors are its */
-  for (int i = 0; i < 2 && r == MELD_OK; i++) {
-    struct meld_comm *h = i == 0 ? comm->hier_node : comm->hier_rail;
+  /* the internal comms carry this comm's collectives (the hierarchy's) and MoE ops across nodes:
+   * their errors are its */
+  struct meld_comm *kids[] = {comm->hier_node, comm->hier_rail, comm->moe_node, comm->moe_rail};
+  for (int i = 0; i < 4 && r == MELD_OK; i++) {
+    struct meld_comm *h = kids[i];
     if (h && (r = meld_proto_check(h)) == MELD_OK) r = meld_net_check(h);
-    if (r != MELD_OK) meld_error_prefix("meld_comm_check (the %s comm of the hierarchy)", i == 0 ? "node" : "rail");
+    if (r != MELD_OK)
+      meld_error_prefix("meld_comm_check (the %s comm of the %s)", i % 2 == 0 ? "node" : "rail",
+                        i < 2 ? "hierarchy" : "MoE ops across nodes");
   }
   return r;
 }

@@ -67,7 +67,7 @@ struct meld_proto_state; /* device protocol: src/host/proto.c */
 #define MELD_CE_STREAMS 4
 
 /* The comm's scratch buffers (meld_comm_scratch_slot). */
-enum { MELD_SCRATCH_OPS = 0, MELD_SCRATCH_NET = 1, MELD_SCRATCH_SCALES = 2, MELD_SCRATCH_SLOTS = 3 };
+enum { MELD_SCRATCH_OPS = 0, MELD_SCRATCH_NET = 1, MELD_SCRATCH_SCALES = 2, MELD_SCRATCH_MOE = 3, MELD_SCRATCH_SLOTS = 4 };
 
 struct meld_comm {
   int rank, nranks;
@@ -92,6 +92,8 @@ struct meld_comm {
    * unfused ops', [MELD_SCRATCH_NET] the inter-node hierarchy's (a collective an unfused op
    * calls on its scratch must not take the same buffer), [MELD_SCRATCH_SCALES] the gathered
    * per-row fp8 scales of meld_ag_gemm_fp8. graphed: handed out during a stream capture: a
+   * [MELD_SCRATCH_MOE] the MoE ops' gathered tokens across nodes (moe_net.cu: kept from a
+   * dispatch until its combine). graphed: handed out during a stream capture: a
    * graph may use it, so a larger one replaces it without freeing it. */
   void *unfused_scratch[MELD_SCRATCH_SLOTS];
   size_t unfused_scratch_bytes[MELD_SCRATCH_SLOTS];
@@ -109,6 +111,11 @@ struct meld_comm {
    * node's ranks, and the "rail" comm of this local rank's peers on every node (ranked by
    * node). coll_net.cu's hierarchical collectives run on them. Else NULL. */
   struct meld_comm *hier_node, *hier_rail;
+  /* The MoE ops across nodes (moe_net.cu) run on a node comm and a rail comm too: the
+   * hierarchy's where it made them, else these, made by the first such call
+   * (meld_comm_moe_comms) and freed at destroy; moe_rail stays NULL with one rank a node (the
+   * rail is the comm itself). */
+  struct meld_comm *moe_node, *moe_rail;
 };
 
 /* Node assignment from every rank's info (pure function, unit-tested on the CPU):
@@ -133,6 +140,14 @@ int meld_comm_same_process(const struct meld_comm *comm, int r);
 /* How many of the ranks (rank r included) are threads of r's process on r's GPU, whatever
  * their nodes: they share its SMs (share_sms: each plans with sm_count / this). */
 int meld_comm_gpu_share(const meld_rank_info_t *ranks, int nranks, int r);
+
+/* The node comm (this node's L ranks) and the rail comm (local rank l of every node, ranked by
+ * node; the comm itself where L = 1) that the MoE ops across nodes run on: the hierarchy's, or
+ * made here on the first call (collective over comm: every rank's first MoE call across nodes;
+ * not during a stream capture: MELD_ERR_UNSUPPORTED naming fn). MELD_ERR_UNSUPPORTED where the
+ * ranks are not numbered node by node with equal nodes. */
+meld_result_t meld_comm_moe_comms(struct meld_comm *comm, const char *fn, cudaStream_t stream, struct meld_comm **node,
+                                  struct meld_comm **rail);
 
 /* Collective over c's bootstrap: everyone learns whether everyone succeeded (`mine`), so that
  * no rank goes on alone and hangs; a failure elsewhere names the rank and `what`. */

@@ -278,7 +278,9 @@ int moe_layout_ref(const int32_t *cnt, int P, int E, int64_t capacity, int me, i
 size_t meld_moe_workspace_bytes(int nranks, int64_t max_tokens, int32_t topk, int32_t experts, int64_t hidden,
                                 int64_t capacity) {
   if (nranks < 1 || max_tokens < 0 || topk < 1 || experts < 1 || hidden < 1 || capacity < 1) return 0;
-  return moe_layout(nranks, max_tokens * topk, experts, hidden, capacity).bytes;
+  /* (tables for nranks x max_tokens tokens: across N nodes each node's call routes the N x
+   * max_tokens tokens its rail gathered, N <= nranks; a few bytes a pair, next to the staging) */
+  return moe_layout(nranks, (int64_t)nranks * max_tokens * topk, experts, hidden, capacity).bytes;
 }
 
 /* ---- meld_moe_ffn ------------------------------------------------------------------------------ */
@@ -347,5 +349,42 @@ meld_result_t moe_ffn_split(const meld_moe_ffn_args_t *f, int P, meld_moe_args_t
   if (r == MELD_OK) r = moe_gemm_validate(g, P);
   if (r == MELD_OK) r = moe_combine_validate(c, P);
   if (r != MELD_OK) meld_error_prefix(FFN);
+  return r;
+}
+
+/* ---- across nodes (src/common/moe_net.h, src/ops/moe_net.cu) -------------------------------- */
+
+moe_net_scratch_t moe_net_scratch(int nodes, int L, int64_t tokens, int32_t topk, int64_t hidden) {
+  moe_net_scratch_t s;
+  const size_t g = (size_t)nodes * (size_t)(tokens > 0 ? tokens : 0); /* gathered tokens */
+  size_t o = 0;
+  s.x = o, o = up256(o + g * (size_t)hidden * 2);
+  s.ids = o, o = up256(o + g * (size_t)topk * 4);
+  s.wt = o, o = up256(o + g * (size_t)topk * 4);
+  s.part = o, o = up256(o + g * (size_t)hidden * 2);
+  s.out = o, o = up256(o + (size_t)(tokens > 0 ? tokens : 0) * (size_t)hidden * 2);
+  s.tok = o, o = up256(o + (size_t)(L > nodes ? L : nodes) * 4); /* (also the refusal's all-gather) */
+  s.bytes = o;
+  return s;
+}
+
+meld_result_t moe_net_args(const meld_moe_args_t *a, int nodes, int L, const void *xg, const int32_t *idsg,
+                           meld_moe_args_t *d) {
+  if (!a) return meld_error(MELD_ERR_INVALID_ARG, FN ": args is NULL");
+  const int P = nodes * L;
+  if (a->experts < P || a->experts % P)
+    return meld_error(MELD_ERR_INVALID_ARG, FN ": experts %d is not a positive multiple of the %d ranks (%d nodes x %d)",
+                      a->experts, P, nodes, L);
+  if (a->tokens < 0) return meld_error(MELD_ERR_INVALID_ARG, FN ": tokens %lld < 0", (long long)a->tokens);
+  *d = *a;
+  d->tokens = a->tokens * nodes;
+  d->experts = a->experts / nodes;
+  if (xg) d->x = xg, d->ldx = a->hidden;
+  if (idsg) d->topk_ids = idsg;
+  const meld_result_t r = moe_args_validate(d, L);
+  if (r != MELD_OK)
+    meld_error_prefix("across %d nodes (each node's call of its %d ranks on the %lld tokens gathered from the nodes, "
+                      "with the node's %d experts)",
+                      nodes, L, (long long)d->tokens, d->experts);
   return r;
 }

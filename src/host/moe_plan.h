@@ -119,6 +119,38 @@ int moe_ffn_send_default(int nranks, int64_t tokens, int32_t topk, int32_t exper
 int moe_layout_ref(const int32_t *cnt, int nranks, int experts, int64_t capacity, int me, int32_t *seg,
                    int32_t *srcoff, int32_t *used);
 
+/* ---- across nodes (src/common/moe_net.h: the scheme; src/ops/moe_net.cu) ---- */
+
+/* Where the MoE ops across N nodes keep the rail's gathered data: the comm's MELD_SCRATCH_MOE slot,
+ * 256-aligned offsets, the same for a dispatch and its combine (the layout depends only on N, T,
+ * topk and hidden). */
+typedef struct {
+  size_t x;     /* bf16 [N T, hidden]: the rail's tokens, node by node                        */
+  size_t ids;   /* int32 [N T, topk]: their ids, renumbered for this node (moe_net_local_id)  */
+  size_t wt;    /* fp32 [N T, topk]: their weights (the combine, meld_moe_ffn)                 */
+  size_t part;  /* bf16 [N T, hidden]: this node's partial sums, reduce-scattered over the rail */
+  size_t out;   /* bf16 [T, hidden]: the reduce-scatter's result where out's ld is not hidden  */
+  size_t tok;   /* int32 [max(L, N)]: the node's ranks' T (for the origins), all-gathered      */
+  size_t bytes; /* the whole                                                                    */
+} moe_net_scratch_t;
+
+moe_net_scratch_t moe_net_scratch(int nodes, int L, int64_t tokens, int32_t topk, int64_t hidden);
+
+/* The node's dispatch arguments on a rank of `nodes` nodes of L ranks: a with tokens N T, experts
+ * E / N and, where given, x = xg (ld hidden) and topk_ids = idsg (NULL: a's, to check a before the
+ * buffers exist). Checks that experts is a multiple of the N L ranks, then the node's call for L
+ * ranks (moe_args_validate; the sentence then says it is the node's call on the gathered tokens). */
+meld_result_t moe_net_args(const meld_moe_args_t *a, int nodes, int L, const void *xg, const int32_t *idsg,
+                           meld_moe_args_t *d);
+
+/* The four ops on a comm whose ranks span nodes (src/ops/moe_net.cu; the public entry points
+ * hand such a comm to these). */
+struct meld_comm;
+meld_result_t moe_net_dispatch(struct meld_comm *comm, const meld_moe_args_t *a, cudaStream_t stream);
+meld_result_t moe_net_grouped_gemm(struct meld_comm *comm, const meld_moe_gemm_args_t *g, cudaStream_t stream);
+meld_result_t moe_net_combine(struct meld_comm *comm, const meld_moe_combine_args_t *c, cudaStream_t stream);
+meld_result_t moe_net_ffn(struct meld_comm *comm, const meld_moe_ffn_args_t *f, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -920,13 +920,13 @@ static meld_result_t moe_launch(struct meld_comm *comm, const moe_kargs_t *k, in
   return meld_launch_coop(fn, grid, GEMM_THREADS, GEMM_SMEM_BYTES, args, stream);
 }
 
-/* The common start of the MoE ops: a comm whose ranks share one node, with no earlier failure. */
+/* The common start of the MoE ops: a comm whose ranks share one node (the entry points hand a
+ * comm across nodes to moe_net.cu first), with no earlier failure. */
 static meld_result_t moe_begin(struct meld_comm *comm, const char *fn) {
   meld_error_clear();
   if (!comm) return meld_error(MELD_ERR_INVALID_ARG, "%s: comm is NULL", fn);
   if (comm->nnodes > 1)
-    return meld_error(MELD_ERR_UNSUPPORTED, "%s: ranks on %d nodes; inter-node MoE is not supported yet", fn,
-                      comm->nnodes);
+    return meld_error(MELD_ERR_INTERNAL, "%s: ranks on %d nodes reached the one-node path", fn, comm->nnodes);
   return meld_proto_sticky_error(comm, fn);
 }
 
@@ -958,6 +958,7 @@ static void moe_refuse_dispatch(struct meld_comm *comm, cudaStream_t stream) {
 
 extern "C" meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *args, cudaStream_t stream) {
   const char *fn = "meld_moe_dispatch_gemm";
+  if (comm && comm->nnodes > 1) return moe_net_dispatch(comm, args, stream);
   MELD_CHECK(moe_begin(comm, fn));
   const int sms = meld_comm_node_sm_count(comm);
   moe_plan_t plan;
@@ -1017,6 +1018,7 @@ static meld_result_t moe_combine_run(struct meld_comm *comm, const meld_moe_comb
 }
 
 extern "C" meld_result_t meld_moe_combine(meld_comm_t comm, const meld_moe_combine_args_t *args, cudaStream_t stream) {
+  if (comm && comm->nnodes > 1) return moe_net_combine(comm, args, stream);
   return moe_combine_run(comm, args, 0, stream);
 }
 
@@ -1067,6 +1069,7 @@ static meld_result_t moe_gemm_send(struct meld_comm *comm, const meld_moe_gemm_a
 
 extern "C" meld_result_t meld_moe_grouped_gemm(meld_comm_t comm, const meld_moe_gemm_args_t *args, cudaStream_t stream) {
   const char *fn = "meld_moe_grouped_gemm";
+  if (comm && comm->nnodes > 1) return moe_net_grouped_gemm(comm, args, stream);
   MELD_CHECK(moe_begin(comm, fn));
   MELD_CHECK(moe_gemm_validate(args, comm->nranks));
   moe_plan_t plan;
@@ -1089,6 +1092,7 @@ static void moe_refuse_ffn(struct meld_comm *comm, cudaStream_t stream) {
 
 extern "C" meld_result_t meld_moe_ffn(meld_comm_t comm, const meld_moe_ffn_args_t *args, cudaStream_t stream) {
   const char *fn = "meld_moe_ffn";
+  if (comm && comm->nnodes > 1) return moe_net_ffn(comm, args, stream);
   MELD_CHECK(moe_begin(comm, fn));
   meld_moe_args_t d;
   meld_moe_gemm_args_t g;

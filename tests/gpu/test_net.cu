@@ -15,8 +15,11 @@
  * order rounded once, as the device does) at 1, 1000 and 70001 elements in
  * bf16 and fp32; all_to_allv with uneven per-pair counts (some empty, some many chunks);
  * 40 back-to-back all_reduces with changing inputs; CUDA-graph replays with new inputs; what is
- * refused (the MoE dispatch, a forced fused GEMM+RS) with its sentence; meld_ag_gemm / meld_gemm_rs / meld_gemm_ar / meld_ring_attention (their unfused
- * paths) against fp32 references; meld_comm_split into children across and within nodes (an
+ * refused (a forced fused GEMM+RS) with its sentence; meld_ag_gemm / meld_gemm_rs / meld_gemm_ar / meld_ring_attention (their unfused
+ * paths) against fp32 references; the MoE ops across nodes (moe_net.cu: dispatch + grouped GEMM
+ * with the layout and every row's origin checked, combine with out's ld > hidden, the three
+ * replayed from a CUDA graph, meld_moe_ffn with x's ld > hidden; a rank whose dispatch is refused
+ * makes its node's and rail's peers fail, not wait); meld_comm_split into children across and within nodes (an
  * all_reduce on each); and a rank that never calls: MELD_ERR_TIMEOUT on the other,
  * no hang. */
 #include <pthread.h>
@@ -344,15 +347,6 @@ static void rank_collectives(int rank, int P) {
     free(hs), free(hr2), free(want);
   }
 
-  /* refused with a sentence, on every rank alike (nothing launched) */
-  meld_result_t r;
-  meld_moe_args_t mo;
-  memset(&mo, 0, sizeof mo);
-  mo.x = d_in, mo.topk_ids = (const int32_t *)d_in, mo.tokens = 4, mo.topk = 1, mo.experts = P, mo.hidden = 64;
-  mo.w = d_in, mo.n = 64, mo.y = d_out, mo.capacity = 128, mo.expert_offsets = (int32_t *)d_out;
-  mo.expert_counts = (int32_t *)d_out;
-  r = meld_moe_dispatch_gemm(comm, &mo, st);
-  GT_CHECK(r == MELD_ERR_UNSUPPORTED, "meld_moe_dispatch_gemm across nodes: %d %s", (int)r, meld_last_error());
   GT_MELD(meld_comm_check(comm));
   cudaFree(d_in);
   cudaFree(d_out);
@@ -561,6 +555,251 @@ static void rank_tp_ops(int rank, int P) {
   gt_log("%d checks passed, %d failed", gt_passed, gt_failed);
 }
 
+/* ---- MoE across nodes (src/ops/moe_net.cu): the rail gathers the tokens, each node routes its
+ * experts' rows within the node, the combine's node sums are reduce-scattered over the rail ---- */
+enum { NM_H = 128, NM_N = 128, NM_F = 128, NM_TOPK = 2 };
+
+static int nm_tokens(int s) { return 40 + 24 * (s % g_per_node); } /* (equal along a rail) */
+/* Token t of rank s's j-th expert: distinct, some second slots none (-1). */
+static int32_t nm_id(int s, int t, int j, int E, uint64_t seed) {
+  const uint64_t h = (seed * 7919ull + (uint64_t)s * 104729ull + (uint64_t)t) * 0x9E3779B97F4A7C15ull;
+  const int32_t e0 = (int32_t)((h >> 33) % (uint64_t)E);
+  if (j == 0) return e0;
+  if (t % 5 == 3) return -1;
+  return (int32_t)((e0 + 1 + (int32_t)((h >> 17) % (uint64_t)(E - 1))) % E);
+}
+static float nm_wt(int s, int t, int j) { return 0.25f + 0.125f * (float)((s + 3 * t + 5 * j) % 5); }
+
+/* The reference expert outputs of token t of rank s through expert e (owner r = e / er, local
+ * le): dispatch y = x W1^T rounded to bf16, z = y W2^T (fp32) into z[NM_H] (NULL: skip), and
+ * y into y[NM_N] (NULL: skip). x: that rank's tokens [T, NM_H]. */
+static void nm_expert(const uint16_t *x, int t, int e, int er, uint16_t *w1, uint16_t *w2, float *y, float *z) {
+  const int r = e / er, le = e % er;
+  vals_bf16((uint64_t)er * NM_N * NM_H, r, 1200, 0.125f, w1, 0);
+  vals_bf16((uint64_t)er * NM_H * NM_N, r, 1300, 0.125f, w2, 0);
+  float yf[NM_N];
+  uint16_t yb[NM_N];
+  ref_gemm_bf16(x + (size_t)t * NM_H, NM_H, w1 + (size_t)le * NM_N * NM_H, NM_H, 0, yf, NM_N, 1, NM_N, NM_H);
+  for (int i = 0; i < NM_N; i++) yb[i] = ref_f32_to_bf16(yf[i]);
+  if (y) memcpy(y, yf, sizeof yf);
+  if (z) ref_gemm_bf16(yb, NM_N, w2 + (size_t)le * NM_H * NM_N, NM_N, 0, z, NM_H, 1, NM_H, NM_N);
+}
+
+/* meld_moe_ffn's reference for one slot: W2_e (silu(x W1gate_e^T) * x W1up_e^T, rounded to bf16). */
+static void nm_ffn_expert(const uint16_t *x, int t, int e, int er, uint16_t *w1, uint16_t *w2, float *z) {
+  const int r = e / er, le = e % er;
+  vals_bf16((uint64_t)er * 2 * NM_F * NM_H, r, 1400, 0.125f, w1, 0);
+  vals_bf16((uint64_t)er * NM_H * NM_F, r, 1500, 0.125f, w2, 0);
+  float gu[2 * NM_F];
+  uint16_t a[NM_F];
+  ref_gemm_bf16(x + (size_t)t * NM_H, NM_H, w1 + (size_t)le * 2 * NM_F * NM_H, NM_H, 0, gu, 2 * NM_F, 1, 2 * NM_F, NM_H);
+  for (int i = 0; i < NM_F; i++) a[i] = ref_f32_to_bf16(gu[i] / (1.0f + expf(-gu[i])) * gu[NM_F + i]);
+  ref_gemm_bf16(a, NM_F, w2 + (size_t)le * NM_H * NM_F, NM_F, 0, z, NM_H, 1, NM_H, NM_F);
+}
+
+typedef struct {
+  uint16_t *x, *w1, *w2, *y, *y2, *out, *fw1, *fw2, *scratch;
+  int32_t *ids, *off, *cnt, *orig;
+  float *wt;
+} nm_dev_t;
+
+/* This rank's inputs for case `seed` (x from val(s, ., 1100 + seed), ids, weights) into dev. */
+static void nm_inputs(int rank, int E, uint64_t seed, const nm_dev_t *d, int64_t ldx, cudaStream_t st) {
+  const int T = nm_tokens(rank);
+  uint16_t *hx = (uint16_t *)malloc((size_t)T * NM_H * 2 + 2);
+  int32_t *hi = (int32_t *)malloc((size_t)T * NM_TOPK * 4 + 4);
+  float *hw = (float *)malloc((size_t)T * NM_TOPK * 4 + 4);
+  vals_bf16((uint64_t)T * NM_H, rank, 1100 + seed, 1.0f, hx, 0);
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < NM_TOPK; j++)
+      hi[t * NM_TOPK + j] = nm_id(rank, t, j, E, seed), hw[t * NM_TOPK + j] = nm_wt(rank, t, j);
+  GT_CUDA(cudaMemcpy2DAsync(d->x, (size_t)ldx * 2, hx, NM_H * 2, NM_H * 2, (size_t)T, cudaMemcpyHostToDevice, st));
+  GT_CUDA(cudaMemcpyAsync(d->ids, hi, (size_t)T * NM_TOPK * 4, cudaMemcpyHostToDevice, st));
+  GT_CUDA(cudaMemcpyAsync(d->wt, hw, (size_t)T * NM_TOPK * 4, cudaMemcpyHostToDevice, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  free(hx), free(hi), free(hw);
+}
+
+/* The combine's (or the layer's) output of this rank against the reference: out[t] = sum_j
+ * w[t,j] z(t, j), for the tokens of case `seed`. ffn: meld_moe_ffn's experts. */
+static void nm_check_out(int rank, int P, int E, uint64_t seed, const uint16_t *dout, int64_t ldo, int ffn,
+                         const char *what) {
+  const int T = nm_tokens(rank), er = E / P;
+  uint16_t *hx = (uint16_t *)malloc((size_t)T * NM_H * 2 + 2), *ho = (uint16_t *)malloc((size_t)T * ldo * 2 + 2);
+  uint16_t *w1 = (uint16_t *)malloc((size_t)er * 2 * NM_F * NM_H * 2), *w2 = (uint16_t *)malloc((size_t)er * NM_H * NM_F * 2);
+  float *ref = (float *)calloc((size_t)T * NM_H + 1, 4), z[NM_H];
+  vals_bf16((uint64_t)T * NM_H, rank, 1100 + seed, 1.0f, hx, 0);
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < NM_TOPK; j++) {
+      const int e = nm_id(rank, t, j, E, seed);
+      if (e < 0) continue;
+      if (ffn) nm_ffn_expert(hx, t, e, er, w1, w2, z);
+      else nm_expert(hx, t, e, er, w1, w2, NULL, z);
+      for (int i = 0; i < NM_H; i++) ref[(size_t)t * NM_H + i] += nm_wt(rank, t, j) * z[i];
+    }
+  GT_CUDA(cudaMemcpy(ho, dout, (size_t)T * ldo * 2, cudaMemcpyDeviceToHost));
+  const double e = ref_rel_err_bf16(ho, ldo, ref, NM_H, T, NM_H);
+  GT_CHECK(e < 1e-2, "%s (rank %d of %d, %d a node, %d tokens): rel. error %.3g", what, rank, P, g_per_node, T, e);
+  free(hx), free(ho), free(w1), free(w2), free(ref);
+}
+
+/* The dispatch's layout and rows on this rank: every routed slot of every rank whose expert is
+ * here, exactly once, in its expert's segment, by (source's local rank, source's node, pair),
+ * with y = x W1^T; then the grouped GEMM's y2 = y W2^T on those rows. */
+static void nm_check_dispatch(int rank, int P, int E, uint64_t seed, const nm_dev_t *d, int64_t cap) {
+  const int er = E / P, L = g_per_node;
+  int32_t *off = (int32_t *)malloc((er + 1) * 4), *cnt = (int32_t *)malloc(er * 4), *orig = (int32_t *)malloc(cap * 8);
+  uint16_t *y = (uint16_t *)malloc(cap * NM_N * 2), *y2 = (uint16_t *)malloc(cap * NM_H * 2);
+  GT_CUDA(cudaMemcpy(off, d->off, (er + 1) * 4, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(cnt, d->cnt, er * 4, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(orig, d->orig, cap * 8, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(y, d->y, cap * NM_N * 2, cudaMemcpyDeviceToHost));
+  GT_CUDA(cudaMemcpy(y2, d->y2, cap * NM_H * 2, cudaMemcpyDeviceToHost));
+  uint16_t *xs = (uint16_t *)malloc((size_t)nm_tokens(L - 1) * NM_H * 2);
+  uint16_t *w1 = (uint16_t *)malloc((size_t)er * NM_N * NM_H * 2), *w2 = (uint16_t *)malloc((size_t)er * NM_H * NM_N * 2);
+  int bad_layout = 0, rows = 0;
+  float *ry = (float *)malloc(cap * NM_N * 4), *ry2 = (float *)malloc(cap * NM_H * 4);
+  uint16_t *gy = (uint16_t *)malloc(cap * NM_N * 2), *gy2 = (uint16_t *)malloc(cap * NM_H * 2);
+  for (int le = 0; le < er; le++) {
+    const int e = rank * er + le;
+    int want = 0;
+    for (int s = 0; s < P; s++)
+      for (int t = 0; t < nm_tokens(s); t++)
+        for (int j = 0; j < NM_TOPK; j++) want += nm_id(s, t, j, E, seed) == e;
+    GT_CHECK(cnt[le] == want, "moe across nodes: expert %d gets %d rows, wants %d", e, cnt[le], want);
+    GT_CHECK(off[le] % 128 == 0 && (le == 0 || off[le] >= off[le - 1] + cnt[le - 1]), "moe across nodes: expert %d's offset %d", e, off[le]);
+    int64_t last = -1;
+    for (int i = 0; i < cnt[le] && cnt[le] == want; i++) {
+      const int row = off[le] + i, s = orig[2 * row], pair = orig[2 * row + 1];
+      if (s < 0 || s >= P || pair < 0 || pair >= nm_tokens(s) * NM_TOPK ||
+          nm_id(s, pair / NM_TOPK, pair % NM_TOPK, E, seed) != e) {
+        bad_layout++;
+        continue;
+      }
+      const int64_t key = ((int64_t)(s % L) * P + s / L) * 1000000 + pair; /* (local rank, node, pair) */
+      bad_layout += key <= last;
+      last = key;
+      vals_bf16((uint64_t)nm_tokens(s) * NM_H, s, 1100 + seed, 1.0f, xs, 0);
+      nm_expert(xs, pair / NM_TOPK, e, er, w1, w2, ry + (size_t)rows * NM_N, NULL);
+      memcpy(gy + (size_t)rows * NM_N, y + (size_t)row * NM_N, NM_N * 2);
+      /* the grouped GEMM from the device's y row */
+      ref_gemm_bf16(y + (size_t)row * NM_N, NM_N, w2 + (size_t)le * NM_H * NM_N, NM_N, 0, ry2 + (size_t)rows * NM_H, NM_H,
+                    1, NM_H, NM_N);
+      memcpy(gy2 + (size_t)rows * NM_H, y2 + (size_t)row * NM_H, NM_H * 2);
+      rows++;
+    }
+  }
+  GT_CHECK(bad_layout == 0, "moe across nodes: %d rows with a wrong origin or out of order (rank %d of %d)", bad_layout,
+           rank, P);
+  if (rows) {
+    const double e1 = rel_err(gy, ry, (uint64_t)rows * NM_N), e2 = rel_err(gy2, ry2, (uint64_t)rows * NM_H);
+    GT_CHECK(e1 < 1e-2, "moe across nodes: dispatch_gemm rows, rel. error %.3g (%d rows)", e1, rows);
+    GT_CHECK(e2 < 1e-2, "moe across nodes: grouped_gemm rows, rel. error %.3g (%d rows)", e2, rows);
+  }
+  free(off), free(cnt), free(orig), free(y), free(y2), free(xs), free(w1), free(w2), free(ry), free(ry2), free(gy), free(gy2);
+}
+
+static void rank_moe(int rank, int P) {
+  cudaStream_t st;
+  meld_comm_t comm = open_comm(&st);
+  if (!comm) return;
+  const int E = 2 * P, er = 2, T = nm_tokens(rank);
+  int Tmax = 0;
+  for (int s = 0; s < P; s++) Tmax = nm_tokens(s) > Tmax ? nm_tokens(s) : Tmax;
+  const int N = P / g_per_node;
+  /* rows a rank may receive (padded), and the combine's N T x topk */
+  int64_t cap = ((int64_t)P * Tmax * NM_TOPK + er * 128 + 127) / 128 * 128;
+  if (cap < (int64_t)N * Tmax * NM_TOPK) cap = ((int64_t)N * Tmax * NM_TOPK + 127) / 128 * 128;
+  const int64_t ldx_ffn = NM_H + 16, ldo = NM_H + 8;
+  nm_dev_t d;
+  memset(&d, 0, sizeof d);
+  GT_CUDA(cudaMalloc(&d.x, (size_t)T * ldx_ffn * 2 + 16));
+  GT_CUDA(cudaMalloc(&d.ids, (size_t)T * NM_TOPK * 4 + 16));
+  GT_CUDA(cudaMalloc(&d.wt, (size_t)T * NM_TOPK * 4 + 16));
+  GT_CUDA(cudaMalloc(&d.out, (size_t)T * ldo * 2 + 16));
+  GT_CUDA(cudaMalloc(&d.y, cap * NM_N * 2));
+  GT_CUDA(cudaMalloc(&d.y2, cap * NM_H * 2));
+  GT_CUDA(cudaMalloc(&d.off, (er + 1) * 4));
+  GT_CUDA(cudaMalloc(&d.cnt, er * 4));
+  GT_CUDA(cudaMalloc(&d.orig, cap * 8));
+  d.w1 = vals_bf16((uint64_t)er * NM_N * NM_H, rank, 1200, 0.125f, NULL, 1);
+  d.w2 = vals_bf16((uint64_t)er * NM_H * NM_N, rank, 1300, 0.125f, NULL, 1);
+  d.fw1 = vals_bf16((uint64_t)er * 2 * NM_F * NM_H, rank, 1400, 0.125f, NULL, 1);
+  d.fw2 = vals_bf16((uint64_t)er * NM_H * NM_F, rank, 1500, 0.125f, NULL, 1);
+  const size_t scb = meld_moe_ffn_scratch_bytes(P, E, NM_H, NM_F, cap);
+  GT_CUDA(cudaMalloc(&d.scratch, scb));
+  meld_moe_args_t a;
+  memset(&a, 0, sizeof a);
+  a.x = d.x, a.ldx = NM_H, a.topk_ids = d.ids, a.tokens = T, a.topk = NM_TOPK, a.experts = E, a.hidden = NM_H;
+  a.w = d.w1, a.n = NM_N, a.y = d.y, a.capacity = cap, a.expert_offsets = d.off, a.expert_counts = d.cnt;
+  a.row_origin = d.orig;
+  meld_moe_gemm_args_t g = {&a, d.y, NM_N, d.w2, NM_H, d.y2};
+  meld_moe_combine_args_t c = {&a, d.y2, d.wt, d.out, ldo};
+  /* two cases back to back (new inputs each), then the three calls replayed from a CUDA graph */
+  for (int rep = 0; rep < 3; rep++) {
+    const uint64_t seed = 10 + rep;
+    nm_inputs(rank, E, seed, &d, NM_H, st);
+    GT_CUDA(cudaMemsetAsync(d.y, 0xff, cap * NM_N * 2, st));
+    GT_CUDA(cudaMemsetAsync(d.y2, 0xff, cap * NM_H * 2, st));
+    GT_CUDA(cudaMemsetAsync(d.out, 0xff, (size_t)T * ldo * 2 + 16, st));
+    if (rep < 2) {
+      GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));
+      GT_MELD(meld_moe_grouped_gemm(comm, &g, st));
+      GT_MELD(meld_moe_combine(comm, &c, st));
+    } else {
+      cudaGraph_t gr = NULL;
+      cudaGraphExec_t ge = NULL;
+      GT_CUDA(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+      GT_MELD(meld_moe_dispatch_gemm(comm, &a, st));
+      GT_MELD(meld_moe_grouped_gemm(comm, &g, st));
+      GT_MELD(meld_moe_combine(comm, &c, st));
+      GT_CUDA(cudaStreamEndCapture(st, &gr));
+      GT_CUDA(cudaGraphInstantiate(&ge, gr, 0));
+      GT_CUDA(cudaGraphLaunch(ge, st));
+      GT_CUDA(cudaStreamSynchronize(st));
+      cudaGraphExecDestroy(ge), cudaGraphDestroy(gr);
+    }
+    GT_CUDA(cudaStreamSynchronize(st));
+    GT_MELD(meld_comm_check(comm));
+    char what[96];
+    snprintf(what, sizeof what, "moe across nodes: combine, %s", rep < 2 ? "plain" : "CUDA graph");
+    nm_check_dispatch(rank, P, E, seed, &d, cap);
+    nm_check_out(rank, P, E, seed, d.out, ldo, 0, what);
+  }
+  /* the whole layer, x with ld > hidden */
+  meld_moe_ffn_args_t f;
+  memset(&f, 0, sizeof f);
+  f.x = d.x, f.ldx = ldx_ffn, f.topk_ids = d.ids, f.topk_weights = d.wt, f.tokens = T, f.topk = NM_TOPK, f.experts = E;
+  f.hidden = NM_H, f.w1 = d.fw1, f.w2 = d.fw2, f.ffn = NM_F, f.out = d.out, f.ldo = 0, f.capacity = cap, f.scratch = d.scratch;
+  nm_inputs(rank, E, 20, &d, ldx_ffn, st);
+  GT_CUDA(cudaMemsetAsync(d.out, 0xff, (size_t)T * ldo * 2, st));
+  GT_MELD(meld_moe_ffn(comm, &f, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_MELD(meld_comm_check(comm));
+  nm_check_out(rank, P, E, 20, d.out, NM_H, 1, "moe across nodes: meld_moe_ffn");
+  /* a rank whose arguments are refused: its sentence, and its node's and rail's peers fail on the
+   * device (arguments differ) instead of waiting */
+  nm_inputs(rank, E, 30, &d, NM_H, st);
+  meld_moe_args_t bad = a;
+  if (rank == 0) bad.w = NULL;
+  const meld_result_t r = meld_moe_dispatch_gemm(comm, &bad, st);
+  if (rank == 0)
+    GT_CHECK(r == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "w is NULL"), "refused dispatch: %d %s", (int)r,
+             meld_last_error());
+  else GT_CHECK(r == MELD_OK, "a valid dispatch beside a refused one: %d %s", (int)r, meld_last_error());
+  const double t0 = gt_now_s();
+  GT_CUDA(cudaStreamSynchronize(st));
+  const meld_result_t rc = meld_comm_check(comm);
+  if (rank != 0 && (rank % g_per_node == 0 || rank / g_per_node == 0))
+    GT_CHECK(rc != MELD_OK, "rank %d beside a refused dispatch: meld_comm_check %d", rank, (int)rc);
+  gt_log("moe across nodes: beside the refused dispatch %.2f s, %s", gt_now_s() - t0, rc == MELD_OK ? "ok" : meld_last_error());
+  cudaFree(d.x), cudaFree(d.ids), cudaFree(d.wt), cudaFree(d.out), cudaFree(d.y), cudaFree(d.y2), cudaFree(d.off);
+  cudaFree(d.cnt), cudaFree(d.orig), cudaFree(d.w1), cudaFree(d.w2), cudaFree(d.fw1), cudaFree(d.fw2), cudaFree(d.scratch);
+  cudaStreamDestroy(st);
+  meld_comm_destroy(comm);
+  gt_log("moe: %d checks passed, %d failed", gt_passed, gt_failed);
+}
+
 /* What the path moves (a functional figure: loopback TCP, ranks taking turns on one GPU where
  * they share it): all_gather and all_reduce of 64 MiB of fp32 at the chunk of the run. */
 static void rank_timing(int rank, int P) {
@@ -737,6 +976,13 @@ static void run_procs(int ndev) {
   if (ndev >= 4) {
     g_per_node = 2;
     run("tensor-parallel ops and ring attention, 2 nodes x 2 ranks", 4, rank_tp_ops);
+    g_per_node = 1;
+  }
+  g_per_node = 1;
+  run("MoE dispatch, grouped GEMM, combine and layer, 2 nodes x 1 rank", 2, rank_moe);
+  if (ndev >= 4) {
+    g_per_node = 2;
+    run("MoE dispatch, grouped GEMM, combine and layer, 2 nodes x 2 ranks", 4, rank_moe);
     g_per_node = 1;
   }
   for (int i = 0; i < 3; i++) {

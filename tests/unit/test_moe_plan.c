@@ -5,7 +5,11 @@
  * the host's statement of what the routing kernel computes on the device; test_moe checks the
  * device's) against a brute force over random count matrices: every expert's
  * segment starts at a multiple of 128 after the padded segments of the experts before it on its
- * rank, a rank's rows inside a segment start after the lower ranks', blocks in use, overflow. */
+ * rank, a rank's rows inside a segment start after the lower ranks', blocks in use, overflow.
+ * Across nodes (src/common/moe_net.h): the scheme against the global routing by brute force
+ * (every routed slot reaches its expert's rank exactly once, through the node that holds the
+ * expert, and its origin maps back to its global rank and pair), the node call's arguments and
+ * their sentences, the scratch layout. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "common/moe_net.h"
 #include "meld.h"
 #include "moe_plan.h"
 
@@ -205,7 +210,9 @@ static void test_layout(void **state) {
     if (regions[i + 1] < regions[i] + need[i]) fail_msg("region %zu at %zu overlaps the next at %zu", i, regions[i], regions[i + 1]);
   }
   assert_int_equal(l.stage, 0);
-  assert_int_equal(meld_moe_workspace_bytes(4, 1000, 8, 64, 1024, 16384), l.bytes);
+  /* (tables for nranks x max_tokens: a node's call across nodes routes every node's tokens) */
+  assert_int_equal(meld_moe_workspace_bytes(4, 250, 8, 64, 1024, 16384), l.bytes);
+  assert_int_equal(meld_moe_workspace_bytes(4, 1000, 8, 64, 1024, 16384), moe_layout(4, 32000, 64, 1024, 16384).bytes);
   assert_int_equal(meld_moe_workspace_bytes(0, 1000, 8, 64, 1024, 16384), 0);
   /* the regions peers write sit at the same offsets whatever this rank's tokens */
   const moe_layout_t l2 = moe_layout(4, 10, 64, 1024, 16384);
@@ -227,9 +234,12 @@ static void test_plan(void **state) {
   assert_int_equal(p.comm_ctas, 16);
   assert_int_equal(p.grid, 132);
   assert_int_equal(p.ldx, 1024);
-  char want[64];
-  snprintf(want, sizeof want, "needs %zu", need);
-  assert_int_equal(moe_plan_make(&a, 4, 1, 132, need - 1, &p), MELD_ERR_OUT_OF_MEMORY);
+  char want[64]; /* (the public size reserves tables for 4 x the tokens: across nodes; the plan's own need) */
+  const size_t exact = moe_layout(4, a.tokens * a.topk, a.experts, a.hidden, a.capacity).bytes;
+  assert_true(exact <= need);
+  snprintf(want, sizeof want, "needs %zu", exact);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, exact, &p), MELD_OK);
+  assert_int_equal(moe_plan_make(&a, 4, 1, 132, exact - 1, &p), MELD_ERR_OUT_OF_MEMORY);
   if (!strstr(meld_last_error(), want)) fail_msg("\"%s\" lacks \"%s\"", meld_last_error(), want);
   setenv("MELD_MOE_COMM_CTAS", "3", 1);
   assert_int_equal(moe_plan_make(&a, 4, 1, 132, need, &p), MELD_OK);
@@ -453,6 +463,129 @@ static void test_layout_ref(void **state) {
   }
 }
 
+
+/* The scheme across nodes against the global routing, by brute force over random layouts: the
+ * rail gathers its ranks' tokens node by node; node b keeps the ids of its experts (renumbered);
+ * its node-comm rank l' receives a gathered slot when the renumbered id is one of its experts.
+ * Every routed slot must reach exactly the rank that holds its expert globally, and the origin
+ * the node op reports (l, gathered slot) must map back to (global source rank, pair). */
+static void test_net_scheme(void **state) {
+  (void)state;
+  uint64_t rng = 12345;
+  for (int iter = 0; iter < 300; iter++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    const int N = 2 + (int)((rng >> 33) % 3), L = 1 + (int)((rng >> 40) % 4), P = N * L;
+    const int topk = 1 + (int)((rng >> 20) % 4), E = P * (1 + (int)((rng >> 50) % 3));
+    int T[4]; /* tokens a rail (equal along a rail, different between rails) */
+    for (int l = 0; l < L; l++) T[l] = (int)((rng >> (8 + 5 * l)) % 7);
+    const int en = E / N, er = E / P;
+    /* ids[s][t][j]: distinct experts or -1 */
+    int32_t *ids = calloc((size_t)P * 8 * 4, sizeof *ids);
+    int *hits = calloc((size_t)P * 8 * 4, sizeof *hits);
+    assert_non_null(ids), assert_non_null(hits);
+    for (int s = 0; s < P; s++)
+      for (int t = 0; t < T[s % L]; t++)
+        for (int j = 0; j < topk; j++) {
+          rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+          int32_t e = (int32_t)((rng >> 33) % (uint64_t)(E + 1)) - 1;
+          for (int q = 0; q < j; q++)
+            if (ids[(s * 8 + t) * 4 + q] == e) e = -1;
+          ids[(s * 8 + t) * 4 + j] = e;
+        }
+    for (int b = 0; b < N; b++)      /* the receiving node */
+      for (int l = 0; l < L; l++)    /* the node-comm source: rank b L + l, which gathered rail l */
+        for (int a = 0; a < N; a++)  /* the gathered tokens of rank a L + l */
+          for (int t = 0; t < T[l]; t++)
+            for (int j = 0; j < topk; j++) {
+              const int s = a * L + l;
+              const int32_t id = ids[(s * 8 + t) * 4 + j];
+              const int32_t lid = moe_net_local_id(id, b, en);
+              if (id >= 0 && id / en == b) assert_int_equal(lid, id - b * en);
+              else {
+                assert_int_equal(lid, -1);
+                continue;
+              }
+              const int dest = b * L + lid / er; /* the node op's destination, as a global rank */
+              assert_int_equal(dest, id / er);
+              const int32_t g = a * T[l] + t, slot = g * topk + j;
+              int32_t rank = -1, pair = -1;
+              moe_net_origin(l, slot, topk, T[l], L, &rank, &pair);
+              assert_int_equal(rank, s);
+              assert_int_equal(pair, t * topk + j);
+              hits[(s * 8 + t) * 4 + j]++;
+            }
+    for (int s = 0; s < P; s++)
+      for (int t = 0; t < T[s % L]; t++)
+        for (int j = 0; j < topk; j++)
+          assert_int_equal(hits[(s * 8 + t) * 4 + j], ids[(s * 8 + t) * 4 + j] >= 0 ? 1 : 0);
+    free(ids), free(hits);
+  }
+  assert_int_equal(moe_net_local_id(-1, 0, 8), -1);
+  assert_int_equal(moe_net_local_id(15, 1, 8), 7);
+  assert_int_equal(moe_net_local_id(16, 1, 8), -1);
+}
+
+/* The node call's arguments across nodes, and the sentences of what is refused. */
+static void test_net_args(void **state) {
+  (void)state;
+  meld_moe_args_t a = good(), d;
+  a.experts = 64, a.tokens = 100;
+  /* 4 nodes x 8 ranks: 32 ranks in all (more than one node's limit), 8 a node */
+  assert_int_equal(moe_net_args(&a, 4, 8, FAKE(0x900000), (const int32_t *)FAKE(0xa00000), &d), MELD_OK);
+  assert_int_equal(d.tokens, 400);
+  assert_int_equal(d.experts, 16);
+  assert_ptr_equal(d.x, FAKE(0x900000));
+  assert_int_equal(d.ldx, a.hidden);
+  assert_ptr_equal(d.topk_ids, FAKE(0xa00000));
+  assert_ptr_equal(d.w, a.w);
+  assert_int_equal(d.capacity, a.capacity);
+  assert_int_equal(d.n, a.n);
+  /* without the buffers: the user's pointers, only to check them */
+  assert_int_equal(moe_net_args(&a, 2, 2, NULL, NULL, &d), MELD_OK);
+  assert_ptr_equal(d.x, a.x);
+  a.experts = 60; /* not a multiple of 8 ranks */
+  assert_int_equal(moe_net_args(&a, 2, 4, NULL, NULL, &d), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "experts 60 is not a positive multiple of the 8 ranks (2 nodes x 4)"));
+  a.experts = 64;
+  a.tokens = -1;
+  assert_int_equal(moe_net_args(&a, 2, 4, NULL, NULL, &d), MELD_ERR_INVALID_ARG);
+  a.tokens = 100;
+  a.w = NULL; /* the node call's own check, said to be the node's call */
+  assert_int_equal(moe_net_args(&a, 2, 4, NULL, NULL, &d), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "across 2 nodes"));
+  assert_non_null(strstr(meld_last_error(), "w is NULL"));
+  a.w = good().w;
+  a.tokens = (int64_t)1 << 27; /* x 8 topk x 2 nodes: the gathered pairs pass 2^31 */
+  assert_int_equal(moe_net_args(&a, 2, 4, NULL, NULL, &d), MELD_ERR_INVALID_ARG);
+  assert_non_null(strstr(meld_last_error(), "268435456 tokens gathered"));
+  assert_int_equal(moe_net_args(NULL, 2, 4, NULL, NULL, &d), MELD_ERR_INVALID_ARG);
+  /* a node of more ranks than one node's op takes */
+  a.tokens = 100, a.experts = 2 * 32;
+  assert_int_equal(moe_net_args(&a, 2, 32, NULL, NULL, &d), MELD_ERR_UNSUPPORTED);
+}
+
+/* The scratch across nodes: regions in order, 256-aligned, each large enough. */
+static void test_net_scratch(void **state) {
+  (void)state;
+  const int64_t T = 1000, H = 1032;
+  const int32_t topk = 6;
+  for (int N = 2; N <= 8; N *= 2)
+    for (int L = 1; L <= 8; L *= 2) {
+      const moe_net_scratch_t s = moe_net_scratch(N, L, T, topk, H);
+      const size_t at[] = {s.x, s.ids, s.wt, s.part, s.out, s.tok, s.bytes};
+      const size_t need[] = {(size_t)N * T * H * 2, (size_t)N * T * topk * 4, (size_t)N * T * topk * 4,
+                             (size_t)N * T * H * 2, (size_t)T * H * 2, (size_t)(L > N ? L : N) * 4};
+      assert_int_equal(s.x, 0);
+      for (int i = 0; i < 6; i++) {
+        assert_int_equal(at[i] % 256, 0);
+        if (at[i + 1] < at[i] + need[i]) fail_msg("N %d L %d: region %d at %zu overlaps the next at %zu", N, L, i, at[i], at[i + 1]);
+      }
+    }
+  /* no tokens: still room for the tokens word and a refusal's all-gather */
+  const moe_net_scratch_t z = moe_net_scratch(16, 2, 0, 8, 1024);
+  assert_true(z.bytes >= z.tok + 16 * 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_validation),
@@ -463,6 +596,9 @@ int main(void) {
       cmocka_unit_test(test_gemm_validation),
       cmocka_unit_test(test_activation),
       cmocka_unit_test(test_ffn_split),
+      cmocka_unit_test(test_net_scheme),
+      cmocka_unit_test(test_net_args),
+      cmocka_unit_test(test_net_scratch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

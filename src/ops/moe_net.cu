@@ -1,0 +1,249 @@
+/* moe_net.cu — the MoE ops on a comm whose ranks span nodes (a first, functional version; the
+ * scheme and its arithmetic: src/common/moe_net.h; DESIGN.md section 7b).
+ *
+ * Each op is a short sequence of meld's own calls on the comm's node and rail comms
+ * (meld_comm_moe_comms): the rail all-gathers the tokens (and ids, weights) of its ranks, a small
+ * kernel renumbers the gathered ids for this node, the one-node op runs on the node comm over the
+ * gathered tokens (within the node only routed rows move, as ever), and the combine's per-node
+ * partial sums are reduce-scattered over the rail. No host synchronization; graph-capturable once
+ * a first call made the comms and the scratch (outside a capture). What crosses nodes is dense:
+ * every token to every node, which top-k routing over few nodes nearly needs anyway; a token-sparse
+ * exchange inside the fused kernel (the proxy's chunk streams) is the next step.
+ *
+ * A rank whose arguments are refused must not leave its peers waiting: it launches an all-gather of
+ * one element on the rail (no valid call has that count: the rail's peers fail with "arguments
+ * differ") and the node op with arguments the node op refuses (its handshakes with a hash no valid
+ * call has), then returns its error. */
+#include <cuda_runtime.h>
+#include <string.h>
+
+#include "comm.h"
+#include "common/moe_net.h"
+#include "error.h"
+#include "moe_plan.h"
+#include "proto.h"
+
+/* ids [n] in place: the gathered ids as node `node` sees them; tok[l] = tokens (this rank's T,
+ * at its place among the node's ranks, for the origins). */
+__global__ void moe_net_ids_kernel(int32_t *ids, int64_t n, int node, int32_t e_node, int32_t *tok, int l,
+                                   int32_t tokens) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+    ids[i] = moe_net_local_id(ids[i], node, e_node);
+  if (blockIdx.x == 0 && threadIdx.x == 0) tok[l] = tokens;
+}
+
+/* row_origin [rows, 2] in place: the node op's (l, gathered slot) as the global (rank, pair);
+ * tok[l] = the T of the node's rank l. Rows without an origin (-1) stay. */
+__global__ void moe_net_origin_kernel(int32_t *orig, int64_t rows, int32_t topk, const int32_t *tok, int L) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += stride) {
+    const int32_t l = orig[2 * i];
+    if (l < 0 || l >= L || tok[l] <= 0) continue;
+    int32_t r, p;
+    moe_net_origin(l, orig[2 * i + 1], topk, tok[l], L, &r, &p);
+    orig[2 * i] = r, orig[2 * i + 1] = p;
+  }
+}
+
+static unsigned grid_for(int64_t n) {
+  const int64_t b = (n + 255) / 256;
+  return (unsigned)(b < 1 ? 1 : b > 1024 ? 1024 : b);
+}
+
+/* One call's view: the comms, this rank's place, the scratch. */
+typedef struct {
+  struct meld_comm *node, *rail;
+  int N, L, b, l;
+  int64_t T;
+  moe_net_scratch_t s;
+  uint8_t *base;
+} net_call_t;
+
+static const char *k_instead = "make one MoE call with these sizes before capturing";
+
+/* The comms (collective on the first call) and this rank's place. */
+static meld_result_t net_begin(struct meld_comm *comm, const char *fn, cudaStream_t st, net_call_t *c) {
+  memset(c, 0, sizeof *c);
+  meld_error_clear();
+  MELD_CHECK(meld_proto_sticky_error(comm, fn));
+  MELD_CHECK(meld_comm_moe_comms(comm, fn, st, &c->node, &c->rail));
+  c->N = comm->nnodes, c->L = comm->local_size, c->b = comm->node, c->l = comm->local_rank;
+  return MELD_OK;
+}
+
+/* The scratch for T tokens a rank (same size, so the same buffer, for a dispatch and its combine). */
+static meld_result_t net_scratch(struct meld_comm *comm, const char *fn, net_call_t *c, int64_t T, int32_t topk,
+                                 int64_t hidden, cudaStream_t st) {
+  c->T = T;
+  c->s = moe_net_scratch(c->N, c->L, T, topk, hidden);
+  void *p = NULL;
+  MELD_CHECK(meld_comm_scratch_slot(comm, MELD_SCRATCH_MOE, fn, k_instead, c->s.bytes, st, &p));
+  c->base = (uint8_t *)p;
+  return MELD_OK;
+}
+
+/* rows x row_bytes from src (ld_bytes apart) into this rank's block of dst, then the rail's
+ * all-gather in place: dst = the rail's blocks, node by node. */
+static meld_result_t net_gather(const net_call_t *c, const void *src, size_t ld_bytes, int64_t rows, size_t row_bytes,
+                                void *dst, cudaStream_t st) {
+  if (rows <= 0) return MELD_OK; /* (T = 0: 0 on every rank of the rail, which the count's check demands) */
+  uint8_t *own = (uint8_t *)dst + (size_t)c->b * (size_t)rows * row_bytes;
+  MELD_CUDA_CHECK(cudaMemcpy2DAsync(own, row_bytes, src, ld_bytes, row_bytes, (size_t)rows, cudaMemcpyDeviceToDevice, st));
+  return meld_all_gather(c->rail, own, dst, (size_t)rows * row_bytes / 2, MELD_BF16, st);
+}
+
+/* x and the ids of the rail into the scratch; the ids renumbered for this node. */
+static meld_result_t net_gather_tokens(const net_call_t *c, const void *x, int64_t ldx, const int32_t *ids,
+                                       int32_t topk, int32_t experts, int64_t hidden, cudaStream_t st) {
+  const size_t row = (size_t)hidden * 2;
+  MELD_CHECK(net_gather(c, x, (size_t)(ldx ? ldx : hidden) * 2, c->T, row, c->base + c->s.x, st));
+  MELD_CHECK(net_gather(c, ids, (size_t)topk * 4, c->T, (size_t)topk * 4, c->base + c->s.ids, st));
+  const int64_t n = (int64_t)c->N * c->T * topk;
+  moe_net_ids_kernel<<<grid_for(n), 256, 0, st>>>((int32_t *)(c->base + c->s.ids), n, c->b, experts / c->N,
+                                                   (int32_t *)(c->base + c->s.tok), c->l, (int32_t)c->T);
+  MELD_CUDA_CHECK(cudaGetLastError());
+  return MELD_OK;
+}
+
+/* The rail's reduce-scatter of the node's partial sums into out (ld ldo, 0 = hidden). */
+static meld_result_t net_reduce(const net_call_t *c, void *out, int64_t ldo, int64_t hidden, cudaStream_t st) {
+  if (c->T <= 0) return MELD_OK;
+  const size_t count = (size_t)c->T * (size_t)hidden;
+  const int dense = !ldo || ldo == hidden;
+  void *dst = dense ? out : (void *)(c->base + c->s.out);
+  MELD_CHECK(meld_reduce_scatter(c->rail, c->base + c->s.part, dst, count, MELD_BF16, st));
+  if (!dense)
+    MELD_CUDA_CHECK(cudaMemcpy2DAsync(out, (size_t)ldo * 2, dst, (size_t)hidden * 2, (size_t)hidden * 2, (size_t)c->T,
+                                      cudaMemcpyDeviceToDevice, st));
+  return MELD_OK;
+}
+
+/* What a rank that refuses its call launches (see the top); returns vr with its message kept. */
+static meld_result_t net_refuse(struct meld_comm *comm, const char *fn, net_call_t *c, meld_result_t vr, int op,
+                                cudaStream_t st) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", meld_last_error());
+  if (net_scratch(comm, fn, c, 0, 1, 8, st) == MELD_OK) {
+    uint16_t *t = (uint16_t *)(c->base + c->s.tok); /* (in place: one bf16 element a rank) */
+    (void)meld_all_gather(c->rail, t + c->b, t, 1, MELD_BF16, st);
+  }
+  meld_moe_args_t bad;
+  memset(&bad, 0, sizeof bad);
+  bad.tokens = -1; /* (refused by every node op: it launches its handshakes alone) */
+  if (op == 0) (void)meld_moe_dispatch_gemm(c->node, &bad, st);
+  if (op == 1) {
+    meld_moe_combine_args_t cb;
+    memset(&cb, 0, sizeof cb);
+    cb.dispatch = &bad;
+    (void)meld_moe_combine(c->node, &cb, st);
+  }
+  if (op == 2) {
+    meld_moe_ffn_args_t f;
+    memset(&f, 0, sizeof f);
+    f.tokens = -1;
+    (void)meld_moe_ffn(c->node, &f, st);
+  }
+  return meld_error(vr, "%s", msg);
+}
+
+/* The node's dispatch arguments over the scratch's gathered tokens. */
+static meld_result_t net_node_args(const net_call_t *c, const meld_moe_args_t *a, meld_moe_args_t *d) {
+  return moe_net_args(a, c->N, c->L, c->base + c->s.x, (const int32_t *)(c->base + c->s.ids), d);
+}
+
+meld_result_t moe_net_dispatch(struct meld_comm *comm, const meld_moe_args_t *a, cudaStream_t st) {
+  const char *fn = "meld_moe_dispatch_gemm";
+  net_call_t c;
+  MELD_CHECK(net_begin(comm, fn, st, &c));
+  meld_moe_args_t d;
+  meld_result_t r = moe_net_args(a, c.N, c.L, NULL, NULL, &d);
+  if (r == MELD_OK) r = net_scratch(comm, fn, &c, a->tokens, a->topk, a->hidden, st);
+  if (r != MELD_OK) return net_refuse(comm, fn, &c, r, 0, st);
+  MELD_CHECK(net_gather_tokens(&c, a->x, a->ldx, a->topk_ids, a->topk, a->experts, a->hidden, st));
+  /* The origins need the T of every rank of the node (a source's slots count its own tokens):
+   * all-gathered on the node comm BEFORE the dispatch, whose tables in that comm's workspace the
+   * grouped GEMM and the combine read later (a collective's staging there would overwrite them). */
+  int32_t *tok = (int32_t *)(c.base + c.s.tok);
+  if (a->row_origin && c.L > 1)
+    MELD_CHECK(meld_all_gather(c.node, tok + c.l, tok, 2, MELD_BF16, st)); /* (an int32 as 2 bf16) */
+  MELD_CHECK(net_node_args(&c, a, &d));
+  MELD_CHECK(meld_moe_dispatch_gemm(c.node, &d, st));
+  if (a->row_origin) {
+    moe_net_origin_kernel<<<grid_for(a->capacity), 256, 0, st>>>(a->row_origin, a->capacity, a->topk, tok, c.L);
+    MELD_CUDA_CHECK(cudaGetLastError());
+  }
+  return MELD_OK;
+}
+
+meld_result_t moe_net_grouped_gemm(struct meld_comm *comm, const meld_moe_gemm_args_t *g, cudaStream_t st) {
+  const char *fn = "meld_moe_grouped_gemm";
+  if (!g || !g->dispatch) return meld_error(MELD_ERR_INVALID_ARG, "%s: args or their dispatch is NULL", fn);
+  net_call_t c;
+  MELD_CHECK(net_begin(comm, fn, st, &c));
+  const meld_moe_args_t *a = g->dispatch;
+  meld_moe_args_t d;
+  MELD_CHECK(moe_net_args(a, c.N, c.L, NULL, NULL, &d));
+  MELD_CHECK(net_scratch(comm, fn, &c, a->tokens, a->topk, a->hidden, st)); /* (the dispatch's: no allocation) */
+  MELD_CHECK(net_node_args(&c, a, &d));
+  meld_moe_gemm_args_t gn = *g;
+  gn.dispatch = &d;
+  return meld_moe_grouped_gemm(c.node, &gn, st);
+}
+
+meld_result_t moe_net_combine(struct meld_comm *comm, const meld_moe_combine_args_t *cb, cudaStream_t st) {
+  const char *fn = "meld_moe_combine";
+  net_call_t c;
+  MELD_CHECK(net_begin(comm, fn, st, &c));
+  meld_moe_args_t d;
+  meld_result_t r = cb && cb->dispatch ? moe_net_args(cb->dispatch, c.N, c.L, NULL, NULL, &d)
+                                       : meld_error(MELD_ERR_INVALID_ARG, "%s: args or their dispatch is NULL", fn);
+  meld_moe_combine_args_t cn;
+  if (r == MELD_OK) {
+    cn = *cb;
+    cn.dispatch = &d;
+    r = moe_combine_validate(&cn, c.L); /* (the user's y2, weights, out; N T x topk <= capacity) */
+    if (r != MELD_OK) meld_error_prefix("across %d nodes (each node's call on %lld gathered tokens)", c.N, (long long)d.tokens);
+  }
+  if (r == MELD_OK) r = net_scratch(comm, fn, &c, cb->dispatch->tokens, d.topk, d.hidden, st);
+  if (r != MELD_OK) return net_refuse(comm, fn, &c, r, 1, st);
+  MELD_CHECK(net_gather(&c, cb->topk_weights, (size_t)d.topk * 4, c.T, (size_t)d.topk * 4, c.base + c.s.wt, st));
+  MELD_CHECK(net_node_args(&c, cb->dispatch, &d));
+  cn.topk_weights = (const float *)(c.base + c.s.wt);
+  cn.out = c.base + c.s.part, cn.ldo = 0;
+  MELD_CHECK(meld_moe_combine(c.node, &cn, st));
+  return net_reduce(&c, cb->out, cb->ldo, d.hidden, st);
+}
+
+meld_result_t moe_net_ffn(struct meld_comm *comm, const meld_moe_ffn_args_t *f, cudaStream_t st) {
+  const char *fn = "meld_moe_ffn";
+  net_call_t c;
+  MELD_CHECK(net_begin(comm, fn, st, &c));
+  meld_result_t r = f ? MELD_OK : meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", fn);
+  meld_moe_ffn_args_t fn_args;
+  if (r == MELD_OK) { /* (the node's call with the user's pointers: checks them, and N T x topk <= capacity) */
+    const int P = c.N * c.L;
+    if (f->experts < P || f->experts % P)
+      r = meld_error(MELD_ERR_INVALID_ARG, "%s: experts %d is not a positive multiple of the %d ranks (%d nodes x %d)", fn,
+                     f->experts, P, c.N, c.L);
+    fn_args = *f;
+    fn_args.tokens = f->tokens * c.N, fn_args.experts = f->experts / c.N;
+    meld_moe_args_t d;
+    meld_moe_gemm_args_t g;
+    meld_moe_combine_args_t cb;
+    if (r == MELD_OK && f->tokens < 0) r = meld_error(MELD_ERR_INVALID_ARG, "%s: tokens %lld < 0", fn, (long long)f->tokens);
+    if (r == MELD_OK && (r = moe_ffn_split(&fn_args, c.L, &d, &g, &cb)) != MELD_OK)
+      meld_error_prefix("across %d nodes (each node's call on %lld gathered tokens, with its %d experts)", c.N,
+                        (long long)fn_args.tokens, fn_args.experts);
+  }
+  if (r == MELD_OK) r = net_scratch(comm, fn, &c, f->tokens, f->topk, f->hidden, st);
+  if (r != MELD_OK) return net_refuse(comm, fn, &c, r, 2, st);
+  MELD_CHECK(net_gather_tokens(&c, f->x, f->ldx, f->topk_ids, f->topk, f->experts, f->hidden, st));
+  MELD_CHECK(net_gather(&c, f->topk_weights, (size_t)f->topk * 4, c.T, (size_t)f->topk * 4, c.base + c.s.wt, st));
+  fn_args.x = c.base + c.s.x, fn_args.ldx = f->hidden;
+  fn_args.topk_ids = (const int32_t *)(c.base + c.s.ids);
+  fn_args.topk_weights = (const float *)(c.base + c.s.wt);
+  fn_args.out = c.base + c.s.part, fn_args.ldo = 0;
+  MELD_CHECK(meld_moe_ffn(c.node, &fn_args, st));
+  return net_reduce(&c, f->out, f->ldo, f->hidden, st);
+}
