@@ -286,7 +286,8 @@ typedef struct {
 meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *args, cudaStream_t stream);
 
 /* FP8 quantization for the fp8 ops: out (e4m3) = x (448 / amax) rounded to the nearest e4m3
- * (saturating at +-448), scale = amax / 448 (1 where amax is 0) of each row (rowwise = 1: rows
+ * (saturating at +-448), scale = amax / 448 (1 where amax is 0; below amax = 448 / FLT_MAX,
+ * where 448 / amax overflows, x FLT_MAX and 1 / FLT_MAX instead) of each row (rowwise = 1: rows
  * values, the operand's MELD_FP8_ROWWISE_* scale) or of the whole matrix (rowwise = 0: one
  * value, a per-tensor scale), written to device memory (stream-ordered: a following fp8 op on the
  * stream reads it). x finite (NaN and inf are not defined). Row-major, leading dimensions in

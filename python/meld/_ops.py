@@ -208,10 +208,12 @@ def _scale(s, name, device, rows):
     if s is None:
         return None, 0
     _tensor(s, name, device, (_torch().float32,))
-    if s.numel() == 1:
-        return s.data_ptr(), 0
+    # (rows first: with one row both readings agree on one GPU, but meld_ag_gemm_fp8 applies a
+    # per-tensor scale_a of each rank to every gathered row, a rowwise one to its own rows)
     if s.numel() == rows and s.is_contiguous():
         return s.data_ptr(), 1
+    if s.numel() == 1:
+        return s.data_ptr(), 0
     raise _err(f"{name}: shape {tuple(s.shape)}; expected one element (per tensor) or {rows} "
                "contiguous elements (one per row, as torch._scaled_mm's rowwise scales)")
 

@@ -235,7 +235,8 @@ meld_result_t ag_gemm_plan_make_nodes(const meld_ag_gemm_args_t *a, int nranks, 
                         "(leave comm_warps at -1 or 0)");
     v = hint->comm_warps;
   }
-  p->comm_warps = v && p->schedule == AG_GEMM_FUSED && !a->a_gathered;
+  /* (n_loc 0: no GEMM CTAs run, so no producer warps would push the shard) */
+  p->comm_warps = v && p->schedule == AG_GEMM_FUSED && !a->a_gathered && a->n_loc > 0;
   if (p->comm_warps) p->comm_ctas = 0;
   /* Stream-K over the GEMM's last partial wave. Session 2 (2 x H200) measured it slower in the
    * fused kernel with one range per worker from the queue (2048x5120x8192 0.304 vs 0.279 ms,

@@ -509,6 +509,8 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   k->status = (uint32_t *)(pad + MELD_PAD_OFF_SCRATCH);
   for (int r = 0; r < P; r++) k->stage[r] = loop ? (uint8_t *)comm->workspace.local : (uint8_t *)comm->workspace.peer[r];
   k->stage[me] = (uint8_t *)comm->workspace.local;
+  /* (the comm CTAs carry the rows' scales also where this rank computes nothing: n_loc 0) */
+  if (f8 && f8->shard_rows) k->row_scale = f8->scale_a;
   if (!k->has_gemm) return MELD_OK;
   meld_gemm_args_t g;
   ag_gemm_args_of(a, comm->workspace.local, p->k, (int64_t)P * p->m_loc_pad, &g);
@@ -547,7 +549,6 @@ static meld_result_t ag_kargs_fill(struct meld_comm *comm, const meld_ag_gemm_ar
   gemm_params_t *gp = &k->g;
   if (f8) gp->fp8 = 1, gp->fp8_rows = f8->rows, gp->scale_a = f8->scale_a, gp->scale_b = f8->scale_b;
   if (f8 && f8->shard_rows) { /* rowwise scale_a carried with the chunks by the comm CTAs (ag_push_chunk) */
-    k->row_scale = f8->scale_a;
     gp->fp8_rows = f8->rows | 4;
     gp->scale_a = (const float *)((const uint8_t *)comm->workspace.local + p->ws_bytes);
     gp->scale_a2 = p->inplace ? f8->scale_a : NULL;

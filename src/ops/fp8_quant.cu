@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <float.h>
 #include <stdint.h>
 
 #include "device/copy.cuh" /* widen_bf16x8 */
@@ -21,9 +22,14 @@
 #define Q_THREADS 256
 #define Q_E4M3_MAX 448.0f
 
-/* The dequantization scale of an amax (0: 1, so an all-zero row stays zeros). */
-__device__ __forceinline__ float q_scale(float amax) { return amax > 0.f ? amax / Q_E4M3_MAX : 1.0f; }
-__device__ __forceinline__ float q_inv(float amax) { return amax > 0.f ? Q_E4M3_MAX / amax : 1.0f; }
+/* The quantization factor of an amax and its dequantization scale (0: 1, so an all-zero row
+ * stays zeros). Below amax = 448 / FLT_MAX (~1.3e-36, still a normal bf16) 448 / amax would
+ * overflow to inf (zeros would become NaN): the factor stops at FLT_MAX and the scale is its
+ * inverse, 1 / FLT_MAX, so that scale x out still reproduces x. */
+__device__ __forceinline__ float q_inv(float amax) { return amax > 0.f ? fminf(Q_E4M3_MAX / amax, FLT_MAX) : 1.0f; }
+__device__ __forceinline__ float q_scale(float amax) {
+  return !(amax > 0.f) ? 1.0f : q_inv(amax) < FLT_MAX ? amax / Q_E4M3_MAX : 1.0f / FLT_MAX;
+}
 __device__ __forceinline__ uint8_t q_e4m3(float v) {
   return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
 }

@@ -16,6 +16,7 @@
  * a CUDA graph replayed after the scales changed in device memory (the kernel reads them); bad
  * arguments refused with their reasons; meld_fp8_quantize (per row and per tensor) against a host
  * reference, and its round trip through the rowwise GEMM. */
+#include <float.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -288,6 +289,33 @@ static void test_quantize(void) {
     GT_CHECK(clobbered == 0, "quantize %s: %lld bytes past cols written", rw ? "rowwise" : "tensor", (long long)clobbered);
     gt_log("meld_fp8_quantize %s %lldx%lld: scales exact, bytes nearest e4m3", rw ? "rowwise" : "per tensor",
            (long long)rows, (long long)cols);
+  }
+  { /* a row below amax = 448 / FLT_MAX (448 / amax overflows): finite bytes, zeros stay zero,
+       scale 1 / FLT_MAX, scale x out ~ x; the next row ordinary */
+    uint16_t th[2 * 16];
+    for (int i = 0; i < 32; i++) {
+      const float f = (i % 3 == 0 ? 0.f : 1e-37f * (1.f + (float)(i % 16) / 8.f)) * (i % 2 ? -1.f : 1.f) * (i < 16 ? 1.f : 1e30f);
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      th[i] = (uint16_t)(u >> 16); /* (truncated: the reference reads the same bf16) */
+    }
+    GT_CUDA(cudaMemcpy(x, th, sizeof th, cudaMemcpyHostToDevice));
+    meld_fp8_quantize_args_t a;
+    memset(&a, 0, sizeof a);
+    a.x = x, a.ldx = 16, a.out = q, a.ldo = 16, a.scale = sc, a.rows = 2, a.cols = 16, a.rowwise = 1;
+    GT_MELD(meld_fp8_quantize(&a, 0));
+    GT_CUDA(cudaDeviceSynchronize());
+    uint8_t qt[32];
+    float st[2];
+    GT_CUDA(cudaMemcpy(qt, q, 32, cudaMemcpyDeviceToHost));
+    GT_CUDA(cudaMemcpy(st, sc, 8, cudaMemcpyDeviceToHost));
+    int tbad = 0;
+    for (int i = 0; i < 32; i++) {
+      const float xv = bf2f(th[i]), v = gt_e4m3_value(qt[i]) * st[i / 16];
+      tbad += !isfinite(gt_e4m3_value(qt[i])) || (xv == 0.f ? v != 0.f : fabsf(v - xv) > 0.07f * fabsf(xv));
+    }
+    GT_CHECK(st[0] == 1.0f / FLT_MAX && tbad == 0, "quantize of a row below amax 448 / FLT_MAX: scale %g (want %g), %d bad bytes",
+             st[0], 1.0f / FLT_MAX, tbad);
   }
   /* round trip: C = A B^T from per-row quantized A [m,k] and B [n,k] */
   const int64_t m = 256, n = 512, k = 1024;

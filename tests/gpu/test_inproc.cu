@@ -396,16 +396,19 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
   const float hs[2] = {0.5f, 0.75f};
   GT_CUDA(cudaMalloc(&sc, 8));
   GT_CUDA(cudaMemcpy(sc, hs, 8, cudaMemcpyHostToDevice));
-  /* variants 3-7: rowwise (each rank's shard rows' rw_sa; its columns' rw_sb): fused (the comm
-   * CTAs carry each chunk's scales with its rows; own rows' read in place), m_loc 200 (compact
-   * rows: padded), unfused and m_loc 100 (the scales all-gathered first), and fused with
-   * MELD_AG_FP8_SCALES=gather (gathered first; the fused kernel maps its padded rows onto them) */
-  static const char *const vname[8] = {"fused",           "default (m_loc 100)", "unfused",
-                                       "fused rowwise",   "rowwise m_loc 200",   "unfused rowwise",
-                                       "rowwise m_loc 100", "fused rowwise, scales gathered first"};
-  for (int v = 0; v < 8; v++) {
-    const int64_t ml = v == 1 || v == 6 ? 100 : v == 4 ? 200 : 128;
-    const int rw = v >= 3, unf = v == 2 || v == 5, gath = v == 7;
+  /* variants 3-8: rowwise (each rank's shard rows' rw_sa; its columns' rw_sb): fused (the comm
+   * CTAs carry each chunk's scales with its rows; own rows' read in place), fused at m_loc 200
+   * (compact rows: padded; MELD_SCHEDULE=fused, as the plan picks unfused there), unfused and
+   * m_loc 100 (the plan's unfused: the scales all-gathered first), fused with
+   * MELD_AG_FP8_SCALES=gather (gathered first), and both at m_loc 200 (the fused kernel maps its
+   * padded rows onto the gathered scales: gemm_compact_row) */
+  static const char *const vname[9] = {"fused",           "default (m_loc 100)", "unfused",
+                                       "fused rowwise",   "fused rowwise m_loc 200",   "unfused rowwise",
+                                       "rowwise m_loc 100", "fused rowwise, scales gathered first",
+                                       "fused rowwise m_loc 200, scales gathered first"};
+  for (int v = 0; v < 9; v++) {
+    const int64_t ml = v == 1 || v == 6 ? 100 : v == 4 || v == 8 ? 200 : 128;
+    const int rw = v >= 3, unf = v == 2 || v == 5, gath = v == 7 || v == 8, fus = v == 4 || v == 8;
     const size_t na = (size_t)ml * K, nb = (size_t)N * K, nc = (size_t)P * ml * N;
     uint8_t *A, *B, *G;
     uint16_t *C;
@@ -425,6 +428,7 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
     if (rank == 0 && unf) setenv("MELD_SCHEDULE", "unfused", 1);
+    if (rank == 0 && fus) setenv("MELD_SCHEDULE", "fused", 1);
     if (rank == 0 && gath) setenv("MELD_AG_FP8_SCALES", "gather", 1);
     pthread_barrier_wait(&g_bar);
     meld_ag_gemm_fp8_args_t g;
@@ -439,7 +443,7 @@ static void fp8_cases(int rank, meld_comm_t comm, cudaStream_t st) {
     GT_CUDA(cudaMemcpyAsync(gh, G, (size_t)P * na, cudaMemcpyDeviceToHost, st));
     GT_CUDA(cudaStreamSynchronize(st));
     pthread_barrier_wait(&g_bar);
-    if (rank == 0 && unf) unsetenv("MELD_SCHEDULE");
+    if (rank == 0 && (unf || fus)) unsetenv("MELD_SCHEDULE");
     if (rank == 0 && gath) unsetenv("MELD_AG_FP8_SCALES");
     int64_t gbad = 0;
     for (int q = 0; q < P; q++) gbad += memcmp(gh + (size_t)q * na, g_a8[q], na) != 0;

@@ -557,6 +557,12 @@ static void test_plan_comm_warps(void **state) {
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
   assert_int_equal(p.comm_warps, 1);
   assert_int_equal(p.comm_ctas, 0);
+  /* ... nor where this rank computes nothing (n_loc 0: no GEMM CTA would push its shard) */
+  meld_ag_gemm_args_t none = a;
+  none.n_loc = 0;
+  assert_int_equal(ag_gemm_plan_make(&none, 2, 132, BIG_WS, NULL, &p), MELD_OK);
+  assert_int_equal(p.comm_warps, 0);
+  if (p.schedule == AG_GEMM_FUSED) assert_true(p.comm_ctas >= 1);
   /* ... but not with a_gathered (comm CTAs write it), nor unfused */
   a.a_gathered = FAKE_C, a.ld_gathered = a.k;
   assert_int_equal(ag_gemm_plan_make(&a, 2, 132, BIG_WS, NULL, &p), MELD_OK);
