@@ -953,44 +953,61 @@ static int run(const char *name, int nranks, gt_rank_fn fn) {
 
 static const char *g_chunks[] = {"65536", NULL, "1048576"}; /* MELD_NET_CHUNK_BYTES of the timings */
 
+/* TEST_NET_ONLY=part[,part...] runs only those parts (collectives, split, tp, moe, timing, missing,
+ * threads); unset: all. */
+static int want(const char *part) {
+  const char *o = getenv("TEST_NET_ONLY");
+  if (!o || !*o) return 1;
+  const size_t n = strlen(part);
+  for (const char *p = o; (p = strstr(p, part)) != NULL; p += n)
+    if ((p == o || p[-1] == ',') && (p[n] == '\0' || p[n] == ',')) return 1;
+  return 0;
+}
+
 static void run_procs(int ndev) {
   g_per_node = 1;
-  run("collectives, 2 nodes x 1 rank", 2, rank_collectives);
-  if (ndev >= 3) run("collectives, 3 nodes x 1 rank", 3, rank_collectives);
-  if (ndev >= 4) {
-    g_per_node = 2;
-    run("collectives, 2 nodes x 2 ranks (hierarchical)", 4, rank_collectives);
-    setenv("MELD_NET_HIER", "0", 1);
-    run("collectives, 2 nodes x 2 ranks (flat: MELD_NET_HIER=0)", 4, rank_collectives);
-    unsetenv("MELD_NET_HIER");
+  if (want("collectives")) {
+    run("collectives, 2 nodes x 1 rank", 2, rank_collectives);
+    if (ndev >= 3) run("collectives, 3 nodes x 1 rank", 3, rank_collectives);
+    if (ndev >= 4) {
+      g_per_node = 2;
+      run("collectives, 2 nodes x 2 ranks (hierarchical)", 4, rank_collectives);
+      setenv("MELD_NET_HIER", "0", 1);
+      run("collectives, 2 nodes x 2 ranks (flat: MELD_NET_HIER=0)", 4, rank_collectives);
+      unsetenv("MELD_NET_HIER");
+    }
   }
   g_per_node = 1;
-  run("meld_comm_split, 2 nodes x 1 rank", 2, rank_split);
-  if (ndev >= 4) {
-    g_per_node = 2;
-    run("meld_comm_split, 2 nodes x 2 ranks", 4, rank_split);
-    g_per_node = 1;
+  if (want("split")) {
+    run("meld_comm_split, 2 nodes x 1 rank", 2, rank_split);
+    if (ndev >= 4) {
+      g_per_node = 2;
+      run("meld_comm_split, 2 nodes x 2 ranks", 4, rank_split);
+      g_per_node = 1;
+    }
   }
-  g_per_node = 1;
-  run("tensor-parallel ops and ring attention, 2 nodes x 1 rank", 2, rank_tp_ops);
-  if (ndev >= 4) {
-    g_per_node = 2;
-    run("tensor-parallel ops and ring attention, 2 nodes x 2 ranks", 4, rank_tp_ops);
-    g_per_node = 1;
+  if (want("tp")) {
+    run("tensor-parallel ops and ring attention, 2 nodes x 1 rank", 2, rank_tp_ops);
+    if (ndev >= 4) {
+      g_per_node = 2;
+      run("tensor-parallel ops and ring attention, 2 nodes x 2 ranks", 4, rank_tp_ops);
+      g_per_node = 1;
+    }
   }
-  g_per_node = 1;
-  run("MoE dispatch, grouped GEMM, combine and layer, 2 nodes x 1 rank", 2, rank_moe);
-  if (ndev >= 4) {
-    g_per_node = 2;
-    run("MoE dispatch, grouped GEMM, combine and layer, 2 nodes x 2 ranks", 4, rank_moe);
-    g_per_node = 1;
+  if (want("moe")) {
+    run("MoE dispatch, grouped GEMM, combine and layer, 2 nodes x 1 rank", 2, rank_moe);
+    if (ndev >= 4) {
+      g_per_node = 2;
+      run("MoE dispatch, grouped GEMM, combine and layer, 2 nodes x 2 ranks", 4, rank_moe);
+      g_per_node = 1;
+    }
   }
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 3 && want("timing"); i++) {
     g_chunk = g_chunks[i];
     run("timing (a functional figure)", 2, rank_timing);
   }
   g_chunk = "65536";
-  run("a rank that never calls", 2, rank_missing);
+  if (want("missing")) run("a rank that never calls", 2, rank_missing);
 }
 
 int main(void) {
@@ -1000,9 +1017,10 @@ int main(void) {
     printf("skipped: needs 2 ranks (2 GPUs, or MELD_SHARE_GPU=1 on one: tests/gpu/run_shared.sh 2 test_net)\n");
     return gt_summary("test_net");
   }
-  /* TEST_NET_THREADS_ONLY=1: only the rank-thread timings (the last part) */
+  /* TEST_NET_THREADS_ONLY=1: only the rank-thread timings (the last part; = TEST_NET_ONLY=threads) */
   const int procs = !getenv("TEST_NET_THREADS_ONLY");
   if (procs) run_procs(ndev);
+  if (!want("threads")) return gt_summary("test_net");
   /* Last: this process starts CUDA here (no fork after it). */
   gt_inproc_env(); /* (32 hardware queues unless set: gpu_test.h says why) */
   setenv("MELD_SHARE_GPU", "1", 1);
