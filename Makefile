@@ -2,7 +2,7 @@
 #   make            libmeld.so, libmeld.a, tools
 #   make test       CPU tests (+ sanitizers, device compile checks); GPU tests when GPUs exist
 #   make bench      benchmark programs (build/bench/)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (header, libraries, tools, lib/pkgconfig/meld.pc)
 
 CUDA_HOME ?= /usr/local/cuda
 ARCH      ?= -gencode=arch=compute_90a,code=sm_90a
@@ -159,12 +159,19 @@ test-gpu: lib $(GPU_BINS)
 test: lib
 	@tests/run_all.sh
 
+# The version in meld.pc is meld.h's; consumers: cc app.c $$(pkg-config --cflags --libs meld)
+# (libmeld.so finds the CUDA runtime by its rpath; a static link adds --static's Libs.private).
+MELD_VERSION := $(shell awk '/define MELD_VERSION_(MAJOR|MINOR|PATCH) /{v = v (v == "" ? "" : ".") $$3} END{print v}' include/meld.h)
 install: lib tools
-	install -d $(PREFIX)/include $(PREFIX)/lib $(PREFIX)/bin
+	install -d $(PREFIX)/include $(PREFIX)/lib $(PREFIX)/lib/pkgconfig $(PREFIX)/bin
 	install -m 644 include/meld.h $(PREFIX)/include/
 	install -m 755 $(LIB_SO) $(PREFIX)/lib/
 	install -m 644 $(LIB_A) $(PREFIX)/lib/
 	$(if $(TOOL_BINS),install -m 755 $(TOOL_BINS) $(PREFIX)/bin/)
+	printf '%s\n' 'prefix=$(abspath $(PREFIX))' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+	  'Name: meld' 'Description: GPU-driven fused multi-GPU kernels for NVIDIA Hopper' 'Version: $(MELD_VERSION)' \
+	  'Cflags: -I$${includedir} -I$(CUDA_HOME)/include' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lmeld' \
+	  'Libs.private: $(LDLIBS)' > $(PREFIX)/lib/pkgconfig/meld.pc
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')

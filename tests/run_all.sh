@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run_all.sh — what `make test` runs: header, CPU tests, the same under ASan+UBSan, device
-# compile checks, then the GPU tests when a GPU is present. Ends with "N passed, N failed".
+# run_all.sh — what `make test` runs: header, env-var list, install (pkg-config consumer), CPU
+# tests, the same under ASan+UBSan, device compile checks, then the GPU tests when a GPU is
+# present. Ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 rm -f build/tests/summary-*
@@ -10,6 +11,7 @@ step() { echo "== make $1"; make --no-print-directory -j"$(nproc)" "$1" || statu
 make --no-print-directory -s test-header > build/tests/header.log 2>&1 && { cat build/tests/header.log; echo "2 0" > build/tests/summary-header; } || { cat build/tests/header.log; echo "0 1" > build/tests/summary-header; status=1; }
 if tests/check_env_vars.sh > build/tests/env.log 2>&1; then cat build/tests/env.log; echo "1 0" > build/tests/summary-env
 else cat build/tests/env.log; echo "0 1" > build/tests/summary-env; status=1; fi
+tests/run.sh install tests/check_install.sh || status=1  # (make install, then a pkg-config consumer)
 if [ -f /usr/include/cmocka.h ]; then
   step test-cpu
   step test-asan
