@@ -740,9 +740,12 @@ class Comm:
     # -- MoE ---------------------------------------------------------------------------------
     def moe_capacity(self, tokens, topk, experts):
         """The default capacity: every row that this rank's experts could receive if every rank
-        had `tokens` tokens, each expert's segment padded to 128 rows."""
+        had `tokens` tokens, each expert's segment padded to 128 rows (across N nodes also at
+        least N x tokens x topk: the combine's rows land at their gathered slot)."""
         local = experts // self.nranks
         rows = self.nranks * int(tokens) * min(int(topk), max(local, 1)) + 127 * local
+        if self.nnodes > 1:
+            rows = max(rows, self.nnodes * int(tokens) * int(topk))
         return max(128, (rows + 127) // 128 * 128)
 
     def _moe_check(self, x, topk_ids, experts):
