@@ -723,10 +723,15 @@ meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *ar
  * nodes nearly needs anyway); each node then runs the one-node op over the N x tokens gathered
  * tokens with only its own experts' ids (only routed rows move within the node); the combine
  * (and meld_moe_ffn) reduce-scatters each node's partial sums over the rail (fp32 sums of the
- * bf16 partials: one more rounding than on one node). Rules beyond one node's: tokens equal on
- * the ranks of a rail (the same local rank on every node; checked on the device), capacity >= N
+ * bf16 partials: one more rounding than on one node). Each op's first step on the rail, made by
+ * every rank (a refused one too), all-gathers a header (the op, its shapes, the rank's state) and
+ * compares them on the device: a refused call, shapes that differ along the rail or a node whose
+ * op failed abort both internal comms on every rank at once (meld_comm_check says why), instead of
+ * leaving the other nodes waiting; the combine checks again before its sum. Rules beyond one
+ * node's: tokens equal on the ranks of a rail (the same local rank on every node), capacity >= N
  * x tokens x topk for the combine, and within a segment the rows come by (source's local rank,
- * source's node, pair) instead of by source rank; row_origin names global ranks as ever. */
+ * source's node, pair) instead of by source rank; row_origin names global ranks as ever. Ranks
+ * that are threads of one process (a test mode): MELD_NET_HIER=2 only. */
 
 /* The MoE layer's second GEMM on the preceding dispatch's layout: for each local expert e, rows
  * [expert_offsets[e], + expert_counts[e]) of a, times w[e]^T, into the same rows of c (rows between

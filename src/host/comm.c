@@ -107,6 +107,16 @@ meld_result_t meld_comm_moe_comms(struct meld_comm *c, const char *fn, cudaStrea
                         "%s: across nodes the ranks must be numbered node by node with the same number on every "
                         "node (rank r on node r / L)",
                         fn);
+    /* Ranks that are threads of one process (a test mode): as for the hierarchy (hier_create),
+     * internal comms only with MELD_NET_HIER=2 (every thread reads the same environment). */
+    int threads = 0;
+    for (int r = 0; r < P; r++) threads |= r != c->rank && meld_comm_same_process(c, r);
+    int64_t v = 1;
+    if (threads && (meld_env_int64("MELD_NET_HIER", 0, 2, &v) != MELD_OK || v != 2))
+      return meld_error(MELD_ERR_UNSUPPORTED,
+                        "%s: across nodes with ranks that are threads of one process, the MoE ops' internal "
+                        "communicators are made only with MELD_NET_HIER=2 (as the hierarchy's: not yet run there)",
+                        fn);
     enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     MELD_CUDA_CHECK(cudaStreamIsCapturing(stream, &cs));
     if (cs != cudaStreamCaptureStatusNone)

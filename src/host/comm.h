@@ -91,10 +91,9 @@ struct meld_comm {
   /* The scratch buffers (meld_comm_scratch_slot), freed at destroy: [MELD_SCRATCH_OPS] the
    * unfused ops', [MELD_SCRATCH_NET] the inter-node hierarchy's (a collective an unfused op
    * calls on its scratch must not take the same buffer), [MELD_SCRATCH_SCALES] the gathered
-   * per-row fp8 scales of meld_ag_gemm_fp8. graphed: handed out during a stream capture: a
-   * [MELD_SCRATCH_MOE] the MoE ops' gathered tokens across nodes (moe_net.cu: kept from a
-   * dispatch until its combine). graphed: handed out during a stream capture: a
-   * graph may use it, so a larger one replaces it without freeing it. */
+   * per-row fp8 scales of meld_ag_gemm_fp8, [MELD_SCRATCH_MOE] the MoE ops' gathered tokens
+   * across nodes (moe_net.cu: kept from a dispatch until its combine). graphed: handed out
+   * during a stream capture: a graph may use it, so a larger one replaces it without freeing it. */
   void *unfused_scratch[MELD_SCRATCH_SLOTS];
   size_t unfused_scratch_bytes[MELD_SCRATCH_SLOTS];
   int unfused_scratch_graphed[MELD_SCRATCH_SLOTS];

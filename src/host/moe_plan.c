@@ -363,7 +363,8 @@ moe_net_scratch_t moe_net_scratch(int nodes, int L, int64_t tokens, int32_t topk
   s.wt = o, o = up256(o + g * (size_t)topk * 4);
   s.part = o, o = up256(o + g * (size_t)hidden * 2);
   s.out = o, o = up256(o + (size_t)(tokens > 0 ? tokens : 0) * (size_t)hidden * 2);
-  s.tok = o, o = up256(o + (size_t)(L > nodes ? L : nodes) * 4); /* (also the refusal's all-gather) */
+  s.tok = o, o = up256(o + (size_t)L * 4);
+  s.hdr = o, o = up256(o + (size_t)nodes * MOE_NET_HDR_WORDS * 8);
   s.bytes = o;
   return s;
 }

@@ -130,9 +130,12 @@ typedef struct {
   size_t wt;    /* fp32 [N T, topk]: their weights (the combine, meld_moe_ffn)                 */
   size_t part;  /* bf16 [N T, hidden]: this node's partial sums, reduce-scattered over the rail */
   size_t out;   /* bf16 [T, hidden]: the reduce-scatter's result where out's ld is not hidden  */
-  size_t tok;   /* int32 [max(L, N)]: the node's ranks' T (for the origins), all-gathered      */
+  size_t tok;   /* int32 [L]: the node's ranks' T (for the origins), all-gathered              */
+  size_t hdr;   /* int64 [N][MOE_NET_HDR_WORDS]: the rail's headers (moe_net.cu net_agree)       */
   size_t bytes; /* the whole                                                                    */
 } moe_net_scratch_t;
+
+#define MOE_NET_HDR_WORDS 8 /* a rank's header in the rail's agreement: op, shapes, status */
 
 moe_net_scratch_t moe_net_scratch(int nodes, int L, int64_t tokens, int32_t topk, int64_t hidden);
 

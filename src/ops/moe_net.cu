@@ -10,15 +10,24 @@
  * every token to every node, which top-k routing over few nodes nearly needs anyway; a token-sparse
  * exchange inside the fused kernel (the proxy's chunk streams) is the next step.
  *
- * A rank whose arguments are refused must not leave its peers waiting: it launches an all-gather of
- * one element on the rail (no valid call has that count: the rail's peers fail with "arguments
- * differ") and the node op with arguments the node op refuses (its handshakes with a hash no valid
- * call has), then returns its error. */
+ * The rail's agreement (net_agree). The collectives check arguments between same-node ranks only
+ * (launch.cuh), and every peer of a rail is on another node: a rank whose call was refused, or
+ * whose shapes differ, would leave its rail peers waiting until their deadline and could pair
+ * their streams with the wrong call. So every op's FIRST rail call, made by every rank (a refusing
+ * one too, before it returns its error), all-gathers a header {op, T, topk, hidden, experts,
+ * capacity, n or ffn, status} (status: 1 refused on the host, 2 this rank's node comm aborted on
+ * the device), and a one-thread kernel compares the rail's headers: on any difference or status
+ * every rank of the rail finds the same verdict and raises the abort of its rail comm and of its
+ * node comm (with the same-node peers'), recording why; every later kernel of both comms then ends
+ * at its entry or wait. The combine (and meld_moe_ffn) agrees again before its reduce-scatter, so a
+ * node whose op failed on the device (e.g. a capacity overflow) stops the sum on every node instead
+ * of sending stale partials. */
 #include <cuda_runtime.h>
 #include <string.h>
 
 #include "comm.h"
 #include "common/moe_net.h"
+#include "device/signal.cuh" /* meld_fail_record, meld_abort_word */
 #include "error.h"
 #include "moe_plan.h"
 #include "proto.h"
@@ -43,6 +52,45 @@ __global__ void moe_net_origin_kernel(int32_t *orig, int64_t rows, int32_t topk,
     int32_t r, p;
     moe_net_origin(l, orig[2 * i + 1], topk, tok[l], L, &r, &p);
     orig[2 * i] = r, orig[2 * i + 1] = p;
+  }
+}
+
+typedef struct {
+  int64_t w[MOE_NET_HDR_WORDS]; /* op, T, topk, hidden, experts, capacity, n or ffn, status */
+} net_hdr_t;
+enum { NET_HDR_STATUS = MOE_NET_HDR_WORDS - 1, NET_REFUSED = 1, NET_NODE_ABORTED = 2 };
+
+/* This rank's header into its row; status |= NET_NODE_ABORTED where its node comm is aborted. */
+__global__ void moe_net_hdr_kernel(const __grid_constant__ meld_proto_dev_t node, int64_t *row, net_hdr_t h) {
+  if (ld_relaxed_sys_u32(meld_abort_word(&node)) != 0u) h.w[NET_HDR_STATUS] |= NET_NODE_ABORTED;
+  for (int i = 0; i < MOE_NET_HDR_WORDS; i++) row[i] = h.w[i];
+}
+
+/* The rail's verdict from its N gathered headers (hdr [N][words]; this rank is row me, global
+ * rank me L + l): every rank computes the same one. On a status or a difference it records why on
+ * both comms and raises their aborts (the node's at its same-node peers too). */
+__global__ void moe_net_agree_kernel(const __grid_constant__ meld_proto_dev_t node,
+                                     const __grid_constant__ meld_proto_dev_t rail, const int64_t *hdr, int N, int me,
+                                     int L, int l, uint32_t op) {
+  const int64_t *mine = hdr + (size_t)me * MOE_NET_HDR_WORDS;
+  for (int q = 0; q < N; q++) {
+    const int64_t *h = hdr + (size_t)q * MOE_NET_HDR_WORDS;
+    uint32_t kind = 0, field = 0;
+    uint64_t want = 0, got = 0;
+    const char *label = "";
+    if (h[NET_HDR_STATUS] != 0) {
+      kind = MELD_FAIL_INPUT, field = NET_HDR_STATUS, got = (uint64_t)h[NET_HDR_STATUS];
+      label = h[NET_HDR_STATUS] & NET_REFUSED ? "moe: a rail rank refused its call" : "moe: a node's op failed";
+    } else {
+      for (int i = 0; i < NET_HDR_STATUS && !kind; i++)
+        if (h[i] != mine[i]) kind = MELD_FAIL_ARGS, field = (uint32_t)i, want = (uint64_t)mine[i], got = (uint64_t)h[i];
+      label = "moe: rail ranks' shapes differ";
+    }
+    if (!kind) continue;
+    for (int c = 0; c < 2; c++)
+      meld_fail_record(c ? &node : &rail, op, 0, MELD_ROLE_COMM, 0, kind, MELD_REGION_OTHER, field, q * L + l, label,
+                       want, got, 0, 0);
+    return;
   }
 }
 
@@ -119,30 +167,48 @@ static meld_result_t net_reduce(const net_call_t *c, void *out, int64_t ldo, int
   return MELD_OK;
 }
 
-/* What a rank that refuses its call launches (see the top); returns vr with its message kept. */
-static meld_result_t net_refuse(struct meld_comm *comm, const char *fn, net_call_t *c, meld_result_t vr, int op,
+/* The rail's agreement (see the top): this rank's header (status NET_REFUSED where refused),
+ * the rail's all-gather of the headers, the verdict. Every rank makes it first in every op. */
+static meld_result_t net_agree(const net_call_t *c, uint32_t op, int64_t T, int64_t topk, int64_t hidden,
+                               int64_t experts, int64_t capacity, int64_t extra, int refused, cudaStream_t st) {
+  const net_hdr_t h = {{(int64_t)op, T, topk, hidden, experts, capacity, extra, refused ? NET_REFUSED : 0}};
+  int64_t *all = (int64_t *)(c->base + c->s.hdr);
+  const meld_proto_dev_t node = meld_proto_dev(c->node), rail = meld_proto_dev(c->rail);
+  moe_net_hdr_kernel<<<1, 1, 0, st>>>(node, all + (size_t)c->b * MOE_NET_HDR_WORDS, h);
+  MELD_CUDA_CHECK(cudaGetLastError());
+  MELD_CHECK(meld_all_gather(c->rail, all + (size_t)c->b * MOE_NET_HDR_WORDS, all, MOE_NET_HDR_WORDS * 4, MELD_BF16,
+                             st)); /* (int64 words as 4 bf16 each) */
+  moe_net_agree_kernel<<<1, 1, 0, st>>>(node, rail, all, c->N, c->b, c->L, c->l, op & 0xffu);
+  MELD_CUDA_CHECK(cudaGetLastError());
+  return MELD_OK;
+}
+
+/* A failure on the host after this call's first rail launch: the peers already wait for what
+ * follows, so both internal comms are aborted (their waits end; same-node peers see it at once,
+ * the other nodes' at their deadline), and r (its message) is returned. */
+static meld_result_t net_fail(const net_call_t *c, meld_result_t r) {
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", meld_last_error());
+  (void)meld_proto_abort(c->node);
+  (void)meld_proto_abort(c->rail);
+  return meld_error(r, "%s", msg);
+}
+#define NET_TRY(c, call)                               \
+  do {                                                 \
+    const meld_result_t net_r_ = (call);               \
+    if (net_r_ != MELD_OK) return net_fail(c, net_r_); \
+  } while (0)
+
+/* A refused call (vr, its message): the scratch for the headers alone and the agreement with
+ * status NET_REFUSED, so that the rail (and through its verdict the nodes) fails at once; vr. */
+static meld_result_t net_refuse(struct meld_comm *comm, const char *fn, net_call_t *c, meld_result_t vr, uint32_t op,
                                 cudaStream_t st) {
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", meld_last_error());
-  if (net_scratch(comm, fn, c, 0, 1, 8, st) == MELD_OK) {
-    uint16_t *t = (uint16_t *)(c->base + c->s.tok); /* (in place: one bf16 element a rank) */
-    (void)meld_all_gather(c->rail, t + c->b, t, 1, MELD_BF16, st);
-  }
-  meld_moe_args_t bad;
-  memset(&bad, 0, sizeof bad);
-  bad.tokens = -1; /* (refused by every node op: it launches its handshakes alone) */
-  if (op == 0) (void)meld_moe_dispatch_gemm(c->node, &bad, st);
-  if (op == 1) {
-    meld_moe_combine_args_t cb;
-    memset(&cb, 0, sizeof cb);
-    cb.dispatch = &bad;
-    (void)meld_moe_combine(c->node, &cb, st);
-  }
-  if (op == 2) {
-    meld_moe_ffn_args_t f;
-    memset(&f, 0, sizeof f);
-    f.tokens = -1;
-    (void)meld_moe_ffn(c->node, &f, st);
+  if (net_scratch(comm, fn, c, 0, 1, 8, st) != MELD_OK ||
+      net_agree(c, op, 0, 0, 0, 0, 0, 0, 1, st) != MELD_OK) { /* (then the peers reach their deadlines) */
+    (void)meld_proto_abort(c->node);
+    (void)meld_proto_abort(c->rail);
   }
   return meld_error(vr, "%s", msg);
 }
@@ -154,24 +220,28 @@ static meld_result_t net_node_args(const net_call_t *c, const meld_moe_args_t *a
 
 meld_result_t moe_net_dispatch(struct meld_comm *comm, const meld_moe_args_t *a, cudaStream_t st) {
   const char *fn = "meld_moe_dispatch_gemm";
+  const uint32_t op = MELD_OP_MOE_DISPATCH_GEMM;
   net_call_t c;
   MELD_CHECK(net_begin(comm, fn, st, &c));
   meld_moe_args_t d;
   meld_result_t r = moe_net_args(a, c.N, c.L, NULL, NULL, &d);
   if (r == MELD_OK) r = net_scratch(comm, fn, &c, a->tokens, a->topk, a->hidden, st);
-  if (r != MELD_OK) return net_refuse(comm, fn, &c, r, 0, st);
-  MELD_CHECK(net_gather_tokens(&c, a->x, a->ldx, a->topk_ids, a->topk, a->experts, a->hidden, st));
+  if (r != MELD_OK) return net_refuse(comm, fn, &c, r, op, st);
+  NET_TRY(&c, net_agree(&c, op, a->tokens, a->topk, a->hidden, a->experts, a->capacity, a->n * 2 + a->activation, 0,
+                        st));
+  NET_TRY(&c, net_gather_tokens(&c, a->x, a->ldx, a->topk_ids, a->topk, a->experts, a->hidden, st));
   /* The origins need the T of every rank of the node (a source's slots count its own tokens):
    * all-gathered on the node comm BEFORE the dispatch, whose tables in that comm's workspace the
-   * grouped GEMM and the combine read later (a collective's staging there would overwrite them). */
+   * grouped GEMM and the combine read later (a collective's staging there would overwrite them).
+   * Whether or not row_origin is asked here: the node's ranks must make the same calls. */
   int32_t *tok = (int32_t *)(c.base + c.s.tok);
-  if (a->row_origin && c.L > 1)
-    MELD_CHECK(meld_all_gather(c.node, tok + c.l, tok, 2, MELD_BF16, st)); /* (an int32 as 2 bf16) */
-  MELD_CHECK(net_node_args(&c, a, &d));
-  MELD_CHECK(meld_moe_dispatch_gemm(c.node, &d, st));
+  if (c.L > 1) NET_TRY(&c, meld_all_gather(c.node, tok + c.l, tok, 2, MELD_BF16, st)); /* (an int32 as 2 bf16) */
+  NET_TRY(&c, net_node_args(&c, a, &d));
+  NET_TRY(&c, meld_moe_dispatch_gemm(c.node, &d, st));
   if (a->row_origin) {
     moe_net_origin_kernel<<<grid_for(a->capacity), 256, 0, st>>>(a->row_origin, a->capacity, a->topk, tok, c.L);
-    MELD_CUDA_CHECK(cudaGetLastError());
+    NET_TRY(&c, cudaGetLastError() == cudaSuccess ? MELD_OK
+                                                  : meld_error(MELD_ERR_CUDA, "%s: the origins' kernel did not launch", fn));
   }
   return MELD_OK;
 }
@@ -179,7 +249,7 @@ meld_result_t moe_net_dispatch(struct meld_comm *comm, const meld_moe_args_t *a,
 meld_result_t moe_net_grouped_gemm(struct meld_comm *comm, const meld_moe_gemm_args_t *g, cudaStream_t st) {
   const char *fn = "meld_moe_grouped_gemm";
   if (!g || !g->dispatch) return meld_error(MELD_ERR_INVALID_ARG, "%s: args or their dispatch is NULL", fn);
-  net_call_t c;
+  net_call_t c; /* (local to the node's rank: no agreement, no peer waits for it) */
   MELD_CHECK(net_begin(comm, fn, st, &c));
   const meld_moe_args_t *a = g->dispatch;
   meld_moe_args_t d;
@@ -193,6 +263,7 @@ meld_result_t moe_net_grouped_gemm(struct meld_comm *comm, const meld_moe_gemm_a
 
 meld_result_t moe_net_combine(struct meld_comm *comm, const meld_moe_combine_args_t *cb, cudaStream_t st) {
   const char *fn = "meld_moe_combine";
+  const uint32_t op = MELD_OP_MOE_COMBINE;
   net_call_t c;
   MELD_CHECK(net_begin(comm, fn, st, &c));
   meld_moe_args_t d;
@@ -206,44 +277,53 @@ meld_result_t moe_net_combine(struct meld_comm *comm, const meld_moe_combine_arg
     if (r != MELD_OK) meld_error_prefix("across %d nodes (each node's call on %lld gathered tokens)", c.N, (long long)d.tokens);
   }
   if (r == MELD_OK) r = net_scratch(comm, fn, &c, cb->dispatch->tokens, d.topk, d.hidden, st);
-  if (r != MELD_OK) return net_refuse(comm, fn, &c, r, 1, st);
-  MELD_CHECK(net_gather(&c, cb->topk_weights, (size_t)d.topk * 4, c.T, (size_t)d.topk * 4, c.base + c.s.wt, st));
-  MELD_CHECK(net_node_args(&c, cb->dispatch, &d));
+  if (r != MELD_OK) return net_refuse(comm, fn, &c, r, op, st);
+  const meld_moe_args_t *a = cb->dispatch;
+  NET_TRY(&c, net_agree(&c, op, a->tokens, a->topk, a->hidden, a->experts, a->capacity, 0, 0, st));
+  NET_TRY(&c, net_gather(&c, cb->topk_weights, (size_t)d.topk * 4, c.T, (size_t)d.topk * 4, c.base + c.s.wt, st));
+  NET_TRY(&c, net_node_args(&c, a, &d));
   cn.topk_weights = (const float *)(c.base + c.s.wt);
   cn.out = c.base + c.s.part, cn.ldo = 0;
-  MELD_CHECK(meld_moe_combine(c.node, &cn, st));
-  return net_reduce(&c, cb->out, cb->ldo, d.hidden, st);
+  NET_TRY(&c, meld_moe_combine(c.node, &cn, st));
+  /* (again, with every node's state after its op: no stale partial enters the sum) */
+  NET_TRY(&c, net_agree(&c, op | 0x100u, a->tokens, a->topk, a->hidden, a->experts, a->capacity, 0, 0, st));
+  NET_TRY(&c, net_reduce(&c, cb->out, cb->ldo, d.hidden, st));
+  return MELD_OK;
 }
 
 meld_result_t moe_net_ffn(struct meld_comm *comm, const meld_moe_ffn_args_t *f, cudaStream_t st) {
   const char *fn = "meld_moe_ffn";
+  const uint32_t op = MELD_OP_MOE_FFN;
   net_call_t c;
   MELD_CHECK(net_begin(comm, fn, st, &c));
   meld_result_t r = f ? MELD_OK : meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", fn);
-  meld_moe_ffn_args_t fn_args;
+  meld_moe_ffn_args_t fa;
   if (r == MELD_OK) { /* (the node's call with the user's pointers: checks them, and N T x topk <= capacity) */
     const int P = c.N * c.L;
     if (f->experts < P || f->experts % P)
       r = meld_error(MELD_ERR_INVALID_ARG, "%s: experts %d is not a positive multiple of the %d ranks (%d nodes x %d)", fn,
                      f->experts, P, c.N, c.L);
-    fn_args = *f;
-    fn_args.tokens = f->tokens * c.N, fn_args.experts = f->experts / c.N;
+    fa = *f;
+    fa.tokens = f->tokens * c.N, fa.experts = f->experts / c.N;
     meld_moe_args_t d;
     meld_moe_gemm_args_t g;
     meld_moe_combine_args_t cb;
     if (r == MELD_OK && f->tokens < 0) r = meld_error(MELD_ERR_INVALID_ARG, "%s: tokens %lld < 0", fn, (long long)f->tokens);
-    if (r == MELD_OK && (r = moe_ffn_split(&fn_args, c.L, &d, &g, &cb)) != MELD_OK)
+    if (r == MELD_OK && (r = moe_ffn_split(&fa, c.L, &d, &g, &cb)) != MELD_OK)
       meld_error_prefix("across %d nodes (each node's call on %lld gathered tokens, with its %d experts)", c.N,
-                        (long long)fn_args.tokens, fn_args.experts);
+                        (long long)fa.tokens, fa.experts);
   }
   if (r == MELD_OK) r = net_scratch(comm, fn, &c, f->tokens, f->topk, f->hidden, st);
-  if (r != MELD_OK) return net_refuse(comm, fn, &c, r, 2, st);
-  MELD_CHECK(net_gather_tokens(&c, f->x, f->ldx, f->topk_ids, f->topk, f->experts, f->hidden, st));
-  MELD_CHECK(net_gather(&c, f->topk_weights, (size_t)f->topk * 4, c.T, (size_t)f->topk * 4, c.base + c.s.wt, st));
-  fn_args.x = c.base + c.s.x, fn_args.ldx = f->hidden;
-  fn_args.topk_ids = (const int32_t *)(c.base + c.s.ids);
-  fn_args.topk_weights = (const float *)(c.base + c.s.wt);
-  fn_args.out = c.base + c.s.part, fn_args.ldo = 0;
-  MELD_CHECK(meld_moe_ffn(c.node, &fn_args, st));
-  return net_reduce(&c, f->out, f->ldo, f->hidden, st);
+  if (r != MELD_OK) return net_refuse(comm, fn, &c, r, op, st);
+  NET_TRY(&c, net_agree(&c, op, f->tokens, f->topk, f->hidden, f->experts, f->capacity, f->ffn, 0, st));
+  NET_TRY(&c, net_gather_tokens(&c, f->x, f->ldx, f->topk_ids, f->topk, f->experts, f->hidden, st));
+  NET_TRY(&c, net_gather(&c, f->topk_weights, (size_t)f->topk * 4, c.T, (size_t)f->topk * 4, c.base + c.s.wt, st));
+  fa.x = c.base + c.s.x, fa.ldx = f->hidden;
+  fa.topk_ids = (const int32_t *)(c.base + c.s.ids);
+  fa.topk_weights = (const float *)(c.base + c.s.wt);
+  fa.out = c.base + c.s.part, fa.ldo = 0;
+  NET_TRY(&c, meld_moe_ffn(c.node, &fa, st));
+  NET_TRY(&c, net_agree(&c, op | 0x100u, f->tokens, f->topk, f->hidden, f->experts, f->capacity, f->ffn, 0, st));
+  NET_TRY(&c, net_reduce(&c, f->out, f->ldo, f->hidden, st));
+  return MELD_OK;
 }

@@ -572,18 +572,18 @@ static void test_net_scratch(void **state) {
   for (int N = 2; N <= 8; N *= 2)
     for (int L = 1; L <= 8; L *= 2) {
       const moe_net_scratch_t s = moe_net_scratch(N, L, T, topk, H);
-      const size_t at[] = {s.x, s.ids, s.wt, s.part, s.out, s.tok, s.bytes};
+      const size_t at[] = {s.x, s.ids, s.wt, s.part, s.out, s.tok, s.hdr, s.bytes};
       const size_t need[] = {(size_t)N * T * H * 2, (size_t)N * T * topk * 4, (size_t)N * T * topk * 4,
-                             (size_t)N * T * H * 2, (size_t)T * H * 2, (size_t)(L > N ? L : N) * 4};
+                             (size_t)N * T * H * 2, (size_t)T * H * 2, (size_t)L * 4, (size_t)N * MOE_NET_HDR_WORDS * 8};
       assert_int_equal(s.x, 0);
-      for (int i = 0; i < 6; i++) {
+      for (int i = 0; i < 7; i++) {
         assert_int_equal(at[i] % 256, 0);
         if (at[i + 1] < at[i] + need[i]) fail_msg("N %d L %d: region %d at %zu overlaps the next at %zu", N, L, i, at[i], at[i + 1]);
       }
     }
-  /* no tokens: still room for the tokens word and a refusal's all-gather */
+  /* no tokens (a refusing rank's scratch): still room for the headers */
   const moe_net_scratch_t z = moe_net_scratch(16, 2, 0, 8, 1024);
-  assert_true(z.bytes >= z.tok + 16 * 4);
+  assert_true(z.bytes >= z.hdr + 16 * MOE_NET_HDR_WORDS * 8);
 }
 
 int main(void) {
