@@ -2,6 +2,7 @@
 #   make            libmeld.so, libmeld.a, tools
 #   make test       CPU tests (+ sanitizers, device compile checks); GPU tests when GPUs exist
 #   make bench      benchmark programs (build/bench/)
+#   make examples   examples/*.c (build/examples/; examples/run.sh P build/examples/NAME)
 #   make install PREFIX=/usr/local   (header, libraries, tools, lib/pkgconfig/meld.pc)
 
 CUDA_HOME ?= /usr/local/cuda
@@ -45,7 +46,7 @@ ASAN_FLAGS:= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 TEST_COMMON := $(wildcard tests/common/*.c)
 TSAN_FLAGS:= -fsanitize=thread -fno-omit-frame-pointer
 
-.PHONY: all lib tools test test-cpu test-asan test-gpu test-header test-device bench install clean format
+.PHONY: all lib tools test test-cpu test-asan test-gpu test-header test-device bench examples install clean format
 all: lib tools
 lib: $(LIB_SO) $(LIB_A)
 tools: $(TOOL_BINS)
@@ -136,6 +137,15 @@ $(BUILD)/bench/bench_ag_gemm: bench/bench_ag_gemm.cu bench/nccl_baseline.h $(LIB
 
 bench: lib $(BENCH_BINS)
 
+# examples/*.c: programs a user would write (C11, the public header and the CUDA runtime only);
+# examples/run.sh P build/examples/NAME starts P ranks. make test also builds them against an
+# installed prefix with pkg-config (tests/check_install.sh).
+EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+$(BUILD)/examples/%: examples/%.c include/meld.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -Iinclude -I$(CUDA_HOME)/include $< -o $@ $(LIB_A) $(LDLIBS)
+examples: $(EXAMPLE_BINS)
+
 # The public header alone, as C11 and as C++.
 test-header:
 	@mkdir -p $(BUILD)/tests
@@ -160,7 +170,7 @@ test: lib
 	@tests/run_all.sh
 
 # The version in meld.pc is meld.h's; consumers: cc app.c $$(pkg-config --cflags --libs meld)
-# (libmeld.so finds the CUDA runtime by its rpath; a static link adds --static's Libs.private).
+# (the CUDA runtime too: meld's API takes its streams; a static link adds --static's Libs.private).
 MELD_VERSION := $(shell awk '/define MELD_VERSION_(MAJOR|MINOR|PATCH) /{v = v (v == "" ? "" : ".") $$3} END{print v}' include/meld.h)
 install: lib tools
 	install -d $(PREFIX)/include $(PREFIX)/lib $(PREFIX)/lib/pkgconfig $(PREFIX)/bin
@@ -170,8 +180,9 @@ install: lib tools
 	$(if $(TOOL_BINS),install -m 755 $(TOOL_BINS) $(PREFIX)/bin/)
 	printf '%s\n' 'prefix=$(abspath $(PREFIX))' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
 	  'Name: meld' 'Description: GPU-driven fused multi-GPU kernels for NVIDIA Hopper' 'Version: $(MELD_VERSION)' \
-	  'Cflags: -I$${includedir} -I$(CUDA_HOME)/include' 'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lmeld' \
-	  'Libs.private: $(LDLIBS)' > $(PREFIX)/lib/pkgconfig/meld.pc
+	  'Cflags: -I$${includedir} -I$(CUDA_HOME)/include' \
+	  'Libs: -L$${libdir} -Wl,-rpath,$${libdir} -lmeld -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart' \
+	  'Libs.private: -lpthread -ldl -lm -lstdc++' > $(PREFIX)/lib/pkgconfig/meld.pc
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cuh')

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # check_install.sh — `make install` into a temporary prefix, then a program built from that
-# prefix alone with pkg-config's flags (tests/install/consumer.c), run. Prints "[  PASSED  ] 1
+# prefix alone with pkg-config's flags (tests/install/consumer.c), run; the examples built the same
+# way (they need GPUs to run). Prints "[  PASSED  ] 1
 # test(s)." or "[  FAILED  ] 1 test(s)" (tests/run.sh's lines). Skipped (passed, said) where
 # pkg-config is missing.
 set -u
@@ -21,4 +22,9 @@ cflags=$(pkg-config --cflags meld) && libs=$(pkg-config --libs meld) || fail "pk
 ${CC:-cc} -std=c11 -Wall -Wextra -Werror $cflags tests/install/consumer.c -o "$tmp/consumer" $libs || fail "the consumer does not build with: $cflags / $libs"
 out=$("$tmp/consumer") || fail "the consumer failed: $out"
 echo "$out (pkg-config meld $v: $cflags $libs)"
+# the examples (examples/*.c) build from the installed prefix alone too (run on GPUs: examples/run.sh)
+for ex in examples/*.c; do
+  ${CC:-cc} -std=c11 -Wall -Wextra -Werror $cflags "$ex" -o "$tmp/$(basename "$ex" .c)" $libs -lm || fail "$ex does not build against the installed meld"
+done
+echo "examples built against the installed meld: $(ls examples/*.c | xargs -n1 basename | tr '\n' ' ')"
 echo "[  PASSED  ] 1 test(s)."

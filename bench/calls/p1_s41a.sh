@@ -19,10 +19,10 @@
 #     and 2 x 1 passes, suspect the node comm's dispatch over gathered tokens or the origins'
 #     node-rank T exchange).
 # Usage (device, nvidia-h200): OUT=... PREBUILT=1 bash bench/calls/p1_s41a.sh (carry build/carry:
-#   bench/pack_bins.sh build/lib/libmeld.so build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_net)
-# Estimated wall: (A) 15 s, (B) 100 s, (D) 90 s, (G) 60-130 s, (H) 60-150 s.
+#   bench/pack_bins.sh build/lib/libmeld.so build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_net build/examples/allreduce build/examples/tp_mlp)
+# Estimated wall: (A) 15 s, (B) 100 s, (D) 90 s, (G) 60-130 s, (H) 60-150 s, (I) 30 s.
 . "$(dirname "$0")/../device_env.sh"
-build lib build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_net
+build lib build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_net examples
 MELD_TIMEOUT_MS=5000 timeout -k 5 "$(tl 90)" build/tests/gpu/test_gemm_fp8 > "$OUT/test_gemm_fp8.log" 2>&1
 echo "== (A) test_gemm_fp8 rc=$? at $(el) s"; grep -E "FAIL|checks" "$OUT/test_gemm_fp8.log" | cut -c1-160 | head -10
 grep -E "rowwise|quantize" "$OUT/test_gemm_fp8.log" | cut -c1-120 | head -14
@@ -38,4 +38,10 @@ MELD_NET_HIER=2 MELD_SHARE_GPU=1 GT_RANKS_PER_GPU=4 TEST_NET_ONLY=threads MELD_T
   timeout -k 5 "$(tl 130)" build/tests/gpu/test_net > "$OUT/threads_hier.log" 2>&1
 echo "== (G) test_net threads, MELD_NET_HIER=2 rc=$? at $(el) s"
 grep -E "FAIL|threads:|hierarch|checks" "$OUT/threads_hier.log" | cut -c1-220 | head -16
+# (I) the C examples (examples/run.sh: rank processes sharing the GPU): allreduce exact at 1 and
+#     2 ranks, tp_mlp's fused block within 1e-2 of the whole block at 2 ranks.
+for ex in "1 build/examples/allreduce" "2 build/examples/allreduce" "2 build/examples/tp_mlp"; do
+  MELD_TIMEOUT_MS=20000 timeout -k 5 "$(tl 60)" examples/run.sh $ex > "$OUT/example_$(echo $ex | tr ' /' '__').log" 2>&1
+  echo "== (I) examples/run.sh $ex rc=$? at $(el) s"; cut -c1-200 "$OUT/example_$(echo $ex | tr ' /' '__').log" | tail -3
+done
 echo "== done at $(el) s"
