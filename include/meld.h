@@ -431,7 +431,9 @@ typedef enum { MELD_BF16 = 0, MELD_FP32 = 1 } meld_dtype_t;
  *   all_reduce (count a multiple of L), reduce_scatter and all_gather are hierarchical (within
  *   the node, then across nodes on two internal comms made at init: L times fewer bytes between
  *   nodes; three kernels a call; MELD_NET_HIER=0 turns it off): their sums go within the node
- *   in rank order, then over the nodes, each step rounded to the dtype. The fused GEMM ops take
+ *   in rank order, then over the nodes, each step rounded to the dtype. Ranks of other nodes
+ *   check each other's calls too (each pair's first chunk carries the sender's argument hash:
+ *   different ops or sizes fail with MELD_ERR_ABORTED, "arguments differ"). The fused GEMM ops take
  *   their unfused paths across nodes; the MoE ops: see meld_moe_dispatch_gemm.
  * - send and recv must not overlap, except where an op says so.
  * - Fails (before launching anything): MELD_ERR_INVALID_ARG (NULL comm, NULL buffer with a

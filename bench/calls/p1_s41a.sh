@@ -17,7 +17,8 @@
 #     meld_moe_ffn, a refused rank makes every rank fail at once through the rail's agreement,
 #     well before MELD_TIMEOUT_MS (prediction: pass; if the 2 x 2 case fails
 #     and 2 x 1 passes, suspect the node comm's dispatch over gathered tokens or the origins'
-#     node-rank T exchange).
+#     node-rank T exchange). Then (session 41's argument check across nodes) an all_gather of
+#     1000 vs 1001 fp32 between two nodes: both ranks fail at once with "arguments differ".
 # Usage (device, nvidia-h200): OUT=... PREBUILT=1 bash bench/calls/p1_s41a.sh (carry build/carry:
 #   bench/pack_bins.sh build/lib/libmeld.so build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_net build/examples/allreduce build/examples/tp_mlp)
 # Estimated wall: (A) 15 s, (B) 100 s, (H) 90-240 s (three layouts), (G) 60-130 s, (I) 30 s.
@@ -29,10 +30,10 @@ echo "== (A) test_gemm_fp8 rc=$? at $(el) s"; grep -E "FAIL|checks" "$OUT/test_g
 grep -E "rowwise|quantize" "$OUT/test_gemm_fp8.log" | cut -c1-120 | head -14
 timeout -k 5 "$(tl 200)" build/tests/gpu/test_inproc 2,3,4 > "$OUT/test_inproc.log" 2>&1
 echo "== (B) test_inproc 2,3,4 rc=$? at $(el) s"; grep -E "rowwise|split|FAIL|checks" "$OUT/test_inproc.log" | cut -c1-160 | head -24
-MELD_TIMEOUT_MS=20000 GT_SPAWN_TIMEOUT_S=100 TEST_NET_ONLY=moe MELD_SHARE_GPU=1 GT_RANKS_PER_GPU=4 \
+MELD_TIMEOUT_MS=20000 GT_SPAWN_TIMEOUT_S=100 TEST_NET_ONLY=moe,mismatch MELD_SHARE_GPU=1 GT_RANKS_PER_GPU=4 \
   timeout -k 5 "$(tl 240)" build/tests/gpu/test_net > "$OUT/test_net_moe.log" 2>&1
 echo "== (H) test_net MoE across nodes rc=$? at $(el) s"
-grep -E "FAIL|moe|MoE|checks|refused" "$OUT/test_net_moe.log" | cut -c1-220 | head -24
+grep -E "FAIL|moe|MoE|checks|refused|mismatch" "$OUT/test_net_moe.log" | cut -c1-220 | head -26
 MELD_NET_HIER=2 MELD_SHARE_GPU=1 GT_RANKS_PER_GPU=4 TEST_NET_ONLY=threads MELD_TIMEOUT_MS=8000 \
   timeout -k 5 "$(tl 130)" build/tests/gpu/test_net > "$OUT/threads_hier.log" 2>&1
 echo "== (G) test_net threads, MELD_NET_HIER=2 rc=$? at $(el) s"

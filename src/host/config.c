@@ -16,7 +16,7 @@ extern char **environ;
 static const char *const g_known_env[] = {
     "MELD_WORKSPACE_BYTES", "MELD_TIMEOUT_MS",   "MELD_BOOTSTRAP_TIMEOUT_MS", "MELD_PORT",
     "MELD_NODE_ID",         "MELD_TRACE",        "MELD_DEBUG",                "MELD_DEBUG_SUBSYS",
-    "MELD_SHARE_GPU",       "MELD_LIBRARY", /* (read by the Python binding, python/meld) */ "MELD_NET_CHUNK_BYTES", "MELD_NET_HIER", "MELD_NET_TRANSPORT", "MELD_IB_HCA", "MELD_IB_GID_INDEX", "MELD_IB_LIB", "MELD_IB_TIMEOUT", "MELD_IB_TC", "MELD_IB_SL", "MELD_IB_FORK_INIT",
+    "MELD_SHARE_GPU",       "MELD_LIBRARY", /* (read by the Python binding, python/meld) */ "MELD_NET_CHUNK_BYTES", "MELD_NET_HIER", "MELD_NET_ARG_CHECK", "MELD_NET_TRANSPORT", "MELD_IB_HCA", "MELD_IB_GID_INDEX", "MELD_IB_LIB", "MELD_IB_TIMEOUT", "MELD_IB_TC", "MELD_IB_SL", "MELD_IB_FORK_INIT",
     "MELD_SOCKET_ADDR",     "MELD_MASTER_ADDR",  "MELD_JOB_KEY",              "MELD_WATCHDOG_MS",
     "MELD_COMM_CTAS",       "MELD_CHUNK_BYTES",  "MELD_SCHEDULE",     "MELD_COLL_ZC", "MELD_COLL_CE", "MELD_COLL_CE_MIN_BYTES", "MELD_COLL_PDL", "MELD_COLL_LOOPBACK", "MELD_COLL_LL_LEAN", "MELD_COLL_LL_FLAT",
     /* plan overrides of the GEMM engine and the fused ops (tuning and experiments) */

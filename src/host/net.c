@@ -87,7 +87,7 @@ static net_layout_t net_layout(int nranks, uint64_t block) {
   net_layout_t l;
   l.ring = 0;
   l.flags = align4k(meld_cmdring_bytes(MELD_NET_RING_SLOTS));
-  l.send = l.flags + align4k(2u * (size_t)meld_net_words(nranks) * sizeof(uint64_t));
+  l.send = l.flags + align4k((size_t)meld_net_flag_words(nranks) * sizeof(uint64_t));
   l.recv = l.send + (size_t)meld_net_stage_bytes(nranks, block);
   l.total = l.recv + (size_t)meld_net_stage_bytes(nranks, block);
   return l;
@@ -175,7 +175,7 @@ static meld_result_t net_local_setup(struct meld_comm *comm, meld_net_t *n, uint
   const uint64_t stage = meld_net_stage_bytes(comm->nranks, n->block);
   MELD_CHECK_GOTO(meld_transport_register(n->tp, n->send, stage, &n->region_send), res, out);
   MELD_CHECK_GOTO(meld_transport_register(n->tp, n->recv, stage, &n->region_recv), res, out);
-  MELD_CHECK_GOTO(meld_transport_register(n->tp, n->flags, 2ull * meld_net_words(comm->nranks) * 8u,
+  MELD_CHECK_GOTO(meld_transport_register(n->tp, n->flags, (uint64_t)meld_net_flag_words(comm->nranks) * 8u,
                                           &n->region_flags),
                   res, out);
 out:

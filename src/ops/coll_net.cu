@@ -39,6 +39,7 @@
 
 #include "coll_plan.h"
 #include "comm.h"
+#include "config.h" /* meld_env_int64 */
 #include "common/net.h"
 #include "common/proto.h"
 #include "common/proxy_ring.h"
@@ -77,6 +78,7 @@ typedef struct {
   uint64_t *flags;        /* [2][nranks][S], host-mapped                                            */
   uint8_t *snd, *rcv;     /* staging, host-mapped                                                   */
   uint32_t region_send, region_recv, region_flags, nslots;
+  int32_t argcheck;       /* the argument check across nodes (meld_net_args_word; MELD_NET_ARG_CHECK)  */
   uint8_t *ws;            /* this rank's workspace: row q (q * S slots of block) holds same-node q's */
   uint8_t *peer_ws[MELD_COLL_MAX_RANKS]; /* same-node peers' workspaces, NULL for other nodes       */
 } coll_net_kargs_t;
@@ -200,7 +202,16 @@ MELD_DEV bool net_wait_data(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, u
   const uint64_t stamp = meld_net_stamp(ctx->epoch, c);
   const uint32_t word = meld_net_word(q, (uint32_t)(c % MELD_NET_SLOTS));
   if (!net_remote(a, q)) return meld_wait_signal(ctx, word, stamp, q, "net chunk (this node)");
-  return meld_wait_ge(ctx, a->flags + word, stamp, meld_wait_info(MELD_REGION_OTHER, word, q, "net chunk (proxy)"));
+  if (!meld_wait_ge(ctx, a->flags + word, stamp, meld_wait_info(MELD_REGION_OTHER, word, q, "net chunk (proxy)")))
+    return false;
+  /* Chunk 0 of a remote peer: its argument word came first on the same connection (the wait's
+   * acquire covers it); a different call there fails both ranks (the same-node handshake's rule). */
+  if (c != 0 || !a->argcheck) return true;
+  const uint64_t w = ld_relaxed_sys_u64(a->flags + meld_net_args_word(a->nranks, q));
+  if (w == meld_args_pack(ctx->epoch, a->arg_hash)) return true;
+  meld_fail(ctx, MELD_FAIL_ARGS, meld_wait_info(MELD_REGION_OTHER, meld_net_args_word(a->nranks, q), q, "net arguments"),
+            a->arg_hash, meld_args_hash(w), 0, 0u);
+  return false;
 }
 /* Where q's chunk c lies here. */
 MELD_DEV const uint8_t *net_in(const meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, uint64_t c) {
@@ -336,7 +347,8 @@ MELD_DEV bool net_feeder(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
   const int P = a->nranks, me = a->rank;
   const uint64_t e = ctx->epoch;
   __shared__ uint64_t tx_next[MELD_COLL_MAX_RANKS], cr_next[MELD_COLL_MAX_RANKS];
-  for (int q = 0; q < P; q++) tx_next[q] = cr_next[q] = 0;
+  __shared__ uint8_t args_sent[MELD_COLL_MAX_RANKS];
+  for (int q = 0; q < P; q++) tx_next[q] = cr_next[q] = 0, args_sent[q] = !a->argcheck;
   meld_cmdring_hdr_t *ring = a->ring;
   uint64_t head = ld_relaxed_sys_u64(&ring->head); /* (this GPU is the ring's one producer) */
   uint64_t tail = ld_acquire_sys_u64(&ring->tail);
@@ -350,6 +362,15 @@ MELD_DEV bool net_feeder(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
     for (int i = 1; i < P; i++) {
       const int q = (me + i) % P;
       if (!net_remote(a, q)) continue;
+      /* first this call's argument word to q (flag only), so that it precedes every chunk */
+      if (!args_sent[q]) {
+        all = false;
+        if (!net_enqueue(a, ring, &head, &tail, q, meld_net_args_word(P, me), 0, 0, 0, meld_args_pack(e, a->arg_hash))) {
+          stuck_q = q, stuck_what = "net feeder: room in the proxy's ring";
+          continue;
+        }
+        args_sent[q] = 1;
+      }
       /* the next chunk toward q, once staged */
       const uint64_t c = tx_next[q];
       if (c < net_ntx(a, q)) {
@@ -467,6 +488,13 @@ static meld_result_t net_launch(meld_comm_t comm, const char *fn, const meld_col
   h = meld_hash_u64(h, (uint64_t)k->dtype);
   h = meld_hash_u64(h, ca->vector ? ~0ull : (uint64_t)ca->count);
   if (ca->op == MELD_COLL_ALL_TO_ALL && !ca->vector) h = meld_hash_u64(h, ca->send_counts[0]);
+  /* Ranks of other nodes check the same hash on each pair's first chunk (meld_net_args_word),
+   * unless MELD_NET_ARG_CHECK=0 (which every rank must then set: hashed, so a same-node peer
+   * that differs says so). */
+  int64_t check = 1;
+  MELD_CHECK(meld_env_int64("MELD_NET_ARG_CHECK", 0, 1, &check));
+  k->argcheck = (int32_t)check;
+  h = meld_hash_u64(h, (uint64_t)check);
   k->arg_hash = meld_hash_fold(h);
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, k};

@@ -10,11 +10,11 @@
  * every token to every node, which top-k routing over few nodes nearly needs anyway; a token-sparse
  * exchange inside the fused kernel (the proxy's chunk streams) is the next step.
  *
- * The rail's agreement (net_agree). The collectives check arguments between same-node ranks only
- * (launch.cuh), and every peer of a rail is on another node: a rank whose call was refused, or
- * whose shapes differ, would leave its rail peers waiting until their deadline and could pair
- * their streams with the wrong call. So every op's FIRST rail call, made by every rank (a refusing
- * one too, before it returns its error), all-gathers a header {op, T, topk, hidden, experts,
+ * The rail's agreement (net_agree). Every peer of a rail is on another node: a rank whose call
+ * was refused launches nothing its rail peers could pair with (they would wait until their
+ * deadline; the collectives' argument check across nodes only compares calls that were made), and
+ * a node whose op failed on the device is invisible to the other nodes. So every op's FIRST rail
+ * call, made by every rank (a refusing one too, before it returns its error), all-gathers a header {op, T, topk, hidden, experts,
  * capacity, n or ffn, status} (status: 1 refused on the host, 2 this rank's node comm aborted on
  * the device), and a one-thread kernel compares the rail's headers: on any difference or status
  * every rank of the rail finds the same verdict and raises the abort of its rail comm and of its

@@ -22,7 +22,8 @@
  * makes every rank fail at once through the rail's agreement, not by its deadline; at 2 x 2 with
  * the hierarchy's comms and with MELD_NET_HIER=0, the MoE ops' own); meld_comm_split into children across and within nodes (an
  * all_reduce on each); and a rank that never calls: MELD_ERR_TIMEOUT on the other,
- * no hang. */
+ * no hang; ranks of two nodes calling different sizes: both fail at once with the argument record
+ * (the check across nodes on each pair's first chunk). */
 #include <pthread.h>
 
 #include "attn_ref.h"          /* (includes gpu_test.h) */
@@ -859,6 +860,34 @@ static void rank_missing(int rank, int P) {
   meld_comm_destroy(comm);
 }
 
+/* Ranks of different nodes calling different sizes (all_gather of 1000 vs 1001 fp32: the same
+ * chunk count, so without the argument check across nodes both would finish with a wrong block):
+ * every rank fails at once with the argument record (MELD_NET_ARG_CHECK), not by its deadline. */
+static void rank_mismatch(int rank, int P) {
+  cudaStream_t st;
+  meld_comm_t comm = open_comm(&st);
+  if (!comm) return;
+  float *d = NULL;
+  GT_CUDA(cudaMalloc(&d, (size_t)2048 * P * 4));
+  GT_CUDA(cudaMemset(d, 0, (size_t)2048 * P * 4));
+  GT_MELD(meld_all_gather(comm, d, d + 2048, 1000, MELD_FP32, st)); /* (a matched call first) */
+  GT_CUDA(cudaStreamSynchronize(st));
+  GT_MELD(meld_comm_check(comm));
+  const double t0 = gt_now_s();
+  GT_MELD(meld_all_gather(comm, d, d + 2048, rank == 0 ? 1000 : 1001, MELD_FP32, st));
+  GT_CUDA(cudaStreamSynchronize(st));
+  const meld_result_t r = meld_comm_check(comm);
+  const double waited = gt_now_s() - t0;
+  const char *tms = getenv("MELD_TIMEOUT_MS");
+  GT_CHECK(r == MELD_ERR_ABORTED && strstr(meld_last_error(), "arguments differ") &&
+               (!tms || waited < atof(tms) / 1000.0),
+           "mismatched all_gather across nodes, rank %d: %d after %.1f s: %s", rank, (int)r, waited, meld_last_error());
+  gt_log("mismatched sizes across nodes, rank %d: %.2f s: %s", rank, waited, meld_last_error());
+  cudaFree(d);
+  cudaStreamDestroy(st);
+  meld_comm_destroy(comm);
+}
+
 /* ---- ranks as threads of this process (cfg.node_id = rank / per node): their kernels run at
  * the same time on the shared GPU, unlike rank processes, which take turns in time slices ---- */
 static meld_unique_id g_tid;
@@ -959,7 +988,7 @@ static int run(const char *name, int nranks, gt_rank_fn fn) {
 static const char *g_chunks[] = {"65536", NULL, "1048576"}; /* MELD_NET_CHUNK_BYTES of the timings */
 
 /* TEST_NET_ONLY=part[,part...] runs only those parts (collectives, split, tp, moe, timing, missing,
- * threads); unset: all. */
+ * mismatch, threads); unset: all. */
 static int want(const char *part) {
   const char *o = getenv("TEST_NET_ONLY");
   if (!o || !*o) return 1;
@@ -1016,6 +1045,7 @@ static void run_procs(int ndev) {
   }
   g_chunk = "65536";
   if (want("missing")) run("a rank that never calls", 2, rank_missing);
+  if (want("mismatch")) run("sizes that differ between nodes", 2, rank_mismatch);
 }
 
 int main(void) {

@@ -72,6 +72,13 @@ static void test_slots(void **state) {
   const uint32_t S = MELD_NET_SLOTS;
   assert_int_equal(meld_net_stage_bytes(P, B), 2ull * P * S * B);
   assert_int_equal(meld_net_words(P), (uint32_t)P * S);
+  /* the argument words: after both halves (data stamps, credits), one per sender, inside the flags */
+  assert_int_equal(meld_net_flag_words(P), 2u * P * S + (uint32_t)P);
+  for (int q = 0; q < P; q++) {
+    assert_true(meld_net_args_word(P, q) >= 2u * meld_net_words(P));
+    assert_true(meld_net_args_word(P, q) < meld_net_flag_words(P));
+    if (q) assert_int_equal(meld_net_args_word(P, q), meld_net_args_word(P, q - 1) + 1);
+  }
   for (uint64_t e = 1; e < 4; e++)
     for (int q = 0; q < P; q++)
       for (uint32_t k = 0; k < S; k++) {
