@@ -6,7 +6,8 @@
 # Open MPI, start the program with their launcher instead.
 set -u
 P=${1:?usage: examples/run.sh P PROGRAM [ARGS...]}; shift
-ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then ngpu=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+else ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); fi
 [ "${ngpu:-0}" -ge 1 ] || { echo "run.sh: no GPU here"; exit 2; }
 export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-$((20000 + RANDOM % 20000))} WORLD_SIZE=$P LOCAL_WORLD_SIZE=$P
 [ "$ngpu" -lt "$P" ] && export MELD_SHARE_GPU=1
@@ -15,6 +16,9 @@ for r in $(seq 0 $((P - 1))); do
   RANK=$r LOCAL_RANK=$r "$@" &
   pids+=($!)
 done
+# the first rank that fails ends the others (they would wait for it until their deadlines)
 rc=0
-for p in "${pids[@]}"; do wait "$p" || rc=1; done
+for _ in "${pids[@]}"; do
+  if ! wait -n; then rc=1; kill "${pids[@]}" 2>/dev/null; fi
+done
 exit $rc

@@ -727,9 +727,11 @@ meld_result_t meld_moe_dispatch_gemm(meld_comm_t comm, const meld_moe_args_t *ar
  * (and meld_moe_ffn) reduce-scatters each node's partial sums over the rail (fp32 sums of the
  * bf16 partials: one more rounding than on one node). Each op's first step on the rail, made by
  * every rank (a refused one too), all-gathers a header (the op, its shapes, the rank's state) and
- * compares them on the device: a refused call, shapes that differ along the rail or a node whose
- * op failed abort both internal comms on every rank at once (meld_comm_check says why), instead of
- * leaving the other nodes waiting; the combine checks again before its sum. Rules beyond one
+ * compares them on the device: after a refused call, shapes that differ along the rail or a node
+ * whose op failed, every rank's comm fails at once (the rail's and the nodes' internal comms are
+ * aborted where the verdict reaches them; meld_comm_check says why) instead of leaving the other
+ * nodes waiting; the combine checks again before its sum. (A refusal while capturing a CUDA graph
+ * only records the agreement: its peers' replays then wait for their deadline.) Rules beyond one
  * node's: tokens equal on the ranks of a rail (the same local rank on every node), capacity >= N
  * x tokens x topk for the combine, and within a segment the rows come by (source's local rank,
  * source's node, pair) instead of by source rank; row_origin names global ranks as ever. Ranks

@@ -37,6 +37,7 @@ meld_result_t meld_get_unique_id(meld_unique_id *id) {
 static meld_result_t comm_split(struct meld_comm *comm, int color, int key, const meld_resolved_config_t *cfg,
                                 meld_result_t mine, meld_comm_t *child);
 static void comm_free(struct meld_comm *c, int collective);
+static int same_process(const struct meld_comm *c, int q, int r);
 
 /* The configuration of c's internal children (the hierarchy's, the MoE ops' across nodes). */
 static meld_resolved_config_t internal_cfg(const struct meld_comm *c) {
@@ -108,9 +109,12 @@ meld_result_t meld_comm_moe_comms(struct meld_comm *c, const char *fn, cudaStrea
                         "node (rank r on node r / L)",
                         fn);
     /* Ranks that are threads of one process (a test mode): as for the hierarchy (hier_create),
-     * internal comms only with MELD_NET_HIER=2 (every thread reads the same environment). */
-    int threads = 0;
-    for (int r = 0; r < P; r++) threads |= r != c->rank && meld_comm_same_process(c, r);
+     * internal comms only with MELD_NET_HIER=2 (every thread of a process reads the same
+     * environment; the threads of one process may decide otherwise than another process's ranks
+     * only if MELD_NET_HIER differs between processes, which the split then waits out). */
+    int threads = 0; /* (any two ranks in one process, from every rank's info: decided alike) */
+    for (int r = 0; r < P && !threads; r++)
+      for (int q = 0; q < r && !threads; q++) threads = same_process(c, q, r);
     int64_t v = 1;
     if (threads && (meld_env_int64("MELD_NET_HIER", 0, 2, &v) != MELD_OK || v != 2))
       return meld_error(MELD_ERR_UNSUPPORTED,

@@ -60,37 +60,56 @@ typedef struct {
 } net_hdr_t;
 enum { NET_HDR_STATUS = MOE_NET_HDR_WORDS - 1, NET_REFUSED = 1, NET_NODE_ABORTED = 2 };
 
-/* This rank's header into its row; status |= NET_NODE_ABORTED where its node comm is aborted. */
+/* This rank's header into its row; where its node comm is aborted, status |= NET_NODE_ABORTED
+ * with the node's abort word in the high half (its reason travels). */
 __global__ void moe_net_hdr_kernel(const __grid_constant__ meld_proto_dev_t node, int64_t *row, net_hdr_t h) {
-  if (ld_relaxed_sys_u32(meld_abort_word(&node)) != 0u) h.w[NET_HDR_STATUS] |= NET_NODE_ABORTED;
+  const uint32_t ab = ld_relaxed_sys_u32(meld_abort_word(&node));
+  if (ab != 0u) h.w[NET_HDR_STATUS] |= NET_NODE_ABORTED | (int64_t)((uint64_t)ab << 32);
   for (int i = 0; i < MOE_NET_HDR_WORDS; i++) row[i] = h.w[i];
 }
 
 /* The rail's verdict from its N gathered headers (hdr [N][words]; this rank is row me, global
- * rank me L + l): every rank computes the same one. On a status or a difference it records why on
- * both comms and raises their aborts (the node's at its same-node peers too). */
+ * rank me L + l): every rank computes the same one from the same rows. Failures, in this order:
+ * this rank's rail comm aborted (its gather may have left other calls' rows: no verdict from
+ * them; the node comm is aborted with the same code), a row's status (a refused call: the input
+ * record; a node whose comm is aborted: that abort, passed on), a row whose shapes differ (the
+ * argument record, with the headers' hashes). Each records on both comms and raises their aborts
+ * (the node's at its same-node peers too). */
+__device__ uint32_t moe_net_hdr_hash(const int64_t *h) {
+  uint64_t x = meld_hash_init();
+  for (int i = 0; i < NET_HDR_STATUS; i++) x = meld_hash_u64(x, (uint64_t)h[i]);
+  return meld_hash_fold(x);
+}
 __global__ void moe_net_agree_kernel(const __grid_constant__ meld_proto_dev_t node,
                                      const __grid_constant__ meld_proto_dev_t rail, const int64_t *hdr, int N, int me,
                                      int L, int l, uint32_t op) {
+  const uint32_t rail_ab = ld_relaxed_sys_u32(meld_abort_word(&rail));
+  uint32_t kind = 0, field = 0, pass_on = rail_ab;
+  uint64_t want = 0, got = 0;
+  int32_t peer = me * L + l;
+  const char *label = "moe: the rail comm is aborted"; /* (labels: at most 31 characters) */
   const int64_t *mine = hdr + (size_t)me * MOE_NET_HDR_WORDS;
-  for (int q = 0; q < N; q++) {
+  for (int q = 0; q < N && !rail_ab && !kind; q++) {
+    const int64_t st = hdr[(size_t)q * MOE_NET_HDR_WORDS + NET_HDR_STATUS];
+    if (st & NET_REFUSED)
+      kind = MELD_FAIL_INPUT, got = (uint64_t)st, peer = q * L + l, label = "moe: a rail rank refused";
+    else if (st & NET_NODE_ABORTED)
+      kind = MELD_FAIL_ABORTED, got = (uint64_t)st, peer = q * L + l, label = "moe: a node's comm aborted",
+      pass_on = (uint32_t)((uint64_t)st >> 32);
+  }
+  for (int q = 0; q < N && !rail_ab && !kind; q++) {
     const int64_t *h = hdr + (size_t)q * MOE_NET_HDR_WORDS;
-    uint32_t kind = 0, field = 0;
-    uint64_t want = 0, got = 0;
-    const char *label = "";
-    if (h[NET_HDR_STATUS] != 0) {
-      kind = MELD_FAIL_INPUT, field = NET_HDR_STATUS, got = (uint64_t)h[NET_HDR_STATUS];
-      label = h[NET_HDR_STATUS] & NET_REFUSED ? "moe: a rail rank refused its call" : "moe: a node's op failed";
-    } else {
-      for (int i = 0; i < NET_HDR_STATUS && !kind; i++)
-        if (h[i] != mine[i]) kind = MELD_FAIL_ARGS, field = (uint32_t)i, want = (uint64_t)mine[i], got = (uint64_t)h[i];
-      label = "moe: rail ranks' shapes differ";
-    }
-    if (!kind) continue;
-    for (int c = 0; c < 2; c++)
-      meld_fail_record(c ? &node : &rail, op, 0, MELD_ROLE_COMM, 0, kind, MELD_REGION_OTHER, field, q * L + l, label,
-                       want, got, 0, 0);
-    return;
+    for (int i = 0; i < NET_HDR_STATUS && !kind; i++)
+      if (h[i] != mine[i])
+        kind = MELD_FAIL_ARGS, field = (uint32_t)i, want = moe_net_hdr_hash(mine), got = moe_net_hdr_hash(h),
+        peer = q * L + l, label = "moe: rail ranks' shapes differ";
+  }
+  if (rail_ab) kind = MELD_FAIL_ABORTED;
+  if (!kind) return;
+  for (int c = 0; c < 2; c++) {
+    const meld_proto_dev_t *p = c ? &node : &rail;
+    meld_fail_record(p, op, 0, MELD_ROLE_COMM, 0, kind, MELD_REGION_OTHER, field, peer, label, want, got, 0, pass_on);
+    if (kind == MELD_FAIL_ABORTED) meld_raise_abort(p, pass_on); /* (the record raises the others) */
   }
 }
 
