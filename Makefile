@@ -141,7 +141,7 @@ bench: lib $(BENCH_BINS)
 # examples/run.sh P build/examples/NAME starts P ranks. make test also builds them against an
 # installed prefix with pkg-config (tests/check_install.sh).
 EXAMPLE_BINS := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
-$(BUILD)/examples/%: examples/%.c include/meld.h $(LIB_A)
+$(BUILD)/examples/%: examples/%.c examples/check.h include/meld.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -std=c11 -Wall -Wextra -Werror -Iinclude -I$(CUDA_HOME)/include $< -o $@ $(LIB_A) $(LDLIBS)
 examples: $(EXAMPLE_BINS)

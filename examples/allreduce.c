@@ -12,21 +12,7 @@
 #include <cuda_runtime.h>
 #include <meld.h>
 
-#define CHECK_MELD(call)                                                                 \
-  do {                                                                                   \
-    if ((call) != MELD_OK) {                                                             \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, meld_last_error());  \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
-#define CHECK_CUDA(call)                                                                 \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                           \
-    }                                                                                    \
-  } while (0)
+#include "check.h"
 
 /* Microseconds a call of fn over `iters` calls, after one warm-up. */
 static float time_us(cudaStream_t st, int iters, void (*fn)(void *), void *arg) {
