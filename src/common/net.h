@@ -19,8 +19,8 @@
  *     this rank's proxy receiver, read by this rank's kernel);
  *   - flags u64 [2][nranks][S]: [0][q][s] the data stamp of q's chunk in slot s (release-stored
  *     by the receiving proxy after the bytes), [1][q][s] q's credit for this rank's slot s; then
- *     u64 [nranks]: q's call's (epoch, argument hash) (meld_net_args_word); the kernel polls them
- *     over PCIe;
+ *     u64 [2 parities][nranks]: q's call's (epoch, argument hash) (meld_net_args_word); the kernel
+ *     polls them over PCIe;
  *   - the proxy's command ring (src/common/proxy_ring.h), written by the kernel's feeder.
  * Same-node peers exchange through the workspace ([nranks][S][block]: row q holds q's chunks) and
  * the pad's signal (data) and credit slots (index q * S + s), as the intra-node engines do.
@@ -64,13 +64,18 @@ MELD_HD uint64_t meld_net_slot(uint64_t epoch, int row, uint32_t slot, int nrank
 MELD_HD uint32_t meld_net_word(int row, uint32_t slot) { return (uint32_t)row * MELD_NET_SLOTS + slot; }
 /* Words of one half of the flags. */
 MELD_HD uint32_t meld_net_words(int nranks) { return (uint32_t)nranks * MELD_NET_SLOTS; }
-/* The argument check across nodes: after the two halves, one word per sender q holding its
- * current call's (epoch, argument hash) (meld_args_pack), written by q's feeder to every remote
- * peer before q's first chunk to it in that call: the pair's connection delivers it first, so a
- * receiver that saw chunk 0's stamp compares it with its own call's. Index of q's word, and the
- * flags' words in all. */
-MELD_HD uint32_t meld_net_args_word(int nranks, int q) { return 2u * meld_net_words(nranks) + (uint32_t)q; }
-MELD_HD uint32_t meld_net_flag_words(int nranks) { return 2u * meld_net_words(nranks) + (uint32_t)nranks; }
+/* The argument check across nodes: after the two halves, one word per (parity of the epoch,
+ * sender q) holding q's call's (epoch, argument hash) (meld_args_pack), written by q's feeder to
+ * every remote peer before q's first chunk to it in that call: the pair's connection delivers it
+ * first, so a receiver that saw chunk 0's stamp compares it with its own call's. By parity, as
+ * the staging: q may be one call ahead (its call e + 1's word must not overwrite call e's before
+ * this rank read it), never two (q starts call e + 2 only after its call e + 1 received this
+ * rank's call-(e + 1) chunk 0, sent after this rank's call e ended). Index of q's word for call
+ * `epoch`, and the flags' words in all. */
+MELD_HD uint32_t meld_net_args_word(int nranks, uint64_t epoch, int q) {
+  return 2u * meld_net_words(nranks) + (uint32_t)(epoch & 1ull) * (uint32_t)nranks + (uint32_t)q;
+}
+MELD_HD uint32_t meld_net_flag_words(int nranks) { return 2u * meld_net_words(nranks) + 2u * (uint32_t)nranks; }
 /* Chunks of a pair's stream for `bytes` (at least one, maybe empty). */
 MELD_HD uint64_t meld_net_chunks(uint64_t bytes, uint64_t block) {
   return bytes == 0 ? 1 : (bytes - 1) / block + 1;

@@ -39,6 +39,24 @@ static meld_result_t comm_split(struct meld_comm *comm, int color, int key, cons
 static void comm_free(struct meld_comm *c, int collective);
 static int same_process(const struct meld_comm *c, int q, int r);
 
+/* MELD_NET_ARG_CHECK (0 or 1, default 1) into c->net->argcheck: read on every rank, a bad value
+ * fails them all; on only where every rank has it on (a rank that checks a peer that sends no
+ * argument words would fail valid calls). Collective over c. */
+static meld_result_t net_argcheck_agree(struct meld_comm *c) {
+  int64_t v = 1;
+  MELD_CHECK(meld_comm_agree(c, meld_env_int64("MELD_NET_ARG_CHECK", 0, 1, &v), "MELD_NET_ARG_CHECK"));
+  int32_t *all = calloc((size_t)c->nranks, sizeof *all);
+  if (!all) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
+  all[c->rank] = (int32_t)v;
+  const meld_result_t r = meld_bootstrap_allgather(c->boot, all, sizeof *all);
+  int on = 1;
+  for (int q = 0; r == MELD_OK && q < c->nranks; q++) on = on && all[q] != 0;
+  free(all);
+  MELD_CHECK(r);
+  c->net->argcheck = on;
+  return MELD_OK;
+}
+
 /* The configuration of c's internal children (the hierarchy's, the MoE ops' across nodes). */
 static meld_resolved_config_t internal_cfg(const struct meld_comm *c) {
   meld_resolved_config_t cfg = c->cfg;
@@ -440,6 +458,7 @@ static meld_result_t comm_init(meld_comm_t *out, int nranks, const meld_boot_add
     uint64_t block = 0;
     MELD_CHECK_GOTO(meld_comm_agree(c, meld_net_block_env(&block), "MELD_NET_CHUNK_BYTES"), res, fail);
     MELD_CHECK_GOTO(meld_comm_agree(c, meld_net_create(c, block), "the inter-node path"), res, fail);
+    MELD_CHECK_GOTO(net_argcheck_agree(c), res, fail);
     MELD_CHECK_GOTO(hier_create(c), res, fail);
   }
 

@@ -37,6 +37,8 @@ typedef struct meld_net {
   uint64_t *flags_dev;
   uint8_t *send_dev, *recv_dev;
   uint32_t region_send, region_recv, region_flags; /* the transport's region ids             */
+  int argcheck;                   /* the argument check across nodes (MELD_NET_ARG_CHECK, 1 by
+                                     default; on only where every rank has it on: comm.c)      */
 } meld_net_t;
 
 /* Builds comm->net (comm->nnodes > 1) with staging slots of `block` bytes (meld_net_block_env,

@@ -39,7 +39,6 @@
 
 #include "coll_plan.h"
 #include "comm.h"
-#include "config.h" /* meld_env_int64 */
 #include "common/net.h"
 #include "common/proto.h"
 #include "common/proxy_ring.h"
@@ -207,9 +206,13 @@ MELD_DEV bool net_wait_data(meld_ctx_t *ctx, const coll_net_kargs_t *a, int q, u
   /* Chunk 0 of a remote peer: its argument word came first on the same connection (the wait's
    * acquire covers it); a different call there fails both ranks (the same-node handshake's rule). */
   if (c != 0 || !a->argcheck) return true;
-  const uint64_t w = ld_relaxed_sys_u64(a->flags + meld_net_args_word(a->nranks, q));
+  const uint32_t aw = meld_net_args_word(a->nranks, ctx->epoch, q);
+  const uint64_t w = ld_relaxed_sys_u64(a->flags + aw);
   if (w == meld_args_pack(ctx->epoch, a->arg_hash)) return true;
-  meld_fail(ctx, MELD_FAIL_ARGS, meld_wait_info(MELD_REGION_OTHER, meld_net_args_word(a->nranks, q), q, "net arguments"),
+  /* (another call's word: its epoch differs, so the hashes printed may agree; the label says so) */
+  const bool same_call = (uint32_t)(w >> 32) == (uint32_t)ctx->epoch;
+  meld_fail(ctx, MELD_FAIL_ARGS,
+            meld_wait_info(MELD_REGION_OTHER, aw, q, same_call ? "net arguments" : "net arguments: another call"),
             a->arg_hash, meld_args_hash(w), 0, 0u);
   return false;
 }
@@ -365,7 +368,7 @@ MELD_DEV bool net_feeder(meld_ctx_t *ctx, const coll_net_kargs_t *a) {
       /* first this call's argument word to q (flag only), so that it precedes every chunk */
       if (!args_sent[q]) {
         all = false;
-        if (!net_enqueue(a, ring, &head, &tail, q, meld_net_args_word(P, me), 0, 0, 0, meld_args_pack(e, a->arg_hash))) {
+        if (!net_enqueue(a, ring, &head, &tail, q, meld_net_args_word(P, e, me), 0, 0, 0, meld_args_pack(e, a->arg_hash))) {
           stuck_q = q, stuck_what = "net feeder: room in the proxy's ring";
           continue;
         }
@@ -489,12 +492,8 @@ static meld_result_t net_launch(meld_comm_t comm, const char *fn, const meld_col
   h = meld_hash_u64(h, ca->vector ? ~0ull : (uint64_t)ca->count);
   if (ca->op == MELD_COLL_ALL_TO_ALL && !ca->vector) h = meld_hash_u64(h, ca->send_counts[0]);
   /* Ranks of other nodes check the same hash on each pair's first chunk (meld_net_args_word),
-   * unless MELD_NET_ARG_CHECK=0 (which every rank must then set: hashed, so a same-node peer
-   * that differs says so). */
-  int64_t check = 1;
-  MELD_CHECK(meld_env_int64("MELD_NET_ARG_CHECK", 0, 1, &check));
-  k->argcheck = (int32_t)check;
-  h = meld_hash_u64(h, (uint64_t)check);
+   * unless MELD_NET_ARG_CHECK=0 (read once at init, on only where every rank asks for it). */
+  k->argcheck = net->argcheck;
   k->arg_hash = meld_hash_fold(h);
   meld_proto_dev_t proto = meld_proto_dev(comm);
   void *kargs[] = {&proto, k};
