@@ -11,14 +11,15 @@ names=("$@")
 if [ ${#names[@]} -eq 0 ]; then
   for f in tests/gpu/*.cu; do names+=("$(basename "$f" .cu)"); done
   names+=(test_torch.py)  # the Python binding (skips itself where torch is missing)
+  names+=(test_examples.sh) # the C examples (examples/run.sh at 1 and 2 ranks)
 fi
 bins=(); scripts=()
 for n in "${names[@]}"; do
-  case "$n" in *.py) scripts+=("tests/gpu/$n") ;; *) bins+=("build/tests/gpu/$n") ;; esac
+  case "$n" in *.py | *.sh) scripts+=("tests/gpu/$n") ;; *) bins+=("build/tests/gpu/$n") ;; esac
 done
 # PREBUILT=1: the binaries are there already (built elsewhere and carried); nothing is made.
 if [ "${PREBUILT:-0}" != 1 ]; then
-  make --no-print-directory -j"$(nproc)" "${bins[@]}" build/lib/libmeld.so || { echo "[  FAILED  ] 1 test(s): GPU tests did not build"; echo "0 1" > build/tests/summary-gpu; exit 1; }
+  make --no-print-directory -j"$(nproc)" "${bins[@]}" build/lib/libmeld.so examples || { echo "[  FAILED  ] 1 test(s): GPU tests did not build"; echo "0 1" > build/tests/summary-gpu; exit 1; }
 fi
 TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-240} tests/run.sh gpu "${bins[@]}" "${scripts[@]}"
 rc=$?
