@@ -21,7 +21,8 @@
 #     1000 vs 1001 fp32 between two nodes: both ranks fail at once with "arguments differ".
 # Usage (device, nvidia-h200): OUT=... PREBUILT=1 bash bench/calls/p1_s41a.sh (carry build/carry:
 #   bench/pack_bins.sh build/lib/libmeld.so build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_net build/examples/allreduce build/examples/tp_mlp)
-# Estimated wall: (A) 15 s, (B) 100 s, (H) 90-240 s (three layouts), (G) 60-130 s, (I) 30 s.
+# Estimated wall: (A) 15 s, (B) 100 s, (H) 90-240 s (three layouts), (H2) 30-100 s, (G) 60-130 s,
+# (I) 30-60 s: (G) and (I) may be cut by the 570 s deadline; they go to p1_s41b.sh's start then.
 # (test_torch.py, session 40's step D, moved to p1_s41b.sh for time.)
 . "$(dirname "$0")/../device_env.sh"
 build lib build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_inproc build/tests/gpu/test_net examples
@@ -34,6 +35,17 @@ MELD_TIMEOUT_MS=20000 GT_SPAWN_TIMEOUT_S=100 TEST_NET_ONLY=moe,mismatch MELD_SHA
   timeout -k 5 "$(tl 240)" build/tests/gpu/test_net > "$OUT/test_net_moe.log" 2>&1
 echo "== (H) test_net MoE across nodes rc=$? at $(el) s"
 grep -E "FAIL|moe|MoE|checks|refused|mismatch" "$OUT/test_net_moe.log" | cut -c1-220 | head -26
+# (H2) the collectives across nodes (GPU-verified in sessions 36-38) with session 41's argument
+#     words: 2 nodes x 1 rank, every collective bitwise (prediction: pass as before; if not, the
+#     same with MELD_NET_ARG_CHECK=0 tells whether the check is the cause).
+MELD_TIMEOUT_MS=15000 GT_SPAWN_TIMEOUT_S=90 TEST_NET_ONLY=collectives MELD_SHARE_GPU=1 GT_RANKS_PER_GPU=2 \
+  timeout -k 5 "$(tl 100)" build/tests/gpu/test_net > "$OUT/test_net_coll.log" 2>&1
+rc=$?; echo "== (H2) test_net collectives 2 x 1 rc=$rc at $(el) s"; grep -E "FAIL|checks" "$OUT/test_net_coll.log" | cut -c1-200 | head -6
+if [ $rc -ne 0 ]; then
+  MELD_NET_ARG_CHECK=0 MELD_TIMEOUT_MS=15000 GT_SPAWN_TIMEOUT_S=90 TEST_NET_ONLY=collectives MELD_SHARE_GPU=1 GT_RANKS_PER_GPU=2 \
+    timeout -k 5 "$(tl 100)" build/tests/gpu/test_net > "$OUT/test_net_coll_nocheck.log" 2>&1
+  echo "== (H2) the same with MELD_NET_ARG_CHECK=0 rc=$? at $(el) s"; grep -E "FAIL|checks" "$OUT/test_net_coll_nocheck.log" | head -4
+fi
 MELD_NET_HIER=2 MELD_SHARE_GPU=1 GT_RANKS_PER_GPU=4 TEST_NET_ONLY=threads MELD_TIMEOUT_MS=8000 \
   timeout -k 5 "$(tl 130)" build/tests/gpu/test_net > "$OUT/threads_hier.log" 2>&1
 echo "== (G) test_net threads, MELD_NET_HIER=2 rc=$? at $(el) s"
