@@ -192,7 +192,7 @@ static void test_shape(ctx_t *c, const shape_t *sh, int index) {
   ag_gemm_plan_t plan;
   memset(&plan, 0, sizeof plan);
   const double t0 = gt_now_s();
-  meld_result_t r = ag_gemm_run(c->comm, &args, &hint, c->s, &plan);
+  meld_result_t r = ag_gemm_run(c->comm, &args, &hint, NULL, c->s, &plan);
   GT_CHECK(r == MELD_OK, "%s: ag_gemm_run -> %s: %s", sh->name, meld_strerror(r), meld_last_error());
   GT_CUDA(cudaStreamSynchronize(c->s));
   const double dt = gt_now_s() - t0;
