@@ -46,7 +46,7 @@ ASAN_FLAGS:= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 TEST_COMMON := $(wildcard tests/common/*.c)
 TSAN_FLAGS:= -fsanitize=thread -fno-omit-frame-pointer
 
-.PHONY: all lib tools test test-cpu test-asan test-gpu test-header test-device bench examples install clean format
+.PHONY: all lib tools test test-cpu test-asan test-gpu test-gpu-sources test-header test-device bench examples install clean format
 all: lib tools
 lib: $(LIB_SO) $(LIB_A)
 tools: $(TOOL_BINS)
@@ -156,6 +156,11 @@ test-header:
 # Device code compiles for sm_90a with no spills and no ptxas performance warnings.
 test-device: $(CU_OBJS)
 	@tests/check_device.sh "$(NVCC) $(NVCCFLAGS)" $(CU_SRCS)
+
+# The GPU tests' and benchmarks' sources through nvcc -cuda (no GPU needed; spills are allowed
+# there, as in their builds: test_signal's litmus kernels spill).
+test-gpu-sources:
+	@NVCC="$(NVCC)" tests/check_gpu_sources.sh $(filter-out $(NVCC_SPILL_FLAGS),$(NVCCFLAGS))
 
 test-cpu: lib $(UNIT_BINS) $(MP_BINS)
 	@tests/run.sh cpu $(UNIT_BINS) $(MP_BINS) tests/unit/test_trace_stats.py tests/unit/test_python_capi.py tests/unit/test_trace_phases.py tests/unit/test_trace_png.py tests/unit/test_plot_coll.py

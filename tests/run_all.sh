@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_all.sh — what `make test` runs: header, env-var list, install (pkg-config consumer), CPU
-# tests, the same under ASan+UBSan, device compile checks, then the GPU tests when a GPU is
-# present. Ends with "N passed, N failed".
+# tests, the same under ASan+UBSan, device compile checks, the GPU tests' sources through nvcc's
+# front end, then the GPU tests when a GPU is present. Ends with "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 rm -f build/tests/summary-*
@@ -23,6 +23,11 @@ if make --no-print-directory test-device > build/tests/device.log 2>&1; then
   tail -n 3 build/tests/device.log; echo "1 0" > build/tests/summary-device
 else
   cat build/tests/device.log; echo "0 1" > build/tests/summary-device; status=1
+fi
+if make --no-print-directory -s test-gpu-sources > build/tests/gpu-sources.log 2>&1; then
+  tail -n 1 build/tests/gpu-sources.log; echo "1 0" > build/tests/summary-gpu-sources
+else
+  cat build/tests/gpu-sources.log; echo "0 1" > build/tests/summary-gpu-sources; status=1
 fi
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   step test-gpu
