@@ -1684,7 +1684,7 @@ static int fv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
   pthread_mutex_lock(&q->lock);
   for (; wr; wr = wr->next) {
     const int op = wr->opcode;
-    if (q->state != IBV_QPS_RTS ||
+    if ((q->state != IBV_QPS_RTS && q->state != IBV_QPS_ERR) ||
         (op != IBV_WR_RDMA_WRITE && op != IBV_WR_RDMA_WRITE_WITH_IMM && op != IBV_WR_SEND &&
          op != IBV_WR_SEND_WITH_IMM) ||
         wr->num_sge < 0 || (uint32_t)wr->num_sge > q->cap.max_send_sge || (wr->num_sge > 0 && !wr->sg_list)) {
@@ -1726,6 +1726,10 @@ static int fv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr, struct ibv_se
       }
     }
     q->sq_head++;
+    if (q->state == IBV_QPS_ERR) { /* (as a real HCA: a post to a QP in error completes flushed) */
+      while (q->sq_comp < q->sq_head) sq_complete(q, IBV_WC_WR_FLUSH_ERR);
+      q->sq_tail = q->sq_next = q->sq_head;
+    }
   }
   pthread_mutex_unlock(&q->lock);
   if (rc && bad_wr) *bad_wr = wr;
