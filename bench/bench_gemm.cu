@@ -328,7 +328,7 @@ typedef struct {
   int skinny_mt;    /* 0 = the plan's; else the swapped kernel's padded m-block height */
   int cluster_m;    /* 0 = the plan's; 2 = the experimental B-multicast pair
                        (needs MELD_GEMM_CLUSTER_EXPERIMENTAL=1, else skipped with the reason) */
-  int tile_n;       /* 0 = 256 (forced variants); 320 = the wide tile (B [N,K] only) */
+  int tile_n;       /* 0 = 256 (forced variants); 320 = the wide tile, 128 the ping-pong tile (B [N,K] only) */
   int store_hint;   /* 0 = the plan's; 2: C's TMA stores with L2::evict_first (session 15) */
 } variant_t;
 static const variant_t g_variants[] = {
@@ -361,6 +361,8 @@ static const variant_t g_variants[] = {
     {"w320cl2", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 320, 0}, /* the wide tile in B-multicast pairs (experimental) */
     /* C's TMA stores with L2::evict_first (session 15): the 128 x 256 default and the wide tile */
     {"evict", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}, {"w320ev", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320, 2},
+    /* the ping-pong tile (session 42): a whole 128 x 128 tile per consumer warpgroup (B [N,K]) */
+    {"pp", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0},
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 

@@ -120,7 +120,8 @@ def main():
                 row = dict(keys, op="gemm_fp8", impl=name, m=m, n=n, k=k, dtype="fp8_e4m3", out_dtype="bf16",
                            scaling="tensor" if not args.rowwise or name == "meld_tensor" else "rowwise",
                            ms=ms[name], tflops=flop / ms[name] / 1e9, rounds_ms=rounds[name],
-                           rel_err_fp32=e, settle_ms=settle_ms, ratio_to_meld=ratio)
+                           rel_err_fp32=e, settle_ms=settle_ms, ratio_to_meld=ratio,
+                           meld_tile_n=os.environ.get("MELD_GEMM_TILE_N", "plan"))
                 out.write(json.dumps(row) + "\n")
         sys.stdout.flush()
     if out:

@@ -48,9 +48,12 @@
 #define GEMM_EPI_BYTES 16384                         /* per consumer warpgroup: 64 x 128 bf16 */
 #define GEMM_EPI_OFF (GEMM_STAGES * GEMM_STAGE_BYTES)
 #define GEMM_BAR_OFF (GEMM_EPI_OFF + 2 * GEMM_EPI_BYTES)
-#define GEMM_INFO_OFF (GEMM_BAR_OFF + 16 * GEMM_STAGES)
+/* Ring barriers (full, then empty) and tile infos for up to GEMM_RING_MAX stages: the
+ * ping-pong tile's ring has 6 (GEMM_STAGES_OF). */
+#define GEMM_RING_MAX 6
+#define GEMM_INFO_OFF (GEMM_BAR_OFF + 16 * GEMM_RING_MAX)
 #define GEMM_INFO_BYTES 32 /* one gemm_tile_t per stage */
-#define GEMM_FLAG_OFF (GEMM_INFO_OFF + GEMM_INFO_BYTES * GEMM_STAGES) /* split-K "last" word */
+#define GEMM_FLAG_OFF (GEMM_INFO_OFF + GEMM_INFO_BYTES * GEMM_RING_MAX) /* split-K "last" word */
 /* Words after the split-K "last" flag: hook g2's pending tile, the call's epilogue value (hook g
  * kernels read epi.epoch_src once into it, gemm_consumer), the per-tile trace's start time. */
 #define GEMM_PEND_OFF (GEMM_FLAG_OFF + 8)
@@ -59,6 +62,8 @@
 /* Hook g, add mode 4: per consumer warpgroup an mbarrier for the partial's TMA loads into its
  * staging, and the count of its completed loads (the wait's parity). */
 #define GEMM_PBAR_OFF (GEMM_FLAG_OFF + 32)
+/* The ping-pong kernel (no hook g): its two turn mbarriers in the same words (gemm_consumer_pp) */
+#define GEMM_TURN_OFF GEMM_PBAR_OFF
 #define GEMM_PCNT_OFF (GEMM_FLAG_OFF + 48)
 #define GEMM_PASK_OFF (GEMM_FLAG_OFF + 56) /* loads asked (thread 0 of the warpgroup only) */
 #define GEMM_SMEM_USED (GEMM_FLAG_OFF + 64)
@@ -74,7 +79,14 @@
  * session 8). Each consumer warpgroup holds 64 x 320 in 160 fp32 registers (m64n256k16 +
  * m64n64k16 per k-step); B comes as two TMA boxes of 160 rows. */
 #define GEMM_BN_WIDE 320
-#define GEMM_STAGES_OF(BN) ((BN) == GEMM_BN_WIDE ? 3 : GEMM_STAGES)
+/* The ping-pong tile (gemm_params_t.bn 128, stand-alone kernel only): each consumer warpgroup
+ * owns a whole 128 x 128 tile (two m64n128 accumulators, 128 registers) and the two take
+ * turns, so one's epilogue runs while the other's mainloop keeps the tensor cores busy (the
+ * 128 x 256 tile's epilogue leaves them idle: 2-4% of a bf16 tile at K = 8192, twice that in
+ * fp8, whose mainloop is half as long). 6 stages of 16 + 16 KB fill the same ring region.
+ * Whole tiles in the static order only (no split-K, stream-K, queue, cluster or hook). */
+#define GEMM_BN_PP 128
+#define GEMM_STAGES_OF(BN) ((BN) == GEMM_BN_WIDE ? 3 : (BN) == GEMM_BN_PP ? 6 : GEMM_STAGES)
 #define GEMM_STAGE_BYTES_OF(BN) (GEMM_A_BYTES + (BN) * GEMM_BK * 2)
 /* Named barriers used by the engine's consumers (fused kernels must use other ids). */
 #define GEMM_BAR_WG0 1
@@ -457,7 +469,7 @@ typedef struct {
 } gemm_params_t;
 
 /* The plan's tile width. */
-#define GEMM_BN_OF(p) ((p)->bn == GEMM_BN_WIDE ? GEMM_BN_WIDE : GEMM_BN)
+#define GEMM_BN_OF(p) ((p)->bn == GEMM_BN_WIDE ? GEMM_BN_WIDE : (p)->bn == GEMM_BN_PP ? GEMM_BN_PP : GEMM_BN)
 
 #ifdef __CUDACC__
 #define GEMM_HD __host__ __device__ __forceinline__
@@ -752,14 +764,14 @@ __device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_ti
 template <bool BKN, bool SKQ = false, bool PART = false, int BN = GEMM_BN, bool GRP = false>
 __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *smem,
                                               uint32_t sbase, int worker, int nworkers) {
-  static_assert(BN == GEMM_BN || (!BKN && !PART), "the wide tile: B [N,K], no partial stages");
+  static_assert(BN == GEMM_BN || (!BKN && !PART), "the wide and ping-pong tiles: B [N,K], no partial stages");
   constexpr int NST = GEMM_STAGES_OF(BN);
   constexpr uint32_t SB = GEMM_STAGE_BYTES_OF(BN);
   const int cl = p->cluster_m;
   const uint32_t rank = cl == 2 ? cluster_ctarank() : 0;
   const int uw = cl == 2 ? worker / 2 : worker;
   const int unw = cl == 2 ? nworkers / 2 : nworkers;
-  const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
+  const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_RING_MAX;
   volatile int32_t *info = (volatile int32_t *)(smem + GEMM_INFO_OFF);
   const void *map_a = &p->map_a, *map_b = &p->map_b;
   uint32_t *queue = SKQ ? nullptr : p->order.queue; /* (SKQ: read from p where used) */
@@ -950,7 +962,7 @@ __device__ __forceinline__ void gemm_part_stages(const gemm_params_t *p, gemm_ti
 #pragma unroll 1
   for (int h = 0; h < 2; ++h) {
     const uint32_t full = sbase + GEMM_BAR_OFF + 8 * stage;
-    mbar_wait(full + 8 * GEMM_STAGES, phase ^ 1); /* its empty barrier */
+    mbar_wait(full + 8 * GEMM_RING_MAX, phase ^ 1); /* its empty barrier */
     fence_proxy_async_gmem();
     const int c0 = t.n_blk * GEMM_BN + 128 * h;
     const int nb = c0 >= p->n ? 0 : c0 + 64 >= p->n ? 1 : 2;
@@ -1921,6 +1933,26 @@ __device__ __forceinline__ void gemm_fp8_scale(const gemm_params_t *p, const gem
   }
 }
 
+/* Rowwise fp8 scales: this tile's column (and row) scales into L1 at its start, so the
+ * epilogue's loads hit L1 instead of waiting on L2 (session 41: rowwise cost +3.5-8.8% over per
+ * tensor; the loads come after the mainloop, with the tensor cores idle). Warp 0 of warpgroup 0
+ * asks for the columns' lines of 128 bytes, warp 1 for the rows' (not the staged or compact
+ * rows: those are read otherwise); TMA fills shared memory, so nothing evicts them meanwhile. */
+template <int BN>
+__device__ __forceinline__ void gemm_fp8_prefetch(const gemm_params_t *p, const gemm_tile_t &t, int g, int tid) {
+  const int rows = p->fp8_rows;
+  if (g != 0 || !rows) return;
+  if (tid < 32) {
+    const int c = t.n_blk * BN + 32 * tid;
+    if ((rows & 2) && tid < (BN + 31) / 32 && c < p->n)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(p->scale_b + c));
+  } else if (tid < 36) {
+    const int r = t.m_blk * GEMM_BM + 32 * (tid - 32);
+    if ((rows & 1) && !(rows & 4) && p->epi.rows_valid <= 0 && r < p->m)
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(p->scale_a + r));
+  }
+}
+
 template <bool BKN, bool RED = false, int G2 = 0, int DEFER = 0, bool HELPER = false, int BN = GEMM_BN,
           int PRE = -1, bool GRP = false, bool F8 = false>
 __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *smem,
@@ -1938,7 +1970,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   const int cl = p->cluster_mc ? 2 : 1; /* (stage releases: the peer's too only with multicast) */
   const int early_rel = p->early_release;
   const uint32_t peer = cl == 2 ? (cluster_ctarank() ^ 1) : 0;
-  const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_STAGES;
+  const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_RING_MAX;
   const uint32_t info0 = sbase + GEMM_INFO_OFF; /* 32-bit smem addresses: fewer registers */
   const uint32_t stg = sbase + GEMM_EPI_OFF + g * GEMM_EPI_BYTES;
   const int lane = tid & 31;
@@ -1970,6 +2002,7 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       gemm_reduce_prefetch(p, t, g, lane);
     t.k_blk0 = (int32_t)ti.z;
     t.k_nblk = (int32_t)ti.w;
+    if (F8) gemm_fp8_prefetch<BN>(p, t, g, tid);
     const int32_t piece = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 16);
     const int32_t slot = (int32_t)ld_shared_u32(info0 + GEMM_INFO_BYTES * stage + 20);
     /* hook f: rows 64..127 of the block are padding: warpgroup 1 only passes the stages on */
@@ -2167,6 +2200,93 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
   if ((p->epi_tma || (RED && (PRE >= 0 || p->epi.reduce.tma))) && tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
 }
 
+/* The ping-pong consumer (gemm_params_t.bn GEMM_BN_PP, the stand-alone kernel): warpgroup g
+ * takes this CTA's tiles g, g + 2, g + 4, ... of the static order (the producer's tickets
+ * worker + i nworkers, whole tiles of k_blocks each, so tile i's first k-block sits at ring
+ * position i k_blocks) and computes each whole 128 x 128 tile in two m64n128 accumulators (rows
+ * 0..63 and 64..127), 128 registers. Turns: a warpgroup starts a mainloop only after the other
+ * has waited for its previous tile's last stage (the turn mbarriers at GEMM_TURN_OFF, one
+ * arrival by thread 0). Then the producer, which fills the ring in tile order, has filled all
+ * of that tile's stages, so each stage this warpgroup waits for is at most one phase ahead of
+ * its barrier (a parity wait two phases ahead would pass on the older phase: the other
+ * warpgroup's data), and the two mainloops overlap only at the hand-over, while the epilogue
+ * of one runs beside the mainloop of the other. */
+template <bool F8>
+__device__ __forceinline__ void gemm_consumer_pp(const gemm_params_t *p, uint32_t sbase, int g, int tid,
+                                                 int worker, int nworkers) {
+  constexpr int NST = GEMM_STAGES_OF(GEMM_BN_PP);
+  constexpr uint32_t SB = GEMM_STAGE_BYTES_OF(GEMM_BN_PP);
+  float acc[128];
+  const uint32_t full0 = sbase + GEMM_BAR_OFF, empty0 = full0 + 8 * GEMM_RING_MAX;
+  const uint32_t turn = sbase + GEMM_TURN_OFF;
+  const uint32_t stg = sbase + GEMM_EPI_OFF + g * GEMM_EPI_BYTES;
+  const int lane = tid & 31, r0 = 16 * (tid >> 5) + (lane >> 2);
+  const uint32_t bar = GEMM_BAR_WG0 + g;
+  const int kn = p->k_blocks;
+  uint32_t turn_phase = 0;
+  for (int i = g;; i += 2) {
+    gemm_tile_t t;
+    if (gemm_tile_of(p, worker + i * nworkers, 0, &t) <= 0) break;
+    const int64_t pos = (int64_t)i * kn;
+    uint32_t stage = (uint32_t)(pos % NST), phase = (uint32_t)((pos / NST) & 1);
+    if (F8) gemm_fp8_prefetch<GEMM_BN_PP>(p, t, 0, tid); /* (either warpgroup: its own tiles) */
+    mbar_wait(turn + 8 * g, turn_phase);
+    turn_phase ^= 1;
+    uint32_t prev = 0;
+    for (int kb = 0; kb < kn; ++kb) {
+      mbar_wait(full0 + 8 * stage, phase);
+      if (kb == kn - 1 && tid == 0) mbar_arrive(turn + 8 * (g ^ 1)); /* the other's turn */
+      const uint32_t a = sbase + stage * SB, b = a + GEMM_A_BYTES;
+      wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint64_t db = wgmma_desc_sw128(b + 32 * j, 16, 1024);
+        const uint64_t da0 = wgmma_desc_sw128(a + 32 * j, 16, 1024);
+        const uint64_t da1 = wgmma_desc_sw128(a + 8192 + 32 * j, 16, 1024); /* rows 64..127 */
+        if (F8) {
+          wgmma_m64nNk32_e4m3_ss<GEMM_BN_PP>(acc, da0, db, kb | j);
+          wgmma_m64nNk32_e4m3_ss<GEMM_BN_PP>(acc + 64, da1, db, kb | j);
+        } else {
+          wgmma_m64nNk16_ss<GEMM_BN_PP>(acc, da0, db, kb | j);
+          wgmma_m64nNk16_ss<GEMM_BN_PP>(acc + 64, da1, db, kb | j);
+        }
+      }
+      wgmma_commit();
+      if (kb) {
+        wgmma_wait1(); /* the previous k-block's wgmmas are done reading their stage */
+        gemm_release(empty0 + 8 * prev, lane, 1, 0);
+      }
+      prev = stage;
+      if (++stage == NST) { stage = 0; phase ^= 1; }
+    }
+    wgmma_wait0();
+    wgmma_fence_accN<GEMM_BN_PP>(acc);
+    wgmma_fence_accN<GEMM_BN_PP>(acc + 64);
+    gemm_release(empty0 + 8 * prev, lane, 1, 0);
+    if (F8) { /* (rows 64 h .. +64 as the scale's "warpgroup" h) */
+      gemm_fp8_scale<GEMM_BN_PP>(p, t, 0, tid, acc);
+      gemm_fp8_scale<GEMM_BN_PP>(p, t, 1, tid, acc + 64);
+    }
+    const int row0 = t.m_blk * GEMM_BM, col0 = t.n_blk * GEMM_BN_PP;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) { /* each 64-row half through this warpgroup's 64 x 128 staging */
+      if (row0 + 64 * h >= p->m) continue;
+      if (tid == 0) cp_async_bulk_wait_group_read0(); /* the staging's previous store read it */
+      named_bar_sync(bar, 128);
+      gemm_stage_half(acc + 64 * h, stg, 0, r0, lane);
+      fence_proxy_async_smem_cta(); /* generic smem writes -> TMA reads */
+      named_bar_sync(bar, 128);
+      if (tid == 0) {
+#pragma unroll
+        for (int b = 0; b < 2; ++b)
+          if (col0 + 64 * b < p->n) gemm_store_c(p, &p->map_c, stg + 8192 * b, col0 + 64 * b, row0 + 64 * h);
+        cp_async_bulk_commit_group();
+      }
+    }
+  }
+  if (tid == 0) cp_async_bulk_wait_group0(); /* before the CTA may exit */
+}
+
 /* The engine entry for one CTA of 384 threads (all must call it; it starts with
  * __syncthreads). `worker` / `nworkers` replace blockIdx.x / gridDim.x so a fused kernel can
  * give other CTAs other roles (hook d); with cluster_m 2, worker % 2 must equal the CTA's
@@ -2195,10 +2315,17 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   const uint32_t sbase = smem_addr(smem);
   const int cl = p->cluster_m;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < GEMM_STAGES; ++s) {
+    for (int s = 0; s < GEMM_STAGES_OF(BN); ++s) {
       mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * s, 1);
-      mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * (GEMM_STAGES + s), p->cluster_mc ? 16 : 8);
+      /* (a ping-pong stage is released by one warpgroup's 4 warps) */
+      mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * (GEMM_RING_MAX + s),
+                        BN == GEMM_BN_PP ? 4 : p->cluster_mc ? 16 : 8);
     }
+    if (BN == GEMM_BN_PP) { /* the turns: warpgroup 0's first is given */
+      mbarrier_init_cta(sbase + GEMM_TURN_OFF, 1);
+      mbarrier_init_cta(sbase + GEMM_TURN_OFF + 8, 1);
+    }
+    if (BN == GEMM_BN_PP) mbar_arrive(sbase + GEMM_TURN_OFF);
     fence_mbar_init();         /* peers may arrive / multicast on them */
     fence_proxy_async_smem_cta(); /* the TMA unit sees initialized barriers */
     prefetch_tensormap(&p->map_a);
@@ -2238,7 +2365,8 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
     __syncwarp();
   } else {
     setmaxnreg_inc_232();
-    gemm_consumer<BKN, RED, G2, DEFER, HELPER, BN, PRE, GRP, F8>(p, smem, sbase, wg - 1, threadIdx.x & 127);
+    if constexpr (BN == GEMM_BN_PP) gemm_consumer_pp<F8>(p, sbase, wg - 1, threadIdx.x & 127, worker, nworkers);
+    else gemm_consumer<BKN, RED, G2, DEFER, HELPER, BN, PRE, GRP, F8>(p, smem, sbase, wg - 1, threadIdx.x & 127);
     /* Work after this CTA's last tile that needs registers: code after the role join below is
      * reachable from the producer warpgroup (setmaxnreg 40), so ptxas fits it in 40 registers
      * and spills beyond that. The consumer warpgroups' barriers are theirs to name (not 1..3

@@ -225,7 +225,10 @@ static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n, g_env_early_rel,
     g_env_store_hint, g_env_det;
 static void env_read(void) {
-  g_env_tile_n = env_int_checked("MELD_GEMM_TILE_N", 0, GEMM_BN, GEMM_BN, GEMM_BN_WIDE, "256 or 320");
+  /* (128: the ping-pong tile where legal, gemm_plan_make) */
+  g_env_tile_n = env_int("MELD_GEMM_TILE_N", 0) == GEMM_BN_PP
+                     ? GEMM_BN_PP
+                     : env_int_checked("MELD_GEMM_TILE_N", 0, GEMM_BN, GEMM_BN, GEMM_BN_WIDE, "128, 256 or 320");
   /* gemm_params_t.early_release forced (-1: the plan's) */
   g_env_early_rel = env_int_checked("MELD_GEMM_EARLY_RELEASE", -1, 0, 1, 0, "0 (off) or 1 (on)");
   g_env_store_hint = env_int_checked("MELD_GEMM_STORE_HINT", -1, 0, 1, 0, "0 (off) or 1 (on)");
@@ -463,9 +466,10 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   p->tiles_n = (int32_t)((a->n + GEMM_BN - 1) / GEMM_BN);
   p->k_blocks = (int32_t)((a->k + GEMM_BK - 1) / GEMM_BK);
   p->b_kn = a->b_layout == MELD_B_KN;
-  if (o->tile_n != 0 && o->tile_n != 1 && o->tile_n != GEMM_BN && o->tile_n != GEMM_BN_WIDE)
-    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: tile_n %d is not 0, 1, %d or %d", o->tile_n, GEMM_BN,
-                      GEMM_BN_WIDE);
+  if (o->tile_n != 0 && o->tile_n != 1 && o->tile_n != GEMM_BN && o->tile_n != GEMM_BN_WIDE &&
+      o->tile_n != GEMM_BN_PP)
+    return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: tile_n %d is not 0, 1, %d, %d or %d", o->tile_n,
+                      GEMM_BN, GEMM_BN_WIDE, GEMM_BN_PP);
   p->c = a->c;
   p->ldc = a->ldc;
   if (o->skinny < 0 || o->skinny > 2)
@@ -493,6 +497,21 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     p->bn = GEMM_BN_WIDE;
     p->tiles_n = (int32_t)((a->n + GEMM_BN_WIDE - 1) / GEMM_BN_WIDE);
   }
+  /* The ping-pong tile (128 x 128 per consumer warpgroup): forced, or chosen (tile_n 1) where
+   * MELD_GEMM_TILE_N=128 asks and nothing it lacks is forced (it takes whole tiles only). */
+  const int pp_forced = o->tile_n == GEMM_BN_PP;
+  const int pp_legal = !p->b_kn && o->cluster_m != 2 && o->split_k <= 1 && o->stream_k <= 1 && a->n % 8 == 0 &&
+                       o->epi_tma != 0 && o->epi_defer <= 1;
+  if (pp_forced && !pp_legal)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "gemm_plan_make: the ping-pong 128 x %d tile needs B stored [N,K], n a multiple of 8 (n %lld) "
+                      "and the TMA-store epilogue, and takes no cluster, split-K, stream-K or deferred half",
+                      GEMM_BN_PP, (long long)a->n);
+  if (pp_forced || (o->tile_n == 1 && pp_legal && !wide_forced && g_env_tile_n == GEMM_BN_PP)) {
+    p->bn = GEMM_BN_PP;
+    p->tiles_n = (int32_t)((a->n + GEMM_BN_PP - 1) / GEMM_BN_PP);
+  }
+  const int pp = p->bn == GEMM_BN_PP;
   const int wide = p->bn == GEMM_BN_WIDE;
   /* Cluster 2x1 (B multicast) only when asked: measured on H200 (run 1, perf-notes) it was
    * 0.56-0.75x of cluster 1 with this kernel, so the default is 1. */
@@ -525,7 +544,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   if (split == 0) { /* chosen: only when there are fewer tiles than SMs */
     /* Splitting the last partial wave of a large problem (hybrid, split_from > 0) works but
      * measured slower at 8192^3 (run 2: 0.944x vs 0.984x unsplit), so it is not chosen. */
-    from = tiles < o->sm_count && !wide ? 0 : tiles;
+    from = tiles < o->sm_count && !wide && !pp ? 0 : tiles;
     split = cl == 1 && from == 0 ? gemm_choose_split(tiles, o->sm_count, p->k_blocks) : 1;
   }
   int sk = o->stream_k;
@@ -551,9 +570,9 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   if (sk < 0 || sk > 4)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: stream_k %d is outside [0, 4]", sk);
   if (sk == 0) /* default: the measured rule (needs the caller's workspace) */
-    sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0 && !wide
+    sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0 && !wide && !pp
              ? gemm_plan_default_sk(tiles, o->sm_count, p->k_blocks) : 1;
-  if (sk == 4) sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0 && !wide
+  if (sk == 4) sk = o->has_workspace && p->split_k == 1 && cl == 1 && o->split_k == 0 && !wide && !pp
                         ? gemm_choose_sk(tiles, o->sm_count, p->k_blocks) : 1;
   if (sk > 1 && (cl != 1 || p->split_k > 1))
     return meld_error(MELD_ERR_INVALID_ARG,
@@ -613,11 +632,11 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   /* The wide tile can defer its 64-column third (16 registers), but by default does not:
    * measured on one H200 (session 11 call 2) it lost 1-4% sustained (2048 x 5120 x 8192:
    * 0.2620 ms deferred vs 0.2524 not; ncu 400.7K vs 387.7K cycles). epi_defer 2 forces it. */
-  p->epi_defer = p->epi_tma ? (o->epi_defer == 0 ? (wide ? 0 : GEMM_EPI_DEFER_DEFAULT) : o->epi_defer - 1) : 0;
+  p->epi_defer = p->epi_tma && !pp ? (o->epi_defer == 0 ? (wide ? 0 : GEMM_EPI_DEFER_DEFAULT) : o->epi_defer - 1) : 0;
   /* Early stage release: on for the wide tile's 3 stages (session 11 call 7, one H200, 2048 x
    * 5120 x 8192: cycles 399 K -> 368 K, burst -6.3%, sustained -2.2%), off for the 4-stage
    * 128 x 256 tile (8192^3 sustained +0.4% with it, 8192 x 5120 x 8192 even). */
-  p->early_release = o->early_release ? o->early_release - 1 : g_env_early_rel >= 0 ? g_env_early_rel : wide;
+  p->early_release = pp ? 0 : o->early_release ? o->early_release - 1 : g_env_early_rel >= 0 ? g_env_early_rel : wide;
   p->store_hint = o->store_hint ? o->store_hint - 1 : g_env_store_hint > 0;
   if (p->fixup_red == 2) p->epi_defer = 0; /* gemm_kernel<., 1> has no early-ticket code */
 
@@ -625,7 +644,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "A"));
   if (!p->b_kn)
     MELD_CHECK(encode_2d(&p->map_b, a->b, a->k, a->n, a->ldb, GEMM_BK,
-                         (uint32_t)(wide ? GEMM_BN_WIDE / 2 : GEMM_BN / (p->cluster_mc ? 2 : 1)),
+                         (uint32_t)(wide ? GEMM_BN_WIDE / 2 : pp ? GEMM_BN_PP : GEMM_BN / (p->cluster_mc ? 2 : 1)),
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "B"));
   else
     MELD_CHECK(encode_2d(&p->map_b, a->b, a->n, a->k, a->ldb, 64, GEMM_BK,
@@ -653,7 +672,8 @@ meld_result_t gemm_plan_glu(gemm_params_t *p, const void *b, int64_t b_rows, int
 int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len) {
   if (!p) MELD_WHY("gemm: params is NULL");
   if (p->m < 1 || p->n < 1 || p->k < 1) MELD_WHY("gemm: empty problem %d x %d x %d", p->m, p->n, p->k);
-  if (p->bn != 0 && p->bn != GEMM_BN_WIDE) MELD_WHY("gemm: bn %d is not 0 (%d) or %d", p->bn, GEMM_BN, GEMM_BN_WIDE);
+  if (p->bn != 0 && p->bn != GEMM_BN_WIDE && p->bn != GEMM_BN_PP)
+    MELD_WHY("gemm: bn %d is not 0 (%d), %d or %d", p->bn, GEMM_BN, GEMM_BN_WIDE, GEMM_BN_PP);
   if (p->tiles_m != (p->m + GEMM_BM - 1) / GEMM_BM || p->tiles_n != (p->n + GEMM_BN_OF(p) - 1) / GEMM_BN_OF(p) ||
       p->k_blocks != (p->k + GEMM_BK - 1) / GEMM_BK)
     MELD_WHY("gemm: tile counts %d x %d x %d do not match the problem %d x %d x %d", p->tiles_m,
@@ -688,6 +708,15 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
     MELD_WHY("gemm: the 128 x %d tile needs B [N,K] and takes no split-K, stream-K or epilogue hook "
         "(of the hooks it takes the producer's: ready waits, a second A map, the tile order)",
         GEMM_BN_WIDE);
+  /* The ping-pong tile: each consumer warpgroup computes its tiles in the static order,
+   * whole, and stores them by TMA (gemm_consumer_pp); nothing else of the engine's. */
+  if (p->bn == GEMM_BN_PP &&
+      (p->b_kn || p->split_k != 1 || p->sk_tiles || p->cluster_m != 1 || p->ready.flags || p->order.queue ||
+       p->order.m_order || p->order.m_rotate || p->order.ileave_b || p->epi.out || p->epi.signal ||
+       p->epi.rows_valid || p->epi.reduce.on || p->epi.out_tma || p->a2_rows || !p->epi_tma || p->epi_defer ||
+       p->grp_brow || p->scat_origin || p->trace.events))
+    MELD_WHY("gemm: the ping-pong 128 x %d tile needs B [N,K] and the TMA-store epilogue (n %% 8 == 0), and takes no "
+        "split-K, stream-K, cluster, deferred half, tile order or hook", GEMM_BN_PP);
   if (p->grp_span && (!p->grp_brow || p->order.m_order || p->order.ileave_b || p->order.m_rotate))
     MELD_WHY("gemm: hook f's runs (grp_span) need hook f and no other m-block order");
   if (p->grp_ready && (!p->grp_brow || !p->ready.abort_word || !p->ready.timeout_ns))
@@ -837,7 +866,9 @@ void gemm_params_format(const gemm_params_t *p, char *buf, size_t len) {
            "  order: m_rotate %d m_order %p queue %p ileave %d (own %d, peer %d)\n"
            "  epi: out %p out_ld %lld rows_per_owner %d signal %p epoch %llu",
            p->m, p->n, p->k, p->b_kn ? "[K,N]" : "[N,K]", p->tiles_m, p->tiles_n, p->k_blocks,
-           GEMM_BM, GEMM_BN_OF(p), GEMM_BK, GEMM_STAGES_OF(GEMM_BN_OF(p)), p->early_release == 2 ? " (early release, warpgroup-uniform)" : p->early_release ? " (early release)" : "",
+           GEMM_BM, GEMM_BN_OF(p), GEMM_BK, GEMM_STAGES_OF(GEMM_BN_OF(p)),
+           p->bn == GEMM_BN_PP ? " (ping-pong: a whole tile per consumer warpgroup)"
+           : p->early_release == 2 ? " (early release, warpgroup-uniform)" : p->early_release ? " (early release)" : "",
            GEMM_SMEM_BYTES, p->c, (long long)p->ldc,
            p->cluster_m, p->group_m, p->epi_tma ? "TMA store" : "16-byte stores", p->epi_defer, p->workers,
            p->split_k, p->kb_per_split, p->split_from, p->split_ileave, (void *)p->workspace, (void *)p->counters,

@@ -69,7 +69,11 @@ typedef struct {
    * tile), 1 = choose by gemm_plan_default_tile_n (meld_gemm's default; MELD_GEMM_TILE_N=256
    * or 320 is preferred instead where legal), 256 or 320 = forced. 320 (GEMM_BN_WIDE) needs B
    * [N,K] and takes no split-K or stream-K (cluster_m 2 only as the experimental B-multicast
-   * pair); the stand-alone kernel only (its deferred epilogue part is the 64-column third). */
+   * pair); the stand-alone kernel only (its deferred epilogue part is the 64-column third).
+   * 128 (GEMM_BN_PP, session 42) = the ping-pong tile: each consumer warpgroup owns whole
+   * 128 x 128 tiles and one's epilogue overlaps the other's mainloop; B [N,K], the TMA-store
+   * epilogue (n % 8 == 0), no cluster, split-K, stream-K or deferred half; the stand-alone
+   * kernel only. With tile_n 1, MELD_GEMM_TILE_N=128 prefers it where legal. */
   int tile_n;
   /* Early stage release (p->early_release; added later): 0 = the plan's (on for the wide tile
    * only), 1 = off, 2 = on. MELD_GEMM_EARLY_RELEASE=0/1 (off / on) replaces 0. */

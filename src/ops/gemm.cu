@@ -16,7 +16,8 @@
  * serialization (the decode GEMM+AR's zero-copy all-reduce) be scheduled once every CTA has
  * started; that kernel waits (griddepcontrol.wait) for this grid's completion and memory
  * before touching its output. No effect on ordinary launches. */
-/* BN: the tile width (GEMM_BN, or GEMM_BN_WIDE for p.bn 320: B [N,K], DEFER 0). */
+/* BN: the tile width (GEMM_BN, GEMM_BN_WIDE for p.bn 320 or GEMM_BN_PP for the ping-pong tile,
+ * p.bn 128: both B [N,K], DEFER 0). */
 /* F8: p.fp8 (meld_gemm_fp8: e4m3 A and B seen as bf16 of half the K; gemm.cuh gemm_params_t). */
 template <bool BKN, int DEFER, int BN = GEMM_BN, bool F8 = false>
 __global__ void __launch_bounds__(GEMM_THREADS, 1) gemm_kernel(const __grid_constant__ gemm_params_t p) {
@@ -47,6 +48,8 @@ static gemm_kernel_fn gemm_skinny_kernel_for(int mt, int fp8) {
 static gemm_kernel_fn gemm_kernel_for(int b_kn, int defer, int bn, int fp8) {
   static const gemm_kernel_fn k[2][2] = {{gemm_kernel<false, 0>, gemm_kernel<false, 1>},
                                          {gemm_kernel<true, 0>, gemm_kernel<true, 1>}};
+  if (bn == GEMM_BN_PP) /* (gemm_params_check: B [N,K], no deferred half) */
+    return fp8 ? gemm_kernel<false, 0, GEMM_BN_PP, true> : gemm_kernel<false, 0, GEMM_BN_PP>;
   if (fp8) { /* (gemm_params_check: B [N,K]) */
     if (bn == GEMM_BN_WIDE)
       return defer > 0 ? gemm_kernel<false, 1, GEMM_BN_WIDE, true> : gemm_kernel<false, 0, GEMM_BN_WIDE, true>;
@@ -72,10 +75,13 @@ static meld_result_t gemm_device_setup(int dev) {
       for (int d = 0; d < 2; d++)
         MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(kn, d, GEMM_BN, f8),
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
-  for (int f8 = 0; f8 < 2; f8++)
+  for (int f8 = 0; f8 < 2; f8++) {
     for (int d = 0; d < 2; d++)
       MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(0, d, GEMM_BN_WIDE, f8),
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+    MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel_for(0, 0, GEMM_BN_PP, f8),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, GEMM_SMEM_BYTES));
+  }
   for (int f8 = 0; f8 < 2; f8++)
     for (int i = 0; i < SKINNY_NHEIGHTS; i++)
       MELD_CUDA_CHECK(cudaFuncSetAttribute(gemm_skinny_kernel_for(skinny_heights[i], f8),

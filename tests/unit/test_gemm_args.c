@@ -923,6 +923,121 @@ static void test_wide_tile(void **state) {
   assert_non_null(strstr(buf, "128x256x64, 4 stages"));
 }
 
+/* The ping-pong tile's legality: B [N,K], the TMA-store epilogue, whole tiles in the static
+ * order; every other engine option or hook refused with the reason. */
+static void test_pingpong_check(void **state) {
+  (void)state;
+  gemm_params_t p;
+  memset(&p, 0, sizeof p);
+  char why[256];
+  p.m = 1000; p.n = 1000; p.k = 4112;
+  p.tiles_m = 8; p.tiles_n = 8; p.k_blocks = 65; /* ceil(1000 / 128) */
+  p.cluster_m = 1; p.group_m = 16; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 65;
+  p.split_from = 64; p.epi_tma = 1; p.bn = GEMM_BN_PP;
+  assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 0);
+  p.tiles_n = 4; /* the 256-wide count */
+  assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 1);
+  assert_non_null(strstr(why, "tile counts"));
+  p.tiles_n = 8;
+  int *fields[] = {&p.b_kn, &p.epi_defer, &p.a2_rows, &p.order.m_rotate, &p.order.ileave_b, &p.epi.rows_valid};
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+    *fields[i] = 1;
+    assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 1);
+    assert_non_null(strstr(why, "ping-pong"));
+    *fields[i] = 0;
+  }
+  p.epi_tma = 0; /* generic stores: not this kernel's */
+  assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 1);
+  assert_non_null(strstr(why, "ping-pong"));
+  p.epi_tma = 1; p.sk_tiles = 8; p.sk_workers = 64; p.sk_parts = 2; p.sk_cmax = 2;
+  p.workspace = (float *)64; p.counters = (uint32_t *)64;
+  assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 1);
+  assert_non_null(strstr(why, "ping-pong"));
+  p.sk_tiles = 0; p.split_k = 2; p.kb_per_split = 33; p.split_from = 0;
+  assert_int_equal(gemm_params_check(&p, 128, why, sizeof why), 1);
+  assert_non_null(strstr(why, "ping-pong"));
+  p.split_k = 1; p.kb_per_split = 65; p.split_from = 64; p.epi.reduce.on = 1;
+  assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 1);
+  p.epi.reduce.on = 0;
+  p.fp8 = 1; p.scale_a = p.scale_b = (const float *)64;
+  assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 0);
+  char buf[1024];
+  gemm_params_format(&p, buf, sizeof buf);
+  assert_non_null(strstr(buf, "128x128x64, 6 stages (ping-pong"));
+}
+
+/* The ping-pong ring protocol (gemm.cuh gemm_consumer_pp), modelled with the hardware's parity
+ * waits: one producer fills a ring of NST stages in tile order (k-blocks kn a tile); warpgroup
+ * g computes tiles g, g + 2, ...; its wait for ring position q (stage q % NST, lap q / NST)
+ * passes when the stage's completed fills have the other parity than the lap, exactly what
+ * mbarrier.try_wait.parity sees, so a wait two fills early would pass on the wrong data.
+ * Random interleavings of the three roles; with the turns every passing wait must find the
+ * stage filled exactly lap + 1 times (and every turn wait its exact arrival count); without
+ * them (turns = 0) the model must find such a wrong pass: the check can fail. Returns the
+ * number of wrong passes. */
+typedef struct {
+  int tile, kb, own, held, state;
+} pp_wg_t;
+static int pp_model(int kn, int NST, int tiles, int turns, unsigned seed) {
+  int fills[8] = {0}, rels[8] = {0}, arrivals[2] = {1, 0}; /* warpgroup 0's first turn given */
+  int prod_q = 0, bad = 0;
+  pp_wg_t wg[2] = {{0, 0, 0, -1, 0}, {1, 0, 0, -1, 0}};
+  /* state 0: wait the turn; 1: wait k-block kb's stage; 2: epilogue; 3: done */
+  for (int g = 0; g < 2; g++) wg[g].state = wg[g].tile < tiles ? 0 : 3;
+  unsigned r = seed;
+  for (long step = 0; step < 1000000 && (wg[0].state != 3 || wg[1].state != 3); step++) {
+    r = r * 1103515245u + 12345u;
+    const int who = (int)((r >> 16) % 3);
+    if (who == 2) { /* the producer: fill position prod_q once its stage's last occupant is released */
+      if (prod_q < tiles * kn && rels[prod_q % NST] >= prod_q / NST) fills[prod_q++ % NST]++;
+      continue;
+    }
+    pp_wg_t *w = &wg[who];
+    if (w->state == 0) {
+      const int want = w->own; /* the turn's arrivals before this wait: own tiles so far */
+      if (!turns || (arrivals[who] & 1) != (want & 1)) {
+        if (turns && arrivals[who] != want + 1) bad++;
+        w->state = 1;
+        w->kb = 0;
+      }
+    } else if (w->state == 1) {
+      const int q = w->tile * kn + w->kb, s = q % NST, lap = q / NST;
+      if ((fills[s] & 1) != (lap & 1)) { /* the parity wait passes */
+        if (fills[s] != lap + 1) bad++;
+        if (w->held >= 0) rels[w->held]++; /* wait_group 1: the previous k-block's stage */
+        w->held = s;
+        if (w->kb == kn - 1) {
+          arrivals[who ^ 1]++; /* the other's turn */
+          w->state = 2;
+        } else {
+          w->kb++;
+        }
+      }
+    } else if (w->state == 2) { /* wait_group 0: the last stage, then the epilogue */
+      rels[w->held]++;
+      w->held = -1;
+      w->own++;
+      w->tile += 2;
+      w->state = w->tile < tiles ? 0 : 3;
+    }
+  }
+  if (turns) assert_true(wg[0].state == 3 && wg[1].state == 3); /* no deadlock */
+  return bad;
+}
+
+static void test_pingpong_model(void **state) {
+  (void)state;
+  const int kns[] = {1, 2, 5, 6, 7, 13, 64};
+  for (size_t i = 0; i < sizeof kns / sizeof kns[0]; i++)
+    for (int tiles = 1; tiles <= 7; tiles++)
+      for (unsigned seed = 1; seed <= 40; seed++)
+        if (pp_model(kns[i], 6, tiles, 1, seed * 7919u + (unsigned)tiles))
+          fail_msg("kn %d tiles %d seed %u: a parity wait passed on the wrong fill", kns[i], tiles, seed);
+  int found = 0; /* without the turns the wrong passes happen */
+  for (unsigned seed = 1; seed <= 40; seed++) found += pp_model(13, 6, 4, 0, seed) > 0;
+  assert_true(found > 0);
+}
+
 /* The deterministic option's plan part: a chosen split-K capped at 2 pieces, stream-K off, a
  * forced split_k > 2 or stream_k > 1 refused with the reason; nothing changes without it. */
 static void test_deterministic_plan(void **state) {
@@ -962,6 +1077,7 @@ int main(void) {
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
       cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_runs_order), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_scatter_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
       cmocka_unit_test(test_copy_tma_check), cmocka_unit_test(test_deterministic_plan),
+      cmocka_unit_test(test_pingpong_check), cmocka_unit_test(test_pingpong_model),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
