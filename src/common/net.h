@@ -135,13 +135,18 @@ MELD_HD meld_copy2d_t meld_hier_ag_perm(int l, int L, int Nn, uint64_t blk) {
   meld_copy2d_t c = {(uint64_t)l * blk, (uint64_t)L * blk, (uint64_t)l * (uint64_t)Nn * blk, blk, blk, (uint64_t)Nn};
   return c;
 }
-/* 1 if the hierarchy applies to a layout: several nodes of L > 1 ranks each, numbered node by
- * node (rank_node[r] == r / L, rank_local[r] == r % L). */
-MELD_HD int meld_hier_layout(const int *rank_node, const int *rank_local, int nranks, int L) {
-  if (L < 2 || nranks % L != 0 || nranks / L < 2) return 0;
+/* 1 if the ranks are numbered node by node, L on every node (rank_node[r] == r / L,
+ * rank_local[r] == r % L; L = 1: rank r on node r). */
+MELD_HD int meld_node_by_node(const int *rank_node, const int *rank_local, int nranks, int L) {
+  if (L < 1 || nranks % L != 0) return 0;
   for (int r = 0; r < nranks; r++)
     if (rank_node[r] != r / L || rank_local[r] != r % L) return 0;
   return 1;
+}
+/* 1 if the hierarchy applies to a layout: several nodes of L > 1 ranks each, numbered node by
+ * node. */
+MELD_HD int meld_hier_layout(const int *rank_node, const int *rank_local, int nranks, int L) {
+  return L >= 2 && nranks / L >= 2 && meld_node_by_node(rank_node, rank_local, nranks, L);
 }
 
 /* 1 if `block` is a legal staging block: in [MIN, MAX] and a multiple of 256 bytes (every

@@ -57,6 +57,15 @@ static meld_result_t net_argcheck_agree(struct meld_comm *c) {
   return MELD_OK;
 }
 
+/* 1 if any two of c's ranks are threads of one process (a test mode), from every rank's info:
+ * every rank decides alike. */
+static int comm_thread_ranks(const struct meld_comm *c) {
+  for (int r = 0; r < c->nranks; r++)
+    for (int q = 0; q < r; q++)
+      if (same_process(c, q, r)) return 1;
+  return 0;
+}
+
 /* The configuration of c's internal children (the hierarchy's, the MoE ops' across nodes). */
 static meld_resolved_config_t internal_cfg(const struct meld_comm *c) {
   meld_resolved_config_t cfg = c->cfg;
@@ -79,8 +88,7 @@ static meld_result_t hier_create(struct meld_comm *c) {
    * 38-39, one H200: the first hierarchical all_gather / all_reduce of 2 x 2 thread ranks timed
    * out, a child comm's kernel of one rank never starting while processes pass; not the
    * process's hardware queues: 32 fail alike; not yet understood). Agreed below. */
-  int threads = 0;
-  for (int r = 0; r < P; r++) threads |= r != c->rank && meld_comm_same_process(c, r);
+  const int threads = comm_thread_ranks(c);
   int32_t *want = calloc((size_t)P, sizeof *want);
   if (!want) return meld_error(MELD_ERR_OUT_OF_MEMORY, "meld_comm_init: out of host memory");
   want[c->rank] = (int32_t)(v == 2 || (v == 1 && !threads));
@@ -117,11 +125,8 @@ meld_result_t meld_comm_moe_comms(struct meld_comm *c, const char *fn, cudaStrea
     return MELD_OK;
   }
   if (!c->moe_node) {
-    /* (the layout is global: every rank decides alike; L = 1 is numbered node by node when
-     * rank r is on node r) */
-    int uniform = P % L == 0;
-    for (int r = 0; uniform && r < P; r++) uniform = c->rank_node[r] == r / L && c->rank_local[r] == r % L;
-    if (!uniform)
+    /* (the layout is global: every rank decides alike) */
+    if (!meld_node_by_node(c->rank_node, c->rank_local, P, L))
       return meld_error(MELD_ERR_UNSUPPORTED,
                         "%s: across nodes the ranks must be numbered node by node with the same number on every "
                         "node (rank r on node r / L)",
@@ -130,11 +135,8 @@ meld_result_t meld_comm_moe_comms(struct meld_comm *c, const char *fn, cudaStrea
      * internal comms only with MELD_NET_HIER=2 (every thread of a process reads the same
      * environment; the threads of one process may decide otherwise than another process's ranks
      * only if MELD_NET_HIER differs between processes, which the split then waits out). */
-    int threads = 0; /* (any two ranks in one process, from every rank's info: decided alike) */
-    for (int r = 0; r < P && !threads; r++)
-      for (int q = 0; q < r && !threads; q++) threads = same_process(c, q, r);
     int64_t v = 1;
-    if (threads && (meld_env_int64("MELD_NET_HIER", 0, 2, &v) != MELD_OK || v != 2))
+    if (comm_thread_ranks(c) && (meld_env_int64("MELD_NET_HIER", 0, 2, &v) != MELD_OK || v != 2))
       return meld_error(MELD_ERR_UNSUPPORTED,
                         "%s: across nodes with ranks that are threads of one process, the MoE ops' internal "
                         "communicators are made only with MELD_NET_HIER=2 (as the hierarchy's: not yet run there)",

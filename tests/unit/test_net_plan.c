@@ -354,8 +354,17 @@ static void test_hier_layout(void **state) {
   assert_false(meld_hier_layout(node, local, 4, 4));  /* one node */
   assert_false(meld_hier_layout(node, local, 12, 1)); /* one rank a node */
   assert_false(meld_hier_layout(node, local, 10, 4)); /* unequal nodes */
+  /* node by node (the MoE ops across nodes need it, one rank a node included) */
+  assert_true(meld_node_by_node(node, local, 12, 4));
+  assert_true(meld_node_by_node(node, local, 4, 4));
+  assert_false(meld_node_by_node(node, local, 10, 4)); /* unequal nodes */
+  assert_false(meld_node_by_node(node, local, 12, 0));
+  for (int r = 0; r < 12; r++) node[r] = r, local[r] = 0;
+  assert_true(meld_node_by_node(node, local, 12, 1));
+  assert_false(meld_hier_layout(node, local, 12, 1));
   for (int r = 0; r < 12; r++) node[r] = r % 3, local[r] = r / 3; /* round robin over the nodes */
   assert_false(meld_hier_layout(node, local, 12, 4));
+  assert_false(meld_node_by_node(node, local, 12, 4));
 }
 
 /* The two ends of every pair agree on its stream (the chunk counts a sender sends are the ones
