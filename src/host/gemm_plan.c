@@ -478,7 +478,13 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: early_release %d is outside [0, 2]", o->early_release);
   if (o->store_hint < 0 || o->store_hint > 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: store_hint %d is outside [0, 2]", o->store_hint);
-  if (o->skinny == 2 || (o->skinny == 1 && gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn, o->sm_count)))
+  if (o->skinny == 2 && o->tile_n == GEMM_BN_PP)
+    return meld_error(MELD_ERR_INVALID_ARG,
+                      "gemm_plan_make: the ping-pong tile (tile_n %d) is the engine's: not with the small-M kernel "
+                      "forced (skinny 2)", GEMM_BN_PP);
+  /* (the ping-pong tile forced: the engine, whatever the small-M rule says) */
+  if (o->skinny == 2 || (o->skinny == 1 && o->tile_n != GEMM_BN_PP &&
+                         gemm_plan_default_skinny(a->m, a->n, a->k, p->b_kn, o->sm_count)))
     return gemm_plan_skinny(a, o, p, workers); /* (its own kernel: no tile width, no stage-release option) */
 
   /* The wide tile: forced, or chosen (tile_n 1) where the caller forces none of what it lacks
@@ -713,8 +719,9 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
   if (p->bn == GEMM_BN_PP &&
       (p->b_kn || p->split_k != 1 || p->sk_tiles || p->cluster_m != 1 || p->ready.flags || p->order.queue ||
        p->order.m_order || p->order.m_rotate || p->order.ileave_b || p->epi.out || p->epi.signal ||
-       p->epi.rows_valid || p->epi.reduce.on || p->epi.out_tma || p->a2_rows || !p->epi_tma || p->epi_defer ||
-       p->grp_brow || p->scat_origin || p->trace.events))
+       p->epi.rows_valid || p->epi.reduce.on || p->epi.reduce.preload || p->epi.reduce.tma || p->epi.reduce.copy_tma ||
+       p->epi.out_tma || p->a2_rows || !p->epi_tma || p->epi_defer || p->grp_brow || p->scat_origin ||
+       p->trace.events))
     MELD_WHY("gemm: the ping-pong 128 x %d tile needs B [N,K] and the TMA-store epilogue (n %% 8 == 0), and takes no "
         "split-K, stream-K, cluster, deferred half, tile order or hook", GEMM_BN_PP);
   if (p->grp_span && (!p->grp_brow || p->order.m_order || p->order.ileave_b || p->order.m_rotate))

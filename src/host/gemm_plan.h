@@ -232,6 +232,11 @@ meld_result_t gemm_fp8_validate(const char *fn, const void *a, int64_t lda, cons
 
 /* gemm_launch for the bf16 view of an fp8 problem (meld_gemm's defaults, o NULL). */
 meld_result_t gemm_launch_fp8(const meld_gemm_args_t *view, const gemm_fp8_t *f8, cudaStream_t stream);
+/* The same with gemm_plan_opts_t.tile_n (1: meld_gemm_fp8's choice; 128: the ping-pong tile). */
+meld_result_t gemm_launch_fp8_tile(const meld_gemm_args_t *view, const gemm_fp8_t *f8, int tile_n,
+                                   cudaStream_t stream);
+/* meld_gemm_fp8 with tile_n as above (tests and benches force the ping-pong tile with 128). */
+meld_result_t gemm_fp8_tile(const meld_gemm_fp8_args_t *a, int tile_n, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

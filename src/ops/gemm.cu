@@ -358,11 +358,12 @@ extern "C" meld_result_t gemm_fp8_validate(const char *fn, const void *a, int64_
   return MELD_OK;
 }
 
-extern "C" meld_result_t gemm_launch_fp8(const meld_gemm_args_t *v, const gemm_fp8_t *f8, cudaStream_t stream) {
+extern "C" meld_result_t gemm_launch_fp8_tile(const meld_gemm_args_t *v, const gemm_fp8_t *f8, int tile_n,
+                                              cudaStream_t stream) {
   if (v->m == 0 || v->n == 0) return MELD_OK;
   gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
   o.skinny = 1; /* meld_gemm's defaults: the small-M kernel and the wide tile where their rules say */
-  o.tile_n = 1;
+  o.tile_n = tile_n;
   gemm_params_t p;
   int workers = 0;
   MELD_CHECK(gemm_plan_for(v, &o, stream, &p, &workers));
@@ -373,7 +374,15 @@ extern "C" meld_result_t gemm_launch_fp8(const meld_gemm_args_t *v, const gemm_f
   return gemm_launch_params(&p, workers, stream);
 }
 
+extern "C" meld_result_t gemm_launch_fp8(const meld_gemm_args_t *v, const gemm_fp8_t *f8, cudaStream_t stream) {
+  return gemm_launch_fp8_tile(v, f8, 1, stream);
+}
+
 extern "C" meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *a, cudaStream_t stream) {
+  return gemm_fp8_tile(a, 1, stream);
+}
+
+extern "C" meld_result_t gemm_fp8_tile(const meld_gemm_fp8_args_t *a, int tile_n, cudaStream_t stream) {
   meld_error_clear();
   const char *fn = "meld_gemm_fp8";
   if (!a) return meld_error(MELD_ERR_INVALID_ARG, "%s: args is NULL", fn);
@@ -395,5 +404,5 @@ extern "C" meld_result_t meld_gemm_fp8(const meld_gemm_fp8_args_t *a, cudaStream
   v.c = a->c, v.ldc = a->ldc, v.m = a->m, v.n = a->n, v.k = a->k / 2, v.sm_count = a->sm_count;
   gemm_fp8_t f8;
   MELD_CHECK(gemm_fp8_scales(a->scale_a, a->scale_b, (int)a->scaling, &f8));
-  return gemm_launch_fp8(&v, &f8, stream);
+  return gemm_launch_fp8_tile(&v, &f8, tile_n, stream);
 }

@@ -86,7 +86,8 @@ typedef struct {
                     engine (gemm_launch); 2 = the small-M kernel forced (split_k = its cluster size) */
   int skinny_mt; /* with skinny 2: 0 = plan's height, else forced (16 .. 256) */
   int tile_n;    /* 0 = the default run (meld_gemm when every option is 0: the wide tile where its
-                    rule says; else gemm_launch, where 0 means 256); 320 = forced */
+                    rule says; else gemm_launch, where 0 means 256); 320 = forced; 128 = the
+                    ping-pong tile forced */
   int early_release; /* 0 = plan's choice (on for the wide tile); 1 = off; 2 = on */
   int store_hint;    /* 0 = plan's choice (off); 2 = C's TMA stores with L2::evict_first */
 } gemm_case_t;
@@ -104,7 +105,7 @@ static void run_case(const gemm_case_t *tc) {
            tc->epi_tma, tc->split_k, tc->stream_k, tc->fixup_red == 3 ? " early" : tc->fixup_red == 2 ? " red" : tc->fixup_red == 1 ? " stores" : "",
            tc->epi_defer == 1 ? " nodefer" : "", tc->split_ileave == 2 ? " ileave" : "",
            tc->skinny == 2 ? (tc->skinny_mt == 160 ? " swapped160" : tc->skinny_mt == 192 ? " swapped192" : tc->skinny_mt == 256 ? " swapped256" : " swapped") : tc->skinny == 1 ? " engine" : "",
-           tc->tile_n == GEMM_BN_WIDE ? " wide320" : "", tc->early_release == 2 ? " early" : tc->early_release == 1 ? " late" : "",
+           tc->tile_n == GEMM_BN_WIDE ? " wide320" : tc->tile_n == GEMM_BN_PP ? " pingpong128" : "", tc->early_release == 2 ? " early" : tc->early_release == 1 ? " late" : "",
            tc->store_hint == 2 ? " evict" : "");
   uint16_t *a = dev_random((size_t)m * lda, 1 + m * 3 + k);
   uint16_t *b = dev_random((size_t)bn * ldb, 2 + n * 5 + k);
@@ -527,7 +528,7 @@ static void test_default_rules(void) {
   GT_MELD(gemm_plan_for(&a, NULL, 0, &p, &w));
   const int want = gemm_plan_default_tile_n(2048, 5120, 8192, 0, g_sms);
   const char *env = getenv("MELD_GEMM_TILE_N");
-  const int want_env = env && (atoi(env) == 256 || atoi(env) == 320) ? atoi(env) : want;
+  const int want_env = env && (atoi(env) == 256 || atoi(env) == 320 || atoi(env) == 128) ? atoi(env) : want;
   const char *er_env = getenv("MELD_GEMM_EARLY_RELEASE");
   GT_CHECK(er_env || p.early_release == (p.bn == GEMM_BN_WIDE), "meld_gemm 2048 x 5120 x 8192: early release %d with tile %d",
            p.early_release, GEMM_BN_OF(&p));
@@ -712,6 +713,21 @@ int main(void) {
       {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
       {128, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, /* the engine, again: the tile counters reset themselves */
       {640, 1280, 1024, 0, 0, 64, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},  /* 25 tiles on 64 SMs: split 2 chosen */
+      /* the ping-pong tile (session 42): one tile of one k-block, tails (rows past 64 of a tile,
+       * columns past n), padding, 1 / 3 / 7 SMs (each CTA's warpgroups alternate over many tiles,
+       * odd counts), one k-block a tile (a turn given at once), large shapes, evict_first */
+      {128, 128, 64, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {300, 200, 4104, 0, 8, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {129, 1000, 64, 0, 0, 0, 0, -1, 1, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {1000, 1000, 4104, 0, 0, 1, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {1000, 1000, 4104, 0, 8, 3, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {520, 1000, 1008, 0, 8, 7, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {640, 1280, 64, 0, 0, 5, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {16, 8192, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {2048, 5120, 8192, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {4096, 4096, 4096, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {8000, 7000, 4000, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0},
+      {1000, 1000, 4104, 0, 0, 0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 2},
       /* C's TMA stores with L2::evict_first (session 15): tails, the deferred half, split-K, wide */
       {300, 200, 72, 0, 8, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2},
       {1000, 1000, 4104, 0, 0, 0, 1, 1, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 2},
@@ -914,6 +930,23 @@ int main(void) {
     GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "128 x 320"),
              "wide tile with stream-K not refused: %s", meld_last_error());
     o.stream_k = 0;
+    o.tile_n = GEMM_BN_PP; /* the ping-pong tile where it cannot run */
+    a.b_layout = MELD_B_KN;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "ping-pong"),
+             "ping-pong tile with B [K,N] not refused: %s", meld_last_error());
+    a.b_layout = MELD_B_NK;
+    o.split_k = 2;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "ping-pong"),
+             "ping-pong tile with split-K not refused: %s", meld_last_error());
+    o.split_k = 0;
+    o.epi_tma = 0;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "ping-pong"),
+             "ping-pong tile with generic stores not refused: %s", meld_last_error());
+    o.epi_tma = -1;
+    o.skinny = 2;
+    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "ping-pong"),
+             "ping-pong tile with the small-M kernel forced not refused: %s", meld_last_error());
+    o.skinny = 0;
     o.tile_n = 300;
     GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "tile_n 300"),
              "tile_n 300 not refused: %s", meld_last_error());

@@ -22,6 +22,7 @@
 
 #include "common/ref_gemm.c"
 #include "gpu/gpu_test.h"
+#include "gemm_plan.h" /* gemm_fp8_tile: the ping-pong tile forced */
 
 #define TOL 1e-2
 #define POISON 0xFFFFu
@@ -107,6 +108,7 @@ typedef struct {
   int scales;   /* 0: NULL scales; 1: device scales 0.37 and 1.9; rowwise (random per row, both
                    signs): 2 MELD_FP8_ROWWISE, 3 MELD_FP8_ROWWISE_A (scale_b 1.9), 4 MELD_FP8_ROWWISE_B
                    (scale_a 0.37) */
+  int tile_n;   /* 0: meld_gemm_fp8's plan; 128: the ping-pong tile forced (gemm_fp8_tile) */
 } fp8_case_t;
 
 /* n random scales in +-[1/8, 4), about a third negative (fixed seed). */
@@ -131,8 +133,8 @@ static void run_case(const fp8_case_t *tc) {
   const int64_t lda = k + tc->pad, ldb = k + tc->pad, ldc = n + (tc->pad / 2) + (8 - n % 8) % 8, extra = 8;
   char name[128];
   static const char *scale_names[] = {"", " scaled", " rowwise", " rowwise-a", " rowwise-b"};
-  snprintf(name, sizeof name, "fp8 %lldx%lldx%lld pad %d sms %d%s", (long long)m, (long long)n, (long long)k, tc->pad,
-           tc->sm_count, scale_names[tc->scales]);
+  snprintf(name, sizeof name, "fp8 %lldx%lldx%lld pad %d sms %d%s%s", (long long)m, (long long)n, (long long)k, tc->pad,
+           tc->sm_count, scale_names[tc->scales], tc->tile_n == GEMM_BN_PP ? " pingpong128" : "");
   uint8_t *a = dev_e4m3(m, k, lda, 11 + m * 3 + k), *b = dev_e4m3(n, k, ldb, 12 + n * 5 + k);
   float *sc = NULL;
   const float hs[2] = {0.37f, 1.9f};
@@ -155,7 +157,8 @@ static void run_case(const fp8_case_t *tc) {
   if (da) g.scale_a = da;
   if (db) g.scale_b = db;
   g.scaling = (meld_fp8_scaling_t)rw;
-  GT_MELD(meld_gemm_fp8(&g, 0));
+  if (tc->tile_n) GT_MELD(gemm_fp8_tile(&g, tc->tile_n, 0));
+  else GT_MELD(meld_gemm_fp8(&g, 0));
   GT_CUDA(cudaDeviceSynchronize());
   uint16_t *ch = (uint16_t *)malloc((size_t)(m + extra) * ldc * 2);
   float *want = (float *)malloc((size_t)m * n * 4);
@@ -410,45 +413,58 @@ int main(void) {
   test_bad_args();
   const fp8_case_t cases[] = {
       /* m, n, k, pad, sms, cpu, scales */
-      {128, 256, 128, 0, 1, 1, 0},      /* one tile, one k-block: the layout itself */
-      {128, 256, 128, 0, 1, 1, 1},
-      {256, 512, 640, 0, 0, 1, 1},
-      {1, 8, 16, 0, 0, 1, 1},           /* tiny tails */
-      {300, 200, 144, 16, 0, 1, 1},     /* every dimension a tail, k not a multiple of 128 */
-      {520, 1000, 1008, 32, 1, 1, 1},   /* 1 SM: the persistent loop over 16 tiles */
-      {1000, 1000, 4112, 0, 0, 0, 1},   /* the issue's tails, vs cuBLAS */
-      {1000, 1000, 4112, 16, 16, 0, 0},
+      {128, 256, 128, 0, 1, 1, 0, 0},      /* one tile, one k-block: the layout itself */
+      {128, 256, 128, 0, 1, 1, 1, 0},
+      {256, 512, 640, 0, 0, 1, 1, 0},
+      {1, 8, 16, 0, 0, 1, 1, 0},           /* tiny tails */
+      {300, 200, 144, 16, 0, 1, 1, 0},     /* every dimension a tail, k not a multiple of 128 */
+      {520, 1000, 1008, 32, 1, 1, 1, 0},   /* 1 SM: the persistent loop over 16 tiles */
+      {1000, 1000, 4112, 0, 0, 0, 1, 0},   /* the issue's tails, vs cuBLAS */
+      {1000, 1000, 4112, 16, 16, 0, 0, 0},
       /* the small-M kernel (m <= 128 and few-tile shapes, B [N,K]: meld_gemm's rule): decode
        * rows, tails in m, n (not a multiple of 8 or 128) and k, padding, several m-blocks */
-      {128, 8192, 8192, 0, 0, 0, 1},
-      {16, 8192, 8192, 0, 0, 0, 1},
-      {7, 1000, 4112, 16, 0, 1, 1},
-      {33, 1100, 528, 0, 0, 1, 1},
-      {1, 256, 128, 0, 0, 1, 0},
-      {128, 264, 8192, 0, 0, 0, 1},
-      {64, 4096, 4096, 0, 0, 0, 1},
-      {2048, 1280, 8192, 0, 0, 0, 1},
-      {512, 4096, 7168, 0, 0, 0, 1},
-      {2048, 5120, 8192, 0, 0, 0, 1},   /* the 128 x 320 tile / stream-K shape */
-      {4096, 4096, 4096, 0, 0, 0, 1},
-      {8192, 8192, 8192, 0, 0, 0, 1},
-      {8000, 7000, 4000, 0, 0, 0, 1},
+      {128, 8192, 8192, 0, 0, 0, 1, 0},
+      {16, 8192, 8192, 0, 0, 0, 1, 0},
+      {7, 1000, 4112, 16, 0, 1, 1, 0},
+      {33, 1100, 528, 0, 0, 1, 1, 0},
+      {1, 256, 128, 0, 0, 1, 0, 0},
+      {128, 264, 8192, 0, 0, 0, 1, 0},
+      {64, 4096, 4096, 0, 0, 0, 1, 0},
+      {2048, 1280, 8192, 0, 0, 0, 1, 0},
+      {512, 4096, 7168, 0, 0, 0, 1, 0},
+      {2048, 5120, 8192, 0, 0, 0, 1, 0},   /* the 128 x 320 tile / stream-K shape */
+      {4096, 4096, 4096, 0, 0, 0, 1, 0},
+      {8192, 8192, 8192, 0, 0, 0, 1, 0},
+      {8000, 7000, 4000, 0, 0, 0, 1, 0},
       /* rowwise scales on every kernel path: one tile, tails (rows and columns past C's edge),
        * the persistent loop, the small-M kernel (decode rows, tails), split pieces, the wide
        * tile, large; each operand's rows alone */
-      {128, 256, 128, 0, 1, 1, 2},
-      {300, 200, 144, 16, 0, 1, 2},
-      {520, 1000, 1008, 32, 1, 1, 2},
-      {16, 8192, 8192, 0, 0, 0, 2},
-      {7, 1000, 4112, 16, 0, 1, 2},
-      {33, 1100, 528, 0, 0, 1, 3},
-      {128, 264, 8192, 0, 0, 0, 2},
-      {512, 4096, 7168, 0, 0, 0, 2},
-      {2048, 5120, 8192, 0, 0, 0, 2},
-      {1000, 1000, 4112, 0, 0, 0, 3},
-      {1000, 1000, 4112, 0, 0, 0, 4},
-      {64, 4096, 4096, 0, 0, 0, 4},
-      {8000, 7000, 4000, 0, 0, 0, 2},
+      {128, 256, 128, 0, 1, 1, 2, 0},
+      {300, 200, 144, 16, 0, 1, 2, 0},
+      {520, 1000, 1008, 32, 1, 1, 2, 0},
+      {16, 8192, 8192, 0, 0, 0, 2, 0},
+      {7, 1000, 4112, 16, 0, 1, 2, 0},
+      {33, 1100, 528, 0, 0, 1, 3, 0},
+      {128, 264, 8192, 0, 0, 0, 2, 0},
+      {512, 4096, 7168, 0, 0, 0, 2, 0},
+      {2048, 5120, 8192, 0, 0, 0, 2, 0},
+      {1000, 1000, 4112, 0, 0, 0, 3, 0},
+      {1000, 1000, 4112, 0, 0, 0, 4, 0},
+      {64, 4096, 4096, 0, 0, 0, 4, 0},
+      {8000, 7000, 4000, 0, 0, 0, 2, 0},
+      /* the ping-pong tile (session 42): one tile, tails, padding, few SMs (the warpgroups
+       * alternate over many tiles), one k-block a tile, large; per tensor, NULL and rowwise */
+      {128, 128, 128, 0, 1, 1, 1, 128},
+      {300, 200, 144, 16, 0, 1, 2, 128},
+      {129, 1000, 128, 0, 0, 1, 0, 128},
+      {520, 1000, 1008, 32, 1, 1, 2, 128},
+      {1000, 1000, 4112, 16, 3, 0, 1, 128},
+      {1000, 1000, 4112, 0, 7, 0, 3, 128},
+      {640, 1280, 128, 0, 5, 0, 4, 128},
+      {16, 8192, 8192, 0, 0, 0, 2, 128},
+      {2048, 5120, 8192, 0, 0, 0, 2, 128},
+      {8192, 8192, 8192, 0, 0, 0, 1, 128},
+      {8000, 7000, 4000, 0, 0, 0, 2, 128},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     run_case(&cases[i]);
