@@ -363,6 +363,7 @@ static const variant_t g_variants[] = {
     {"evict", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}, {"w320ev", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 320, 2},
     /* the ping-pong tile (session 42): a whole 128 x 128 tile per consumer warpgroup (B [N,K]) */
     {"pp", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0},
+    {"ppcl2", 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 2, 128, 0}, /* in B-multicast pairs (experimental) */
 };
 #define NVAR ((int)(sizeof g_variants / sizeof g_variants[0]))
 

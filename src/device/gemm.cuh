@@ -855,7 +855,7 @@ __device__ __forceinline__ void gemm_producer(const gemm_params_t *p, uint8_t *s
         }
       } else {
         if (!BKN) {
-          tma_load_2d_multicast(b_dst + 16384 * rank, map_b, full, k0, n0 + 128 * (int)rank, 0x3);
+          tma_load_2d_multicast(b_dst + (BN / 2) * 128 * rank, map_b, full, k0, n0 + (BN / 2) * (int)rank, 0x3);
         } else {
 #pragma unroll
           for (int q = 0; q < 2; ++q) {
@@ -2223,10 +2223,15 @@ __device__ __forceinline__ void gemm_consumer_pp(const gemm_params_t *p, uint32_
   const int lane = tid & 31, r0 = 16 * (tid >> 5) + (lane >> 2);
   const uint32_t bar = GEMM_BAR_WG0 + g;
   const int kn = p->k_blocks;
+  /* B-multicast pairs (cluster_m 2): the producer's tickets and m-block (gemm_producer); a stage
+   * is released to both CTAs, whose producers each fill half of its B */
+  const int pair = p->cluster_m == 2, mc = p->cluster_mc ? 2 : 1;
+  const uint32_t rank = pair ? cluster_ctarank() : 0, peer = rank ^ 1;
+  const int uw = pair ? worker / 2 : worker, unw = pair ? nworkers / 2 : nworkers;
   uint32_t turn_phase = 0;
   for (int i = g;; i += 2) {
     gemm_tile_t t;
-    if (gemm_tile_of(p, worker + i * nworkers, 0, &t) <= 0) break;
+    if (gemm_tile_of(p, uw + i * unw, (int)rank, &t) <= 0) break;
     const int64_t pos = (int64_t)i * kn;
     uint32_t stage = (uint32_t)(pos % NST), phase = (uint32_t)((pos / NST) & 1);
     if (F8) gemm_fp8_prefetch<GEMM_BN_PP>(p, t, 0, tid); /* (either warpgroup: its own tiles) */
@@ -2254,7 +2259,7 @@ __device__ __forceinline__ void gemm_consumer_pp(const gemm_params_t *p, uint32_
       wgmma_commit();
       if (kb) {
         wgmma_wait1(); /* the previous k-block's wgmmas are done reading their stage */
-        gemm_release(empty0 + 8 * prev, lane, 1, 0);
+        gemm_release(empty0 + 8 * prev, lane, mc, peer);
       }
       prev = stage;
       if (++stage == NST) { stage = 0; phase ^= 1; }
@@ -2262,7 +2267,7 @@ __device__ __forceinline__ void gemm_consumer_pp(const gemm_params_t *p, uint32_
     wgmma_wait0();
     wgmma_fence_accN<GEMM_BN_PP>(acc);
     wgmma_fence_accN<GEMM_BN_PP>(acc + 64);
-    gemm_release(empty0 + 8 * prev, lane, 1, 0);
+    gemm_release(empty0 + 8 * prev, lane, mc, peer);
     if (F8) { /* (rows 64 h .. +64 as the scale's "warpgroup" h) */
       gemm_fp8_scale<GEMM_BN_PP>(p, t, 0, tid, acc);
       gemm_fp8_scale<GEMM_BN_PP>(p, t, 1, tid, acc + 64);
@@ -2319,7 +2324,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
       mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * s, 1);
       /* (a ping-pong stage is released by one warpgroup's 4 warps) */
       mbarrier_init_cta(sbase + GEMM_BAR_OFF + 8 * (GEMM_RING_MAX + s),
-                        BN == GEMM_BN_PP ? 4 : p->cluster_mc ? 16 : 8);
+                        (BN == GEMM_BN_PP ? 4 : 8) * (p->cluster_mc ? 2 : 1));
     }
     if (BN == GEMM_BN_PP) { /* the turns: warpgroup 0's first is given */
       mbarrier_init_cta(sbase + GEMM_TURN_OFF, 1);

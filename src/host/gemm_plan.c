@@ -506,12 +506,12 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   /* The ping-pong tile (128 x 128 per consumer warpgroup): forced, or chosen (tile_n 1) where
    * MELD_GEMM_TILE_N=128 asks and nothing it lacks is forced (it takes whole tiles only). */
   const int pp_forced = o->tile_n == GEMM_BN_PP;
-  const int pp_legal = !p->b_kn && o->cluster_m != 2 && o->split_k <= 1 && o->stream_k <= 1 && a->n % 8 == 0 &&
+  const int pp_legal = !p->b_kn && o->split_k <= 1 && o->stream_k <= 1 && a->n % 8 == 0 &&
                        o->epi_tma != 0 && o->epi_defer <= 1;
   if (pp_forced && !pp_legal)
     return meld_error(MELD_ERR_INVALID_ARG,
                       "gemm_plan_make: the ping-pong 128 x %d tile needs B stored [N,K], n a multiple of 8 (n %lld) "
-                      "and the TMA-store epilogue, and takes no cluster, split-K, stream-K or deferred half",
+                      "and the TMA-store epilogue, and takes no split-K, stream-K or deferred half",
                       GEMM_BN_PP, (long long)a->n);
   if (pp_forced || (o->tile_n == 1 && pp_legal && !wide_forced && g_env_tile_n == GEMM_BN_PP)) {
     p->bn = GEMM_BN_PP;
@@ -522,7 +522,11 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   /* Cluster 2x1 (B multicast) only when asked: measured on H200 (run 1, perf-notes) it was
    * 0.56-0.75x of cluster 1 with this kernel, so the default is 1. */
   int cl = o->cluster_m;
-  if (cl == 0) cl = 1;
+  pthread_once(&g_env_once, env_read);
+  /* The ping-pong tile in B-multicast pairs: where MELD_GEMM_CLUSTER_EXPERIMENTAL=1 asks (session
+   * 42: measuring whether the pairs' halved B traffic is what its single CTAs lack) */
+  if (cl == 0)
+    cl = pp && g_env_cluster_exp == 1 && o->max_clusters > 0 && o->sm_count >= 2 && p->tiles_m >= 2 ? 2 : 1;
   if (cl != 1 && cl != 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: cluster_m %d is not 1 or 2", cl);
   pthread_once(&g_env_once, env_read);
@@ -650,7 +654,7 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "A"));
   if (!p->b_kn)
     MELD_CHECK(encode_2d(&p->map_b, a->b, a->k, a->n, a->ldb, GEMM_BK,
-                         (uint32_t)(wide ? GEMM_BN_WIDE / 2 : pp ? GEMM_BN_PP : GEMM_BN / (p->cluster_mc ? 2 : 1)),
+                         (uint32_t)(wide ? GEMM_BN_WIDE / 2 : (pp ? GEMM_BN_PP : GEMM_BN) / (p->cluster_mc ? 2 : 1)),
                          CU_TENSOR_MAP_L2_PROMOTION_L2_256B, "B"));
   else
     MELD_CHECK(encode_2d(&p->map_b, a->b, a->n, a->k, a->ldb, 64, GEMM_BK,
@@ -717,13 +721,13 @@ int gemm_params_check(const gemm_params_t *p, int workers, char *why, size_t len
   /* The ping-pong tile: each consumer warpgroup computes its tiles in the static order,
    * whole, and stores them by TMA (gemm_consumer_pp); nothing else of the engine's. */
   if (p->bn == GEMM_BN_PP &&
-      (p->b_kn || p->split_k != 1 || p->sk_tiles || p->cluster_m != 1 || p->ready.flags || p->order.queue ||
+      (p->b_kn || p->split_k != 1 || p->sk_tiles || p->ready.flags || p->order.queue ||
        p->order.m_order || p->order.m_rotate || p->order.ileave_b || p->epi.out || p->epi.signal ||
        p->epi.rows_valid || p->epi.reduce.on || p->epi.reduce.preload || p->epi.reduce.tma || p->epi.reduce.copy_tma ||
        p->epi.out_tma || p->a2_rows || !p->epi_tma || p->epi_defer || p->grp_brow || p->scat_origin ||
        p->trace.events))
     MELD_WHY("gemm: the ping-pong 128 x %d tile needs B [N,K] and the TMA-store epilogue (n %% 8 == 0), and takes no "
-        "split-K, stream-K, cluster, deferred half, tile order or hook", GEMM_BN_PP);
+        "split-K, stream-K, deferred half, tile order or hook", GEMM_BN_PP);
   if (p->grp_span && (!p->grp_brow || p->order.m_order || p->order.ileave_b || p->order.m_rotate))
     MELD_WHY("gemm: hook f's runs (grp_span) need hook f and no other m-block order");
   if (p->grp_ready && (!p->grp_brow || !p->ready.abort_word || !p->ready.timeout_ns))

@@ -958,7 +958,12 @@ static void test_pingpong_check(void **state) {
   assert_non_null(strstr(why, "ping-pong"));
   p.split_k = 1; p.kb_per_split = 65; p.split_from = 64; p.epi.reduce.on = 1;
   assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 1);
-  p.epi.reduce.on = 0;
+  p.epi.reduce.on = 0; p.epi.reduce.preload = 4; /* (its barriers' words are the turns') */
+  assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 1);
+  assert_non_null(strstr(why, "ping-pong"));
+  p.epi.reduce.preload = 0; p.cluster_m = 2; p.cluster_mc = 1; /* the B-multicast pairs are taken */
+  assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 0);
+  p.cluster_m = 1; p.cluster_mc = 0;
   p.fp8 = 1; p.scale_a = p.scale_b = (const float *)64;
   assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 0);
   char buf[1024];
