@@ -14,7 +14,7 @@
 # Usage (device, nvidia-h200): OUT=... PREBUILT=1 bash bench/calls/p1_s42b.sh (carry build/carry:
 #   bench/pack_bins.sh build/lib/libmeld.so build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_gemm
 #   build/bench/bench_gemm)
-# Estimated wall: (A) 20 s, (B) 35 s, (C) 50 s, (D) 150 s.
+# Estimated wall: (A) 20 s, (B) 35 s, (C) 50 s, (E) 90 s, (D) 150 s.
 . "$(dirname "$0")/../device_env.sh"
 build lib build/tests/gpu/test_gemm_fp8 build/tests/gpu/test_gemm build/bench/bench_gemm
 export MELD_TIMEOUT_MS=5000
@@ -31,6 +31,36 @@ done
 MELD_GEMM_CLUSTER_EXPERIMENTAL=1 timeout -k 5 "$(tl 90)" build/bench/bench_gemm --variants --only default,cl2,pp,ppcl2 --custom-only \
   --shape 8192,8192,8192 --shape 8192,28672,4096 --shape 2048,5120,8192 --json "$OUT/bench_gemm_ppcl2.jsonl" > "$OUT/bench_gemm_ppcl2.log" 2>&1
 echo "== (C) bench_gemm bf16 rc=$? at $(el) s"; grep -E "^custom|geomean" "$OUT/bench_gemm_ppcl2.log" | cut -c1-150 | head -14
+# (E) Nsight Compute, one launch each of meld rowwise / torch fast / torch accum / meld per tensor
+#     at 8192 x 28672 x 4096 (clocks left alone) under the three tiles: L2->SM sectors, DRAM bytes,
+#     tensor pipe, stalls. Prediction: 128 x 128 single pulls ~1.33x the L2 sectors of 128 x 256;
+#     pairs ~1.0x; torch's rowwise kernel ~ the pairs'.
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+M=gpu__time_duration.sum,sm__cycles_elapsed.max,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_ltcfabric.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__inst_executed_pipe_tensor.sum,smsp__inst_executed.sum
+for tn in default pp ppcl2; do
+  e=IP_ROW_NO_ENV=1; [ $tn = pp ] && e=MELD_GEMM_TILE_N=128; [ $tn = ppcl2 ] && e=$PP
+  env $e BENCH_SETTLE_MS=0 timeout -k 5 "$(tl 90)" "$NCU" --clock-control none -k regex:"gemm_kernel|cutlass|sm90_xmma|device_kernel" \
+    --launch-count 6 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+    --metrics $M -o "$OUT/ncu_$tn" -f python3 bench/gemm_fp8_torch.py --rowwise --shapes 8192x28672x4096 --rounds 1 --calls 1 \
+    > "$OUT/ncu_$tn.log" 2>&1
+  echo "== (E) ncu $tn rc=$? at $(el) s"
+  "$NCU" -i "$OUT/ncu_$tn.ncu-rep" --page details --csv > "$OUT/ncu_$tn.csv" 2>&1 && rm -f "$OUT/ncu_$tn.ncu-rep"
+  python3 - "$OUT/ncu_$tn.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+if not rows or "Metric Name" not in rows[0]: print("  no csv"); sys.exit()
+h = rows[0]; ii, ki, ni, vi = h.index("ID"), h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value")
+keep = ("gpu__time", "sm__cycles_elapsed", "lts__t_sectors", "dram__bytes", "sm__inst_executed_pipe_tensor",
+        "Compute (SM) Throughput", "Memory Throughput", "L2 Cache Throughput", "DRAM Throughput", "Registers Per Thread",
+        "Cluster Size", "Grid Size", "Warp Cycles Per Issued Instruction", "Issue Slots Busy")
+last = None
+for r in rows[1:]:
+    if len(r) <= vi: continue
+    if r[ii] != last: last = r[ii]; print(f"  [{r[ii]}] {r[ki][:90]}")
+    if r[ni].startswith(keep):
+        print(f"      {r[ni][:58]:58s} {r[vi]}")
+PY
+done
 MELD_GEMM_CLUSTER_EXPERIMENTAL=1 timeout -k 5 "$(tl 240)" build/tests/gpu/test_gemm > "$OUT/test_gemm_cl.log" 2>&1
 echo "== (D) test_gemm (clusters on) rc=$? at $(el) s"; grep -E "FAIL|checks" "$OUT/test_gemm_cl.log" | cut -c1-160 | head -8
 echo "== done at $(el) s"
