@@ -382,7 +382,9 @@ static void plan_sig(const gemm_params_t *p, int workers, char *buf, size_t len)
     return;
   }
   const int units_m = (p->tiles_m + p->cluster_m - 1) / p->cluster_m;
-  snprintf(buf, len, "w%d c%d%s%s%s s%d/%d/%d%s sk%d/%d g%d e%d%s%s", workers, p->cluster_m, p->bn ? " n320" : "",
+  char tile[16] = "";
+  if (p->bn) snprintf(tile, sizeof tile, " n%d", p->bn);
+  snprintf(buf, len, "w%d c%d%s%s%s s%d/%d/%d%s sk%d/%d g%d e%d%s%s", workers, p->cluster_m, tile,
            p->early_release ? " er" : "", p->store_hint ? " ev" : "", p->split_k,
            p->kb_per_split, p->split_from, p->split_ileave ? "i" : "", p->sk_tiles, p->sk_workers,
            p->group_m < units_m ? p->group_m : units_m, p->epi_tma,

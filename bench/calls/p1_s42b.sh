@@ -33,33 +33,51 @@ MELD_GEMM_CLUSTER_EXPERIMENTAL=1 timeout -k 5 "$(tl 90)" build/bench/bench_gemm 
 echo "== (C) bench_gemm bf16 rc=$? at $(el) s"; grep -E "^custom|geomean" "$OUT/bench_gemm_ppcl2.log" | cut -c1-150 | head -14
 # (E) Nsight Compute, one launch each of meld rowwise / torch fast / torch accum / meld per tensor
 #     at 8192 x 28672 x 4096 (clocks left alone) under the three tiles: L2->SM sectors, DRAM bytes,
-#     tensor pipe, stalls. Prediction: 128 x 128 single pulls ~1.33x the L2 sectors of 128 x 256;
-#     pairs ~1.0x; torch's rowwise kernel ~ the pairs'.
+#     tensor pipe, warp stalls; for 128 x 256 also the per-instruction stall samples of meld's
+#     rowwise and per-tensor launches (bench/ncu_top.py: where rowwise's +4-6% goes).
+#     Prediction: 128 x 128 single pulls ~1.33x the L2 sectors of 128 x 256; pairs ~1.0x; torch's
+#     rowwise kernel ~ the pairs'; rowwise's extra samples sit on the scale loads' waits.
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 M=gpu__time_duration.sum,sm__cycles_elapsed.max,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_ltcfabric.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__inst_executed_pipe_tensor.sum,smsp__inst_executed.sum
 for tn in default pp ppcl2; do
   e=IP_ROW_NO_ENV=1; [ $tn = pp ] && e=MELD_GEMM_TILE_N=128; [ $tn = ppcl2 ] && e=$PP
-  env $e BENCH_SETTLE_MS=0 timeout -k 5 "$(tl 90)" "$NCU" --clock-control none -k regex:"gemm_kernel|cutlass|sm90_xmma|device_kernel" \
-    --launch-count 6 --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+  src=; [ $tn = default ] && src="--section SourceCounters"
+  env $e BENCH_SETTLE_MS=0 timeout -k 5 "$(tl 100)" "$NCU" --clock-control none -k regex:"gemm_kernel|cutlass|sm90_xmma|device_kernel" \
+    --launch-count 6 --section SpeedOfLight --section WarpStateStats --section LaunchStats $src \
     --metrics $M -o "$OUT/ncu_$tn" -f python3 bench/gemm_fp8_torch.py --rowwise --shapes 8192x28672x4096 --rounds 1 --calls 1 \
     > "$OUT/ncu_$tn.log" 2>&1
-  echo "== (E) ncu $tn rc=$? at $(el) s"
-  "$NCU" -i "$OUT/ncu_$tn.ncu-rep" --page details --csv > "$OUT/ncu_$tn.csv" 2>&1 && rm -f "$OUT/ncu_$tn.ncu-rep"
-  python3 - "$OUT/ncu_$tn.csv" <<'PY'
+  echo "== (E) ncu $tn rc=$? at $(el) s"; grep -E "==ERR" "$OUT/ncu_$tn.log" | head -3
+  "$NCU" -i "$OUT/ncu_$tn.ncu-rep" --page raw --csv > "$OUT/ncu_${tn}_raw.csv" 2>&1
+  ids=$(python3 - "$OUT/ncu_${tn}_raw.csv" <<'PY'
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
-if not rows or "Metric Name" not in rows[0]: print("  no csv"); sys.exit()
-h = rows[0]; ii, ki, ni, vi = h.index("ID"), h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value")
-keep = ("gpu__time", "sm__cycles_elapsed", "lts__t_sectors", "dram__bytes", "sm__inst_executed_pipe_tensor",
-        "Compute (SM) Throughput", "Memory Throughput", "L2 Cache Throughput", "DRAM Throughput", "Registers Per Thread",
-        "Cluster Size", "Grid Size", "Warp Cycles Per Issued Instruction", "Issue Slots Busy")
-last = None
-for r in rows[1:]:
-    if len(r) <= vi: continue
-    if r[ii] != last: last = r[ii]; print(f"  [{r[ii]}] {r[ki][:90]}")
-    if r[ni].startswith(keep):
-        print(f"      {r[ni][:58]:58s} {r[vi]}")
+h = next((r for r in rows if "Kernel Name" in r), None)
+if not h: print("  no csv", file=sys.stderr); sys.exit()
+data = [r for r in rows[rows.index(h) + 2:] if len(r) == len(h)]
+ki = h.index("Kernel Name")
+def num(x):
+    try: return float(x.replace(",", ""))
+    except ValueError: return None
+keep = ("gpu__time_duration.sum", "sm__cycles_elapsed.max", "lts__t_sectors_srcunit_tex_op_read.sum",
+        "lts__t_sectors_srcunit_ltcfabric.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
+        "sm__inst_executed_pipe_tensor.sum", "smsp__inst_executed.sum", "launch__cluster_dim_x",
+        "launch__grid_size", "launch__registers_per_thread", "smsp__issue_active.avg.pct_of_peak_sustained_active",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed", "smsp__average_warp_latency_per_inst_issued.ratio")
+for n, r in enumerate(data):
+    print(f"  [{n}] {r[ki][:100]}", file=sys.stderr)
+    for i, m in enumerate(h):
+        v = num(r[i])
+        if m in keep or ("issue_stalled" in m and v and v > (2 if m.endswith("pct") else 0.1)):
+            print(f"      {m[:78]:78s} {r[i]}", file=sys.stderr)
+    if "gemm_kernel" in r[ki]: print(n)
 PY
+)
+  if [ -n "$src" ]; then for id in $ids; do
+    "$NCU" -i "$OUT/ncu_$tn.ncu-rep" --page source --csv --print-source sass --launch-skip $id --launch-count 1 > "$OUT/src_$id.csv" 2>&1
+    echo "  -- stall samples, launch $id:"; python3 bench/ncu_top.py "$OUT/src_$id.csv" 14 | cut -c1-170
+    gzip -f "$OUT/src_$id.csv"
+  done; fi
+  gzip -f "$OUT/ncu_${tn}_raw.csv"; rm -f "$OUT/ncu_$tn.ncu-rep"
 done
 MELD_GEMM_CLUSTER_EXPERIMENTAL=1 timeout -k 5 "$(tl 240)" build/tests/gpu/test_gemm > "$OUT/test_gemm_cl.log" 2>&1
 echo "== (D) test_gemm (clusters on) rc=$? at $(el) s"; grep -E "FAIL|checks" "$OUT/test_gemm_cl.log" | cut -c1-160 | head -8

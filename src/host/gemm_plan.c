@@ -521,15 +521,13 @@ meld_result_t gemm_plan_make(const meld_gemm_args_t *a, const gemm_plan_opts_t *
   const int wide = p->bn == GEMM_BN_WIDE;
   /* Cluster 2x1 (B multicast) only when asked: measured on H200 (run 1, perf-notes) it was
    * 0.56-0.75x of cluster 1 with this kernel, so the default is 1. */
-  int cl = o->cluster_m;
-  pthread_once(&g_env_once, env_read);
+  int cl = o->cluster_m; /* (env_read ran above, before the tile rules) */
   /* The ping-pong tile in B-multicast pairs: where MELD_GEMM_CLUSTER_EXPERIMENTAL=1 asks (session
    * 42: measuring whether the pairs' halved B traffic is what its single CTAs lack) */
   if (cl == 0)
     cl = pp && g_env_cluster_exp == 1 && o->max_clusters > 0 && o->sm_count >= 2 && p->tiles_m >= 2 ? 2 : 1;
   if (cl != 1 && cl != 2)
     return meld_error(MELD_ERR_INVALID_ARG, "gemm_plan_make: cluster_m %d is not 1 or 2", cl);
-  pthread_once(&g_env_once, env_read);
   /* MELD_GEMM_CLUSTER_EXPERIMENTAL=1 lets it through, for tests and benches only (session 8:
    * the L2 traffic it saves is the GEMM's next lever at the power cap; perf-notes); =2 runs
    * the pairs without the multicast (diagnosis: it told the 0.5x of session 9 was the

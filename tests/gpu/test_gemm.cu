@@ -16,6 +16,11 @@
 #include "gemm_plan.h"
 #include "gpu/gpu_test.h"
 
+/* A launch that must be refused with CODE and a message that names NEEDLE ("" for any) */
+#define REFUSED(args, opts, code, needle, what)                                                  \
+  GT_CHECK(gemm_launch(args, opts, 0) == (code) && strstr(meld_last_error(), needle),           \
+           what " not refused: %s", meld_last_error())
+
 #define TOL 1e-2
 #define POISON 0xFFFFu
 
@@ -918,8 +923,7 @@ int main(void) {
     a.a = x; a.lda = 256; a.b = x; a.ldb = 256; a.c = x; a.ldc = 256; a.m = 256; a.n = 256; a.k = 256;
     gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
     o.cluster_m = 2;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_UNSUPPORTED && strstr(meld_last_error(), "disabled"),
-             "cluster_m 2 not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_UNSUPPORTED, "disabled", "cluster_m 2");
     cudaFree(x);
   }
   { /* the wide tile forced where it cannot run: a clear error, nothing launched */
@@ -930,33 +934,26 @@ int main(void) {
     gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
     o.tile_n = GEMM_BN_WIDE;
     a.b_layout = MELD_B_KN;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "128 x 320"),
-             "wide tile with B [K,N] not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "128 x 320", "wide tile with B [K,N]");
     a.b_layout = MELD_B_NK;
     o.stream_k = 2;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "128 x 320"),
-             "wide tile with stream-K not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "128 x 320", "wide tile with stream-K");
     o.stream_k = 0;
     o.tile_n = GEMM_BN_PP; /* the ping-pong tile where it cannot run */
     a.b_layout = MELD_B_KN;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "ping-pong"),
-             "ping-pong tile with B [K,N] not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "ping-pong", "ping-pong tile with B [K,N]");
     a.b_layout = MELD_B_NK;
     o.split_k = 2;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "ping-pong"),
-             "ping-pong tile with split-K not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "ping-pong", "ping-pong tile with split-K");
     o.split_k = 0;
     o.epi_tma = 0;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "ping-pong"),
-             "ping-pong tile with generic stores not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "ping-pong", "ping-pong tile with generic stores");
     o.epi_tma = -1;
     o.skinny = 2;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "ping-pong"),
-             "ping-pong tile with the small-M kernel forced not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "ping-pong", "ping-pong tile with the small-M kernel forced");
     o.skinny = 0;
     o.tile_n = 300;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "tile_n 300"),
-             "tile_n 300 not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "tile_n 300", "tile_n 300");
     cudaFree(x);
   }
   { /* the small-M kernel forced where it cannot run: a clear error, nothing launched */
@@ -967,16 +964,14 @@ int main(void) {
     gemm_plan_opts_t o = GEMM_PLAN_OPTS_INIT;
     o.skinny = 2;
     o.skinny_mt = 48;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "skinny_mt 48"),
-             "skinny height 48 not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "skinny_mt 48", "skinny height 48");
     o.skinny_mt = 0;
     a.m = 16;
     a.b_layout = MELD_B_KN;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG && strstr(meld_last_error(), "[N,K]"),
-             "skinny with B [K,N] not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "[N,K]", "skinny with B [K,N]");
     a.b_layout = MELD_B_NK;
     o.split_k = 9;
-    GT_CHECK(gemm_launch(&a, &o, 0) == MELD_ERR_INVALID_ARG, "skinny cluster 9 not refused: %s", meld_last_error());
+    REFUSED(&a, &o, MELD_ERR_INVALID_ARG, "", "skinny cluster 9");
     cudaFree(x);
   }
   if (!only_hooks) probe_tma_edge();

@@ -858,6 +858,16 @@ static void test_ileave_p_order(void **state) {
   }
 }
 
+/* A legal plan of one wide or ping-pong tile shape (bn): whole tiles, one split, static order */
+static void tile_params(gemm_params_t *p, int32_t m, int32_t n, int32_t k, int bn) {
+  memset(p, 0, sizeof *p);
+  p->m = m; p->n = n; p->k = k; p->bn = bn;
+  p->tiles_m = (m + 127) / 128; p->tiles_n = (n + bn - 1) / bn;
+  p->k_blocks = p->kb_per_split = (k + 63) / 64;
+  p->cluster_m = 1; p->group_m = 16; p->c = (void *)16; p->split_k = 1;
+  p->split_from = p->tiles_m * p->tiles_n;
+}
+
 static void test_wide_tile(void **state) {
   (void)state;
   /* 132 SMs, 2048 x 5120: 320 tiles of 256 (3 rounds) vs 256 of 320 (2 rounds x 1.25) -> wide */
@@ -871,13 +881,8 @@ static void test_wide_tile(void **state) {
   assert_int_equal(gemm_plan_default_tile_n(2048, 5120, 8192, 0, 0), GEMM_BN);
 
   gemm_params_t p;
-  memset(&p, 0, sizeof p);
   char why[256];
-  p.m = 2048; p.n = 5000; p.k = 8192;
-  p.tiles_m = 16; p.tiles_n = 16; p.k_blocks = 128; /* ceil(5000 / 320) */
-  p.cluster_m = 1; p.group_m = 16; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 128;
-  p.split_from = 16 * 16;
-  p.bn = GEMM_BN_WIDE;
+  tile_params(&p, 2048, 5000, 8192, GEMM_BN_WIDE); /* 16 x 16 tiles (ceil(5000 / 320)) */
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 0);
   p.tiles_n = 20; /* the 256-wide count */
   assert_int_equal(gemm_params_check(&p, 132, why, sizeof why), 1);
@@ -928,12 +933,9 @@ static void test_wide_tile(void **state) {
 static void test_pingpong_check(void **state) {
   (void)state;
   gemm_params_t p;
-  memset(&p, 0, sizeof p);
   char why[256];
-  p.m = 1000; p.n = 1000; p.k = 4112;
-  p.tiles_m = 8; p.tiles_n = 8; p.k_blocks = 65; /* ceil(1000 / 128) */
-  p.cluster_m = 1; p.group_m = 16; p.c = (void *)16; p.split_k = 1; p.kb_per_split = 65;
-  p.split_from = 64; p.epi_tma = 1; p.bn = GEMM_BN_PP;
+  tile_params(&p, 1000, 1000, 4112, GEMM_BN_PP); /* 8 x 8 tiles (ceil(1000 / 128)), 65 k-blocks */
+  p.epi_tma = 1;
   assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 0);
   p.tiles_n = 4; /* the 256-wide count */
   assert_int_equal(gemm_params_check(&p, 64, why, sizeof why), 1);
