@@ -462,7 +462,9 @@ typedef struct {
    * CTAs carry each chunk's row scales with its rows): scale_a is indexed by the tile row
    * itself (the padded staging's rows, written before the chunk's signal: read with coherent
    * loads after the rows' wait), except hook h's own rows [a2_row_begin, a2_row_begin +
-   * a2_rows), read from scale_a2 at r - a2_row_begin (0 past the shard's rows). */
+   * a2_rows), read from scale_a2 at r - a2_row_begin (0 past the shard's rows). Bit 3
+   * (diagnostic, MELD_GEMM_FP8_LATE=1): the kernels that load the scales before the mainloop's
+   * last wait (gemm_fp8_early) load them after it instead, as before session 43. */
   int32_t fp8;
   int32_t fp8_rows;
   const float *scale_a, *scale_b, *scale_a2;
@@ -486,6 +488,12 @@ typedef struct {
  * dense row of tile row r (owner (r / rows_per_owner) rows_valid + r % rows_per_owner), -1 for a
  * padding row; r itself without compact rows. (The fp8 per-row scales of such A, gathered dense:
  * gemm_fp8_scale.) */
+/* FP8 column scales spread over a warp (gemm_fp8_sc_t): the tile column of lane's pair k (and
+ * + 1), and the lane holding the pair that thread tid's accumulator pair j needs (columns
+ * 8 j + 2 (tid % 4), + 1: the m64nN fragment's). */
+GEMM_HD int gemm_fp8_col_held(int lane, int k) { return 8 * (lane >> 2) + 2 * (lane & 3) + 64 * k; }
+GEMM_HD int gemm_fp8_col_src(int tid, int j) { return 4 * (j & 7) + (tid & 3); }
+
 GEMM_HD int gemm_compact_row(const gemm_epilogue_hook_t *e, int r) {
   if (e->rows_valid <= 0) return r;
   const int i = r % e->rows_per_owner;
@@ -1881,56 +1889,156 @@ __device__ __forceinline__ void gemm_reduce_prefetch(const gemm_params_t *p, gem
 /* FP8: a tile's (or piece's) fp32 accumulators times the scales (gemm_params_t.fp8_rows). The
  * m64nN fragment: thread tid of warpgroup g holds rows 64 g + 16 (tid / 32) + (tid % 32) / 4
  * (+ 8 for acc[4j + 2, 3]) and columns 8 j + 2 (tid % 4) (+ 1 for odd i) of the tile. Rows and
- * columns past C's edge get scale 0 (their accumulators are not stored). */
-template <int BN>
-__device__ __forceinline__ void gemm_fp8_scale(const gemm_params_t *p, const gemm_tile_t &t, int g, int tid,
-                                               float *acc) {
+ * columns past C's edge get scale 0 (their accumulators are not stored).
+ * In two steps: gemm_fp8_load fills a gemm_fp8_sc_t with the thread's scales (H row halves of
+ * 64: 1, or 2 for the ping-pong tile's whole 128 rows), gemm_fp8_apply multiplies. The column
+ * scales (per row of B) are spread over the warp: lane 4 i + q holds columns 8 (i + 8 k) + 2 q
+ * and + 1 for k < BN / 64 (BN / 32 registers, loaded as pairs), and the lanes that need column
+ * pair j (those with tid % 4 = q) read it from lane 4 (j % 8) + q by shuffle: the same register
+ * of every source lane, as shfl wants. Session 41-42: the former 2 BN / 8 loads a thread after
+ * the mainloop (L1 or L2 hits, with the tensor cores idle in the 128 x 256 epilogue) cost
+ * +3.7-5.8% over per tensor. The loads are few enough to issue before the mainloop's last
+ * wgmma.wait_group (gemm_fp8_early), where the last k-block's wgmmas hide their latency. */
+template <int BN, int H>
+struct gemm_fp8_sc_t {
+  float r[2 * H];   /* rows' (times scale_b where it is one value)      */
+  float c[BN / 32]; /* columns' pairs held for the warp (fp8_rows bit 1) */
+};
+
+/* The rows' part: r[2 h], r[2 h + 1] for rows r0 and r0 + 8 of 64-row half g + h (times scale_b
+ * where it is one value; the per-tensor product where both are) */
+template <int H>
+__device__ __forceinline__ void gemm_fp8_rows(const gemm_params_t *p, const gemm_tile_t &t, int g, int tid,
+                                              float *r) {
   const int rows = p->fp8_rows;
-  if (!rows) { /* per tensor */
-    const float sc = __ldg(p->scale_a) * __ldg(p->scale_b);
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[i] *= sc;
-    return;
-  }
-  const int r0 = t.m_blk * GEMM_BM + 64 * g + 16 * (tid >> 5) + ((tid & 31) >> 2);
-  float s0, s1;
   if (rows & 1) {
-    const auto row_scale = [&](int r) -> float {
-      if (r >= p->m) return 0.f;
+    const auto row_scale = [&](int x) -> float {
+      if (x >= p->m) return 0.f;
       if (rows & 4) { /* staged with the rows (own rows: the shard's, in place) */
-        const int o = r - p->a2_row_begin;
+        const int o = x - p->a2_row_begin;
         if (p->scale_a2 && o >= 0 && o < p->a2_rows)
           return o < (p->epi.rows_valid > 0 ? p->epi.rows_valid : p->a2_rows) ? __ldg(p->scale_a2 + o) : 0.f;
         float v; /* (coherent: written by peers during this kernel; ordered by the rows' wait) */
-        asm("ld.relaxed.sys.global.f32 %0, [%1];" : "=f"(v) : "l"(p->scale_a + r));
+        asm("ld.relaxed.sys.global.f32 %0, [%1];" : "=f"(v) : "l"(p->scale_a + x));
         return v;
       }
-      const int d = gemm_compact_row(&p->epi, r); /* (compact rows: the dense row's; padding 0) */
+      const int d = gemm_compact_row(&p->epi, x); /* (compact rows: the dense row's; padding 0) */
       return d >= 0 ? __ldg(p->scale_a + d) : 0.f;
     };
-    s0 = row_scale(r0);
-    s1 = row_scale(r0 + 8);
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      const int r0 = t.m_blk * GEMM_BM + 64 * (g + h) + 16 * (tid >> 5) + ((tid & 31) >> 2);
+      r[2 * h] = row_scale(r0);
+      r[2 * h + 1] = row_scale(r0 + 8);
+    }
   } else {
-    s0 = s1 = __ldg(p->scale_a);
+    const float sa = __ldg(p->scale_a);
+#pragma unroll
+    for (int h = 0; h < 2 * H; ++h) r[h] = sa;
   }
   if (!(rows & 2)) {
     const float sb = __ldg(p->scale_b);
-    s0 *= sb, s1 *= sb;
+#pragma unroll
+    for (int h = 0; h < 2 * H; ++h) r[h] *= sb;
+  }
+}
+
+/* Lane tid % 32's column pair k (see gemm_fp8_sc_t): columns 8 (lane / 4 + 8 k) + 2 (lane % 4)
+ * and + 1 of the tile, 0 past C's edge; one 8-byte load where scale_b is 8-byte aligned. */
+template <int BN>
+__device__ __forceinline__ float2 gemm_fp8_col_pair(const gemm_params_t *p, const gemm_tile_t &t, int tid, int k) {
+  static_assert(BN % 64 == 0, "column pairs spread over 8 lanes x BN / 64");
+  const int c = t.n_blk * BN + gemm_fp8_col_held(tid & 31, k);
+  if (((uintptr_t)p->scale_b & 7) == 0 && c + 1 < p->n) return __ldg((const float2 *)(p->scale_b + c));
+  return make_float2(c < p->n ? __ldg(p->scale_b + c) : 0.f, c + 1 < p->n ? __ldg(p->scale_b + c + 1) : 0.f);
+}
+
+/* Column pair j of this thread's fragment from the lane that holds it (pair k = j / 8) */
+__device__ __forceinline__ float2 gemm_fp8_col_shfl(float2 held, int tid, int j) {
+  const int src = gemm_fp8_col_src(tid, j);
+  return make_float2(__shfl_sync(0xffffffffu, held.x, src), __shfl_sync(0xffffffffu, held.y, src));
+}
+
+template <int BN, int H>
+__device__ __forceinline__ void gemm_fp8_load(const gemm_params_t *p, const gemm_tile_t &t, int g, int tid,
+                                              gemm_fp8_sc_t<BN, H> &s) {
+  gemm_fp8_rows<H>(p, t, g, tid, s.r);
+  if (!(p->fp8_rows & 2)) return;
+#pragma unroll
+  for (int k = 0; k < BN / 64; ++k) {
+    const float2 v = gemm_fp8_col_pair<BN>(p, t, tid, k);
+    s.c[2 * k] = v.x, s.c[2 * k + 1] = v.y;
+  }
+}
+
+/* The rows' scales alone (scale_b one value: in r) */
+template <int BN, int H>
+__device__ __forceinline__ void gemm_fp8_apply_rows(const float *r, float *acc) {
+#pragma unroll
+  for (int h = 0; h < H; ++h) {
+    float *a = acc + h * (BN / 2);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      a[4 * j] *= r[2 * h], a[4 * j + 1] *= r[2 * h];
+      a[4 * j + 2] *= r[2 * h + 1], a[4 * j + 3] *= r[2 * h + 1];
+    }
+  }
+}
+
+template <int BN, int H>
+__device__ __forceinline__ void gemm_fp8_apply(const gemm_params_t *p, const gemm_fp8_sc_t<BN, H> &s, int tid,
+                                               float *acc) {
+  if (p->fp8_rows & 2) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const float2 c = gemm_fp8_col_shfl(make_float2(s.c[2 * (j >> 3)], s.c[2 * (j >> 3) + 1]), tid, j);
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        float *a = acc + h * (BN / 2) + 4 * j;
+        a[0] *= s.r[2 * h] * c.x, a[1] *= s.r[2 * h] * c.y;
+        a[2] *= s.r[2 * h + 1] * c.x, a[3] *= s.r[2 * h + 1] * c.y;
+      }
+    }
+    return;
+  }
+  gemm_fp8_apply_rows<BN, H>(s.r, acc);
+}
+
+/* Both steps at once, one column pair held at a time (the kernels that load after the
+ * mainloop's last wait: holding BN / 32 there spilled in the wide tile's deferred kernel) */
+template <int BN>
+__device__ __forceinline__ void gemm_fp8_scale(const gemm_params_t *p, const gemm_tile_t &t, int g, int tid,
+                                               float *acc) {
+  float r[2];
+  gemm_fp8_rows<1>(p, t, g, tid, r);
+  if (!(p->fp8_rows & 2)) {
+    gemm_fp8_apply_rows<BN, 1>(r, acc);
+    return;
   }
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    acc[4 * j] *= s0, acc[4 * j + 1] *= s0, acc[4 * j + 2] *= s1, acc[4 * j + 3] *= s1;
-  }
-  if (!(rows & 2)) return;
-  /* then the columns' (each thread its 2 BN / 8, L1 hits after the first warp; a product
-   * s_row x s_col per accumulator spilled in the DEFER and wide-tile kernels) */
-  const int c0 = t.n_blk * BN + 2 * (tid & 3);
+  for (int k = 0; k < BN / 64; ++k) {
+    const float2 held = gemm_fp8_col_pair<BN>(p, t, tid, k);
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    const int c = c0 + 8 * j;
-    const float b0 = c < p->n ? __ldg(p->scale_b + c) : 0.f, b1 = c + 1 < p->n ? __ldg(p->scale_b + c + 1) : 0.f;
-    acc[4 * j] *= b0, acc[4 * j + 1] *= b1, acc[4 * j + 2] *= b0, acc[4 * j + 3] *= b1;
+    for (int j = 8 * k; j < 8 * k + 8; ++j) {
+      const float2 c = gemm_fp8_col_shfl(held, tid, j);
+      acc[4 * j] *= r[0] * c.x, acc[4 * j + 1] *= r[0] * c.y;
+      acc[4 * j + 2] *= r[1] * c.x, acc[4 * j + 3] *= r[1] * c.y;
+    }
   }
+}
+
+/* Whether a gemm_consumer instance loads its fp8 scales before the mainloop's last wait: at
+ * compile time (no p) the kernels with registers to spare for BN / 32 + 2 beside the
+ * accumulators (the 128 x 256 tile without hook g: the stand-alone kernels and the AllGather's;
+ * the wide tile's deferred kernel and GEMM+RS's spilled), at run time unless fp8_rows bit 3
+ * asks for the late order. */
+template <bool F8, int BN, bool RED, int G2, int DEFER, bool HELPER>
+__host__ __device__ constexpr bool gemm_fp8_early() {
+  return F8 && BN == GEMM_BN && !RED;
+}
+template <bool F8, int BN, bool RED, int G2, int DEFER, bool HELPER>
+__device__ __forceinline__ bool gemm_fp8_early(const gemm_params_t *p) {
+  return gemm_fp8_early<F8, BN, RED, G2, DEFER, HELPER>() && !(p->fp8_rows & 8);
 }
 
 /* Rowwise fp8 scales: this tile's column (and row) scales into L1 at its start, so the
@@ -2112,11 +2220,21 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       gemm_epi_deferred<PKJ>(p, pk, pk_col, pk_row, stg, g, tid);
       pk_on = 0;
     }
+    /* FP8 scales: loaded while the last k-block's wgmmas run, in the kernels with registers to
+     * spare for them (gemm_fp8_early); else after the wait */
+    [[maybe_unused]] gemm_fp8_sc_t<BN, 1> f8s;
+    const bool f8_early = gemm_fp8_early<F8, BN, RED, G2, DEFER, HELPER>(p);
+    if constexpr (gemm_fp8_early<F8, BN, RED, G2, DEFER, HELPER>())
+      if (f8_early) gemm_fp8_load<BN, 1>(p, t, g, tid, f8s);
     wgmma_wait0();
     wgmma_fence_acc128(acc);
     if (BN == GEMM_BN_WIDE) wgmma_fence_acc32(acc + 128);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
-    if (F8) gemm_fp8_scale<BN>(p, t, g, tid, acc); /* before any epilogue path (a piece's partial too) */
+    if (F8) { /* before any epilogue path (a piece's partial too) */
+      if constexpr (gemm_fp8_early<F8, BN, RED, G2, DEFER, HELPER>())
+        if (f8_early) gemm_fp8_apply<BN, 1>(p, f8s, tid, acc);
+      if (!f8_early) gemm_fp8_scale<BN>(p, t, g, tid, acc);
+    }
     if (PAD_SKIP && pad_wg) { /* (zeros as the padding rows; here, past the wgmma pipeline: set
                                  between its start and end, ptxas serializes every wgmma, C7515) */
 #pragma unroll
@@ -2264,11 +2382,15 @@ __device__ __forceinline__ void gemm_consumer_pp(const gemm_params_t *p, uint32_
       prev = stage;
       if (++stage == NST) { stage = 0; phase ^= 1; }
     }
+    [[maybe_unused]] gemm_fp8_sc_t<GEMM_BN_PP, 2> f8s; /* (both 64-row halves; see gemm_consumer) */
+    const bool f8_early = F8 && !(p->fp8_rows & 8);
+    if (F8 && f8_early) gemm_fp8_load<GEMM_BN_PP, 2>(p, t, 0, tid, f8s);
     wgmma_wait0();
     wgmma_fence_accN<GEMM_BN_PP>(acc);
     wgmma_fence_accN<GEMM_BN_PP>(acc + 64);
     gemm_release(empty0 + 8 * prev, lane, mc, peer);
-    if (F8) { /* (rows 64 h .. +64 as the scale's "warpgroup" h) */
+    if (F8 && f8_early) gemm_fp8_apply<GEMM_BN_PP, 2>(p, f8s, tid, acc);
+    if (F8 && !f8_early) { /* (rows 64 h .. +64 as the scale's "warpgroup" h) */
       gemm_fp8_scale<GEMM_BN_PP>(p, t, 0, tid, acc);
       gemm_fp8_scale<GEMM_BN_PP>(p, t, 1, tid, acc + 64);
     }

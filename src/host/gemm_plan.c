@@ -223,7 +223,7 @@ static int env_int_checked(const char *name, int dflt, int lo, int hi, int also,
 
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 static int g_env_group, g_env_split, g_env_sk, g_env_skinny, g_env_cluster_exp, g_env_tile_n, g_env_early_rel,
-    g_env_store_hint, g_env_det;
+    g_env_store_hint, g_env_det, g_env_fp8_late;
 static void env_read(void) {
   /* (128: the ping-pong tile where legal, gemm_plan_make) */
   g_env_tile_n = env_int("MELD_GEMM_TILE_N", 0) == GEMM_BN_PP
@@ -238,6 +238,12 @@ static void env_read(void) {
   g_env_split = env_int("MELD_GEMM_SPLIT_K", 0);
   g_env_sk = env_int("MELD_GEMM_STREAM_K", 0);
   g_env_det = env_int_checked("MELD_GEMM_DETERMINISTIC", 0, 0, 1, 0, "0 (off) or 1 (on)");
+  g_env_fp8_late = env_int_checked("MELD_GEMM_FP8_LATE", 0, 0, 1, 0, "0 (off) or 1 (on)");
+}
+
+int gemm_plan_fp8_late(void) {
+  pthread_once(&g_env_once, env_read);
+  return g_env_fp8_late;
 }
 
 void gemm_plan_env(gemm_plan_opts_t *o) {

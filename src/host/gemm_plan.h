@@ -138,6 +138,9 @@ int gemm_plan_sk_region(int64_t tiles, int W, int k_blocks, int full_wave, int p
  * MELD_GEMM_TILE_N=256 or 320 is preferred where tile_n is 1 (choose), 320 only where the wide
  * tile is legal (applied in gemm_plan_make). */
 void gemm_plan_env(gemm_plan_opts_t *o);
+/* MELD_GEMM_FP8_LATE=1 (diagnostic): gemm_params_t.fp8_rows bit 3 on meld_gemm_fp8's plans, the
+ * scales loaded after the mainloop's last wait as before session 43 (A/B of gemm_fp8_early). */
+int gemm_plan_fp8_late(void);
 
 /* Checks meld_gemm arguments. Returns MELD_OK, or MELD_ERR_INVALID_ARG with a sentence
  * ("meld_gemm: lda 4100 is not a multiple of 8 ..."). Touches no CUDA state. */

@@ -368,7 +368,7 @@ extern "C" meld_result_t gemm_launch_fp8_tile(const meld_gemm_args_t *v, const g
   int workers = 0;
   MELD_CHECK(gemm_plan_for(v, &o, stream, &p, &workers));
   p.fp8 = 1;
-  p.fp8_rows = f8->rows;
+  p.fp8_rows = f8->rows | (gemm_plan_fp8_late() ? 8 : 0);
   p.scale_a = f8->scale_a;
   p.scale_b = f8->scale_b;
   return gemm_launch_params(&p, workers, stream);

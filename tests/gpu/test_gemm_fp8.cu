@@ -107,7 +107,8 @@ typedef struct {
   int cpu_ref;
   int scales;   /* 0: NULL scales; 1: device scales 0.37 and 1.9; rowwise (random per row, both
                    signs): 2 MELD_FP8_ROWWISE, 3 MELD_FP8_ROWWISE_A (scale_b 1.9), 4 MELD_FP8_ROWWISE_B
-                   (scale_a 0.37) */
+                   (scale_a 0.37), 5 MELD_FP8_ROWWISE with scale_b 4 but not 8-byte aligned (the
+                   column scales' one-at-a-time loads) */
   int tile_n;   /* 0: meld_gemm_fp8's plan; 128: the ping-pong tile forced (gemm_fp8_tile) */
 } fp8_case_t;
 
@@ -121,18 +122,20 @@ static float *host_scales(int64_t n, uint64_t seed) {
   return s;
 }
 
-static float *dev_copy(const float *h, int64_t n) {
+/* A device copy of n floats at float offset off of its allocation (*base: to free) */
+static float *dev_copy(const float *h, int64_t n, int off, float **base) {
   float *d = NULL;
-  GT_CUDA(cudaMalloc(&d, (size_t)n * 4));
-  GT_CUDA(cudaMemcpy(d, h, (size_t)n * 4, cudaMemcpyHostToDevice));
-  return d;
+  GT_CUDA(cudaMalloc(&d, (size_t)(n + off) * 4));
+  GT_CUDA(cudaMemcpy(d + off, h, (size_t)n * 4, cudaMemcpyHostToDevice));
+  *base = d;
+  return d + off;
 }
 
 static void run_case(const fp8_case_t *tc) {
   const int64_t m = tc->m, n = tc->n, k = tc->k;
   const int64_t lda = k + tc->pad, ldb = k + tc->pad, ldc = n + (tc->pad / 2) + (8 - n % 8) % 8, extra = 8;
   char name[128];
-  static const char *scale_names[] = {"", " scaled", " rowwise", " rowwise-a", " rowwise-b"};
+  static const char *scale_names[] = {"", " scaled", " rowwise", " rowwise-a", " rowwise-b", " rowwise-odd-b"};
   snprintf(name, sizeof name, "fp8 %lldx%lldx%lld pad %d sms %d%s%s", (long long)m, (long long)n, (long long)k, tc->pad,
            tc->sm_count, scale_names[tc->scales], tc->tile_n == GEMM_BN_PP ? " pingpong128" : "");
   uint8_t *a = dev_e4m3(m, k, lda, 11 + m * 3 + k), *b = dev_e4m3(n, k, ldb, 12 + n * 5 + k);
@@ -148,12 +151,13 @@ static void run_case(const fp8_case_t *tc) {
   g.a = a, g.lda = lda, g.b = b, g.ldb = ldb, g.c = c, g.ldc = ldc, g.m = m, g.n = n, g.k = k;
   g.sm_count = tc->sm_count;
   if (tc->scales) g.scale_a = sc, g.scale_b = sc + 1;
-  const int rw = tc->scales == 2 ? MELD_FP8_ROWWISE : tc->scales == 3 ? MELD_FP8_ROWWISE_A
+  const int rw = tc->scales == 2 || tc->scales == 5 ? MELD_FP8_ROWWISE : tc->scales == 3 ? MELD_FP8_ROWWISE_A
                  : tc->scales == 4                   ? MELD_FP8_ROWWISE_B
                                                      : MELD_FP8_PER_TENSOR;
   float *ha = (rw & MELD_FP8_ROWWISE_A) ? host_scales(m, 31 + m) : NULL;
   float *hb = (rw & MELD_FP8_ROWWISE_B) ? host_scales(n, 37 + n) : NULL;
-  float *da = ha ? dev_copy(ha, m) : NULL, *db = hb ? dev_copy(hb, n) : NULL;
+  float *da_base = NULL, *db_base = NULL;
+  float *da = ha ? dev_copy(ha, m, 0, &da_base) : NULL, *db = hb ? dev_copy(hb, n, tc->scales == 5, &db_base) : NULL;
   if (da) g.scale_a = da;
   if (db) g.scale_b = db;
   g.scaling = (meld_fp8_scaling_t)rw;
@@ -170,7 +174,7 @@ static void run_case(const fp8_case_t *tc) {
   const double err = check_c(name, ch, ldc, extra, want, m, n);
   gt_log("%-44s %s ref  rel err %.2e", name, tc->cpu_ref ? "C     " : "cuBLAS", err);
   free(ch), free(want), free(ha), free(hb);
-  cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(sc), cudaFree(da), cudaFree(db);
+  cudaFree(a), cudaFree(b), cudaFree(c), cudaFree(sc), cudaFree(da_base), cudaFree(db_base);
 }
 
 /* A graph of one call, replayed with new scales written between replays: C follows them. */
@@ -452,6 +456,16 @@ int main(void) {
       {1000, 1000, 4112, 0, 0, 0, 4, 0},
       {64, 4096, 4096, 0, 0, 0, 4, 0},
       {8000, 7000, 4000, 0, 0, 0, 2, 0},
+      /* session 43 (the column scales spread over the warp, read by shuffle): n odd (a last
+       * pair of one column), scale_b not 8-byte aligned, on the 128 x 256 (scales loaded before
+       * the mainloop's last wait), wide (after it), small-M and ping-pong kernels */
+      {300, 203, 144, 16, 0, 1, 2, 0},
+      {520, 1000, 1008, 32, 1, 1, 5, 0},
+      {1000, 1001, 4112, 0, 0, 0, 5, 0},
+      {2048, 5120, 8192, 0, 0, 0, 5, 0},
+      {2048, 5117, 8192, 0, 0, 0, 2, 0},
+      {16, 8191, 8192, 0, 0, 0, 5, 0},
+      {300, 200, 144, 16, 0, 1, 5, 128},
       /* the ping-pong tile (session 42): one tile, tails, padding, few SMs (the warpgroups
        * alternate over many tiles), one k-block a tile, large; per tensor, NULL and rowwise */
       {128, 128, 128, 0, 1, 1, 1, 128},

@@ -858,6 +858,30 @@ static void test_ileave_p_order(void **state) {
   }
 }
 
+/* The fp8 column scales' spread over a warp: for every tile width, every thread's every
+ * accumulator pair j is read from a lane that holds exactly its columns, in a register (pair
+ * k = j / 8) every source lane has (k < BN / 64), and each held pair is someone's. */
+static void test_fp8_col_spread(void **state) {
+  (void)state;
+  const int widths[] = {GEMM_BN_PP, GEMM_BN, GEMM_BN_WIDE};
+  for (int w = 0; w < 3; w++) {
+    const int bn = widths[w];
+    int used[32][8] = {{0}};
+    for (int tid = 0; tid < 128; tid++)
+      for (int j = 0; j < bn / 8; j++) {
+        const int src = gemm_fp8_col_src(tid, j), k = j >> 3;
+        assert_true(src >= 0 && src < 32 && k < bn / 64);
+        assert_int_equal(gemm_fp8_col_held(src, k), 8 * j + 2 * (tid & 3));
+        used[src][k] = 1;
+      }
+    for (int lane = 0; lane < 32; lane++)
+      for (int k = 0; k < bn / 64; k++) {
+        assert_true(used[lane][k]);
+        assert_true(gemm_fp8_col_held(lane, k) + 1 < bn);
+      }
+  }
+}
+
 /* A legal plan of one wide or ping-pong tile shape (bn): whole tiles, one split, static order */
 static void tile_params(gemm_params_t *p, int32_t m, int32_t n, int32_t k, int bn) {
   memset(p, 0, sizeof *p);
@@ -1084,7 +1108,7 @@ int main(void) {
       cmocka_unit_test(test_stream_k_check), cmocka_unit_test(test_skinny_rules),
       cmocka_unit_test(test_grouped_check), cmocka_unit_test(test_runs_order), cmocka_unit_test(test_gated_check), cmocka_unit_test(test_scatter_check), cmocka_unit_test(test_wide_tile),    cmocka_unit_test(test_ileave_order), cmocka_unit_test(test_ileave_p_order),
       cmocka_unit_test(test_copy_tma_check), cmocka_unit_test(test_deterministic_plan),
-      cmocka_unit_test(test_pingpong_check), cmocka_unit_test(test_pingpong_model),
+      cmocka_unit_test(test_pingpong_check), cmocka_unit_test(test_pingpong_model), cmocka_unit_test(test_fp8_col_spread),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
