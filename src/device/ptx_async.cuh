@@ -159,6 +159,14 @@ PA_INLINE uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lbo, uint32_t sbo) {
          ((uint64_t)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
 }
 
+/* wgmma_desc_sw128(addr, 16, 1024), the K-major operands' descriptor, in fewer instructions:
+ * no mask of the address (a shared address is under 256 KB, so addr / 16 fits the 14-bit
+ * field), the constant fields as one high word (SBO 1024 / 16, the 128-byte swizzle) and LBO's
+ * bit 16 or-ed into the low word. */
+PA_INLINE uint64_t wgmma_desc_sw128_k(uint32_t addr) {
+  return ((uint64_t)(64u | (1u << 30)) << 32) | ((addr >> 4) | (1u << 16));
+}
+
 /* The 128 fp32 accumulators of a 64x256 wgmma tile as read-write asm operands %0..%127. */
 #define PA_ACC128(d) \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
