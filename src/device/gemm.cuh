@@ -2189,18 +2189,19 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
       wgmma_fence();
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint64_t da = wgmma_desc_sw128_k(a + 32 * j), db = wgmma_desc_sw128_k(b + 32 * j);
+        const uint64_t da = wgmma_desc_sw128(a + 32 * j, 16, 1024);
         if (F8) { /* (32 bytes of K a step, as bf16's k16: the same descriptors) */
-          wgmma_m64n256k32_e4m3_ss(acc, da, db, kb | j);
-          if (BN == GEMM_BN_WIDE) wgmma_m64n64k32_e4m3_ss(acc + 128, da, db + (256 * 128 >> 4), kb | j);
+          wgmma_m64n256k32_e4m3_ss(acc, da, wgmma_desc_sw128(b + 32 * j, 16, 1024), kb | j);
+          if (BN == GEMM_BN_WIDE)
+            wgmma_m64n64k32_e4m3_ss(acc + 128, da, wgmma_desc_sw128(b + 256 * 128 + 32 * j, 16, 1024), kb | j);
         } else if (BN == GEMM_BN_WIDE) { /* columns 0..255, then 256..319 (B rows 128 B apart) */
-          wgmma_m64n256k16_ss(acc, da, db, kb | j);
-          wgmma_m64nNk16_ss<64>(acc + 128, da, db + (256 * 128 >> 4), kb | j);
+          wgmma_m64n256k16_ss(acc, da, wgmma_desc_sw128(b + 32 * j, 16, 1024), kb | j);
+          wgmma_m64nNk16_ss<64>(acc + 128, da, wgmma_desc_sw128(b + 256 * 128 + 32 * j, 16, 1024), kb | j);
         } else if (BKN) {
           /* N-major B: 64-wide N blocks 8 KB apart (LBO), 8 K-rows 1 KB apart (SBO). */
           wgmma_m64n256k16_ss_tb(acc, da, wgmma_desc_sw128(b + 2048 * j, 8192, 1024), kb | j);
         } else {
-          wgmma_m64n256k16_ss(acc, da, db, kb | j);
+          wgmma_m64n256k16_ss(acc, da, wgmma_desc_sw128(b + 32 * j, 16, 1024), kb | j);
         }
       }
       wgmma_commit();
@@ -2482,13 +2483,13 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
   }
   if (cl == 2) cluster_sync();
   else __syncthreads();
-  /* (the stand-alone kernels: through a shuffle from lane 0, so that the compiler knows it is
-   * warp-uniform, and so are the consumers' stage and phase counters and the wgmma descriptors
-   * made from them, which may then stay in uniform registers instead of being moved there
-   * before each wgmma; in the fused kernels with a tail or side work and in MoE's grouped
-   * kernels it made ptxas spill) */
-  constexpr bool solo = std::is_same<Tail, gemm_no_tail>::value && std::is_same<Side, gemm_no_tail>::value && !GRP;
-  const int wg = solo ? __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0) : (int)(threadIdx.x / 128);
+  /* (the ping-pong kernel: through a shuffle from lane 0, so that the compiler knows it is
+   * warp-uniform, and so are its stage and phase counters and the wgmma descriptors made from
+   * them. Session 43, one H100, fp8 8192 x 28672 x 4096 and 8192^3 in separate processes: the
+   * ping-pong pairs 2.3-2.7% faster with it and wgmma_desc_sw128_k; the 128 x 256 kernels
+   * within -0.8..+2.1%, so they keep the measured code. In fused kernels with a tail or side
+   * work and in MoE's grouped kernels it made ptxas spill.) */
+  const int wg = BN == GEMM_BN_PP ? __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0) : (int)(threadIdx.x / 128);
   if (wg == 0) {
     setmaxnreg_dec_40();
     if (threadIdx.x == 0) gemm_producer<BKN, SKQ, RED && !HELPER && PRE < 0, BN, GRP>(p, smem, sbase, worker, nworkers);
