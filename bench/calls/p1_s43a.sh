@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # p1_s43a.sh — ONE GPU (session 43, call 1): the fp8 rowwise epilogue's scales, and the ping-pong
-# tile in B-multicast pairs (p1_s42b.sh's call, which found no machine in session 42).
+# tile in B-multicast pairs (session 42's p1_s42b.sh, which found no machine; it is this script now).
 # New: the column scales of a tile are spread over the warp (BN / 32 registers a lane, 8-byte
 # loads) and read by shuffle; the 128 x 256 kernels (stand-alone and AllGather's) load them
 # before the mainloop's last wgmma wait (gemm_fp8_early). MELD_GEMM_FP8_LATE=1: after it.
@@ -53,30 +53,7 @@ for tn in default late ppcl2; do
     > "$OUT/ncu_$tn.log" 2>&1
   echo "== (E) ncu $tn rc=$? at $(el) s"; grep -E "==ERR" "$OUT/ncu_$tn.log" | head -3
   "$NCU" -i "$OUT/ncu_$tn.ncu-rep" --page raw --csv > "$OUT/ncu_${tn}_raw.csv" 2>&1
-  ids=$(python3 - "$OUT/ncu_${tn}_raw.csv" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-h = next((r for r in rows if "Kernel Name" in r), None)
-if not h: print("  no csv", file=sys.stderr); sys.exit()
-data = [r for r in rows[rows.index(h) + 2:] if len(r) == len(h)]
-ki = h.index("Kernel Name")
-def num(x):
-    try: return float(x.replace(",", ""))
-    except ValueError: return None
-keep = ("gpu__time_duration.sum", "sm__cycles_elapsed.max", "lts__t_sectors_srcunit_tex_op_read.sum",
-        "lts__t_sectors_srcunit_ltcfabric.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
-        "sm__inst_executed_pipe_tensor.sum", "smsp__inst_executed.sum", "launch__cluster_dim_x",
-        "launch__grid_size", "launch__registers_per_thread", "smsp__issue_active.avg.pct_of_peak_sustained_active",
-        "sm__throughput.avg.pct_of_peak_sustained_elapsed", "smsp__average_warp_latency_per_inst_issued.ratio")
-for n, r in enumerate(data):
-    print(f"  [{n}] {r[ki][:100]}", file=sys.stderr)
-    for i, m in enumerate(h):
-        v = num(r[i])
-        if m in keep or ("issue_stalled" in m and v and v > (2 if m.endswith("pct") else 0.1)):
-            print(f"      {m[:78]:78s} {r[i]}", file=sys.stderr)
-    if "gemm_kernel" in r[ki]: print(n)
-PY
-)
+  ids=$(python3 bench/ncu_raw_table.py "$OUT/ncu_${tn}_raw.csv")
   if [ -n "$src" ]; then for id in $ids; do
     "$NCU" -i "$OUT/ncu_$tn.ncu-rep" --page source --csv --print-source sass --launch-skip $id --launch-count 1 > "$OUT/src_$id.csv" 2>&1
     echo "  -- stall samples, launch $id:"; python3 bench/ncu_top.py "$OUT/src_$id.csv" 14 | cut -c1-170

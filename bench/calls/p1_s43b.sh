@@ -29,31 +29,7 @@ for tn in default late; do
     > "$OUT/ncu_$tn.log" 2>&1
   echo "== (E) ncu $tn rc=$? at $(el) s"; grep -E "==ERR" "$OUT/ncu_$tn.log" | head -3
   "$NCU" -i "$OUT/ncu_$tn.ncu-rep" --page raw --csv > "$OUT/ncu_${tn}_raw.csv" 2>&1
-  ids=$(python3 - "$OUT/ncu_${tn}_raw.csv" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-h = next((r for r in rows if "Kernel Name" in r), None)
-if not h: print("  no csv", file=sys.stderr); sys.exit()
-data = [r for r in rows[rows.index(h) + 2:] if len(r) == len(h)]
-ki = h.index("Kernel Name")
-def num(x):
-    try: return float(x.replace(",", ""))
-    except ValueError: return None
-keep = ("gpu__time_duration.sum", "sm__cycles_elapsed.max", "lts__t_sectors_srcunit_tex_op_read.sum",
-        "lts__t_sectors_srcunit_ltcfabric.sum", "dram__bytes_read.sum", "dram__bytes_write.sum",
-        "sm__inst_executed_pipe_tensor.sum", "smsp__inst_executed.sum", "launch__cluster_dim_x",
-        "launch__grid_size", "launch__registers_per_thread", "smsp__issue_active.avg.pct_of_peak_sustained_active",
-        "sm__throughput.avg.pct_of_peak_sustained_elapsed", "smsp__average_warp_latency_per_inst_issued.ratio")
-sel = [i for i, m in enumerate(h) if m in keep or ("issue_stalled" in m and m.endswith("per_issue_active.ratio")
-                                                      and any((num(r[i]) or 0) > 0.2 for r in data))]
-print("  kernels: " + " | ".join(f"[{n}] {r[ki][:48]}" for n, r in enumerate(data)), file=sys.stderr)
-for i in sel:
-    m = h[i].replace("smsp__average_warps_issue_stalled_", "stall_").replace("_per_issue_active.ratio", "")
-    print(f"  {m[:52]:52s}" + "".join(f"{r[i][:14]:>15s}" for r in data), file=sys.stderr)
-for n, r in enumerate(data):
-    if "gemm_kernel" in r[ki]: print(n)
-PY
-)
+  ids=$(python3 bench/ncu_raw_table.py "$OUT/ncu_${tn}_raw.csv")
   if [ -n "$src" ]; then for id in $ids; do
     "$NCU" -i "$OUT/ncu_$tn.ncu-rep" --page source --csv --print-source sass --launch-skip $id --launch-count 1 > "$OUT/src_${tn}_$id.csv" 2>&1
     echo "  -- stall samples, launch $id:"; python3 bench/ncu_top.py "$OUT/src_${tn}_$id.csv" 14 | cut -c1-150
