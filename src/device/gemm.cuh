@@ -1918,8 +1918,9 @@ __device__ __forceinline__ void gemm_fp8_rows(const gemm_params_t *p, const gemm
         const int o = x - p->a2_row_begin;
         if (p->scale_a2 && o >= 0 && o < p->a2_rows)
           return o < (p->epi.rows_valid > 0 ? p->epi.rows_valid : p->a2_rows) ? __ldg(p->scale_a2 + o) : 0.f;
-        float v; /* (coherent: written by peers during this kernel; ordered by the rows' wait) */
-        asm("ld.relaxed.sys.global.f32 %0, [%1];" : "=f"(v) : "l"(p->scale_a + x));
+        float v; /* (coherent: written by peers during this kernel; ordered by the rows' wait, so
+                    volatile with a memory clobber: it may not move above the full-barrier waits) */
+        asm volatile("ld.relaxed.sys.global.f32 %0, [%1];" : "=f"(v) : "l"(p->scale_a + x) : "memory");
         return v;
       }
       const int d = gemm_compact_row(&p->epi, x); /* (compact rows: the dense row's; padding 0) */
@@ -2487,7 +2488,7 @@ __device__ __forceinline__ void gemm_cta_run(const gemm_params_t *p, uint8_t *sm
    * warp-uniform, and so are its stage and phase counters and the wgmma descriptors made from
    * them. Session 43, one H100, fp8 8192 x 28672 x 4096 and 8192^3 in separate processes: the
    * ping-pong pairs 2.3-2.7% faster with it and wgmma_desc_sw128_k; the 128 x 256 kernels
-   * within -0.8..+2.1%, so they keep the measured code. In fused kernels with a tail or side
+   * within -0.8..+2.4%, so they keep the measured code. In fused kernels with a tail or side
    * work and in MoE's grouped kernels it made ptxas spill.) */
   const int wg = BN == GEMM_BN_PP ? __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0) : (int)(threadIdx.x / 128);
   if (wg == 0) {
