@@ -2028,18 +2028,18 @@ __device__ __forceinline__ void gemm_fp8_scale(const gemm_params_t *p, const gem
   }
 }
 
-/* Whether a gemm_consumer instance loads its fp8 scales before the mainloop's last wait: at
- * compile time (no p) the kernels with registers to spare for BN / 32 + 2 beside the
- * accumulators (the 128 x 256 tile without hook g: the stand-alone kernels and the AllGather's;
- * the wide tile's deferred kernel and GEMM+RS's spilled), at run time unless fp8_rows bit 3
- * asks for the late order. */
-template <bool F8, int BN, bool RED, int G2, int DEFER, bool HELPER>
+/* Whether a consumer loads its fp8 scales before the mainloop's last wait: at compile time (no
+ * p) the kernels with registers to spare for BN / 32 + 2 beside the accumulators (the 128 x 256
+ * tile without hook g: the stand-alone kernels and the AllGather's; the ping-pong tile; the
+ * wide tile's kernels and GEMM+RS's spilled), at run time unless fp8_rows bit 3 asks for the
+ * late order. */
+template <bool F8, int BN, bool RED>
 __host__ __device__ constexpr bool gemm_fp8_early() {
-  return F8 && BN == GEMM_BN && !RED;
+  return F8 && (BN == GEMM_BN || BN == GEMM_BN_PP) && !RED;
 }
-template <bool F8, int BN, bool RED, int G2, int DEFER, bool HELPER>
+template <bool F8, int BN, bool RED>
 __device__ __forceinline__ bool gemm_fp8_early(const gemm_params_t *p) {
-  return gemm_fp8_early<F8, BN, RED, G2, DEFER, HELPER>() && !(p->fp8_rows & 8);
+  return gemm_fp8_early<F8, BN, RED>() && !(p->fp8_rows & 8);
 }
 
 /* Rowwise fp8 scales: this tile's column (and row) scales into L1 at its start, so the
@@ -2224,15 +2224,15 @@ __device__ __forceinline__ void gemm_consumer(const gemm_params_t *p, uint8_t *s
     /* FP8 scales: loaded while the last k-block's wgmmas run, in the kernels with registers to
      * spare for them (gemm_fp8_early); else after the wait */
     [[maybe_unused]] gemm_fp8_sc_t<BN, 1> f8s;
-    const bool f8_early = gemm_fp8_early<F8, BN, RED, G2, DEFER, HELPER>(p);
-    if constexpr (gemm_fp8_early<F8, BN, RED, G2, DEFER, HELPER>())
+    const bool f8_early = gemm_fp8_early<F8, BN, RED>(p);
+    if constexpr (gemm_fp8_early<F8, BN, RED>())
       if (f8_early) gemm_fp8_load<BN, 1>(p, t, g, tid, f8s);
     wgmma_wait0();
     wgmma_fence_acc128(acc);
     if (BN == GEMM_BN_WIDE) wgmma_fence_acc32(acc + 128);
     gemm_release(empty0 + 8 * prev, lane, cl, peer);
     if (F8) { /* before any epilogue path (a piece's partial too) */
-      if constexpr (gemm_fp8_early<F8, BN, RED, G2, DEFER, HELPER>())
+      if constexpr (gemm_fp8_early<F8, BN, RED>())
         if (f8_early) gemm_fp8_apply<BN, 1>(p, f8s, tid, acc);
       if (!f8_early) gemm_fp8_scale<BN>(p, t, g, tid, acc);
     }
@@ -2384,13 +2384,13 @@ __device__ __forceinline__ void gemm_consumer_pp(const gemm_params_t *p, uint32_
       if (++stage == NST) { stage = 0; phase ^= 1; }
     }
     [[maybe_unused]] gemm_fp8_sc_t<GEMM_BN_PP, 2> f8s; /* (both 64-row halves; see gemm_consumer) */
-    const bool f8_early = F8 && !(p->fp8_rows & 8);
-    if (F8 && f8_early) gemm_fp8_load<GEMM_BN_PP, 2>(p, t, 0, tid, f8s);
+    const bool f8_early = gemm_fp8_early<F8, GEMM_BN_PP, false>(p);
+    if (f8_early) gemm_fp8_load<GEMM_BN_PP, 2>(p, t, 0, tid, f8s);
     wgmma_wait0();
     wgmma_fence_accN<GEMM_BN_PP>(acc);
     wgmma_fence_accN<GEMM_BN_PP>(acc + 64);
     gemm_release(empty0 + 8 * prev, lane, mc, peer);
-    if (F8 && f8_early) gemm_fp8_apply<GEMM_BN_PP, 2>(p, f8s, tid, acc);
+    if (f8_early) gemm_fp8_apply<GEMM_BN_PP, 2>(p, f8s, tid, acc);
     if (F8 && !f8_early) { /* (rows 64 h .. +64 as the scale's "warpgroup" h) */
       gemm_fp8_scale<GEMM_BN_PP>(p, t, 0, tid, acc);
       gemm_fp8_scale<GEMM_BN_PP>(p, t, 1, tid, acc + 64);
